@@ -1,0 +1,219 @@
+"""The hardware catalog: data files shipped in `catalog/data/` loaded into validated specs.
+
+Files: gpus.toml ([[gpu]]), interconnects.toml ([[interconnect]]), systems.toml ([[system]]),
+clouds.toml ([[cloud]]), sources.toml (source keys -> document/URL). A user file with the same
+tables (`--catalog FILE`, or the GPUPLAN_CATALOG environment variable, several joined with the
+OS path separator) adds entries or overrides them by id, validated the same way.
+
+Units are converted once, here: a key ending in `_gib`, `_mib`, `_kib` (binary) or `_gb`, `_tb`
+(decimal) becomes the field `<stem>_bytes`. Nothing downstream converts units again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gpuplan.errors import InputError, unknown_id
+from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DATA_DIR = Path(__file__).with_name("data")
+ENV_VAR = "GPUPLAN_CATALOG"
+
+_BYTES_SUFFIX = {"_gib": 2**30, "_mib": 2**20, "_kib": 2**10, "_gb": 10**9, "_tb": 10**12}
+_TABLES = {"gpu": Gpu, "interconnect": Interconnect, "system": System, "cloud": CloudPrice}
+
+
+def _convert_units(raw: dict[str, Any]) -> dict[str, Any]:
+    """Rename `x_gib: 80` to `x_bytes: 85899345920` (and the same for `sources` keys)."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        for suffix, scale in _BYTES_SUFFIX.items():
+            if key.endswith(suffix) and isinstance(value, (int, float)) and not isinstance(value, bool):
+                out[key[: -len(suffix)] + "_bytes"] = int(round(value * scale))
+                break
+        else:
+            out[key] = value
+    if isinstance(out.get("sources"), dict):
+        srcs = {}
+        for key, value in out["sources"].items():
+            for suffix in _BYTES_SUFFIX:
+                if key.endswith(suffix):
+                    key = key[: -len(suffix)] + "_bytes"
+                    break
+            srcs[key] = value
+        out["sources"] = srcs
+    return out
+
+
+def _expand_sources(entry: dict[str, Any], registry: dict[str, dict[str, str]]) -> None:
+    """Replace a leading source key (`S_H100_PAGE`, optionally followed by `: detail`) by its citation."""
+    srcs = entry.get("sources")
+    if not isinstance(srcs, dict):
+        return
+    for key, value in list(srcs.items()):
+        if not isinstance(value, str):
+            continue
+        head, sep, rest = value.partition(":")
+        ref = registry.get(head.strip())
+        if ref:
+            cite = ref.get("title", head.strip())
+            if ref.get("url"):
+                cite += f" <{ref['url']}>"
+            srcs[key] = cite + (f": {rest.strip()}" if sep else "")
+
+
+def _format_validation_error(origin: str, table: str, entry_id: str, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "(entry)"
+    return f"catalog {origin}: {table} '{entry_id}': field {loc}: {err['msg']}"
+
+
+@dataclass
+class Catalog:
+    gpus: dict[str, Gpu] = field(default_factory=dict)
+    interconnects: dict[str, Interconnect] = field(default_factory=dict)
+    systems: dict[str, System] = field(default_factory=dict)
+    clouds: dict[str, CloudPrice] = field(default_factory=dict)
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def _store(self, table: str) -> dict:
+        return {"gpu": self.gpus, "interconnect": self.interconnects, "system": self.systems, "cloud": self.clouds}[table]
+
+    def add_file(self, path: Path, origin: str | None = None) -> None:
+        """Validate and add every entry of one TOML file (entries override existing ids)."""
+        origin = origin or str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError(f"catalog {origin}: file not found", field="catalog") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"catalog {origin}: not valid TOML: {exc}", field="catalog") from None
+        unknown = set(data) - set(_TABLES) - {"sources"}
+        if unknown:
+            raise InputError(
+                f"catalog {origin}: unknown table(s) {sorted(unknown)}; allowed: {', '.join(sorted(_TABLES))}, sources",
+                field="catalog",
+            )
+        self.sources.update(data.get("sources", {}))
+        for table, cls in _TABLES.items():
+            entries = data.get(table, [])
+            if not isinstance(entries, list):
+                raise InputError(f"catalog {origin}: `{table}` must be an array of tables ([[{table}]])", field=table)
+            for raw in entries:
+                entry_id = str(raw.get("id", "?"))
+                entry = _convert_units(dict(raw))
+                _expand_sources(entry, self.sources)
+                try:
+                    spec = cls.model_validate(entry)
+                except ValidationError as exc:
+                    raise InputError(_format_validation_error(origin, table, entry_id, exc), field=table) from None
+                self._store(table)[spec.id] = spec
+        self._check_references(origin)
+
+    def _check_references(self, origin: str) -> None:
+        for sys in self.systems.values():
+            if sys.gpu not in self.gpus:
+                raise InputError(f"catalog {origin}: system '{sys.id}': field gpu: unknown GPU '{sys.gpu}'", field="gpu")
+            for f in ("scaleup_interconnect", "scaleout_interconnect"):
+                ref = getattr(sys, f)
+                if ref is not None and ref not in self.interconnects:
+                    raise InputError(f"catalog {origin}: system '{sys.id}': field {f}: unknown interconnect '{ref}'", field=f)
+        for cloud in self.clouds.values():
+            if cloud.gpu not in self.gpus:
+                raise InputError(f"catalog {origin}: cloud '{cloud.id}': field gpu: unknown GPU '{cloud.gpu}'", field="gpu")
+
+    # -- lookups --------------------------------------------------------------------------------
+    def gpu(self, gpu_id: str) -> Gpu:
+        try:
+            return self.gpus[gpu_id.lower()]
+        except KeyError:
+            raise unknown_id("GPU", gpu_id, sorted(self.gpus)) from None
+
+    def system(self, system_id: str) -> System:
+        key = system_id.lower()
+        if key in self.systems:
+            return self.systems[key]
+        if key in self.gpus:  # a GPU id names a single-GPU box (validation/SYSTEMS.md convention)
+            return single_gpu_system(self.gpus[key])
+        raise unknown_id("system", system_id, sorted(self.systems))
+
+    def interconnect(self, interconnect_id: str) -> Interconnect:
+        try:
+            return self.interconnects[interconnect_id.lower()]
+        except KeyError:
+            raise unknown_id("interconnect", interconnect_id, sorted(self.interconnects)) from None
+
+    def system_gpu(self, system_id: str) -> Gpu:
+        return self.gpu(self.system(system_id).gpu)
+
+    def cloud_prices(self, gpu_id: str) -> list[CloudPrice]:
+        """On-demand prices for one GPU type, cheapest first."""
+        return sorted((c for c in self.clouds.values() if c.gpu == gpu_id), key=lambda c: c.usd_per_gpu_hour)
+
+
+def single_gpu_system(gpu: Gpu) -> System:
+    """A one-GPU box named by the GPU's id: no scale-up or scale-out fabric, power = GPU TDP."""
+    return System(
+        id=gpu.id, name=f"1x {gpu.name}", gpu=gpu.id, gpus_per_node=1, scaleup_domain_gpus=1,
+        scaleup_switched=False, sources={"default": f"single-GPU box built from catalog GPU '{gpu.id}'"},
+    )
+
+
+_user_files: tuple[str, ...] = ()
+
+
+def set_user_catalogs(paths: list[str] | tuple[str, ...]) -> None:
+    """Set the user catalog files (from `--catalog`); they are applied after GPUPLAN_CATALOG."""
+    global _user_files
+    _user_files = tuple(str(p) for p in paths)
+    load_catalog.cache_clear()
+
+
+@lru_cache(maxsize=4)
+def _builtin() -> Catalog:
+    cat = Catalog()
+    # sources first so that entries can cite keys; then the tables in dependency order
+    for name in ("sources", "gpus", "interconnects", "systems", "clouds"):
+        path = DATA_DIR / f"{name}.toml"
+        if path.exists():
+            cat.add_file(path, origin=f"built-in {name}.toml")
+    return cat
+
+
+@lru_cache(maxsize=4)
+def load_catalog() -> Catalog:
+    """The built-in catalog plus user files (GPUPLAN_CATALOG, then --catalog), validated."""
+    base = _builtin()
+    user = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p] + list(_user_files)
+    if not user:
+        return base
+    cat = Catalog(
+        gpus=dict(base.gpus), interconnects=dict(base.interconnects), systems=dict(base.systems),
+        clouds=dict(base.clouds), sources=dict(base.sources),
+    )
+    for path in user:
+        cat.add_file(Path(path))
+    return cat
+
+
+def get_gpu(gpu_id: str) -> Gpu:
+    return load_catalog().gpu(gpu_id)
+
+
+def get_system(system_id: str) -> System:
+    return load_catalog().system(system_id)
+
+
+def get_interconnect(interconnect_id: str) -> Interconnect:
+    return load_catalog().interconnect(interconnect_id)

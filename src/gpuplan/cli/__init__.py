@@ -1,0 +1,1 @@
+"""The command-line interface: parses, calls the library, renders. It never computes."""

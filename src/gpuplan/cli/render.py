@@ -1,0 +1,73 @@
+"""Rendering helpers shared by every command: JSON for scripts, rich tables for people."""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from typing import Any, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON data from dataclasses / pydantic models / enums / numpy scalars (NaN -> null)."""
+    import dataclasses
+
+    if hasattr(obj, "model_dump"):
+        return to_jsonable(obj.model_dump())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
+        return to_jsonable(obj.item())
+    if hasattr(obj, "tolist"):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def print_json(data: Any) -> None:
+    """Write `data` as indented JSON to stdout (no rich markup, no wrapping)."""
+    import sys
+
+    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+
+
+def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]], **kwargs: Any) -> Table:
+    t = Table(title=title, **kwargs)
+    cols = list(columns)
+    for i, c in enumerate(cols):
+        t.add_column(c, justify="left" if i == 0 else "right")
+    for row in rows:
+        t.add_row(*[fmt(v) for v in row])
+    return t
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """Human formatting of a cell: None -> '-', floats to `digits` significant figures with thousands separators."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return "-"
+        if value == 0:
+            return "0"
+        if abs(value) >= 10 ** digits:
+            return f"{value:,.0f}"
+        return f"{value:,.{digits}g}" if abs(value) >= 1e-3 else f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)

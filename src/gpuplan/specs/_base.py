@@ -1,0 +1,43 @@
+"""Shared base for catalog-backed specs: strict (unknown keys rejected), frozen, and sourced."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+
+class Spec(BaseModel):
+    """Strict frozen pydantic model: unknown or missing keys are errors that name the field."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SourcedSpec(Spec):
+    """A catalog entry whose every figure carries a source.
+
+    `sources` maps a field name to its source (URL, or document + table); the key `default`
+    covers every figure without its own entry. Validation rejects an entry where a non-null
+    figure (numeric field, or `peak_tflops`) has neither.
+    """
+
+    sources: dict[str, str]
+    notes: str = ""
+
+    # Fields that are identifiers or prose, not figures needing a source.
+    _unsourced_fields: frozenset[str] = frozenset({"id", "name", "vendor", "notes", "sources", "kind"})
+
+    @model_validator(mode="after")
+    def _every_figure_has_a_source(self):
+        if "default" in self.sources:
+            return self
+        missing = [
+            name
+            for name, value in self
+            if name not in self._unsourced_fields
+            and value is not None
+            and not isinstance(value, str)
+            and not isinstance(value, bool)
+            and name not in self.sources
+        ]
+        if missing:
+            raise ValueError(f"figures without a source: {', '.join(missing)} (add them to `sources` or give `default`)")
+        return self

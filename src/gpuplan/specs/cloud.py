@@ -1,0 +1,20 @@
+"""A dated, sourced cloud price for one GPU of an instance type."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from gpuplan.specs._base import SourcedSpec
+
+
+class CloudPrice(SourcedSpec):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")  # provider-instance, e.g. aws-p5-48xlarge
+    provider: str
+    instance: str
+    gpu: str  # GPU id
+    gpus: int = Field(gt=0)
+    usd_per_gpu_hour: float = Field(gt=0)  # on-demand
+    reserved_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    region: str | None = None
+    date: str  # ISO date the price was read
+    name: str = ""

@@ -1,0 +1,88 @@
+"""The GPU (accelerator) spec: one chip's peak compute, memory and links, every figure sourced."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from gpuplan.specs._base import SourcedSpec, Spec
+
+#: dtypes with a peak figure. fp64/fp32 are the vector (CUDA-core) rates; fp64_tensor and the rest
+#: are tensor-core / matrix-core rates. int8 is in TOP/s but kept under `peak_tflops` for uniformity.
+DTYPES = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4")
+
+
+class PeakTflops(Spec):
+    """Peak rate in TFLOP/s (1e12/s). `dense` is always dense; `sparse` (2:4 structured sparsity)
+    is separate and null where the part has no sparsity support for that dtype."""
+
+    dense: float = Field(gt=0)
+    sparse: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _dense_le_sparse(self):
+        if self.sparse is not None and self.sparse < self.dense:
+            raise ValueError(f"sparse ({self.sparse}) is below dense ({self.dense}): a dense figure was entered as sparse")
+        return self
+
+
+class Gpu(SourcedSpec):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    vendor: str
+    architecture: str
+    compute_capability: str | None = None  # "9.0" for NVIDIA; AMD gfx target string allowed
+    sm_count: int | None = Field(default=None, gt=0)  # SMs (NVIDIA), CUs (AMD), TensorCores (TPU)
+    boost_clock_mhz: float | None = Field(default=None, gt=0)
+    peak_tflops: dict[str, PeakTflops]
+    memory_bytes: int = Field(gt=0)
+    memory_type: str
+    memory_bandwidth_gbps: float = Field(gt=0)  # GB/s, decimal
+    l2_bytes: int | None = Field(default=None, gt=0)
+    smem_per_sm_bytes: int | None = Field(default=None, gt=0)  # max programmable shared memory per SM
+    registers_per_sm: int | None = Field(default=None, gt=0)  # 32-bit registers
+    max_threads_per_sm: int | None = Field(default=None, gt=0)
+    scaleup_link: str | None = None  # interconnect id (nvlink4, xgmi3, ici-v5p, ...)
+    scaleup_bandwidth_gbps: float | None = Field(default=None, gt=0)  # per GPU, per direction, GB/s
+    pcie_gen: int | None = Field(default=None, ge=3, le=6)
+    tdp_w: float = Field(gt=0)
+    launch_year: int | None = None
+    price_usd: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _known_dtypes(self):
+        unknown = set(self.peak_tflops) - set(DTYPES)
+        if unknown:
+            raise ValueError(f"peak_tflops has unknown dtype(s) {sorted(unknown)}; allowed: {', '.join(DTYPES)}")
+        return self
+
+    def peak(self, dtype: str, sparse: bool = False) -> float:
+        """Peak TFLOP/s for `dtype` (dense unless `sparse`); raises InputError if the part has none."""
+        from gpuplan.errors import InputError
+
+        entry = self.peak_tflops.get(dtype)
+        if entry is None:
+            have = ", ".join(self.peak_tflops) or "none"
+            raise InputError(f"dtype: {self.id} has no {dtype} peak; it has: {have}", field="dtype")
+        if sparse:
+            if entry.sparse is None:
+                raise InputError(f"dtype: {self.id} has no sparse {dtype} peak", field="dtype")
+            return entry.sparse
+        return entry.dense
+
+    def matmul_peak_tflops(self, precision: str) -> float:
+        """Dense tensor-core peak for a matmul precision, falling back to the nearest the part has
+        (fp8 -> bf16 on parts without fp8; bf16 <-> fp16)."""
+        order = {
+            "fp4": ["fp4", "fp6", "fp8", "bf16", "fp16"],
+            "fp6": ["fp6", "fp8", "bf16", "fp16"],
+            "fp8": ["fp8", "bf16", "fp16"],
+            "int8": ["int8", "fp8", "bf16", "fp16"],
+            "bf16": ["bf16", "fp16"],
+            "fp16": ["fp16", "bf16"],
+            "tf32": ["tf32", "fp32"],
+            "fp32": ["fp32"],
+        }.get(precision, [precision])
+        for dtype in order:
+            if dtype in self.peak_tflops:
+                return self.peak_tflops[dtype].dense
+        return self.peak(precision)

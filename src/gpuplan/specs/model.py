@@ -1,0 +1,96 @@
+"""The transformer model spec: the architecture facts every count, FLOP and memory formula needs.
+
+Built from a Hugging Face config.json (gpuplan.models.hf_config), a bundled name, or the plain
+architecture columns of a validation CSV. Parameter counts, FLOPs and KV-cache sizes are
+functions over this spec (gpuplan.models.*), never stored on it.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, model_validator
+
+from gpuplan.specs._base import Spec
+
+
+class FfnKind(str, Enum):
+    GELU = "gelu"  # two matrices: up (h x f) and down (f x h); any non-gated activation
+    SWIGLU = "swiglu"  # three matrices: gate, up (h x f each) and down (f x h); any gated activation
+
+
+class NormKind(str, Enum):
+    LAYERNORM = "layernorm"  # weight + bias: 2h parameters
+    RMSNORM = "rmsnorm"  # weight only: h parameters
+
+
+class MlaSpec(Spec):
+    """DeepSeek-V2/V3 multi-head latent attention (DeepSeek-V2 paper, sec. 2.1)."""
+
+    q_lora_rank: int | None = Field(default=None, gt=0)  # None: plain q projection (V2-Lite)
+    kv_lora_rank: int = Field(gt=0)  # d_c, the latent cached per token
+    qk_nope_head_dim: int = Field(gt=0)
+    qk_rope_head_dim: int = Field(gt=0)  # decoupled RoPE key, shared across heads, cached per token
+    v_head_dim: int = Field(gt=0)
+
+
+class MoeSpec(Spec):
+    num_experts: int = Field(gt=0)  # routed experts per MoE layer
+    top_k: int = Field(gt=0)  # routed experts per token
+    expert_ffn: int = Field(gt=0)  # intermediate size of one routed expert
+    shared_experts: int = Field(default=0, ge=0)
+    shared_expert_ffn: int | None = Field(default=None, gt=0)  # intermediate size of ONE shared expert; None = expert_ffn
+    dense_layers: int = Field(default=0, ge=0)  # the first k layers use a dense FFN of size `ffn`
+    layer_freq: int = Field(default=1, gt=0)  # every n-th layer (after dense_layers) is MoE
+    router_bias: bool = False
+
+    @model_validator(mode="after")
+    def _topk_le_experts(self):
+        if self.top_k > self.num_experts:
+            raise ValueError(f"top_k ({self.top_k}) exceeds num_experts ({self.num_experts})")
+        return self
+
+
+class ModelSpec(Spec):
+    name: str
+    family: str = "generic"  # llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v3, gemma2, gpt2, ...
+    layers: int = Field(gt=0)
+    hidden: int = Field(gt=0)
+    heads: int = Field(gt=0)
+    kv_heads: int = Field(gt=0)  # == heads for MHA, 1 for MQA
+    head_dim: int = Field(gt=0)  # from config when given (Gemma, Qwen3): may differ from hidden / heads
+    ffn: int = Field(gt=0)  # dense FFN intermediate size
+    ffn_kind: FfnKind = FfnKind.GELU
+    vocab: int = Field(gt=0)
+    tied_embeddings: bool = False
+    max_position_embeddings: int | None = Field(default=None, gt=0)
+    learned_position_embeddings: bool = False  # GPT-2/GPT-3: a (max_pos x hidden) table
+    norm: NormKind = NormKind.RMSNORM
+    qkv_bias: bool = False
+    attn_out_bias: bool = False
+    mlp_bias: bool = False
+    qk_norm: bool = False  # Qwen3/Gemma3 per-head q/k RMSNorm (head_dim params each)
+    mla: MlaSpec | None = None
+    moe: MoeSpec | None = None
+    #: per-layer attention window in tokens (None = global); empty tuple = all layers global
+    layer_windows: tuple[int | None, ...] = ()
+    attention_sinks: bool = False  # gpt-oss: one learned sink logit per head per layer
+    mtp_layers: int = Field(default=0, ge=0)  # DeepSeek-V3 multi-token-prediction modules (reported apart)
+    source: str = ""  # where the config came from
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) is not a multiple of kv_heads ({self.kv_heads})")
+        if self.layer_windows and len(self.layer_windows) != self.layers:
+            raise ValueError(f"layer_windows has {len(self.layer_windows)} entries for {self.layers} layers")
+        return self
+
+    def is_moe_layer(self, layer: int) -> bool:
+        """Whether 0-based `layer` has a routed-expert FFN."""
+        if self.moe is None or layer < self.moe.dense_layers:
+            return False
+        return (layer - self.moe.dense_layers) % self.moe.layer_freq == 0
+
+    def window(self, layer: int) -> int | None:
+        return self.layer_windows[layer] if self.layer_windows else None

@@ -1,0 +1,66 @@
+"""The training execution plan: how a model is split over GPUs and what is kept or recomputed."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, model_validator
+
+from gpuplan.specs._base import Spec
+
+
+class Recompute(str, Enum):
+    NONE = "none"
+    SELECTIVE = "selective"  # recompute the attention core only (Korthikanti et al. 2022)
+    FULL = "full"  # keep only each layer's input; recompute the layer in backward
+
+
+class Sharding(str, Enum):
+    NONE = "none"
+    ZERO1 = "zero1"  # optimizer states sharded over DP (also Megatron's distributed optimizer)
+    ZERO2 = "zero2"  # + gradients
+    ZERO3 = "zero3"  # + parameters
+    FSDP = "fsdp"  # = ZeRO-3
+
+
+class Precision(str, Enum):
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+class TrainPlan(Spec):
+    tp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    dp: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    ep: int = Field(default=1, gt=0)  # expert parallel degree (carved out of dp x cp, Megatron convention)
+    vpp: int = Field(default=1, gt=0)  # virtual pipeline stages per GPU (interleaved 1F1B)
+    micro_batch: int = Field(default=1, gt=0)
+    global_batch: int | None = Field(default=None, gt=0)  # sequences per optimizer step
+    seq_len: int = Field(default=2048, gt=0)
+    recompute: Recompute = Recompute.NONE
+    sequence_parallel: bool = False
+    precision: Precision = Precision.BF16
+    sharding: Sharding = Sharding.NONE
+
+    @model_validator(mode="after")
+    def _batch_divides(self):
+        if self.global_batch is not None and self.global_batch % (self.micro_batch * self.dp):
+            raise ValueError(
+                f"global_batch ({self.global_batch}) is not a multiple of micro_batch x dp ({self.micro_batch} x {self.dp})"
+            )
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def grad_accum_steps(self) -> int:
+        """Micro-batches per pipeline per step = global_batch / (micro_batch x dp); 1 if no global batch."""
+        if self.global_batch is None:
+            return 1
+        return self.global_batch // (self.micro_batch * self.dp)

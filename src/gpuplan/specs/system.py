@@ -1,0 +1,42 @@
+"""A node (DGX/HGX/cloud instance/rack-scale system): GPUs, scale-up domain, NICs, power."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from gpuplan.specs._base import SourcedSpec
+
+NicKind = Literal["infiniband", "roce", "efa", "omnipath", "tcp", "none"]
+
+
+class System(SourcedSpec):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
+    name: str
+    gpu: str  # GPU id in the catalog
+    gpus_per_node: int = Field(gt=0)
+    #: GPUs reachable over the scale-up fabric (NVLink/NVSwitch): 8 for DGX H100, 72 for GB200 NVL72, 1 for a single GPU
+    scaleup_domain_gpus: int = Field(gt=0)
+    scaleup_interconnect: str | None = None  # interconnect id
+    #: per GPU, per direction, GB/s, as this system wires it (may be below the GPU's own figure)
+    scaleup_bandwidth_gbps: float | None = Field(default=None, gt=0)
+    scaleup_switched: bool = True  # NVSwitch (any-to-any at full rate) vs point-to-point mesh
+    nvls: bool = False  # NVLink SHARP in-switch reduction available
+    nics_per_node: int = Field(default=0, ge=0)  # compute-fabric NICs (storage NICs excluded)
+    nic_gbit_s: float | None = Field(default=None, gt=0)  # per NIC port, line rate
+    nic_kind: NicKind = "none"
+    scaleout_interconnect: str | None = None  # interconnect id of the NIC fabric
+    sharp: bool = False  # in-network reduction on the scale-out fabric
+    cpu: str | None = None
+    host_memory_bytes: int | None = Field(default=None, gt=0)
+    system_power_w: float | None = Field(default=None, gt=0)  # max system power of one node
+    rack_units: int | None = Field(default=None, gt=0)
+    price_usd: float | None = Field(default=None, gt=0)
+
+    @property
+    def scaleout_gbps_per_gpu(self) -> float:
+        """Scale-out bandwidth per GPU per direction, GB/s = nics x Gbit/s / 8 / GPUs per node."""
+        if not self.nics_per_node or not self.nic_gbit_s:
+            return 0.0
+        return self.nics_per_node * self.nic_gbit_s / 8.0 / self.gpus_per_node
