@@ -1,0 +1,1 @@
+"""Workloads: training and inference models, pure functions of (Model, System, Plan) -> Result."""

@@ -1,0 +1,84 @@
+"""Number formats of served weights, KV cache and activations: storage bytes per element.
+
+Weight, KV-cache and activation formats are chosen independently (a common deployment is int4 or
+mxfp4 weights, fp8 KV cache, bf16 activations). Storage cost includes the block-scale overhead of
+block-scaled formats:
+
+    bits_per_element = element_bits + scale_bits / block_size
+
+- mxfp4: E2M1 elements, one E8M0 (8-bit) scale per 32 elements (OCP Microscaling Formats (MX)
+  v1.0 spec, table 1): 4 + 8/32 = 4.25 bits.
+- nvfp4: E2M1 elements, one FP8 E4M3 scale per 16 elements (NVIDIA Blackwell NVFP4, "Introducing
+  NVFP4" NVIDIA technical blog, 2025; the per-tensor fp32 scale is negligible): 4 + 8/16 = 4.5 bits.
+- int4: weight-only group quantisation as AWQ/GPTQ ship it, one fp16 scale per group of 128
+  (AWQ paper, Lin et al. 2023, sec. 4 "group size 128"): 4 + 16/128 = 4.125 bits.
+- int8: per-channel scales (SmoothQuant / W8A8), negligible per element: 8 bits.
+- fp8: per-tensor (or per-channel) scale, negligible per element: 8 bits.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from gpuplan.errors import InputError
+
+
+class ServingDtype(str, Enum):
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+    MXFP4 = "mxfp4"
+    NVFP4 = "nvfp4"
+
+
+#: storage bits per element including block-scale overhead (module docstring gives each source)
+BITS_PER_ELEMENT: dict[ServingDtype, float] = {
+    ServingDtype.FP32: 32.0,
+    ServingDtype.FP16: 16.0,
+    ServingDtype.BF16: 16.0,
+    ServingDtype.FP8: 8.0,
+    ServingDtype.INT8: 8.0,
+    ServingDtype.INT4: 4.0 + 16.0 / 128,
+    ServingDtype.MXFP4: 4.0 + 8.0 / 32,
+    ServingDtype.NVFP4: 4.0 + 8.0 / 16,
+}
+
+
+def parse_dtype(value: "str | ServingDtype", field: str = "dtype") -> ServingDtype:
+    """A ServingDtype from its name; InputError naming `field` and the allowed values otherwise."""
+    if isinstance(value, ServingDtype):
+        return value
+    try:
+        return ServingDtype(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(d.value for d in ServingDtype)
+        raise InputError(f"{field}: unknown format '{value}'; allowed: {allowed}", field=field) from None
+
+
+def bytes_per_element(dtype: "str | ServingDtype") -> float:
+    """Storage bytes per element = BITS_PER_ELEMENT / 8 (e.g. mxfp4: 4.25 / 8 = 0.53125 B)."""
+    return BITS_PER_ELEMENT[parse_dtype(dtype)] / 8.0
+
+
+def matmul_precision(weight: ServingDtype, activation: ServingDtype, gpu_dtypes: "set[str] | frozenset[str]") -> str:
+    """The tensor-core precision a weight x activation GEMM runs at on a GPU.
+
+    Both operands must share a tensor-core format. Weight-only formats (int4; fp4 formats on parts
+    without fp4 tensor cores) are dequantised to the activation format inside the kernel, so the
+    GEMM runs at the activation's rate (the weight bytes still shrink). fp8 x fp8 runs at fp8 where
+    the part has fp8 (Hopper, Ada, Blackwell, MI300), else at the 16-bit rate. fp4 x fp4 runs at
+    fp4 where the part has fp4 (Blackwell).
+    """
+    act = activation.value if activation not in (ServingDtype.INT4, ServingDtype.MXFP4, ServingDtype.NVFP4) else "bf16"
+    if weight in (ServingDtype.MXFP4, ServingDtype.NVFP4) and activation in (ServingDtype.MXFP4, ServingDtype.NVFP4):
+        return "fp4" if "fp4" in gpu_dtypes else "bf16"
+    if weight == ServingDtype.FP8 and activation == ServingDtype.FP8:
+        return "fp8" if "fp8" in gpu_dtypes else "bf16"
+    if weight == ServingDtype.INT8 and activation == ServingDtype.INT8:
+        return "int8" if "int8" in gpu_dtypes else "bf16"
+    if act in ("fp8", "int8"):  # activations quantised but weights wider: runs at the wider format
+        act = "bf16"
+    return act if act in gpu_dtypes or act == "fp32" else "bf16"

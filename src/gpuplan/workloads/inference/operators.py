@@ -1,0 +1,289 @@
+"""Per-operator time of one engine step (prefill, decode, or a mixed continuous-batching step).
+
+One step runs every layer once over the step's tokens. Each operator costs a roofline with
+achievable (not peak) rates:
+
+    t_op = max(flops_op / F_achievable(m), bytes_op / B_achievable) + PER_KERNEL_LATENCY_S
+
+- F_achievable(m) = F_large x m / (m + GEMM_HALF_EFFICIENCY_TOKENS): F_large is the achievable
+  large-GEMM rate (op_cost / MAMF measurements, see _adapters); small token counts leave tensor-core
+  tiles partly empty.
+- B_achievable: the achievable HBM stream bandwidth (op_cost, or aiconfigurator's 0.8 factor).
+
+The step splits into pieces that depend on different batch statistics, which is what makes the
+simulator fast (tables + a few multiply-adds per step, no per-op work):
+
+    T_step = STEP_OVERHEAD_S
+           + linear(n_tokens)            GEMMs (QKV, O, FFN / routed experts, router), norms,
+                                          activations, TP all-reduce, EP all-to-all, PP send
+           + logits(n_seqs)              LM head over the tokens that sample (one per sequence)
+           + attention_decode            memory-bound: KV bytes read, sum over decoding sequences
+           + attention_prefill           compute-bound FlashAttention: causal query-key pairs
+
+Sources of the constants are on each constant. Weight, KV and activation formats are independent
+(gpuplan.workloads.inference.dtypes). MoE layers read only the experts the step's tokens touch:
+with B tokens each choosing top-k of E experts uniformly, the expected number of distinct experts
+is E x (1 - (1 - k/E)^B) (each expert is missed by one token with probability 1 - k/E).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuplan.specs import FfnKind
+from gpuplan.workloads.inference import _adapters
+from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.dtypes import bytes_per_element, matmul_precision
+
+#: Minimum duration of one kernel (launch + tail), s: aiconfigurator h100_sxm/h200_sxm system YAML
+#: `mem_empirical_constant_latency: 3 us` (ai-dynamo/aiconfigurator @095f58a).
+PER_KERNEL_LATENCY_S = 3e-6
+#: Kernels per transformer layer after the usual fusions (norm, QKV GEMM, RoPE+KV write, attention,
+#: O GEMM, norm, gate-up GEMM, activation, down GEMM): TensorRT-LLM / vLLM decode traces show 8-12.
+KERNELS_PER_LAYER = 9
+#: Host-side cost per engine step not hidden behind GPU work (scheduling, sampling, input prep,
+#: output processing), s. vidur's profiled CPU overheads (microsoft/vidur data/profiling/cpu_overhead)
+#: total a few ms per step for Python engines (vLLM V0); C++ runtimes (TensorRT-LLM, TurboMind) overlap
+#: most of it. 0.4 ms is an estimate for the latter, overridable.
+STEP_OVERHEAD_S = 4e-4
+#: Tokens at which a GEMM reaches half its large-shape efficiency: CUTLASS/cuBLAS tiles are 64-128
+#: rows, so m << 64 wastes most of a tile. Estimate (wave/tile quantisation), used as m/(m+32).
+GEMM_HALF_EFFICIENCY_TOKENS = 32.0
+#: FlashAttention forward compute efficiency relative to the dense tensor-core peak: FA2 paper (Dao
+#: 2023, fig. 4): 50-73% of A100 peak; FA3 paper (Shah et al. 2024): 75% of H100 bf16 peak. 0.6.
+ATTENTION_COMPUTE_EFFICIENCY = 0.60
+#: Activation passes of elementwise work per layer, in units of hidden-size vectors per token (two
+#: RMSNorms read+write = 4, two residual adds read 2 write 1 = 6); the gated activation adds 3 f.
+ELEMENTWISE_HIDDEN_PASSES = 10
+#: Bytes of an activation element moved between kernels and over TP all-reduces (bf16/fp16).
+ACTIVATION_IO_BYTES = 2.0
+
+
+def expected_distinct_experts(num_experts: int, top_k: int, tokens) -> np.ndarray:
+    """E x (1 - (1 - k/E)^B): expected distinct experts B tokens touch, each choosing k of E
+    uniformly (a uniform-routing approximation; real routers are somewhat skewed, which touches fewer)."""
+    b = np.asarray(tokens, dtype=float)
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** b)
+
+
+@dataclass(frozen=True)
+class LinearOp:
+    """One GEMM per layer on one GPU: (m tokens x k_in) @ (k_in x n_out)."""
+
+    name: str
+    n_out: int
+    k_in: int
+    layers: int  # how many layers of the model have it
+
+
+def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
+    """The per-GPU shapes of the non-expert GEMMs of every layer (TP-sharded where engines shard)."""
+    m, tp = dep.model, dep.tp
+    L = m.layers
+    ops: list[LinearOp] = []
+    if m.mla is not None:
+        a = m.mla
+        if a.q_lora_rank:
+            ops.append(LinearOp("q_a", a.q_lora_rank, m.hidden, L))  # replicated (vLLM ReplicatedLinear)
+            ops.append(LinearOp("q_b", m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) // tp, a.q_lora_rank, L))
+        else:
+            ops.append(LinearOp("q", m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) // tp, m.hidden, L))
+        ops.append(LinearOp("kv_a", a.kv_lora_rank + a.qk_rope_head_dim, m.hidden, L))
+        ops.append(LinearOp("kv_b", m.heads * (a.qk_nope_head_dim + a.v_head_dim) // tp, a.kv_lora_rank, L))
+        ops.append(LinearOp("o", m.hidden, m.heads * a.v_head_dim // tp, L))
+    else:
+        qkv = (m.heads // tp + 2 * dep.kv_heads_per_gpu) * m.head_dim
+        ops.append(LinearOp("qkv", qkv, m.hidden, L))
+        ops.append(LinearOp("o", m.hidden, m.heads * m.head_dim // tp, L))
+    moe_layers = sum(m.is_moe_layer(i) for i in range(L))
+    dense_layers = L - moe_layers
+    n_mats_up = 2 if m.ffn_kind == FfnKind.SWIGLU else 1
+    if dense_layers:
+        ops.append(LinearOp("ffn_up", n_mats_up * m.ffn // tp, m.hidden, dense_layers))
+        ops.append(LinearOp("ffn_down", m.hidden, m.ffn // tp, dense_layers))
+    if moe_layers and m.moe is not None:
+        ops.append(LinearOp("router", m.moe.num_experts, m.hidden, moe_layers))
+        if m.moe.shared_experts:
+            f_sh = (m.moe.shared_expert_ffn or m.moe.expert_ffn) * m.moe.shared_experts
+            ops.append(LinearOp("shared_up", n_mats_up * f_sh // tp, m.hidden, moe_layers))
+            ops.append(LinearOp("shared_down", m.hidden, f_sh // tp, moe_layers))
+    return ops
+
+
+class StepTimeModel:
+    """Closed-form step time of one deployment, split by the batch statistic each piece depends on.
+
+    Build once per deployment (vectorised over token counts), then `step_time(...)` or the
+    simulator's arrays cost a few multiply-adds per step.
+    """
+
+    def __init__(self, dep: Deployment, table_tokens: int = 16384):
+        self.dep = dep
+        m = dep.model
+        gpu = dep.gpu
+        self.precision = matmul_precision(dep.weight_dtype, dep.activation_dtype, set(gpu.peak_tflops))
+        self.gemm_flops_per_s = _adapters.achievable_matmul_tflops(gpu, self.precision) * 1e12
+        self.hbm_bytes_per_s = _adapters.achievable_hbm_gbps(gpu) * 1e9
+        attn_precision = "fp8" if dep.kv_dtype.value == "fp8" and "fp8" in gpu.peak_tflops else (
+            "fp16" if dep.activation_dtype.value == "fp16" else "bf16")
+        self.attention_flops_per_s = gpu.matmul_peak_tflops(attn_precision) * 1e12 * ATTENTION_COMPUTE_EFFICIENCY
+        self.weight_bytes = bytes_per_element(dep.weight_dtype)
+        self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)
+        self.kv_bytes = bytes_per_element(dep.kv_dtype)
+        self.ops = dense_linear_ops(dep)
+        self.layers = m.layers
+        # --- attention coefficients (whole model, one GPU) --------------------------------------
+        windows = [m.window(i) for i in range(m.layers)]
+        self.window = max((w for w in windows if w is not None), default=0)
+        self.window_layers = sum(1 for w in windows if w is not None)
+        self.global_layers = m.layers - self.window_layers
+        heads_pg = m.heads // dep.tp
+        if m.mla is not None:
+            a = m.mla
+            kv_token_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kv_bytes  # latent, replicated
+            # absorbed decode (DeepSeek-V2 sec. 2.1.2): scores over the latent + rope, values from the latent
+            self.decode_pair_flops = 2.0 * heads_pg * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * heads_pg * a.kv_lora_rank
+            self.prefill_pair_flops = 2.0 * heads_pg * (a.qk_nope_head_dim + a.qk_rope_head_dim) + 2.0 * heads_pg * a.v_head_dim
+        else:
+            kv_token_layer = 2.0 * dep.kv_heads_per_gpu * m.head_dim * self.kv_bytes
+            self.decode_pair_flops = 4.0 * heads_pg * m.head_dim  # QK^T and PV, 2 FLOPs per MAC
+            self.prefill_pair_flops = self.decode_pair_flops
+        #: KV bytes one GPU holds per token per layer
+        self.kv_bytes_per_token_layer = kv_token_layer
+        # --- tables over token count and sequence count ----------------------------------------
+        self.table_tokens = int(table_tokens)
+        n = np.arange(self.table_tokens + 1, dtype=float)
+        self.linear_table = self.linear_time(n)
+        self.logits_table = self.logits_time(n)
+
+    # -------------------------------------------------------------------------------------------
+    def _gemm_rate(self, tokens: np.ndarray) -> np.ndarray:
+        t = np.maximum(tokens, 1.0)
+        return self.gemm_flops_per_s * t / (t + GEMM_HALF_EFFICIENCY_TOKENS)
+
+    def _roofline(self, flops, bytes_, tokens) -> np.ndarray:
+        return np.maximum(flops / self._gemm_rate(tokens), bytes_ / self.hbm_bytes_per_s)
+
+    def linear_time(self, tokens) -> np.ndarray:
+        """Seconds for every non-attention operator of one step over `tokens` tokens (array):
+        GEMMs (per-op roofline), routed experts, elementwise passes, kernel latencies, TP all-reduce
+        (2 per layer), EP all-to-all (2 per MoE layer) and PP activation sends."""
+        dep, m = self.dep, self.dep.model
+        tok = np.asarray(tokens, dtype=float)
+        total = np.zeros_like(tok)
+        for op in self.ops:
+            flops = 2.0 * tok * op.n_out * op.k_in
+            bytes_ = op.n_out * op.k_in * self.weight_bytes + tok * (op.k_in * self.act_in_bytes + op.n_out * ACTIVATION_IO_BYTES)
+            total += op.layers * self._roofline(flops, bytes_, tok)
+        f_eff = m.ffn / dep.tp
+        moe_layers = sum(m.is_moe_layer(i) for i in range(m.layers))
+        if moe_layers and m.moe is not None:
+            moe = m.moe
+            mats = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
+            expert_params = mats * m.hidden * moe.expert_ffn
+            shards = dep.ep if dep.ep > 1 else dep.tp  # EP: whole experts on E/ep GPUs; else TP-split
+            touched = expected_distinct_experts(moe.num_experts, moe.top_k, tok) / (dep.ep if dep.ep > 1 else 1)
+            bytes_w = touched * expert_params / (1 if dep.ep > 1 else dep.tp) * self.weight_bytes
+            routed_tokens = tok * moe.top_k / shards
+            flops = 2.0 * routed_tokens * expert_params
+            # per-expert GEMMs see tokens / touched rows each: their tile efficiency follows that
+            rows_per_expert = np.where(touched > 0, tok * moe.top_k / np.maximum(touched * (dep.ep if dep.ep > 1 else 1), 1e-9), 1.0)
+            bytes_a = routed_tokens * m.hidden * (self.act_in_bytes + ACTIVATION_IO_BYTES) * 2
+            t_exp = np.maximum(flops / self._gemm_rate(rows_per_expert), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
+            total += moe_layers * t_exp
+            f_eff = moe.expert_ffn * moe.top_k / shards
+            if dep.ep > 1:
+                a2a = _adapters.collective_seconds_grid(
+                    "all_to_all", tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.ep, dep.system, dep.ep)
+                total += 2 * moe_layers * a2a
+        gated = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
+        elementwise_bytes = tok * (ELEMENTWISE_HIDDEN_PASSES * m.hidden + gated * f_eff) * ACTIVATION_IO_BYTES
+        total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
+        total += m.layers * KERNELS_PER_LAYER * PER_KERNEL_LATENCY_S
+        if dep.tp > 1:
+            ar = _adapters.collective_seconds_grid("all_reduce", tok * m.hidden * ACTIVATION_IO_BYTES, dep.system, dep.tp)
+            total += 2 * m.layers * ar
+        if dep.pp > 1:
+            send = _adapters.collective_seconds_grid("all_gather", tok * m.hidden * ACTIVATION_IO_BYTES * 2, dep.system, 2)
+            total += (dep.pp - 1) * send
+        return np.where(tok > 0, total, 0.0)
+
+    def logits_time(self, seqs) -> np.ndarray:
+        """Seconds for the LM head (vocab/tp x hidden GEMM, 16-bit weights as quantisers leave it)
+        over one sampled token per sequence, plus the final norm and sampling kernels."""
+        m, dep = self.dep.model, self.dep
+        s = np.asarray(seqs, dtype=float)
+        n_out = m.vocab / dep.tp
+        flops = 2.0 * s * n_out * m.hidden
+        bytes_ = n_out * m.hidden * max(self.weight_bytes, 2.0) + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
+        t = self._roofline(flops, bytes_, s) + 3 * PER_KERNEL_LATENCY_S
+        return np.where(s > 0, t, 0.0)
+
+    def attention_decode_time(self, ctx_global_sum, ctx_window_sum) -> np.ndarray:
+        """Memory-bound decode attention: every decoding sequence reads its KV cache once per layer.
+        bytes = kv_bytes_per_token_layer x (global_layers x sum(ctx) + window_layers x sum(min(ctx, w)))."""
+        tokens_layers = self.global_layers * np.asarray(ctx_global_sum, float) + self.window_layers * np.asarray(ctx_window_sum, float)
+        bytes_ = tokens_layers * self.kv_bytes_per_token_layer
+        flops = tokens_layers * self.decode_pair_flops
+        return np.maximum(bytes_ / self.hbm_bytes_per_s, flops / self.attention_flops_per_s)
+
+    def attention_prefill_time(self, pairs_global, pairs_window, kv_tokens) -> np.ndarray:
+        """Compute-bound FlashAttention prefill: causal (query, key) pairs x FLOPs per pair, against
+        reading the K/V of `kv_tokens` once per layer."""
+        flops = self.prefill_pair_flops * (self.global_layers * np.asarray(pairs_global, float)
+                                           + self.window_layers * np.asarray(pairs_window, float))
+        bytes_ = self.layers * np.asarray(kv_tokens, float) * self.kv_bytes_per_token_layer
+        return np.maximum(flops / self.attention_flops_per_s, bytes_ / self.hbm_bytes_per_s)
+
+    # -------------------------------------------------------------------------------------------
+    def lookup_linear(self, tokens: float) -> float:
+        """linear_time from the table, linear extrapolation past it (compute-bound, so linear)."""
+        n = self.table_tokens
+        if tokens <= n:
+            return float(self.linear_table[int(tokens)])
+        slope = self.linear_table[n] - self.linear_table[n - 1]
+        return float(self.linear_table[n] + slope * (tokens - n))
+
+    def step_time(self, *, prefill_tokens: float = 0, prefill_seqs: int = 0, prefill_pairs: float = 0,
+                  prefill_pairs_window: float | None = None, prefill_kv_tokens: float = 0,
+                  decode_seqs: int = 0, decode_ctx_sum: float = 0, decode_ctx_window_sum: float | None = None) -> float:
+        """Seconds of one engine step with `prefill_tokens` prompt tokens (of `prefill_seqs`
+        sequences, `prefill_pairs` causal query-key pairs) and `decode_seqs` decoding sequences
+        whose contexts sum to `decode_ctx_sum` tokens. The formula of the module docstring."""
+        n_tokens = prefill_tokens + decode_seqs
+        if n_tokens <= 0:
+            return 0.0
+        pw = prefill_pairs if prefill_pairs_window is None else prefill_pairs_window
+        dw = decode_ctx_sum if decode_ctx_window_sum is None else decode_ctx_window_sum
+        t = STEP_OVERHEAD_S + self.lookup_linear(n_tokens)
+        t += float(self.logits_time(prefill_seqs + decode_seqs))
+        if decode_seqs:
+            t += float(self.attention_decode_time(decode_ctx_sum, dw))
+        if prefill_tokens:
+            t += float(self.attention_prefill_time(prefill_pairs, pw, prefill_kv_tokens))
+        return t
+
+    # -------------------------------------------------------------------------------------------
+    def prefill_time(self, batch: int, input_len: int) -> float:
+        """TTFT of a static batch: one step over batch x input_len prompt tokens (causal pairs
+        L(L+1)/2 per sequence; window layers see at most L x w pairs)."""
+        L = float(input_len)
+        pairs = batch * L * (L + 1) / 2
+        w = self.window
+        pairs_w = batch * (L * w - w * (w - 1) / 2 if (w and L > w) else L * (L + 1) / 2)
+        return self.step_time(prefill_tokens=batch * L, prefill_seqs=batch, prefill_pairs=pairs,
+                              prefill_pairs_window=pairs_w, prefill_kv_tokens=batch * L)
+
+    def decode_step_time(self, batch: int, context: float) -> float:
+        """One decode step of `batch` sequences each with `context` tokens of KV cache."""
+        w = self.window
+        ctx_w = min(context, w) if w else context
+        return self.step_time(decode_seqs=batch, decode_ctx_sum=batch * context, decode_ctx_window_sum=batch * ctx_w)
+
+
+def step_time_model(dep: Deployment, table_tokens: int = 16384) -> StepTimeModel:
+    """Build the closed-form step-time model of a deployment."""
+    return StepTimeModel(dep, table_tokens=table_tokens)
+
