@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from gpuplan.specs._base import SourcedSpec
+
+
+PricingModel = Literal["on-demand", "reserved", "capacity-block", "spot"]
 
 
 class CloudPrice(SourcedSpec):
@@ -13,8 +18,10 @@ class CloudPrice(SourcedSpec):
     instance: str
     gpu: str  # GPU id
     gpus: int = Field(gt=0)
-    usd_per_gpu_hour: float = Field(gt=0)  # on-demand
+    usd_per_gpu_hour: float = Field(gt=0)  # on-demand unless `pricing_model` says otherwise
     reserved_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
     region: str | None = None
     date: str  # ISO date the price was read
     name: str = ""
+    #: what kind of price `usd_per_gpu_hour` is
+    pricing_model: PricingModel = "on-demand"

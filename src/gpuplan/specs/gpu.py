@@ -44,7 +44,8 @@ class Gpu(SourcedSpec):
     scaleup_link: str | None = None  # interconnect id (nvlink4, xgmi3, ici-v5p, ...)
     scaleup_bandwidth_gbps: float | None = Field(default=None, gt=0)  # per GPU, per direction, GB/s
     pcie_gen: int | None = Field(default=None, ge=3, le=6)
-    tdp_w: float = Field(gt=0)
+    #: board/module power, W. None only where no source publishes one (Google TPUs).
+    tdp_w: float | None = Field(default=None, gt=0)
     launch_year: int | None = None
     price_usd: float | None = Field(default=None, gt=0)
 
@@ -54,6 +55,16 @@ class Gpu(SourcedSpec):
         if unknown:
             raise ValueError(f"peak_tflops has unknown dtype(s) {sorted(unknown)}; allowed: {', '.join(DTYPES)}")
         return self
+
+    @property
+    def memory_gib(self) -> float:
+        """Memory capacity in GiB (= memory_bytes / 2**30)."""
+        return self.memory_bytes / 2**30
+
+    @property
+    def sparse_dtypes(self) -> list[str]:
+        """dtypes with a 2:4 structured-sparsity peak."""
+        return [d for d, p in self.peak_tflops.items() if p.sparse is not None]
 
     def peak(self, dtype: str, sparse: bool = False) -> float:
         """Peak TFLOP/s for `dtype` (dense unless `sparse`); raises InputError if the part has none."""
