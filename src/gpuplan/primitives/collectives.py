@@ -1,0 +1,433 @@
+"""Time of one collective on a group of GPUs laid out on a system: alpha-beta over real fabrics.
+
+Definitions (nccl-tests PERFORMANCE.md, ../shared/reference/hardware.md section 3.1):
+- size S is what nccl-tests counts: the per-rank buffer for all_reduce / broadcast / send_recv,
+  the whole gathered (or scattered) array count x typesize x nranks for all_gather,
+  reduce_scatter and all_to_all.
+- algbw = S / t; busbw = algbw x factor with factor 2(n-1)/n (all_reduce), (n-1)/n (all_gather,
+  reduce_scatter, all_to_all), 1 (broadcast, send_recv). "bus bytes" = S x factor is what crosses
+  the bottleneck link of each rank in a bandwidth-optimal algorithm.
+
+Time of one algorithm with one protocol (NCCL's cost model, NVIDIA/nccl src/graph/tuning.cc, as
+summarised in hardware.md section 3.2):
+
+    t = alpha + (bus_bytes + fill_bytes) / busbw_limit
+
+- alpha: NCCL's latency model, base + per-step hardware latency x steps (constants below, in us).
+- busbw_limit: the bottleneck of the layout (see `_ring_limit_gbps`), each link at its achievable
+  fraction of line rate (NVLINK_EFFICIENCY, NIC_EFFICIENCY), capped per protocol as NCCL does
+  (LL: half the bandwidth and at most LL_MAX_BUSBW; Simple: full).
+- fill_bytes (Simple only): the Simple protocol streams through nChannels x NCCL_BUFFSIZE of
+  staging buffers (32 channels x 4 MiB default = 128 MiB); a message smaller than that never
+  reaches the streaming rate. Equivalent to Hockney's half-performance length n_1/2 = fill_bytes:
+  achieved busbw = limit x bus / (bus + n_1/2). Modelling assumption, consistent with the published
+  mid-size points (JAX scaling book: 150 GB/s at 58 MB on 8xH100; ml-engineering: 198 GB/s at
+  128 MiB on 4x8 B200).
+- The protocol with the lower time wins (LL for latency-bound small messages, Simple for large).
+
+Layouts: the group has `gpus_per_domain` ranks in each scale-up (NVLink/NVSwitch/xGMI) domain
+(default: packed, min(n, domain)) and spans `domains` = n / gpus_per_domain of them over the NICs.
+Algorithms: ring (every op), tree (all_reduce; NCCL's double binary tree across domains),
+nvls (all_reduce with NVLink SHARP; NVLSTree across domains), hierarchical (all_reduce as
+reduce-scatter in the domain, all-reduce across domains on 1/gpus_per_domain of the data,
+all-gather in the domain, one after the other), auto (the fastest of those NCCL would choose
+among: ring, tree, nvls where the fabric has it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from gpuplan.errors import InputError
+from gpuplan.specs import Gpu, System
+
+
+class Collective(str, Enum):
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    BROADCAST = "broadcast"
+    SEND_RECV = "send_recv"
+
+
+class Algorithm(str, Enum):
+    AUTO = "auto"
+    RING = "ring"
+    TREE = "tree"
+    NVLS = "nvls"
+    HIERARCHICAL = "hierarchical"
+
+
+class Protocol(str, Enum):
+    LL = "LL"
+    SIMPLE = "Simple"
+
+
+# ----------------------------------------------------------------------------- constants (sourced)
+#: Achievable fraction of NVLink/NVSwitch line rate for NCCL's Simple protocol. nccl-tests ring
+#: all_reduce busbw on 8-GPU NVSwitch nodes: H100 about 370 of 450 GB/s (JAX scaling book: "it is
+#: difficult in practice to exceed 370 GB/s"), A100 235 of 300 (ml-engineering table): ~0.8.
+NVLINK_EFFICIENCY = 0.80
+#: Achievable fraction of NIC line rate (RDMA, large messages). InfiniBand/RoCE: NDR 400G carries
+#: 50 GB/s of line rate; nccl-tests multi-node busbw reaches about 93-95% of it with 8 NICs per node
+#: (assumption, in line with the EFA figure). EFA: ml-engineering P6-B200 4 nodes, 382 GB/s busbw at
+#: 16 GiB over 8x400 Gb/s = 400 GB/s per node: 0.955; p5en ring 4 GiB 365/400 = 0.91; mean 0.93.
+#: TCP (GPUDirect-TCPXO): no published busbw read; 0.7 assumed. Omni-Path: 0.85 assumed.
+NIC_EFFICIENCY = {"infiniband": 0.93, "roce": 0.93, "efa": 0.93, "omnipath": 0.85, "tcp": 0.70, "none": 0.0}
+
+#: NCCL tuning.cc nvlsEfficiency: NVLS reduction throughput relative to the link, per architecture.
+NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
+
+#: NCCL tuning.cc llMaxBws (GB/s busbw cap of the LL protocol) [1 node, 2 nodes, >= 4 nodes].
+LL_MAX_BUSBW = {
+    "volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0),
+    "hopper": (141.0, 45.0, 35.0), "blackwell": (282.0, 90.0, 70.0),
+}
+#: LL moves 8-byte lines carrying 4 bytes of data: half the bandwidth (NCCL: min(llMaxBw, 0.5 busBw)).
+LL_BANDWIDTH_FRACTION = 0.5
+#: NCCL tuning.cc: Tree all_reduce bandwidth is min(0.92 x busBw, ...).
+TREE_BANDWIDTH_FRACTION = 0.92
+
+#: NCCL latencies, microseconds (tuning.cc): base per algorithm/protocol, hardware per step.
+BASE_LATENCY_US = {("ring", "LL"): 6.6, ("ring", "Simple"): 8.4, ("tree", "LL"): 6.8, ("tree", "Simple"): 8.4,
+                   ("nvls", "Simple"): 0.0}
+NVLINK_STEP_US = {("ring", "LL"): 0.6, ("ring", "Simple"): 3.4, ("tree", "LL"): 0.6, ("tree", "Simple"): 4.0,
+                  ("nvls", "Simple"): 25.0}
+NET_STEP_US = {("ring", "LL"): 2.7, ("ring", "Simple"): 14.0, ("tree", "LL"): 5.0, ("tree", "Simple"): 14.0,
+               ("nvls", "Simple"): 20.9}
+#: NCCL tuning.cc: ring Simple all_reduce across nodes pays its latency x 1.4.
+MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR = 1.4
+
+#: Simple-protocol staging: NCCL_BUFFSIZE default 4 MiB (NCCL env docs) x 32 channels.
+NCCL_BUFFSIZE_BYTES = 4 * 1024**2
+NCCL_CHANNELS = 32
+FILL_BYTES = NCCL_BUFFSIZE_BYTES * NCCL_CHANNELS
+
+
+@dataclass(frozen=True)
+class CollectiveResult:
+    """One collective: time, nccl-tests algbw/busbw (GB/s, decimal), the algorithm and protocol
+    chosen, the layout, and the time split into latency (alpha) and bandwidth terms."""
+
+    collective: Collective
+    algorithm: Algorithm
+    protocol: Protocol
+    size_bytes: float
+    num_gpus: int
+    gpus_per_domain: int
+    domains: int
+    time_s: float
+    algbw_gbps: float
+    busbw_gbps: float
+    latency_s: float
+    bandwidth_s: float
+
+
+def busbw_factor(collective: Collective | str, n):
+    """nccl-tests bus-bandwidth factor: 2(n-1)/n all_reduce; (n-1)/n all_gather, reduce_scatter,
+    all_to_all; 1 broadcast and send_recv (hardware.md section 3.1). numpy-broadcasting in n."""
+    op = Collective(collective)
+    n = np.asarray(n, dtype=np.float64)
+    if op is Collective.ALL_REDUCE:
+        return 2.0 * (n - 1.0) / n
+    if op in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
+        return (n - 1.0) / n
+    return np.ones_like(n)
+
+
+# ----------------------------------------------------------------------------- the fabric
+@dataclass(frozen=True)
+class _Fabric:
+    """Per-GPU achievable bandwidths of a system, GB/s per direction."""
+
+    family: str  # "ampere" / "hopper" / "blackwell" / ... (NCCL constant tables)
+    domain_gpus: int
+    scaleup_gbps: float  # line rate per GPU
+    switched: bool
+    nvls: bool
+    nic_gbps_per_gpu: float  # line rate per GPU
+    nic_efficiency: float
+
+
+def _family(gpu: Gpu | None) -> str:
+    arch = (gpu.architecture if gpu else "").lower()
+    for name in ("volta", "ampere", "hopper", "blackwell"):
+        if name in arch:
+            return name
+    return "hopper"  # constant tables default (AMD/other: Hopper-era NCCL/RCCL constants assumed)
+
+
+def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
+    scaleup = system.scaleup_bandwidth_gbps or (gpu.scaleup_bandwidth_gbps if gpu else None) or 0.0
+    return _Fabric(
+        family=_family(gpu),
+        domain_gpus=system.scaleup_domain_gpus,
+        scaleup_gbps=float(scaleup),
+        switched=system.scaleup_switched,
+        nvls=system.nvls,
+        nic_gbps_per_gpu=system.scaleout_gbps_per_gpu,
+        nic_efficiency=NIC_EFFICIENCY.get(system.nic_kind, 0.9),
+    )
+
+
+def _intra_limit_gbps(f: _Fabric, ranks_in_domain):
+    """Achievable per-rank ring bandwidth inside the scale-up domain, GB/s.
+
+    Switched (NVSwitch): every GPU reaches any other at its full link rate: B x NVLINK_EFFICIENCY.
+    Point-to-point mesh (xGMI): a GPU's links are split evenly over the domain - 1 peers; rings
+    over r ranks can use 2 floor((r-1)/2) of them (the complete graph K_r decomposes into
+    floor((r-1)/2) edge-disjoint Hamiltonian cycles, Walecki's construction, each run in both
+    directions; r = 2 uses its one link): B x usable / (domain - 1) x NVLINK_EFFICIENCY.
+    """
+    r = np.asarray(ranks_in_domain, dtype=np.float64)
+    if f.switched or f.domain_gpus <= 1:
+        return np.full_like(r, f.scaleup_gbps * NVLINK_EFFICIENCY)
+    usable = np.maximum(1.0, 2.0 * np.floor((r - 1.0) / 2.0))
+    return f.scaleup_gbps * usable / (f.domain_gpus - 1) * NVLINK_EFFICIENCY
+
+
+def _node_egress_gbps(f: _Fabric, ranks_in_domain):
+    """Achievable NIC bandwidth out of one domain for this group: ranks x per-GPU NIC x efficiency."""
+    return np.asarray(ranks_in_domain, dtype=np.float64) * f.nic_gbps_per_gpu * f.nic_efficiency
+
+
+def _ll_cap(f: _Fabric, domains):
+    caps = LL_MAX_BUSBW.get(f.family, LL_MAX_BUSBW["hopper"])
+    d = np.asarray(domains)
+    return np.where(d <= 1, caps[0], np.where(d == 2, caps[1], caps[2]))
+
+
+# ----------------------------------------------------------------------------- algorithms (vectorised)
+def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Protocol):
+    """Ring (and ring-like p2p patterns) time, seconds.
+
+    Bus bytes per rank cross each rank's scale-up link, and (across domains) each domain's NIC
+    egress, once (NCCL builds one ring per NIC, each entering and leaving every domain once):
+    t_bw = bus / min(intra, egress). all_to_all instead sends S (ppd-1)/n over NVLink and
+    S (n-ppd)/n per rank over its NIC share, concurrently. Steps: 2(n-1) all_reduce, n-1 others,
+    1 send_recv; of those, 2(domains-1) resp. domains-1 cross the network.
+    """
+    bus = size * busbw_factor(op, n)
+    intra = _intra_limit_gbps(f, ppd) * 1e9
+    multi = domains > 1
+    egress = np.where(multi, _node_egress_gbps(f, ppd), np.inf) * 1e9
+    if op is Collective.ALL_TO_ALL:
+        per_gpu_nic = egress / ppd
+        bw_s = np.maximum(size * (ppd - 1) / n / intra, np.where(multi, size * (n - ppd) / n / per_gpu_nic, 0.0))
+    elif op is Collective.SEND_RECV:
+        bw_s = size / np.where(multi, np.minimum(intra, egress / ppd), intra)
+    else:
+        bw_s = bus / np.minimum(intra, egress)
+    if op is Collective.ALL_REDUCE:
+        steps, net_steps = 2.0 * (n - 1), 2.0 * (domains - 1)
+    elif op is Collective.SEND_RECV:
+        steps, net_steps = np.ones_like(n), np.where(multi, 1.0, 0.0)
+    else:
+        steps, net_steps = n - 1.0, domains - 1.0
+    key = ("ring", protocol.value)
+    alpha_us = BASE_LATENCY_US[key] + (steps - net_steps) * NVLINK_STEP_US[key] + net_steps * NET_STEP_US[key]
+    if protocol is Protocol.SIMPLE and op is Collective.ALL_REDUCE:
+        alpha_us = np.where(multi, alpha_us * MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR, alpha_us)
+    return _apply_protocol(f, bw_s, bus, np.minimum(intra, egress), domains, protocol), alpha_us * 1e-6
+
+
+def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Protocol):
+    """Bandwidth term per protocol. Simple: t_bw + fill / limit. LL: bus / min(0.5 limit, llMaxBw)
+    (or t_bw / 0.5 when the op's bottleneck is not the bus formula, whichever is larger)."""
+    if protocol is Protocol.SIMPLE:
+        return bw_s + FILL_BYTES / limit_bytes_s
+    ll_bw = np.minimum(LL_BANDWIDTH_FRACTION * limit_bytes_s, _ll_cap(f, domains) * 1e9)
+    return np.maximum(bus / ll_bw, bw_s / LL_BANDWIDTH_FRACTION)
+
+
+def _tree_time(f: _Fabric, size, n, ppd, domains, protocol: Protocol):
+    """NCCL Tree all_reduce: a chain inside each domain, a double binary tree across domains.
+    Bandwidth: 0.92 x the ring limit (a double binary tree sends about 2S out of each domain, like
+    the ring). Latency: base + 2 ((ppd-1) intra + log2(domains) net) (tuning.cc)."""
+    bus = size * busbw_factor(Collective.ALL_REDUCE, n)
+    intra = _intra_limit_gbps(f, ppd) * 1e9
+    egress = np.where(domains > 1, _node_egress_gbps(f, ppd), np.inf) * 1e9
+    limit = TREE_BANDWIDTH_FRACTION * np.minimum(intra, egress)
+    key = ("tree", protocol.value)
+    alpha_us = BASE_LATENCY_US[key] + 2.0 * ((ppd - 1) * NVLINK_STEP_US[key] + np.log2(domains) * NET_STEP_US[key])
+    return _apply_protocol(f, bus / limit, bus, limit, domains, protocol), alpha_us * 1e-6
+
+
+def _nvls_time(f: _Fabric, size, n, ppd, domains):
+    """NVLink SHARP all_reduce (NCCL NVLS; NVLSTree across domains), Simple protocol only.
+
+    In the domain each GPU sends its S through the switch to be reduced (multimem ld_reduce) and
+    receives the reduced S (multimem st): S (ppd+1)/ppd crosses each GPU's link per direction, at
+    B x NVLINK_EFFICIENCY x nvlsEfficiency (NCCL: Hopper 0.85, Blackwell 0.74). Across domains a
+    tree of domains: each domain's NICs carry S (2 domains: one exchange) or 2S (more).
+    Latency: 25 us NVLS + 2 log2(domains) x 20.9 us (tuning.cc NVLS/NVLSTree).
+    """
+    eff = NVLS_EFFICIENCY.get(f.family, NVLS_EFFICIENCY["blackwell"])
+    nvls_bw = f.scaleup_gbps * NVLINK_EFFICIENCY * eff * 1e9
+    intra_s = size * (ppd + 1.0) / ppd / nvls_bw
+    egress = _node_egress_gbps(f, ppd) * 1e9
+    net_bytes = np.where(domains == 2, size, 2.0 * size)
+    inter_s = np.where(domains > 1, net_bytes / np.where(domains > 1, egress, 1.0), 0.0)
+    bw_s = np.maximum(intra_s, inter_s)
+    # fill: staged through the same channel buffers; at the achieved rate of the bottleneck
+    rate = size / bw_s
+    bw_s = bw_s + FILL_BYTES / (rate * busbw_factor(Collective.ALL_REDUCE, n) + 1e-30) * 1.0
+    alpha_us = NVLINK_STEP_US[("nvls", "Simple")] + 2.0 * np.log2(domains) * NET_STEP_US[("nvls", "Simple")]
+    return bw_s, alpha_us * 1e-6
+
+
+def _hierarchical_time(f: _Fabric, size, n, ppd, domains):
+    """2-D all_reduce: ring reduce-scatter in the domain (bus S (ppd-1)/ppd over NVLink), ring
+    all_reduce across domains of S/ppd per GPU on its NIC share (bus 2 (d-1)/d S/ppd), ring
+    all-gather in the domain; sequential phases, each with its Simple alpha and fill."""
+    intra = _intra_limit_gbps(f, ppd) * 1e9
+    nic = np.maximum(_node_egress_gbps(f, ppd) / ppd * 1e9, 1e-30)
+    intra_bus = size * (ppd - 1.0) / ppd
+    inter_bus = 2.0 * (domains - 1.0) / domains * size / ppd
+    key = ("ring", "Simple")
+    a_intra = (BASE_LATENCY_US[key] + (ppd - 1) * NVLINK_STEP_US[key]) * 1e-6
+    a_inter = (BASE_LATENCY_US[key] + 2 * (domains - 1) * NET_STEP_US[key]) * 1e-6
+    fill_intra = np.where(ppd > 1, FILL_BYTES / intra, 0.0)
+    fill_inter = np.where(domains > 1, FILL_BYTES / nic, 0.0)
+    bw_s = 2 * (intra_bus / intra + fill_intra) + inter_bus / nic + fill_inter
+    alpha = np.where(ppd > 1, 2 * a_intra, 0.0) + np.where(domains > 1, a_inter, 0.0)
+    return bw_s, alpha
+
+
+# ----------------------------------------------------------------------------- public API
+def _check(op: Collective, algorithm: Algorithm, f: _Fabric, n_max: int, ppd_min: int, domains_max: int, system: System):
+    if algorithm is Algorithm.TREE and op is not Collective.ALL_REDUCE:
+        raise InputError(f"algorithm: tree supports all_reduce only, not {op.value}; use ring or auto", field="algorithm")
+    if algorithm in (Algorithm.NVLS, Algorithm.HIERARCHICAL) and op is not Collective.ALL_REDUCE:
+        raise InputError(f"algorithm: {algorithm.value} supports all_reduce only, not {op.value}", field="algorithm")
+    if algorithm is Algorithm.NVLS and not f.nvls:
+        raise InputError(f"algorithm: {system.id} has no NVLink SHARP (nvls); use ring, tree or auto", field="algorithm")
+    if f.scaleup_gbps <= 0 and ppd_min > 1:
+        raise InputError(f"system: {system.id} has no scale-up bandwidth in the catalog", field="system")
+    if domains_max > 1 and f.nic_gbps_per_gpu <= 0:
+        raise InputError(
+            f"num_gpus: {n_max} GPUs span {domains_max} scale-up domains but {system.id} has no NICs in the catalog;"
+            f" at most {system.scaleup_domain_gpus} GPUs", field="num_gpus")
+
+
+def _layout(system: System, num_gpus, gpus_per_domain):
+    n = np.asarray(num_gpus, dtype=np.float64)
+    if np.any(n < 1):
+        raise InputError("num_gpus: must be >= 1", field="num_gpus")
+    if gpus_per_domain is None:
+        ppd = np.minimum(n, system.scaleup_domain_gpus)
+    else:
+        ppd = np.minimum(np.asarray(gpus_per_domain, dtype=np.float64), n)
+        if np.any(ppd < 1) or np.any(ppd > system.scaleup_domain_gpus):
+            raise InputError(
+                f"gpus_per_domain: must be 1..{system.scaleup_domain_gpus} on {system.id}", field="gpus_per_domain")
+    domains = np.ceil(n / ppd)
+    return n, ppd, domains
+
+
+def collective_time_array(
+    collective: Collective | str,
+    size_bytes,
+    system: System,
+    num_gpus,
+    algorithm: Algorithm | str = Algorithm.AUTO,
+    gpu: Gpu | None = None,
+    gpus_per_domain=None,
+):
+    """Vectorised collective time, seconds, over numpy arrays (broadcast) of sizes, group sizes and
+    ranks per scale-up domain (default packed). Same formulas as `collective_time`; for `auto` the
+    minimum over the algorithms and protocols available. Groups of 1 GPU take 0 s."""
+    op, algo = Collective(collective), Algorithm(algorithm)
+    if gpu is None:
+        from gpuplan.catalog import get_gpu  # noqa: PLC0415 - convenience for callers without a Gpu spec
+        gpu = get_gpu(system.gpu)
+    f = _fabric(system, gpu)
+    size = np.asarray(size_bytes, dtype=np.float64)
+    n, ppd, domains = _layout(system, num_gpus, gpus_per_domain)
+    _check(op, algo, f, int(np.max(n)), int(np.min(ppd)), int(np.max(domains)), system)
+    times = _candidates(op, algo, f, size, n, ppd, domains)
+    best = np.min(np.stack([t for _, _, t, _ in times]), axis=0)
+    return np.where(n > 1, best, 0.0)
+
+
+def _candidates(op, algo, f, size, n, ppd, domains):
+    """[(algorithm, protocol, total time, latency)] for every candidate the request allows."""
+    out = []
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ring_like = algo in (Algorithm.RING, Algorithm.AUTO)
+        if ring_like:
+            for proto in (Protocol.LL, Protocol.SIMPLE):
+                bw, a = _ring_time(op, f, size, n, ppd, domains, proto)
+                out.append((Algorithm.RING, proto, bw + a, a))
+        if op is Collective.ALL_REDUCE and algo in (Algorithm.TREE, Algorithm.AUTO):
+            for proto in (Protocol.LL, Protocol.SIMPLE):
+                bw, a = _tree_time(f, size, n, ppd, domains, proto)
+                out.append((Algorithm.TREE, proto, bw + a, a))
+        if op is Collective.ALL_REDUCE and f.nvls and algo in (Algorithm.NVLS, Algorithm.AUTO):
+            bw, a = _nvls_time(f, size, n, ppd, domains)
+            out.append((Algorithm.NVLS, Protocol.SIMPLE, bw + a, a))
+        if op is Collective.ALL_REDUCE and algo is Algorithm.HIERARCHICAL:
+            bw, a = _hierarchical_time(f, size, n, ppd, domains)
+            out.append((Algorithm.HIERARCHICAL, Protocol.SIMPLE, bw + a, a))
+    return out
+
+
+def collective_time(
+    collective: Collective | str,
+    size_bytes: float,
+    system: System,
+    num_gpus: int,
+    algorithm: Algorithm | str = Algorithm.AUTO,
+    gpu: Gpu | None = None,
+    gpus_per_domain: int | None = None,
+) -> CollectiveResult:
+    """Time of one `collective` of `size_bytes` (nccl-tests convention) on `num_gpus` GPUs of
+    `system`; see the module docstring for the model. `gpu` defaults to the system's GPU."""
+    try:
+        op = Collective(collective)
+    except ValueError:
+        raise InputError(f"collective: unknown '{collective}'; allowed: {', '.join(c.value for c in Collective)}",
+                         field="collective") from None
+    try:
+        algo = Algorithm(algorithm)
+    except ValueError:
+        raise InputError(f"algorithm: unknown '{algorithm}'; allowed: {', '.join(a.value for a in Algorithm)}",
+                         field="algorithm") from None
+    if not size_bytes > 0:
+        raise InputError(f"size: must be > 0 bytes, got {size_bytes}", field="size")
+    if num_gpus < 2:
+        raise InputError(f"num_gpus: a collective needs at least 2 GPUs, got {num_gpus}", field="num_gpus")
+    if gpu is None:
+        from gpuplan.catalog import get_gpu  # noqa: PLC0415
+        gpu = get_gpu(system.gpu)
+    f = _fabric(system, gpu)
+    n, ppd, domains = _layout(system, num_gpus, gpus_per_domain)
+    _check(op, algo, f, num_gpus, int(ppd), int(domains), system)
+    size = np.float64(size_bytes)
+    cands = _candidates(op, algo, f, size, n, ppd, domains)
+    best_algo, best_proto, best_t, best_a = min(cands, key=lambda c: float(c[2]))
+    t = float(best_t)
+    algbw = size_bytes / t / 1e9
+    return CollectiveResult(
+        collective=op, algorithm=best_algo, protocol=best_proto, size_bytes=float(size_bytes), num_gpus=int(num_gpus),
+        gpus_per_domain=int(ppd), domains=int(domains), time_s=t, algbw_gbps=algbw,
+        busbw_gbps=algbw * float(busbw_factor(op, num_gpus)), latency_s=float(best_a), bandwidth_s=t - float(best_a),
+    )
+
+
+def asymptotic_busbw_gbps(collective, system: System, num_gpus: int, algorithm="auto", gpu: Gpu | None = None) -> float:
+    """Large-message busbw (size -> infinity), GB/s: the default when a measurement states no size."""
+    big = 1e15
+    return collective_time(collective, big, system, num_gpus, algorithm, gpu).busbw_gbps
+
+
+__all__ = [
+    "Algorithm", "Collective", "CollectiveResult", "Protocol", "asymptotic_busbw_gbps", "busbw_factor",
+    "collective_time", "collective_time_array",
+]
+_ = math
