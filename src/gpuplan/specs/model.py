@@ -76,6 +76,9 @@ class ModelSpec(Spec):
     layer_windows: tuple[int | None, ...] = ()
     attention_sinks: bool = False  # gpt-oss: one learned sink logit per head per layer
     mtp_layers: int = Field(default=0, ge=0)  # DeepSeek-V3 multi-token-prediction modules (reported apart)
+    norms_per_layer: int = Field(default=2, ge=0)  # 2 (pre-attn, pre-MLP); Gemma 2/3: 4 (pre and post each)
+    hidden_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # residual dropout (GPT-2/Megatron GPT: 0.1); masks cost memory
+    attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # dropout on attention probabilities
     source: str = ""  # where the config came from
 
     @model_validator(mode="after")

@@ -45,6 +45,10 @@ class TrainPlan(Spec):
     sequence_parallel: bool = False
     precision: Precision = Precision.BF16
     sharding: Sharding = Sharding.NONE
+    #: dtype of the gradient buffer. fp32 = Megatron's main_grad accumulation (the "18 bytes/param" setup);
+    #: bf16/fp16 = gradients kept in the compute dtype (plain PyTorch AMP / FSDP mixed precision, "16 bytes/param").
+    grad_precision: Precision = Precision.FP32
+    flash_attention: bool = True  # fused attention kernels: the s x s score matrix is never stored
 
     @model_validator(mode="after")
     def _batch_divides(self):

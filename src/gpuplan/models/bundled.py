@@ -1,0 +1,60 @@
+"""Bundled model configs (catalog/data/models) and `load_model`, the one way to get a ModelSpec by name or path."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from gpuplan.errors import InputError, unknown_id
+from gpuplan.models.hf_config import model_from_hf_config, read_config_file
+from gpuplan.specs.model import ModelSpec
+
+_DATA = "catalog/data/models"
+
+
+def _data_dir() -> Path:
+    return Path(str(resources.files("gpuplan").joinpath(_DATA)))
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, dict[str, str]]:
+    return json.loads((_data_dir() / "_index.json").read_text(encoding="utf-8"))["models"]
+
+
+def bundled_model_names() -> list[str]:
+    """Every bundled model name, in catalog order."""
+    return list(_index())
+
+
+def bundled_model_source(name: str) -> str:
+    return _index()[name]["source"]
+
+
+@lru_cache(maxsize=None)
+def _load_bundled(name: str) -> ModelSpec:
+    entry = _index()[name]
+    cfg = read_config_file(_data_dir() / entry["file"])
+    return model_from_hf_config(cfg, name=name, source=entry["source"])
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A bundled name (`llama-3-70b`), a config.json path, or a directory holding config.json.
+
+    Unknown names raise UnknownIdError listing the closest bundled names.
+    """
+    key = str(name_or_path).strip()
+    if key.lower() in _index():
+        return _load_bundled(key.lower())
+    path = Path(key).expanduser()
+    if path.is_dir():
+        cfg_path = path / "config.json"
+        if not cfg_path.is_file():
+            raise InputError(f"model: directory '{path}' holds no config.json", field="model")
+        return model_from_hf_config(read_config_file(cfg_path), name=path.name, source=str(cfg_path))
+    if path.is_file():
+        return model_from_hf_config(read_config_file(path), name=path.stem, source=str(path))
+    if key.endswith(".json") or "/" in key:
+        raise InputError(f"model: no such file '{key}'", field="model")
+    raise unknown_id("model", key, bundled_model_names())

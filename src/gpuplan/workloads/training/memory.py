@@ -1,0 +1,385 @@
+"""Training memory per GPU, itemised: weights, gradients, optimizer states, activations, other.
+
+The answer is for the most loaded GPU: every pipeline rank is evaluated and the largest total
+is reported (`peak_pipeline_rank`). All ranks of a (TP, CP, DP, EP) group hold the same amount.
+
+Model states (bytes per parameter held by the GPU)
+- weights: 2 (bf16/fp16/fp8 compute: FP8 training with Transformer Engine keeps bf16 weights and
+  casts per GEMM), 4 (fp32/tf32).
+- gradients: `plan.grad_precision`: 4 (fp32 main-grad accumulation, Megatron-LM default) or 2.
+- optimizer (Adam): fp32 m + v = 8, plus an fp32 master copy (4) when compute is not fp32 (12).
+  Mixed precision with fp32 grads is 2 + 4 + 12 = 18 B/param (Megatron-LM
+  theoretical_memory_usage.py); with 16-bit grads 2 + 2 + 12 = 16 B/param (ZeRO paper,
+  Rajbhandari et al. 2020 sec. 3.1: "2Ψ + 2Ψ + KΨ, K = 12").
+- ZeRO / FSDP over the data-parallel group (dp x cp for dense weights, dp x cp / ep for experts,
+  as Megatron's distributed optimizer shards): zero1 divides the optimizer, zero2 also the
+  gradients, zero3 / fsdp also the weights (and needs a gather buffer, see `other`).
+- TP divides every linear weight (norms stay replicated); experts are divided by ep x tp
+  (Megatron's expert tensor parallel size defaults to tp); PP gives each rank L / pp layers, the
+  first rank the input embedding, the last the output head and final norm (a tied embedding is
+  duplicated on the last rank when pp > 1).
+
+Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+Models", sec. 4, Table 2), bytes stored per token per layer, with b = activation bytes (2),
+l = bytes of a saved linear input (1 under FP8, else b), sp = tp if sequence parallel else 1:
+- attention: norm input b*h/sp, QKV input l*h/sp, Q b*a*d/tp, K and V b*g*d/tp each (GQA shrinks
+  them), attention output l*a*d/tp, residual dropout mask h/sp (1 byte, if dropout);
+  without fused (flash) attention add the s x s scores: a*s*(b + [1 + b if attention dropout])/tp
+  (the 5as^2b term); with it, the fp32 softmax statistics 4*a/tp.
+- MLA (DeepSeek-V2 sec. 2.1): the low-rank inputs/outputs (q_lora, kv_lora + rope) replicated,
+  Q and K of a*(d_nope + d_rope), V and output of a*d_v, split by TP.
+- FFN: norm input b*h/sp, fc1 input l*h/sp, fc1 output b*f/tp (2x for gated), activation
+  output l*f/tp, dropout mask h/sp. With f = 4h, no GQA, dropout and no flash attention this
+  reproduces Korthikanti's sbh(34 + 5as/h) per layer exactly (tests check it).
+- MoE: router input and fp32 probabilities 4*E, top_k dispatched copies of the token and their
+  expert intermediates (the per-GPU routed load averages tokens x top_k after all-to-all),
+  shared experts as a dense FFN.
+- recompute: none stores all of the above; selective recomputes the attention core (drops the
+  s^2 term; identical to none when flash attention is used); full keeps only each layer's input
+  (b*h/sp) and re-materialises one layer at a time in backward (`recompute_working_set`).
+- micro-batches in flight on pipeline rank r (Narayanan et al. 2021 sec. 2.2; Megatron-LM
+  schedules.py warm-up counts): 1F1B min(p - r, m); interleaved with v chunks
+  min((p - r - 1) * 2 + (v - 1) * p + 1, m * v) chunks of L / (p v) layers; m = micro-batches per
+  step (unbounded when no global batch is given).
+- the last rank also holds the logits of the micro-batch in its loss: b (compute dtype) + 4
+  (fp32 copy for the cross entropy) bytes per vocabulary entry / tp.
+- backward working set: the gradient of a layer output and of its FFN intermediates while one
+  layer's backward runs, b*(h/sp + 2f/tp) per token.
+
+Other: ZeRO-3 / FSDP parameter gather buffer (two layers' unsharded weights: the one computing
+and the one prefetched), and framework memory outside PyTorch's allocator (CUDA context and
+library handles, NCCL buffers), named constants below.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuplan.errors import InputError
+from gpuplan.models.params import attention_params, ffn_params, layer_params, norm_params
+from gpuplan.specs.gpu import Gpu
+from gpuplan.specs.model import FfnKind, ModelSpec
+from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
+from gpuplan.units import GIB, MIB
+
+#: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
+#: allocator. PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12
+#: processes typically show ~500-600 MiB in nvidia-smi before any tensor. Estimate, not measured here.
+CUDA_CONTEXT_BYTES = 512 * MIB
+#: NCCL communicator buffers per process: NCCL_BUFFSIZE default 4 MiB per channel and peer
+#: (NCCL env docs); a TP + DP + PP job holds a few communicators with up to 32 channels. Estimate.
+NCCL_BUFFER_BYTES = 512 * MIB
+#: PyTorch caching-allocator slack: reserved / allocated at peak. Estimate from the allocator
+#: rounding (blocks rounded to 512 B / 2 MiB and split-block reuse); used only for reserved figures.
+ALLOCATOR_RESERVED_FRACTION = 0.05
+#: bytes of the fp32 softmax statistics (log-sum-exp) FlashAttention saves per head per token.
+FLASH_LSE_BYTES = 4
+#: bytes of the fp32 copy of the logits the cross-entropy keeps for backward (Megatron-LM
+#: vocab_parallel_cross_entropy casts logits.float()).
+LOGITS_FP32_BYTES = 4
+
+_STATE_KEYS = ("weights", "gradients", "optimizer", "activations", "other", "total")
+
+
+def weight_bytes_per_param(precision: Precision) -> int:
+    """Bytes of the working weight copy: 4 for fp32/tf32, else 2 (bf16; FP8 GEMMs cast from bf16)."""
+    return 4 if precision in (Precision.FP32, Precision.TF32) else 2
+
+
+def grad_bytes_per_param(plan: TrainPlan) -> int:
+    return 4 if plan.grad_precision in (Precision.FP32, Precision.TF32) else 2
+
+
+def adam_bytes_per_param(precision: Precision) -> int:
+    """Adam m + v in fp32 (8) plus an fp32 master copy (4) unless compute is already fp32."""
+    return 8 if precision in (Precision.FP32, Precision.TF32) else 12
+
+
+def activation_bytes(precision: Precision) -> int:
+    return 4 if precision in (Precision.FP32, Precision.TF32) else 2
+
+
+def linear_input_bytes(precision: Precision) -> int:
+    """FP8 training saves the FP8-cast input of each linear for its weight gradient (1 byte)."""
+    return 1 if precision is Precision.FP8 else activation_bytes(precision)
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """Per-GPU training memory of the most loaded GPU. `per_gpu_bytes` sums to its `total`."""
+
+    per_gpu_bytes: dict[str, float]
+    activations_bytes_detail: dict[str, float]
+    other_bytes_detail: dict[str, float]
+    params_per_gpu: int
+    bytes_per_param: dict[str, float]  # weights/gradients/optimizer bytes per parameter, before sharding
+    peak_pipeline_rank: int
+    microbatches_in_flight: float  # (layers' worth) micro-batches whose activations are held at the peak
+    allocated_bytes: float  # what torch.cuda.max_memory_allocated would see: total - memory outside the allocator
+    reserved_bytes: float  # allocated plus caching-allocator slack
+    capacity_bytes: float | None = None
+    fits: bool | None = None
+    headroom_bytes: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+# ---------------------------------------------------------------------------------------------
+# validation of a plan against a model
+
+
+def check_plan(model: ModelSpec, plan: TrainPlan) -> None:
+    """Impossible parallelism -> InputError naming the field."""
+    if model.heads % plan.tp:
+        raise InputError(f"tp ({plan.tp}) must divide the number of attention heads ({model.heads})", field="tp")
+    if model.kv_heads % plan.tp and plan.tp % model.kv_heads:
+        raise InputError(
+            f"tp ({plan.tp}) and kv_heads ({model.kv_heads}) must divide one another", field="tp"
+        )
+    if plan.pp * plan.vpp > model.layers:
+        raise InputError(
+            f"pp x vpp ({plan.pp} x {plan.vpp}) exceeds the number of layers ({model.layers})", field="pp"
+        )
+    if plan.vpp > 1 and plan.pp == 1:
+        raise InputError("vpp > 1 (interleaved schedule) needs pp > 1", field="vpp")
+    if plan.ep > 1:
+        if model.moe is None:
+            raise InputError(f"ep ({plan.ep}) > 1 needs a MoE model; {model.name} is dense", field="ep")
+        if model.moe.num_experts % plan.ep:
+            raise InputError(f"ep ({plan.ep}) must divide the number of experts ({model.moe.num_experts})", field="ep")
+        if (plan.dp * plan.cp) % plan.ep:
+            raise InputError(f"ep ({plan.ep}) must divide dp x cp ({plan.dp} x {plan.cp}) (experts are carved out of data parallel ranks)", field="ep")
+    if plan.cp > 1 and plan.seq_len % (2 * plan.cp):
+        raise InputError(f"seq_len ({plan.seq_len}) must be a multiple of 2 x cp ({2 * plan.cp})", field="seq_len")
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters per pipeline rank
+
+
+def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
+    """Layers of each pipeline rank: L split into pp x vpp chunks (as even as possible), chunk c on rank c % pp."""
+    chunks = plan.pp * plan.vpp
+    bounds = np.linspace(0, model.layers, chunks + 1).round().astype(int)
+    per_rank: list[list[int]] = [[] for _ in range(plan.pp)]
+    for c in range(chunks):
+        per_rank[c % plan.pp].extend(range(bounds[c], bounds[c + 1]))
+    return per_rank
+
+
+def _layer_param_split(model: ModelSpec, layer: int) -> tuple[int, int, int]:
+    """(linear weights split by TP, replicated norm weights, routed-expert weights) of one layer."""
+    lp = layer_params(model, layer)
+    norms = lp.norms
+    if model.mla is not None:  # q_a / kv_a layernorms inside MLA stay replicated
+        norms += (model.mla.q_lora_rank or 0) + model.mla.kv_lora_rank
+    experts = 0
+    if lp.moe:
+        moe = model.moe
+        experts = moe.num_experts * ffn_params(model, moe.expert_ffn)
+    return lp.total - norms - experts, norms, experts
+
+
+def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, last: bool) -> tuple[float, float]:
+    """(dense params, expert params) held by one GPU of a pipeline rank, after TP/EP division."""
+    dense = 0.0
+    experts = 0.0
+    for layer in layers:
+        split, replicated, routed = _layer_param_split(model, layer)
+        dense += split / plan.tp + replicated
+        experts += routed / (plan.ep * plan.tp)
+    table = model.vocab * model.hidden / plan.tp
+    if first:
+        dense += table
+        if model.learned_position_embeddings:
+            dense += (model.max_position_embeddings or 0) * model.hidden
+    if last:
+        dense += norm_params(model)
+        if not model.tied_embeddings or plan.pp > 1:
+            dense += table
+    return dense, experts
+
+
+# ---------------------------------------------------------------------------------------------
+# activations
+
+
+def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: int, stored: bool = True) -> float:
+    """Bytes one token leaves in memory for one layer's backward (Korthikanti Table 2, generalised).
+
+    `stored=False` gives the full set even under full recompute (the re-materialised layer).
+    """
+    b = activation_bytes(plan.precision)
+    li = linear_input_bytes(plan.precision)
+    tp = plan.tp
+    sp = tp if plan.sequence_parallel else 1
+    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    if stored and plan.recompute is Recompute.FULL:
+        return b * h / sp
+    drop_mask = (h / sp) if model.hidden_dropout > 0 else 0.0
+    # attention block
+    att = b * h / sp + li * h / sp + drop_mask
+    if model.mla is not None:
+        m = model.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        att += (b + li) * (m.q_lora_rank or 0) + (b + li) * (m.kv_lora_rank + m.qk_rope_head_dim)
+        att += b * a * qk * 2 / tp + b * a * m.v_head_dim / tp + li * a * m.v_head_dim / tp
+    else:
+        att += b * (a + 2 * g) * d / tp + li * a * d / tp
+    keep_scores = not plan.flash_attention and plan.recompute is Recompute.NONE
+    if keep_scores:
+        keys = plan.seq_len / plan.cp
+        per_score = b + ((1 + b) if model.attention_dropout > 0 else 0)
+        att += a * keys * per_score / tp
+    elif plan.flash_attention:
+        att += FLASH_LSE_BYTES * a / tp
+    # FFN block
+    gated = model.ffn_kind is FfnKind.SWIGLU
+
+    def ffn_bytes(f: float) -> float:
+        return (2 if gated else 1) * b * f / tp + li * f / tp
+
+    mlp = b * h / sp + drop_mask
+    if model.is_moe_layer(layer):
+        moe = model.moe
+        mlp += li * h / sp + LOGITS_FP32_BYTES * moe.num_experts
+        mlp += moe.top_k * (li * h + ffn_bytes(moe.expert_ffn))
+        if moe.shared_experts:
+            mlp += ffn_bytes(moe.shared_experts * (moe.shared_expert_ffn or moe.expert_ffn))
+    else:
+        mlp += li * h / sp + ffn_bytes(model.ffn)
+    return att + mlp
+
+
+def microbatches_per_step(plan: TrainPlan) -> float:
+    """m: micro-batches per pipeline per optimizer step (unbounded without a global batch)."""
+    return float(plan.grad_accum_steps) if plan.global_batch is not None else math.inf
+
+
+def chunks_in_flight(plan: TrainPlan, rank: int) -> float:
+    """Model chunks (of L/(pp*vpp) layers) whose activations pipeline rank `rank` holds at its peak.
+
+    1F1B: min(p - r, m) micro-batches; interleaved: min(2(p - r - 1) + (v - 1)p + 1, m v) chunks
+    (Megatron-LM pipeline_parallel/schedules.py warm-up micro-batch counts, + the one in steady state).
+    """
+    p, v = plan.pp, plan.vpp
+    m = microbatches_per_step(plan)
+    if p == 1:
+        return 1.0
+    if v == 1:
+        return float(min(p - rank, m))
+    return float(min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v))
+
+
+# ---------------------------------------------------------------------------------------------
+# the result
+
+
+def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]) -> dict[str, object]:
+    first, last = rank == 0, rank == plan.pp - 1
+    dense, experts = rank_params(model, plan, layers, first, last)
+    wb = weight_bytes_per_param(plan.precision)
+    gb = grad_bytes_per_param(plan)
+    ob = adam_bytes_per_param(plan.precision)
+    dense_shard = plan.dp * plan.cp
+    expert_shard = max(1, dense_shard // plan.ep)
+    s = plan.sharding
+    zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
+
+    def held(n_dense: float, n_expert: float, per_param: float, sharded: bool) -> float:
+        if not sharded:
+            return (n_dense + n_expert) * per_param
+        return (n_dense / dense_shard + n_expert / expert_shard) * per_param
+
+    weights = held(dense, experts, wb, zero3)
+    grads = held(dense, experts, gb, s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP))
+    optim = held(dense, experts, ob, s is not Sharding.NONE)
+
+    tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
+    per_layer = np.array([layer_activation_bytes_per_token(model, plan, i) for i in layers]) * tokens
+    chunk_count = len(layers) / plan.vpp if layers else 0
+    in_flight = chunks_in_flight(plan, rank)
+    stored = float(per_layer.mean() * chunk_count * in_flight) if layers else 0.0
+    acts: dict[str, float] = {"layers": stored}
+    b = activation_bytes(plan.precision)
+    sp = plan.tp if plan.sequence_parallel else 1
+    if first and model.hidden_dropout > 0:  # embedding dropout mask of each micro-batch in flight on chunk 0
+        acts["embedding_dropout_masks"] = tokens * model.hidden / sp * min(in_flight, plan.pp if plan.pp > 1 else 1)
+    if last:
+        acts["logits"] = tokens * model.vocab / plan.tp * (b + LOGITS_FP32_BYTES) + tokens * 2 * b * model.hidden / sp
+    widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
+    acts["backward_working_set"] = tokens * b * (model.hidden / sp + 2 * widest / plan.tp) if layers else 0.0
+    if plan.recompute is Recompute.FULL and layers:
+        full = max(layer_activation_bytes_per_token(model, plan, i, stored=False) for i in layers)
+        acts["recompute_working_set"] = full * tokens
+
+    other: dict[str, float] = {}
+    if zero3:
+        biggest = max((layer_params(model, i).total for i in layers), default=0)
+        other["zero3_gather_buffer"] = 2 * biggest / plan.tp * wb
+    other["cuda_context"] = float(CUDA_CONTEXT_BYTES)
+    other["nccl_buffers"] = float(NCCL_BUFFER_BYTES) if plan.num_gpus > 1 else 0.0
+    return {
+        "weights": weights, "gradients": grads, "optimizer": optim,
+        "acts": acts, "other": other, "params": dense + experts,
+    }
+
+
+def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -> TrainingMemory:
+    """Itemised per-GPU training memory of the most loaded GPU; fits/headroom against `gpu` if given."""
+    check_plan(model, plan)
+    split = _layer_split(model, plan)
+    best: dict[str, object] | None = None
+    best_total = -1.0
+    best_rank = 0
+    for rank, layers in enumerate(split):
+        r = _rank_memory(model, plan, rank, layers)
+        total = r["weights"] + r["gradients"] + r["optimizer"] + sum(r["acts"].values()) + sum(r["other"].values())
+        if total > best_total:
+            best, best_total, best_rank = r, total, rank
+    assert best is not None
+    acts = {k: float(v) for k, v in best["acts"].items()}
+    other = {k: float(v) for k, v in best["other"].items()}
+    per_gpu = {
+        "weights": float(best["weights"]),
+        "gradients": float(best["gradients"]),
+        "optimizer": float(best["optimizer"]),
+        "activations": sum(acts.values()),
+        "other": sum(other.values()),
+    }
+    per_gpu["total"] = sum(per_gpu.values())
+    outside_allocator = other.get("cuda_context", 0.0) + other.get("nccl_buffers", 0.0)
+    allocated = per_gpu["total"] - outside_allocator
+    capacity = fits = headroom = None
+    if gpu is not None:
+        capacity = float(gpu.memory_bytes)
+        headroom = capacity - per_gpu["total"]
+        fits = headroom >= 0
+    notes = []
+    if plan.precision is Precision.FP8:
+        notes.append("fp8: weights kept in bf16 and cast per GEMM (Transformer Engine); linear inputs saved in fp8")
+    return TrainingMemory(
+        per_gpu_bytes=per_gpu,
+        activations_bytes_detail=acts,
+        other_bytes_detail=other,
+        params_per_gpu=int(round(float(best["params"]))),
+        bytes_per_param={
+            "weights": weight_bytes_per_param(plan.precision),
+            "gradients": grad_bytes_per_param(plan),
+            "optimizer": adam_bytes_per_param(plan.precision),
+        },
+        peak_pipeline_rank=best_rank,
+        microbatches_in_flight=chunks_in_flight(plan, best_rank) / plan.vpp,
+        allocated_bytes=allocated,
+        reserved_bytes=allocated * (1 + ALLOCATOR_RESERVED_FRACTION),
+        capacity_bytes=capacity,
+        fits=fits,
+        headroom_bytes=headroom,
+        notes=tuple(notes),
+    )
+
+
+def to_gib(n: float) -> float:
+    return n / GIB
