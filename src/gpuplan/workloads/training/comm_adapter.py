@@ -1,0 +1,136 @@
+"""Collective times for the training step model, over numpy arrays of message sizes and groups.
+
+The step model needs the time of one collective for many (size, group) pairs at once. This module
+turns those arrays into calls of the primitives layer's collective model
+(`gpuplan.primitives.collectives.collective_time`), one call per *unique* (size, group layout)
+pair, so a plan search over a million plans makes only a few hundred calls.
+
+A parallel group is described by its size `n` and by how many of its members share a node
+(`per_node`). Megatron orders ranks tensor (innermost) -> context -> data -> pipeline, so a group
+of stride `stride` has per_node = min(n, max(1, gpus_per_node // stride)) members on each node.
+Concurrent groups with the same stride use disjoint GPUs and NICs (rail-aligned fabrics, DGX
+SuperPOD RA), so one group sees the NICs of its own members only: the collective is evaluated on
+a *group-slice* system with `per_node` GPUs and `per_node x NICs-per-GPU` NICs per node.
+
+Fallback (used only while the primitives collective model is missing; see `_fallback_time`):
+alpha-beta with ring volumes (nccl-tests PERFORMANCE.md: all_reduce moves 2(n-1)/n x size per rank,
+all_gather / reduce_scatter / all_to_all (n-1)/n x size) and achieved bus bandwidth
+= 0.80 x NVLink per GPU inside a node (JAX scaling book GPU chapter: ~370 of 450 GB/s measured on
+8xH100), min(that, per_node x NIC per GPU x 0.90) across nodes.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+import numpy as np
+
+from gpuplan.specs import System
+
+
+class Collective(str, Enum):
+    ALL_REDUCE = "all_reduce"
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    ALL_TO_ALL = "all_to_all"
+    P2P = "p2p"
+
+
+#: Fallback constants (see module docstring).
+FALLBACK_NVLINK_EFFICIENCY = 0.80
+FALLBACK_NIC_EFFICIENCY = 0.90
+FALLBACK_LATENCY_S = 10e-6
+
+
+def group_per_node(n, stride, gpus_per_node: int):
+    """Members of a group of size n and rank stride `stride` that share one node (Megatron order)."""
+    n = np.asarray(n)
+    return np.minimum(n, np.maximum(1, gpus_per_node // np.asarray(stride)))
+
+
+def _slice_system(system: System, per_node: int) -> System:
+    """The slice of each node a group uses: `per_node` GPUs and their share of the NICs."""
+    if per_node >= system.gpus_per_node:
+        return system
+    nics = system.nics_per_node * per_node / system.gpus_per_node
+    update = {"gpus_per_node": per_node, "scaleup_domain_gpus": min(system.scaleup_domain_gpus, per_node)}
+    if system.nics_per_node:
+        if nics >= 1 and float(nics).is_integer():
+            update["nics_per_node"] = int(nics)
+        else:  # fewer NICs than GPUs per node: keep one NIC at its share of the line rate
+            update["nics_per_node"] = 1
+            update["nic_gbit_s"] = (system.nic_gbit_s or 0) * nics
+    return system.model_copy(update=update)
+
+
+def _fallback_time(op: Collective, size: float, n: int, per_node: int, system: System) -> float:
+    if n <= 1 or size <= 0:
+        return 0.0
+    nvlink = (system.scaleup_bandwidth_gbps or 25.0) * 1e9 * FALLBACK_NVLINK_EFFICIENCY
+    nodes = -(-n // per_node)
+    nic_per_gpu = system.scaleout_gbps_per_gpu * 1e9 * FALLBACK_NIC_EFFICIENCY or 1e9
+    if nodes > 1:
+        bus = min(nvlink, per_node * nic_per_gpu) if op is not Collective.ALL_TO_ALL else nic_per_gpu
+    else:
+        bus = nvlink
+    if op is Collective.P2P:
+        return FALLBACK_LATENCY_S + size / (nic_per_gpu if nodes > 1 else nvlink)
+    volume = 2.0 * (n - 1) / n if op is Collective.ALL_REDUCE else (n - 1) / n
+    return FALLBACK_LATENCY_S + size * volume / bus
+
+
+def _primitive():
+    try:
+        from gpuplan.primitives.collectives import collective_time  # type: ignore
+
+        return collective_time
+    except ImportError:
+        return None
+
+
+_CACHE: dict[tuple, float] = {}
+_CACHE_LIMIT = 200_000
+
+
+def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System) -> float:
+    """Time of one collective `op` of `size_bytes` (nccl-tests size) on a group of `n` GPUs with
+    `per_node` of them on each node of `system`; 0 for a group of one. Memoised per system content."""
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    key = (op, float(size_bytes), int(n), int(per_node), system.model_dump_json())
+    hit = _CACHE.get(key)
+    if hit is None:
+        if len(_CACHE) > _CACHE_LIMIT:
+            _CACHE.clear()
+        hit = _CACHE[key] = _collective_seconds(op, size_bytes, n, per_node, system)
+    return hit
+
+
+def _collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System) -> float:
+    prim = _primitive()
+    sliced = _slice_system(system, per_node)
+    if prim is None:
+        return _fallback_time(op, size_bytes, n, per_node, system)
+    if op is Collective.P2P:
+        # point-to-point between two stages: a 2-GPU group on the link the stages share
+        pair_sliced = _slice_system(system, 1) if per_node == 1 else system
+        try:
+            return float(prim("p2p", size_bytes, pair_sliced, 2).time_s)
+        except Exception:  # noqa: BLE001 - primitives may not model p2p; use the documented fallback
+            return _fallback_time(op, size_bytes, n, per_node, system)
+    return float(prim(op.value, size_bytes, sliced, int(n)).time_s)
+
+
+def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System) -> np.ndarray:
+    """`collective_seconds` over broadcast numpy arrays: one call per unique (size, n, per_node)."""
+    size_b, n_b, pn_b = np.broadcast_arrays(
+        np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
+    )
+    flat = np.stack([size_b.ravel(), n_b.ravel().astype(np.float64), pn_b.ravel().astype(np.float64)], axis=1)
+    if flat.shape[0] == 0:
+        return np.zeros(size_b.shape)
+    uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+    times = np.array([collective_seconds(op, float(s), int(g), int(p), system) for s, g, p in uniq])
+    return times[inverse.ravel()].reshape(size_b.shape)
+
+
+__all__ = ["Collective", "collective_seconds", "collective_seconds_array", "group_per_node"]

@@ -1,0 +1,470 @@
+"""Training step time: per-operator rooflines, communication with the overlap frameworks achieve,
+and the pipeline bubble, for one plan or a million plans at once (numpy broadcasting).
+
+One optimizer step on the slowest pipeline stage (the last one, which also holds the output
+head) is
+
+    step = m x (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb)     # steady state
+         + bubble                                                               # fill + drain
+         + dp_exposed + optimizer
+
+with m = global_batch / (micro_batch x dp) micro-batches. Every term is a field of `StepTime`;
+the fields sum to `step_time_s` (tests check it).
+
+Per layer and micro-batch, on one GPU, with t = micro_batch x seq_len / cp tokens, h hidden,
+q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
+
+- GEMMs (forward): QKV (t x (q+2k)/tp x h), output projection (t x h x q/tp), MLP up/gate
+  (t x n_up f/tp x h) and down (t x h x f/tp); MoE layers run E/ep local experts, each on
+  ep x t x top_k / E tokens (balanced routing), plus shared experts and the router GEMM. Each is
+  `primitives.op_cost.gemm_time_array` (roofline, MAMF-measured ceiling x shape factor).
+  Backward = 2 x forward (input gradient + weight gradient GEMMs of the same shapes).
+- Attention core: FlashAttention FLOPs 4 b (a/tp) d s(s+1)/2 / cp forward (causal), backward
+  2.5 x forward (FlashAttention-2, Dao 2023: 5 GEMMs in backward vs 2 forward), at
+  `efficiency.attention_ceiling`. With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
+  DeepSpeed: scores materialised, fused scale-mask-softmax + dropout), the two batched GEMMs are
+  full s x s and every score element moves UNFUSED_SCORE_BYTES_FWD / _BWD bytes through HBM.
+- Elementwise (norms, residual adds, dropout, activation, rotary): ELEMENTWISE_BYTES_PER_HIDDEN
+  bytes per token x h (divided by tp with sequence parallelism, replicated otherwise) plus
+  ELEMENTWISE_BYTES_PER_FFN per token x f/tp; backward moves 2 x forward; at achievable HBM bandwidth.
+- Recompute: full = one more layer forward; selective = one more attention-core forward
+  (Korthikanti et al. 2022 sec. 4).
+- Output head + cross-entropy on the last stage: one GEMM t x V/tp x h (x3 for fwd+bwd) plus
+  LOSS_BYTES_PER_LOGIT bytes per logit.
+
+Communication (times from `primitives.collectives` via `comm_adapter`):
+- TP: 2 all-reduces of t x h x 2 bytes per layer forward and 2 backward (+2 in a full-recompute
+  forward); with sequence parallelism the same count of all-gather + reduce-scatter pairs, which
+  move the same bytes (Korthikanti et al. 2022 sec. 4.2.2). Backward TP collectives overlap the
+  weight-gradient GEMM for TP_BACKWARD_OVERLAP of their time (Megatron's async TP all-reduce,
+  Narayanan et al. 2021 / Megatron-LM `--async-tensor-model-parallel-allreduce`).
+- CP: ring attention passes each rank's K,V block cp-1 times forward and K,V + dK,dV backward,
+  overlapped with the attention core; only the excess is exposed.
+- EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward.
+- PP: one send of the boundary activation (t x h x 2 / tp bytes: Megatron's scatter-gather)
+  forward and one backward per micro-batch and virtual stage.
+- DP: gradients reduced over dp x cp ranks. No sharding: all-reduce; ZeRO-1/2: reduce-scatter +
+  all-gather of bf16 parameters; ZeRO-3/FSDP: per micro-batch all-gather forward, all-gather
+  backward, reduce-scatter. Overlap by framework (`Framework`): Megatron-core and FSDP bucket the
+  reduce and overlap it with the backward pass (window = backward of the last micro-batch, and the
+  parameter all-gather with the first forward); FSDP overlaps each micro-batch's gathers with its
+  compute; DeepSpeed's ZeRO-0/1 engine (Megatron-DeepSpeed) reduces after the backward pass.
+  Gradients are reduced in fp32 with bf16 (Megatron forces accumulate_allreduce_grads_in_fp32 for
+  bf16), in fp16 with fp16, and in the parameter dtype under ZeRO-3/FSDP.
+- Pipeline bubble: (pp-1)/vpp micro-batch times (1F1B, Narayanan et al. 2021 sec. 2.2; interleaved
+  schedule divides by the virtual stages per GPU).
+- Optimizer: Adam reads fp32 master weight, m, v and gradient and writes master, m, v and the
+  bf16 weight: ADAM_BYTES_PER_PARAM bytes per local (sharded) parameter, memory-bound.
+
+Model FLOPs (for TFLOP/s and MFU) follow Megatron's definition: `models.flops.flops_per_token`
+with causal=False (= 72 B s l h^2 (1 + s/6h + V/12lh) for GPT, Narayanan et al. 2021 eq. 3 without
+the recompute pass; PaLM App. B's 6N + 12 L h s), recompute excluded. MFU is against the GPU's
+dense bf16 (fp16) peak, also for FP8 runs (the convention of the Megatron/NeMo tables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from enum import Enum, IntEnum
+
+import numpy as np
+
+from gpuplan.errors import InputError
+from gpuplan.models.flops import flops_per_token
+from gpuplan.models.params import parameter_counts
+from gpuplan.primitives.efficiency import attention_ceiling
+from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
+from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
+from gpuplan.specs.model import FfnKind
+from gpuplan.workloads.training.comm_adapter import Collective, collective_seconds_array, group_per_node
+
+
+class Framework(str, Enum):
+    """Training framework: decides how data-parallel communication overlaps compute."""
+
+    MEGATRON = "megatron"  # megatron-core DDP / distributed optimizer, overlap_grad_reduce + overlap_param_gather
+    DEEPSPEED = "deepspeed"  # DeepSpeed engine, ZeRO-0/1: gradient all-reduce after the backward pass
+    FSDP = "fsdp"  # PyTorch FSDP (llm-foundry/Composer): prefetched gathers overlapped per micro-batch
+    TORCHTITAN = "torchtitan"  # FSDP2: as FSDP
+    OTHER = "other"  # treated as MEGATRON
+
+
+class AttentionKernel(str, Enum):
+    FLASH = "flash"  # FlashAttention / cuDNN fused attention: scores never reach HBM
+    UNFUSED = "unfused"  # scores materialised; fused scale-mask-softmax (+ dropout) kernels
+
+
+class RecomputeCode(IntEnum):
+    NONE = 0
+    SELECTIVE = 1
+    FULL = 2
+
+
+class ShardingCode(IntEnum):
+    NONE = 0
+    ZERO1 = 1
+    ZERO2 = 2
+    ZERO3 = 3
+
+
+RECOMPUTE_CODE = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
+SHARDING_CODE = {Sharding.NONE: 0, Sharding.ZERO1: 1, Sharding.ZERO2: 2, Sharding.ZERO3: 3, Sharding.FSDP: 3}
+
+#: Bytes through HBM per token x hidden element in one layer's forward elementwise ops: two norms
+#: (read + write bf16: 2 x 4 B), two residual adds with fused bias-dropout (read 2 x 2 B, write 2 B,
+#: 1 B mask: 2 x 7 B) = 22 B. Counted from the operators; Korthikanti et al. 2022 Table 2 lists
+#: the same tensors.
+ELEMENTWISE_BYTES_PER_HIDDEN = 22.0
+#: Per token x FFN element: activation read + write (gelu 2 + 2 B; swiglu reads gate and up: 4 + 2 B).
+ELEMENTWISE_BYTES_PER_FFN = {FfnKind.GELU: 4.0, FfnKind.SWIGLU: 6.0}
+#: Per score element of unfused attention, forward: write QK^T (2), softmax read+write (4), dropout
+#: mask + read + write (5), read by the AV GEMM (2) = 13 B; backward: about twice that (26 B).
+UNFUSED_SCORE_BYTES_FWD = 13.0
+UNFUSED_SCORE_BYTES_BWD = 26.0
+#: FlashAttention backward / forward FLOPs (Dao 2023, FlashAttention-2 sec. 3: 5 vs 2 GEMMs).
+FLASH_BACKWARD_RATIO = 2.5
+#: Cross-entropy over fp32 logits: write logits (4), softmax read+write (8), gradient write (4) = 16 B.
+LOSS_BYTES_PER_LOGIT = 16.0
+#: Adam: read master, m, v, grad (4 x 4 B), write master, m, v (3 x 4 B) and the bf16 weight (2 B).
+ADAM_BYTES_PER_PARAM = 30.0
+#: Fraction of backward TP collective time hidden behind weight-gradient GEMMs (Megatron async TP
+#: all-reduce overlaps the input-gradient all-reduce with the weight-gradient GEMM: about half the
+#: backward collectives; modelling assumption).
+TP_BACKWARD_OVERLAP = 0.5
+#: Compute slowdown while NCCL kernels run alongside (SM and HBM contention): Calculon's
+#: `processor_usage` (15% on NVLink, 2% on InfiniBand) -> 5% of the overlapped time, assumed.
+OVERLAP_CONTENTION = 0.05
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Everything about (model, system, seq_len, precision, framework) the step formulas need,
+    derived once so that a plan search only varies the plan axes."""
+
+    model: ModelSpec
+    system: System
+    gpu: Gpu
+    seq_len: int
+    precision: Precision
+    framework: Framework
+    attention_kernel: AttentionKernel
+    gemm_dtype: str  # dtype of the GEMMs (fp8 only where the GPU has it)
+    act_dtype: str  # bf16 or fp16: attention, elementwise, communication
+    hbm_bytes_s: float
+    # shape
+    hidden: int
+    q_dim: int
+    kv_dim: int
+    head_dim: int
+    heads: int
+    vocab: int
+    layers: int
+    dense_layers: int
+    moe_layers: int
+    ffn_up_mats: int  # 2 for gated (gate + up), 1 otherwise
+    # parameters
+    body_params: int  # transformer layers (all experts)
+    expert_params: int  # routed experts, all layers (sharded by ep)
+    input_embedding_params: int  # token (+ position) table: first stage
+    output_head_params: int  # untied head: last stage (0 when tied; then the table is shared)
+    model_flops_per_token: float  # Megatron definition, recompute excluded
+
+    @classmethod
+    def build(
+        cls,
+        model: ModelSpec,
+        system: System,
+        gpu: Gpu,
+        seq_len: int,
+        precision: Precision = Precision.BF16,
+        framework: Framework = Framework.MEGATRON,
+        attention_kernel: AttentionKernel = AttentionKernel.FLASH,
+    ) -> "StepContext":
+        if model.mla is not None:
+            q_dim = model.heads * (model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim)
+            kv_dim = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
+            head_dim = model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim
+        else:
+            q_dim, kv_dim, head_dim = model.heads * model.head_dim, model.kv_heads * model.head_dim, model.head_dim
+        precision = Precision(precision)
+        gemm_dtype = {Precision.FP8: "fp8", Precision.FP16: "fp16"}.get(precision, "bf16")
+        if gemm_dtype == "fp8" and "fp8" not in gpu.peak_tflops:
+            gemm_dtype = "bf16"
+        act_dtype = "fp16" if precision is Precision.FP16 else "bf16"
+        counts = parameter_counts(model)
+        moe_layers = sum(1 for i in range(model.layers) if model.is_moe_layer(i))
+        expert_params = counts.components.get("moe_routed_experts", 0)
+        pos = counts.components.get("position_embedding", 0)
+        head = counts.components.get("lm_head", 0)
+        return cls(
+            model=model, system=system, gpu=gpu, seq_len=int(seq_len), precision=precision,
+            framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
+            gemm_dtype=gemm_dtype, act_dtype=act_dtype, hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
+            hidden=model.hidden, q_dim=q_dim, kv_dim=kv_dim, head_dim=head_dim, heads=model.heads,
+            vocab=model.vocab, layers=model.layers, dense_layers=model.layers - moe_layers, moe_layers=moe_layers,
+            ffn_up_mats=2 if model.ffn_kind is FfnKind.SWIGLU else 1,
+            body_params=counts.non_embedding, expert_params=expert_params,
+            input_embedding_params=counts.components.get("embedding", 0) + pos,
+            output_head_params=head,
+            model_flops_per_token=flops_per_token(model, int(seq_len), causal=False).total,
+        )
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """Step time split into parts (seconds per optimizer step, one array element per plan)."""
+
+    compute_s: np.ndarray  # forward + backward operators (no recompute), all micro-batches
+    recompute_s: np.ndarray
+    tp_comm_s: np.ndarray  # exposed
+    cp_comm_s: np.ndarray  # exposed
+    ep_comm_s: np.ndarray  # exposed
+    pp_comm_s: np.ndarray  # exposed
+    bubble_s: np.ndarray
+    dp_comm_s: np.ndarray  # exposed
+    optimizer_s: np.ndarray
+    step_s: np.ndarray
+
+    def parts(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "step_s"}
+
+
+def _gemm(ctx: StepContext, m, n, k):
+    return gemm_time_array(ctx.gpu, m, n, k, ctx.gemm_dtype)
+
+
+def _peak_flops(ctx: StepContext, dtype: str) -> float:
+    return ctx.gpu.matmul_peak_tflops(dtype) * 1e12
+
+
+def step_time_arrays(
+    ctx: StepContext,
+    tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel, sharding,
+) -> StepArrays:
+    """Step time of every plan given as broadcastable arrays (see module docstring for formulas).
+
+    `recompute` holds RecomputeCode values, `sharding` ShardingCode values, `sequence_parallel`
+    booleans. Arrays may carry only the axes they depend on; intermediate terms stay small and
+    only the final sums are full size.
+    """
+    f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+    tp, pp, dp, cp, ep, vpp, mb, m = (f64(x) for x in (tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches))
+    rc = np.asarray(recompute)
+    sp = np.asarray(sequence_parallel, dtype=bool)
+    shard = np.asarray(sharding)
+    h, s = float(ctx.hidden), float(ctx.seq_len)
+    gpn = ctx.system.gpus_per_node
+    act_bytes = 2.0
+    t = mb * s / cp  # tokens per micro-batch on one GPU
+
+    # ---- per-layer forward compute of one micro-batch -------------------------------------
+    qkv = _gemm(ctx, t, (ctx.q_dim + 2 * ctx.kv_dim) / tp, h)
+    out = _gemm(ctx, t, h, ctx.q_dim / tp)
+    heads_local = ctx.heads / tp
+    attn_peak = _peak_flops(ctx, ctx.act_dtype)
+    sms = ctx.gpu.sm_count or 132
+    fill = np.minimum(1.0, mb * heads_local * np.ceil(s / cp / 128.0) / sms)
+    attn_eff = attention_ceiling(ctx.gpu) * fill
+    if ctx.attention_kernel is AttentionKernel.FLASH:
+        attn_flops = 4.0 * mb * heads_local * ctx.head_dim * s * (s + 1) / 2.0 / cp
+        attn_fwd = attn_flops / (attn_peak * attn_eff)
+        attn_bwd = FLASH_BACKWARD_RATIO * attn_fwd
+    else:  # two batched GEMMs over the full s x s scores plus the score traffic
+        scores = mb * heads_local * s * s / cp
+        bmm = 2.0 * gemm_time_array(ctx.gpu, s / cp, s, ctx.head_dim, ctx.act_dtype, batch=mb * heads_local)
+        attn_fwd = bmm + scores * UNFUSED_SCORE_BYTES_FWD / ctx.hbm_bytes_s
+        attn_bwd = 2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s
+    ffn_bytes = ELEMENTWISE_BYTES_PER_FFN[ctx.model.ffn_kind]
+    hidden_div = np.where(sp, tp, 1.0)
+    elem_attn = t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
+
+    dense_mlp = 0.0
+    elem_dense = 0.0
+    if ctx.dense_layers:
+        f = float(ctx.model.ffn)
+        dense_mlp = _gemm(ctx, t, ctx.ffn_up_mats * f / tp, h) + _gemm(ctx, t, h, f / tp)
+        elem_dense = t * f / tp * ffn_bytes / ctx.hbm_bytes_s
+    moe_mlp = 0.0
+    elem_moe = 0.0
+    if ctx.moe_layers:
+        moe = ctx.model.moe
+        E, k, fe = float(moe.num_experts), float(moe.top_k), float(moe.expert_ffn)
+        tokens_per_expert = ep * t * k / E
+        experts_local = E / ep
+        moe_mlp = experts_local * (
+            _gemm(ctx, tokens_per_expert, ctx.ffn_up_mats * fe / tp, h) + _gemm(ctx, tokens_per_expert, h, fe / tp)
+        ) + _gemm(ctx, t, E, h)
+        if moe.shared_experts:
+            fs = float((moe.shared_expert_ffn or moe.expert_ffn) * moe.shared_experts)
+            moe_mlp = moe_mlp + _gemm(ctx, t, ctx.ffn_up_mats * fs / tp, h) + _gemm(ctx, t, h, fs / tp)
+        # activation on the routed tokens + permute/unpermute copies of t x k x h
+        elem_moe = (t * k * fe / tp * ffn_bytes + 2 * t * k * h * 2 * act_bytes / hidden_div) / ctx.hbm_bytes_s
+
+    L = float(ctx.layers)
+    dense_frac, moe_frac = ctx.dense_layers / L, ctx.moe_layers / L
+    gemm_fwd = qkv + out + dense_frac * dense_mlp + moe_frac * moe_mlp
+    elem_fwd = elem_attn + dense_frac * elem_dense + moe_frac * elem_moe
+    layer_fwd = gemm_fwd + attn_fwd + elem_fwd
+    layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elem_fwd
+    layer_recompute = np.where(rc == RecomputeCode.FULL, layer_fwd, np.where(rc == RecomputeCode.SELECTIVE, attn_fwd, 0.0))
+
+    layers_per_stage = L / pp
+    head = 3.0 * _gemm(ctx, t, ctx.vocab / tp, h) + t * ctx.vocab / tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s
+    stage_fwd = layers_per_stage * layer_fwd
+    stage_bwd = layers_per_stage * layer_bwd
+    compute_mb = stage_fwd + stage_bwd + head
+    recompute_mb = layers_per_stage * layer_recompute
+
+    # ---- tensor / sequence parallel ---------------------------------------------------------
+    tp_pn = group_per_node(tp, 1, gpn)
+    ar = collective_seconds_array(Collective.ALL_REDUCE, t * h * act_bytes, tp, tp_pn, ctx.system)
+    fwd_collectives = np.where(rc == RecomputeCode.FULL, 4.0, 2.0)
+    tp_mb = layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - TP_BACKWARD_OVERLAP))
+
+    # ---- context parallel (ring attention, overlapped with the attention core) -----------------
+    cp_pn = group_per_node(cp, tp, gpn)
+    kv_block = t * 2.0 * ctx.kv_dim / tp * act_bytes
+    hop = collective_seconds_array(Collective.P2P, kv_block, np.where(cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1), ctx.system)
+    ring_fwd = (cp - 1.0) * hop
+    cp_mb = layers_per_stage * (np.maximum(0.0, ring_fwd - attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - attn_bwd))
+    cp_mb = np.where(cp > 1, cp_mb, 0.0)
+
+    # ---- expert parallel ----------------------------------------------------------------------
+    ep_mb = 0.0
+    if ctx.moe_layers:
+        ep_pn = group_per_node(ep, tp, gpn)
+        a2a = collective_seconds_array(
+            Collective.ALL_TO_ALL, t * ctx.model.moe.top_k * h * act_bytes, ep, ep_pn, ctx.system
+        )
+        ep_mb = layers_per_stage * moe_frac * 4.0 * a2a
+
+    # ---- pipeline point-to-point --------------------------------------------------------------
+    pp_stride = tp * cp * dp
+    crosses = pp_stride >= gpn
+    p2p = collective_seconds_array(
+        Collective.P2P, t * h * act_bytes / tp, np.where(pp > 1, 2, 1), np.where(crosses, 1, 2), ctx.system
+    )
+    pp_mb = np.where(pp > 1, 2.0 * vpp * p2p, 0.0)
+
+    mb_time = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    bubble = (pp - 1.0) / vpp * mb_time
+
+    # ---- data parallel ------------------------------------------------------------------------
+    dense_body = ctx.body_params - ctx.expert_params
+    embed_stage = np.where(pp > 1, max(ctx.input_embedding_params, ctx.output_head_params),
+                           ctx.input_embedding_params + ctx.output_head_params)
+    local_params = (dense_body / pp + embed_stage + ctx.expert_params / pp / ep) / tp
+    dp_group = dp * cp
+    dp_pn = group_per_node(dp_group, tp, gpn)
+    grad_bytes = np.where(shard == ShardingCode.ZERO3, 2.0, 2.0 if ctx.precision is Precision.FP16 else 4.0)
+    reduce_all = collective_seconds_array(Collective.ALL_REDUCE, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
+    reduce_scatter = collective_seconds_array(Collective.REDUCE_SCATTER, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
+    gather = collective_seconds_array(Collective.ALL_GATHER, local_params * 2.0, dp_group, dp_pn, ctx.system)
+    overlap = ctx.framework is not Framework.DEEPSPEED
+    last_bwd = stage_bwd + recompute_mb
+    if overlap:
+        unsharded = np.maximum(0.0, reduce_all - last_bwd) + OVERLAP_CONTENTION * np.minimum(reduce_all, last_bwd)
+        zero12 = (np.maximum(0.0, reduce_scatter - last_bwd) + np.maximum(0.0, gather - stage_fwd)
+                  + OVERLAP_CONTENTION * (np.minimum(reduce_scatter, last_bwd) + np.minimum(gather, stage_fwd)))
+        per_mb = 2.0 * gather + reduce_scatter
+        window = compute_mb + recompute_mb
+        zero3 = m * (np.maximum(0.0, per_mb - window) + OVERLAP_CONTENTION * np.minimum(per_mb, window))
+    else:
+        unsharded = reduce_all
+        zero12 = reduce_scatter + gather
+        zero3 = m * (2.0 * gather + reduce_scatter)
+    dp_exposed = np.where(shard == ShardingCode.ZERO3, zero3, np.where(shard == ShardingCode.NONE, unsharded, zero12))
+    dp_exposed = np.where(dp_group > 1, dp_exposed, 0.0)
+
+    # ---- optimizer ----------------------------------------------------------------------------
+    opt_params = np.where(shard >= ShardingCode.ZERO1, local_params / dp_group, local_params)
+    optimizer = opt_params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
+
+    parts = dict(
+        compute_s=m * compute_mb, recompute_s=m * recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
+        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=optimizer,
+    )
+    shape = np.broadcast_shapes(*(np.shape(v) for v in parts.values()))
+    parts = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for k, v in parts.items()}
+    total = sum(parts.values())
+    return StepArrays(step_s=total, **parts)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Step time of one plan, its breakdown (seconds, summing to `step_time_s`) and throughput."""
+
+    plan: TrainPlan
+    framework: Framework
+    attention_kernel: AttentionKernel
+    step_time_s: float
+    breakdown_s: dict[str, float]
+    num_micro_batches: int
+    tokens_per_step: int
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_flops_per_token: float
+    tflops_per_gpu_model: float  # Megatron model FLOPs (recompute excluded) per GPU per second
+    mfu_pct: float  # vs dense bf16/fp16 peak
+
+
+def mfu_peak_tflops(gpu: Gpu) -> float:
+    """The peak MFU is measured against: dense bf16 (fp16 where the part has no bf16)."""
+    return gpu.matmul_peak_tflops("bf16")
+
+
+def check_plan(model: ModelSpec, system: System, plan: TrainPlan, num_gpus: int | None = None) -> None:
+    """Raise InputError when the plan's degrees do not divide the model or the GPU count."""
+    if num_gpus is not None and plan.num_gpus != num_gpus:
+        raise InputError(
+            f"tp x pp x dp x cp = {plan.num_gpus} does not equal the GPU count {num_gpus}", field="dp"
+        )
+    if model.heads % plan.tp:
+        raise InputError(f"tp ({plan.tp}) must divide the attention heads ({model.heads})", field="tp")
+    if model.layers % (plan.pp * plan.vpp):
+        raise InputError(f"pp x vpp ({plan.pp} x {plan.vpp}) must divide the layers ({model.layers})", field="pp")
+    if plan.vpp > 1 and plan.pp == 1:
+        raise InputError("vpp > 1 needs pp > 1 (interleaving splits pipeline stages)", field="vpp")
+    if plan.ep > 1:
+        if model.moe is None:
+            raise InputError("ep > 1 needs a mixture-of-experts model", field="ep")
+        if model.moe.num_experts % plan.ep or (plan.dp * plan.cp) % plan.ep:
+            raise InputError(f"ep ({plan.ep}) must divide the experts and dp x cp", field="ep")
+    if plan.seq_len % plan.cp:
+        raise InputError(f"cp ({plan.cp}) must divide seq_len ({plan.seq_len})", field="cp")
+
+
+def estimate_step_time(
+    model: ModelSpec,
+    system: System,
+    plan: TrainPlan,
+    gpu: Gpu,
+    framework: Framework = Framework.MEGATRON,
+    attention_kernel: AttentionKernel = AttentionKernel.FLASH,
+) -> StepTime:
+    """Step time of one plan (formulas in the module docstring). `gpu` is the system's GPU spec."""
+    check_plan(model, system, plan)
+    ctx = StepContext.build(model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel)
+    m = plan.grad_accum_steps
+    arrays = step_time_arrays(
+        ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, m,
+        RECOMPUTE_CODE[plan.recompute], plan.sequence_parallel, SHARDING_CODE[plan.sharding],
+    )
+    breakdown = {k: float(v) for k, v in arrays.parts().items()}
+    step = float(arrays.step_s)
+    tokens = plan.micro_batch * m * plan.dp * plan.seq_len
+    tps = tokens / step
+    gpus = plan.num_gpus
+    tflops = ctx.model_flops_per_token * tps / gpus / 1e12
+    return StepTime(
+        plan=plan, framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
+        step_time_s=step, breakdown_s=breakdown, num_micro_batches=m, tokens_per_step=tokens,
+        tokens_per_s=tps, tokens_per_s_per_gpu=tps / gpus, model_flops_per_token=ctx.model_flops_per_token,
+        tflops_per_gpu_model=tflops, mfu_pct=100.0 * tflops / mfu_peak_tflops(gpu),
+    )
+
+
+__all__ = [
+    "AttentionKernel", "Framework", "RecomputeCode", "ShardingCode", "StepArrays", "StepContext", "StepTime",
+    "check_plan", "estimate_step_time", "mfu_peak_tflops", "step_time_arrays",
+]

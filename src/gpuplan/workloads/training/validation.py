@@ -1,0 +1,156 @@
+"""Training-row predictor for `gpuplan validate` (../shared/validation/SCHEMA.md, training.csv).
+
+`predict_row(row)` builds the ModelSpec from the architecture columns
+(`models.model_from_arch_row`), a TrainPlan from the parallelism columns, the system from the
+catalog, and predicts the row's metric with `step_time.estimate_step_time` (time metrics) or
+`memory.training_memory` (memory metrics).
+
+Defaults for empty cells (documented, the same for every row):
+- tp, pp, dp, cp, ep, vpp, micro_batch: 1; dp = num_gpus / (tp pp cp) when empty.
+- global_batch: micro_batch x dp (one micro-batch per step).
+- recompute: none; sequence_parallel: false; sharding: none.
+- precision: bf16 (the A100/H100 tensor-core peak is the same for fp16).
+- framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
+  backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see step_time.Framework).
+- attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
+  or deepspeed, or empty precision with those frameworks: those are the pre-FlashAttention
+  Megatron / Megatron-DeepSpeed recipes (fp16 mixed precision, fused scale-mask-softmax with
+  materialised scores; FlashAttention entered Megatron-LM with bf16 TransformerEngine in 2023).
+"""
+
+from __future__ import annotations
+
+from gpuplan.errors import GpuplanError
+from gpuplan.interfaces.validation_types import Prediction, SkipRow
+from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
+from gpuplan.workloads.training.step_time import AttentionKernel, Framework, estimate_step_time
+
+TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
+MEMORY_METRICS = ("peak_mem_gib", "mem_activations_gib", "mem_states_gib", "peak_mem_reserved_gib")
+
+
+def _cell(row: dict[str, str], key: str) -> str:
+    return (row.get(key) or "").strip()
+
+
+def _int(row: dict[str, str], key: str, default: int | None) -> int | None:
+    raw = _cell(row, key)
+    if not raw:
+        return default
+    try:
+        return int(float(raw))
+    except ValueError:
+        raise SkipRow(f"column {key} is not a number: '{raw}'") from None
+
+
+def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
+    """The TrainPlan of a training.csv row and the notes on the defaults used."""
+    notes: list[str] = []
+    num_gpus = _int(row, "num_gpus", None)
+    tp, pp, cp = (_int(row, k, 1) for k in ("tp", "pp", "cp"))
+    dp = _int(row, "dp", None)
+    if dp is None:
+        if num_gpus is None:
+            raise SkipRow("neither dp nor num_gpus given")
+        dp = num_gpus // (tp * pp * cp)
+        notes.append(f"dp={dp} from num_gpus")
+    ep, vpp = _int(row, "ep", 1), _int(row, "vpp", 1)
+    mb = _int(row, "micro_batch", None)
+    if mb is None:
+        mb = 1
+        notes.append("micro_batch=1")
+    gb = _int(row, "global_batch", None)
+    if gb is None:
+        gb = mb * dp
+        notes.append("global_batch=micro_batch*dp")
+    if gb % (mb * dp):
+        # llm-foundry rows: "microbatching may not divide the global batch"; round to whole micro-batches
+        gb = max(1, round(gb / (mb * dp))) * mb * dp
+        notes.append(f"global_batch rounded to {gb}")
+    rc_raw = _cell(row, "recompute") or "none"
+    if not _cell(row, "recompute"):
+        notes.append("recompute=none")
+    sp = _cell(row, "sequence_parallel").lower() == "true"
+    prec_raw = _cell(row, "precision") or "bf16"
+    if not _cell(row, "precision"):
+        notes.append("precision=bf16")
+    shard_raw = _cell(row, "sharding") or "none"
+    seq = _int(row, "seq_len", 2048)
+    try:
+        plan = TrainPlan(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
+            recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
+            sharding=Sharding(shard_raw),
+        )
+    except ValueError as exc:
+        raise SkipRow(f"plan columns not expressible: {exc}") from None
+    if num_gpus is not None and plan.num_gpus != num_gpus:
+        raise SkipRow(f"tp*pp*dp*cp = {plan.num_gpus} differs from num_gpus {num_gpus}")
+    return plan, notes
+
+
+def framework_from_row(row: dict[str, str]) -> Framework:
+    raw = _cell(row, "framework").lower()
+    try:
+        return Framework(raw) if raw else Framework.MEGATRON
+    except ValueError:
+        return Framework.OTHER
+
+
+def attention_kernel_from_row(row: dict[str, str], framework: Framework) -> AttentionKernel:
+    """Unfused attention for fp16 (or unstated precision) Megatron / DeepSpeed rows; see module doc."""
+    prec = _cell(row, "precision").lower()
+    if framework in (Framework.MEGATRON, Framework.DEEPSPEED) and prec in ("", "fp16"):
+        return AttentionKernel.UNFUSED
+    return AttentionKernel.FLASH
+
+
+def predict_row(row: dict[str, str]) -> Prediction:
+    """Predicted value of the row's metric (unit of the metric); SkipRow when not expressible."""
+    from gpuplan.catalog import load_catalog
+    from gpuplan.models import model_from_arch_row
+
+    metric = _cell(row, "metric")
+    if metric not in TIME_METRICS + MEMORY_METRICS:
+        raise SkipRow(f"metric '{metric}' is not a training metric")
+    try:
+        model = model_from_arch_row(row)
+        catalog = load_catalog()
+        system = catalog.system(_cell(row, "system"))
+        gpu = catalog.gpu(system.gpu)
+    except GpuplanError as exc:
+        raise SkipRow(str(exc)) from None
+    plan, notes = plan_from_row(row)
+    if metric in MEMORY_METRICS:
+        from gpuplan.workloads.training.memory import training_memory, to_gib
+
+        try:
+            mem = training_memory(model, plan, gpu)
+        except GpuplanError as exc:
+            raise SkipRow(str(exc)) from None
+        per = mem.per_gpu_bytes
+        value = {
+            "peak_mem_gib": mem.allocated_bytes,
+            "peak_mem_reserved_gib": mem.reserved_bytes,
+            "mem_activations_gib": per["activations"],
+            "mem_states_gib": per["weights"] + per["gradients"] + per["optimizer"],
+        }[metric]
+        return Prediction(to_gib(value), "; ".join(notes))
+    framework = framework_from_row(row)
+    kernel = attention_kernel_from_row(row, framework)
+    try:
+        st = estimate_step_time(model, system, plan, gpu, framework=framework, attention_kernel=kernel)
+    except GpuplanError as exc:
+        raise SkipRow(str(exc)) from None
+    notes.append(f"framework={framework.value}, attention={kernel.value}")
+    value = {
+        "iteration_time_s": st.step_time_s,
+        "tokens_per_s_per_gpu": st.tokens_per_s_per_gpu,
+        "tflops_per_gpu_model": st.tflops_per_gpu_model,
+        "mfu_pct": st.mfu_pct,
+        "gpu_hours_per_1t_tokens": 1e12 / st.tokens_per_s_per_gpu / 3600.0,
+    }[metric]
+    return Prediction(value, "; ".join(notes))
+
+
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "plan_from_row", "predict_row"]
