@@ -1,0 +1,217 @@
+"""`gpuplan validate`: predicted vs measured over any CSV of ../shared/validation/SCHEMA.md.
+
+Each row is routed by its columns: a non-empty `collective` -> collectives predictor (here);
+inference columns (`engine`, `input_len`, `output_len`, `weight_dtype`, `batch`, `concurrency`)
+-> `gpuplan.workloads.inference.validation.predict_row`; transformer shape columns (`layers`,
+`hidden`) -> `gpuplan.workloads.training.validation.predict_row`. Predictors return a
+`Prediction` or raise `SkipRow(reason)`; a missing predictor module, or an unexpected error inside
+one, also skips the row with the reason. Nothing is dropped silently.
+
+Per row: id, kind, metric, measured, predicted, error_pct = (predicted - measured) / measured x 100,
+family = the first token of `source` (e.g. 'mosaicml/llm-foundry', 'Narayanan').
+Summary per family and overall: count, skipped, MAPE, median and max absolute error %, and
+Spearman rank correlation of predicted vs measured within groups sharing (model, num_gpus, metric)
+of at least 3 rows (collectives rows: model = system/collective).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from gpuplan.errors import InputError
+from gpuplan.interfaces.validation_stats import error_pct, error_summary, spearman
+from gpuplan.interfaces.validation_types import Prediction, SkipRow
+
+REQUIRED_COLUMNS = ("id", "metric", "value")
+MIN_SPEARMAN_GROUP = 3
+INFERENCE_COLUMNS = ("engine", "input_len", "output_len", "weight_dtype", "concurrency", "max_load")
+TRAINING_COLUMNS = ("layers", "hidden")
+PREDICTOR_MODULES = {
+    "training": "gpuplan.workloads.training.validation",
+    "inference": "gpuplan.workloads.inference.validation",
+}
+
+
+@dataclass(frozen=True)
+class RowResult:
+    id: str
+    kind: str  # training / inference / collectives / unknown
+    family: str
+    metric: str
+    measured: float
+    predicted: float | None
+    error_pct: float | None
+    skipped: bool
+    reason: str = ""  # why skipped
+    notes: str = ""  # defaults the predictor used
+    group: str = ""  # Spearman group key
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    rows: list[RowResult]
+    summary: dict = field(default_factory=dict)
+
+
+def source_family(source: str) -> str:
+    """First whitespace token of `source` without trailing punctuation ('Narayanan et al.' -> 'Narayanan')."""
+    token = (source or "").strip().split()[0] if (source or "").strip() else "unknown"
+    return token.rstrip(",;:.") or "unknown"
+
+
+def row_kind(row: dict[str, str]) -> str:
+    """training / inference / collectives / unknown, from which columns the row fills."""
+    def filled(col: str) -> bool:
+        return bool((row.get(col) or "").strip())
+
+    if filled("collective"):
+        return "collectives"
+    if any(filled(c) for c in INFERENCE_COLUMNS):
+        return "inference"
+    if any(filled(c) for c in TRAINING_COLUMNS):
+        return "training"
+    return "unknown"
+
+
+def read_rows(path: str | Path) -> list[dict[str, str]]:
+    """Rows of a SCHEMA.md CSV as dicts of stripped strings; InputError names a missing column or
+    a non-numeric / empty `value` (with the row id and line)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file: no such file '{path}'", field="file")
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        missing = [c for c in REQUIRED_COLUMNS if c not in header]
+        if missing:
+            raise InputError(f"{path.name}: missing required column(s) {', '.join(missing)}; "
+                             f"need {', '.join(REQUIRED_COLUMNS)} (see SCHEMA.md)", field=missing[0])
+        rows = []
+        for line, raw in enumerate(reader, start=2):
+            row = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
+            rid = row.get("id") or f"line {line}"
+            try:
+                value = float(row["value"])
+            except ValueError:
+                raise InputError(f"{path.name} line {line} (row {rid}): column value: '{row['value']}' is not a number",
+                                 field="value") from None
+            if not math.isfinite(value) or value == 0:
+                raise InputError(f"{path.name} line {line} (row {rid}): column value: must be a finite non-zero number",
+                                 field="value")
+            rows.append(row)
+    return rows
+
+
+def _predictor(kind: str) -> tuple[Callable[[dict], Prediction] | None, str]:
+    if kind == "collectives":
+        from gpuplan.interfaces.validation_collectives import predict_row
+
+        return predict_row, ""
+    module_name = PREDICTOR_MODULES.get(kind)
+    if module_name is None:
+        return None, "cannot tell the row kind (no collective, transformer-shape or inference columns)"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        return None, f"{kind} predictor not available ({module_name}: {exc})"
+    fn = getattr(module, "predict_row", None)
+    if fn is None:
+        return None, f"{kind} predictor not available ({module_name} has no predict_row)"
+    return fn, ""
+
+
+def _group_key(row: dict[str, str], kind: str) -> str:
+    model = row.get("model") or (f"{row.get('system', '')}/{row.get('collective', '')}" if kind == "collectives" else "")
+    return f"{model}|{row.get('num_gpus', '')}|{row.get('metric', '')}"
+
+
+def validate_rows(rows: list[dict[str, str]]) -> ValidationReport:
+    """Predict every row and summarise (see module doc)."""
+    predictors: dict[str, tuple] = {}
+    results = []
+    for row in rows:
+        kind = row_kind(row)
+        if kind not in predictors:
+            predictors[kind] = _predictor(kind)
+        fn, why = predictors[kind]
+        base = dict(id=row["id"], kind=kind, family=source_family(row.get("source", "")), metric=row.get("metric", ""),
+                    measured=float(row["value"]), group=_group_key(row, kind))
+        if fn is None:
+            results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True, reason=why))
+            continue
+        try:
+            pred = fn(row)
+        except SkipRow as exc:
+            results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True, reason=exc.reason))
+            continue
+        except InputError as exc:
+            raise InputError(f"row {row['id']}: {exc}", field=exc.field) from None
+        except Exception as exc:  # a predictor bug must not hide the other rows; reported, never silent
+            results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True,
+                                     reason=f"predictor error {type(exc).__name__}: {exc}"))
+            continue
+        value = float(pred.value)
+        if not math.isfinite(value):
+            results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True,
+                                     reason="predictor returned a non-finite value", notes=pred.notes))
+            continue
+        results.append(RowResult(**base, predicted=value, error_pct=error_pct(value, base["measured"]),
+                                 skipped=False, notes=pred.notes))
+    return ValidationReport(rows=results, summary=summarize(results))
+
+
+def _block(rows: list[RowResult]) -> dict:
+    done = [r for r in rows if not r.skipped]
+    out = error_summary(r.error_pct for r in done)
+    out["skipped"] = len(rows) - len(done)
+    groups: dict[str, list[RowResult]] = defaultdict(list)
+    for r in done:
+        groups[r.group].append(r)
+    rhos = []
+    for key, members in sorted(groups.items()):
+        if len(members) >= MIN_SPEARMAN_GROUP:
+            rho = spearman([m.measured for m in members], [m.predicted for m in members])
+            rhos.append({"group": key, "rows": len(members), "spearman": rho})
+    valid = [g["spearman"] for g in rhos if g["spearman"] is not None]
+    out["spearman_groups"] = rhos
+    out["spearman_mean"] = float(sum(valid) / len(valid)) if valid else None
+    return out
+
+
+def summarize(results: list[RowResult]) -> dict:
+    """{"families": {family: block}, "kinds": {kind: block}, "overall": block}; a block has count,
+    skipped, mape_pct, median_abs_error_pct, max_abs_error_pct, mean_error_pct, spearman_groups, spearman_mean."""
+    by_family: dict[str, list[RowResult]] = defaultdict(list)
+    by_kind: dict[str, list[RowResult]] = defaultdict(list)
+    for r in results:
+        by_family[r.family].append(r)
+        by_kind[r.kind].append(r)
+    return {
+        "families": {f: _block(rs) for f, rs in sorted(by_family.items())},
+        "kinds": {k: _block(rs) for k, rs in sorted(by_kind.items())},
+        "overall": _block(results),
+    }
+
+
+def validate_file(path: str | Path) -> ValidationReport:
+    """Read a SCHEMA.md CSV and validate every row (InputError for a malformed file)."""
+    return validate_rows(read_rows(path))
+
+
+def report_json(report: ValidationReport) -> dict:
+    """The stable JSON shape: {"rows": [{id, kind, family, metric, measured, predicted, error_pct,
+    skipped, reason, notes}], "summary": {...}}."""
+    rows = [{"id": r.id, "kind": r.kind, "family": r.family, "metric": r.metric, "measured": r.measured,
+             "predicted": r.predicted, "error_pct": r.error_pct, "skipped": r.skipped, "reason": r.reason,
+             "notes": r.notes} for r in report.rows]
+    return {"rows": rows, "summary": report.summary}
+
+
+__all__ = ["RowResult", "ValidationReport", "read_rows", "report_json", "row_kind", "source_family", "summarize",
+           "validate_file", "validate_rows"]
