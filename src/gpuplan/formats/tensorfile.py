@@ -1,0 +1,140 @@
+"""Minimal safetensors tensor-data reader/writer with numpy (for quantised weights).
+
+File layout (huggingface/safetensors README): 8-byte little-endian unsigned header length N,
+N bytes of UTF-8 JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
+{str: str}}, then the data buffer; offsets are relative to the buffer, little-endian, C order.
+
+Parsing is bounded: a header longer than the file or than 100 MB, invalid JSON, an unknown
+dtype, or offsets outside the buffer / not matching the shape raise InputError. (Model-level
+header counting lives in gpuplan.models; this module only moves tensor data.)
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+
+from gpuplan.errors import InputError
+
+MAX_HEADER_BYTES = 100_000_000
+
+DTYPES: dict[str, np.dtype] = {
+    "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
+    "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype("<i8"), "I32": np.dtype("<i4"),
+    "I16": np.dtype("<i2"), "I8": np.dtype("i1"), "U64": np.dtype("<u8"), "U32": np.dtype("<u4"),
+    "U16": np.dtype("<u2"), "U8": np.dtype("u1"), "BOOL": np.dtype("?"),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "F8_E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
+}
+NAMES = {v: k for k, v in DTYPES.items()}
+
+
+def read_header(path: str | Path) -> tuple[dict, int]:
+    """(header dict, data-buffer start offset) of a safetensors file, validated."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"no such file: {p}", field="file")
+    size = p.stat().st_size
+    with p.open("rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise InputError(f"{p}: too short for a safetensors file (needs an 8-byte header length)", field="file")
+        (n,) = struct.unpack("<Q", head)
+        if n > MAX_HEADER_BYTES or n > size - 8:
+            raise InputError(f"{p}: safetensors header length {n} exceeds the file size or 100 MB", field="file")
+        raw = fh.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p}: safetensors header is not valid JSON ({exc.__class__.__name__})", field="file") from None
+    if not isinstance(header, dict):
+        raise InputError(f"{p}: safetensors header must be a JSON object", field="file")
+    buffer_bytes = size - 8 - n
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{p}: tensor '{name}' needs dtype, shape and data_offsets", field="file") from None
+        if dtype not in DTYPES:
+            raise InputError(f"{p}: tensor '{name}' has unsupported dtype {dtype}; allowed: {', '.join(DTYPES)}", field="file")
+        if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end <= buffer_bytes):
+            raise InputError(f"{p}: tensor '{name}' data_offsets {[begin, end]} lie outside the file", field="file")
+        if end - begin != count * DTYPES[dtype].itemsize:
+            raise InputError(f"{p}: tensor '{name}' data_offsets do not match shape {shape} x {dtype}", field="file")
+    return header, 8 + n
+
+
+def read_safetensors(path: str | Path, names: list[str] | None = None) -> dict[str, np.ndarray]:
+    """Tensors of a safetensors file (all, or `names`) as numpy arrays (BF16/FP8 via ml_dtypes)."""
+    header, start = read_header(path)
+    known = [k for k in header if k != "__metadata__"]
+    wanted = known if names is None else list(names)
+    for name in wanted:
+        if name not in header or name == "__metadata__":
+            raise InputError(f"{path}: no tensor '{name}'; tensors: {', '.join(known[:20])}", field="tensor")
+    out = {}
+    with Path(path).open("rb") as fh:
+        for name in wanted:
+            info = header[name]
+            begin, end = info["data_offsets"]
+            fh.seek(start + begin)
+            data = fh.read(end - begin)
+            out[name] = np.frombuffer(data, dtype=DTYPES[info["dtype"]]).reshape(info["shape"]).copy()
+    return out
+
+
+def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> None:
+    """Write `tensors` as a safetensors file (written to a temporary name, then renamed)."""
+    header: dict = {}
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    offset = 0
+    arrays = []
+    for name, arr in tensors.items():
+        a = np.ascontiguousarray(arr)
+        if a.dtype.newbyteorder("<") in NAMES and a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))
+        dtype = NAMES.get(a.dtype)
+        if dtype is None:
+            raise InputError(f"tensor '{name}': dtype {a.dtype} cannot be stored; allowed: {', '.join(DTYPES)}", field="tensors")
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        arrays.append(a)
+    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)  # align the data buffer to 8 bytes, as the reference writer does
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    with tmp.open("wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)))
+        fh.write(raw)
+        for a in arrays:
+            fh.write(a.tobytes())
+    tmp.replace(p)
+
+
+def read_tensor(path: str | Path, tensor: str | None = None) -> np.ndarray:
+    """One array from a .npy file, or tensor `tensor` of a .safetensors file (the first if None)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"no such file: {p}", field="file")
+    if p.suffix == ".npy":
+        try:
+            return np.load(p, allow_pickle=False)
+        except ValueError as exc:
+            raise InputError(f"{p}: not a readable .npy file ({exc})", field="file") from None
+    if p.suffix == ".safetensors":
+        if tensor is None:
+            header, _ = read_header(p)
+            names = [k for k in header if k != "__metadata__"]
+            if not names:
+                raise InputError(f"{p}: holds no tensors", field="file")
+            tensor = names[0]
+        return read_safetensors(p, [tensor])[tensor]
+    raise InputError(f"{p}: unsupported file type '{p.suffix}'; allowed: .npy, .safetensors", field="file")
