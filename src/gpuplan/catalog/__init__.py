@@ -166,7 +166,11 @@ def single_gpu_system(gpu: Gpu) -> System:
     """A one-GPU box named by the GPU's id: no scale-up or scale-out fabric, power = GPU TDP."""
     return System(
         id=gpu.id, name=f"1x {gpu.name}", gpu=gpu.id, gpus_per_node=1, scaleup_domain_gpus=1,
-        scaleup_switched=False, sources={"default": f"single-GPU box built from catalog GPU '{gpu.id}'"},
+        scaleup_switched=False, system_power_w=gpu.tdp_w,
+        sources={
+            "default": f"single-GPU box built from catalog GPU '{gpu.id}' (validation/SYSTEMS.md convention)",
+            "system_power_w": f"GPU TDP of '{gpu.id}' (host power not included)",
+        },
     )
 
 

@@ -1,9 +1,178 @@
-"""CLI: `gpuplan hw` (placeholder until its issue lands)."""
+"""CLI: `gpuplan hw` -- the GPU / accelerator catalog: list, show, compare, interconnects, prices."""
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 import typer
+
+from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.errors import InputError
+
+hw_app = typer.Typer(help="GPUs and accelerators in the catalog (every figure sourced).", no_args_is_help=True)
+
+_UNITS = {  # field -> unit printed after the value in `hw show`
+    "memory_gib": "GiB", "memory_bandwidth_gbps": "GB/s", "l2_mib": "MiB", "smem_per_sm_kib": "KiB",
+    "boost_clock_mhz": "MHz", "scaleup_bandwidth_gbps": "GB/s per direction", "tdp_w": "W", "price_usd": "USD",
+}
+
+
+def gpu_record(gpu) -> dict:
+    """The JSON object for one GPU: every spec field plus `memory_gib` (binary) for convenience."""
+    record = gpu.model_dump()
+    record["memory_gib"] = gpu.memory_gib
+    return record
+
+
+def _with_unit(value, unit: str) -> str:
+    return "-" if value is None else f"{fmt(value)} {unit}".rstrip()
+
+
+@hw_app.command("list")
+def list_gpus(
+    vendor: Optional[str] = typer.Option(None, "--vendor", help="Only this vendor (nvidia, amd, google)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List GPUs: memory, bandwidth, dense BF16/FP8 peaks, TDP."""
+    from gpuplan.catalog import load_catalog
+
+    cat = load_catalog()
+    gpus = list(cat.gpus.values())
+    if vendor is not None:
+        vendors = sorted({g.vendor for g in gpus})
+        if vendor.lower() not in vendors:
+            raise InputError(f"vendor: unknown vendor '{vendor}'; allowed: {', '.join(vendors)}", field="vendor")
+        gpus = [g for g in gpus if g.vendor == vendor.lower()]
+    if as_json:
+        print_json([gpu_record(g) for g in gpus])
+        return
+
+    def dense(g, dtype):
+        p = g.peak_tflops.get(dtype)
+        return p.dense if p else None
+
+    rows = [
+        (g.id, g.vendor, g.memory_gib, g.memory_bandwidth_gbps, dense(g, "bf16"), dense(g, "fp8"), g.tdp_w)
+        for g in gpus
+    ]
+    console.print(table(
+        "GPUs (peak TFLOP/s are dense; `gpuplan hw show ID` for names, sparse peaks and sources)",
+        ["id", "vendor", "memory GiB", "memory GB/s", "BF16 TFLOP/s", "FP8 TFLOP/s", "TDP W"], rows,
+    ))
+
+
+@hw_app.command("show")
+def show_gpu(
+    gpu_id: str = typer.Argument(..., metavar="ID", help="GPU id, e.g. h100-sxm5-80gb."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Every figure of one GPU with its unit and source."""
+    from gpuplan.catalog import load_catalog
+
+    gpu = load_catalog().gpu(gpu_id)
+    if as_json:
+        print_json(gpu_record(gpu))
+        return
+    rec = gpu_record(gpu)
+    rec["l2_mib"] = gpu.l2_bytes / 2**20 if gpu.l2_bytes else None
+    rec["smem_per_sm_kib"] = gpu.smem_per_sm_bytes / 2**10 if gpu.smem_per_sm_bytes else None
+    fields = [
+        "vendor", "architecture", "compute_capability", "sm_count", "boost_clock_mhz", "memory_gib", "memory_type",
+        "memory_bandwidth_gbps", "l2_mib", "smem_per_sm_kib", "registers_per_sm", "max_threads_per_sm",
+        "scaleup_link", "scaleup_bandwidth_gbps", "pcie_gen", "tdp_w", "launch_year", "price_usd",
+    ]
+    plain = {"launch_year", "pcie_gen", "compute_capability"}  # identifiers, not quantities: no separators
+    rows = [
+        (f, str(rec[f]) if f in plain else _with_unit(rec[f], _UNITS.get(f, "")))
+        for f in fields if rec.get(f) is not None
+    ]
+    console.print(table(f"{gpu.name} ({gpu.id})", ["field", "value"], rows))
+    peaks = [(d, p.dense, p.sparse) for d, p in gpu.peak_tflops.items()]
+    console.print(table("peak TFLOP/s (int8: TOP/s)", ["dtype", "dense", "sparse (2:4)"], peaks))
+    if gpu.notes:
+        console.print(f"notes: {gpu.notes}", markup=False)
+    console.print("sources:")
+    for key, src in gpu.sources.items():
+        console.print(f"  {key}: {src}", markup=False, soft_wrap=True)
+
+
+@hw_app.command("compare")
+def compare(
+    gpu_ids: List[str] = typer.Argument(..., metavar="ID ID ...", help="Two or more GPU ids; ratios are to the first."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Side-by-side table of GPUs with each value's ratio to the first."""
+    from gpuplan.catalog import load_catalog
+    from gpuplan.catalog.compare import compare_gpus
+
+    if len(gpu_ids) < 2:
+        raise InputError("ID: give at least two GPU ids to compare, e.g. `gpuplan hw compare a100-sxm4-80gb h100-sxm5-80gb`", field="ID")
+    cat = load_catalog()
+    result = compare_gpus([cat.gpu(g) for g in gpu_ids])
+    if as_json:
+        print_json(result)
+        return
+
+    def cell(row, gid):
+        v = row.values[gid]
+        if v is None:
+            return "-"
+        text = _with_unit(v, row.unit)
+        r = row.ratio_to_baseline[gid]
+        return text if gid == result.baseline or r is None else f"{text} ({r:.2f}x)"
+
+    rows = [[row.label] + [cell(row, gid) for gid in result.gpus] for row in result.metrics]
+    console.print(table(f"compared with {result.baseline} (dense peaks; ratio in brackets)", ["metric"] + result.gpus, rows))
+
+
+@hw_app.command("interconnects")
+def interconnects(
+    kind: Optional[str] = typer.Option(None, "--kind", help="Only this kind (nvlink, nvswitch, xgmi, ici, pcie, infiniband, ethernet, efa, omnipath)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Links and fabrics: per-direction and bidirectional bandwidth, line rate, latency."""
+    from gpuplan.catalog import load_catalog
+
+    links = list(load_catalog().interconnects.values())
+    if kind is not None:
+        kinds = sorted({i.kind for i in links})
+        if kind not in kinds:
+            raise InputError(f"kind: unknown interconnect kind '{kind}'; allowed: {', '.join(kinds)}", field="kind")
+        links = [i for i in links if i.kind == kind]
+    if as_json:
+        print_json([i.model_dump() for i in links])
+        return
+    rows = [
+        (i.id, i.name, i.kind, i.per_direction_gbps, i.bidirectional_gbps, i.line_rate_gbit_s, i.latency_us, i.in_network_reduction)
+        for i in links
+    ]
+    console.print(table(
+        "interconnects (scale-up: per GPU, all links; NIC/PCIe: per port)",
+        ["id", "name", "kind", "GB/s per direction", "GB/s bidirectional", "line Gb/s", "latency us", "in-network reduction"], rows,
+    ))
+
+
+@hw_app.command("prices")
+def prices(
+    gpu_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Only prices for this GPU id."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Dated, sourced cloud prices in USD per GPU-hour (cheapest first)."""
+    from gpuplan.catalog import load_catalog
+
+    cat = load_catalog()
+    if gpu_id is not None:
+        entries = cat.cloud_prices(cat.gpu(gpu_id).id)
+    else:
+        entries = sorted(cat.clouds.values(), key=lambda c: (c.gpu, c.usd_per_gpu_hour))
+    if as_json:
+        print_json([c.model_dump() for c in entries])
+        return
+    rows = [(c.id, c.provider, c.instance, c.gpu, c.gpus, c.usd_per_gpu_hour, c.pricing_model, c.date) for c in entries]
+    console.print(table("cloud prices (USD per GPU-hour; dated, see --json for sources)",
+                        ["id", "provider", "instance", "gpu", "GPUs", "USD/GPU-h", "pricing", "read on"], rows))
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add `gpuplan hw` to the root app."""
+    app.add_typer(hw_app, name="hw")

@@ -1,9 +1,82 @@
-"""CLI: `gpuplan systems` (placeholder until its issue lands)."""
+"""CLI: `gpuplan systems` -- nodes (DGX/HGX, cloud instances, racks) in the catalog."""
 
 from __future__ import annotations
 
 import typer
 
+from gpuplan.cli.render import console, fmt, print_json, table
+
+systems_app = typer.Typer(help="Systems: GPUs per node, scale-up domain, NICs, power (every figure sourced).", no_args_is_help=True)
+
+
+def system_record(system, gpu) -> dict:
+    """The JSON object for one system: every spec field plus per-GPU scale-out and memory totals."""
+    record = system.model_dump()
+    record["scaleout_gbps_per_gpu"] = system.scaleout_gbps_per_gpu
+    record["host_memory_gib"] = system.host_memory_bytes / 2**30 if system.host_memory_bytes else None
+    record["gpu_memory_gib"] = gpu.memory_gib
+    record["node_gpu_memory_gib"] = gpu.memory_gib * system.gpus_per_node
+    record["gpu_name"] = gpu.name
+    return record
+
+
+@systems_app.command("list")
+def list_systems(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List systems (a GPU id also names a single-GPU box; see `gpuplan hw list`)."""
+    from gpuplan.catalog import load_catalog
+
+    cat = load_catalog()
+    systems = list(cat.systems.values())
+    if as_json:
+        print_json([system_record(s, cat.gpu(s.gpu)) for s in systems])
+        return
+    rows = [
+        (s.id, s.gpu, s.gpus_per_node, s.scaleup_domain_gpus, s.scaleup_bandwidth_gbps,
+         f"{s.nics_per_node}x {fmt(s.nic_gbit_s)} Gb/s {s.nic_kind}" if s.nics_per_node else "-",
+         s.scaleout_gbps_per_gpu, s.system_power_w)
+        for s in systems
+    ]
+    console.print(table(
+        "systems (bandwidths per GPU per direction)",
+        ["id", "gpu", "GPUs/node", "NVLink domain", "scale-up GB/s", "NICs", "scale-out GB/s", "power W"], rows,
+    ))
+
+
+@systems_app.command("show")
+def show_system(
+    system_id: str = typer.Argument(..., metavar="ID", help="System id (e.g. dgx-h100) or GPU id (single-GPU box)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Every figure of one system with its unit and source."""
+    from gpuplan.catalog import load_catalog
+
+    cat = load_catalog()
+    system = cat.system(system_id)
+    gpu = cat.gpu(system.gpu)
+    rec = system_record(system, gpu)
+    if as_json:
+        print_json(rec)
+        return
+    units = {
+        "scaleup_bandwidth_gbps": "GB/s per GPU per direction", "nic_gbit_s": "Gb/s per NIC",
+        "scaleout_gbps_per_gpu": "GB/s per GPU per direction", "host_memory_gib": "GiB",
+        "gpu_memory_gib": "GiB", "node_gpu_memory_gib": "GiB", "system_power_w": "W", "rack_units": "U", "price_usd": "USD",
+    }
+    fields = [
+        "gpu", "gpu_name", "gpus_per_node", "gpu_memory_gib", "node_gpu_memory_gib", "scaleup_domain_gpus",
+        "scaleup_interconnect", "scaleup_bandwidth_gbps", "scaleup_switched", "nvls", "nics_per_node", "nic_gbit_s",
+        "nic_kind", "scaleout_interconnect", "scaleout_gbps_per_gpu", "sharp", "cpu", "host_memory_gib",
+        "system_power_w", "rack_units", "price_usd",
+    ]
+    rows = [(f, f"{fmt(rec[f])} {units.get(f, '')}".rstrip()) for f in fields if rec.get(f) is not None]
+    console.print(table(f"{system.name} ({system.id})", ["field", "value"], rows))
+    if system.notes:
+        console.print(f"notes: {system.notes}", markup=False)
+    console.print("sources:")
+    for key, src in system.sources.items():
+        console.print(f"  {key}: {src}", markup=False, soft_wrap=True)
+
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root app."""
+    """Add `gpuplan systems` to the root app."""
+    app.add_typer(systems_app, name="systems")

@@ -27,6 +27,9 @@ class SourcedSpec(Spec):
 
     @model_validator(mode="after")
     def _every_figure_has_a_source(self):
+        stray = sorted(set(self.sources) - set(type(self).model_fields) - {"default"})
+        if stray:
+            raise ValueError(f"sources names no field of this entry: {', '.join(stray)} (keys are field names or `default`)")
         if "default" in self.sources:
             return self
         missing = [

@@ -66,6 +66,14 @@ class Gpu(SourcedSpec):
         """dtypes with a 2:4 structured-sparsity peak."""
         return [d for d, p in self.peak_tflops.items() if p.sparse is not None]
 
+    def ridge_flops_per_byte(self, dtype: str = "bf16") -> float:
+        """Roofline ridge point (critical arithmetic intensity) in FLOP per byte of HBM traffic.
+
+        ridge = dense peak FLOP/s / memory bandwidth B/s = peak_tflops * 1e12 / (gbps * 1e9).
+        Source: JAX scaling book, GPU chapter ("H100 990e12 / 3.35e12 = 295").
+        """
+        return self.peak(dtype) * 1e12 / (self.memory_bandwidth_gbps * 1e9)
+
     def peak(self, dtype: str, sparse: bool = False) -> float:
         """Peak TFLOP/s for `dtype` (dense unless `sparse`); raises InputError if the part has none."""
         from gpuplan.errors import InputError

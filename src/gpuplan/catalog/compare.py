@@ -1,0 +1,82 @@
+"""Side-by-side comparison of catalog GPUs: the metrics, their units, and ratios to a baseline.
+
+ratio(metric, gpu) = value(gpu) / value(baseline); None where either value is missing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from gpuplan.specs import Gpu
+
+
+def _peak(dtype: str) -> Callable[[Gpu], float | None]:
+    def get(gpu: Gpu) -> float | None:
+        entry = gpu.peak_tflops.get(dtype)
+        return entry.dense if entry else None
+
+    return get
+
+
+def _ridge(gpu: Gpu) -> float | None:
+    return gpu.ridge_flops_per_byte("bf16") if "bf16" in gpu.peak_tflops else None
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One comparable quantity: JSON key (with its unit), table label, unit text, getter."""
+
+    key: str
+    label: str
+    unit: str
+    get: Callable[[Gpu], float | None] = field(repr=False, compare=False)
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("memory_gib", "memory", "GiB", lambda g: g.memory_gib),
+    Metric("memory_bandwidth_gbps", "memory bandwidth", "GB/s", lambda g: g.memory_bandwidth_gbps),
+    Metric("fp64_dense_tflops", "FP64 (vector) dense", "TFLOP/s", _peak("fp64")),
+    Metric("fp32_dense_tflops", "FP32 dense", "TFLOP/s", _peak("fp32")),
+    Metric("tf32_dense_tflops", "TF32 tensor dense", "TFLOP/s", _peak("tf32")),
+    Metric("bf16_dense_tflops", "BF16 tensor dense", "TFLOP/s", _peak("bf16")),
+    Metric("fp8_dense_tflops", "FP8 tensor dense", "TFLOP/s", _peak("fp8")),
+    Metric("int8_dense_tops", "INT8 tensor dense", "TOP/s", _peak("int8")),
+    Metric("fp4_dense_tflops", "FP4 tensor dense", "TFLOP/s", _peak("fp4")),
+    Metric("bf16_ridge_flops_per_byte", "BF16 ridge point", "FLOP/B", _ridge),
+    Metric("scaleup_bandwidth_gbps", "scale-up link (per direction)", "GB/s", lambda g: g.scaleup_bandwidth_gbps),
+    Metric("l2_mib", "L2 cache", "MiB", lambda g: g.l2_bytes / 2**20 if g.l2_bytes else None),
+    Metric("sm_count", "SMs / CUs", "", lambda g: g.sm_count),
+    Metric("tdp_w", "TDP", "W", lambda g: g.tdp_w),
+)
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    key: str
+    label: str
+    unit: str
+    values: dict[str, float | None]
+    ratio_to_baseline: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class GpuComparison:
+    baseline: str
+    gpus: list[str]
+    names: dict[str, str]
+    metrics: list[MetricRow]
+
+
+def compare_gpus(gpus: list[Gpu]) -> GpuComparison:
+    """Every METRICS value for each GPU and its ratio to the first GPU (the baseline)."""
+    base = gpus[0]
+    rows = []
+    for m in METRICS:
+        values = {g.id: m.get(g) for g in gpus}
+        b = values[base.id]
+        ratios = {gid: (v / b if (v is not None and b) else None) for gid, v in values.items()}
+        rows.append(MetricRow(m.key, m.label, m.unit, values, ratios))
+    return GpuComparison(
+        baseline=base.id, gpus=[g.id for g in gpus], names={g.id: g.name for g in gpus}, metrics=rows
+    )
