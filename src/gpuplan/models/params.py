@@ -59,6 +59,12 @@ class ParamCounts:
     per_layer: tuple[LayerParams, ...] = ()
 
     @property
+    def active_excluding_input_embedding(self) -> int:
+        """Active parameters without the input embedding table (a lookup, not a matmul): the
+        convention of the gpt-oss model card (5.13B / 3.61B active) and DeepSeek-V3 (36.6B, "37B")."""
+        return self.active - self.components.get("embedding", 0)
+
+    @property
     def total_with_mtp(self) -> int:
         return self.total + self.mtp
 

@@ -1,0 +1,234 @@
+"""Parameter counts and bytes from safetensors headers, never reading tensor data.
+
+File layout (safetensors format spec, huggingface/safetensors README "Format"): 8 bytes
+little-endian u64 N, then N bytes of UTF-8 JSON {name: {"dtype", "shape", "data_offsets":
+[begin, end]}, "__metadata__": {...}}, then the data; offsets are relative to the byte after the
+header. A sharded checkpoint has `model.safetensors.index.json` with a `weight_map`
+{tensor name: shard file}.
+
+Parsing is bounded: a header length above the file size or above MAX_HEADER_BYTES, invalid JSON,
+a malformed entry, or offsets outside the data section raise InputError; nothing larger than the
+header is ever allocated.
+
+Logical parameter counting for quantized checkpoints (ecosystem.md 2.2; huggingface.js PRs
+#1770, #2323):
+- MXFP4 (gpt-oss): `*_blocks` U8 hold two FP4 values per byte -> 2 params per element; the
+  sibling `*_scales` (U8 E8M0, one per 32 values) are quantization metadata, not parameters.
+- GPTQ / AWQ: `qweight` (and AWQ `qzeros`) I32 pack 32 / bits values per element -> qweight counts
+  numel * 32 / bits; `qzeros`, `scales`, `g_idx` are metadata.
+- FP8 checkpoints (DeepSeek-V3): `*_scale_inv`, `*weight_scale`, `*input_scale` are metadata.
+- F4 / FP4 dtypes: the shape counts logical FP4 elements (0.5 byte each).
+Every tensor's bytes are reported per dtype whether or not it counts as a parameter.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuplan.errors import InputError
+
+#: headers above this are refused (real checkpoints: a few MB; the reference implementation caps at 100 MB).
+MAX_HEADER_BYTES = 100_000_000
+
+#: bytes per element of each safetensors dtype (safetensors Dtype enum; F4/F6 are sub-byte).
+DTYPE_BYTES: dict[str, float] = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2,
+    "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "E8M0": 1, "UE8": 1,
+    "F6_E3M2": 0.75, "F6_E2M3": 0.75, "F4": 0.5, "FP4": 0.5,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+}
+
+_METADATA_SUFFIXES = ("_scale_inv", "weight_scale", "input_scale", "activation_scale", ".absmax", ".quant_map", "nested_absmax", "nested_quant_map")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for dim in self.shape:
+            n *= dim
+        return n
+
+
+@dataclass(frozen=True)
+class DtypeTotals:
+    tensors: int
+    elements: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class CheckpointSummary:
+    """Counts over every tensor of a checkpoint (one file or all shards)."""
+
+    params: int  # logical parameters (packed quantized weights unpacked, quantization metadata skipped)
+    bytes: int  # data bytes of all tensors
+    tensors: int
+    metadata_tensors: int  # scales / zeros / g_idx ... skipped from `params`
+    by_dtype: dict[str, DtypeTotals] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    quantization: str = ""  # mxfp4, gptq, awq, fp8, bitsandbytes, or ""
+
+
+def read_header(path: Path) -> list[TensorInfo]:
+    """The tensors of one .safetensors file, from its header only (bounded, validated)."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise InputError(f"safetensors '{path}': file shorter than the 8-byte header length", field="path")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES:
+                raise InputError(f"safetensors '{path}': header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", field="path")
+            if n > size - 8:
+                raise InputError(f"safetensors '{path}': header length {n} is larger than the file ({size} bytes)", field="path")
+            raw = f.read(n)
+    except OSError as exc:
+        raise InputError(f"cannot read safetensors file '{path}': {exc.strerror}", field="path") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"safetensors '{path}': header is not valid UTF-8 JSON", field="path") from None
+    if not isinstance(header, dict):
+        raise InputError(f"safetensors '{path}': header must be a JSON object", field="path")
+    data_size = size - 8 - n
+    tensors = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        tensors.append(_tensor(path, name, entry, data_size))
+    return tensors
+
+
+def _tensor(path: Path, name: str, entry: object, data_size: int) -> TensorInfo:
+    where = f"safetensors '{path}': tensor '{name}'"
+    if not isinstance(entry, dict):
+        raise InputError(f"{where} entry must be an object", field="path")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise InputError(f"{where} has no string dtype", field="path")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise InputError(f"{where} shape must be a list of non-negative integers", field="path")
+    if (
+        not isinstance(offsets, list) or len(offsets) != 2
+        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1] <= data_size
+    ):
+        raise InputError(f"{where} data_offsets {offsets!r} fall outside the data section ({data_size} bytes)", field="path")
+    return TensorInfo(name=name, dtype=dtype.upper(), shape=tuple(shape), nbytes=offsets[1] - offsets[0])
+
+
+def _quant_bits(config: dict | None) -> int:
+    q = (config or {}).get("quantization_config") or {}
+    bits = q.get("bits") or q.get("w_bit") or 4
+    if not isinstance(bits, int) or bits <= 0 or 32 % bits:
+        raise InputError(f"quantization_config.bits must divide 32, got {bits!r}", field="quantization_config.bits")
+    return bits
+
+
+def summarise(tensors: list[TensorInfo], config: dict | None = None, files: tuple[str, ...] = ()) -> CheckpointSummary:
+    """Logical parameter count and bytes per dtype (see module docstring for the packing rules)."""
+    names = {t.name for t in tensors}
+    bits = _quant_bits(config)
+    params = 0
+    metadata = 0
+    by_dtype: dict[str, list[int]] = {}
+    kinds: set[str] = set()
+    for t in tensors:
+        totals = by_dtype.setdefault(t.dtype, [0, 0, 0])
+        totals[0] += 1
+        totals[1] += t.numel
+        totals[2] += t.nbytes
+        module, _, leaf = t.name.rpartition(".")
+        prefix = module + "." if module else ""
+        if leaf.endswith("_scales") and (t.name[: -len("_scales")] + "_blocks") in names:
+            metadata += 1
+            kinds.add("mxfp4")
+            continue
+        if leaf.endswith("_blocks") and t.dtype == "U8":
+            params += 2 * t.numel  # two FP4 (E2M1) values per byte
+            kinds.add("mxfp4")
+            continue
+        if leaf == "qweight" and t.dtype in ("I32", "U32"):
+            params += t.numel * (32 // bits)
+            kinds.add("gptq/awq")
+            continue
+        if leaf in ("qzeros", "scales", "g_idx") and (prefix + "qweight") in names:
+            metadata += 1
+            continue
+        if t.name.endswith(_METADATA_SUFFIXES) or ".quant_state." in t.name:
+            metadata += 1
+            kinds.add("fp8" if "scale" in leaf else "bitsandbytes")
+            continue
+        params += t.numel
+    return CheckpointSummary(
+        params=params,
+        bytes=sum(t.nbytes for t in tensors),
+        tensors=len(tensors),
+        metadata_tensors=metadata,
+        by_dtype={k: DtypeTotals(*v) for k, v in sorted(by_dtype.items())},
+        files=files,
+        quantization=",".join(sorted(kinds)),
+    )
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        if path.stat().st_size > MAX_HEADER_BYTES:
+            raise InputError(f"{what} '{path}' is larger than {MAX_HEADER_BYTES} bytes", field="path")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read {what} '{path}': {exc.strerror}", field="path") from None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError(f"{what} '{path}' is not valid JSON", field="path") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{what} '{path}' must hold a JSON object", field="path")
+    return data
+
+
+def checkpoint_params(path: str | Path) -> CheckpointSummary:
+    """Counts from a .safetensors file, a model.safetensors.index.json, or a directory holding either."""
+    p = Path(path).expanduser()
+    config = None
+    if p.is_dir():
+        if (p / "config.json").is_file():
+            config = _read_json(p / "config.json", "config")
+        index = p / "model.safetensors.index.json"
+        if index.is_file():
+            p = index
+        else:
+            shards = sorted(p.glob("*.safetensors"))
+            if not shards:
+                raise InputError(f"path: directory '{p}' holds no .safetensors file or index", field="path")
+            tensors = [t for s in shards for t in read_header(s)]
+            return summarise(tensors, config, tuple(s.name for s in shards))
+    elif (p.parent / "config.json").is_file():
+        config = _read_json(p.parent / "config.json", "config")
+    if not p.is_file():
+        raise InputError(f"path: no such file '{p}'", field="path")
+    if p.name.endswith(".json"):
+        index = _read_json(p, "safetensors index")
+        weight_map = index.get("weight_map")
+        if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+            raise InputError(f"safetensors index '{p}' has no weight_map of tensor -> shard file", field="weight_map")
+        shards = sorted(set(weight_map.values()))
+        tensors = []
+        for shard in shards:
+            shard_path = p.parent / shard
+            if Path(shard).name != shard:
+                raise InputError(f"safetensors index '{p}': shard name '{shard}' must be a file name", field="weight_map")
+            if not shard_path.is_file():
+                raise InputError(f"safetensors index '{p}': shard '{shard}' is missing", field="weight_map")
+            tensors.extend(read_header(shard_path))
+        return summarise(tensors, config, tuple(shards))
+    return summarise(read_header(p), config, (p.name,))
