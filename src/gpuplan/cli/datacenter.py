@@ -1,9 +1,159 @@
-"""CLI: `gpuplan datacenter` (placeholder until its issue lands)."""
+"""CLI: `gpuplan dc fabric | power | tco | assumptions` (cluster fabric, power and cooling, TCO)."""
 
 from __future__ import annotations
 
+from typing import List, Optional
+
 import typer
+
+from gpuplan.cli.render import console, fmt, print_json, table
+
+dc = typer.Typer(help="Data centre: fabric bill of materials, racks, power and cooling, TCO (cloud vs on-prem).",
+                 no_args_is_help=True)
+
+_SYSTEM = typer.Option("dgx-h100", "--system", help="Catalog system id (dgx-h100, dgx-b200, dgx-a100-80gb, ...).")
+_NODES = typer.Option(None, "--nodes", help="Number of nodes (overrides --scalable-units).")
+_SU = typer.Option(None, "--scalable-units", help="Scalable units (32 eight-GPU nodes each, as DGX SuperPOD).")
+_SET = typer.Option(None, "--set", help="Override an assumption, KEY=VALUE (repeatable; see `gpuplan dc assumptions`).")
+_JSON = typer.Option(False, "--json", help="Print JSON.")
+
+
+def _assumptions(pairs, **named):
+    from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, parse_overrides
+
+    overrides = parse_overrides(pairs)
+    overrides.update({k: v for k, v in named.items() if v is not None})
+    return DEFAULT_ASSUMPTIONS.with_overrides(overrides)
+
+
+def _nodes_or_su(nodes, su):
+    return (nodes, None) if nodes is not None else (None, su if su is not None else 1.0)
+
+
+@dc.command("fabric")
+def fabric_cmd(
+    system: str = _SYSTEM, nodes: Optional[int] = _NODES, scalable_units: Optional[float] = _SU,
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="Leaf down:up port ratio (1 = non-blocking)."),
+    management_ports: int = typer.Option(0, "--management-ports", help="Extra leaf ports for UFM/management appliances (the H100 RA uses 4)."),
+    radix: Optional[int] = typer.Option(None, "--radix", help="Switch ports (default 64, NDR)."),
+    set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
+) -> None:
+    """Rail-optimised fat tree: leaf/spine/core switches, cables, transceivers, bisection bandwidth, racks."""
+    from gpuplan.interfaces.plan import size_cluster
+
+    n, su = _nodes_or_su(nodes, scalable_units)
+    rep = size_cluster(system, n, scalable_units=su, oversubscription=oversubscription, management_ports=management_ports,
+                       with_tco=False, assumptions=_assumptions(set_, switch_radix_ports=radix))
+    f, r = rep.fabric, rep.racks
+    if as_json:
+        out = {k: getattr(f, k) for k in (
+            "system_id", "nodes", "gpus", "rails", "scalable_units", "nodes_per_scalable_unit", "switch_radix_ports",
+            "oversubscription", "tiers_count", "leaf_switches", "spine_switches", "core_switches", "switches",
+            "node_leaf_cables", "leaf_spine_cables", "spine_core_cables", "cables", "transceivers", "nic_gbit_s",
+            "bisection_tbit_s", "bisection_tbps", "scaleout_gbps_per_gpu", "cluster_peak_pflops")}
+        out["racks"] = r
+        print_json(out)
+        return
+    console.print(table(f"{system}: {f.nodes} nodes, {f.gpus} GPUs, {f.scalable_units:g} SU, {f.tiers_count}-tier fat tree "
+                        f"(radix {f.switch_radix_ports}, {f.rails} rails)",
+                        ["item", "count"], [
+        ("leaf switches", f.leaf_switches), ("spine switches", f.spine_switches), ("core switches", f.core_switches),
+        ("node-leaf cables", f.node_leaf_cables), ("leaf-spine cables", f.leaf_spine_cables),
+        ("spine-core cables", f.spine_core_cables), ("cables (all)", f.cables), ("transceivers", f.transceivers),
+        ("bisection (Tbit/s)", f.bisection_tbit_s), ("bisection (TB/s)", f.bisection_tbps),
+        ("nodes per rack", f"{r.nodes_per_rack} ({r.limited_by}-limited)"), ("compute racks", r.compute_racks),
+        ("network racks", r.network_racks), ("compute rack kW", r.compute_rack_kw), ("cooling", r.cooling.value),
+    ]))
+
+
+@dc.command("power")
+def power_cmd(
+    system: str = _SYSTEM, nodes: Optional[int] = _NODES, scalable_units: Optional[float] = _SU,
+    price_kwh: Optional[float] = typer.Option(None, "--price-kwh", help="Electricity $/kWh (default 0.10)."),
+    pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness (default 1.3)."),
+    grid_kg_co2_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-co2-per-kwh", help="Grid carbon intensity."),
+    no_fabric: bool = typer.Option(False, "--no-fabric", help="Count the nodes only, not fabric switches."),
+    no_storage: bool = typer.Option(False, "--no-storage", help="Leave out the storage power share."),
+    set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
+) -> None:
+    """IT and facility power, annual energy, electricity cost and CO2."""
+    from gpuplan.interfaces.plan import size_cluster
+
+    n, su = _nodes_or_su(nodes, scalable_units)
+    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=price_kwh, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh)
+    rep = size_cluster(system, n, scalable_units=su, include_fabric=not no_fabric, include_storage=not no_storage,
+                       with_tco=False, assumptions=a)
+    p, r = rep.power, rep.racks
+    if as_json:
+        out = dict(vars(p))
+        out.update({"racks": r.racks, "compute_rack_kw": r.compute_rack_kw, "cooling": r.cooling})
+        print_json(out)
+        return
+    console.print(table(f"{system}: {p.nodes} nodes", ["quantity", "value"], [
+        ("node power (kW)", p.node_power_kw), ("nodes (kW)", p.nodes_power_kw),
+        (f"switches x{p.switches} (kW)", p.switch_power_kw), ("storage share (kW)", p.storage_power_kw),
+        ("IT power (kW)", p.it_power_kw), ("PUE", p.pue), ("facility power (kW)", p.facility_power_kw),
+        ("annual energy (kWh)", p.annual_energy_kwh), ("$/kWh", p.electricity_usd_per_kwh),
+        ("annual cost ($)", p.annual_cost_usd), ("annual cost at PUE 1 ($)", p.it_only_annual_cost_usd),
+        ("annual CO2 (t)", p.annual_co2_tonnes), ("compute rack kW", r.compute_rack_kw), ("cooling", r.cooling.value),
+    ]))
+
+
+@dc.command("tco")
+def tco_cmd(
+    system: str = _SYSTEM, nodes: Optional[int] = _NODES, scalable_units: Optional[float] = _SU,
+    years: float = typer.Option(4.0, "--years", help="Depreciation period, years."),
+    utilization: float = typer.Option(0.7, "--utilization", help="Fraction of hours the GPUs are busy (0-1]."),
+    cloud_usd_per_gpu_hour: Optional[float] = typer.Option(None, "--cloud-usd-per-gpu-hour", help="Cloud price (default: cheapest catalog on-demand)."),
+    system_price_usd: Optional[float] = typer.Option(None, "--system-price-usd", help="Price of one node."),
+    price_kwh: Optional[float] = typer.Option(None, "--price-kwh", help="Electricity $/kWh."),
+    pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness."),
+    set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
+) -> None:
+    """Cloud vs on-prem: capex, opex, effective $/GPU-hour, breakeven months and utilisation."""
+    from gpuplan.interfaces.plan import size_cluster
+
+    n, su = _nodes_or_su(nodes, scalable_units)
+    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=price_kwh)
+    rep = size_cluster(system, n, scalable_units=su, years=years, utilization=utilization,
+                       cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour, system_price_usd=system_price_usd, assumptions=a)
+    t = rep.tco
+    if as_json:
+        out = dict(vars(t))
+        out["it_power_kw"] = rep.power.it_power_kw
+        out["prices"] = rep.prices
+        out["assumptions"] = rep.assumptions
+        print_json(out)
+        return
+    rows = [(f"capex: {k}", v) for k, v in t.capex_breakdown_usd.items()] + [("capex ($)", t.capex_usd)]
+    rows += [(f"opex/yr: {k}", v) for k, v in t.opex_breakdown_usd_per_year.items()] + [("opex per year ($)", t.opex_usd_per_year)]
+    rows += [("residual value ($)", t.residual_value_usd), (f"on-prem total over {t.years:g} y ($)", t.on_prem_total_usd),
+             ("GPU-hours used", t.gpu_hours), ("on-prem $/GPU-hour", t.on_prem_usd_per_gpu_hour),
+             ("cloud $/GPU-hour", t.cloud_usd_per_gpu_hour), ("cloud total ($)", t.cloud_total_usd),
+             ("savings on-prem vs cloud ($)", t.savings_usd), ("breakeven (months)", t.breakeven_months),
+             ("breakeven utilisation", t.breakeven_utilization)]
+    console.print(table(f"{system}: {t.nodes} nodes, {t.gpus} GPUs, {t.years:g} years at {t.utilization:.0%}", ["item", "value"], rows))
+    console.print(f"cloud price: {t.cloud_price_source}")
+    for note in t.notes:
+        console.print(f"note: {note}")
+    _print_assumptions(rep.assumptions + rep.prices[:1])
+
+
+def _print_assumptions(rows) -> None:
+    console.print(table("assumptions (override with --set KEY=VALUE)", ["key", "value", "source", "date"],
+                        [(r["key"], fmt(r["value"]), r["source"], r["date"]) for r in rows]))
+
+
+@dc.command("assumptions")
+def assumptions_cmd(set_: Optional[List[str]] = _SET, as_json: bool = _JSON) -> None:
+    """Every facilities / cost assumption with its value, source and date."""
+    rows = _assumptions(set_).rows()
+    if as_json:
+        print_json(rows)
+        return
+    _print_assumptions(rows)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.add_typer(dc, name="dc")

@@ -1,0 +1,159 @@
+"""Named, dated, sourced assumptions for facilities and cost: every figure the catalog lacks.
+
+Each `Assumption` carries a value with its unit in the key, the source it came from and the date
+the figure refers to. Prices move; the point is that every one is visible in the output and can
+be replaced (`Assumptions.with_overrides(...)`, or `--set KEY=VALUE` on the `dc` / `plan`
+commands). Where no primary source was read the source says so ("gpuplan estimate" or
+"UNVERIFIED"), rather than pretending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
+
+from gpuplan.errors import InputError
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """One editable figure: `key` ends in its unit (`_usd`, `_kw`, `_w`, `_fraction`, ...)."""
+
+    key: str
+    value: float
+    description: str
+    source: str
+    date: str  # ISO date (or year / month) the figure refers to
+
+    def as_row(self) -> dict:
+        return {"key": self.key, "value": self.value, "description": self.description, "source": self.source, "date": self.date}
+
+
+_SEED = "seed module 004 (AI infrastructure; not authoritative)"
+_RA_H100 = "NVIDIA DGX SuperPOD H100 reference architecture RA-11333-001 V11 (2023-09-22)"
+
+_DEFAULTS: tuple[Assumption, ...] = (
+    # ---- racks ------------------------------------------------------------------------------
+    Assumption("rack_power_limit_kw", 45.0, "power budget of one compute rack",
+               f"{_RA_H100}: four DGX H100 (4 x 10.2 kW = 40.8 kW) per compute rack; {_SEED}: ~43 kW AI rack", "2023-09"),
+    Assumption("rack_usable_units", 42.0, "rack units usable for systems in one rack",
+               "gpuplan estimate: 48U rack less PDUs, cable management and top-of-rack patching", "2024"),
+    # ---- fabric -----------------------------------------------------------------------------
+    Assumption("switch_radix_ports", 64.0, "ports per compute-fabric switch (NDR 400 Gb/s)",
+               "JAX scaling book GPU chapter: '64-port NDR IB switches' (QM9700 class)", "2025-08"),
+    Assumption("switch_power_w", 1720.0, "maximum power of one 64-port NDR switch with optics",
+               "QM9700 datasheet maximum with active modules, as recalled (UNVERIFIED); QM97xx manual: Class 8 (17 W) OSFP cages", "2023"),
+    Assumption("switch_rack_units", 1.0, "rack units of one fabric switch", "NVIDIA QM97xx 1U NDR switch user manual", "2023"),
+    Assumption("ports_per_transceiver", 2.0, "logical 400G ports served by one OSFP transceiver",
+               "NVIDIA QM97xx manual: each OSFP port consists of 2 logical InfiniBand ports (twin-port 2x400G)", "2023"),
+    Assumption("switch_price_usd", 36000.0, "price of one 64-port NDR switch",
+               "FS.com 64-port NDR variant, Aug 2024 (NVIDIA-branded ~50k), per a public H100 cluster cost sheet", "2024-08"),
+    Assumption("transceiver_price_usd", 1000.0, "price of one 400G/800G OSFP transceiver",
+               "gpuplan estimate (street prices 2024 span ~$700-2,000; no primary source read)", "2024"),
+    Assumption("cable_price_usd", 200.0, "price of one fibre patch cable", "gpuplan estimate (no primary source read)", "2024"),
+    # ---- power and cooling -----------------------------------------------------------------
+    Assumption("storage_power_kw_per_node", 0.25, "share of storage power per compute node",
+               f"{_SEED}: 1 kW of storage per rack of 4 DGX H100", "2024"),
+    Assumption("pue", 1.3, "power usage effectiveness (facility power / IT power)",
+               "gpuplan estimate between new-build (1.1-1.2) and the Uptime Institute 2023 survey average (~1.58)", "2023"),
+    Assumption("electricity_usd_per_kwh", 0.10, "price of electricity", f"{_SEED}: practice question 10 uses $0.10/kWh", "2024"),
+    Assumption("grid_kg_co2_per_kwh", 0.39, "grid carbon intensity",
+               "US EIA FAQ: ~0.86 lb CO2 per kWh of US generation in 2022 (= 0.39 kg), as recalled", "2022"),
+    Assumption("air_cooling_max_kw_per_rack", 30.0, "highest rack density for conventional air cooling",
+               f"{_SEED}: 'Air cooling: Up to 30-40 kW/rack'", "2024"),
+    Assumption("assisted_air_max_kw_per_rack", 50.0, "highest density for air with containment / rear-door heat exchangers",
+               f"{_SEED}: 'Liquid cooling: 50+ kW/rack'; {_RA_H100} runs ~41 kW air-cooled racks", "2024"),
+    Assumption("idle_power_fraction", 0.3, "power drawn by an idle node, as a fraction of its maximum",
+               "gpuplan estimate (idle H100 ~70-100 W of 700 W TDP plus host CPUs, fans and NICs)", "2024"),
+    Assumption("busy_power_fraction", 1.0, "power drawn by a busy node, as a fraction of its maximum",
+               f"conservative: nameplate maximum, as the seed's arithmetic uses ({_SEED})", "2024"),
+    # ---- cost -------------------------------------------------------------------------------
+    Assumption("storage_capex_usd_per_node", 25000.0, "share of the storage system per compute node",
+               "gpuplan estimate (no primary source read)", "2024"),
+    Assumption("facility_capex_usd_per_kw", 10000.0, "data-centre build-out per kW of IT load (power, cooling, shell)",
+               "gpuplan estimate from industry rules of thumb of ~$7-12M per MW (no primary source read)", "2024"),
+    Assumption("facility_life_years", 15.0, "life of the facility build-out (its unexpired share is residual value)",
+               "gpuplan estimate", "2024"),
+    Assumption("maintenance_fraction_per_year", 0.10, "hardware support per year, as a fraction of hardware capex",
+               "gpuplan estimate; DGX H100 1-year support quoted at ~20% of list price (supercluster.blog)", "2024"),
+    Assumption("space_usd_per_rack_month", 0.0, "floor space per rack per month (0 when the facility is owned)",
+               "gpuplan default for an owned facility; set to a colocation price to model renting", "2024"),
+    Assumption("staff_usd_per_year", 0.0, "operations staff per year (optional)", "gpuplan default: not counted", "2024"),
+    Assumption("residual_value_fraction", 0.10, "resale value of the hardware at the end of the period",
+               "gpuplan estimate (no primary source read)", "2024"),
+)
+
+#: system prices (USD per node) used when the catalog has no `price_usd`
+SYSTEM_PRICES_USD: dict[str, Assumption] = {
+    a.key: a
+    for a in (
+        Assumption("dgx-h100", 270000.0, "DGX H100 sale price",
+                   "SemiAnalysis estimate (May 2023) via epoch-research/training-cost-trends; list $199k base per supercluster.blog", "2023-05"),
+        Assumption("dgx-h200", 330000.0, "DGX H200 price", "gpuplan estimate: DGX H100 price + ~20% (UNVERIFIED)", "2024"),
+        Assumption("dgx-a100-80gb", 199000.0, "DGX A100 price", "2020 launch press: from $199k (hardware.md section 1.5)", "2020-05"),
+        Assumption("dgx-b200", 515000.0, "DGX B200 price", "reseller listings 2024, as recalled (UNVERIFIED)", "2024"),
+    )
+}
+
+#: GPU-hour prices used when the catalog has no cloud entry for the GPU
+CLOUD_USD_PER_GPU_HOUR: dict[str, Assumption] = {
+    a.key: a
+    for a in (
+        Assumption("h100-sxm5-80gb", 3.99, "H100 SXM on-demand", "Lambda on-demand price in a public code table (hardware.md 1.5)", "2025"),
+        Assumption("b200", 6.69, "B200 on-demand", "Lambda on-demand price in a public code table (hardware.md 1.5)", "2025"),
+        Assumption("h200-sxm-141gb", 10.0, "H200 on-demand", "JAX scaling book: ~$10/hour for an H200 on Google Cloud", "2025-08"),
+        Assumption("a100-sxm4-80gb", 32.77 / 8, "A100 on-demand", f"{_SEED}: AWS p4d.24xlarge ~$32/hour for 8 GPUs", "2024"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The full set in use: defaults plus overrides. Attribute access gives the value
+    (`a.pue` -> 1.3); `a.rows()` lists every figure with its source for the report."""
+
+    items: Mapping[str, Assumption] = field(default_factory=lambda: {a.key: a for a in _DEFAULTS})
+
+    def __getattr__(self, key: str) -> float:
+        items = object.__getattribute__(self, "items")
+        if key in items:
+            return items[key].value
+        raise AttributeError(key)
+
+    def get(self, key: str) -> Assumption:
+        return self.items[key]
+
+    def with_overrides(self, overrides: Mapping[str, float] | None = None, source: str = "user override") -> "Assumptions":
+        """A copy with some values replaced; an unknown key is an InputError listing the known ones."""
+        if not overrides:
+            return self
+        items = dict(self.items)
+        for key, value in overrides.items():
+            if key not in items:
+                raise InputError(f"set: unknown assumption '{key}'; known: {', '.join(sorted(items))}", field="set")
+            value = float(value)
+            if value < 0:
+                raise InputError(f"set: {key} must be >= 0, got {value}", field="set")
+            items[key] = replace(items[key], value=value, source=source, date="(given)")
+        return Assumptions(items)
+
+    def rows(self, keys: Iterable[str] | None = None) -> list[dict]:
+        wanted = list(keys) if keys is not None else list(self.items)
+        return [self.items[k].as_row() for k in wanted]
+
+
+DEFAULT_ASSUMPTIONS = Assumptions()
+
+
+def parse_overrides(pairs: Iterable[str] | None) -> dict[str, float]:
+    """`["pue=1.2", "switch_price_usd=50000"]` -> {"pue": 1.2, ...}; malformed pairs are InputErrors."""
+    out: dict[str, float] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[key.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"set: expected KEY=NUMBER, got '{pair}'", field="set") from None
+    return out
