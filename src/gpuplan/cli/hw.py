@@ -6,7 +6,17 @@ from typing import List, Optional
 
 import typer
 
-from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.cli.render import console, fmt, print_json, table as _table
+
+
+def table(title, columns, rows, keep_whole: int = 1):
+    """render.table with the first `keep_whole` columns (ids) never wrapped or truncated."""
+    t = _table(title, columns, rows)
+    for column in t.columns[:keep_whole]:
+        column.no_wrap = True
+        column.overflow = "ignore"
+    return t
+
 from gpuplan.errors import InputError
 
 hw_app = typer.Typer(help="GPUs and accelerators in the catalog (every figure sourced).", no_args_is_help=True)
@@ -168,9 +178,9 @@ def prices(
     if as_json:
         print_json([c.model_dump() for c in entries])
         return
-    rows = [(c.id, c.provider, c.instance, c.gpu, c.gpus, c.usd_per_gpu_hour, c.pricing_model, c.date) for c in entries]
-    console.print(table("cloud prices (USD per GPU-hour; dated, see --json for sources)",
-                        ["id", "provider", "instance", "gpu", "GPUs", "USD/GPU-h", "pricing", "read on"], rows))
+    rows = [(c.id, c.gpu, c.usd_per_gpu_hour, c.pricing_model, c.date, c.instance) for c in entries]
+    console.print(table("cloud prices (USD per GPU-hour; dated; `--json` for sources and notes)",
+                        ["id", "gpu", "USD/GPU-h", "pricing", "read on", "instance"], rows, keep_whole=2))
 
 
 def register(app: typer.Typer) -> None:

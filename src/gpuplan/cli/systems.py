@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import typer
 
-from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.cli.render import console, fmt, print_json, table as _table
+
+
+def table(title, columns, rows, keep_whole: int = 1):
+    """render.table with the first `keep_whole` columns (ids) never wrapped or truncated."""
+    t = _table(title, columns, rows)
+    for column in t.columns[:keep_whole]:
+        column.no_wrap = True
+        column.overflow = "ignore"
+    return t
+
 
 systems_app = typer.Typer(help="Systems: GPUs per node, scale-up domain, NICs, power (every figure sourced).", no_args_is_help=True)
 
@@ -38,7 +48,7 @@ def list_systems(as_json: bool = typer.Option(False, "--json", help="Print JSON.
     ]
     console.print(table(
         "systems (bandwidths per GPU per direction)",
-        ["id", "gpu", "GPUs/node", "NVLink domain", "scale-up GB/s", "NICs", "scale-out GB/s", "power W"], rows,
+        ["id", "gpu", "GPUs/node", "NVLink domain", "scale-up GB/s", "NICs", "scale-out GB/s", "power W"], rows, keep_whole=2,
     ))
 
 
