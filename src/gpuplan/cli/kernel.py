@@ -120,7 +120,6 @@ def occupancy_cmd(
 
 
 # -- roofline ----------------------------------------------------------------------------------------
-_ACHIEVED = r"(?:@([0-9.eE+\-]+))?"
 
 
 def _split_achieved(text: str, field: str) -> tuple[str, Optional[float]]:
@@ -195,8 +194,10 @@ def roofline_cmd(
         return
     kind = "sparse" if sparse else "dense"
     console.print(f"{roof.gpu} {dtype}: {kind} peak {roof.peak_tflops:g} TFLOP/s")
-    console.print(table("Ceilings", ["memory", "GB/s", "ridge FLOP/B", "source"],
-                        [(c.name, c.bandwidth_gbps, c.ridge_flop_per_byte, c.source) for c in roof.ceilings]))
+    console.print(table("Ceilings", ["memory", "GB/s", "ridge FLOP/B"],
+                        [(c.name, c.bandwidth_gbps, c.ridge_flop_per_byte) for c in roof.ceilings]))
+    for c in roof.ceilings:
+        console.print(f"  {c.name}: {c.source}", soft_wrap=True)
     if points:
         rows = [(p.name, p.intensity_flop_per_byte, p.attainable_tflops, p.bound.value,
                  f"{p.bound_factor:.3g}x", p.min_time_s * 1e3, p.achieved_tflops) for p in points]

@@ -63,7 +63,8 @@ def plot_occupancy(path: str | Path, limits: ComputeCapabilityLimits, threads: i
     for ax, (name, (x, y)) in zip(axes, curves.items()):
         ax.step(x, y, where="post")
         ax.axvline(current[name], color="red", linestyle="--", linewidth=1)
-        ax.set_xlabel(name.replace("_", " "))
+        ax.set_xlabel({"threads_per_block": "threads per block", "registers_per_thread": "registers per thread",
+                       "smem_per_block_kib": "shared memory per block (KiB)"}[name])
         ax.set_ylim(0, 1.05)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("occupancy (active warps / max warps)")
@@ -85,10 +86,10 @@ def plot_roofline(path: str | Path, roof: Roofline, points: list[RooflinePoint])
     for c in roof.ceilings:
         ax.loglog(x, np.minimum(roof.peak_tflops, x * c.bandwidth_gbps / 1e3), label=f"{c.name} {c.bandwidth_gbps:,.0f} GB/s"
                   f" (ridge {c.ridge_flop_per_byte:.3g} FLOP/B)")
-    for p in points:
+    for i, p in enumerate(points):
         ax.scatter([p.intensity_flop_per_byte], [p.attainable_tflops], marker="o", zorder=3)
         ax.annotate(p.name, (p.intensity_flop_per_byte, p.attainable_tflops), fontsize=7,
-                    textcoords="offset points", xytext=(4, -10))
+                    textcoords="offset points", xytext=(4, -10 - 9 * (i % 3)))
         if p.achieved_tflops is not None:
             ax.scatter([p.intensity_flop_per_byte], [p.achieved_tflops], marker="x", color="red" if p.above_roof else "k",
                        zorder=3)
