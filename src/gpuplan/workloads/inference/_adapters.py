@@ -196,10 +196,10 @@ def _collective_seconds(op: str, size_bytes: float, system: System, num_gpus: in
     return ALLREDUCE_LATENCY_S_FALLBACK + factor * size_bytes / bw
 
 
-def collective_seconds_grid(op: str, sizes_bytes, system: System, num_gpus: int):
-    """Collective time for an array of message sizes, s: evaluated on a log grid of sizes and
-    interpolated in log-log space (collective_time is a scalar function; this keeps the step-time
-    tables cheap to build)."""
+def collective_seconds_grid(op: str, sizes_bytes, system: System, num_gpus: int, gpu: Gpu | None = None):
+    """Collective time for an array of message sizes, s. Delegates to
+    primitives.collectives.collective_time_array (vectorised); FALLBACK: the alpha-beta ring above
+    evaluated on a log grid of sizes and interpolated in log-log space."""
     import numpy as np
 
     sizes = np.asarray(sizes_bytes, dtype=float)
@@ -209,8 +209,52 @@ def collective_seconds_grid(op: str, sizes_bytes, system: System, num_gpus: int)
     pos = sizes > 0
     if not pos.any():
         return out
+    if have_collectives():
+        try:
+            from gpuplan.primitives.collectives import collective_time_array
+
+            out[pos] = collective_time_array(op, sizes[pos], system, num_gpus, gpu=gpu)
+            return out
+        except Exception:
+            pass
     lo, hi = math.log2(max(1.0, sizes[pos].min())), math.log2(max(2.0, sizes[pos].max()))
     grid = np.exp2(np.linspace(lo, hi + 1e-9, 48))
     times = np.array([_collective_seconds(op, s, system, num_gpus) for s in grid])
     out[pos] = np.exp(np.interp(np.log(sizes[pos]), np.log(grid), np.log(np.maximum(times, 1e-12))))
     return out
+
+
+#: FALLBACK tile-occupancy term: a GEMM with m rows reaches m / (m + 32) of its ceiling (tiles are
+#: 64-128 rows; estimate), used only when primitives.efficiency is absent.
+GEMM_HALF_EFFICIENCY_TOKENS_FALLBACK = 32.0
+
+
+def matmul_efficiency(gpu: Gpu, precision: str, m, n, k):
+    """Achievable fraction of dense peak of an (m x k) @ (k x n) GEMM (numpy arrays broadcast).
+
+    Delegates to primitives.efficiency.matmul_efficiency (MAMF-sourced ceiling x shape factor);
+    FALLBACK: MATMUL_EFFICIENCY_FALLBACK[precision] x m / (m + 32)."""
+    import numpy as np
+
+    m = np.maximum(np.asarray(m, dtype=float), 1.0)
+    try:
+        from gpuplan.primitives.efficiency import matmul_efficiency as impl
+
+        dtype = precision if precision in gpu.peak_tflops else ("bf16" if "bf16" in gpu.peak_tflops else precision)
+        return np.asarray(impl(gpu, dtype, m, float(n), float(k)), dtype=float) + 0.0 * m
+    except ImportError:
+        return MATMUL_EFFICIENCY_FALLBACK.get(precision, 0.7) * m / (m + GEMM_HALF_EFFICIENCY_TOKENS_FALLBACK)
+
+
+#: FALLBACK FlashAttention ceiling (fraction of dense peak): FA2 paper 50-73% on A100, FA3 75% on H100.
+ATTENTION_CEILING_FALLBACK = 0.60
+
+
+def attention_ceiling(gpu: Gpu) -> float:
+    """Best fraction of dense peak a FlashAttention-class kernel reaches (primitives.efficiency)."""
+    try:
+        from gpuplan.primitives.efficiency import attention_ceiling as impl
+
+        return float(impl(gpu))
+    except ImportError:
+        return ATTENTION_CEILING_FALLBACK

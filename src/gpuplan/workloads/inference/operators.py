@@ -5,9 +5,8 @@ achievable (not peak) rates:
 
     t_op = max(flops_op / F_achievable(m), bytes_op / B_achievable) + PER_KERNEL_LATENCY_S
 
-- F_achievable(m) = F_large x m / (m + GEMM_HALF_EFFICIENCY_TOKENS): F_large is the achievable
-  large-GEMM rate (op_cost / MAMF measurements, see _adapters); small token counts leave tensor-core
-  tiles partly empty.
+- F_achievable(m, n, k) = dense peak x primitives.efficiency.matmul_efficiency (MAMF-sourced ceiling
+  x a shape factor: small token counts leave tensor-core tiles partly empty).
 - B_achievable: the achievable HBM stream bandwidth (op_cost, or aiconfigurator's 0.8 factor).
 
 The step splits into pieces that depend on different batch statistics, which is what makes the
@@ -48,12 +47,6 @@ KERNELS_PER_LAYER = 9
 #: total a few ms per step for Python engines (vLLM V0); C++ runtimes (TensorRT-LLM, TurboMind) overlap
 #: most of it. 0.4 ms is an estimate for the latter, overridable.
 STEP_OVERHEAD_S = 4e-4
-#: Tokens at which a GEMM reaches half its large-shape efficiency: CUTLASS/cuBLAS tiles are 64-128
-#: rows, so m << 64 wastes most of a tile. Estimate (wave/tile quantisation), used as m/(m+32).
-GEMM_HALF_EFFICIENCY_TOKENS = 32.0
-#: FlashAttention forward compute efficiency relative to the dense tensor-core peak: FA2 paper (Dao
-#: 2023, fig. 4): 50-73% of A100 peak; FA3 paper (Shah et al. 2024): 75% of H100 bf16 peak. 0.6.
-ATTENTION_COMPUTE_EFFICIENCY = 0.60
 #: Activation passes of elementwise work per layer, in units of hidden-size vectors per token (two
 #: RMSNorms read+write = 4, two residual adds read 2 write 1 = 6); the gated activation adds 3 f.
 ELEMENTWISE_HIDDEN_PASSES = 10
@@ -124,11 +117,11 @@ class StepTimeModel:
         m = dep.model
         gpu = dep.gpu
         self.precision = matmul_precision(dep.weight_dtype, dep.activation_dtype, set(gpu.peak_tflops))
-        self.gemm_flops_per_s = _adapters.achievable_matmul_tflops(gpu, self.precision) * 1e12
+        self.peak_flops_per_s = gpu.matmul_peak_tflops(self.precision) * 1e12
         self.hbm_bytes_per_s = _adapters.achievable_hbm_gbps(gpu) * 1e9
         attn_precision = "fp8" if dep.kv_dtype.value == "fp8" and "fp8" in gpu.peak_tflops else (
             "fp16" if dep.activation_dtype.value == "fp16" else "bf16")
-        self.attention_flops_per_s = gpu.matmul_peak_tflops(attn_precision) * 1e12 * ATTENTION_COMPUTE_EFFICIENCY
+        self.attention_flops_per_s = gpu.matmul_peak_tflops(attn_precision) * 1e12 * _adapters.attention_ceiling(gpu)
         self.weight_bytes = bytes_per_element(dep.weight_dtype)
         self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
@@ -159,12 +152,10 @@ class StepTimeModel:
         self.logits_table = self.logits_time(n)
 
     # -------------------------------------------------------------------------------------------
-    def _gemm_rate(self, tokens: np.ndarray) -> np.ndarray:
-        t = np.maximum(tokens, 1.0)
-        return self.gemm_flops_per_s * t / (t + GEMM_HALF_EFFICIENCY_TOKENS)
-
-    def _roofline(self, flops, bytes_, tokens) -> np.ndarray:
-        return np.maximum(flops / self._gemm_rate(tokens), bytes_ / self.hbm_bytes_per_s)
+    def _gemm_seconds(self, tokens: np.ndarray, n_out: float, k_in: float, flops, bytes_) -> np.ndarray:
+        """Roofline of one GEMM with `tokens` rows: max(flops / (peak x efficiency), bytes / HBM)."""
+        eff = _adapters.matmul_efficiency(self.dep.gpu, self.precision, tokens, n_out, k_in)
+        return np.maximum(flops / (self.peak_flops_per_s * eff), bytes_ / self.hbm_bytes_per_s)
 
     def linear_time(self, tokens) -> np.ndarray:
         """Seconds for every non-attention operator of one step over `tokens` tokens (array):
@@ -176,7 +167,7 @@ class StepTimeModel:
         for op in self.ops:
             flops = 2.0 * tok * op.n_out * op.k_in
             bytes_ = op.n_out * op.k_in * self.weight_bytes + tok * (op.k_in * self.act_in_bytes + op.n_out * ACTIVATION_IO_BYTES)
-            total += op.layers * self._roofline(flops, bytes_, tok)
+            total += op.layers * self._gemm_seconds(tok, op.n_out, op.k_in, flops, bytes_)
         f_eff = m.ffn / dep.tp
         moe_layers = sum(m.is_moe_layer(i) for i in range(m.layers))
         if moe_layers and m.moe is not None:
@@ -191,22 +182,23 @@ class StepTimeModel:
             # per-expert GEMMs see tokens / touched rows each: their tile efficiency follows that
             rows_per_expert = np.where(touched > 0, tok * moe.top_k / np.maximum(touched * (dep.ep if dep.ep > 1 else 1), 1e-9), 1.0)
             bytes_a = routed_tokens * m.hidden * (self.act_in_bytes + ACTIVATION_IO_BYTES) * 2
-            t_exp = np.maximum(flops / self._gemm_rate(rows_per_expert), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
+            eff = _adapters.matmul_efficiency(dep.gpu, self.precision, rows_per_expert, mats * moe.expert_ffn / (1 if dep.ep > 1 else dep.tp), m.hidden)
+            t_exp = np.maximum(flops / (self.peak_flops_per_s * eff), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
             total += moe_layers * t_exp
             f_eff = moe.expert_ffn * moe.top_k / shards
             if dep.ep > 1:
                 a2a = _adapters.collective_seconds_grid(
-                    "all_to_all", tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.ep, dep.system, dep.ep)
+                    "all_to_all", tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.ep, dep.system, dep.ep, gpu=dep.gpu)
                 total += 2 * moe_layers * a2a
         gated = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
         elementwise_bytes = tok * (ELEMENTWISE_HIDDEN_PASSES * m.hidden + gated * f_eff) * ACTIVATION_IO_BYTES
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
         total += m.layers * KERNELS_PER_LAYER * PER_KERNEL_LATENCY_S
         if dep.tp > 1:
-            ar = _adapters.collective_seconds_grid("all_reduce", tok * m.hidden * ACTIVATION_IO_BYTES, dep.system, dep.tp)
+            ar = _adapters.collective_seconds_grid("all_reduce", tok * m.hidden * ACTIVATION_IO_BYTES, dep.system, dep.tp, gpu=dep.gpu)
             total += 2 * m.layers * ar
         if dep.pp > 1:
-            send = _adapters.collective_seconds_grid("all_gather", tok * m.hidden * ACTIVATION_IO_BYTES * 2, dep.system, 2)
+            send = _adapters.collective_seconds_grid("all_gather", tok * m.hidden * ACTIVATION_IO_BYTES * 2, dep.system, 2, gpu=dep.gpu)
             total += (dep.pp - 1) * send
         return np.where(tok > 0, total, 0.0)
 
@@ -218,7 +210,7 @@ class StepTimeModel:
         n_out = m.vocab / dep.tp
         flops = 2.0 * s * n_out * m.hidden
         bytes_ = n_out * m.hidden * max(self.weight_bytes, 2.0) + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
-        t = self._roofline(flops, bytes_, s) + 3 * PER_KERNEL_LATENCY_S
+        t = self._gemm_seconds(s, n_out, m.hidden, flops, bytes_) + 3 * PER_KERNEL_LATENCY_S
         return np.where(s > 0, t, 0.0)
 
     def attention_decode_time(self, ctx_global_sum, ctx_window_sum) -> np.ndarray:

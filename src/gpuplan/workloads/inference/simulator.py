@@ -1,0 +1,358 @@
+"""Discrete-event (iteration-level) serving simulator.
+
+Events are engine steps: at each step the scheduler (schedulers.py) picks the sequences and
+tokens that run, the step costs `operators.StepTimeModel` time (tables + a few multiply-adds, no
+per-op recomputation), and the clock jumps by that time (or to the next arrival when idle). The loop
+is compiled with numba over flat arrays (no per-request Python objects).
+
+Reported metrics (vLLM benchmark_serving definitions):
+- TTFT = first-token time - arrival; TPOT = (finish - first token) / (output_len - 1) per request;
+  e2e = finish - arrival; each at p50 / p90 / p99 over requests.
+- output_tokens_per_s = all output tokens / (last finish - first arrival); requests_per_s likewise.
+- KV memory over time: (time, bytes per GPU) at steps (down-sampled to at most 4096 points).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from gpuplan.errors import Infeasible
+from gpuplan.workloads.inference.arrivals import ArrivalKind, Workload
+from gpuplan.workloads.inference.memory import MemoryPlan
+from gpuplan.workloads.inference.operators import STEP_OVERHEAD_S, StepTimeModel
+from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerConfig, SchedulerKind
+
+_TRACE_POINTS = 4096
+
+
+@njit(cache=True)
+def _pairs_upto(n, w):
+    """sum_{p=1..n} min(p, w): causal query-key pairs of n tokens under window w (w = 0: global)."""
+    if w <= 0 or n <= w:
+        return n * (n + 1) / 2.0
+    return w * (w + 1) / 2.0 + (n - w) * w
+
+
+@njit(cache=True)
+def _seq_bytes(ctx, block, g_bytes, w_bytes, w_blocks_cap):
+    blocks = (ctx + block - 1) // block
+    wb = blocks if blocks < w_blocks_cap else w_blocks_cap
+    return blocks * block * g_bytes + wb * block * w_bytes
+
+
+@njit(cache=True)
+def _linear(lin, n):
+    top = lin.shape[0] - 1
+    if n <= top:
+        return lin[n]
+    return lin[top] + (lin[top] - lin[top - 1]) * (n - top)
+
+
+@njit(cache=True)
+def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
+              budget, block, g_bytes, w_bytes, window, w_blocks_cap,
+              lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
+              pf_flops_g, pf_flops_w, pf_bytes_tok):
+    n = arrival.shape[0]
+    first = np.full(n, np.inf)
+    finish = np.full(n, np.inf)
+    prefilled = np.zeros(n, np.int64)  # prompt(+recompute) tokens whose KV exists
+    target = in_len.copy()  # tokens to prefill before the next token is sampled
+    generated = np.zeros(n, np.int64)
+    alloc = np.zeros(n)  # KV bytes held
+    run = np.empty(max_seqs, np.int64)
+    nrun = 0
+    preempted = np.empty(n, np.int64)
+    npre = 0
+    next_wait = 0  # next never-admitted request (arrival order)
+    released = 0
+    for i in range(n):
+        if arrival[i] < np.inf:
+            released = i + 1
+    used = 0.0
+    now = 0.0
+    done = 0
+    steps = 0
+    preemptions = 0
+    tr_t = np.empty(_TRACE_POINTS)
+    tr_b = np.empty(_TRACE_POINTS)
+    ntr = 0
+    stride = 1
+    chunk_q = np.zeros(max_seqs, np.int64)
+    while done < n:
+        # ---- admission -------------------------------------------------------------------
+        if sched == 0:
+            if nrun == 0 and next_wait < n:
+                # static: wait until a full batch has arrived (or take what the closed loop released)
+                last = next_wait + min(max_seqs, n - next_wait) - 1
+                if arrival[last] < np.inf:
+                    now = max(now, arrival[last])
+                elif next_wait < released:
+                    now = max(now, arrival[released - 1])
+                while nrun < max_seqs and next_wait < n and arrival[next_wait] <= now:
+                    cost = _seq_bytes(in_len[next_wait] + out_len[next_wait], block, g_bytes, w_bytes, w_blocks_cap)
+                    if nrun > 0 and used + cost > budget:
+                        break
+                    used += cost
+                    alloc[next_wait] = cost
+                    run[nrun] = next_wait
+                    nrun += 1
+                    next_wait += 1
+        else:
+            while nrun < max_seqs:
+                if npre > 0:
+                    r = preempted[npre - 1]
+                elif next_wait < n and arrival[next_wait] <= now:
+                    r = next_wait
+                else:
+                    break
+                if no_evict:  # reserve the whole sequence's KV up front (TensorRT-LLM GUARANTEED_NO_EVICT)
+                    cost = _seq_bytes(in_len[r] + out_len[r], block, g_bytes, w_bytes, w_blocks_cap)
+                else:
+                    cost = _seq_bytes(target[r], block, g_bytes, w_bytes, w_blocks_cap)
+                if used + cost > budget and nrun > 0:
+                    break
+                if no_evict:
+                    used += cost
+                    alloc[r] = cost
+                if npre > 0:
+                    npre -= 1
+                else:
+                    next_wait += 1
+                run[nrun] = r
+                nrun += 1
+        if nrun == 0:
+            if next_wait < n and arrival[next_wait] < np.inf:
+                now = max(now, arrival[next_wait])
+                continue
+            break  # nothing can ever arrive (closed loop exhausted)
+        # ---- build the step ---------------------------------------------------------------
+        n_tok = 0
+        n_seq = 0
+        ctx_g = 0.0
+        ctx_w = 0.0
+        pairs_g = 0.0
+        pairs_w = 0.0
+        pf_kv = 0.0
+        pf_tok = 0
+        n_dec = 0
+        for j in range(nrun):
+            r = run[j]
+            if prefilled[r] >= target[r] and generated[r] < out_len[r]:
+                n_dec += 1
+        budget_tok = max_tokens - (n_dec if sched == 2 else 0)
+        # grow decode KV; preempt the latest admitted when out of blocks
+        j = 0
+        while j < nrun:
+            r = run[j]
+            chunk_q[j] = 0
+            if prefilled[r] < target[r]:
+                rem = target[r] - prefilled[r]
+                if sched == 2:
+                    q = min(rem, budget_tok)
+                elif sched == 1:
+                    q = rem if (rem <= budget_tok or pf_tok == 0) else 0
+                else:
+                    q = rem
+                if q > 0:
+                    c = prefilled[r]
+                    newb = _seq_bytes(c + q, block, g_bytes, w_bytes, w_blocks_cap)
+                    if sched != 0 and not no_evict and used - alloc[r] + newb > budget:
+                        q = 0
+                    else:
+                        if sched != 0 and not no_evict:
+                            used += newb - alloc[r]
+                            alloc[r] = newb
+                        chunk_q[j] = q
+                        budget_tok -= q
+                        n_tok += q
+                        pf_tok += q
+                        pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
+                        pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
+                        pf_kv += c + q
+                        if c + q >= target[r]:
+                            n_seq += 1  # samples its next token this step
+            elif generated[r] < out_len[r]:
+                ctx = in_len[r] + generated[r]
+                if sched != 0 and not no_evict:
+                    newb = _seq_bytes(ctx + 1, block, g_bytes, w_bytes, w_blocks_cap)
+                    while used - alloc[r] + newb > budget and nrun - 1 > j:
+                        # preempt the most recently admitted sequence (recompute later)
+                        v = run[nrun - 1]
+                        used -= alloc[v]
+                        alloc[v] = 0.0
+                        target[v] = in_len[v] + generated[v]
+                        prefilled[v] = 0
+                        preempted[npre] = v
+                        npre += 1
+                        nrun -= 1
+                        preemptions += 1
+                    used += newb - alloc[r]
+                    alloc[r] = newb
+                chunk_q[j] = 1
+                n_tok += 1
+                n_seq += 1
+                ctx_g += ctx
+                ctx_w += ctx if (window <= 0 or ctx < window) else window
+            j += 1
+        if n_tok == 0:
+            # nothing runnable (memory-blocked prompts): wait for the next arrival or give up
+            if next_wait < n and arrival[next_wait] > now and arrival[next_wait] < np.inf:
+                now = arrival[next_wait]
+                continue
+            break
+        # ---- step time ---------------------------------------------------------------------
+        dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
+        if ctx_g > 0:
+            dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm, (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
+        if pairs_g > 0:
+            dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
+        now += dt
+        steps += 1
+        # ---- advance sequences ----------------------------------------------------------------
+        j = 0
+        k = 0
+        for j in range(nrun):
+            r = run[j]
+            q = chunk_q[j]
+            if q > 0:
+                if prefilled[r] < target[r]:
+                    prefilled[r] += q
+                    if prefilled[r] >= target[r]:
+                        generated[r] += 1
+                        if first[r] == np.inf:
+                            first[r] = now
+                else:
+                    generated[r] += 1
+            if generated[r] >= out_len[r] and finish[r] == np.inf:
+                finish[r] = now
+                done += 1
+                if closed_loop and released < n:
+                    arrival[released] = now
+                    released += 1
+        # compact the running set (static batches keep slots until every member is done)
+        if sched == 0:
+            alldone = True
+            for j in range(nrun):
+                if finish[run[j]] == np.inf:
+                    alldone = False
+            if alldone:
+                for j in range(nrun):
+                    used -= alloc[run[j]]
+                    alloc[run[j]] = 0.0
+                nrun = 0
+        else:
+            k = 0
+            for j in range(nrun):
+                r = run[j]
+                if finish[r] == np.inf:
+                    run[k] = r
+                    k += 1
+                else:
+                    used -= alloc[r]
+                    alloc[r] = 0.0
+            nrun = k
+        if steps % stride == 0:
+            if ntr == _TRACE_POINTS:
+                for t in range(_TRACE_POINTS // 2):
+                    tr_t[t] = tr_t[2 * t]
+                    tr_b[t] = tr_b[2 * t]
+                ntr = _TRACE_POINTS // 2
+                stride *= 2
+            tr_t[ntr] = now
+            tr_b[ntr] = used
+            ntr += 1
+    return first, finish, arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+
+
+def _pct(x: np.ndarray, scale: float = 1.0) -> Percentiles:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return Percentiles(math.nan, math.nan, math.nan, math.nan)
+    p = np.percentile(x, [50, 90, 99]) * scale
+    return Percentiles(float(p[0]), float(p[1]), float(p[2]), float(x.mean() * scale))
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Serving metrics of one simulation (module docstring gives every definition)."""
+
+    requests: int
+    completed: int
+    duration_s: float
+    ttft_ms: Percentiles
+    tpot_ms: Percentiles
+    e2e_ms: Percentiles
+    output_tokens_per_s: float
+    total_tokens_per_s: float
+    requests_per_s: float
+    mean_in_flight: float  # Little's law: requests_per_s x mean e2e
+    steps: int
+    preemptions: int
+    kv_time_s: np.ndarray
+    kv_bytes: np.ndarray
+
+    @property
+    def peak_kv_bytes(self) -> float:
+        return float(self.kv_bytes.max()) if self.kv_bytes.size else 0.0
+
+
+def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig) -> SimResult:
+    """Run the serving simulation of `workload` on one replica; every request must eventually fit."""
+    n = workload.arrival_s.shape[0]
+    ins = workload.input_len.astype(np.int64)
+    outs = workload.output_len.astype(np.int64)
+    biggest = memory.sequence_kv_bytes(float((ins + outs).max()))
+    if biggest > memory.kv_budget_bytes:
+        raise Infeasible(
+            f"a request of {int((ins + outs).max())} tokens needs {biggest / 2**30:.2f} GiB of KV per GPU; "
+            f"only {memory.kv_budget_bytes / 2**30:.2f} GiB is free for the KV cache"
+        )
+    st = steps
+    w = st.window
+    w_cap = (math.ceil(w / memory.block_size) + 1) if w else 1 << 40
+    dec_g = st.global_layers * st.kv_bytes_per_token_layer
+    dec_w = st.window_layers * st.kv_bytes_per_token_layer
+    # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
+    # context in `ctx_g` but the global coefficient is zero.
+    first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
+        workload.arrival_s.astype(float).copy(), ins, outs, workload.kind == ArrivalKind.CLOSED_LOOP,
+        SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs), int(scheduler.max_batch_tokens),
+        float(memory.kv_budget_bytes), int(memory.block_size), float(memory.kv_bytes_per_token_per_gpu),
+        float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
+        st.linear_table, st.logits_table, STEP_OVERHEAD_S, float(dec_g), float(dec_w),
+        float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
+        float(st.hbm_bytes_per_s), float(st.attention_flops_per_s),
+        float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),
+        float(st.layers * st.kv_bytes_per_token_layer),
+    )
+    ok = np.isfinite(finish)
+    start = float(arrival[ok].min()) if ok.any() else 0.0
+    end = float(finish[ok].max()) if ok.any() else 0.0
+    duration = max(end - start, 1e-12)
+    out_tokens = float(outs[ok].sum())
+    in_tokens = float(ins[ok].sum())
+    e2e = finish - arrival
+    ttft = first - arrival
+    tpot = np.where(outs > 1, (finish - first) / np.maximum(outs - 1, 1), np.nan)
+    rps = ok.sum() / duration
+    return SimResult(
+        requests=n, completed=int(ok.sum()), duration_s=duration,
+        ttft_ms=_pct(ttft[ok], 1e3), tpot_ms=_pct(tpot[ok], 1e3), e2e_ms=_pct(e2e[ok], 1e3),
+        output_tokens_per_s=out_tokens / duration, total_tokens_per_s=(out_tokens + in_tokens) / duration,
+        requests_per_s=float(rps), mean_in_flight=float(rps * np.nanmean(e2e[ok])) if ok.any() else 0.0,
+        steps=int(nsteps), preemptions=int(npre), kv_time_s=tr_t, kv_bytes=tr_b,
+    )
+

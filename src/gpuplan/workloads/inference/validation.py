@@ -1,0 +1,154 @@
+"""Predict one inference.csv row (../shared/validation/SCHEMA.md) with the serving simulator.
+
+Load given by the row:
+- `batch`: a static batch of that many requests (one batch: prefill, then decode to the end);
+- `concurrency`: a closed loop with that many requests in flight;
+- `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory;
+- `request_rate`: a Poisson open loop.
+The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
+`num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas).
+Latency metrics are means over requests (`ttft_ms`, `tpot_ms`, `e2e_latency_ms`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuplan.errors import GpuplanError
+from gpuplan.interfaces.validation_types import Prediction, SkipRow
+from gpuplan.workloads.inference import _adapters
+from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, make_workload
+from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.memory import (
+    TRTLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, KvBudgetRule, memory_plan,
+)
+from gpuplan.workloads.inference.operators import step_time_model
+from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.simulator import SimResult, simulate
+
+#: Seed of the validation simulations (fixed so `gpuplan validate` is reproducible).
+VALIDATION_SEED = 20240601
+#: Requests simulated for max-load / Poisson rows: trtllm-bench throughput runs use thousands of
+#: requests (TensorRT-LLM perf-overview.md: 1,000-3,000 per dataset); the mean settles well before.
+MAX_LOAD_REQUESTS = 1500
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """Documented defaults of a serving engine that change what the simulator schedules."""
+
+    rule: KvBudgetRule
+    memory_fraction: float
+    block_size: int
+    scheduler: SchedulerKind
+    no_evict: bool
+    max_batch_seqs: int
+    max_batch_tokens: int
+
+
+ENGINES: dict[str, EngineProfile] = {
+    # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
+    # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context (trtllm-bench
+    # enables it); tokens_per_block 64; trtllm-bench throughput runs use
+    # kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md "Reproducing").
+    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192),
+    # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
+    "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
+    # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
+    # page size 1 (token-level KV), cuda-graph max batch 256-512.
+    "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.CHUNKED, False, 512, 8192),
+    # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
+    "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192),
+    # TGI: vLLM-like paged attention; treated like vLLM.
+    "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
+}
+ENGINES["other"] = ENGINES["vllm"]
+
+_METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_ms", "tpot_ms", "e2e_latency_ms")
+
+
+def _int(row: dict[str, str], key: str, default: int | None = None) -> int | None:
+    v = (row.get(key) or "").strip()
+    if not v:
+        return default
+    try:
+        return int(float(v))
+    except ValueError:
+        raise SkipRow(f"{key}: not a number ({v!r})") from None
+
+
+def predict_row(row: dict[str, str]) -> Prediction:
+    """Predicted value of one inference.csv row in its metric's unit (module docstring)."""
+    from gpuplan.catalog import load_catalog
+
+    metric = (row.get("metric") or "").strip()
+    if metric not in _METRICS:
+        raise SkipRow(f"metric '{metric}' is not an inference metric this model predicts ({', '.join(_METRICS)})")
+    notes: list[str] = []
+    try:
+        model = _adapters.model_from_arch_row(row)
+        cat = load_catalog()
+        system = cat.system((row.get("system") or "").strip())
+        gpu = cat.gpu(system.gpu)
+    except GpuplanError as exc:
+        raise SkipRow(str(exc)) from None
+    tp = _int(row, "tp", 1) or 1
+    pp = _int(row, "pp", 1) or 1
+    ep = _int(row, "ep", 1) or 1
+    num_gpus = _int(row, "num_gpus", tp * pp) or tp * pp
+    replicas = max(1, num_gpus // (tp * pp))
+    wdt = (row.get("weight_dtype") or "").strip() or "bf16"
+    kvdt = (row.get("kv_dtype") or "").strip()
+    if not kvdt:
+        kvdt = wdt if wdt in ("fp16", "bf16", "fp8") else "bf16"
+        notes.append(f"kv_dtype={kvdt} (default: the weight format, or bf16 for 4-bit weights)")
+    engine_name = (row.get("engine") or "other").strip().lower()
+    engine = ENGINES.get(engine_name, ENGINES["other"])
+    in_len, out_len = _int(row, "input_len"), _int(row, "output_len")
+    if not in_len or not out_len:
+        raise SkipRow("input_len and output_len are needed")
+    batch, conc = _int(row, "batch"), _int(row, "concurrency")
+    rate = (row.get("request_rate") or "").strip()
+    max_load = (row.get("max_load") or "").strip().lower() == "true"
+    try:
+        dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, weight_dtype=wdt, kv_dtype=kvdt)
+        sched = SchedulerConfig(kind=engine.scheduler, max_batch_seqs=engine.max_batch_seqs,
+                                max_batch_tokens=engine.max_batch_tokens, no_evict=engine.no_evict)
+        if batch:
+            sched = SchedulerConfig(kind=SchedulerKind.STATIC, max_batch_seqs=batch, max_batch_tokens=batch * in_len)
+        mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
+                          max_batch_tokens=min(sched.max_batch_tokens, engine.max_batch_tokens),
+                          max_batch_seqs=sched.max_batch_seqs)
+        steps = step_time_model(dep)
+        rng = np.random.default_rng(VALIDATION_SEED)
+        lens = dict(input_len=LengthDistribution(in_len), output_len=LengthDistribution(out_len))
+        if batch:
+            wl = make_workload(rng, batch, ArrivalKind.BURST, **lens)
+        elif conc:
+            wl = make_workload(rng, max(4 * conc, 200), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
+        elif rate:
+            wl = make_workload(rng, MAX_LOAD_REQUESTS, ArrivalKind.POISSON, rate=float(rate) / replicas, **lens)
+        elif max_load:
+            fit = mem.max_concurrent_sequences(in_len + out_len)
+            n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))
+            wl = make_workload(rng, n, ArrivalKind.BURST, **lens)
+        else:
+            raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")
+        res: SimResult = simulate(steps, mem, wl, sched)
+    except SkipRow:
+        raise
+    except GpuplanError as exc:
+        raise SkipRow(str(exc)) from None
+    value = {
+        "output_tokens_per_s": res.output_tokens_per_s * replicas,
+        "total_tokens_per_s": res.total_tokens_per_s * replicas,
+        "requests_per_s": res.requests_per_s * replicas,
+        "ttft_ms": res.ttft_ms.mean,
+        "tpot_ms": res.tpot_ms.mean,
+        "e2e_latency_ms": res.e2e_ms.mean,
+    }[metric]
+    if replicas > 1:
+        notes.append(f"{replicas} replicas of tp={tp} pp={pp}")
+    return Prediction(float(value), "; ".join(notes))
