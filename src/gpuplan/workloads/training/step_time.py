@@ -72,7 +72,6 @@ import numpy as np
 from gpuplan.errors import InputError
 from gpuplan.models.flops import flops_per_token
 from gpuplan.models.params import parameter_counts
-from gpuplan.primitives.efficiency import attention_ceiling
 from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.model import FfnKind
@@ -134,6 +133,24 @@ TP_BACKWARD_OVERLAP = 0.5
 #: Compute slowdown while NCCL kernels run alongside (SM and HBM contention): Calculon's
 #: `processor_usage` (15% on NVLink, 2% on InfiniBand) -> 5% of the overlapped time, assumed.
 OVERLAP_CONTENTION = 0.05
+#: Training attention (forward + backward, causal, head_dim 128) as a fraction of dense peak:
+#: FlashAttention-2 (Dao 2023, sec. 4.1 / Fig. 4-7): about 180 of 312 TFLOP/s on A100 at 2k-16k
+#: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
+#: instructions; training stacks of 2023-24 ran FA2 or cuDNN attention at similar rates).
+#: `efficiency.attention_ceiling` is the inference (forward, FA3) ceiling and is not used here.
+TRAINING_ATTENTION_CEILING = {"ampere": 180.0 / 312.0, "hopper": 335.0 / 989.0}
+DEFAULT_TRAINING_ATTENTION_CEILING = 0.34
+#: Sustained fraction of the best-shape GEMM rate inside a training step (clocks fall under the
+#: sustained power draw of a full step; kernels of one layer do not reach mamf-finder's best
+#: tile sizes). Modelling assumption, one value for every GPU, set from the Megatron A100 rows.
+SUSTAINED_GEMM_FRACTION = 0.85
+#: Extra HBM bytes per GEMM-input element with FP8 (TransformerEngine): cast + transpose of the
+#: bf16 input (read 2 B, write 1 B twice) and of the output gradient in backward.
+FP8_CAST_BYTES = 4.0
+#: Eager frameworks (PyTorch FSDP / torchtitan without compile) run norms, activations, residuals
+#: and dtype casts as separate kernels, each reading and writing its tensors: about twice the bytes
+#: of Megatron's fused kernels (apex/TE fused layer norm, bias-gelu, bias-dropout-add).
+EAGER_ELEMENTWISE_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -230,7 +247,16 @@ class StepArrays:
 
 
 def _gemm(ctx: StepContext, m, n, k):
-    return gemm_time_array(ctx.gpu, m, n, k, ctx.gemm_dtype)
+    return gemm_time_array(ctx.gpu, m, n, k, ctx.gemm_dtype) / SUSTAINED_GEMM_FRACTION
+
+
+def training_attention_ceiling(gpu: Gpu) -> float:
+    """Forward+backward FlashAttention efficiency for training (TRAINING_ATTENTION_CEILING)."""
+    arch = gpu.architecture.lower()
+    for family, value in TRAINING_ATTENTION_CEILING.items():
+        if family in arch:
+            return value
+    return DEFAULT_TRAINING_ATTENTION_CEILING
 
 
 def _peak_flops(ctx: StepContext, dtype: str) -> float:
@@ -264,7 +290,7 @@ def step_time_arrays(
     attn_peak = _peak_flops(ctx, ctx.act_dtype)
     sms = ctx.gpu.sm_count or 132
     fill = np.minimum(1.0, mb * heads_local * np.ceil(s / cp / 128.0) / sms)
-    attn_eff = attention_ceiling(ctx.gpu) * fill
+    attn_eff = training_attention_ceiling(ctx.gpu) * fill
     if ctx.attention_kernel is AttentionKernel.FLASH:
         attn_flops = 4.0 * mb * heads_local * ctx.head_dim * s * (s + 1) / 2.0 / cp
         attn_fwd = attn_flops / (attn_peak * attn_eff)
@@ -276,14 +302,19 @@ def step_time_arrays(
         attn_bwd = 2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s
     ffn_bytes = ELEMENTWISE_BYTES_PER_FFN[ctx.model.ffn_kind]
     hidden_div = np.where(sp, tp, 1.0)
-    elem_attn = t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
+    eager = EAGER_ELEMENTWISE_FACTOR if ctx.framework in (Framework.FSDP, Framework.TORCHTITAN) else 1.0
+    elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
+    if ctx.gemm_dtype == "fp8":  # inputs of QKV and output projection
+        elem_attn = elem_attn + t * (h + ctx.q_dim) / tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
 
     dense_mlp = 0.0
     elem_dense = 0.0
     if ctx.dense_layers:
         f = float(ctx.model.ffn)
         dense_mlp = _gemm(ctx, t, ctx.ffn_up_mats * f / tp, h) + _gemm(ctx, t, h, f / tp)
-        elem_dense = t * f / tp * ffn_bytes / ctx.hbm_bytes_s
+        elem_dense = eager * t * f / tp * ffn_bytes / ctx.hbm_bytes_s
+        if ctx.gemm_dtype == "fp8":  # inputs of the up and down projections
+            elem_dense = elem_dense + t * (h + f / tp) * FP8_CAST_BYTES / ctx.hbm_bytes_s
     moe_mlp = 0.0
     elem_moe = 0.0
     if ctx.moe_layers:

@@ -7,7 +7,9 @@ catalog, and predicts the row's metric with `step_time.estimate_step_time` (time
 
 Defaults for empty cells (documented, the same for every row):
 - tp, pp, dp, cp, ep, vpp, micro_batch: 1; dp = num_gpus / (tp pp cp) when empty.
-- global_batch: micro_batch x dp (one micro-batch per step).
+- global_batch: one sequence per GPU (num_gpus sequences: the Megatron papers' choice, e.g.
+  1536 on 1536 GPUs, 2520 on 2520, 3072 on 3072 in Narayanan et al. 2021 Table 1), rounded to
+  whole micro-batches.
 - recompute: none; sequence_parallel: false; sharding: none.
 - precision: bf16 (the A100/H100 tensor-core peak is the same for fp16).
 - framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
@@ -61,8 +63,8 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
         notes.append("micro_batch=1")
     gb = _int(row, "global_batch", None)
     if gb is None:
-        gb = mb * dp
-        notes.append("global_batch=micro_batch*dp")
+        gb = max(1, round(tp * pp * cp * dp / (mb * dp))) * mb * dp
+        notes.append(f"global_batch={gb} (one sequence per GPU)")
     if gb % (mb * dp):
         # llm-foundry rows: "microbatching may not divide the global batch"; round to whole micro-batches
         gb = max(1, round(gb / (mb * dp))) * mb * dp

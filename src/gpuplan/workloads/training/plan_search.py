@@ -1,0 +1,310 @@
+"""Parallelism plan search: enumerate every valid plan, drop those that do not fit, rank by step time.
+
+The plan axes (tp, pp, cp, ep, vpp, micro_batch, recompute, sharding, sequence_parallel) are laid
+out as the dimensions of one numpy grid; dp = num_gpus / (tp pp cp) follows. `step_time_arrays`
+evaluates the whole grid at once (each term is computed on the sub-grid of the axes it depends on
+and broadcast), so a search over ~10^5-10^6 plans takes a fraction of a second.
+
+Validity (Megatron-LM constraints): tp divides the heads, pp x vpp divides the layers, vpp > 1
+only with pp > 1 and m % pp == 0 (interleaved schedule), dp integral, m = global_batch /
+(micro_batch x dp) a positive integer, cp divides seq_len, ep divides the experts and dp x cp,
+sequence parallelism only with tp > 1.
+
+Memory screen: `memory_bytes_arrays` evaluates the same formulas as
+`workloads.training.memory.training_memory` (the single source of truth) in vectorised form:
+parameters of the first pipeline stage, bytes per parameter and the per-token activation bytes of
+a layer are taken *from that module's functions* (called once per unique (tp, sp, recompute)),
+and only the in-flight micro-batch count and the sharding divisions are computed on arrays. Plans
+over SCREEN_MARGIN x capacity are dropped; the ranked survivors are confirmed one by one with
+`training_memory` itself until `top` plans fit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from gpuplan.errors import Infeasible, InputError
+from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
+from gpuplan.workloads.training.step_time import (
+    RECOMPUTE_CODE,
+    SHARDING_CODE,
+    AttentionKernel,
+    Framework,
+    StepContext,
+    StepTime,
+    estimate_step_time,
+    step_time_arrays,
+)
+
+#: A plan passes the vectorised screen if its estimate is under this fraction above capacity;
+#: the exact `training_memory` check decides.
+SCREEN_MARGIN = 1.05
+#: Default tokens per optimizer step when no global batch is given: 2^22 ~ 4M tokens (GPT-3 175B
+#: used 3.2M, Llama 2/3 4M-16M).
+DEFAULT_BATCH_TOKENS = 2**22
+
+RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
+SHARDINGS = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Allowed values per axis; None = every value that makes sense for the model and GPU count."""
+
+    global_batch: int | None = None  # sequences per step; default DEFAULT_BATCH_TOKENS / seq_len
+    seq_len: int = 2048
+    precision: Precision = Precision.BF16
+    tp: Sequence[int] | None = None
+    pp: Sequence[int] | None = None
+    cp: Sequence[int] | None = None
+    ep: Sequence[int] | None = None
+    vpp: Sequence[int] | None = None
+    micro_batch: Sequence[int] | None = None
+    recompute: Sequence[Recompute] | None = None
+    sharding: Sequence[Sharding] | None = None
+    sequence_parallel: Sequence[bool] | None = None
+
+
+@dataclass(frozen=True)
+class RankedPlan:
+    rank: int
+    plan: TrainPlan
+    step: StepTime
+    memory_gib: float  # per GPU, exact (training_memory)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    plans_evaluated: int  # grid points scored (valid or not)
+    plans_valid: int  # degrees divide, batch divides
+    plans_fitting: int  # pass the memory screen
+    best: tuple[RankedPlan, ...]
+    rejected: dict[str, int]  # reason -> count
+    why_others_lose: tuple[str, ...]
+    elapsed_s: float
+    global_batch: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _powers_of_two_dividing(n: int, cap: int) -> list[int]:
+    out, v = [], 1
+    while v <= cap:
+        if n % v == 0:
+            out.append(v)
+        v *= 2
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchSpace) -> dict[str, np.ndarray]:
+    """Candidate values per axis (before validity): documented, model-aware defaults."""
+    tp = space.tp or [v for v in _powers_of_two_dividing(num_gpus, min(num_gpus, 2 * system.scaleup_domain_gpus)) if model.heads % v == 0]
+    pp = space.pp or [d for d in _divisors(model.layers) if num_gpus % d == 0 and d <= 128]
+    cp = space.cp or [v for v in _powers_of_two_dividing(num_gpus, 16) if space.seq_len % v == 0 and (v == 1 or space.seq_len >= 8192)]
+    if model.moe is not None:
+        ep = space.ep or [v for v in _powers_of_two_dividing(model.moe.num_experts, 256) if num_gpus % v == 0]
+    else:
+        ep = space.ep or [1]
+    vpp = space.vpp or [1, 2, 3, 4, 6, 8]
+    mb = space.micro_batch or [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
+    rc = space.recompute or list(RECOMPUTES)
+    sh = space.sharding or list(SHARDINGS)
+    sp = space.sequence_parallel or [False, True]
+    return {
+        "tp": np.array(tp), "pp": np.array(pp), "cp": np.array(cp), "ep": np.array(ep), "vpp": np.array(vpp),
+        "mb": np.array(mb), "rc": np.array([RECOMPUTE_CODE[Recompute(r)] for r in rc]),
+        "sh": np.array(sorted({SHARDING_CODE[Sharding(s)] for s in sh})), "sp": np.array(sp, dtype=bool),
+    }
+
+
+AXES = ("tp", "pp", "cp", "ep", "vpp", "mb", "rc", "sh", "sp")
+
+
+def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each axis reshaped to its own dimension of a len(AXES)-dimensional grid (for broadcasting)."""
+    out = {}
+    for i, name in enumerate(AXES):
+        shape = [1] * len(AXES)
+        shape[i] = len(axes[name])
+        out[name] = axes[name].reshape(shape)
+    return out
+
+
+def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np.ndarray], dp, m) -> np.ndarray:
+    """Vectorised screen of `training_memory` (module docstring): bytes on the first pipeline stage."""
+    from gpuplan.workloads.training import memory as mem
+
+    tp, pp, cp, ep, vpp, mb, rc, sh, sp = (g[a] for a in AXES)
+    # per-token activation bytes of one layer, from the memory module, per unique (tp, sp, rc)
+    per_token = np.zeros(np.broadcast_shapes(tp.shape, sp.shape, rc.shape))
+    codes = {v: k for k, v in RECOMPUTE_CODE.items()}
+    layer = model.layers - 1  # representative layer (MoE where the model has experts)
+    for idx in np.ndindex(per_token.shape):
+        t = int(np.broadcast_to(tp, per_token.shape)[idx])
+        s_ = bool(np.broadcast_to(sp, per_token.shape)[idx]) and t > 1
+        r = codes[int(np.broadcast_to(rc, per_token.shape)[idx])]
+        proto = plan_proto.model_copy(update={"tp": t, "sequence_parallel": s_, "recompute": r})
+        per_token[idx] = mem.layer_activation_bytes_per_token(model, proto, layer)
+    tokens = mb * plan_proto.seq_len / cp
+    chunks = np.where(pp == 1, 1.0, np.where(vpp == 1, np.minimum(pp, m), np.minimum(2 * (pp - 1) + (vpp - 1) * pp + 1, m * vpp)))
+    acts = per_token * tokens * (model.layers / pp / vpp) * chunks
+    b = mem.activation_bytes(plan_proto.precision)
+    widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
+    acts = acts + tokens * b * (model.hidden / np.where(sp, tp, 1) + 2 * widest / tp)
+    acts = acts + np.where(pp == 1, tokens * model.vocab / tp * (b + mem.LOGITS_FP32_BYTES), 0.0)
+    # states of the first stage
+    from gpuplan.models.params import parameter_counts
+
+    counts = parameter_counts(model)
+    experts = counts.components.get("moe_routed_experts", 0)
+    dense_body = counts.non_embedding - experts
+    table = model.vocab * model.hidden
+    dense = dense_body / pp / tp + table / tp + np.where(pp == 1, 0.0 if model.tied_embeddings else table / tp, 0.0)
+    expert = experts / pp / (ep * tp)
+    shard = dp * cp
+    wb = mem.weight_bytes_per_param(plan_proto.precision)
+    gb = mem.grad_bytes_per_param(plan_proto)
+    ob = mem.adam_bytes_per_param(plan_proto.precision)
+    expert_shard = np.maximum(1, shard / ep)
+    params_all = dense + expert
+    params_sharded = dense / shard + expert / expert_shard
+    weights = np.where(sh == 3, params_sharded, params_all) * wb
+    grads = np.where(sh >= 2, params_sharded, params_all) * gb
+    optim = np.where(sh >= 1, params_sharded, params_all) * ob
+    other = mem.CUDA_CONTEXT_BYTES + mem.NCCL_BUFFER_BYTES
+    return weights + grads + optim + acts + other
+
+
+def _explain(best: RankedPlan, step_flat: np.ndarray, parts_flat: dict[str, np.ndarray], ok: np.ndarray,
+             full: dict[str, np.ndarray], index_of: dict[str, int]) -> list[str]:
+    """For each other value of tp, pp, recompute and sharding: how much slower its best plan is and
+    which part of the step grows most (or that its faster plans do not fit in memory)."""
+    lines = []
+    base = best.step.step_time_s
+    shown = {"rc": {0: "none", 1: "selective", 2: "full"}, "sh": {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}}
+    for name, label in (("tp", "tp"), ("pp", "pp"), ("rc", "recompute"), ("sh", "sharding")):
+        vals = full[name]
+        for v in np.unique(vals[ok]):
+            if v == index_of[name]:
+                continue
+            sel = np.flatnonzero(ok & (vals == v))
+            i = sel[np.argmin(step_flat[sel])]
+            value = shown.get(name, {}).get(int(v), int(v))
+            slower = step_flat[i] / base - 1
+            if slower < 0:
+                lines.append(f"{label}={value}: its faster plans exceed GPU memory (exact check)")
+                continue
+            worst = max(parts_flat, key=lambda k: parts_flat[k][i] - best.step.breakdown_s.get(k, 0.0))
+            lines.append(f"{label}={value}: best such plan {100 * slower:+.1f}% step time, mostly more {worst.removesuffix('_s')}")
+    return lines
+
+
+def search_plans(
+    model: ModelSpec,
+    system: System,
+    gpu: Gpu,
+    num_gpus: int,
+    space: SearchSpace = SearchSpace(),
+    top: int = 5,
+    framework: Framework = Framework.MEGATRON,
+    progress: Callable[[str, float], None] | None = None,
+) -> SearchResult:
+    """Every valid plan on `num_gpus` GPUs of `system`, screened for memory and ranked by step time."""
+    t0 = time.perf_counter()
+    if num_gpus < 1:
+        raise InputError("num_gpus must be >= 1", field="gpus")
+    if num_gpus > system.gpus_per_node and not system.nics_per_node:
+        raise InputError(f"{system.id} has no scale-out NICs: at most {system.gpus_per_node} GPUs", field="gpus")
+    gb = space.global_batch or max(1, DEFAULT_BATCH_TOKENS // space.seq_len)
+    axes = default_axes(model, system, num_gpus, space)
+    g = _grid(axes)
+    tp, pp, cp, ep, vpp, mb, rc, sh, sp = (g[a] for a in AXES)
+    dp_f = num_gpus / (tp * pp * cp)
+    dp = np.maximum(1, np.floor(dp_f))
+    m_f = gb / (mb * dp)
+    m = np.maximum(1, np.floor(m_f))
+    reasons: dict[str, np.ndarray] = {
+        "degrees do not divide the GPU count": dp_f != dp,
+        "global batch does not divide into micro-batches x dp": (m_f != m) | (m_f < 1),
+        "tp does not divide the heads": (model.heads % tp) != 0,
+        "pp x vpp does not divide the layers": (model.layers % (pp * vpp)) != 0,
+        "interleaving needs pp > 1 and m divisible by pp": (vpp > 1) & ((pp == 1) | (m % pp != 0)),
+        "sequence parallelism needs tp > 1": sp & (tp == 1),
+        "ep must divide dp x cp": (dp * cp) % ep != 0,
+    }
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, vpp, mb, rc, sh, sp, dp, m)))
+    invalid = np.zeros(shape, dtype=bool)
+    rejected: dict[str, int] = {}
+    for reason, mask in reasons.items():
+        mask = np.broadcast_to(mask, shape)
+        new = mask & ~invalid
+        rejected[reason] = int(new.sum())
+        invalid |= mask
+    if progress:
+        progress("step time", 0.1)
+    ctx = StepContext.build(model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH)
+    arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh)
+    if progress:
+        progress("memory", 0.6)
+    proto = TrainPlan(seq_len=space.seq_len, precision=space.precision)
+    mem = np.broadcast_to(memory_bytes_arrays(model, proto, g, dp, m), shape)
+    too_big = (mem > SCREEN_MARGIN * gpu.memory_bytes) & ~invalid
+    rejected["does not fit in GPU memory"] = int(too_big.sum())
+    ok = ~invalid & ~too_big
+    step = np.where(ok, arrays.step_s, np.inf).ravel()
+    order = np.argsort(step, kind="stable")
+    n_ok = int(ok.sum())
+    if progress:
+        progress("confirm", 0.9)
+    from gpuplan.workloads.training.memory import training_memory
+
+    full = {a: np.broadcast_to(g[a], shape).ravel() for a in AXES}
+    dp_flat, m_flat = np.broadcast_to(dp, shape).ravel(), np.broadcast_to(m, shape).ravel()
+    codes_rc = {v: k for k, v in RECOMPUTE_CODE.items()}
+    codes_sh = {0: Sharding.NONE, 1: Sharding.ZERO1, 2: Sharding.ZERO2, 3: Sharding.ZERO3}
+    best: list[RankedPlan] = []
+    exact_rejects = 0
+    for i in order[: max(top * 50, 200)]:
+        if not np.isfinite(step[i]) or len(best) >= top:
+            break
+        plan = TrainPlan(
+            tp=int(full["tp"][i]), pp=int(full["pp"][i]), dp=int(dp_flat[i]), cp=int(full["cp"][i]),
+            ep=int(full["ep"][i]), vpp=int(full["vpp"][i]), micro_batch=int(full["mb"][i]), global_batch=gb,
+            seq_len=space.seq_len, recompute=codes_rc[int(full["rc"][i])], sequence_parallel=bool(full["sp"][i]),
+            precision=space.precision, sharding=codes_sh[int(full["sh"][i])],
+        )
+        memory = training_memory(model, plan, gpu)
+        if not memory.fits:
+            exact_rejects += 1
+            continue
+        st = estimate_step_time(model, system, plan, gpu, framework)
+        best.append(RankedPlan(len(best) + 1, plan, st, memory.per_gpu_bytes["total"] / 2**30))
+    if not best:
+        raise Infeasible(
+            f"no plan of {model.name} fits on {num_gpus} x {gpu.id} "
+            f"({rejected['does not fit in GPU memory'] + exact_rejects} plans exceed memory); add GPUs or a larger-memory GPU"
+        )
+    p = best[0].plan
+    index_of = {"tp": p.tp, "pp": p.pp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
+    parts_flat = {k: np.broadcast_to(v, shape).ravel() for k, v in arrays.parts().items()}
+    why = _explain(best[0], np.broadcast_to(arrays.step_s, shape).ravel(), parts_flat, ok.ravel(), full, index_of)
+    notes = []
+    if exact_rejects:
+        notes.append(f"{exact_rejects} screened plans failed the exact memory check")
+    if progress:
+        progress("done", 1.0)
+    return SearchResult(
+        plans_evaluated=int(np.prod(shape)), plans_valid=int((~invalid).sum()), plans_fitting=n_ok,
+        best=tuple(best), rejected=rejected, why_others_lose=tuple(why), elapsed_s=time.perf_counter() - t0,
+        global_batch=gb, notes=tuple(notes),
+    )
+
+
+__all__ = ["DEFAULT_BATCH_TOKENS", "RankedPlan", "SearchResult", "SearchSpace", "memory_bytes_arrays", "search_plans"]
