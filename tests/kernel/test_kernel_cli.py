@@ -127,3 +127,22 @@ def test_human_output(runner):
     res = runner.invoke(app, ["kernel", "occupancy", "--cc", "8.6", "--threads", "128", "--regs", "32", "--smem", "32KiB"])
     assert res.exit_code == 0
     assert "25.0%" in res.output and "shared_memory" in res.output
+
+
+def test_gpu_without_supported_cc_lists_supported(runner, tmp_path):
+    _catalog_or_skip()
+    from gpuplan.catalog import set_user_catalogs
+
+    extra = tmp_path / "amd.toml"
+    extra.write_text(
+        '[[gpu]]\nid = "test-amd"\nname = "t"\nvendor = "amd"\narchitecture = "CDNA3"\ncompute_capability = "gfx942"\n'
+        'memory_gib = 192\nmemory_type = "HBM3"\nmemory_bandwidth_gbps = 5300\ntdp_w = 750\n'
+        '[gpu.peak_tflops]\nbf16 = { dense = 1307.4 }\n[gpu.sources]\ndefault = "test"\n'
+    )
+    try:
+        res = runner.invoke(app, ["--catalog", str(extra), "kernel", "occupancy", "--gpu", "test-amd",
+                                  "--threads", "256", "--regs", "64"])
+    finally:
+        set_user_catalogs([])
+    assert res.exit_code == 2
+    assert "gfx942" in res.output and "supported: 7.0, 7.5, 8.0" in res.output
