@@ -224,26 +224,29 @@ def collective_seconds_grid(op: str, sizes_bytes, system: System, num_gpus: int,
     return out
 
 
-#: FALLBACK tile-occupancy term: a GEMM with m rows reaches m / (m + 32) of its ceiling (tiles are
-#: 64-128 rows; estimate), used only when primitives.efficiency is absent.
-GEMM_HALF_EFFICIENCY_TOKENS_FALLBACK = 32.0
+#: Tile-occupancy term: a GEMM with m token rows reaches m / (m + 32) of its large-shape ceiling.
+#: Serving engines run small-m (decode) GEMMs with small-row / split-K kernels that keep them
+#: memory-bound (lmdeploy A100 Llama-2-7B batch-1 TPOT 10 ms = 13.5 GB of weights at 0.8 x 2.04
+#: TB/s + launch costs), so the 128-row tile / wave model of primitives.efficiency.shape_factor
+#: (right for training GEMMs) is not used here; only its MAMF-sourced ceiling is. Estimate.
+GEMM_HALF_EFFICIENCY_TOKENS = 32.0
 
 
 def matmul_efficiency(gpu: Gpu, precision: str, m, n, k):
-    """Achievable fraction of dense peak of an (m x k) @ (k x n) GEMM (numpy arrays broadcast).
-
-    Delegates to primitives.efficiency.matmul_efficiency (MAMF-sourced ceiling x shape factor);
-    FALLBACK: MATMUL_EFFICIENCY_FALLBACK[precision] x m / (m + 32)."""
+    """Achievable fraction of dense peak of an (m x k) @ (k x n) serving GEMM (numpy arrays broadcast):
+    primitives.efficiency.matmul_ceiling(gpu, dtype) (MAMF-sourced) x m / (m + 32).
+    FALLBACK ceiling when primitives is absent: MATMUL_EFFICIENCY_FALLBACK[precision]."""
     import numpy as np
 
     m = np.maximum(np.asarray(m, dtype=float), 1.0)
     try:
-        from gpuplan.primitives.efficiency import matmul_efficiency as impl
+        from gpuplan.primitives.efficiency import matmul_ceiling
 
         dtype = precision if precision in gpu.peak_tflops else ("bf16" if "bf16" in gpu.peak_tflops else precision)
-        return np.asarray(impl(gpu, dtype, m, float(n), float(k)), dtype=float) + 0.0 * m
+        ceiling = float(matmul_ceiling(gpu, dtype))
     except ImportError:
-        return MATMUL_EFFICIENCY_FALLBACK.get(precision, 0.7) * m / (m + GEMM_HALF_EFFICIENCY_TOKENS_FALLBACK)
+        ceiling = MATMUL_EFFICIENCY_FALLBACK.get(precision, 0.7)
+    return ceiling * m / (m + GEMM_HALF_EFFICIENCY_TOKENS)
 
 
 #: FALLBACK FlashAttention ceiling (fraction of dense peak): FA2 paper 50-73% on A100, FA3 75% on H100.
