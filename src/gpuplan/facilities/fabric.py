@@ -9,10 +9,11 @@ Construction (DGX SuperPOD H100 RA-11333-001 V11 and the B200 RA, hardware.md se
   `up = k - down` to spines, for oversubscription `o` (1 = non-blocking: 32 down / 32 up).
   leaves = rails * ceil((node ports + management ports) / (rails * down)). Below one SU several rails
   share a leaf (rails per leaf = floor(down / nodes)); if every port fits on one switch, one tier.
-- **Two tiers** while every spine can reach every leaf (leaves <= k). Spines S = the smallest
-  divisor of the uplinks per leaf with S >= ceil(leaves * up_per_leaf / k), so that each leaf spreads
-  its uplinks evenly over the spines. This gives the RA's 4 / 8 / 16 / 16 spines for 1-4 SUs
-  (3 SUs need 12 by port count, but 12 does not divide 32 uplinks: 16).
+- **Two tiers** while every spine can reach every leaf. Spines S = the smallest power of two
+  >= ceil(leaves * uplinks per leaf / k) for which each leaf sends the same number of links to every
+  spine (uplinks per leaf rounded up to a multiple of S, at most k - down). This gives the RA's
+  4 / 8 / 16 / 16 spines for 1-4 SUs (3 SUs need 12 by port count; 12 does not spread 32 uplinks
+  evenly: 16) and the B200 RA's 8 / 16 / 32 for 2 / 4 / 8 SUs.
 - **Three tiers** beyond that (B200 RA from 16 SUs): each spine has k/2 ports down and k/2 up;
   spines = ceil(leaf uplinks / (k/2)), cores = ceil(spines * k/2 / k). 16 SUs -> 128 / 128 / 64.
   Capacity k^3/4 endpoints (65,536 for k = 64); more is Infeasible (four tiers are not modelled).
@@ -82,12 +83,21 @@ def scalable_unit_nodes(system: System) -> int:
     return max(1, SU_GPUS_8GPU_NODES // system.gpus_per_node)
 
 
-def _smallest_even_spread(up_per_leaf: int, needed: int) -> int:
-    """Smallest divisor of `up_per_leaf` that is >= `needed` (each leaf sends equal links to each spine)."""
-    for s in range(max(1, needed), up_per_leaf + 1):
-        if up_per_leaf % s == 0:
-            return s
-    return up_per_leaf
+def _spine_count(leaves: int, up_wanted: int, up_max: int, radix: int) -> tuple[int, int] | None:
+    """(spines, uplinks per leaf) for two tiers, or None if two tiers cannot serve `leaves`.
+
+    Spines S = the smallest power of two >= ceil(leaves * up_wanted / radix) such that every leaf can
+    send the same number of links to every spine: uplinks per leaf = ceil(up_wanted / S) * S <= up_max,
+    and each spine's ports suffice: leaves * uplinks per leaf / S <= radix."""
+    s = 1
+    while s < math.ceil(leaves * up_wanted / radix):
+        s *= 2
+    while s <= up_max:
+        per_leaf = math.ceil(up_wanted / s) * s
+        if per_leaf <= up_max and leaves * per_leaf // s <= radix:
+            return s, per_leaf
+        s *= 2
+    return None
 
 
 def cluster_peak_pflops(gpu: Gpu, gpus: int) -> dict[str, dict[str, float | None]]:
@@ -149,16 +159,13 @@ def design_fabric(
     else:
         leaves = rails * math.ceil(node_ports / (rails * down))
     used_down_per_leaf = min(down, math.ceil(node_ports / leaves))
-    up_per_leaf = 0 if leaves == 1 else min(up, math.ceil(used_down_per_leaf / oversubscription))
-    leaf_uplinks = leaves * up_per_leaf
+    up_wanted = 0 if leaves == 1 else min(up, math.ceil(used_down_per_leaf / oversubscription))
+    two_tier = _spine_count(leaves, up_wanted, up, radix) if leaves > 1 else None
 
     if leaves == 1:
-        spines, cores, spine_core, tiers = 0, 0, 0, 1
-    elif leaves <= radix:  # two tiers
-        spines = _smallest_even_spread(up_per_leaf, math.ceil(leaf_uplinks / radix))
-        cores = 0
-        spine_core = 0
-        tiers = 2
+        spines, cores, spine_core, tiers, up_per_leaf = 0, 0, 0, 1, 0
+    elif two_tier is not None:
+        (spines, up_per_leaf), cores, spine_core, tiers = two_tier, 0, 0, 2
     else:  # three tiers
         half = radix // 2
         if leaves > radix * half:
@@ -166,11 +173,13 @@ def design_fabric(
                 f"nodes: {nodes} nodes need {leaves} leaf switches, beyond a three-tier fat tree of radix {radix} "
                 f"({radix * half} leaves); four tiers are not modelled"
             )
-        spines = math.ceil(leaf_uplinks / half)
+        up_per_leaf = up_wanted
+        spines = math.ceil(leaves * up_per_leaf / half)
         cores = math.ceil(spines * half / radix)
         spine_core = spines * half
         tiers = 3
 
+    leaf_uplinks = leaves * up_per_leaf
     node_leaf = node_ports
     cable_tiers = [("node-leaf", node_leaf)] + ([("leaf-spine", leaf_uplinks)] if tiers >= 2 else [])
     cable_tiers += [("spine-core", spine_core)] if tiers == 3 else []
