@@ -37,9 +37,9 @@ def register(app: typer.Typer) -> None:
             print_json(report_json(report))
             return
         if not summary_only:
-            rows = [(r.id, r.family, r.metric, r.measured, r.predicted, r.error_pct,
-                     r.reason if r.skipped else r.notes) for r in report.rows]
-            console.print(table(f"validate {file}", ["id", "family", "metric", "measured", "predicted", "error_pct",
-                                                     "notes / skipped because"], rows))
+            rows = [(r.id, r.metric, r.measured, r.predicted, r.error_pct,
+                     ("SKIPPED: " + r.reason) if r.skipped else r.notes[:60]) for r in report.rows]
+            console.print(table(f"validate {file}", ["id", "metric", "measured", "predicted", "error_pct", "notes"],
+                                rows))
         for text in _summary_lines(report.summary):
             typer.echo(text)

@@ -13,8 +13,9 @@ Peak numbers are never used as achieved numbers (DESIGN.md). Achieved = peak x e
   min(1, tiles / sm_count) (NVIDIA "Matrix Multiplication Background User's Guide", wave
   quantization). Partial last waves are assumed recovered by stream-K / split-K scheduling
   (Osama et al., "Stream-K", PPoPP 2023), which cuBLAS uses on Hopper.
-- `padding`: tensor-core MMA works on 64-wide blocks of m and n (Hopper wgmma m64); a dimension
-  that is not a multiple of 64 wastes the rest of its last block: d / (64 ceil(d/64)).
+- `padding`: a dimension that is not a multiple of the tile wastes the rest of its last tile:
+  d / (128 ceil(d/128)) for m and n. (With one granularity for tiles and padding, time never
+  drops when a dimension grows; an under-filled GPU takes one tile's time.)
 - `k_pipeline`: each output tile pays a fixed prologue/epilogue (loading the first stages and
   writing the tile) worth about K0 = 64 elements of the k loop: k / (k + K0). Modelling
   assumption (documented here, overridable); at the MAMF shapes (k >= 4096) it is >= 0.985.
@@ -32,8 +33,6 @@ from gpuplan.specs import Gpu
 
 #: Output tile (m and n) of the modelled GEMM kernel, elements.
 GEMM_TILE = 128
-#: Granularity of the tensor-core MMA in m and n (Hopper wgmma m64; Ampere mma tiles 64 wide in CUTLASS).
-MMA_BLOCK = 64
 #: Fixed per-tile prologue/epilogue cost expressed in k elements (modelling assumption, see module doc).
 K_OVERHEAD = 64.0
 #: SM count assumed when the catalog has none.
@@ -117,8 +116,8 @@ def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
 def shape_factor(gpu: Gpu, m, n, k, batch=1):
     """sm_fill x padding x k_pipeline for GEMMs of shape (batch x) m x n x k; numpy-broadcasting.
 
-    sm_fill = min(1, batch ceil(m/128) ceil(n/128) / sm_count); padding = m/(64 ceil(m/64)) x
-    n/(64 ceil(n/64)); k_pipeline = k / (k + 64). See the module docstring for sources.
+    sm_fill = min(1, batch ceil(m/128) ceil(n/128) / sm_count); padding = m/(128 ceil(m/128)) x
+    n/(128 ceil(n/128)); k_pipeline = k / (k + 64). See the module docstring for sources.
     """
     m = np.asarray(m, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
@@ -126,7 +125,7 @@ def shape_factor(gpu: Gpu, m, n, k, batch=1):
     sms = gpu.sm_count or DEFAULT_SM_COUNT
     tiles = np.asarray(batch, dtype=np.float64) * np.ceil(m / GEMM_TILE) * np.ceil(n / GEMM_TILE)
     sm_fill = np.minimum(1.0, tiles / sms)
-    padding = (m / (MMA_BLOCK * np.ceil(m / MMA_BLOCK))) * (n / (MMA_BLOCK * np.ceil(n / MMA_BLOCK)))
+    padding = (m / (GEMM_TILE * np.ceil(m / GEMM_TILE))) * (n / (GEMM_TILE * np.ceil(n / GEMM_TILE)))
     k_pipeline = k / (k + K_OVERHEAD)
     return sm_fill * padding * k_pipeline
 

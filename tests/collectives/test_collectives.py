@@ -1,0 +1,134 @@
+"""Collectives: nccl-tests definitions (hardware.md section 3.1) and hand-derived alpha-beta times.
+
+Catalog figures used: dgx-h100 = 8 GPUs, NVSwitch, 450 GB/s NVLink per GPU per direction, 8 x 400
+Gb/s InfiniBand (50 GB/s per GPU), NVLS; mi300x-platform = 8 GPUs, xGMI full mesh 448 GB/s, no NICs.
+Model constants (collectives.py, sourced there): NVLink efficiency 0.80, IB efficiency 0.93,
+Simple fill 32 x 4 MiB = 134,217,728 B, NCCL latencies (ring Simple: 8.4 base, 3.4 NVLink step,
+14 net step; ring LL: 6.6, 0.6, 2.7; NVLS 25 us)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.catalog import get_system
+from gpuplan.errors import InputError
+from gpuplan.primitives.collectives import (
+    Algorithm, Collective, Protocol, busbw_factor, collective_time, collective_time_array,
+)
+
+DGX = get_system("dgx-h100")
+MI300 = get_system("mi300x-platform")
+GIB = 2**30
+FILL = 4 * 2**20 * 32
+
+
+def test_busbw_factors_nccl_tests():
+    # PERFORMANCE.md: all_reduce 2(n-1)/n, all_gather / reduce_scatter / alltoall (n-1)/n, broadcast 1
+    assert busbw_factor("all_reduce", 8) == pytest.approx(1.75)
+    assert busbw_factor("all_gather", 8) == pytest.approx(0.875)
+    assert busbw_factor("reduce_scatter", 4) == pytest.approx(0.75)
+    assert busbw_factor("all_to_all", 16) == pytest.approx(0.9375)
+    assert busbw_factor("broadcast", 8) == 1.0
+    assert busbw_factor("send_recv", 2) == 1.0
+
+
+def test_ring_all_reduce_one_node_by_hand():
+    # bus = 2 x 7/8 x 1 GiB = 1,879,048,192 B; limit = 450 x 0.80 = 360 GB/s; alpha = 8.4 + 14 x 3.4 = 56 us
+    # t = (1,879,048,192 + 134,217,728) / 360e9 + 56e-6 = 5.648405 ms (LL: bus / 141 GB/s = 13.3 ms, slower)
+    r = collective_time("all_reduce", GIB, DGX, 8, "ring")
+    assert r.protocol is Protocol.SIMPLE
+    assert r.time_s == pytest.approx((1_879_048_192 + FILL) / 360e9 + 56e-6, rel=1e-9)
+    # nccl-tests: algbw = S / t, busbw = algbw x 2(n-1)/n
+    assert r.algbw_gbps == pytest.approx(GIB / r.time_s / 1e9, rel=1e-12)
+    assert r.busbw_gbps == pytest.approx(r.algbw_gbps * 1.75, rel=1e-12)
+    assert r.busbw_gbps == pytest.approx(332.67, abs=0.01)
+
+
+def test_ring_all_gather_two_nodes_by_hand():
+    # 16 GPUs = 2 nodes x 8: bus = 15/16 x 4 GiB = 4,026,531,840; limit = min(NVLink 360,
+    # node egress 8 x 50 x 0.93 = 372) = 360 GB/s; alpha = 8.4 + 14 x 3.4 + 1 x 14 = 70 us
+    r = collective_time("all_gather", 4 * GIB, DGX, 16, "ring")
+    assert (r.domains, r.gpus_per_domain) == (2, 8)
+    assert r.time_s == pytest.approx((4_026_531_840 + FILL) / 360e9 + 70e-6, rel=1e-9)
+
+
+def test_strided_group_is_nic_bound():
+    # a data-parallel group with one GPU per node (16 nodes): only that GPU's NIC, 50 x 0.93 = 46.5 GB/s;
+    # ring Simple: bus = 2 x 15/16 x 1 GiB = 2,013,265,920; alpha = (8.4 + 30 x 14) x 1.4 = 599.76 us
+    r = collective_time("all_reduce", GIB, DGX, 16, "ring", gpus_per_domain=1)
+    assert r.domains == 16
+    assert r.time_s == pytest.approx((2_013_265_920 + FILL) / 46.5e9 + 599.76e-6, rel=1e-9)
+
+
+def test_small_message_is_latency_bound():
+    # 1 KiB all_reduce on 8 GPUs: LL protocol, alpha = 6.6 + 14 x 0.6 = 15 us; bytes add 1792 / 141e9 = 0.013 us
+    r = collective_time("all_reduce", 1024, DGX, 8, "ring")
+    assert r.protocol is Protocol.LL
+    assert r.time_s == pytest.approx(15e-6 + 1792 / 141e9, rel=1e-9)
+
+
+def test_nvls_one_node_by_hand():
+    # NVLS: S (n+1)/n through a link at 450 x 0.80 x 0.85 (Hopper nvlsEfficiency) = 306 GB/s, latency 25 us;
+    # 16 GiB: bw term = 16 GiB x 9/8 / 306e9 = 63.161 ms; fill = FILL / (achieved algbw x 1.75)
+    r = collective_time("all_reduce", 16 * GIB, DGX, 8, "nvls")
+    bw = 16 * GIB * 9 / 8 / 306e9
+    fill = FILL / (16 * GIB / bw * 1.75)
+    assert r.time_s == pytest.approx(bw + fill + 25e-6, rel=1e-9)
+    assert r.busbw_gbps > 450  # in-switch reduction beats the link rate (ml-engineering: 480 on H200)
+
+
+def test_mesh_uses_hamiltonian_cycles():
+    # MI300X: 7 links of 448/7 = 64 GB/s; K8 has 3 edge-disjoint Hamiltonian cycles, run both ways -> 6 links:
+    # limit = 6 x 64 x 0.80 = 307.2 GB/s; 4 GiB ring: bus = 7,516,192,768; alpha 56 us
+    r = collective_time("all_reduce", 4 * GIB, MI300, 8)
+    assert r.time_s == pytest.approx((7_516_192_768 + FILL) / 307.2e9 + 56e-6, rel=1e-9)
+
+
+def test_auto_picks_the_fastest():
+    for size in (1e3, 1e6, 1e8, 1e10):
+        best = collective_time("all_reduce", size, DGX, 64).time_s
+        for algo in ("ring", "tree", "nvls"):
+            assert best <= collective_time("all_reduce", size, DGX, 64, algo).time_s
+
+
+def test_bad_requests():
+    with pytest.raises(InputError, match="algorithm"):
+        collective_time("all_gather", GIB, DGX, 8, "tree")
+    with pytest.raises(InputError, match="nvls"):
+        collective_time("all_reduce", GIB, get_system("dgx-a100-80gb"), 8, "nvls")
+    with pytest.raises(InputError, match="num_gpus"):
+        collective_time("all_reduce", GIB, MI300, 16)  # no NICs in the catalog
+    with pytest.raises(InputError, match="collective"):
+        collective_time("allreduce", GIB, DGX, 8)
+    with pytest.raises(InputError, match="size"):
+        collective_time("all_reduce", 0, DGX, 8)
+
+
+def test_array_path_matches_scalar():
+    sizes = np.array([1e3, 1e6, 6e7, 1e9, 1e10])
+    for op in Collective:
+        for n in (2, 8, 32):
+            arr = collective_time_array(op, sizes, DGX, n)
+            scalar = [collective_time(op, s, DGX, n).time_s for s in sizes]
+            assert arr == pytest.approx(scalar, rel=1e-12)
+    grid = collective_time_array("reduce_scatter", 1e8, DGX, np.array([1, 2, 8, 64, 512]))
+    assert grid[0] == 0.0 and np.all(np.diff(grid[1:]) > 0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.sampled_from([c.value for c in Collective]),
+    st.floats(1e2, 1e11),
+    st.floats(1.01, 100.0),
+    st.sampled_from([2, 4, 8, 16, 64, 256]),
+)
+def test_time_monotone_in_size_and_busbw_bounded(op, size, growth, n):
+    a = collective_time(op, size, DGX, n)
+    b = collective_time(op, size * growth, DGX, n)
+    assert b.time_s > a.time_s
+    # busbw never beats the link: ring/tree at most 450 x 0.8; NVLS reduction at most 2 x the line rate
+    cap = 2 * 450 if a.algorithm is Algorithm.NVLS else 450 * 0.8
+    assert a.busbw_gbps <= cap * (1 + 1e-9)
