@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from typing import List, Optional
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -20,12 +19,12 @@ from gpuplan.errors import GpuplanError
 class GpuplanGroup(TyperGroup):
     """Root group: a GpuplanError anywhere below becomes `error: ...` on stderr and exit code 2."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except GpuplanError as exc:
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(2)
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(code=2) from None
 
 
 app = typer.Typer(
