@@ -95,3 +95,16 @@ def test_systems(catalog):
     # a GPU id names a single-GPU box
     single = catalog.system("h100-sxm5-80gb")
     assert (single.gpus_per_node, single.scaleup_domain_gpus, single.system_power_w) == (1, 1, 700)
+
+
+def test_cloud_prices(catalog):
+    # datareceipts hyperscalers.json (retrieved 2026-11-09): p5.48xlarge $55.04/h -> 55.04 / 8 = 6.88 per GPU-hour
+    p5 = catalog.clouds["aws-p5-48xlarge"]
+    assert p5.usd_per_gpu_hour * p5.gpus == pytest.approx(55.04)
+    # dstack PR #4110: p5en.48xlarge $63.296/h on-demand -> 7.912 per GPU-hour
+    assert catalog.clouds["aws-p5en-48xlarge"].usd_per_gpu_hour * 8 == pytest.approx(63.296)
+    on_demand = catalog.cloud_prices("h100-sxm5-80gb")
+    assert on_demand and all(c.pricing_model == "on-demand" for c in on_demand)
+    everything = catalog.cloud_prices("h100-sxm5-80gb", pricing_model=None)
+    assert {c.pricing_model for c in everything} >= {"on-demand", "reserved", "capacity-block"}
+    assert [c.usd_per_gpu_hour for c in everything] == sorted(c.usd_per_gpu_hour for c in everything)

@@ -157,9 +157,14 @@ class Catalog:
     def system_gpu(self, system_id: str) -> Gpu:
         return self.gpu(self.system(system_id).gpu)
 
-    def cloud_prices(self, gpu_id: str) -> list[CloudPrice]:
-        """On-demand prices for one GPU type, cheapest first."""
-        return sorted((c for c in self.clouds.values() if c.gpu == gpu_id), key=lambda c: c.usd_per_gpu_hour)
+    def cloud_prices(self, gpu_id: str, pricing_model: str | None = "on-demand") -> list[CloudPrice]:
+        """Prices for one GPU type, cheapest first: on-demand only by default; `pricing_model=None`
+        gives every kind (reserved, capacity-block, spot too)."""
+        return sorted(
+            (c for c in self.clouds.values()
+             if c.gpu == gpu_id and (pricing_model is None or c.pricing_model == pricing_model)),
+            key=lambda c: c.usd_per_gpu_hour,
+        )
 
 
 def single_gpu_system(gpu: Gpu) -> System:

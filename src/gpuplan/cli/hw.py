@@ -172,7 +172,7 @@ def prices(
 
     cat = load_catalog()
     if gpu_id is not None:
-        entries = cat.cloud_prices(cat.gpu(gpu_id).id)
+        entries = cat.cloud_prices(cat.gpu(gpu_id).id, pricing_model=None)
     else:
         entries = sorted(cat.clouds.values(), key=lambda c: (c.gpu, c.usd_per_gpu_hour))
     if as_json:
