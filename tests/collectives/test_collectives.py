@@ -102,7 +102,7 @@ def test_bad_requests():
     with pytest.raises(InputError, match="num_gpus"):
         collective_time("all_reduce", GIB, MI300, 16)  # no NICs in the catalog
     with pytest.raises(InputError, match="collective"):
-        collective_time("allreduce", GIB, DGX, 8)
+        collective_time("all_sum", GIB, DGX, 8)
     with pytest.raises(InputError, match="size"):
         collective_time("all_reduce", 0, DGX, 8)
 
@@ -132,3 +132,19 @@ def test_time_monotone_in_size_and_busbw_bounded(op, size, growth, n):
     # busbw never beats the link: ring/tree at most 450 x 0.8; NVLS reduction at most 2 x the line rate
     cap = 2 * 450 if a.algorithm is Algorithm.NVLS else 450 * 0.8
     assert a.busbw_gbps <= cap * (1 + 1e-9)
+
+
+def test_aliases():
+    assert Collective("p2p") is Collective.SEND_RECV
+    assert Collective("allreduce") is Collective.ALL_REDUCE
+
+
+def test_sharp_reduces_inter_node_bytes():
+    # NVLSTree on 8 nodes of dgx-h100 (SHARP in the catalog): each node's NICs carry S (not 2S): S / 372 GB/s,
+    # below the NVLS intra term t0 = S x 9/8 / 306 GB/s, so the intra term bounds it; fill = FILL / (algbw x 2 x 63/64)
+    size = 16 * GIB
+    t0 = size * 9 / 8 / 306e9
+    r = collective_time("all_reduce", size, DGX, 64, "nvls")
+    assert r.bandwidth_s == pytest.approx(t0 + FILL / (size / t0 * 126 / 64), rel=1e-9)
+    # alpha = 25 us + 2 x log2(8) x 20.9 us = 150.4 us
+    assert r.latency_s == pytest.approx(150.4e-6, rel=1e-9)

@@ -54,6 +54,18 @@ class Collective(str, Enum):
     BROADCAST = "broadcast"
     SEND_RECV = "send_recv"
 
+    @classmethod
+    def _missing_(cls, value):
+        """Aliases: "p2p" / "sendrecv" -> send_recv, "allreduce" style names without underscore."""
+        aliases = {"p2p": "send_recv", "sendrecv": "send_recv", "allreduce": "all_reduce", "allgather": "all_gather",
+                   "reducescatter": "reduce_scatter", "alltoall": "all_to_all"}
+        text = str(value).lower().replace("-", "_")
+        target = aliases.get(text.replace("_", ""), text)
+        for member in cls:
+            if member.value == target:
+                return member
+        return None
+
 
 class Algorithm(str, Enum):
     AUTO = "auto"
@@ -152,6 +164,7 @@ class _Fabric:
     nvls: bool
     nic_gbps_per_gpu: float  # line rate per GPU
     nic_efficiency: float
+    sharp: bool  # in-network reduction on the scale-out fabric
 
 
 def _family(gpu: Gpu | None) -> str:
@@ -172,6 +185,7 @@ def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
         nvls=system.nvls,
         nic_gbps_per_gpu=system.scaleout_gbps_per_gpu,
         nic_efficiency=NIC_EFFICIENCY.get(system.nic_kind, 0.9),
+        sharp=system.sharp,
     )
 
 
@@ -264,14 +278,16 @@ def _nvls_time(f: _Fabric, size, n, ppd, domains):
     In the domain each GPU sends its S through the switch to be reduced (multimem ld_reduce) and
     receives the reduced S (multimem st): S (ppd+1)/ppd crosses each GPU's link per direction, at
     B x NVLINK_EFFICIENCY x nvlsEfficiency (NCCL: Hopper 0.85, Blackwell 0.74). Across domains a
-    tree of domains: each domain's NICs carry S (2 domains: one exchange) or 2S (more).
+    tree of domains: each domain's NICs carry S (2 domains: one exchange) or 2S (more); with
+    SHARP on the scale-out fabric (NCCL NVLS + CollNet/SHARP) the switches reduce, and each domain
+    sends its partial S once and receives the result once: S.
     Latency: 25 us NVLS + 2 log2(domains) x 20.9 us (tuning.cc NVLS/NVLSTree).
     """
     eff = NVLS_EFFICIENCY.get(f.family, NVLS_EFFICIENCY["blackwell"])
     nvls_bw = f.scaleup_gbps * NVLINK_EFFICIENCY * eff * 1e9
     intra_s = size * (ppd + 1.0) / ppd / nvls_bw
     egress = _node_egress_gbps(f, ppd) * 1e9
-    net_bytes = np.where(domains == 2, size, 2.0 * size)
+    net_bytes = np.where((domains == 2) | f.sharp, size, 2.0 * size)
     inter_s = np.where(domains > 1, net_bytes / np.where(domains > 1, egress, 1.0), 0.0)
     bw_s = np.maximum(intra_s, inter_s)
     # fill: staged through the same channel buffers; at the achieved rate of the bottleneck
