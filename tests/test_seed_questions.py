@@ -1,0 +1,81 @@
+"""Runs docs/seed-questions.md: every `$ gpuplan ...` command, every `- check` against its hand derivation."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "seed-questions.md"
+#: command groups owned by this area; others (hw, fit, train) are xfail when missing or shaped differently
+OWN = {"dc", "mig", "plan"}
+_CHECK = re.compile(r"^- check `([^`]+)` = (\"[^\"]*\"|true|false|[-0-9.eE+]+)(?: ±([0-9.]+)%)?")
+
+
+def _cases():
+    cases, cmd, question = [], None, ""
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            question = line[3:].split(".")[0]
+        elif line.startswith("$ gpuplan "):
+            cmd = line[len("$ gpuplan "):]
+        else:
+            m = _CHECK.match(line)
+            if m and cmd:
+                cases.append(pytest.param(cmd, m.group(1), m.group(2), m.group(3), id=f"{question}:{m.group(1)}"))
+    return cases
+
+
+def _app():
+    try:
+        from gpuplan.cli.main import app
+    except ImportError:  # root CLI not importable in this environment: this area's groups alone
+        import typer
+
+        from gpuplan.cli import datacenter, mig, plan
+
+        app = typer.Typer()
+        app.callback()(lambda: None)
+        for module in (datacenter, mig, plan):
+            module.register(app)
+    return app
+
+
+def _get(data, path):
+    for part in path.split("."):
+        data = data[part]
+    return data
+
+
+def test_document_has_every_question():
+    text = DOC.read_text(encoding="utf-8")
+    assert all(f"## Q{i}." in text for i in range(1, 11))
+
+
+@pytest.mark.parametrize("cmd,key,expected,tol_pct", _cases())
+def test_seed_question(cmd, key, expected, tol_pct):
+    args = shlex.split(cmd)
+    result = CliRunner().invoke(_app(), args)
+    own = args[0] in OWN
+    if result.exit_code != 0:
+        if not own:
+            pytest.xfail(f"`gpuplan {args[0]}` (another area) not available or failed: {result.output[-200:]}")
+        raise AssertionError(result.output)
+    data = json.loads(result.stdout)
+    try:
+        value = _get(data, key)
+    except (KeyError, TypeError):
+        if not own:
+            pytest.xfail(f"`gpuplan {args[0]}` output has no key {key}")
+        raise
+    if expected.startswith('"'):
+        assert value == expected.strip('"')
+    elif expected in ("true", "false"):
+        assert value is (expected == "true")
+    else:
+        rel = float(tol_pct) / 100 if tol_pct else 1e-6
+        assert value == pytest.approx(float(expected), rel=rel)
