@@ -116,3 +116,14 @@ def test_systems_list_and_show(runner, catalog):
     assert table.exit_code == 0 and "900 GB/s per GPU per direction" in table.stdout
     unknown = _run(runner, "systems", "show", "dgx-h1000")
     assert unknown.exit_code == 2 and "dgx-h100" in unknown.stderr
+
+
+def test_compare_has_no_cross_vendor_core_ratio(catalog):
+    from gpuplan.catalog.compare import compare_gpus
+
+    result = compare_gpus([catalog.gpu("h100-sxm5-80gb"), catalog.gpu("mi300x"), catalog.gpu("h200-sxm-141gb")])
+    cores = next(m for m in result.metrics if m.key == "sm_count")
+    # an SM is not a CU: no ratio across vendors; same vendor: 132 / 132 = 1
+    assert cores.ratio_to_baseline == {"h100-sxm5-80gb": 1.0, "mi300x": None, "h200-sxm-141gb": 1.0}
+    bw = next(m for m in result.metrics if m.key == "memory_bandwidth_gbps")
+    assert bw.ratio_to_baseline["mi300x"] == pytest.approx(5300 / 3350)  # ROCm 5.3 TB/s vs H100 page 3.35 TB/s

@@ -1,6 +1,7 @@
 """Side-by-side comparison of catalog GPUs: the metrics, their units, and ratios to a baseline.
 
-ratio(metric, gpu) = value(gpu) / value(baseline); None where either value is missing.
+ratio(metric, gpu) = value(gpu) / value(baseline); None where either value is missing, or where
+the metric's unit differs between vendors (SM count vs CU count).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class Metric:
     label: str
     unit: str
     get: Callable[[Gpu], float | None] = field(repr=False, compare=False)
+    #: False where the unit differs by vendor (an SM is not a CU is not a TPU TensorCore): no ratio across vendors
+    comparable_across_vendors: bool = True
 
 
 METRICS: tuple[Metric, ...] = (
@@ -46,7 +49,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("bf16_ridge_flops_per_byte", "BF16 ridge point", "FLOP/B", _ridge),
     Metric("scaleup_bandwidth_gbps", "scale-up link (per direction)", "GB/s", lambda g: g.scaleup_bandwidth_gbps),
     Metric("l2_mib", "L2 cache", "MiB", lambda g: g.l2_bytes / 2**20 if g.l2_bytes else None),
-    Metric("sm_count", "SMs / CUs", "", lambda g: g.sm_count),
+    Metric("sm_count", "SMs / CUs / TPU cores", "", lambda g: g.sm_count, comparable_across_vendors=False),
     Metric("tdp_w", "TDP", "W", lambda g: g.tdp_w),
 )
 
@@ -75,7 +78,12 @@ def compare_gpus(gpus: list[Gpu]) -> GpuComparison:
     for m in METRICS:
         values = {g.id: m.get(g) for g in gpus}
         b = values[base.id]
-        ratios = {gid: (v / b if (v is not None and b) else None) for gid, v in values.items()}
+        ratios = {
+            g.id: (values[g.id] / b
+                   if values[g.id] is not None and b and (m.comparable_across_vendors or g.vendor == base.vendor)
+                   else None)
+            for g in gpus
+        }
         rows.append(MetricRow(m.key, m.label, m.unit, values, ratios))
     return GpuComparison(
         baseline=base.id, gpus=[g.id for g in gpus], names={g.id: g.name for g in gpus}, metrics=rows
