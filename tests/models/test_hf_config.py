@@ -94,3 +94,14 @@ def test_arch_row_defaults_and_errors():
         model_from_arch_row({**row, "layers": ""})
     moe = model_from_arch_row({**row, "ffn_kind": "swiglu", "moe_experts": "8", "moe_topk": "2", "moe_ffn": "14336"})
     assert moe.moe.num_experts == 8 and moe.moe.expert_ffn == 14336
+
+
+def test_gpt_neox_pythia_160m_non_embedding():
+    # Pythia paper (Biderman et al. 2023) Table 1: Pythia-160M has 85,056,000 non-embedding parameters
+    # (12 layers, d_model 768, 12 heads; GPT-NeoX: LayerNorm, biases everywhere, untied, vocab 50304).
+    cfg = {"model_type": "gpt_neox", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+           "intermediate_size": 3072, "vocab_size": 50304, "max_position_embeddings": 2048, "hidden_act": "gelu",
+           "tie_word_embeddings": False}
+    c = parameter_counts(model_from_hf_config(cfg, "pythia-160m"))
+    assert c.non_embedding == 85_056_000
+    assert c.total == 85_056_000 + 2 * 50304 * 768
