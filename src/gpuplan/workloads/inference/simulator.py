@@ -213,9 +213,9 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
             dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
         now += dt
         steps += 1
-        # ---- advance sequences ----------------------------------------------------------------
-        j = 0
+        # ---- advance sequences; compact the running set (static batches keep their slots) --------
         k = 0
+        alldone = True
         for j in range(nrun):
             r = run[j]
             q = chunk_q[j]
@@ -234,28 +234,21 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 if closed_loop and released < n:
                     arrival[released] = now
                     released += 1
-        # compact the running set (static batches keep slots until every member is done)
-        if sched == 0:
-            alldone = True
-            for j in range(nrun):
-                if finish[run[j]] == np.inf:
-                    alldone = False
-            if alldone:
-                for j in range(nrun):
-                    used -= alloc[run[j]]
-                    alloc[run[j]] = 0.0
-                nrun = 0
-        else:
-            k = 0
-            for j in range(nrun):
-                r = run[j]
-                if finish[r] == np.inf:
+            if finish[r] == np.inf:
+                alldone = False
+                if sched != 0:
                     run[k] = r
                     k += 1
-                else:
-                    used -= alloc[r]
-                    alloc[r] = 0.0
+            elif sched != 0:
+                used -= alloc[r]
+                alloc[r] = 0.0
+        if sched != 0:
             nrun = k
+        elif alldone:
+            for j in range(nrun):
+                used -= alloc[run[j]]
+                alloc[run[j]] = 0.0
+            nrun = 0
         if steps % stride == 0:
             if ntr == _TRACE_POINTS:
                 for t in range(_TRACE_POINTS // 2):
