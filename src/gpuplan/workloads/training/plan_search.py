@@ -36,8 +36,8 @@ from gpuplan.workloads.training.step_time import (
     Framework,
     StepContext,
     StepTime,
-    estimate_step_time,
     step_time_arrays,
+    step_time_result,
 )
 
 #: A plan passes the vectorised screen if its estimate is under this fraction above capacity;
@@ -284,7 +284,7 @@ def search_plans(
         if not memory.fits:
             exact_rejects += 1
             continue
-        st = estimate_step_time(model, system, plan, gpu, framework)
+        st = step_time_result(ctx, plan, {k: float(np.broadcast_to(v, shape).ravel()[i]) for k, v in arrays.parts().items()})
         best.append(RankedPlan(len(best) + 1, plan, st, memory.per_gpu_bytes["total"] / 2**30))
     if not best:
         raise Infeasible(

@@ -476,26 +476,30 @@ def estimate_step_time(
     """Step time of one plan (formulas in the module docstring). `gpu` is the system's GPU spec."""
     check_plan(model, system, plan)
     ctx = StepContext.build(model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel)
-    m = plan.grad_accum_steps
     arrays = step_time_arrays(
-        ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, m,
+        ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,
         RECOMPUTE_CODE[plan.recompute], plan.sequence_parallel, SHARDING_CODE[plan.sharding],
     )
-    breakdown = {k: float(v) for k, v in arrays.parts().items()}
-    step = float(arrays.step_s)
+    return step_time_result(ctx, plan, {k: float(v) for k, v in arrays.parts().items()})
+
+
+def step_time_result(ctx: StepContext, plan: TrainPlan, breakdown: dict[str, float]) -> StepTime:
+    """StepTime of `plan` from its breakdown (seconds): throughput, model TFLOP/s and MFU derived."""
+    m = plan.grad_accum_steps
+    step = float(sum(breakdown.values()))
     tokens = plan.micro_batch * m * plan.dp * plan.seq_len
     tps = tokens / step
     gpus = plan.num_gpus
     tflops = ctx.model_flops_per_token * tps / gpus / 1e12
     return StepTime(
-        plan=plan, framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
-        step_time_s=step, breakdown_s=breakdown, num_micro_batches=m, tokens_per_step=tokens,
+        plan=plan, framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+        step_time_s=step, breakdown_s=dict(breakdown), num_micro_batches=m, tokens_per_step=tokens,
         tokens_per_s=tps, tokens_per_s_per_gpu=tps / gpus, model_flops_per_token=ctx.model_flops_per_token,
-        tflops_per_gpu_model=tflops, mfu_pct=100.0 * tflops / mfu_peak_tflops(gpu),
+        tflops_per_gpu_model=tflops, mfu_pct=100.0 * tflops / mfu_peak_tflops(ctx.gpu),
     )
 
 
 __all__ = [
     "AttentionKernel", "Framework", "RecomputeCode", "ShardingCode", "StepArrays", "StepContext", "StepTime",
-    "check_plan", "estimate_step_time", "mfu_peak_tflops", "step_time_arrays",
+    "check_plan", "estimate_step_time", "step_time_result", "mfu_peak_tflops", "step_time_arrays",
 ]

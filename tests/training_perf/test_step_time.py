@@ -1,0 +1,111 @@
+"""Step-time model: hand-derived figures, bubble formula, MFU definition, breakdown sums, monotonicity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan.catalog import load_catalog
+from gpuplan.models import load_model
+from gpuplan.specs import Recompute, Sharding, TrainPlan
+from gpuplan.workloads.training.step_time import StepContext, estimate_step_time, step_time_arrays
+
+
+@pytest.fixture(scope="module")
+def dgx():
+    c = load_catalog()
+    system = c.system("dgx-a100-80gb")
+    return system, c.gpu(system.gpu)
+
+
+@pytest.fixture(scope="module")
+def gpt175():
+    return load_model("gpt3-175b")
+
+
+def test_model_flops_match_megatron_formula(dgx, gpt175):
+    # Narayanan et al. 2021 eq. 3 without the recompute pass: F/token = 72 l h^2 (1 + s/6h + V/12lh)
+    system, gpu = dgx
+    plan = TrainPlan(tp=8, pp=8, dp=1, micro_batch=1, global_batch=64, seq_len=2048, sequence_parallel=True)
+    st_ = estimate_step_time(gpt175, system, plan, gpu)
+    l, h, s, V = gpt175.layers, gpt175.hidden, 2048, gpt175.vocab
+    megatron = 72 * l * h**2 * (1 + s / (6 * h) + V / (12 * l * h))
+    # gpt3-175b has learned positions and biases; only matmuls count, so the match is to <0.1%
+    assert st_.model_flops_per_token == pytest.approx(megatron, rel=1e-3)
+    # MFU = model TFLOP/s per GPU / 312 dense bf16 (A100 datasheet)
+    assert st_.mfu_pct == pytest.approx(100 * st_.tflops_per_gpu_model / 312.0, rel=1e-9)
+
+
+def test_breakdown_sums_to_step_time(dgx, gpt175):
+    system, gpu = dgx
+    plan = TrainPlan(tp=8, pp=8, dp=2, vpp=3, micro_batch=1, global_batch=128, recompute=Recompute.SELECTIVE,
+                     sequence_parallel=True, sharding=Sharding.ZERO1)
+    st_ = estimate_step_time(gpt175, system, plan, gpu)
+    assert sum(st_.breakdown_s.values()) == pytest.approx(st_.step_time_s, rel=1e-12)
+    assert st_.tokens_per_s == pytest.approx(128 * 2048 / st_.step_time_s)
+
+
+def test_bubble_is_pp_minus_1_over_vpp_microbatch_times(dgx, gpt175):
+    # 1F1B: bubble = (pp - 1) x t_mb; interleaved: / vpp (Narayanan et al. 2021 sec. 2.2)
+    system, gpu = dgx
+    ctx = StepContext.build(gpt175, system, gpu, 2048)
+    args = dict(tp=8, dp=1, cp=1, ep=1, micro_batch=1, num_micro_batches=64, recompute=0, sequence_parallel=True, sharding=0)
+    for pp, vpp in ((8, 1), (8, 3), (4, 2)):
+        a = step_time_arrays(ctx, pp=pp, vpp=vpp, **args)
+        steady = a.compute_s + a.recompute_s + a.tp_comm_s + a.cp_comm_s + a.ep_comm_s + a.pp_comm_s
+        per_mb = steady / 64
+        assert float(a.bubble_s) == pytest.approx((pp - 1) / vpp * float(per_mb), rel=1e-12)
+
+
+def test_hand_derived_gemm_time_single_gpu():
+    # One GPU, tiny model: compute is the sum of rooflines; check the GEMM part against a hand count.
+    c = load_catalog()
+    system = c.system("h100-sxm5-80gb")
+    gpu = c.gpu(system.gpu)
+    from gpuplan.primitives.op_cost import gemm_time_array
+    from gpuplan.workloads.training import step_time as stm
+
+    model = load_model("gpt3-175b").model_copy(update={"layers": 2, "name": "tiny"})
+    ctx = StepContext.build(model, system, gpu, 2048)
+    h, f, t, V = model.hidden, model.ffn, 2048.0, model.vocab
+    gemm = lambda m, n, k: float(gemm_time_array(gpu, m, n, k, "bf16")) / stm.SUSTAINED_GEMM_FRACTION  # noqa: E731
+    per_layer_fwd = gemm(t, 3 * h, h) + gemm(t, h, h) + gemm(t, f, h) + gemm(t, h, f)
+    head = 3 * gemm(t, V, h)
+    a = step_time_arrays(ctx, 1, 1, 1, 1, 1, 1, 1, 1, 0, False, 0)
+    # compute = 2 layers x (fwd + 2x bwd GEMMs + attention + elementwise) + head: the GEMM share is
+    # 3 x per_layer_fwd per layer; the rest (attention, elementwise, loss) is positive
+    gemm_total = 2 * 3 * per_layer_fwd + head
+    assert float(a.compute_s) > gemm_total
+    assert float(a.compute_s) < 1.6 * gemm_total  # non-GEMM work of a 12288-wide layer at s=2048 is < 60%
+
+
+def test_more_gpus_of_data_parallel_is_faster_per_token_but_not_superlinear(dgx, gpt175):
+    system, gpu = dgx
+    small = TrainPlan(tp=8, pp=8, dp=1, micro_batch=1, global_batch=256, sequence_parallel=True)
+    big = TrainPlan(tp=8, pp=8, dp=4, micro_batch=1, global_batch=256, sequence_parallel=True)
+    a = estimate_step_time(gpt175, system, small, gpu)
+    b = estimate_step_time(gpt175, system, big, gpu)
+    assert b.step_time_s < a.step_time_s
+    assert b.tokens_per_s <= 4 * a.tokens_per_s * 1.0001
+
+
+@settings(max_examples=25, deadline=None)
+@given(mb=st.sampled_from([1, 2, 4]), m=st.integers(1, 32), rc=st.sampled_from([0, 1, 2]), sh=st.sampled_from([0, 1, 2, 3]))
+def test_properties(mb, m, rc, sh):
+    c = load_catalog()
+    system = c.system("dgx-h100")
+    gpu = c.gpu(system.gpu)
+    model = load_model("gpt3-175b")
+    ctx = StepContext.build(model, system, gpu, 2048)
+    a = step_time_arrays(ctx, 8, 4, 2, 1, 1, 1, mb, m, rc, True, sh)
+    parts = a.parts()
+    assert all(float(v) >= 0 for v in parts.values())
+    assert float(sum(parts.values())) == pytest.approx(float(a.step_s))
+    # more micro-batches -> longer step; recompute never speeds up a step
+    b = step_time_arrays(ctx, 8, 4, 2, 1, 1, 1, mb, m + 1, rc, True, sh)
+    assert float(b.step_s) > float(a.step_s)
+    none = step_time_arrays(ctx, 8, 4, 2, 1, 1, 1, mb, m, 0, True, sh)
+    assert float(a.step_s) >= float(none.step_s) - 1e-12
+    assert np.isfinite(float(a.step_s))
