@@ -148,3 +148,13 @@ def test_sharp_reduces_inter_node_bytes():
     assert r.bandwidth_s == pytest.approx(t0 + FILL / (size / t0 * 126 / 64), rel=1e-9)
     # alpha = 25 us + 2 x log2(8) x 20.9 us = 150.4 us
     assert r.latency_s == pytest.approx(150.4e-6, rel=1e-9)
+
+
+def test_all_to_all_across_nodes_by_hand():
+    # 16 GPUs on 2 nodes, 1 GiB total per rank: NVLink part S x 7/16 / 360 GB/s, NIC part S x 8/16 / 46.5 GB/s
+    # (one NIC per GPU at 0.93 x 50) -> NIC-bound t_bw; Simple fill at the same achieved rate (bus = 15/16 S):
+    # t_bw x (1 + FILL / bus); alpha = 8.4 + 3.4 + 14 + 15 x 0.5 = 33.3 us
+    r = collective_time("all_to_all", GIB, DGX, 16, "ring")
+    t_bw = GIB * 8 / 16 / 46.5e9
+    assert r.time_s == pytest.approx(t_bw * (1 + FILL / (GIB * 15 / 16)) + 33.3e-6, rel=1e-9)
+    assert r.busbw_gbps == pytest.approx(GIB / r.time_s / 1e9 * 15 / 16, rel=1e-12)

@@ -112,6 +112,10 @@ NVLINK_STEP_US = {("ring", "LL"): 0.6, ("ring", "Simple"): 3.4, ("tree", "LL"): 
                   ("nvls", "Simple"): 25.0}
 NET_STEP_US = {("ring", "LL"): 2.7, ("ring", "Simple"): 14.0, ("tree", "LL"): 5.0, ("tree", "Simple"): 14.0,
                ("nvls", "Simple"): 20.9}
+#: all_to_all is a group of point-to-point sends that NCCL posts to all peers at once (ncclGroupStart/End),
+#: so their latencies overlap: alpha = base + one NVLink step (+ one network step across domains) + a
+#: per-peer issue cost. The per-peer cost (0.5 us) is a modelling assumption, not an NCCL constant.
+P2P_PER_PEER_US = 0.5
 #: NCCL tuning.cc: ring Simple all_reduce across nodes pays its latency x 1.4.
 MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR = 1.4
 
@@ -224,7 +228,8 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
     egress, once (NCCL builds one ring per NIC, each entering and leaving every domain once):
     t_bw = bus / min(intra, egress). all_to_all instead sends S (ppd-1)/n over NVLink and
     S (n-ppd)/n per rank over its NIC share, concurrently. Steps: 2(n-1) all_reduce, n-1 others,
-    1 send_recv; of those, 2(domains-1) resp. domains-1 cross the network.
+    1 send_recv; of those, 2(domains-1) resp. domains-1 cross the network (all_to_all: concurrent
+    sends, see P2P_PER_PEER_US).
     """
     bus = size * busbw_factor(op, n)
     intra = _intra_limit_gbps(f, ppd) * 1e9
@@ -245,16 +250,20 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
         steps, net_steps = n - 1.0, domains - 1.0
     key = ("ring", protocol.value)
     alpha_us = BASE_LATENCY_US[key] + (steps - net_steps) * NVLINK_STEP_US[key] + net_steps * NET_STEP_US[key]
+    if op is Collective.ALL_TO_ALL:  # concurrent p2p: see P2P_PER_PEER_US
+        alpha_us = (BASE_LATENCY_US[key] + NVLINK_STEP_US[key] + np.where(multi, NET_STEP_US[key], 0.0)
+                    + (n - 1) * P2P_PER_PEER_US)
     if protocol is Protocol.SIMPLE and op is Collective.ALL_REDUCE:
         alpha_us = np.where(multi, alpha_us * MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR, alpha_us)
     return _apply_protocol(f, bw_s, bus, np.minimum(intra, egress), domains, protocol), alpha_us * 1e-6
 
 
 def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Protocol):
-    """Bandwidth term per protocol. Simple: t_bw + fill / limit. LL: bus / min(0.5 limit, llMaxBw)
-    (or t_bw / 0.5 when the op's bottleneck is not the bus formula, whichever is larger)."""
+    """Bandwidth term per protocol. Simple: t_bw x (1 + fill / bus) (Hockney: the fill is streamed
+    at the same achieved rate bus / t_bw). LL: bus / min(0.5 limit, llMaxBw) (or t_bw / 0.5 when
+    the op's bottleneck is not the bus formula, whichever is larger)."""
     if protocol is Protocol.SIMPLE:
-        return bw_s + FILL_BYTES / limit_bytes_s
+        return bw_s * (1.0 + FILL_BYTES / bus)
     ll_bw = np.minimum(LL_BANDWIDTH_FRACTION * limit_bytes_s, _ll_cap(f, domains) * 1e9)
     return np.maximum(bus / ll_bw, bw_s / LL_BANDWIDTH_FRACTION)
 
