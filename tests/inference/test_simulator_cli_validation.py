@@ -1,0 +1,115 @@
+"""Simulator invariants (Little's law, percentile order), step-time physics, CLI contract, and the
+validation MAPE on ../shared/validation/inference.csv."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gpuplan.catalog import load_catalog
+from gpuplan.cli.main import app
+from gpuplan.models import load_model
+from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
+from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.memory import memory_plan
+from gpuplan.workloads.inference.operators import expected_distinct_experts, step_time_model
+from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.simulator import simulate
+
+
+@pytest.fixture(scope="module")
+def h100_8b():
+    cat = load_catalog()
+    g = cat.gpu("h100-sxm5-80gb")
+    dep = Deployment(load_model("llama-3-8b"), g, cat.system(g.id))
+    return step_time_model(dep), memory_plan(dep)
+
+
+def test_expected_distinct_experts():
+    # E (1 - (1 - k/E)^B): one token touches exactly k; Mixtral E=8, k=2, B=2: 8 (1 - 0.75^2) = 3.5
+    assert expected_distinct_experts(8, 2, 1) == pytest.approx(2.0)
+    assert expected_distinct_experts(8, 2, 2) == pytest.approx(3.5)
+    assert expected_distinct_experts(256, 8, 10_000) == pytest.approx(256.0)
+
+
+def test_decode_step_is_weight_bandwidth_bound(h100_8b):
+    steps, _ = h100_8b
+    # batch 1: >= 16.06 GB of bf16 weights / 3.35 TB/s peak = 4.8 ms; achievable (0.8) -> ~6 ms, plus launches
+    t = steps.decode_step_time(1, 1024)
+    assert 16.06e9 / 3.35e12 < t < 16.06e9 / (0.7 * 3.35e12) + 2e-3
+    # monotone in batch and context
+    assert steps.decode_step_time(64, 1024) > t and steps.decode_step_time(1, 8192) > t
+
+
+@pytest.mark.parametrize("kind", [SchedulerKind.STATIC, SchedulerKind.CONTINUOUS, SchedulerKind.CHUNKED])
+def test_littles_law_and_percentile_order(h100_8b, kind):
+    steps, mem = h100_8b
+    rng = np.random.default_rng(1)
+    wl = make_workload(rng, 400, ArrivalKind.CLOSED_LOOP, concurrency=16,
+                       input_len=LengthDistribution(512, LengthKind.UNIFORM, 0.5), output_len=LengthDistribution(128))
+    res = simulate(steps, mem, wl, SchedulerConfig(kind=kind, max_batch_seqs=16))
+    assert res.completed == 400
+    # Little's law: L = lambda W; a closed loop holds 16 in flight (minus the drain at the end)
+    assert 14.0 < res.mean_in_flight <= 16.0 + 1e-9
+    for p in (res.ttft_ms, res.tpot_ms, res.e2e_ms):
+        assert p.p50 <= p.p90 <= p.p99
+
+
+@settings(max_examples=15, deadline=None)
+@given(rate=st.floats(0.5, 40.0), seed=st.integers(0, 1000))
+def test_poisson_throughput_matches_offered_load_when_unsaturated(h100_8b, rate, seed):
+    steps, mem = h100_8b
+    rng = np.random.default_rng(seed)
+    wl = make_workload(rng, 300, ArrivalKind.POISSON, rate=rate, input_len=LengthDistribution(256),
+                       output_len=LengthDistribution(64))
+    res = simulate(steps, mem, wl, SchedulerConfig())
+    assert res.ttft_ms.p50 <= res.ttft_ms.p90 <= res.ttft_ms.p99
+    # output tokens/s = requests/s x 64 tokens exactly (fixed lengths)
+    assert res.output_tokens_per_s == pytest.approx(res.requests_per_s * 64)
+    # well below capacity (~hundreds of req/s for 256/64 on an H100), completions follow arrivals
+    assert res.requests_per_s == pytest.approx(rate, rel=0.35)
+
+
+def test_cli_serve_json_contract(runner):
+    out = runner.invoke(app, ["serve", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--tp", "2", "--input-len", "2048",
+                              "--output-len", "256", "--rate", "4", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    for key in ("ttft_ms", "tpot_ms", "output_tokens_per_s", "requests_per_s", "kv_cache_bytes_per_token",
+                "max_concurrent_sequences"):
+        assert key in data
+    # Llama-3-8B bf16: 2 x 32 layers x 8 kv heads x 128 x 2 B = 131,072 B/token
+    assert data["kv_cache_bytes_per_token"] == 131_072
+    assert data["ttft_ms"] > 0 and data["tpot_ms"] > 0
+
+
+def test_cli_serve_bad_input_exit_2(runner):
+    out = runner.invoke(app, ["serve", "llama-3-8b", "--kv-dtype", "fp7"])
+    assert out.exit_code == 2 and "kv_dtype" in out.output
+    out = runner.invoke(app, ["serve", "llama-3-70b", "--gpu", "h100-sxm5-80gb"])
+    assert out.exit_code == 2 and "does not fit" in out.output
+
+
+def test_cli_serve_plan_json(runner):
+    out = runner.invoke(app, ["serve", "plan", "llama-3-8b", "--rate", "5", "--ttft-ms", "2000", "--tpot-ms", "60",
+                              "--gpus-from", "h100-sxm5-80gb", "--input-len", "1024", "--output-len", "128", "--json"])
+    assert out.exit_code == 0, out.output
+    best = json.loads(out.stdout)["best"]
+    assert best["gpus"] >= 1 and best["tpot_p90_ms"] <= 60 and best["ttft_p90_ms"] <= 2000
+
+
+#: MAPE reached on the 21 public rows: 13.3% (tensorrt-llm 9.9%, lmdeploy 16.3%); fail past 16%.
+INFERENCE_MAPE_LIMIT_PCT = 16.0
+
+
+def test_validation_mape(shared_dir):
+    from gpuplan.workloads.inference.validation import predict_row
+
+    rows = list(csv.DictReader(open(shared_dir / "validation" / "inference.csv", encoding="utf-8")))
+    errs = [abs(predict_row(r).value - float(r["value"])) / float(r["value"]) for r in rows]
+    assert len(errs) == len(rows)
+    assert 100 * float(np.mean(errs)) <= INFERENCE_MAPE_LIMIT_PCT
