@@ -1,0 +1,32 @@
+"""`gpuplan train`: JSON contract, one-plan mode, bad input."""
+
+from __future__ import annotations
+
+import json
+
+from gpuplan.cli.main import app
+
+
+def test_default_answers_the_175b_question(runner):
+    res = runner.invoke(app, ["train", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    for key in ("best_plan", "step_time_s", "tokens_per_s", "mfu_pct", "tflops_per_gpu_model", "days",
+                "gpu_hours", "energy_mwh", "cost_usd", "memory_per_gpu_gib"):
+        assert key in d
+    assert d["model"] == "gpt3-175b" and d["num_gpus"] == 1024 and d["tokens"] == 300e9
+    # gpu_hours = GPUs x days x 24 (definition)
+    assert abs(d["gpu_hours"] - 1024 * d["days"] * 24) < 1e-6 * d["gpu_hours"]
+    # a 175B model cannot run at more than ~70% MFU nor fit below 8 GPUs' worth of states per GPU
+    assert 20 < d["mfu_pct"] < 75 and d["memory_per_gpu_gib"] <= 80
+
+
+def test_one_plan_and_errors(runner):
+    res = runner.invoke(app, ["train", "--tp", "8", "--pp", "8", "--vpp", "3", "--recompute", "selective", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["best_plan"]["tp"] == 8 and d["best_plan"]["dp"] == 16 and "search" not in d
+    bad = runner.invoke(app, ["train", "--recompute", "sometimes"])
+    assert bad.exit_code == 2 and "recompute" in bad.output
+    bad = runner.invoke(app, ["train", "--tp", "3"])
+    assert bad.exit_code == 2
