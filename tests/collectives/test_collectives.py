@@ -158,3 +158,19 @@ def test_all_to_all_across_nodes_by_hand():
     t_bw = GIB * 8 / 16 / 46.5e9
     assert r.time_s == pytest.approx(t_bw * (1 + FILL / (GIB * 15 / 16)) + 33.3e-6, rel=1e-9)
     assert r.busbw_gbps == pytest.approx(GIB / r.time_s / 1e9 * 15 / 16, rel=1e-12)
+
+
+def test_tree_one_node_by_hand():
+    # Tree Simple: limit 0.92 x 360 = 331.2 GB/s; alpha = 8.4 + 2 x (7 x 4.0) = 64.4 us (tuning.cc)
+    r = collective_time("all_reduce", GIB, DGX, 8, "tree")
+    assert r.protocol is Protocol.SIMPLE
+    assert r.time_s == pytest.approx((1_879_048_192 + FILL) / 331.2e9 + 64.4e-6, rel=1e-9)
+
+
+def test_hierarchical_by_hand():
+    # 2 nodes x 8: reduce-scatter + all-gather in the node (bus S x 7/8 each at 360 GB/s, each with its fill),
+    # all-reduce across the 2 nodes on S/8 per GPU over its own NIC (bus 2 x 1/2 x S/8 at 46.5 GB/s, + fill);
+    # alpha = 2 x (8.4 + 7 x 3.4) + (8.4 + 2 x 14) = 100.8 us
+    r = collective_time("all_reduce", GIB, DGX, 16, "hierarchical")
+    expected = 2 * (GIB * 7 / 8 + FILL) / 360e9 + (GIB / 8 + FILL) / 46.5e9 + 100.8e-6
+    assert r.time_s == pytest.approx(expected, rel=1e-9)
