@@ -1,21 +1,8 @@
-"""Fixtures for the catalog tests.
-
-ADAPTER (remove when fixed upstream): the shared venv's typer (0.29) vendors click as
-`typer._click` and installs no top-level `click`, which gpuplan/cli/main.py imports. Alias it so
-the CLI tests can import the app; this touches nothing outside the test process.
-"""
+"""Fixtures for the catalog tests."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import pytest
-
-try:  # pragma: no cover - depends on the environment
-    import click  # noqa: F401
-except ModuleNotFoundError:  # pragma: no cover
-    sys.modules["click"] = importlib.import_module("typer._click")
 
 
 @pytest.fixture(autouse=True)

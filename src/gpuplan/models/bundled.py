@@ -28,6 +28,22 @@ def bundled_model_names() -> list[str]:
     return list(_index())
 
 
+@lru_cache(maxsize=1)
+def _hub_aliases() -> dict[str, str]:
+    """Hugging Face repo ids of the bundled configs -> bundled name.
+
+    A bundled file `meta-llama--Llama-2-7b-hf.json` answers to `meta-llama/Llama-2-7b-hf` and to
+    `meta-llama--Llama-2-7b-hf` (case-insensitive), so users can name models as the Hub does,
+    offline."""
+    aliases: dict[str, str] = {}
+    for name, entry in _index().items():
+        stem = Path(entry["file"]).stem.lower()
+        if "--" in stem:
+            aliases[stem] = name
+            aliases[stem.replace("--", "/", 1)] = name
+    return aliases
+
+
 def bundled_model_source(name: str) -> str:
     return _index()[name]["source"]
 
@@ -48,6 +64,8 @@ def load_model(name_or_path: str) -> ModelSpec:
     if key.lower() in _index():
         return _load_bundled(key.lower())
     path = Path(key).expanduser()
+    if not path.exists() and key.lower() in _hub_aliases():
+        return _load_bundled(_hub_aliases()[key.lower()])
     if path.is_dir():
         cfg_path = path / "config.json"
         if not cfg_path.is_file():
