@@ -6,9 +6,7 @@ import json
 
 import pytest
 
-pytest.importorskip("click", reason="the CLI root (gpuplan.cli.main) needs click in the environment")
-
-from gpuplan.cli.main import app  # noqa: E402
+from gpuplan.cli.main import app
 
 
 def test_comm_json(runner):
