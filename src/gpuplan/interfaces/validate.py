@@ -51,6 +51,7 @@ class RowResult:
     reason: str = ""  # why skipped
     notes: str = ""  # defaults the predictor used
     group: str = ""  # Spearman group key
+    confidence: str = ""  # high / medium / low, as the file states
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"file: no such file '{path}'", field="file")
-    with path.open(newline="", encoding="utf-8") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:  # tolerate a byte-order mark
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in REQUIRED_COLUMNS if c not in header]
@@ -141,7 +142,7 @@ def validate_rows(rows: list[dict[str, str]]) -> ValidationReport:
             predictors[kind] = _predictor(kind)
         fn, why = predictors[kind]
         base = dict(id=row["id"], kind=kind, family=source_family(row.get("source", "")), metric=row.get("metric", ""),
-                    measured=float(row["value"]), group=_group_key(row, kind))
+                    measured=float(row["value"]), group=_group_key(row, kind), confidence=row.get("confidence", ""))
         if fn is None:
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True, reason=why))
             continue
@@ -206,10 +207,10 @@ def validate_file(path: str | Path) -> ValidationReport:
 
 def report_json(report: ValidationReport) -> dict:
     """The stable JSON shape: {"rows": [{id, kind, family, metric, measured, predicted, error_pct,
-    skipped, reason, notes}], "summary": {...}}."""
+    skipped, reason, notes, confidence}], "summary": {...}}."""
     rows = [{"id": r.id, "kind": r.kind, "family": r.family, "metric": r.metric, "measured": r.measured,
              "predicted": r.predicted, "error_pct": r.error_pct, "skipped": r.skipped, "reason": r.reason,
-             "notes": r.notes} for r in report.rows]
+             "notes": r.notes, "confidence": r.confidence} for r in report.rows]
     return {"rows": rows, "summary": report.summary}
 
 
