@@ -178,8 +178,8 @@ class E8M0:
     """OCP MX v1.0 section 5.4.1 scale type: value 2^(code - 127), 0x00 = 2^-127, 0xFF = NaN.
 
     No sign, no zero, no Inf. Encoding (standalone cast) follows ml_dtypes' float8_e8m0fnu:
-    round to nearest on the significand (so 1.5 -> 2, 3 -> 4, 0.75 -> 1), values below 2^-127
-    -> 0x00, zero / negative / NaN / Inf -> 0xFF. saturate=True sends a finite overflow
+    round to nearest on the significand (so 1.5 -> 2, 3 -> 4, 0.75 -> 1), float32 subnormals
+    above 2^-127 -> 0x01 and the rest -> 0x00, zero / negative / NaN / Inf -> 0xFF. saturate=True sends a finite overflow
     (>= 1.5 * 2^127) to 0xFE instead of NaN.
     """
 
@@ -189,7 +189,7 @@ class E8M0:
 
     @cached_property
     def values(self) -> np.ndarray:
-        out = np.ldexp(np.float32(1.0), np.arange(256) - 127).astype(np.float32)
+        out = np.ldexp(1.0, np.arange(256) - 127).astype(np.float32)  # 0x00 -> 2^-127 (subnormal)
         out[255] = np.nan
         out.setflags(write=False)
         return out
@@ -246,8 +246,8 @@ def encode_minifloat(
 ) -> np.ndarray:
     """Codes of float32 `x32 / 2^exp_offset` in `fmt`, rounded once (exact, no double rounding).
 
-    Algorithm: take the 24-bit integer significand `sig` and unbiased exponent `e` of the float32
-    (subnormals: sig = mantissa, e = -126), subtract `exp_offset` from `e` (the MX shared
+    Algorithm: take the 24-bit integer significand `sig` (leading 1 at bit 23; float32
+    subnormals are normalised first) and unbiased exponent `e` of the float32, subtract `exp_offset` from `e` (the MX shared
     exponent), and shift `sig` right so `mbits` fraction bits remain, plus (emin - e) more when
     the result is subnormal in `fmt`. The dropped bits decide the rounding. The code's magnitude
     bits are then ((max(e, emin) - emin) << mbits) + q, which carries naturally into the next
@@ -258,8 +258,12 @@ def encode_minifloat(
     mag_bits = bits & 0x7FFFFFFF
     exp_field = mag_bits >> 23
     man_field = mag_bits & 0x7FFFFF
-    sig = np.where(exp_field == 0, man_field, man_field | 0x800000)
-    e = np.where(exp_field == 0, -126, exp_field - 127) - np.asarray(exp_offset, dtype=np.int64)
+    # normalise float32 subnormals so sig always carries its leading 1 at bit 23:
+    # man = 2^(bl-1).. with bl = bit length -> sig = man << (24 - bl), e = -126 - (24 - bl)
+    bit_length = np.frexp(man_field.astype(np.float64))[1].astype(np.int64)
+    lz = np.where(exp_field == 0, np.where(man_field == 0, 0, 24 - bit_length), 0)
+    sig = np.where(exp_field == 0, man_field << lz, man_field | 0x800000)
+    e = np.where(exp_field == 0, -126 - lz, exp_field - 127) - np.asarray(exp_offset, dtype=np.int64)
     m = fmt.mbits
     shift = np.minimum(23 - m + np.maximum(fmt.emin - e, 0), 40)
     q = sig >> shift
@@ -270,7 +274,7 @@ def encode_minifloat(
     else:
         up = rem >= half
     q = q + up
-    mag = ((np.maximum(e, fmt.emin) - fmt.emin) << m) + q
+    mag = np.where(sig == 0, 0, ((np.maximum(e, fmt.emin) - fmt.emin) << m) + q)
     nan_in = (exp_field == 255) & (man_field != 0)
     over = (mag > fmt.max_code_magnitude) & ~nan_in  # includes +-Inf inputs
     sign_shift = fmt.ebits + m
@@ -308,9 +312,9 @@ def encode_e8m0(x32: np.ndarray, saturate: bool = True) -> np.ndarray:
     exp_field = (bits >> 23) & 0xFF
     man_field = bits & 0x7FFFFF
     negative = (bits >> 31) == 1
-    # normal: 2^(e-127) * 1.m rounds up iff 1.m >= 1.5. fp32 subnormal m * 2^-149: 2^-127 is
-    # m = 2^22, its tie with 2^-126 is m = 0x600000; anything smaller clamps to 0x00.
-    code = np.where(exp_field == 0, (man_field >= 0x600000).astype(np.int64), exp_field + (man_field >= 0x400000))
+    # normal: 2^(e-127) * 1.m rounds up iff 1.m >= 1.5. float32 subnormals (ml_dtypes, and
+    # torchao's RCEIL for the same bits): above 2^-127 (mantissa > 0x400000) -> 0x01, else 0x00.
+    code = np.where(exp_field == 0, (man_field > 0x400000).astype(np.int64), exp_field + (man_field >= 0x400000))
     overflow = (code >= 255) & (exp_field != 255)
     code = np.where(overflow, 254 if saturate else 255, code)
     invalid = negative | (exp_field == 255) | ((exp_field == 0) & (man_field == 0))

@@ -4,14 +4,18 @@ codes (optionally FP4-packed) and scales. Same arithmetic as the numpy reference
 by tests/formats/test_kernels.py; used by `quantize` for large inputs blocked along the last
 axis, and by `quantize_packed`.
 
-Integer arithmetic only (plus one float32 division for RCEIL and a float64 product for INT8),
+The kernel is serial and releases the GIL; `quantize_mx_rows` splits the blocks over one
+thread per core (a few chunks, not a Python loop per block). Integer arithmetic only (plus one float32 division for RCEIL and a float64 product for INT8),
 so fastmath is irrelevant and results are exact. Compiled lazily on first use (cache=False).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from numba import njit
 
 from gpuplan.formats.block import BlockFormat
 from gpuplan.formats.element import IntElement
@@ -42,7 +46,7 @@ def _scale_code(ab, amax_f, rule, emax, mbits, max_value):
         return 0
     if rule == 3:  # RCEIL
         q = np.float32(amax_f / max_value)
-        qb = np.int64(np.array([q], dtype=np.float32).view(np.uint32)[0]) & 0x7FFFFFFF
+        qb = np.int64(np.uint32(q.view(np.uint32))) & 0x7FFFFFFF
         qexp = qb >> 23
         qman = qb & 0x7FFFFF
         if (qexp > 0 and qman > 0) or (qexp == 0 and qman > 0x400000):
@@ -69,90 +73,76 @@ def _scale_code(ab, amax_f, rule, emax, mbits, max_value):
     return se + 127
 
 
+MAGIC_RNE = np.float32(12582912.0)  # 1.5 * 2^23: (y + M) - M rounds |y| < 2^22 to an integer, ties to even
+
+
 @njit(cache=False, inline="always")
-def _encode_float(b, se, mbits, ebits, emin, max_mag):
-    """RNE + saturate code of float32 bits `b` divided by 2^se (see element.encode_minifloat)."""
-    sign = (b >> 31) & 1
-    a = b & 0x7FFFFFFF
-    exp_field = a >> 23
-    if exp_field == 0:
-        sig = a & 0x7FFFFF
-        e = -126 - se
-    else:
-        sig = (a & 0x7FFFFF) | 0x800000
-        e = exp_field - 127 - se
-    extra = emin - e
-    if extra < 0:
-        extra = 0
-    shift = 23 - mbits + extra
-    if shift > 40:
-        shift = 40
-    q = sig >> shift
-    rem = sig & ((np.int64(1) << shift) - 1)
-    half = np.int64(1) << (shift - 1)
-    if rem > half or (rem == half and (q & 1) == 1):
-        q += 1
-    ee = e if e > emin else emin
-    mag = ((ee - emin) << mbits) + q
-    if mag > max_mag:
-        mag = max_mag
+def _encode_scaled(xv, inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor):
+    """RNE + saturate code of float32 `xv` x 2^-se (`inv_scale` = 2^-se, exact power of two).
+
+    v = |x| 2^-se is exact in float32 (a power-of-two product; when it would be an FP32
+    subnormal it is far below the element's smallest subnormal and gives 0 either way).
+    Normal range: round the float32 bits of v to `mbits` mantissa bits (ties to even) and
+    rebias the exponent: code = round(bits >> (23 - M)) - ((127 - bias) << M).
+    Subnormal range (v < 2^emin): code = RNE(v 2^(M - emin)) via the 1.5 * 2^23 magic add.
+    Branch-free so LLVM can vectorise the block loop.
+    """
+    v = abs(xv) * inv_scale
+    vb = np.int64(np.uint32(np.float32(v).view(np.uint32)))
+    sh = 23 - mbits
+    normal_code = ((vb + (np.int64(1) << (sh - 1)) - 1 + ((vb >> sh) & 1)) >> sh) - (np.int64(127 - bias) << mbits)
+    y = np.float32(v * sub_factor)
+    sub_code = np.int64(np.float32(y + MAGIC_RNE) - MAGIC_RNE)
+    mag = sub_code if v < min_normal else normal_code
+    mag = min(mag, max_mag)
+    sign = np.int64(np.uint32(np.float32(xv).view(np.uint32)) >> 31)
     return (sign << (ebits + mbits)) | mag
 
 
-@njit(cache=False, parallel=True)
-def _mx_kernel(bits, xf, k, rule, emax, mbits, ebits, emin, max_mag, nan_code, is_int, max_value, pack4, codes, scales):
+@njit(cache=False, nogil=True)
+def _mx_kernel(bits, xf, k, rule, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int, max_value, pack4, codes, scales):
     n_blocks = bits.shape[0] // k
-    for blk in prange(n_blocks):
+    min_normal = np.float32(2.0**emin)
+    sub_factor = np.float32(2.0 ** (mbits - emin))
+    tmp = np.empty(k, dtype=np.uint8)
+    for blk in range(n_blocks):
         base = blk * k
         ab = np.int64(0)
         for i in range(k):
-            v = np.int64(bits[base + i]) & 0x7FFFFFFF
-            if v > ab:
-                ab = v
-        amax_f = np.float32(0.0)
-        if rule == 3 and ab < 0x7F800000:
-            for i in range(k):
-                av = abs(xf[base + i])
-                if av > amax_f:
-                    amax_f = av
+            ab = max(ab, np.int64(bits[base + i]) & 0x7FFFFFFF)
+        amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
         code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
         scales[blk] = code
         se = np.int64(code) - 127
-        if pack4:
+        if code == 255:
+            fill = 0 if (pack4 or is_int) else nan_code
+            n_out = k // 2 if pack4 else k
+            for j in range(n_out):
+                codes[blk * n_out + j] = fill
+            continue
+        inv_scale = np.float32(2.0 ** (-se))
+        if pack4:  # encode the block into a cached buffer (vectorisable), then pack pairs
+            for i in range(k):
+                tmp[i] = _encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
             out_base = blk * (k // 2)
             for j in range(k // 2):
-                if code == 255:
-                    codes[out_base + j] = 0
-                else:
-                    lo = _encode_float(np.int64(bits[base + 2 * j]), se, mbits, ebits, emin, max_mag)
-                    hi = _encode_float(np.int64(bits[base + 2 * j + 1]), se, mbits, ebits, emin, max_mag)
-                    codes[out_base + j] = lo | (hi << 4)
+                codes[out_base + j] = tmp[2 * j] | (tmp[2 * j + 1] << 4)
         elif is_int:
-            factor = 2.0 ** (6 - se)
+            factor = 2.0 ** (6 - se)  # float64: 2^(6 + 127) does not fit float32
             for i in range(k):
-                if code == 255:
-                    codes[base + i] = 0
-                else:
-                    r = np.rint(np.float64(xf[base + i]) * factor)
-                    if r > 127.0:
-                        r = 127.0
-                    if r < -127.0:
-                        r = -127.0
-                    codes[base + i] = np.uint8(np.int64(r) & 0xFF)
+                r = min(max(np.rint(np.float64(xf[base + i]) * factor), -127.0), 127.0)
+                codes[base + i] = np.uint8(np.int64(r) & 0xFF)
         else:
             for i in range(k):
-                if code == 255:
-                    codes[base + i] = nan_code
-                else:
-                    codes[base + i] = _encode_float(np.int64(bits[base + i]), se, mbits, ebits, emin, max_mag)
+                codes[base + i] = _encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
 
 
 def _params(bf: BlockFormat):
     el = bf.element
     if isinstance(el, IntElement):
-        return dict(emax=0, mbits=el.mbits, ebits=0, emin=0, max_mag=127, nan_code=0, is_int=True)
+        return dict(emax=0, mbits=el.mbits, ebits=0, bias=0, emin=0, max_mag=127, nan_code=0, is_int=True)
     nan = el.nan_code if el.nan_code is not None else 0
-    return dict(emax=el.emax, mbits=el.mbits, ebits=el.ebits, emin=el.emin, max_mag=el.max_code_magnitude,
+    return dict(emax=el.emax, mbits=el.mbits, ebits=el.ebits, bias=el.bias, emin=el.emin, max_mag=el.max_code_magnitude,
                 nan_code=nan, is_int=False)
 
 
@@ -168,6 +158,20 @@ def quantize_mx_rows(blocks: np.ndarray, bf: BlockFormat, rule: ScaleRule, pack4
     else:
         codes = np.empty(n_blocks * k, dtype=np.uint8)
     scales = np.empty(n_blocks, dtype=np.uint8)
-    _mx_kernel(flat.view(np.uint32), flat, k, RULE_IDS[rule], p["emax"], p["mbits"], p["ebits"], p["emin"],
-               p["max_mag"], p["nan_code"], p["is_int"], np.float32(bf.element.max_value), pack4, codes, scales)
+    bits = flat.view(np.uint32)
+    per_block = k // 2 if pack4 else k
+    args = (RULE_IDS[rule], p["emax"], p["mbits"], p["ebits"], p["bias"], p["emin"], p["max_mag"], p["nan_code"], p["is_int"],
+            np.float32(bf.element.max_value), pack4)
+
+    def run(lo: int, hi: int) -> None:  # blocks [lo, hi): the kernel releases the GIL
+        _mx_kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], k, *args,
+                   codes[lo * per_block : hi * per_block], scales[lo:hi])
+
+    workers = min(os.cpu_count() or 1, max(1, n_blocks // 4096))
+    if workers == 1:
+        run(0, n_blocks)
+    else:
+        edges = np.linspace(0, n_blocks, workers + 1).astype(int)
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(run, edges[:-1], edges[1:]))
     return codes.reshape(n_blocks, -1), scales

@@ -1,0 +1,155 @@
+"""The compiled single-pass kernel equals the numpy reference bit for bit; packing and the
+gpt-oss-style safetensors storage round-trip exactly; malformed files raise InputError."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan import formats as F
+from gpuplan.errors import InputError
+from gpuplan.formats import block, kernels
+
+MX = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8"]
+
+
+@pytest.fixture(scope="module")
+def hard_input() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((256, 512)) * np.exp(rng.standard_normal((256, 1)) * 8)).astype(np.float32)
+    x[0, 3], x[1, 40], x[2, 7] = np.nan, np.inf, -np.inf
+    x[3, :64] = 0.0
+    x[4, :32] = -0.0
+    x[5, :32] = np.float32(1e-40)  # float32 subnormals
+    x[6, :32] = np.float32(3.4028235e38)
+    x[7, :32] = np.uint32(0x42FFFFFF).view(np.float32)  # 127.99999 (formats.md 7.3 #43)
+    return x
+
+
+@pytest.mark.parametrize("fmt", MX)
+def test_kernel_equals_numpy_reference(hard_input, fmt):
+    bf = F.block_format(fmt)
+    blocks = hard_input.reshape(-1, 32)
+    for rule in F.ScaleRule:
+        kc, ks = kernels.quantize_mx_rows(blocks, bf, rule)
+        nc, ns = block.quantize_mx_blocks(blocks, bf, rule)
+        np.testing.assert_array_equal(ks, ns, err_msg=f"{fmt} {rule}")
+        np.testing.assert_array_equal(kc, nc, err_msg=f"{fmt} {rule}")
+
+
+def test_quantize_uses_same_result_above_fast_path_threshold(hard_input):
+    big = np.tile(hard_input, (1, 1))  # 131072 elements >= FAST_PATH_MIN_ELEMENTS
+    assert big.size >= block.FAST_PATH_MIN_ELEMENTS
+    q = F.quantize(big, "mxfp4", scale_rule="rceil")
+    ref_c, ref_s = block.quantize_mx_blocks(big.reshape(-1, 32), F.block_format("mxfp4"), F.ScaleRule.RCEIL)
+    np.testing.assert_array_equal(q.codes.reshape(-1, 32), ref_c)
+    np.testing.assert_array_equal(q.scales.reshape(-1), ref_s)
+
+
+def test_quantize_packed_mxfp4_equals_pack_of_codes(hard_input):
+    p = F.quantize_packed(hard_input, "mxfp4")
+    q = F.quantize(hard_input, "mxfp4")
+    assert p.blocks.shape == (256, 16, 16) and p.scales.shape == (256, 16)  # gpt-oss layout
+    np.testing.assert_array_equal(p.blocks.reshape(256, -1), F.pack_fp4(q.codes))
+    np.testing.assert_array_equal(p.dequantize(), q.dequantize())
+
+
+def test_fp4_low_nibble_first():
+    # gpt-oss weights.py: even element = blk & 0xF, odd = blk >> 4 -> codes [1, 2] pack to 0x21
+    assert F.pack_fp4(np.array([1, 2], np.uint8)).tolist() == [0x21]
+    assert F.unpack_fp4(np.array([0x21], np.uint8)).tolist() == [1, 2]
+
+
+def test_fp6_four_codes_in_three_bytes():
+    # word = 1 | 2<<6 | 3<<12 | 4<<18 = 1 + 128 + 12288 + 1048576 = 1060993 = 0x103081
+    assert F.pack_fp6(np.array([1, 2, 3, 4], np.uint8)).tolist() == [0x81, 0x30, 0x10]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 63), min_size=1, max_size=40).map(lambda v: v * 4))
+def test_pack_round_trips(values):
+    c6 = np.array(values, np.uint8)
+    np.testing.assert_array_equal(F.unpack_fp6(F.pack_fp6(c6)), c6)
+    c4 = c6 & 0xF
+    np.testing.assert_array_equal(F.unpack_fp4(F.pack_fp4(c4)), c4)
+
+
+def test_pack_rejects_bad_codes():
+    with pytest.raises(InputError):
+        F.pack_fp4(np.array([1, 16], np.uint8))
+    with pytest.raises(InputError):
+        F.pack_fp6(np.array([1, 2, 3], np.uint8))
+
+
+def test_safetensors_round_trip_and_layout(tmp_path):
+    path = tmp_path / "t.safetensors"
+    tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1.5, -2], dtype=ml_dtypes.bfloat16),
+               "c": np.array([7], np.uint8)}
+    F.write_safetensors(path, tensors, metadata={"k": "v"})
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    assert header["a"] == {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}
+    assert header["b"]["dtype"] == "BF16" and header["__metadata__"] == {"k": "v"}
+    back = F.read_safetensors(path)
+    for k, v in tensors.items():
+        np.testing.assert_array_equal(back[k], v)
+        assert back[k].dtype == v.dtype
+
+
+def test_gpt_oss_style_blocks_and_scales(tmp_path):
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((4, 96)).astype(np.float32)
+    p = F.quantize_packed(w, "mxfp4")
+    path = tmp_path / "w.safetensors"
+    F.write_mx_tensors(path, {"mlp1_weight": p, "mlp2_weight": F.quantize(w[:, :64], "mxfp6_e2m3")})
+    names = set(F.read_safetensors(path))
+    assert {"mlp1_weight_blocks", "mlp1_weight_scales"} <= names
+    got = F.read_mx_tensor(path, "mlp1_weight")
+    assert got.blocks.shape == (4, 3, 16) and got.blocks.dtype == np.uint8
+    np.testing.assert_array_equal(got.dequantize(), F.quantize(w, "mxfp4").dequantize())
+    np.testing.assert_array_equal(F.read_mx_tensor(path, "mlp2_weight").dequantize(),
+                                  F.quantize(w[:, :64], "mxfp6_e2m3").dequantize())
+    # a file without gpuplan metadata and with the original '.blocks' naming reads as MXFP4
+    plain = tmp_path / "plain.safetensors"
+    F.write_safetensors(plain, {"block.0.mlp.mlp1_weight.blocks": p.blocks, "block.0.mlp.mlp1_weight.scales": p.scales})
+    np.testing.assert_array_equal(F.read_mx_tensor(plain, "block.0.mlp.mlp1_weight").dequantize(), got.dequantize())
+
+
+def test_gpt_oss_dequant_recipe_matches():
+    # gpt-oss weights.py: values = lut[nibbles] then ldexp(values, scale - 127), per 32-element block
+    lut = np.array([+0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], np.float32)
+    x = np.random.default_rng(6).standard_normal((2, 64)).astype(np.float32)
+    p = F.quantize_packed(x, "mxfp4")
+    vals = np.empty(p.blocks.shape[:-1] + (32,), np.float32)
+    vals[..., 0::2] = lut[p.blocks & 0xF]
+    vals[..., 1::2] = lut[p.blocks >> 4]
+    ref = np.ldexp(vals, p.scales.astype(np.int32)[..., None] - 127).reshape(2, 64)
+    np.testing.assert_array_equal(p.dequantize(), ref)
+
+
+def _write_raw(path, header_len: int, header: bytes, data: bytes = b""):
+    path.write_bytes(struct.pack("<Q", header_len) + header + data)
+
+
+def test_malformed_safetensors_raise_input_error(tmp_path):
+    p = tmp_path / "bad.safetensors"
+    _write_raw(p, 10**12, b"{}")
+    with pytest.raises(InputError, match="header length"):
+        F.read_safetensors(p)
+    _write_raw(p, 5, b"{nope")
+    with pytest.raises(InputError, match="JSON"):
+        F.read_safetensors(p)
+    hdr = json.dumps({"x": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    _write_raw(p, len(hdr), hdr, b"\0" * 8)
+    with pytest.raises(InputError, match="outside"):
+        F.read_safetensors(p)
+    p.write_bytes(b"abc")
+    with pytest.raises(InputError, match="too short"):
+        F.read_safetensors(p)
