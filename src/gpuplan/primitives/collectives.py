@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 
 import numpy as np
 
@@ -402,6 +403,15 @@ def _candidates(op, algo, f, size, n, ppd, domains):
     return out
 
 
+@lru_cache(maxsize=1 << 16)
+def _best(op: Collective, algo: Algorithm, f: _Fabric, size: float, n: float, ppd: float, domains: float):
+    """(algorithm, protocol, time_s, latency_s) of the fastest candidate; memoised on the (hashable,
+    frozen) fabric and layout, so repeated scalar queries cost a dictionary lookup."""
+    cands = _candidates(op, algo, f, np.float64(size), np.float64(n), np.float64(ppd), np.float64(domains))
+    best_algo, best_proto, best_t, best_a = min(cands, key=lambda c: float(c[2]))
+    return best_algo, best_proto, float(best_t), float(best_a)
+
+
 def collective_time(
     collective: Collective | str,
     size_bytes: float,
@@ -433,15 +443,12 @@ def collective_time(
     f = _fabric(system, gpu)
     n, ppd, domains = _layout(system, num_gpus, gpus_per_domain)
     _check(op, algo, f, num_gpus, int(ppd), int(domains), system)
-    size = np.float64(size_bytes)
-    cands = _candidates(op, algo, f, size, n, ppd, domains)
-    best_algo, best_proto, best_t, best_a = min(cands, key=lambda c: float(c[2]))
-    t = float(best_t)
+    best_algo, best_proto, t, latency = _best(op, algo, f, float(size_bytes), float(n), float(ppd), float(domains))
     algbw = size_bytes / t / 1e9
     return CollectiveResult(
         collective=op, algorithm=best_algo, protocol=best_proto, size_bytes=float(size_bytes), num_gpus=int(num_gpus),
         gpus_per_domain=int(ppd), domains=int(domains), time_s=t, algbw_gbps=algbw,
-        busbw_gbps=algbw * float(busbw_factor(op, num_gpus)), latency_s=float(best_a), bandwidth_s=t - float(best_a),
+        busbw_gbps=algbw * float(busbw_factor(op, num_gpus)), latency_s=latency, bandwidth_s=t - latency,
     )
 
 
