@@ -18,6 +18,10 @@ def plan_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Fix the GPU count (default: smallest that meets --days)."),
     days: float = typer.Option(30.0, "--days", help="Target training time in days."),
     rate: float = typer.Option(10.0, "--rate", help="Serving: requests per second."),
+    ttft_ms: float = typer.Option(2000.0, "--ttft-ms", help="Serving: p90 time-to-first-token objective (ms)."),
+    tpot_ms: float = typer.Option(50.0, "--tpot-ms", help="Serving: p90 time-per-output-token objective (ms)."),
+    input_len: int = typer.Option(2048, "--input-len", help="Serving: prompt tokens per request."),
+    output_len: int = typer.Option(256, "--output-len", help="Serving: output tokens per request."),
     years: float = typer.Option(4.0, "--years", help="Depreciation period for the on-prem comparison."),
     utilization: float = typer.Option(0.7, "--utilization", help="Fraction of hours the cluster is busy."),
     cloud_usd_per_gpu_hour: Optional[float] = typer.Option(None, "--cloud-usd-per-gpu-hour", help="Cloud price override."),
@@ -41,6 +45,7 @@ def plan_cmd(
         raise InputError(f"goal: '{goal}' is not one of: train, serve", field="goal") from None
     a = DEFAULT_ASSUMPTIONS.with_overrides(parse_overrides(set_))
     rep = plan(goal_enum, model, system, tokens=parse_count(tokens, "tokens"), gpus=gpus, target_days=days, rate_per_s=rate,
+               ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
                years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
                system_price_usd=system_price_usd, assumptions=a)
     if html is not None:

@@ -11,7 +11,6 @@ infrastructure for training a 175B parameter model": GPT-3 175B on DGX H100, 300
 from __future__ import annotations
 
 import base64
-import importlib
 import io
 import math
 from dataclasses import dataclass, field
@@ -19,13 +18,14 @@ from enum import Enum
 from typing import Any
 
 from gpuplan.catalog import load_catalog
-from gpuplan.errors import GpuplanError, Infeasible, InputError
+from gpuplan.errors import Infeasible, InputError
 from gpuplan.facilities.assumptions import Assumptions, DEFAULT_ASSUMPTIONS
 from gpuplan.facilities.fabric import FabricDesign, design_fabric
 from gpuplan.facilities.power import PowerEstimate, estimate_power
 from gpuplan.facilities.pricing import cloud_price, system_price
 from gpuplan.facilities.racks import RackLayout, node_power_w, rack_layout
 from gpuplan.facilities.tco import TcoEstimate, estimate_tco, workload_cost_usd
+from gpuplan.models import load_model
 
 
 class Goal(str, Enum):
@@ -103,7 +103,7 @@ def size_cluster(
 class WorkloadSummary:
     goal: Goal
     model: str
-    estimator: str  # which model produced the figures ("gpuplan.workloads.training" or the fallback)
+    estimator: str  # which workload model produced the figures
     gpus: int
     days: float | None
     gpu_hours: float | None
@@ -122,87 +122,48 @@ class PlanReport:
     notes: tuple[str, ...]
 
 
-def _optional(module: str, name: str):
-    """A colleague's function if it has landed, else None (plan degrades, and says so)."""
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
+def _training_summary(model, system, gpu, gpus: int, tokens: float) -> WorkloadSummary:
+    """The training run from the step-time model and plan search (`estimate_training`)."""
+    from gpuplan.workloads.training.totals import estimate_training
+
+    est = estimate_training(model, system, gpus, tokens, gpu=gpu)
+    details = {
+        "step_time_s": est.step.step_time_s,
+        "tokens_per_s": est.step.tokens_per_s,
+        "mfu_pct": est.step.mfu_pct,
+        "memory_per_gpu_gib": est.memory_per_gpu_gib,
+        "energy_mwh": est.energy_mwh,
+        "plan": _plan_text(est.plan),
+    }
+    return WorkloadSummary(Goal.TRAIN, model.name, "gpuplan.workloads.training.estimate_training", gpus, est.days,
+                           est.gpu_hours, details)
 
 
-def _load_model(model_id: str):
-    load_model = _optional("gpuplan.models", "load_model")
-    if load_model is None:
-        return None
-    try:
-        return load_model(model_id)
-    except GpuplanError:
-        raise
-    except Exception:  # noqa: BLE001 - a colleague's loader failing must not take plan down
-        return None
+def _plan_text(plan) -> str:
+    return (f"tp={plan.tp} pp={plan.pp} dp={plan.dp} cp={plan.cp} ep={plan.ep} vpp={plan.vpp} "
+            f"mb={plan.micro_batch} recompute={plan.recompute.value} sharding={plan.sharding.value}")
 
 
-#: parameter counts used only when the models package cannot load the model (Brown et al. 2020 Table 2.1)
-_FALLBACK_PARAMS = {"gpt3-175b": 175e9}
-#: model FLOPs utilisation assumed by the fallback estimate: ~0.4 is what Megatron-LM reports for
-#: GPT-3 175B-class runs on A100/H100 (Narayanan et al. 2021: 52% of A100 peak at 1T; NVIDIA H100 ~40-50%)
-_FALLBACK_MFU = 0.4
+def _serving_summary(model, system, gpu, rate_per_s: float, *, ttft_ms: float, tpot_ms: float,
+                     input_len: int, output_len: int) -> WorkloadSummary:
+    """The fewest GPUs of the system's type serving `rate_per_s` within the p90 TTFT/TPOT objectives
+    (`plan_capacity`, simulated); GPU-hours are per day of serving."""
+    from gpuplan.workloads.inference.capacity import plan_capacity
 
-
-def _fallback_training(model_id: str, model, gpu, gpus: int, tokens: float) -> WorkloadSummary:
-    """Only when gpuplan.workloads.training is missing: time = 6 N D / (GPUs x bf16 dense peak x MFU)."""
-    params = None
-    count = _optional("gpuplan.models", "parameter_count") or _optional("gpuplan.models", "count_params")
-    if model is not None and count is not None:
-        try:
-            result = count(model)
-            params = float(getattr(result, "total", result))
-        except Exception:  # noqa: BLE001
-            params = None
-    if params is None:
-        if model is not None:
-            m = model
-            params = 12 * m.layers * m.hidden**2 + m.vocab * m.hidden  # Kaplan et al. 2020: N ~ 12 L d^2
-        elif model_id in _FALLBACK_PARAMS:
-            params = _FALLBACK_PARAMS[model_id]
-        else:
-            raise InputError(f"model: cannot load '{model_id}' (models package unavailable)", field="model")
-    flops = 6 * params * tokens
-    seconds = flops / (gpus * gpu.matmul_peak_tflops("bf16") * 1e12 * _FALLBACK_MFU)
-    return WorkloadSummary(
-        Goal.TRAIN, model_id, f"fallback: 6*N*D at {_FALLBACK_MFU:.0%} MFU of bf16 dense peak", gpus,
-        seconds / 86400, gpus * seconds / 3600, {"params": params, "train_flops": flops, "mfu": _FALLBACK_MFU},
-    )
-
-
-def _training_summary(model_id: str, system, gpu, gpus: int, tokens: float) -> WorkloadSummary:
-    model = _load_model(model_id)
-    estimate = _optional("gpuplan.workloads.training.totals", "estimate_training")
-    if estimate is None or model is None:
-        return _fallback_training(model_id, model, gpu, gpus, tokens)
-    est = estimate(model, system, gpus, tokens)
-    days = getattr(est, "days", None)
-    gpu_hours = getattr(est, "gpu_hours", None)
-    details = {}
-    for key in ("step_time_s", "mfu", "energy_kwh", "cost_usd", "plan", "tokens_per_s"):
-        if hasattr(est, key):
-            value = getattr(est, key)
-            details[key] = value if isinstance(value, (int, float, str, type(None))) else str(value)
-    return WorkloadSummary(Goal.TRAIN, model_id, "gpuplan.workloads.training.estimate_training", gpus, days, gpu_hours, details)
-
-
-def _serving_summary(model_id: str, system, gpu, rate_per_s: float) -> WorkloadSummary:
-    model = _load_model(model_id)
-    for module, name in (("gpuplan.workloads.inference", "plan_capacity"), ("gpuplan.workloads.inference.capacity", "plan_capacity")):
-        fn = _optional(module, name)
-        if fn is not None and model is not None:
-            res = fn(model, system, rate_per_s)
-            gpus = int(getattr(res, "gpus", getattr(res, "num_gpus", system.gpus_per_node)))
-            details = {k: getattr(res, k) for k in ("usd_per_million_tokens", "tokens_per_s", "ttft_ms", "tpot_ms") if hasattr(res, k)}
-            return WorkloadSummary(Goal.SERVE, model_id, f"{module}.{name}", gpus, None, gpus * 24.0, details)
-    raise Infeasible(
-        "goal: serving capacity planning (gpuplan.workloads.inference) is not available in this build; use --goal train"
-    )
+    prices = load_catalog().cloud_prices(gpu.id)
+    price = prices[0].usd_per_gpu_hour if prices else None
+    cap = plan_capacity(model, [(gpu, system, price)], rate=rate_per_s, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                        input_len=input_len, output_len=output_len)
+    best = cap.best
+    details = {
+        "tp": best.tp, "replicas": best.replicas, "concurrency_per_replica": best.concurrency,
+        "ttft_p90_ms": best.ttft_p90_ms, "tpot_p90_ms": best.tpot_p90_ms,
+        "replica_output_tokens_per_s": best.replica_output_tokens_per_s,
+        "usd_per_million_output_tokens": best.usd_per_million_output_tokens,
+        "gpu_hours_are": "per day of serving",
+    }
+    return WorkloadSummary(Goal.SERVE, model.name, "gpuplan.workloads.inference.plan_capacity", best.gpus, None,
+                           best.gpus * 24.0, details)
 
 
 def _round_up_nodes(gpus: int, gpus_per_node: int) -> int:
@@ -218,6 +179,10 @@ def plan(
     gpus: int | None = None,
     target_days: float = DEFAULT_TARGET_DAYS,
     rate_per_s: float = 10.0,
+    ttft_ms: float = 2000.0,
+    tpot_ms: float = 50.0,
+    input_len: int = 2048,
+    output_len: int = 256,
     years: float = 4.0,
     utilization: float = 0.7,
     cloud_usd_per_gpu_hour: float | None = None,
@@ -234,18 +199,19 @@ def plan(
     cat = load_catalog()
     system = cat.system(system_id)
     gpu = cat.gpu(system.gpu)
+    model = load_model(model_id)
     notes: list[str] = []
     if goal is Goal.TRAIN:
         if gpus is not None:
             if gpus < 1:
                 raise InputError("gpus: must be >= 1", field="gpus")
-            work = _training_summary(model_id, system, gpu, gpus, tokens)
+            work = _training_summary(model, system, gpu, gpus, tokens)
         else:
             candidates = [system.gpus_per_node * 2**k for k in range(3, 14)]  # 64 ... 65,536 GPUs for 8-GPU nodes
             work = None
             for n in candidates:
                 try:
-                    work = _training_summary(model_id, system, gpu, n, tokens)
+                    work = _training_summary(model, system, gpu, n, tokens)
                 except Infeasible:
                     continue
                 if work.days is not None and work.days <= target_days:
@@ -255,15 +221,14 @@ def plan(
             if work.days is not None and work.days > target_days:
                 notes.append(f"even {work.gpus} GPUs need {work.days:.1f} days (> target {target_days:g})")
     else:
-        work = _serving_summary(model_id, system, gpu, rate_per_s)
+        work = _serving_summary(model, system, gpu, rate_per_s, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                                input_len=input_len, output_len=output_len)
     nodes = _round_up_nodes(work.gpus, system.gpus_per_node)
     cluster = size_cluster(
         system.id, nodes, years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
         system_price_usd=system_price_usd, assumptions=assumptions,
     )
     cost = workload_cost_usd(work.gpu_hours or 0.0, cluster.tco) if cluster.tco else {}
-    if work.estimator.startswith("fallback"):
-        notes.append("training estimate is the 6ND fallback: gpuplan.workloads.training.estimate_training was not available")
     t = cluster.tco
     answer = (
         f"{'Train' if goal is Goal.TRAIN else 'Serve'} {model_id} on {nodes} x {system.id} ({cluster.fabric.gpus} GPUs"
