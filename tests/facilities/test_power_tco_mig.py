@@ -162,3 +162,16 @@ def test_plan_defaults_run(cli_app, tmp_path):
     assert d["model"] == "gpt3-175b" and d["system"] == "dgx-h100"
     assert d["gpus"] % 8 == 0 and d["days"] <= 30  # default target: 30 days
     assert "data:image/png;base64," in html.read_text()
+
+
+def test_plan_serve_capacity_covers_the_demand(cli_app):
+    """`plan --goal serve`: the replicas chosen must carry the offered load. Demand in output
+    tokens/s = rate x output_len = 5 x 256 = 1,280; replicas x per-replica tokens/s must reach it,
+    and the GPU count is replicas x tp (one model copy per tp group)."""
+    r = _run(cli_app, ["plan", "--goal", "serve", "--model", "llama-3-70b", "--rate", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    w = d["workload_details"]
+    assert w["replicas"] * w["replica_output_tokens_per_s"] >= 5 * 256 * 0.999
+    assert d["gpus"] >= w["replicas"] * w["tp"]
+    assert w["ttft_p90_ms"] <= 2000 and w["tpot_p90_ms"] <= 50  # the default objectives
