@@ -1,0 +1,61 @@
+"""Throughput of MX quantisation on this machine, beside its memcpy bandwidth (the physical limit).
+
+GB/s = bytes of float32 input processed per second (decimal GB). memcpy_gbps = bytes copied per
+second by np.copyto of an array of the same size (reads and writes it once, like quantisation).
+Target (issue #6): MXFP4 quantize+pack >= 50 % of memcpy. Each figure is the best of several runs
+(the least disturbed by other processes). Last lines: `name: value unit`.
+
+Run: python benchmarks/formats.py [--mib 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from gpuplan import formats as F
+
+
+def best_gbps(fn, nbytes: int, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return nbytes / best / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=64, help="input size in MiB of float32")
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args()
+    n = args.mib * (1 << 20) // 4
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32).reshape(-1, 4096)
+    out = np.empty_like(x)
+    nbytes = x.nbytes
+
+    F.quantize_packed(x[:1], "mxfp4")  # compile the kernel outside the timing
+    F.quantize(x[:16], "mxfp8_e4m3")
+    q4 = F.quantize_packed(x, "mxfp4")
+    q8 = F.quantize(x, "mxfp8_e4m3")
+
+    results = {
+        "memcpy_gbps": best_gbps(lambda: np.copyto(out, x), nbytes, args.repeats),
+        "mxfp4_quantize_pack_gbps": best_gbps(lambda: F.quantize_packed(x, "mxfp4"), nbytes, args.repeats),
+        "mxfp8_e4m3_quantize_gbps": best_gbps(lambda: F.quantize(x, "mxfp8_e4m3"), nbytes, args.repeats),
+        "mxfp4_dequantize_gbps": best_gbps(q4.dequantize, nbytes, max(2, args.repeats // 3)),
+        "mxfp8_e4m3_dequantize_gbps": best_gbps(q8.dequantize, nbytes, max(2, args.repeats // 3)),
+    }
+    memcpy = results["memcpy_gbps"]
+    print(f"input: {nbytes / 2**20:.0f} MiB float32, shape {list(x.shape)}, blocks along the last axis")
+    for name, value in results.items():
+        print(f"{name}: {value:.2f} GB/s")
+    print(f"mxfp4_quantize_pack_pct_of_memcpy: {100 * results['mxfp4_quantize_pack_gbps'] / memcpy:.0f} %")
+    print(f"mxfp8_e4m3_quantize_pct_of_memcpy: {100 * results['mxfp8_e4m3_quantize_gbps'] / memcpy:.0f} %")
+
+
+if __name__ == "__main__":
+    main()
