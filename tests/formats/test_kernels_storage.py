@@ -153,3 +153,18 @@ def test_malformed_safetensors_raise_input_error(tmp_path):
     p.write_bytes(b"abc")
     with pytest.raises(InputError, match="too short"):
         F.read_safetensors(p)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4", "mxint8"])
+def test_dequantize_kernel_equals_numpy(hard_input, fmt):
+    q = F.quantize(hard_input, fmt)  # 131072 elements: fast dequantize path
+    assert q.codes.size >= block.FAST_PATH_MIN_ELEMENTS
+    bf = q.fmt
+    vals = bf.element.values[q.codes.reshape(-1, 32)].astype(np.float64)
+    se = q.scales.reshape(-1).astype(np.int64) - 127
+    with np.errstate(over="ignore"):
+        ref = np.ldexp(vals, se[:, None]).astype(np.float32)
+    ref[q.scales.reshape(-1) == 255] = np.nan
+    np.testing.assert_array_equal(q.dequantize().reshape(-1, 32), ref)
+    if fmt == "mxfp4":
+        np.testing.assert_array_equal(F.quantize_packed(hard_input, fmt).dequantize(), q.dequantize())

@@ -221,6 +221,12 @@ class QuantizedTensor:
         Inf, formats.md 7.3 #39). NVFP4: P_i * float32(s_global * s_block).
         """
         lay = self.layout
+        if (self.fmt.scale_kind is ScaleKind.E8M0 and len(lay.axes) == 1 and lay.axes[0] == len(lay.shape) - 1
+                and lay.tile[0] == self.fmt.block_size and self.codes.size >= FAST_PATH_MIN_ELEMENTS):
+            from gpuplan.formats import kernels
+
+            flat = kernels.dequantize_mx_rows(self.codes, self.scales, self.fmt)
+            return np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)).reshape(self.shape))
         elem_vals = self.fmt.element.values[self.codes.astype(np.intp)]
         blocks = _padded_to_blocks(lay, elem_vals)
         sc = lay.scales_to_blocks(self.scales)

@@ -189,8 +189,9 @@ class E8M0:
 
     @cached_property
     def values(self) -> np.ndarray:
-        out = np.ldexp(1.0, np.arange(256) - 127).astype(np.float32)  # 0x00 -> 2^-127 (subnormal)
-        out[255] = np.nan
+        exact = np.ldexp(1.0, np.arange(256) - 127)  # 0x00 -> 2^-127 (a float32 subnormal)
+        exact[255] = np.nan
+        out = exact.astype(np.float32)
         out.setflags(write=False)
         return out
 

@@ -137,6 +137,51 @@ def _mx_kernel(bits, xf, k, rule, emax, mbits, ebits, bias, emin, max_mag, nan_c
                 codes[base + i] = _encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
 
 
+@njit(cache=False, nogil=True)
+def _mx_dequant_kernel(codes, scales, lut, k, packed4, out):
+    """out = lut[code] x 2^(scale - 127) in float32 (one rounding, exact power-of-two factor);
+    scale 0xFF -> NaN block. `codes` holds two FP4 codes per byte when packed4."""
+    n_blocks = scales.shape[0]
+    nan = np.float32(np.nan)
+    for blk in range(n_blocks):
+        sc = np.int64(scales[blk])
+        factor = nan if sc == 255 else np.float32(2.0 ** (sc - 127))
+        base = blk * k
+        if packed4:
+            cb = blk * (k // 2)
+            for j in range(k // 2):
+                byte = codes[cb + j]
+                out[base + 2 * j] = lut[byte & 0xF] * factor
+                out[base + 2 * j + 1] = lut[byte >> 4] * factor
+        else:
+            for i in range(k):
+                out[base + i] = lut[codes[base + i]] * factor
+
+
+def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, packed4: bool = False) -> np.ndarray:
+    """float32 (n_blocks * k,) values of MX blocks stored row after row (see `_mx_dequant_kernel`)."""
+    k = bf.block_size
+    flat_codes = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
+    flat_scales = np.ascontiguousarray(scales, dtype=np.uint8).reshape(-1)
+    out = np.empty(flat_scales.size * k, dtype=np.float32)
+    lut = np.ascontiguousarray(bf.element.values, dtype=np.float32)
+    per_block = k // 2 if packed4 else k
+    n_blocks = flat_scales.size
+
+    def run(lo: int, hi: int) -> None:
+        _mx_dequant_kernel(flat_codes[lo * per_block : hi * per_block], flat_scales[lo:hi], lut, k, packed4,
+                           out[lo * k : hi * k])
+
+    workers = min(os.cpu_count() or 1, max(1, n_blocks // 4096))
+    if workers == 1:
+        run(0, n_blocks)
+    else:
+        edges = np.linspace(0, n_blocks, workers + 1).astype(int)
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(run, edges[:-1], edges[1:]))
+    return out
+
+
 def _params(bf: BlockFormat):
     el = bf.element
     if isinstance(el, IntElement):

@@ -54,6 +54,14 @@ class PackedTensor:
                                layout=lay, scale_rule=self.scale_rule, input_ndim=len(self.shape))
 
     def dequantize(self) -> np.ndarray:
+        """float32 values of the input's shape (single pass straight from packed MXFP4 bytes)."""
+        if self.format_name == "mxfp4" and self.blocks.size >= 1 << 14:
+            from gpuplan.formats import kernels
+
+            bf = block_format(self.format_name)
+            flat = kernels.dequantize_mx_rows(self.blocks, self.scales, bf, packed4=True)
+            lay = BlockLayout(tuple(self.shape), (len(self.shape) - 1,), (bf.block_size,))
+            return np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)))
         return self.to_quantized().dequantize()
 
 
