@@ -123,6 +123,10 @@ def predict_row(row: dict[str, str]) -> Prediction:
     except GpuplanError as exc:
         raise SkipRow(str(exc)) from None
     plan, notes = plan_from_row(row)
+    framework = framework_from_row(row)
+    kernel = attention_kernel_from_row(row, framework)
+    # the memory model stores the s x s scores only when the kernel is unfused
+    plan = plan.model_copy(update={"flash_attention": kernel is AttentionKernel.FLASH})
     if metric in MEMORY_METRICS:
         from gpuplan.workloads.training.memory import training_memory, to_gib
 
@@ -138,8 +142,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
             "mem_states_gib": per["weights"] + per["gradients"] + per["optimizer"],
         }[metric]
         return Prediction(to_gib(value), "; ".join(notes))
-    framework = framework_from_row(row)
-    kernel = attention_kernel_from_row(row, framework)
     try:
         st = estimate_step_time(model, system, plan, gpu, framework=framework, attention_kernel=kernel)
     except GpuplanError as exc:
