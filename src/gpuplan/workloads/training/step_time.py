@@ -21,7 +21,7 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   Backward = 2 x forward (input gradient + weight gradient GEMMs of the same shapes).
 - Attention core: FlashAttention FLOPs 4 b (a/tp) d s(s+1)/2 / cp forward (causal), backward
   2.5 x forward (FlashAttention-2, Dao 2023: 5 GEMMs in backward vs 2 forward), at
-  `efficiency.attention_ceiling`. With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
+  TRAINING_ATTENTION_CEILING (x FLASH_V1_OVER_V2 with `AttentionKernel.FLASH_V1`). With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
   DeepSpeed: scores materialised, fused scale-mask-softmax + dropout), the two batched GEMMs are
   full s x s and every score element moves UNFUSED_SCORE_BYTES_FWD / _BWD bytes through HBM.
 - Elementwise (norms, residual adds, dropout, activation, rotary): ELEMENTWISE_BYTES_PER_HIDDEN
@@ -92,7 +92,8 @@ class Framework(str, Enum):
 
 
 class AttentionKernel(str, Enum):
-    FLASH = "flash"  # FlashAttention / cuDNN fused attention: scores never reach HBM
+    FLASH = "flash"  # FlashAttention-2 / cuDNN fused attention: scores never reach HBM
+    FLASH_V1 = "flash_v1"  # FlashAttention v1 (2022): fused, about half FlashAttention-2's rate
     UNFUSED = "unfused"  # scores materialised; fused scale-mask-softmax (+ dropout) kernels
 
 
@@ -143,6 +144,11 @@ OVERLAP_CONTENTION = 0.05
 #: `efficiency.attention_ceiling` is the inference (forward, FA3) ceiling and is not used here.
 TRAINING_ATTENTION_CEILING = {"ampere": 180.0 / 312.0, "hopper": 335.0 / 989.0}
 DEFAULT_TRAINING_ATTENTION_CEILING = 0.34
+#: FlashAttention (v1) / FlashAttention-2 throughput: Dao 2023 (FlashAttention-2, abstract and
+#: sec. 4.1, Fig. 4-7): "around 2x faster than FlashAttention" forward + backward on A100 across
+#: sequence lengths and head dims 64/128 -> 0.5. Applies to stacks of 2022 to mid-2023 (e.g.
+#: llm-foundry's `gpu` extra pinned flash-attn==1.0.3.post0 until FA2 support landed).
+FLASH_V1_OVER_V2 = 0.5
 #: Sustained fraction of the best-shape GEMM rate inside a training step (clocks fall under the
 #: sustained power draw of a full step; kernels of one layer do not reach mamf-finder's best
 #: tile sizes). Modelling assumption, one value for every GPU, set from the Megatron A100 rows.
@@ -301,7 +307,9 @@ def step_time_arrays(
     sms = ctx.gpu.sm_count or 132
     fill = np.minimum(1.0, mb * heads_local * np.ceil(s / cp / 128.0) / sms)
     attn_eff = training_attention_ceiling(ctx.gpu) * fill
-    if ctx.attention_kernel is AttentionKernel.FLASH:
+    if ctx.attention_kernel is AttentionKernel.FLASH_V1:
+        attn_eff = attn_eff * FLASH_V1_OVER_V2
+    if ctx.attention_kernel in (AttentionKernel.FLASH, AttentionKernel.FLASH_V1):
         attn_flops = 4.0 * mb * heads_local * ctx.head_dim * s * (s + 1) / 2.0 / cp
         attn_fwd = attn_flops / (attn_peak * attn_eff)
         attn_bwd = FLASH_BACKWARD_RATIO * attn_fwd

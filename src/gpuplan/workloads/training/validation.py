@@ -18,6 +18,10 @@ Defaults for empty cells (documented, the same for every row):
   or deepspeed, or empty precision with those frameworks: those are the pre-FlashAttention
   Megatron / Megatron-DeepSpeed recipes (fp16 mixed precision, fused scale-mask-softmax with
   materialised scores; FlashAttention entered Megatron-LM with bf16 TransformerEngine in 2023).
+  `fsdp` rows (PyTorch FSDP via Composer / llm-foundry, whose published MPT benchmark tables date
+  from 2023) run FlashAttention v1: llm-foundry's `gpu` extra pinned flash-attn==1.0.3.post0 until
+  its FlashAttention-2 extra was added. A user's own file can state other kernels only through
+  the framework column; this is the documented default, the same for every row.
 """
 
 from __future__ import annotations
@@ -100,10 +104,13 @@ def framework_from_row(row: dict[str, str]) -> Framework:
 
 
 def attention_kernel_from_row(row: dict[str, str], framework: Framework) -> AttentionKernel:
-    """Unfused attention for fp16 (or unstated precision) Megatron / DeepSpeed rows; see module doc."""
+    """Unfused attention for fp16 (or unstated precision) Megatron / DeepSpeed rows, FlashAttention
+    v1 for `fsdp` (Composer / llm-foundry) rows, FlashAttention-2 otherwise; see module doc."""
     prec = _cell(row, "precision").lower()
     if framework in (Framework.MEGATRON, Framework.DEEPSPEED) and prec in ("", "fp16"):
         return AttentionKernel.UNFUSED
+    if framework is Framework.FSDP:
+        return AttentionKernel.FLASH_V1
     return AttentionKernel.FLASH
 
 
