@@ -59,13 +59,15 @@ def test_time_mape_per_family(results):
     fam = defaultdict(list)
     for x in time_rows:
         fam[_family(x[0]["id"])].append(x)
-    # reached when written (MAPE %): meg21 2.2, korth-t5 7.0, korth-abs 8.3, vtrain 14.2, nemo 13.2,
-    # mpt-a100 20.6, mpt-h100 25.7, tt-a100 20.5, megft (time rows) 32.8 -> limits with ~15% relative slack
-    limits = {"meg21-t1": 4.0, "korth-t5": 9.0, "korth-abs": 10.0, "vtrain": 17.0, "nemo2407": 16.0,
-              "mpt-a100": 24.0, "mpt-h100": 30.0, "tt-a100": 24.0, "megft": 36.0}
+    # reached (MAPE %), after FlashAttention v1 for llm-foundry rows and torchtitan's half-forward
+    # selective recompute: meg21 2.0, korth-t5 7.8, korth-abs 8.8, vtrain 14.2, nemo 13.2,
+    # mpt-a100 7.0, mpt-h100 10.3, tt-a100 11.7, megft (time rows) 32.9, all time rows 11.2
+    # -> limits with ~10-15% relative slack
+    limits = {"meg21-t1": 3.0, "korth-t5": 9.0, "korth-abs": 10.0, "vtrain": 16.0, "nemo2407": 15.0,
+              "mpt-a100": 8.5, "mpt-h100": 12.0, "tt-a100": 13.5, "megft": 36.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 19.0
+    assert _mape(time_rows) <= 12.5
 
 
 def test_vtrain_strategy_ranking(results):
