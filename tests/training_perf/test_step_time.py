@@ -109,3 +109,28 @@ def test_properties(mb, m, rc, sh):
     none = step_time_arrays(ctx, 8, 4, 2, 1, 1, 1, mb, m, 0, True, sh)
     assert float(a.step_s) >= float(none.step_s) - 1e-12
     assert np.isfinite(float(a.step_s))
+
+
+def test_torchtitan_selective_recomputes_half_the_forward(dgx, gpt175):
+    # torchtitan selective AC (every 2nd block / every other matmul) re-runs half of each layer's
+    # forward, full AC all of it: recompute_s(selective) / recompute_s(full) = 0.5 by definition.
+    from gpuplan.workloads.training.step_time import Framework
+
+    system, gpu = dgx
+    times = {}
+    for rc in (Recompute.SELECTIVE, Recompute.FULL):
+        plan = TrainPlan(tp=8, pp=8, dp=2, micro_batch=1, global_batch=16, seq_len=2048, recompute=rc)
+        times[rc] = estimate_step_time(gpt175, system, plan, gpu, framework=Framework.TORCHTITAN).breakdown_s["recompute_s"]
+    assert times[Recompute.SELECTIVE] == pytest.approx(0.5 * times[Recompute.FULL], rel=1e-12)
+
+
+def test_flash_v1_attention_takes_twice_flash2(dgx, gpt175):
+    # Megatron selective recompute re-runs the attention core forward only; FlashAttention v1 runs at
+    # FLASH_V1_OVER_V2 = 0.5 of FlashAttention-2's rate (Dao 2023) -> exactly twice the time.
+    from gpuplan.workloads.training.step_time import AttentionKernel
+
+    system, gpu = dgx
+    plan = TrainPlan(tp=8, pp=8, dp=2, micro_batch=1, global_batch=16, seq_len=2048, recompute=Recompute.SELECTIVE)
+    v2 = estimate_step_time(gpt175, system, plan, gpu, attention_kernel=AttentionKernel.FLASH).breakdown_s["recompute_s"]
+    v1 = estimate_step_time(gpt175, system, plan, gpu, attention_kernel=AttentionKernel.FLASH_V1).breakdown_s["recompute_s"]
+    assert v1 == pytest.approx(2.0 * v2, rel=1e-12)
