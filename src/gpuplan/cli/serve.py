@@ -30,7 +30,7 @@ serve_app = typer.Typer(cls=ServeGroup, help="Serving: latency, throughput, memo
 
 def _deployment(model: str, gpu: str, tp: int, pp: int, weight_dtype: str, kv_dtype: str, system: Optional[str]):
     from gpuplan.catalog import load_catalog
-    from gpuplan.workloads.inference._adapters import load_model
+    from gpuplan.models import load_model
     from gpuplan.workloads.inference.deployment import Deployment
 
     cat = load_catalog()
@@ -104,7 +104,7 @@ def plan(
 ) -> None:
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost."""
     from gpuplan.catalog import load_catalog
-    from gpuplan.workloads.inference._adapters import load_model
+    from gpuplan.models import load_model
     from gpuplan.workloads.inference.capacity import plan_capacity
 
     cat = load_catalog()
@@ -141,7 +141,7 @@ def frontier_cmd(
 ) -> None:
     """Tokens/s per GPU against tokens/s per user over TP and concurrency."""
     from gpuplan.catalog import load_catalog
-    from gpuplan.workloads.inference._adapters import load_model
+    from gpuplan.models import load_model
     from gpuplan.workloads.inference.capacity import frontier
 
     cat = load_catalog()

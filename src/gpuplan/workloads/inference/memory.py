@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpuplan.errors import Infeasible
+from gpuplan.models import kv_cache_bytes_per_token
 from gpuplan.specs import FfnKind
-from gpuplan.workloads.inference import _adapters
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element
 from gpuplan.workloads.inference.operators import dense_linear_ops
@@ -159,7 +159,7 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
             f"workspace/reserve exceed {memory_fraction:.0%} of {total / 2**30:.1f} GiB on {dep.gpu.id} (tp={dep.tp}, pp={dep.pp})"
         )
     kvb = bytes_per_element(dep.kv_dtype)
-    kv_model = _adapters.kv_cache_bytes_per_token(m, kvb)  # all layers counted in full
+    kv_model = kv_cache_bytes_per_token(m, kvb)  # all layers counted in full
     windows = [m.window(i) for i in range(m.layers)]
     window = max((w for w in windows if w is not None), default=0)
     n_window = sum(1 for w in windows if w is not None)

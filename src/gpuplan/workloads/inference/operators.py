@@ -5,9 +5,9 @@ achievable (not peak) rates:
 
     t_op = max(flops_op / F_achievable(m), bytes_op / B_achievable) + PER_KERNEL_LATENCY_S
 
-- F_achievable(m, n, k) = dense peak x primitives.efficiency.matmul_efficiency (MAMF-sourced ceiling
-  x a shape factor: small token counts leave tensor-core tiles partly empty).
-- B_achievable: the achievable HBM stream bandwidth (op_cost, or aiconfigurator's 0.8 factor).
+- F_achievable(m, n, k) = dense peak x serving_matmul_efficiency: the MAMF-sourced ceiling of
+  primitives.efficiency.matmul_ceiling x m / (m + 32) (small token counts run below the ceiling).
+- B_achievable: primitives.op_cost.memory_bandwidth_bytes_s (aiconfigurator's 0.8 of peak HBM).
 
 The step splits into pieces that depend on different batch statistics, which is what makes the
 simulator fast (tables + a few multiply-adds per step, no per-op work):
@@ -31,8 +31,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuplan.specs import FfnKind
-from gpuplan.workloads.inference import _adapters
+from gpuplan.primitives.collectives import Collective, collective_time_array
+from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
+from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
+from gpuplan.specs import FfnKind, Gpu, System
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element, matmul_precision
 
@@ -52,6 +54,33 @@ STEP_OVERHEAD_S = 4e-4
 ELEMENTWISE_HIDDEN_PASSES = 10
 #: Bytes of an activation element moved between kernels and over TP all-reduces (bf16/fp16).
 ACTIVATION_IO_BYTES = 2.0
+#: Tile-occupancy term: a GEMM with m token rows reaches m / (m + 32) of its large-shape ceiling.
+#: Serving engines run small-m (decode) GEMMs with small-row / split-K kernels that keep them
+#: memory-bound (lmdeploy A100 Llama-2-7B batch-1 TPOT 10 ms = 13.5 GB of weights at 0.8 x 2.04
+#: TB/s + launch costs), so the 128-row tile / wave model of primitives.efficiency.shape_factor
+#: (right for training GEMMs) is not used here; only its MAMF-sourced ceiling is. Estimate.
+GEMM_HALF_EFFICIENCY_TOKENS = 32.0
+
+
+def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
+    """Achievable fraction of dense peak of a serving GEMM with m token rows (numpy array):
+    primitives.efficiency.matmul_ceiling(gpu, dtype) (MAMF-sourced) x m / (m + GEMM_HALF_EFFICIENCY_TOKENS),
+    m clamped to >= 1. The ceiling of `precision` applies when the GPU has a peak for it, else bf16's."""
+    rows = np.maximum(np.asarray(m, dtype=float), 1.0)
+    dtype = precision if precision in gpu.peak_tflops else ("bf16" if "bf16" in gpu.peak_tflops else precision)
+    return float(matmul_ceiling(gpu, dtype)) * rows / (rows + GEMM_HALF_EFFICIENCY_TOKENS)
+
+
+def collective_seconds(op: Collective, sizes_bytes, system: System, num_gpus: int, gpu: Gpu) -> np.ndarray:
+    """Collective time, s, for an array of message sizes: primitives.collectives.collective_time_array
+    on the positive sizes; 0 for empty messages or a group of one GPU (nothing is exchanged)."""
+    sizes = np.asarray(sizes_bytes, dtype=float)
+    out = np.zeros_like(sizes)
+    pos = sizes > 0
+    if num_gpus <= 1 or not pos.any():
+        return out
+    out[pos] = collective_time_array(op, sizes[pos], system, num_gpus, gpu=gpu)
+    return out
 
 
 def expected_distinct_experts(num_experts: int, top_k: int, tokens) -> np.ndarray:
@@ -118,10 +147,10 @@ class StepTimeModel:
         gpu = dep.gpu
         self.precision = matmul_precision(dep.weight_dtype, dep.activation_dtype, set(gpu.peak_tflops))
         self.peak_flops_per_s = gpu.matmul_peak_tflops(self.precision) * 1e12
-        self.hbm_bytes_per_s = _adapters.achievable_hbm_gbps(gpu) * 1e9
+        self.hbm_bytes_per_s = memory_bandwidth_bytes_s(gpu)
         attn_precision = "fp8" if dep.kv_dtype.value == "fp8" and "fp8" in gpu.peak_tflops else (
             "fp16" if dep.activation_dtype.value == "fp16" else "bf16")
-        self.attention_flops_per_s = gpu.matmul_peak_tflops(attn_precision) * 1e12 * _adapters.attention_ceiling(gpu)
+        self.attention_flops_per_s = gpu.matmul_peak_tflops(attn_precision) * 1e12 * attention_ceiling(gpu)
         self.weight_bytes = bytes_per_element(dep.weight_dtype)
         self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
@@ -152,9 +181,9 @@ class StepTimeModel:
         self.logits_table = self.logits_time(n)
 
     # -------------------------------------------------------------------------------------------
-    def _gemm_seconds(self, tokens: np.ndarray, n_out: float, k_in: float, flops, bytes_) -> np.ndarray:
+    def _gemm_seconds(self, tokens: np.ndarray, flops, bytes_) -> np.ndarray:
         """Roofline of one GEMM with `tokens` rows: max(flops / (peak x efficiency), bytes / HBM)."""
-        eff = _adapters.matmul_efficiency(self.dep.gpu, self.precision, tokens, n_out, k_in)
+        eff = serving_matmul_efficiency(self.dep.gpu, self.precision, tokens)
         return np.maximum(flops / (self.peak_flops_per_s * eff), bytes_ / self.hbm_bytes_per_s)
 
     def linear_time(self, tokens) -> np.ndarray:
@@ -167,7 +196,7 @@ class StepTimeModel:
         for op in self.ops:
             flops = 2.0 * tok * op.n_out * op.k_in
             bytes_ = op.n_out * op.k_in * self.weight_bytes + tok * (op.k_in * self.act_in_bytes + op.n_out * ACTIVATION_IO_BYTES)
-            total += op.layers * self._gemm_seconds(tok, op.n_out, op.k_in, flops, bytes_)
+            total += op.layers * self._gemm_seconds(tok, flops, bytes_)
         f_eff = m.ffn / dep.tp
         moe_layers = sum(m.is_moe_layer(i) for i in range(m.layers))
         if moe_layers and m.moe is not None:
@@ -182,23 +211,23 @@ class StepTimeModel:
             # per-expert GEMMs see tokens / touched rows each: their tile efficiency follows that
             rows_per_expert = np.where(touched > 0, tok * moe.top_k / np.maximum(touched * (dep.ep if dep.ep > 1 else 1), 1e-9), 1.0)
             bytes_a = routed_tokens * m.hidden * (self.act_in_bytes + ACTIVATION_IO_BYTES) * 2
-            eff = _adapters.matmul_efficiency(dep.gpu, self.precision, rows_per_expert, mats * moe.expert_ffn / (1 if dep.ep > 1 else dep.tp), m.hidden)
+            eff = serving_matmul_efficiency(dep.gpu, self.precision, rows_per_expert)
             t_exp = np.maximum(flops / (self.peak_flops_per_s * eff), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
             total += moe_layers * t_exp
             f_eff = moe.expert_ffn * moe.top_k / shards
             if dep.ep > 1:
-                a2a = _adapters.collective_seconds_grid(
-                    "all_to_all", tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.ep, dep.system, dep.ep, gpu=dep.gpu)
+                a2a = collective_seconds(
+                    Collective.ALL_TO_ALL, tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.ep, dep.system, dep.ep, gpu=dep.gpu)
                 total += 2 * moe_layers * a2a
         gated = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
         elementwise_bytes = tok * (ELEMENTWISE_HIDDEN_PASSES * m.hidden + gated * f_eff) * ACTIVATION_IO_BYTES
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
         total += m.layers * KERNELS_PER_LAYER * PER_KERNEL_LATENCY_S
         if dep.tp > 1:
-            ar = _adapters.collective_seconds_grid("all_reduce", tok * m.hidden * ACTIVATION_IO_BYTES, dep.system, dep.tp, gpu=dep.gpu)
+            ar = collective_seconds(Collective.ALL_REDUCE, tok * m.hidden * ACTIVATION_IO_BYTES, dep.system, dep.tp, gpu=dep.gpu)
             total += 2 * m.layers * ar
         if dep.pp > 1:
-            send = _adapters.collective_seconds_grid("all_gather", tok * m.hidden * ACTIVATION_IO_BYTES * 2, dep.system, 2, gpu=dep.gpu)
+            send = collective_seconds(Collective.ALL_GATHER, tok * m.hidden * ACTIVATION_IO_BYTES * 2, dep.system, 2, gpu=dep.gpu)
             total += (dep.pp - 1) * send
         return np.where(tok > 0, total, 0.0)
 
@@ -210,7 +239,7 @@ class StepTimeModel:
         n_out = m.vocab / dep.tp
         flops = 2.0 * s * n_out * m.hidden
         bytes_ = n_out * m.hidden * max(self.weight_bytes, 2.0) + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
-        t = self._gemm_seconds(s, n_out, m.hidden, flops, bytes_) + 3 * PER_KERNEL_LATENCY_S
+        t = self._gemm_seconds(s, flops, bytes_) + 3 * PER_KERNEL_LATENCY_S
         return np.where(s > 0, t, 0.0)
 
     def attention_decode_time(self, ctx_global_sum, ctx_window_sum) -> np.ndarray:

@@ -18,7 +18,7 @@ import numpy as np
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.validation_types import Prediction, SkipRow
-from gpuplan.workloads.inference import _adapters
+from gpuplan.models import model_from_arch_row
 from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, make_workload
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.memory import (
@@ -88,7 +88,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         raise SkipRow(f"metric '{metric}' is not an inference metric this model predicts ({', '.join(_METRICS)})")
     notes: list[str] = []
     try:
-        model = _adapters.model_from_arch_row(row)
+        model = model_from_arch_row(row)
         cat = load_catalog()
         system = cat.system((row.get("system") or "").strip())
         gpu = cat.gpu(system.gpu)
