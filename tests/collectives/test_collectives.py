@@ -22,7 +22,10 @@ from gpuplan.primitives.collectives import (
 DGX = get_system("dgx-h100")
 MI300 = get_system("mi300x-platform")
 GIB = 2**30
-FILL = 4 * 2**20 * 32
+FILL = 4 * 2**20 * 32  # Simple n_1/2 in one NVSwitch domain: NCCL_BUFFSIZE 4 MiB x 32 channels
+# across nodes: NCCL_NCHANNELS_PER_NET_PEER 2 channels per NIC the group owns in a node (dgx-h100: 1 NIC per GPU)
+FILL_NET_8 = 4 * 2**20 * 2 * 8  # 8 ranks (8 NICs) per node -> 16 channels = 64 MiB
+FILL_NET_1 = 4 * 2**20 * 2 * 1  # 1 rank (1 NIC) per node -> 2 channels = 8 MiB
 
 
 def test_busbw_factors_nccl_tests():
@@ -52,7 +55,7 @@ def test_ring_all_gather_two_nodes_by_hand():
     # node egress 8 x 50 x 0.93 = 372) = 360 GB/s; alpha = 8.4 + 14 x 3.4 + 1 x 14 = 70 us
     r = collective_time("all_gather", 4 * GIB, DGX, 16, "ring")
     assert (r.domains, r.gpus_per_domain) == (2, 8)
-    assert r.time_s == pytest.approx((4_026_531_840 + FILL) / 360e9 + 70e-6, rel=1e-9)
+    assert r.time_s == pytest.approx((4_026_531_840 + FILL_NET_8) / 360e9 + 70e-6, rel=1e-9)
 
 
 def test_strided_group_is_nic_bound():
@@ -60,7 +63,7 @@ def test_strided_group_is_nic_bound():
     # ring Simple: bus = 2 x 15/16 x 1 GiB = 2,013,265,920; alpha = (8.4 + 30 x 14) x 1.4 = 599.76 us
     r = collective_time("all_reduce", GIB, DGX, 16, "ring", gpus_per_domain=1)
     assert r.domains == 16
-    assert r.time_s == pytest.approx((2_013_265_920 + FILL) / 46.5e9 + 599.76e-6, rel=1e-9)
+    assert r.time_s == pytest.approx((2_013_265_920 + FILL_NET_1) / 46.5e9 + 599.76e-6, rel=1e-9)
 
 
 def test_small_message_is_latency_bound():
@@ -152,11 +155,12 @@ def test_sharp_reduces_inter_node_bytes():
 
 def test_all_to_all_across_nodes_by_hand():
     # 16 GPUs on 2 nodes, 1 GiB total per rank: NVLink part S x 7/16 / 360 GB/s, NIC part S x 8/16 / 46.5 GB/s
-    # (one NIC per GPU at 0.93 x 50) -> NIC-bound t_bw; Simple fill at the same achieved rate (bus = 15/16 S):
+    # (one NIC per GPU at 0.93 x 50) -> NIC-bound t_bw; Simple fill (16 channels: FILL_NET_8) at the same
+    # achieved rate (bus = 15/16 S):
     # t_bw x (1 + FILL / bus); alpha = 8.4 + 3.4 + 14 + 15 x 0.5 = 33.3 us
     r = collective_time("all_to_all", GIB, DGX, 16, "ring")
     t_bw = GIB * 8 / 16 / 46.5e9
-    assert r.time_s == pytest.approx(t_bw * (1 + FILL / (GIB * 15 / 16)) + 33.3e-6, rel=1e-9)
+    assert r.time_s == pytest.approx(t_bw * (1 + FILL_NET_8 / (GIB * 15 / 16)) + 33.3e-6, rel=1e-9)
     assert r.busbw_gbps == pytest.approx(GIB / r.time_s / 1e9 * 15 / 16, rel=1e-12)
 
 
@@ -169,8 +173,9 @@ def test_tree_one_node_by_hand():
 
 def test_hierarchical_by_hand():
     # 2 nodes x 8: reduce-scatter + all-gather in the node (bus S x 7/8 each at 360 GB/s, each with its fill),
-    # all-reduce across the 2 nodes on S/8 per GPU over its own NIC (bus 2 x 1/2 x S/8 at 46.5 GB/s, + fill);
+    # all-reduce across the 2 nodes on S/8 per GPU over its own NIC (bus 2 x 1/2 x S/8 at 46.5 GB/s, + the
+    # 2-channel fill of one NIC, FILL_NET_1);
     # alpha = 2 x (8.4 + 7 x 3.4) + (8.4 + 2 x 14) = 100.8 us
     r = collective_time("all_reduce", GIB, DGX, 16, "hierarchical")
-    expected = 2 * (GIB * 7 / 8 + FILL) / 360e9 + (GIB / 8 + FILL) / 46.5e9 + 100.8e-6
+    expected = 2 * (GIB * 7 / 8 + FILL) / 360e9 + (GIB / 8 + FILL_NET_1) / 46.5e9 + 100.8e-6
     assert r.time_s == pytest.approx(expected, rel=1e-9)

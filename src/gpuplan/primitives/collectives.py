@@ -17,12 +17,19 @@ summarised in hardware.md section 3.2):
 - busbw_limit: the bottleneck of the layout (see `_ring_limit_gbps`), each link at its achievable
   fraction of line rate (NVLINK_EFFICIENCY, NIC_EFFICIENCY), capped per protocol as NCCL does
   (LL: half the bandwidth and at most LL_MAX_BUSBW; Simple: full).
-- fill_bytes (Simple only): the Simple protocol streams through nChannels x NCCL_BUFFSIZE of
-  staging buffers (32 channels x 4 MiB default = 128 MiB); a message smaller than that never
-  reaches the streaming rate. Equivalent to Hockney's half-performance length n_1/2 = fill_bytes:
-  achieved busbw = limit x bus / (bus + n_1/2). Modelling assumption, consistent with the published
-  mid-size points (JAX scaling book: 150 GB/s at 58 MB on 8xH100; ml-engineering: 198 GB/s at
-  128 MiB on 4x8 B200).
+- fill (Simple only): the Simple protocol streams each channel through a NCCL_BUFFSIZE staging
+  buffer (4 MiB default, NCCL env docs), handed over in NCCL_STEPS = 8 slots with a flag handshake
+  per slot; a ring is only in steady state once every channel's buffer is in flight, so a message
+  pays about one buffer's transit on its channel: fill_time = NCCL_BUFFSIZE / per-channel busbw
+  = nChannels x NCCL_BUFFSIZE / busbw_limit (Hockney's n_1/2 = nChannels x NCCL_BUFFSIZE bus
+  bytes: achieved busbw = limit x bus / (bus + n_1/2)). nChannels (`nccl_channels`): 32 inside an
+  NVSwitch domain (NCCL's MAXCHANNELS, which it uses on NVSwitch H100/B200 nodes), and across
+  domains NCCL_NCHANNELS_PER_NET_PEER = 2 channels per NIC the group uses in a node (NCCL env
+  docs; one ring per NIC), at most 32. Consistent with the published mid-size points (JAX scaling
+  book: 150 GB/s at 58 MB on 8xH100 = 32 channels; ml-engineering 4x8 B200 over 8 EFA NICs per
+  node: 64 GB/s at 16 MiB, 198 GB/s at 128 MiB). The per-channel transit time is the physics: a
+  fabric with a slow NIC per channel (4x HDR A100 nodes) has fewer channels, so a smaller n_1/2 in
+  bytes, not a proportionally longer fill in time.
 - The protocol with the lower time wins (LL for latency-bound small messages, Simple for large).
 
 Layouts: the group has `gpus_per_domain` ranks in each scale-up (NVLink/NVSwitch/xGMI) domain
@@ -120,9 +127,13 @@ P2P_PER_PEER_US = 0.5
 #: NCCL tuning.cc: ring Simple all_reduce across nodes pays its latency x 1.4.
 MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR = 1.4
 
-#: Simple-protocol staging: NCCL_BUFFSIZE default 4 MiB (NCCL env docs) x 32 channels.
+#: Simple-protocol staging buffer per channel: NCCL_BUFFSIZE default 4 MiB (NCCL env docs).
 NCCL_BUFFSIZE_BYTES = 4 * 1024**2
+#: NCCL's MAXCHANNELS: the channel count it uses inside NVSwitch domains (and the cap everywhere).
 NCCL_CHANNELS = 32
+#: NCCL_NCHANNELS_PER_NET_PEER default (NCCL env docs): channels per NIC on rings that leave a node.
+NCCL_CHANNELS_PER_NIC = 2
+#: Fill of a fully channelled (32-channel) Simple ring: 128 MiB of bus bytes.
 FILL_BYTES = NCCL_BUFFSIZE_BYTES * NCCL_CHANNELS
 
 
@@ -170,6 +181,7 @@ class _Fabric:
     nic_gbps_per_gpu: float  # line rate per GPU
     nic_efficiency: float
     sharp: bool  # in-network reduction on the scale-out fabric
+    nics_per_gpu: float = 1.0  # NICs per GPU of a node (channel count across domains)
 
 
 def _family(gpu: Gpu | None) -> str:
@@ -191,6 +203,7 @@ def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
         nic_gbps_per_gpu=system.scaleout_gbps_per_gpu,
         nic_efficiency=NIC_EFFICIENCY.get(system.nic_kind, 0.9),
         sharp=system.sharp,
+        nics_per_gpu=(system.nics_per_node or 0) / max(1, system.gpus_per_node),
     )
 
 
@@ -213,6 +226,20 @@ def _intra_limit_gbps(f: _Fabric, ranks_in_domain):
 def _node_egress_gbps(f: _Fabric, ranks_in_domain):
     """Achievable NIC bandwidth out of one domain for this group: ranks x per-GPU NIC x efficiency."""
     return np.asarray(ranks_in_domain, dtype=np.float64) * f.nic_gbps_per_gpu * f.nic_efficiency
+
+
+def nccl_channels(f: _Fabric, ranks_in_domain, domains):
+    """Channels NCCL runs a ring on: NCCL_CHANNELS inside one domain; across domains
+    NCCL_CHANNELS_PER_NIC x the NICs the group's ranks in a domain own (at least 1 NIC), capped at
+    NCCL_CHANNELS (module docstring, fill)."""
+    nics = np.maximum(1.0, np.asarray(ranks_in_domain, dtype=np.float64) * f.nics_per_gpu)
+    across = np.minimum(NCCL_CHANNELS, NCCL_CHANNELS_PER_NIC * nics)
+    return np.where(np.asarray(domains) > 1, across, float(NCCL_CHANNELS))
+
+
+def fill_bytes(f: _Fabric, ranks_in_domain, domains):
+    """Hockney n_1/2 of the Simple protocol, bus bytes: nccl_channels x NCCL_BUFFSIZE_BYTES."""
+    return nccl_channels(f, ranks_in_domain, domains) * NCCL_BUFFSIZE_BYTES
 
 
 def _ll_cap(f: _Fabric, domains):
@@ -256,15 +283,16 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
                     + (n - 1) * P2P_PER_PEER_US)
     if protocol is Protocol.SIMPLE and op is Collective.ALL_REDUCE:
         alpha_us = np.where(multi, alpha_us * MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR, alpha_us)
-    return _apply_protocol(f, bw_s, bus, np.minimum(intra, egress), domains, protocol), alpha_us * 1e-6
+    fill = fill_bytes(f, ppd, domains)
+    return _apply_protocol(f, bw_s, bus, np.minimum(intra, egress), domains, protocol, fill), alpha_us * 1e-6
 
 
-def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Protocol):
+def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Protocol, fill=FILL_BYTES):
     """Bandwidth term per protocol. Simple: t_bw x (1 + fill / bus) (Hockney: the fill is streamed
     at the same achieved rate bus / t_bw). LL: bus / min(0.5 limit, llMaxBw) (or t_bw / 0.5 when
     the op's bottleneck is not the bus formula, whichever is larger)."""
     if protocol is Protocol.SIMPLE:
-        return bw_s * (1.0 + FILL_BYTES / bus)
+        return bw_s * (1.0 + fill / bus)
     ll_bw = np.minimum(LL_BANDWIDTH_FRACTION * limit_bytes_s, _ll_cap(f, domains) * 1e9)
     return np.maximum(bus / ll_bw, bw_s / LL_BANDWIDTH_FRACTION)
 
@@ -279,7 +307,7 @@ def _tree_time(f: _Fabric, size, n, ppd, domains, protocol: Protocol):
     limit = TREE_BANDWIDTH_FRACTION * np.minimum(intra, egress)
     key = ("tree", protocol.value)
     alpha_us = BASE_LATENCY_US[key] + 2.0 * ((ppd - 1) * NVLINK_STEP_US[key] + np.log2(domains) * NET_STEP_US[key])
-    return _apply_protocol(f, bus / limit, bus, limit, domains, protocol), alpha_us * 1e-6
+    return _apply_protocol(f, bus / limit, bus, limit, domains, protocol, fill_bytes(f, ppd, domains)), alpha_us * 1e-6
 
 
 def _nvls_time(f: _Fabric, size, n, ppd, domains):
@@ -319,7 +347,7 @@ def _hierarchical_time(f: _Fabric, size, n, ppd, domains):
     a_intra = (BASE_LATENCY_US[key] + (ppd - 1) * NVLINK_STEP_US[key]) * 1e-6
     a_inter = (BASE_LATENCY_US[key] + 2 * (domains - 1) * NET_STEP_US[key]) * 1e-6
     fill_intra = np.where(ppd > 1, FILL_BYTES / intra, 0.0)
-    fill_inter = np.where(domains > 1, FILL_BYTES / nic, 0.0)
+    fill_inter = np.where(domains > 1, fill_bytes(f, 1.0, domains) / nic, 0.0)  # one rank per domain per ring
     bw_s = 2 * (intra_bus / intra + fill_intra) + inter_bus / nic + fill_inter
     alpha = np.where(ppd > 1, 2 * a_intra, 0.0) + np.where(domains > 1, a_inter, 0.0)
     return bw_s, alpha
