@@ -4,8 +4,9 @@ File layout (huggingface/safetensors README): 8-byte little-endian unsigned head
 N bytes of UTF-8 JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__":
 {str: str}}, then the data buffer; offsets are relative to the buffer, little-endian, C order.
 
-Parsing is bounded: a header longer than the file or than 100 MB, invalid JSON, an unknown
-dtype, or offsets outside the buffer / not matching the shape raise InputError. (Model-level
+Parsing is bounded (gpuplan.safetensors_header.parse_header: a header longer than the file or
+than 100 MB, invalid JSON, offsets outside the buffer); an unknown dtype or offsets not matching
+the shape also raise InputError. (Model-level
 header counting lives in gpuplan.models; this module only moves tensor data.)
 """
 
@@ -19,8 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from gpuplan.errors import InputError
-
-MAX_HEADER_BYTES = 100_000_000
+from gpuplan.safetensors_header import MAX_HEADER_BYTES, parse_header  # noqa: F401 - MAX_HEADER_BYTES stays a public name here
 
 DTYPES: dict[str, np.dtype] = {
     "F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
@@ -34,41 +34,19 @@ NAMES = {v: k for k, v in DTYPES.items()}
 
 
 def read_header(path: str | Path) -> tuple[dict, int]:
-    """(header dict, data-buffer start offset) of a safetensors file, validated."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"no such file: {p}", field="file")
-    size = p.stat().st_size
-    with p.open("rb") as fh:
-        head = fh.read(8)
-        if len(head) < 8:
-            raise InputError(f"{p}: too short for a safetensors file (needs an 8-byte header length)", field="file")
-        (n,) = struct.unpack("<Q", head)
-        if n > MAX_HEADER_BYTES or n > size - 8:
-            raise InputError(f"{p}: safetensors header length {n} exceeds the file size or 100 MB", field="file")
-        raw = fh.read(n)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: safetensors header is not valid JSON ({exc.__class__.__name__})", field="file") from None
-    if not isinstance(header, dict):
-        raise InputError(f"{p}: safetensors header must be a JSON object", field="file")
-    buffer_bytes = size - 8 - n
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{p}: tensor '{name}' needs dtype, shape and data_offsets", field="file") from None
+    """(header dict, data-buffer start offset) of a safetensors file, validated: the bounded
+    gpuplan.safetensors_header.parse_header, then every dtype known here and every tensor's
+    data_offsets spanning exactly shape x itemsize bytes."""
+    parsed = parse_header(path, field="file")
+    p = parsed.path
+    for name, info in parsed.tensors().items():
+        dtype, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
         if dtype not in DTYPES:
             raise InputError(f"{p}: tensor '{name}' has unsupported dtype {dtype}; allowed: {', '.join(DTYPES)}", field="file")
-        if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end <= buffer_bytes):
-            raise InputError(f"{p}: tensor '{name}' data_offsets {[begin, end]} lie outside the file", field="file")
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if end - begin != count * DTYPES[dtype].itemsize:
             raise InputError(f"{p}: tensor '{name}' data_offsets do not match shape {shape} x {dtype}", field="file")
-    return header, 8 + n
+    return parsed.entries, parsed.data_start
 
 
 def read_safetensors(path: str | Path, names: list[str] | None = None) -> dict[str, np.ndarray]:

@@ -6,9 +6,9 @@ little-endian u64 N, then N bytes of UTF-8 JSON {name: {"dtype", "shape", "data_
 header. A sharded checkpoint has `model.safetensors.index.json` with a `weight_map`
 {tensor name: shard file}.
 
-Parsing is bounded: a header length above the file size or above MAX_HEADER_BYTES, invalid JSON,
-a malformed entry, or offsets outside the data section raise InputError; nothing larger than the
-header is ever allocated.
+Parsing is bounded (gpuplan.safetensors_header.parse_header): a header length above the file size
+or above MAX_HEADER_BYTES, invalid JSON, a malformed entry, or offsets outside the data section
+raise InputError; nothing larger than the header is ever allocated.
 
 Logical parameter counting for quantized checkpoints (ecosystem.md 2.2; huggingface.js PRs
 #1770, #2323):
@@ -24,14 +24,11 @@ Every tensor's bytes are reported per dtype whether or not it counts as a parame
 from __future__ import annotations
 
 import json
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuplan.errors import InputError
-
-#: headers above this are refused (real checkpoints: a few MB; the reference implementation caps at 100 MB).
-MAX_HEADER_BYTES = 100_000_000
+from gpuplan.safetensors_header import MAX_HEADER_BYTES, parse_header
 
 #: bytes per element of each safetensors dtype (safetensors Dtype enum; F4/F6 are sub-byte).
 DTYPE_BYTES: dict[str, float] = {
@@ -80,52 +77,14 @@ class CheckpointSummary:
 
 
 def read_header(path: Path) -> list[TensorInfo]:
-    """The tensors of one .safetensors file, from its header only (bounded, validated)."""
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as f:
-            head = f.read(8)
-            if len(head) < 8:
-                raise InputError(f"safetensors '{path}': file shorter than the 8-byte header length", field="path")
-            (n,) = struct.unpack("<Q", head)
-            if n > MAX_HEADER_BYTES:
-                raise InputError(f"safetensors '{path}': header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", field="path")
-            if n > size - 8:
-                raise InputError(f"safetensors '{path}': header length {n} is larger than the file ({size} bytes)", field="path")
-            raw = f.read(n)
-    except OSError as exc:
-        raise InputError(f"cannot read safetensors file '{path}': {exc.strerror}", field="path") from None
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise InputError(f"safetensors '{path}': header is not valid UTF-8 JSON", field="path") from None
-    if not isinstance(header, dict):
-        raise InputError(f"safetensors '{path}': header must be a JSON object", field="path")
-    data_size = size - 8 - n
-    tensors = []
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        tensors.append(_tensor(path, name, entry, data_size))
-    return tensors
-
-
-def _tensor(path: Path, name: str, entry: object, data_size: int) -> TensorInfo:
-    where = f"safetensors '{path}': tensor '{name}'"
-    if not isinstance(entry, dict):
-        raise InputError(f"{where} entry must be an object", field="path")
-    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-    if not isinstance(dtype, str):
-        raise InputError(f"{where} has no string dtype", field="path")
-    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
-        raise InputError(f"{where} shape must be a list of non-negative integers", field="path")
-    if (
-        not isinstance(offsets, list) or len(offsets) != 2
-        or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-        or not 0 <= offsets[0] <= offsets[1] <= data_size
-    ):
-        raise InputError(f"{where} data_offsets {offsets!r} fall outside the data section ({data_size} bytes)", field="path")
-    return TensorInfo(name=name, dtype=dtype.upper(), shape=tuple(shape), nbytes=offsets[1] - offsets[0])
+    """The tensors of one .safetensors file, from its header only (bounded and validated by
+    gpuplan.safetensors_header.parse_header; dtypes are kept even when unknown)."""
+    header = parse_header(path, field="path")
+    return [
+        TensorInfo(name=name, dtype=info["dtype"].upper(), shape=tuple(info["shape"]),
+                   nbytes=info["data_offsets"][1] - info["data_offsets"][0])
+        for name, info in header.tensors().items()
+    ]
 
 
 def _quant_bits(config: dict | None) -> int:

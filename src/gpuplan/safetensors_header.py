@@ -1,0 +1,96 @@
+"""The one bounded parser of a safetensors file header (shared by gpuplan.formats and gpuplan.models).
+
+File layout (safetensors format spec, huggingface/safetensors README "Format"): 8 bytes
+little-endian u64 N, then N bytes of UTF-8 JSON {name: {"dtype", "shape", "data_offsets":
+[begin, end]}, "__metadata__": {...}}, then the data buffer; offsets are relative to the byte
+after the header.
+
+Parsing is bounded: nothing larger than the header is ever read, and a file shorter than 8 bytes,
+a header length above the file size or above MAX_HEADER_BYTES, a header that is not a UTF-8 JSON
+object, or a tensor entry lacking a string dtype, a shape of non-negative integers or two integer
+data_offsets inside the data buffer raise InputError naming the file and what is wrong. Whether a
+dtype is known and whether the offsets match the shape is left to the caller (a reader of tensor
+data needs both; a parameter counter accepts dtypes it has never seen).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuplan.errors import InputError
+
+#: headers above this are refused (real checkpoints: a few MB; the reference implementation caps at 100 MB).
+MAX_HEADER_BYTES = 100_000_000
+#: the key of the free-form {str: str} metadata entry, which is not a tensor
+METADATA_KEY = "__metadata__"
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    """A validated header: the JSON object as written (metadata included), where the data buffer
+    starts in the file (8 + N) and how many bytes it holds (file size - 8 - N)."""
+
+    path: Path
+    entries: dict
+    data_start: int
+    data_bytes: int
+
+    def tensors(self) -> dict[str, dict]:
+        """{tensor name: {"dtype", "shape", "data_offsets"}}, metadata left out, in file order."""
+        return {name: info for name, info in self.entries.items() if name != METADATA_KEY}
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_header(path: str | Path, field: str = "file") -> SafetensorsHeader:
+    """Read and validate the header of the safetensors file `path` (bounded, see module doc).
+    `field` is the caller's name for the path argument, carried by every InputError."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"no such file: {p}", field=field)
+    try:
+        size = p.stat().st_size
+        with p.open("rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                raise InputError(f"{p}: too short for a safetensors file (needs an 8-byte header length)", field=field)
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES:
+                raise InputError(f"{p}: safetensors header length {n} exceeds the {MAX_HEADER_BYTES}-byte limit", field=field)
+            if n > size - 8:
+                raise InputError(f"{p}: safetensors header length {n} is larger than the file ({size} bytes)", field=field)
+            raw = fh.read(n)
+    except OSError as exc:
+        raise InputError(f"cannot read safetensors file '{p}': {exc.strerror}", field=field) from None
+    try:
+        entries = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{p}: safetensors header is not valid UTF-8 JSON ({exc.__class__.__name__})", field=field) from None
+    if not isinstance(entries, dict):
+        raise InputError(f"{p}: safetensors header must be a JSON object", field=field)
+    data_bytes = size - 8 - n
+    for name, info in entries.items():
+        if name != METADATA_KEY:
+            _check_entry(p, name, info, data_bytes, field)
+    return SafetensorsHeader(path=p, entries=entries, data_start=8 + n, data_bytes=data_bytes)
+
+
+def _check_entry(p: Path, name: str, info: object, data_bytes: int, field: str) -> None:
+    where = f"{p}: tensor '{name}'"
+    if not isinstance(info, dict):
+        raise InputError(f"{where} entry must be an object with dtype, shape and data_offsets", field=field)
+    dtype, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dtype, str):
+        raise InputError(f"{where} needs a string dtype", field=field)
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+        raise InputError(f"{where} shape must be a list of non-negative integers", field=field)
+    if (
+        not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets)
+        or not 0 <= offsets[0] <= offsets[1] <= data_bytes
+    ):
+        raise InputError(f"{where} data_offsets {offsets!r} fall outside the data section ({data_bytes} bytes)", field=field)
