@@ -11,19 +11,15 @@ of stride `stride` has per_node = min(n, max(1, gpus_per_node // stride)) member
 Concurrent groups with the same stride use disjoint GPUs and NICs (rail-aligned fabrics, DGX
 SuperPOD RA), so one group sees the NICs of its own members only: the collective is evaluated on
 a *group-slice* system with `per_node` GPUs and `per_node x NICs-per-GPU` NICs per node.
-
-Fallback (used only while the primitives collective model is missing; see `_fallback_time`):
-alpha-beta with ring volumes (nccl-tests PERFORMANCE.md: all_reduce moves 2(n-1)/n x size per rank,
-all_gather / reduce_scatter / all_to_all (n-1)/n x size) and achieved bus bandwidth
-= 0.80 x NVLink per GPU inside a node (JAX scaling book GPU chapter: ~370 of 450 GB/s measured on
-8xH100), min(that, per_node x NIC per GPU x 0.90) across nodes.
 """
 
 from __future__ import annotations
 
 from enum import Enum
+
 import numpy as np
 
+from gpuplan.primitives.collectives import collective_time
 from gpuplan.specs import System
 
 
@@ -33,12 +29,6 @@ class Collective(str, Enum):
     REDUCE_SCATTER = "reduce_scatter"
     ALL_TO_ALL = "all_to_all"
     P2P = "p2p"
-
-
-#: Fallback constants (see module docstring).
-FALLBACK_NVLINK_EFFICIENCY = 0.80
-FALLBACK_NIC_EFFICIENCY = 0.90
-FALLBACK_LATENCY_S = 10e-6
 
 
 def group_per_node(n, stride, gpus_per_node: int):
@@ -62,31 +52,6 @@ def _slice_system(system: System, per_node: int) -> System:
     return system.model_copy(update=update)
 
 
-def _fallback_time(op: Collective, size: float, n: int, per_node: int, system: System) -> float:
-    if n <= 1 or size <= 0:
-        return 0.0
-    nvlink = (system.scaleup_bandwidth_gbps or 25.0) * 1e9 * FALLBACK_NVLINK_EFFICIENCY
-    nodes = -(-n // per_node)
-    nic_per_gpu = system.scaleout_gbps_per_gpu * 1e9 * FALLBACK_NIC_EFFICIENCY or 1e9
-    if nodes > 1:
-        bus = min(nvlink, per_node * nic_per_gpu) if op is not Collective.ALL_TO_ALL else nic_per_gpu
-    else:
-        bus = nvlink
-    if op is Collective.P2P:
-        return FALLBACK_LATENCY_S + size / (nic_per_gpu if nodes > 1 else nvlink)
-    volume = 2.0 * (n - 1) / n if op is Collective.ALL_REDUCE else (n - 1) / n
-    return FALLBACK_LATENCY_S + size * volume / bus
-
-
-def _primitive():
-    try:
-        from gpuplan.primitives.collectives import collective_time  # type: ignore
-
-        return collective_time
-    except ImportError:
-        return None
-
-
 _CACHE: dict[tuple, float] = {}
 _CACHE_LIMIT = 200_000
 
@@ -106,18 +71,11 @@ def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int,
 
 
 def _collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System) -> float:
-    prim = _primitive()
-    sliced = _slice_system(system, per_node)
-    if prim is None:
-        return _fallback_time(op, size_bytes, n, per_node, system)
     if op is Collective.P2P:
         # point-to-point between two stages: a 2-GPU group on the link the stages share
         pair_sliced = _slice_system(system, 1) if per_node == 1 else system
-        try:
-            return float(prim("p2p", size_bytes, pair_sliced, 2).time_s)
-        except Exception:  # noqa: BLE001 - primitives may not model p2p; use the documented fallback
-            return _fallback_time(op, size_bytes, n, per_node, system)
-    return float(prim(op.value, size_bytes, sliced, int(n)).time_s)
+        return float(collective_time("p2p", size_bytes, pair_sliced, 2).time_s)
+    return float(collective_time(op.value, size_bytes, _slice_system(system, per_node), int(n)).time_s)
 
 
 def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System) -> np.ndarray:
