@@ -17,7 +17,6 @@ of at least 3 rows (collectives rows: model = system/collective).
 from __future__ import annotations
 
 import csv
-import importlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -32,10 +31,13 @@ REQUIRED_COLUMNS = ("id", "metric", "value")
 MIN_SPEARMAN_GROUP = 3
 INFERENCE_COLUMNS = ("engine", "input_len", "output_len", "weight_dtype", "concurrency", "max_load")
 TRAINING_COLUMNS = ("layers", "hidden")
-PREDICTOR_MODULES = {
-    "training": "gpuplan.workloads.training.validation",
-    "inference": "gpuplan.workloads.inference.validation",
-}
+def _predictors() -> dict[str, Callable[[dict], Prediction]]:
+    """Row kind -> the workload's predictor (imported on first use: the workloads are heavy)."""
+    from gpuplan.interfaces.validation_collectives import predict_row as collectives
+    from gpuplan.workloads.inference.validation import predict_row as inference
+    from gpuplan.workloads.training.validation import predict_row as training
+
+    return {"collectives": collectives, "training": training, "inference": inference}
 
 
 @dataclass(frozen=True)
@@ -110,20 +112,9 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
 
 
 def _predictor(kind: str) -> tuple[Callable[[dict], Prediction] | None, str]:
-    if kind == "collectives":
-        from gpuplan.interfaces.validation_collectives import predict_row
-
-        return predict_row, ""
-    module_name = PREDICTOR_MODULES.get(kind)
-    if module_name is None:
-        return None, "cannot tell the row kind (no collective, transformer-shape or inference columns)"
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        return None, f"{kind} predictor not available ({module_name}: {exc})"
-    fn = getattr(module, "predict_row", None)
+    fn = _predictors().get(kind)
     if fn is None:
-        return None, f"{kind} predictor not available ({module_name} has no predict_row)"
+        return None, "cannot tell the row kind (no collective, transformer-shape or inference columns)"
     return fn, ""
 
 
