@@ -154,6 +154,15 @@ class Catalog:
         except KeyError:
             raise unknown_id("interconnect", interconnect_id, sorted(self.interconnects)) from None
 
+    def widest_system_for(self, gpu_id: str) -> System:
+        """The catalog system with the largest scale-up (NVLink) domain built from `gpu_id`, or the
+        single-GPU box when no system uses it: the fabric a tensor-parallel deployment would get."""
+        gpu = self.gpu(gpu_id)
+        systems = [s for s in self.systems.values() if s.gpu == gpu.id]
+        if not systems:
+            return single_gpu_system(gpu)
+        return max(systems, key=lambda s: (s.scaleup_domain_gpus, s.scaleup_bandwidth_gbps or 0.0))
+
     def system_gpu(self, system_id: str) -> Gpu:
         return self.gpu(self.system(system_id).gpu)
 

@@ -44,11 +44,16 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
 
 
-def table(title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]], **kwargs: Any) -> Table:
+def table(
+    title: str | None, columns: Iterable[str], rows: Iterable[Iterable[Any]], keep_whole: int = 0, **kwargs: Any
+) -> Table:
+    """A rich table, first column left-aligned, numbers right-aligned; the first `keep_whole`
+    columns (ids) are never wrapped or truncated."""
     t = Table(title=title, **kwargs)
     cols = list(columns)
     for i, c in enumerate(cols):
-        t.add_column(c, justify="left" if i == 0 else "right")
+        whole = i < keep_whole
+        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=whole, overflow="ignore" if whole else "ellipsis")
     for row in rows:
         t.add_row(*[fmt(v) for v in row])
     return t

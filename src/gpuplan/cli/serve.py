@@ -112,9 +112,7 @@ def plan(
     for gid in [g.strip() for g in gpus_from.split(",") if g.strip()]:
         g = cat.gpu(gid)
         prices = cat.cloud_prices(g.id)
-        systems = sorted((s for s in cat.systems.values() if s.gpu == g.id), key=lambda s: -s.scaleup_domain_gpus)
-        system = systems[0] if systems else cat.system(g.id)
-        cands.append((g, system, prices[0].usd_per_gpu_hour if prices else None))
+        cands.append((g, cat.widest_system_for(g.id), prices[0].usd_per_gpu_hour if prices else None))
     res = plan_capacity(load_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                         output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     if as_json:
@@ -146,8 +144,7 @@ def frontier_cmd(
 
     cat = load_catalog()
     g = cat.gpu(gpu)
-    systems = sorted((s for s in cat.systems.values() if s.gpu == g.id), key=lambda s: -s.scaleup_domain_gpus)
-    pts = frontier(load_model(model), g, systems[0] if systems else cat.system(g.id), input_len=input_len,
+    pts = frontier(load_model(model), g, cat.widest_system_for(g.id), input_len=input_len,
                    output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     if as_json:
         print_json({"points": pts})

@@ -8,12 +8,8 @@ from gpuplan.cli.render import console, fmt, print_json, table as _table
 
 
 def table(title, columns, rows, keep_whole: int = 1):
-    """render.table with the first `keep_whole` columns (ids) never wrapped or truncated."""
-    t = _table(title, columns, rows)
-    for column in t.columns[:keep_whole]:
-        column.no_wrap = True
-        column.overflow = "ignore"
-    return t
+    """render.table with the id column kept whole."""
+    return _table(title, columns, rows, keep_whole=keep_whole)
 
 
 systems_app = typer.Typer(help="Systems: GPUs per node, scale-up domain, NICs, power (every figure sourced).", no_args_is_help=True)
