@@ -172,14 +172,20 @@ def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, p
         _mx_dequant_kernel(flat_codes[lo * per_block : hi * per_block], flat_scales[lo:hi], lut, k, packed4,
                            out[lo * k : hi * k])
 
+    _over_block_ranges(n_blocks, run)
+    return out
+
+
+def _over_block_ranges(n_blocks: int, run) -> None:
+    """Call `run(lo, hi)` over contiguous block ranges, one thread per core when there are more than
+    4,096 blocks per thread (the numba kernels release the GIL, so the threads run in parallel)."""
     workers = min(os.cpu_count() or 1, max(1, n_blocks // 4096))
     if workers == 1:
         run(0, n_blocks)
-    else:
-        edges = np.linspace(0, n_blocks, workers + 1).astype(int)
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(run, edges[:-1], edges[1:]))
-    return out
+        return
+    edges = np.linspace(0, n_blocks, workers + 1).astype(int)
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(run, edges[:-1], edges[1:]))
 
 
 def _params(bf: BlockFormat):
@@ -212,11 +218,5 @@ def quantize_mx_rows(blocks: np.ndarray, bf: BlockFormat, rule: ScaleRule, pack4
         _mx_kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], k, *args,
                    codes[lo * per_block : hi * per_block], scales[lo:hi])
 
-    workers = min(os.cpu_count() or 1, max(1, n_blocks // 4096))
-    if workers == 1:
-        run(0, n_blocks)
-    else:
-        edges = np.linspace(0, n_blocks, workers + 1).astype(int)
-        with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(run, edges[:-1], edges[1:]))
+    _over_block_ranges(n_blocks, run)
     return codes.reshape(n_blocks, -1), scales
