@@ -3,7 +3,8 @@
 Catalog figures used: dgx-h100 = 8 GPUs, NVSwitch, 450 GB/s NVLink per GPU per direction, 8 x 400
 Gb/s InfiniBand (50 GB/s per GPU), NVLS; mi300x-platform = 8 GPUs, xGMI full mesh 448 GB/s, no NICs.
 Model constants (collectives.py, sourced there): NVLink efficiency 0.80, IB efficiency 0.93,
-Simple fill 32 x 4 MiB = 134,217,728 B, NCCL latencies (ring Simple: 8.4 base, 3.4 NVLink step,
+Simple fill inside a domain = channels x 4 MiB with channels = link rate / (450/32 GB/s) (H100 32 ->
+134,217,728 B; A100 300 GB/s -> 21), NCCL latencies (ring Simple: 8.4 base, 3.4 NVLink step,
 14 net step; ring LL: 6.6, 0.6, 2.7; NVLS 25 us)."""
 
 from __future__ import annotations
@@ -48,6 +49,19 @@ def test_ring_all_reduce_one_node_by_hand():
     assert r.algbw_gbps == pytest.approx(GIB / r.time_s / 1e9, rel=1e-12)
     assert r.busbw_gbps == pytest.approx(r.algbw_gbps * 1.75, rel=1e-12)
     assert r.busbw_gbps == pytest.approx(332.67, abs=0.01)
+
+
+def test_a100_domain_has_fewer_channels_same_fill_time():
+    # dgx-a100-80gb: NVLink3 300 GB/s per GPU -> round(300 / 14.0625) = 21 channels (NCCL sizes the
+    # channel count to the link rate), fill 21 x 4 MiB = 88,080,384 B at 300 x 0.80 = 240 GB/s.
+    # 64 MiB all_reduce on 8: bus = 1.75 x 67,108,864 = 117,440,512 B; alpha = 8.4 + 14 x 3.4 = 56 us
+    a100 = get_system("dgx-a100-80gb")
+    r = collective_time("all_reduce", 64 * 2**20, a100, 8, "ring")
+    assert r.protocol is Protocol.SIMPLE
+    assert r.time_s == pytest.approx((117_440_512 + 88_080_384) / 240e9 + 56e-6, rel=1e-9)
+    # the per-channel transit (fill time) is the physics: about the same on both parts
+    # (A100 88,080,384 / 240e9 = 0.367 ms; H100 134,217,728 / 360e9 = 0.373 ms)
+    assert 88_080_384 / 240e9 == pytest.approx(FILL / 360e9, rel=0.02)
 
 
 def test_ring_all_gather_two_nodes_by_hand():

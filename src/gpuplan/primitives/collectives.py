@@ -22,8 +22,9 @@ summarised in hardware.md section 3.2):
   per slot; a ring is only in steady state once every channel's buffer is in flight, so a message
   pays about one buffer's transit on its channel: fill_time = NCCL_BUFFSIZE / per-channel busbw
   = nChannels x NCCL_BUFFSIZE / busbw_limit (Hockney's n_1/2 = nChannels x NCCL_BUFFSIZE bus
-  bytes: achieved busbw = limit x bus / (bus + n_1/2)). nChannels (`nccl_channels`): 32 inside an
-  NVSwitch domain (NCCL's MAXCHANNELS, which it uses on NVSwitch H100/B200 nodes), and across
+  bytes: achieved busbw = limit x bus / (bus + n_1/2)). nChannels (`nccl_channels`): inside a
+  scale-up domain the link rate / DOMAIN_CHANNEL_GBPS (32 on NVSwitch H100, 21 on A100, at most
+  NCCL's MAXCHANNELS 32), and across
   domains NCCL_NCHANNELS_PER_NET_PEER = 2 channels per NIC the group uses in a node (NCCL env
   docs; one ring per NIC), at most 32. Consistent with the published mid-size points (JAX scaling
   book: 150 GB/s at 58 MB on 8xH100 = 32 channels; ml-engineering 4x8 B200 over 8 EFA NICs per
@@ -129,12 +130,15 @@ MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR = 1.4
 
 #: Simple-protocol staging buffer per channel: NCCL_BUFFSIZE default 4 MiB (NCCL env docs).
 NCCL_BUFFSIZE_BYTES = 4 * 1024**2
-#: NCCL's MAXCHANNELS: the channel count it uses inside NVSwitch domains (and the cap everywhere).
+#: NCCL's MAXCHANNELS: the channel count it uses inside NVSwitch H100 domains (and the cap everywhere).
 NCCL_CHANNELS = 32
+#: Line rate per channel inside a scale-up domain, GB/s: NCCL's graph search sizes the channel
+#: count to the GPU's link bandwidth over a per-channel speed (search.cc speed arrays), so the
+#: channel count scales with the link rate. 450 GB/s / 32 channels from the H100 calibration
+#: (JAX scaling book: 150 GB/s busbw at 58 MB on 8xH100 = 32 channels of 4 MiB).
+DOMAIN_CHANNEL_GBPS = 450.0 / NCCL_CHANNELS
 #: NCCL_NCHANNELS_PER_NET_PEER default (NCCL env docs): channels per NIC on rings that leave a node.
 NCCL_CHANNELS_PER_NIC = 2
-#: Fill of a fully channelled (32-channel) Simple ring: 128 MiB of bus bytes.
-FILL_BYTES = NCCL_BUFFSIZE_BYTES * NCCL_CHANNELS
 
 
 @dataclass(frozen=True)
@@ -228,13 +232,25 @@ def _node_egress_gbps(f: _Fabric, ranks_in_domain):
     return np.asarray(ranks_in_domain, dtype=np.float64) * f.nic_gbps_per_gpu * f.nic_efficiency
 
 
+def domain_channels(f: _Fabric) -> float:
+    """Channels NCCL runs inside one scale-up domain: the GPU's link rate / DOMAIN_CHANNEL_GBPS,
+    between 1 and NCCL_CHANNELS (H100 NVLink4 450 GB/s: 32; A100 NVLink3 300 GB/s: 21;
+    B200 NVLink5 900 GB/s: capped at 32)."""
+    return float(min(NCCL_CHANNELS, max(1.0, round(f.scaleup_gbps / DOMAIN_CHANNEL_GBPS))))
+
+
 def nccl_channels(f: _Fabric, ranks_in_domain, domains):
-    """Channels NCCL runs a ring on: NCCL_CHANNELS inside one domain; across domains
+    """Channels NCCL runs a ring on: `domain_channels` inside one domain; across domains
     NCCL_CHANNELS_PER_NIC x the NICs the group's ranks in a domain own (at least 1 NIC), capped at
     NCCL_CHANNELS (module docstring, fill)."""
     nics = np.maximum(1.0, np.asarray(ranks_in_domain, dtype=np.float64) * f.nics_per_gpu)
     across = np.minimum(NCCL_CHANNELS, NCCL_CHANNELS_PER_NIC * nics)
-    return np.where(np.asarray(domains) > 1, across, float(NCCL_CHANNELS))
+    return np.where(np.asarray(domains) > 1, across, domain_channels(f))
+
+
+def domain_fill_bytes(f: _Fabric) -> float:
+    """Hockney n_1/2 of a Simple ring inside one domain, bus bytes: domain_channels x NCCL_BUFFSIZE."""
+    return domain_channels(f) * NCCL_BUFFSIZE_BYTES
 
 
 def fill_bytes(f: _Fabric, ranks_in_domain, domains):
@@ -287,7 +303,7 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
     return _apply_protocol(f, bw_s, bus, np.minimum(intra, egress), domains, protocol, fill), alpha_us * 1e-6
 
 
-def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Protocol, fill=FILL_BYTES):
+def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Protocol, fill):
     """Bandwidth term per protocol. Simple: t_bw x (1 + fill / bus) (Hockney: the fill is streamed
     at the same achieved rate bus / t_bw). LL: bus / min(0.5 limit, llMaxBw) (or t_bw / 0.5 when
     the op's bottleneck is not the bus formula, whichever is larger)."""
@@ -330,7 +346,7 @@ def _nvls_time(f: _Fabric, size, n, ppd, domains):
     bw_s = np.maximum(intra_s, inter_s)
     # fill: staged through the same channel buffers; at the achieved rate of the bottleneck
     rate = size / bw_s
-    bw_s = bw_s + FILL_BYTES / (rate * busbw_factor(Collective.ALL_REDUCE, n) + 1e-30) * 1.0
+    bw_s = bw_s + domain_fill_bytes(f) / (rate * busbw_factor(Collective.ALL_REDUCE, n) + 1e-30) * 1.0
     alpha_us = NVLINK_STEP_US[("nvls", "Simple")] + 2.0 * np.log2(domains) * NET_STEP_US[("nvls", "Simple")]
     return bw_s, alpha_us * 1e-6
 
@@ -346,7 +362,7 @@ def _hierarchical_time(f: _Fabric, size, n, ppd, domains):
     key = ("ring", "Simple")
     a_intra = (BASE_LATENCY_US[key] + (ppd - 1) * NVLINK_STEP_US[key]) * 1e-6
     a_inter = (BASE_LATENCY_US[key] + 2 * (domains - 1) * NET_STEP_US[key]) * 1e-6
-    fill_intra = np.where(ppd > 1, FILL_BYTES / intra, 0.0)
+    fill_intra = np.where(ppd > 1, domain_fill_bytes(f) / intra, 0.0)
     fill_inter = np.where(domains > 1, fill_bytes(f, 1.0, domains) / nic, 0.0)  # one rank per domain per ring
     bw_s = 2 * (intra_bus / intra + fill_intra) + inter_bus / nic + fill_inter
     alpha = np.where(ppd > 1, 2 * a_intra, 0.0) + np.where(domains > 1, a_inter, 0.0)
