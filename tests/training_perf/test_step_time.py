@@ -134,3 +134,42 @@ def test_flash_v1_attention_takes_twice_flash2(dgx, gpt175):
     v2 = estimate_step_time(gpt175, system, plan, gpu, attention_kernel=AttentionKernel.FLASH).breakdown_s["recompute_s"]
     v1 = estimate_step_time(gpt175, system, plan, gpu, attention_kernel=AttentionKernel.FLASH_V1).breakdown_s["recompute_s"]
     assert v1 == pytest.approx(2.0 * v2, rel=1e-12)
+
+
+def test_tp_comm_overlap_bounds(dgx, gpt175):
+    # TE userbuffers pipeline each AG/RS (c = half an all-reduce) with its GEMM in tp chunks:
+    # exposed per pair = max(0, c - g) + min(c, g) / tp + 0.05 min(c, g) (step_time docstring).
+    # Bounds that hold whatever c and g are: (1) the overlapped TP time is below the blocking
+    # model's and at least 8 pairs x c / tp per layer, and (2) the option has no effect without
+    # sequence parallelism (TE needs SP for it).
+    system, gpu = dgx
+    base = dict(tp=8, pp=8, dp=2, vpp=1, micro_batch=1, global_batch=32, seq_len=2048)
+    sp_blocking = estimate_step_time(gpt175, system, TrainPlan(**base, sequence_parallel=True), gpu)
+    sp_overlap = estimate_step_time(gpt175, system, TrainPlan(**base, sequence_parallel=True, tp_comm_overlap=True), gpu)
+    blocking_tp = sp_blocking.breakdown_s["tp_comm_s"]
+    overlap_tp = sp_overlap.breakdown_s["tp_comm_s"]
+    # blocking forward + half the backward collectives = 2 + 1 all-reduce equivalents per layer;
+    # overlapped: 8 AG/RS (4 fwd, 4 bwd) of c = ar/2 each, at least c/tp exposed: 4 ar / tp
+    assert overlap_tp < blocking_tp
+    assert overlap_tp >= blocking_tp * (4.0 / 8) / 3.0 - 1e-12
+    no_sp = estimate_step_time(gpt175, system, TrainPlan(**base, tp_comm_overlap=True), gpu)
+    no_sp_blocking = estimate_step_time(gpt175, system, TrainPlan(**base), gpu)
+    assert no_sp.step_time_s == pytest.approx(no_sp_blocking.step_time_s, rel=1e-12)
+
+
+def test_interleaved_p2p_overlaps_only_in_megatron_core(dgx, gpt175):
+    # Megatron-core overlaps interleaved-schedule sends with compute (overlap_p2p_comm); the
+    # 2021-22 stack (unfused attention) and the 1F1B schedule block on them.
+    from gpuplan.workloads.training.step_time import AttentionKernel
+
+    system, gpu = dgx
+    inter = TrainPlan(tp=8, pp=8, dp=2, vpp=3, micro_batch=1, global_batch=32, seq_len=2048)
+    core = estimate_step_time(gpt175, system, inter, gpu, attention_kernel=AttentionKernel.FLASH)
+    legacy = estimate_step_time(gpt175, system, inter, gpu, attention_kernel=AttentionKernel.UNFUSED)
+    # a 2 x 2048 x 12288 / 8 B = 6.3 MB send is far below half a virtual stage's compute (4 layers):
+    # only the 5% contention share of the transfer remains exposed
+    assert core.breakdown_s["pp_comm_s"] == pytest.approx(0.05 * legacy.breakdown_s["pp_comm_s"], rel=1e-9)
+    one_f_one_b = inter.model_copy(update={"vpp": 1})
+    a = estimate_step_time(gpt175, system, one_f_one_b, gpu, attention_kernel=AttentionKernel.FLASH)
+    b = estimate_step_time(gpt175, system, one_f_one_b, gpu, attention_kernel=AttentionKernel.UNFUSED)
+    assert a.breakdown_s["pp_comm_s"] == pytest.approx(b.breakdown_s["pp_comm_s"], rel=1e-12)

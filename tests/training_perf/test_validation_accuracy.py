@@ -59,16 +59,15 @@ def test_time_mape_per_family(results):
     fam = defaultdict(list)
     for x in time_rows:
         fam[_family(x[0]["id"])].append(x)
-    # reached (MAPE %), after FlashAttention v1 for llm-foundry rows and torchtitan's half-forward
-    # selective recompute: meg21 2.0, korth-t5 7.8, korth-abs 8.8, vtrain 14.2, nemo 13.2,
-    # mpt-a100 7.0, mpt-h100 10.3, tt-a100 11.7, megft (time rows) 32.9, all time rows 11.2
-    # -> limits with ~10-15% relative slack. After the channel-aware Simple fill in collectives
-    # (n_1/2 = 2 channels per NIC x 4 MiB across nodes): vtrain 11.5, nemo 12.5, all time rows 10.0.
-    limits = {"meg21-t1": 3.0, "korth-t5": 9.0, "korth-abs": 10.0, "vtrain": 13.0, "nemo2407": 14.0,
-              "mpt-a100": 8.5, "mpt-h100": 12.0, "tt-a100": 13.5, "megft": 36.0}
+    # reached (MAPE %) after domain channels scaled to the link rate (A100 21), interleaved p2p overlap
+    # (Megatron-core) and TE TP-comm overlap on fp8 rows: meg21 2.75, korth-t5 5.3, korth-abs 7.4,
+    # vtrain 10.2, nemo 8.6, mpt-a100 7.0, mpt-h100 10.3, tt-a100 11.7, megft (time rows) 34.2,
+    # all time rows 9.45 -> limits with ~10-15% relative slack.
+    limits = {"meg21-t1": 3.2, "korth-t5": 6.2, "korth-abs": 8.5, "vtrain": 11.5, "nemo2407": 10.0,
+              "mpt-a100": 8.0, "mpt-h100": 12.0, "tt-a100": 13.5, "megft": 38.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 11.0
+    assert _mape(time_rows) <= 10.0
 
 
 def test_vtrain_strategy_ranking(results):
@@ -77,7 +76,8 @@ def test_vtrain_strategy_ranking(results):
         if r["source"].startswith("Bang"):
             groups[(r["model"], r["num_gpus"])].append((p, m))
     rhos = [_spearman([p for p, _ in g], [m for _, m in g]) for g in groups.values() if len(g) >= 4]
-    # reached: 3.6B 0.95, 18.4B 0.21, 39.1B 0.52, 175B 0.87 (mean 0.64). The 18.4B group dropped from
-    # 0.36 with the channel-aware collective fill: its measured times span 10.43-11.03 s except the tp16
-    # row, so its rank order is within a few percent of noise. Known regression, target is >= 0.8.
-    assert rhos and min(rhos) >= 0.18 and sum(rhos) / len(rhos) >= 0.6
+    # reached: 3.6B 0.94, 18.4B 0.36, 39.1B 0.63, 175B 0.83 (mean 0.69). The 18.4B group's measured
+    # times span 10.43-11.03 s except the tp16 row, so its rank order is within a few percent of
+    # noise; the 39.1B group's tp=2 rows run 1.3-1.5x slower than any modelled cost explains.
+    # Target is >= 0.8 per group (not met for those two).
+    assert rhos and min(rhos) >= 0.33 and sum(rhos) / len(rhos) >= 0.66

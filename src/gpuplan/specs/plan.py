@@ -43,6 +43,10 @@ class TrainPlan(Spec):
     seq_len: int = Field(default=2048, gt=0)
     recompute: Recompute = Recompute.NONE
     sequence_parallel: bool = False
+    #: TransformerEngine TP communication overlap (userbuffers, Megatron-core/NeMo `tp_comm_overlap`):
+    #: with sequence parallelism, each all-gather / reduce-scatter is split into tp chunks pipelined
+    #: with the GEMM it feeds. Has no effect without sequence parallelism.
+    tp_comm_overlap: bool = False
     precision: Precision = Precision.BF16
     sharding: Sharding = Sharding.NONE
     #: dtype of the gradient buffer. fp32 = Megatron's main_grad accumulation (the "18 bytes/param" setup);

@@ -41,11 +41,23 @@ Communication (times from `primitives.collectives` via `comm_adapter`):
   move the same bytes (Korthikanti et al. 2022 sec. 4.2.2). Backward TP collectives overlap the
   weight-gradient GEMM for TP_BACKWARD_OVERLAP of their time (Megatron's async TP all-reduce,
   Narayanan et al. 2021 / Megatron-LM `--async-tensor-model-parallel-allreduce`).
+  With `tp_comm_overlap` and sequence parallelism (TransformerEngine userbuffers; Wang et al. 2023,
+  "Overlap Communication with Dependent Computation via Decomposition", ASPLOS; NeMo
+  `tp_comm_overlap`), each all-gather / reduce-scatter (half an all-reduce's time, c) is cut into tp
+  chunks pipelined with the GEMM it feeds or drains (QKV, output projection, FC1, FC2; in backward
+  the input-gradient GEMMs of the same shapes): a pair takes max(c, g) + min(c, g) / tp, so
+  max(0, c - g) + min(c, g) / tp of c is exposed (the first / last chunk cannot overlap), and the
+  overlapped part slows the GEMM by OVERLAP_CONTENTION.
 - CP: ring attention passes each rank's K,V block cp-1 times forward and K,V + dK,dV backward,
   overlapped with the attention core; only the excess is exposed.
 - EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward.
 - PP: one send of the boundary activation (t x h x 2 / tp bytes: Megatron's scatter-gather)
-  forward and one backward per micro-batch and virtual stage.
+  forward and one backward per micro-batch and virtual stage. The interleaved schedule (vpp > 1)
+  overlaps these sends with the next virtual stage's compute in Megatron-core (`overlap_p2p_comm`,
+  on by default; `--no-overlap-p2p-communication` turns it off): only the excess of a transfer
+  over half a virtual stage's forward + backward is exposed. The 1F1B schedule (vpp = 1), the
+  2021-22 Megatron stack (`AttentionKernel.UNFUSED`: Narayanan et al. 2021 and Korthikanti et al.
+  2022 predate the option) and other frameworks block on them.
 - DP: gradients reduced over dp x cp ranks. No sharding: all-reduce; ZeRO-1/2: reduce-scatter +
   all-gather of bf16 parameters; ZeRO-3/FSDP: per micro-batch all-gather forward, all-gather
   backward, reduce-scatter. Overlap by framework (`Framework`): Megatron-core and FSDP bucket the
@@ -182,6 +194,8 @@ class StepContext:
     framework: Framework
     attention_kernel: AttentionKernel
     gemm_dtype: str  # dtype of the GEMMs (fp8 only where the GPU has it)
+    tp_comm_overlap: bool  # TransformerEngine TP comm overlap (applies where sequence parallelism is on)
+    p2p_overlap: bool  # Megatron-core interleaved schedule overlaps pipeline sends with compute
     act_dtype: str  # bf16 or fp16: attention, elementwise, communication
     hbm_bytes_s: float
     # shape
@@ -212,6 +226,7 @@ class StepContext:
         precision: Precision = Precision.BF16,
         framework: Framework = Framework.MEGATRON,
         attention_kernel: AttentionKernel = AttentionKernel.FLASH,
+        tp_comm_overlap: bool = False,
     ) -> "StepContext":
         if model.mla is not None:
             q_dim = model.heads * (model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim)
@@ -232,7 +247,9 @@ class StepContext:
         return cls(
             model=model, system=system, gpu=gpu, seq_len=int(seq_len), precision=precision,
             framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
-            gemm_dtype=gemm_dtype, act_dtype=act_dtype, hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
+            gemm_dtype=gemm_dtype, tp_comm_overlap=bool(tp_comm_overlap), act_dtype=act_dtype,
+            p2p_overlap=(Framework(framework) in (Framework.MEGATRON, Framework.OTHER)
+                         and AttentionKernel(attention_kernel) is not AttentionKernel.UNFUSED), hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
             hidden=model.hidden, q_dim=q_dim, kv_dim=kv_dim, head_dim=head_dim, heads=model.heads,
             vocab=model.vocab, layers=model.layers, dense_layers=model.layers - moe_layers, moe_layers=moe_layers,
             ffn_up_mats=2 if model.ffn_kind is FfnKind.SWIGLU else 1,
@@ -325,11 +342,12 @@ def step_time_arrays(
     if ctx.gemm_dtype == "fp8":  # inputs of QKV and output projection
         elem_attn = elem_attn + t * (h + ctx.q_dim) / tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
 
-    dense_mlp = 0.0
+    dense_mlp = dense_up = dense_down = 0.0
     elem_dense = 0.0
     if ctx.dense_layers:
         f = float(ctx.model.ffn)
-        dense_mlp = _gemm(ctx, t, ctx.ffn_up_mats * f / tp, h) + _gemm(ctx, t, h, f / tp)
+        dense_up, dense_down = _gemm(ctx, t, ctx.ffn_up_mats * f / tp, h), _gemm(ctx, t, h, f / tp)
+        dense_mlp = dense_up + dense_down
         elem_dense = eager * t * f / tp * ffn_bytes / ctx.hbm_bytes_s
         if ctx.gemm_dtype == "fp8":  # inputs of the up and down projections
             elem_dense = elem_dense + t * (h + f / tp) * FP8_CAST_BYTES / ctx.hbm_bytes_s
@@ -373,6 +391,19 @@ def step_time_arrays(
     ar = collective_seconds_array(Collective.ALL_REDUCE, t * h * act_bytes, tp, tp_pn, ctx.system)
     fwd_collectives = np.where(rc == RecomputeCode.FULL, 4.0, 2.0)
     tp_mb = layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - TP_BACKWARD_OVERLAP))
+    if ctx.tp_comm_overlap:
+        # userbuffers: each AG / RS (c = ar / 2) pipelined in tp chunks with its GEMM
+        c = 0.5 * ar
+        mlp_half = moe_frac * moe_mlp / 2.0
+        pair_gemms = (qkv, out, dense_frac * dense_up + mlp_half, dense_frac * dense_down + mlp_half)
+
+        def exposed(g):
+            return np.maximum(0.0, c - g) + np.minimum(c, g) / tp + OVERLAP_CONTENTION * np.minimum(c, g)
+
+        fwd_exp = sum(exposed(g) for g in pair_gemms)
+        bwd_exp = sum(exposed(2.0 * g) for g in pair_gemms)  # dgrad + wgrad GEMMs of the same shapes
+        overlapped = layers_per_stage * (np.where(rc == RecomputeCode.FULL, 2.0, 1.0) * fwd_exp + bwd_exp)
+        tp_mb = np.where(sp & (tp > 1), overlapped, tp_mb)
 
     # ---- context parallel (ring attention, overlapped with the attention core) -----------------
     cp_pn = group_per_node(cp, tp, gpn)
@@ -397,7 +428,9 @@ def step_time_arrays(
     p2p = collective_seconds_array(
         Collective.P2P, t * h * act_bytes / tp, np.where(pp > 1, 2, 1), np.where(crosses, 1, 2), ctx.system
     )
-    pp_mb = np.where(pp > 1, 2.0 * vpp * p2p, 0.0)
+    chunk = (compute_mb + recompute_mb) / vpp  # one virtual stage's forward + backward
+    per_transfer = np.where((vpp > 1) & ctx.p2p_overlap, np.maximum(0.0, p2p - chunk / 2.0) + OVERLAP_CONTENTION * np.minimum(p2p, chunk / 2.0), p2p)
+    pp_mb = np.where(pp > 1, 2.0 * vpp * per_transfer, 0.0)
 
     mb_time = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     bubble = (pp - 1.0) / vpp * mb_time
@@ -497,7 +530,9 @@ def estimate_step_time(
 ) -> StepTime:
     """Step time of one plan (formulas in the module docstring). `gpu` is the system's GPU spec."""
     check_plan(model, system, plan)
-    ctx = StepContext.build(model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel)
+    ctx = StepContext.build(
+        model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap
+    )
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,
         RECOMPUTE_CODE[plan.recompute], plan.sequence_parallel, SHARDING_CODE[plan.sharding],

@@ -10,7 +10,12 @@ Defaults for empty cells (documented, the same for every row):
 - global_batch: one sequence per GPU (num_gpus sequences: the Megatron papers' choice, e.g.
   1536 on 1536 GPUs, 2520 on 2520, 3072 on 3072 in Narayanan et al. 2021 Table 1), rounded to
   whole micro-batches.
-- recompute: none; sequence_parallel: false; sharding: none.
+- recompute: none; sharding: none; sequence_parallel: false, except on fp8 rows (below).
+- fp8 rows ran TransformerEngine, whose published FP8 training recipes (NeMo / Megatron-core
+  performance configs, e.g. NeMo-Framework-Launcher gpt3/175b, llama2/70b, nemotron/340b) run
+  sequence parallelism with TP communication overlap (`sequence_parallel: True`,
+  `tp_comm_overlap: True`) whenever tp > 1: an empty sequence_parallel cell is true there, and
+  TP comm overlap is on; a stated `false` keeps both off.
 - precision: bf16 (the A100/H100 tensor-core peak is the same for fp16).
 - framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
   backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see step_time.Framework).
@@ -76,8 +81,12 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
     rc_raw = _cell(row, "recompute") or "none"
     if not _cell(row, "recompute"):
         notes.append("recompute=none")
-    sp = _cell(row, "sequence_parallel").lower() == "true"
     prec_raw = _cell(row, "precision") or "bf16"
+    te_fp8 = prec_raw.lower() == "fp8"
+    sp_raw = _cell(row, "sequence_parallel").lower()
+    sp = sp_raw == "true" or (te_fp8 and not sp_raw)
+    if te_fp8 and not sp_raw and tp > 1:
+        notes.append("sequence_parallel + tp_comm_overlap (fp8 TransformerEngine recipe)")
     if not _cell(row, "precision"):
         notes.append("precision=bf16")
     shard_raw = _cell(row, "sharding") or "none"
@@ -86,6 +95,7 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
         plan = TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
             recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
+            tp_comm_overlap=te_fp8 and sp and tp > 1,
             sharding=Sharding(shard_raw),
         )
     except ValueError as exc:
