@@ -24,7 +24,7 @@ def _plan_dict(plan) -> dict:
         "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "vpp": plan.vpp,
         "micro_batch": plan.micro_batch, "global_batch": plan.global_batch, "seq_len": plan.seq_len,
         "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
-        "sharding": plan.sharding.value, "precision": plan.precision.value,
+        "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
     }
 
 
@@ -33,7 +33,8 @@ def _plan_label(plan) -> str:
     extra += f" ep{plan.ep}" if plan.ep > 1 else ""
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
-            f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''} {plan.sharding.value}")
+            f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
+            f"{plan.sharding.value}")
 
 
 def estimate_to_json(est) -> dict:
@@ -92,6 +93,9 @@ def register(app: typer.Typer) -> None:
         recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective, full."),
         sharding: Optional[str] = typer.Option(None, "--sharding", help="none, zero1, zero2, zero3, fsdp."),
         sequence_parallel: Optional[bool] = typer.Option(None, "--sequence-parallel/--no-sequence-parallel"),
+        tp_comm_overlap: bool = typer.Option(
+            False, "--tp-comm-overlap", help="TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on."
+        ),
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
         pue: float = typer.Option(1.2, "--pue", help="Data-centre PUE (>= 1)."),
         grid_kg_per_kwh: float = typer.Option(0.46, "--grid-kg-per-kwh", help="Grid CO2 intensity, kg/kWh."),
@@ -101,7 +105,7 @@ def register(app: typer.Typer) -> None:
         """Best parallelism plan, step time, MFU, days, GPU-hours, energy, cost and CO2 of a training run."""
         est = run_train(
             model=model, system=system, gpus=gpus, tokens=tokens, flops=flops, seq_len=seq_len,
-            global_batch=global_batch, precision=precision, framework=framework,
+            global_batch=global_batch, precision=precision, framework=framework, tp_comm_overlap=tp_comm_overlap,
             degrees=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                          sharding=sharding, sequence_parallel=sequence_parallel),
             usd_per_gpu_hour=usd_per_gpu_hour, pue=pue, grid_kg_per_kwh=grid_kg_per_kwh, top=top,
@@ -124,7 +128,7 @@ def _enum(cls, raw: str, name: str):
 
 
 def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, precision, framework, degrees,
-              usd_per_gpu_hour, pue, grid_kg_per_kwh, top, progress):
+              usd_per_gpu_hour, pue, grid_kg_per_kwh, top, progress, tp_comm_overlap=False):
     """Parse the command's strings into specs and call `estimate_training` (no computing here)."""
     from gpuplan.catalog import load_catalog
     from gpuplan.errors import InputError
@@ -167,6 +171,7 @@ def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, prec
                 recompute=_enum(Recompute, d.get("recompute", "none"), "recompute"),
                 sharding=_enum(Sharding, d.get("sharding", "none"), "sharding"),
                 sequence_parallel=bool(d.get("sequence_parallel", tp_ > 1)) and tp_ > 1,
+                tp_comm_overlap=tp_comm_overlap,
             )
         except ValueError as exc:
             raise InputError(f"plan: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}", field="plan") from None
@@ -179,7 +184,9 @@ def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, prec
     try:
         return estimate_training(
             spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
-            precision=prec, plan=plan, space=SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec),
+            precision=prec, plan=plan, space=SearchSpace(
+                global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap
+            ),
             usd_per_gpu_hour=usd_per_gpu_hour, pue=pue, grid_kg_per_kwh=grid_kg_per_kwh, framework=fw,
             progress=bar,
         )

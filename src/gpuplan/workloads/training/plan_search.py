@@ -67,6 +67,8 @@ class SearchSpace:
     recompute: Sequence[Recompute] | None = None
     sharding: Sequence[Sharding] | None = None
     sequence_parallel: Sequence[bool] | None = None
+    #: TransformerEngine TP comm overlap on the plans that use sequence parallelism
+    tp_comm_overlap: bool = False
 
 
 @dataclass(frozen=True)
@@ -249,7 +251,9 @@ def search_plans(
         invalid |= mask
     if progress:
         progress("step time", 0.1)
-    ctx = StepContext.build(model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH)
+    ctx = StepContext.build(
+        model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
+    )
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh)
     if progress:
         progress("memory", 0.6)
@@ -279,6 +283,7 @@ def search_plans(
             ep=int(full["ep"][i]), vpp=int(full["vpp"][i]), micro_batch=int(full["mb"][i]), global_batch=gb,
             seq_len=space.seq_len, recompute=codes_rc[int(full["rc"][i])], sequence_parallel=bool(full["sp"][i]),
             precision=space.precision, sharding=codes_sh[int(full["sh"][i])],
+            tp_comm_overlap=space.tp_comm_overlap and bool(full["sp"][i]),
         )
         memory = training_memory(model, plan, gpu)
         if not memory.fits:
