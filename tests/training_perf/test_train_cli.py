@@ -30,3 +30,15 @@ def test_one_plan_and_errors(runner):
     assert bad.exit_code == 2 and "recompute" in bad.output
     bad = runner.invoke(app, ["train", "--tp", "3"])
     assert bad.exit_code == 2
+
+
+def test_tp_comm_overlap_flag(runner):
+    # the same tp=8 plan with and without TE TP-comm overlap: the flag is echoed in best_plan and
+    # can only hide TP communication (step_time model: overlapped <= blocking collectives)
+    args = ["train", "--tp", "8", "--pp", "8", "--vpp", "3", "--sequence-parallel", "--json"]
+    off = json.loads(runner.invoke(app, args).stdout)
+    res = runner.invoke(app, args + ["--tp-comm-overlap"])
+    assert res.exit_code == 0, res.output
+    on = json.loads(res.stdout)
+    assert on["best_plan"]["tp_comm_overlap"] is True and off["best_plan"]["tp_comm_overlap"] is False
+    assert on["step_time_s"] < off["step_time_s"]
