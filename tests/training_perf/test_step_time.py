@@ -173,3 +173,18 @@ def test_interleaved_p2p_overlaps_only_in_megatron_core(dgx, gpt175):
     a = estimate_step_time(gpt175, system, one_f_one_b, gpu, attention_kernel=AttentionKernel.FLASH)
     b = estimate_step_time(gpt175, system, one_f_one_b, gpu, attention_kernel=AttentionKernel.UNFUSED)
     assert a.breakdown_s["pp_comm_s"] == pytest.approx(b.breakdown_s["pp_comm_s"], rel=1e-12)
+
+
+def test_collective_sm_fraction_is_channels_over_sms():
+    # NCCL runs one thread block per channel. dgx-h100 (132 SMs, 1 NIC per GPU): a ring over 8
+    # nodes x 8 ranks uses 2 channels per NIC the node's ranks own = 16 -> 16/132; one rank per node
+    # (strided group) owns 1 NIC -> 2/132. dgx-a100-80gb inside the node: 300 GB/s / (450/32) = 21
+    # channels over 108 SMs. A group of one runs no collective.
+    from gpuplan.workloads.training.comm_adapter import collective_sm_fraction
+
+    c = load_catalog()
+    h100, a100 = c.system("dgx-h100"), c.system("dgx-a100-80gb")
+    assert float(collective_sm_fraction(64, 8, h100, c.gpu(h100.gpu))) == pytest.approx(16 / 132)
+    assert float(collective_sm_fraction(8, 1, h100, c.gpu(h100.gpu))) == pytest.approx(2 / 132)
+    assert float(collective_sm_fraction(8, 8, a100, c.gpu(a100.gpu))) == pytest.approx(21 / 108)
+    assert float(collective_sm_fraction(1, 1, a100, c.gpu(a100.gpu))) == 0.0

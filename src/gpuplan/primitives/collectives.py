@@ -248,6 +248,11 @@ def nccl_channels(f: _Fabric, ranks_in_domain, domains):
     return np.where(np.asarray(domains) > 1, across, domain_channels(f))
 
 
+def group_channels(system: System, gpu: Gpu | None, ranks_in_domain, domains):
+    """NCCL channels of a ring over `domains` domains with `ranks_in_domain` ranks in each, on `system`."""
+    return nccl_channels(_fabric(system, gpu), ranks_in_domain, domains)
+
+
 def domain_fill_bytes(f: _Fabric) -> float:
     """Hockney n_1/2 of a Simple ring inside one domain, bus bytes: domain_channels x NCCL_BUFFSIZE."""
     return domain_channels(f) * NCCL_BUFFSIZE_BYTES
@@ -504,6 +509,6 @@ def asymptotic_busbw_gbps(collective, system: System, num_gpus: int, algorithm="
 
 __all__ = [
     "Algorithm", "Collective", "CollectiveResult", "Protocol", "asymptotic_busbw_gbps", "busbw_factor",
-    "collective_time", "collective_time_array",
+    "collective_time", "collective_time_array", "group_channels",
 ]
 _ = math

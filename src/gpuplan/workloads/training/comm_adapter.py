@@ -91,4 +91,16 @@ def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: Sy
     return times[inverse.ravel()].reshape(size_b.shape)
 
 
-__all__ = ["Collective", "collective_seconds", "collective_seconds_array", "group_per_node"]
+def collective_sm_fraction(n, per_node, system: System, gpu) -> np.ndarray:
+    """Fraction of the GPU's SMs a running collective of this group occupies: NCCL runs one
+    thread block per channel (`primitives.collectives.nccl_channels`), so compute overlapped with
+    it runs on the other SMs: channels / SM count (0 for a group of one)."""
+    from gpuplan.primitives.collectives import group_channels
+
+    n_b, pn_b = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(per_node, dtype=np.float64))
+    channels = group_channels(system, gpu, pn_b, np.maximum(1.0, n_b / np.maximum(pn_b, 1.0)))
+    sms = float(gpu.sm_count or 132)
+    return np.where(n_b > 1, np.minimum(1.0, channels / sms), 0.0)
+
+
+__all__ = ["Collective", "collective_seconds", "collective_sm_fraction", "collective_seconds_array", "group_per_node"]

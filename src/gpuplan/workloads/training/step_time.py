@@ -64,8 +64,14 @@ Communication (times from `primitives.collectives` via `comm_adapter`):
   reduce and overlap it with the backward pass (window = backward of the last micro-batch, and the
   parameter all-gather with the first forward); FSDP overlaps each micro-batch's gathers with its
   compute; DeepSpeed's ZeRO-0/1 engine (Megatron-DeepSpeed) reduces after the backward pass.
+  While an overlapped NCCL collective runs, its thread blocks (one per channel: 16 for a ring over
+  8 NICs per node, 32 inside an H100 node) hold that many SMs, so the compute it hides behind runs
+  channels / SMs slower: that share of the overlapped time is added (NCCL launches one CTA per
+  channel; Calculon models the same effect as `processor_usage`).
   Gradients are reduced in fp32 with bf16 (Megatron forces accumulate_allreduce_grads_in_fp32 for
-  bf16), in fp16 with fp16, and in the parameter dtype under ZeRO-3/FSDP.
+  bf16), in fp16 with fp16, and in the parameter dtype under ZeRO-3/FSDP. Parameters are gathered
+  in bf16, except under `Framework.FSDP` (Composer's 2023 DEFAULT mixed precision gathers fp32:
+  COMPOSER_GATHER_BYTES).
 - Pipeline bubble: (pp-1)/vpp micro-batch times (1F1B, Narayanan et al. 2021 sec. 2.2; interleaved
   schedule divides by the virtual stages per GPU).
 - Optimizer: Adam reads fp32 master weight, m, v and gradient and writes master, m, v and the
@@ -90,7 +96,9 @@ from gpuplan.models.params import parameter_counts
 from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.model import FfnKind
-from gpuplan.workloads.training.comm_adapter import Collective, collective_seconds_array, group_per_node
+from gpuplan.workloads.training.comm_adapter import (
+    Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
+)
 
 
 class Framework(str, Enum):
@@ -146,8 +154,10 @@ ADAM_BYTES_PER_PARAM = 30.0
 #: all-reduce overlaps the input-gradient all-reduce with the weight-gradient GEMM: about half the
 #: backward collectives; modelling assumption).
 TP_BACKWARD_OVERLAP = 0.5
-#: Compute slowdown while NCCL kernels run alongside (SM and HBM contention): Calculon's
-#: `processor_usage` (15% on NVLink, 2% on InfiniBand) -> 5% of the overlapped time, assumed.
+#: Compute slowdown while TransformerEngine userbuffers or pipeline sends run alongside: those
+#: move data with a few SMs or the copy engines, so 5% of the overlapped time (assumption; Calculon's
+#: `processor_usage` is 15% on NVLink, 2% on InfiniBand). Data-parallel NCCL collectives instead
+#: occupy one SM per channel: their slowdown is channels / SMs (`comm_adapter.collective_sm_fraction`).
 OVERLAP_CONTENTION = 0.05
 #: Training attention (forward + backward, causal, head_dim 128) as a fraction of dense peak:
 #: FlashAttention-2 (Dao 2023, sec. 4.1 / Fig. 4-7): about 180 of 312 TFLOP/s on A100 at 2k-16k
@@ -168,6 +178,12 @@ SUSTAINED_GEMM_FRACTION = 0.85
 #: Extra HBM bytes per GEMM-input element with FP8 (TransformerEngine): cast + transpose of the
 #: bf16 input (read 2 B, write 1 B twice) and of the output gradient in backward.
 FP8_CAST_BYTES = 4.0
+#: Bytes per parameter of the ZeRO-3 / FSDP all-gathers under `Framework.FSDP` (Composer /
+#: llm-foundry): Composer's `mixed_precision: DEFAULT` of 2023 (the MPT benchmark tables) set
+#: MixedPrecision(param_dtype=float32, reduce_dtype=<autocast dtype>, buffer_dtype=float32), so
+#: parameters are gathered in fp32 and cast by autocast at each matmul; gradients are reduced in
+#: bf16. (Later Composer releases gather in the autocast dtype and reduce in fp32.)
+COMPOSER_GATHER_BYTES = 4.0
 #: Fraction of a layer's forward that torchtitan's selective activation checkpointing recomputes.
 #: torchtitan `activation_checkpoint.mode = "selective"`: `selective_ac_option = "2"` (its default,
 #: "layer" SAC) wraps every 2nd transformer block in full checkpointing -> half the layers re-run
@@ -445,16 +461,18 @@ def step_time_arrays(
     grad_bytes = np.where(shard == ShardingCode.ZERO3, 2.0, 2.0 if ctx.precision is Precision.FP16 else 4.0)
     reduce_all = collective_seconds_array(Collective.ALL_REDUCE, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
     reduce_scatter = collective_seconds_array(Collective.REDUCE_SCATTER, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
-    gather = collective_seconds_array(Collective.ALL_GATHER, local_params * 2.0, dp_group, dp_pn, ctx.system)
+    gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
+    gather = collective_seconds_array(Collective.ALL_GATHER, local_params * gather_bytes, dp_group, dp_pn, ctx.system)
     overlap = ctx.framework is not Framework.DEEPSPEED
     last_bwd = stage_bwd + recompute_mb
+    dp_contention = collective_sm_fraction(dp_group, dp_pn, ctx.system, ctx.gpu)
     if overlap:
-        unsharded = np.maximum(0.0, reduce_all - last_bwd) + OVERLAP_CONTENTION * np.minimum(reduce_all, last_bwd)
+        unsharded = np.maximum(0.0, reduce_all - last_bwd) + dp_contention * np.minimum(reduce_all, last_bwd)
         zero12 = (np.maximum(0.0, reduce_scatter - last_bwd) + np.maximum(0.0, gather - stage_fwd)
-                  + OVERLAP_CONTENTION * (np.minimum(reduce_scatter, last_bwd) + np.minimum(gather, stage_fwd)))
+                  + dp_contention * (np.minimum(reduce_scatter, last_bwd) + np.minimum(gather, stage_fwd)))
         per_mb = 2.0 * gather + reduce_scatter
         window = compute_mb + recompute_mb
-        zero3 = m * (np.maximum(0.0, per_mb - window) + OVERLAP_CONTENTION * np.minimum(per_mb, window))
+        zero3 = m * (np.maximum(0.0, per_mb - window) + dp_contention * np.minimum(per_mb, window))
     else:
         unsharded = reduce_all
         zero12 = reduce_scatter + gather
