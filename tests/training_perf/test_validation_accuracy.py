@@ -60,14 +60,15 @@ def test_time_mape_per_family(results):
     for x in time_rows:
         fam[_family(x[0]["id"])].append(x)
     # reached (MAPE %) after domain channels scaled to the link rate (A100 21), interleaved p2p overlap
-    # (Megatron-core) and TE TP-comm overlap on fp8 rows: meg21 2.75, korth-t5 5.3, korth-abs 7.4,
-    # vtrain 10.2, nemo 8.6, mpt-a100 7.0, mpt-h100 10.3, tt-a100 11.7, megft (time rows) 34.2,
-    # all time rows 9.45 -> limits with ~10-15% relative slack.
-    limits = {"meg21-t1": 3.2, "korth-t5": 6.2, "korth-abs": 8.5, "vtrain": 11.5, "nemo2407": 10.0,
-              "mpt-a100": 8.0, "mpt-h100": 12.0, "tt-a100": 13.5, "megft": 38.0}
+    # (Megatron-core), TE TP-comm overlap on fp8 rows, channels/SMs contention of overlapped DP
+    # collectives and Composer's fp32 gathers: meg21 2.8, korth-t5 5.3, korth-abs 7.4, vtrain 10.2,
+    # nemo 8.5, mpt-a100 7.05, mpt-h100 8.8, tt-a100 10.4, megft (time rows) 34.0, all time rows
+    # 9.06 -> limits with ~10-15% relative slack.
+    limits = {"meg21-t1": 3.2, "korth-t5": 6.2, "korth-abs": 8.5, "vtrain": 11.5, "nemo2407": 9.8,
+              "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 12.0, "megft": 38.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 10.0
+    assert _mape(time_rows) <= 9.8
 
 
 def test_vtrain_strategy_ranking(results):
