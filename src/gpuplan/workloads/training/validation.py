@@ -16,7 +16,9 @@ Defaults for empty cells (documented, the same for every row):
   sequence parallelism with TP communication overlap (`sequence_parallel: True`,
   `tp_comm_overlap: True`) whenever tp > 1: an empty sequence_parallel cell is true there, and
   TP comm overlap is on; a stated `false` keeps both off.
-- precision: bf16 (the A100/H100 tensor-core peak is the same for fp16).
+- precision: fp16 for megatron / deepspeed rows (the same pre-FlashAttention recipes as the
+  attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
+  (the A100/H100 tensor-core peak is the same for both).
 - framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
   backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see step_time.Framework).
 - attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
@@ -81,14 +83,16 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
     rc_raw = _cell(row, "recompute") or "none"
     if not _cell(row, "recompute"):
         notes.append("recompute=none")
-    prec_raw = _cell(row, "precision") or "bf16"
+    legacy = framework_from_row(row) in (Framework.MEGATRON, Framework.DEEPSPEED)
+    default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
+    prec_raw = _cell(row, "precision") or default_prec
     te_fp8 = prec_raw.lower() == "fp8"
     sp_raw = _cell(row, "sequence_parallel").lower()
     sp = sp_raw == "true" or (te_fp8 and not sp_raw)
     if te_fp8 and not sp_raw and tp > 1:
         notes.append("sequence_parallel + tp_comm_overlap (fp8 TransformerEngine recipe)")
     if not _cell(row, "precision"):
-        notes.append("precision=bf16")
+        notes.append(f"precision={default_prec}")
     shard_raw = _cell(row, "sharding") or "none"
     seq = _int(row, "seq_len", 2048)
     try:
