@@ -265,7 +265,8 @@ class StepContext:
             framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
             gemm_dtype=gemm_dtype, tp_comm_overlap=bool(tp_comm_overlap), act_dtype=act_dtype,
             p2p_overlap=(Framework(framework) in (Framework.MEGATRON, Framework.OTHER)
-                         and AttentionKernel(attention_kernel) is not AttentionKernel.UNFUSED), hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
+                         and AttentionKernel(attention_kernel) is not AttentionKernel.UNFUSED),
+            hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
             hidden=model.hidden, q_dim=q_dim, kv_dim=kv_dim, head_dim=head_dim, heads=model.heads,
             vocab=model.vocab, layers=model.layers, dense_layers=model.layers - moe_layers, moe_layers=moe_layers,
             ffn_up_mats=2 if model.ffn_kind is FfnKind.SWIGLU else 1,
@@ -444,8 +445,9 @@ def step_time_arrays(
     p2p = collective_seconds_array(
         Collective.P2P, t * h * act_bytes / tp, np.where(pp > 1, 2, 1), np.where(crosses, 1, 2), ctx.system
     )
-    chunk = (compute_mb + recompute_mb) / vpp  # one virtual stage's forward + backward
-    per_transfer = np.where((vpp > 1) & ctx.p2p_overlap, np.maximum(0.0, p2p - chunk / 2.0) + OVERLAP_CONTENTION * np.minimum(p2p, chunk / 2.0), p2p)
+    half_chunk = (compute_mb + recompute_mb) / vpp / 2.0  # half a virtual stage's forward + backward
+    hidden_send = np.maximum(0.0, p2p - half_chunk) + OVERLAP_CONTENTION * np.minimum(p2p, half_chunk)
+    per_transfer = np.where((vpp > 1) & ctx.p2p_overlap, hidden_send, p2p)
     pp_mb = np.where(pp > 1, 2.0 * vpp * per_transfer, 0.0)
 
     mb_time = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
