@@ -47,16 +47,35 @@ def test_breakdown_sums_to_step_time(dgx, gpt175):
     assert st_.tokens_per_s == pytest.approx(128 * 2048 / st_.step_time_s)
 
 
-def test_bubble_is_pp_minus_1_over_vpp_microbatch_times(dgx, gpt175):
-    # 1F1B: bubble = (pp - 1) x t_mb; interleaved: / vpp (Narayanan et al. 2021 sec. 2.2)
+def test_bubble_is_pp_minus_1_over_vpp_microbatch_times_without_the_head(dgx, gpt175):
+    # 1F1B: bubble = (pp - 1) x t_mb; interleaved: / vpp (Narayanan et al. 2021 sec. 2.2). The fill
+    # and drain run through the pp - 1 stages that do not hold the output head, so their micro-batch
+    # time is the last stage's minus the head (3 GEMMs t x V/tp x h plus the loss traffic).
+    from gpuplan.primitives.op_cost import gemm_time_array
+    from gpuplan.workloads.training import step_time as stm
+
     system, gpu = dgx
     ctx = StepContext.build(gpt175, system, gpu, 2048)
-    args = dict(tp=8, dp=1, cp=1, ep=1, micro_batch=1, num_micro_batches=64, recompute=0, sequence_parallel=True, sharding=0)
+    tp, t, V, h = 8, 2048.0, gpt175.vocab, gpt175.hidden
+    head = (3 * float(gemm_time_array(gpu, t, V / tp, h, "bf16")) / stm.SUSTAINED_GEMM_FRACTION
+            + t * V / tp * stm.LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s)
+    args = dict(tp=tp, dp=1, cp=1, ep=1, micro_batch=1, num_micro_batches=64, recompute=0, sequence_parallel=True, sharding=0)
     for pp, vpp in ((8, 1), (8, 3), (4, 2)):
         a = step_time_arrays(ctx, pp=pp, vpp=vpp, **args)
         steady = a.compute_s + a.recompute_s + a.tp_comm_s + a.cp_comm_s + a.ep_comm_s + a.pp_comm_s
-        per_mb = steady / 64
-        assert float(a.bubble_s) == pytest.approx((pp - 1) / vpp * float(per_mb), rel=1e-12)
+        per_mb = float(steady) / 64
+        assert float(a.bubble_s) == pytest.approx((pp - 1) / vpp * (per_mb - head), rel=1e-9)
+
+
+def test_bubble_does_not_depend_on_the_vocabulary(dgx, gpt175):
+    # Only the last stage holds the output head, and it is not in the fill / drain.
+    system, gpu = dgx
+    args = dict(tp=8, pp=8, vpp=1, dp=1, cp=1, ep=1, micro_batch=1, num_micro_batches=64, recompute=0,
+                sequence_parallel=True, sharding=0)
+    small = step_time_arrays(StepContext.build(gpt175, system, gpu, 2048), **args)
+    big = step_time_arrays(StepContext.build(gpt175.model_copy(update={"vocab": 4 * gpt175.vocab}), system, gpu, 2048), **args)
+    assert float(big.compute_s) > float(small.compute_s)
+    assert float(big.bubble_s) == pytest.approx(float(small.bubble_s), rel=1e-12)
 
 
 def test_hand_derived_gemm_time_single_gpu():

@@ -73,7 +73,9 @@ Communication (times from `primitives.collectives` via `comm_adapter`):
   in bf16, except under `Framework.FSDP` (Composer's 2023 DEFAULT mixed precision gathers fp32:
   COMPOSER_GATHER_BYTES).
 - Pipeline bubble: (pp-1)/vpp micro-batch times (1F1B, Narayanan et al. 2021 sec. 2.2; interleaved
-  schedule divides by the virtual stages per GPU).
+  schedule divides by the virtual stages per GPU). The fill runs the forward passes of stages
+  0..pp-2 and the drain their backward passes, so the micro-batch time in the bubble is the last
+  stage's minus the output head: 1F1B's critical path is sum_{i<pp-1}(f_i + b_i) + m (f_last + b_last).
 - Optimizer: Adam reads fp32 master weight, m, v and gradient and writes master, m, v and the
   bf16 weight: ADAM_BYTES_PER_PARAM bytes per local (sharded) parameter, memory-bound.
 
@@ -451,7 +453,7 @@ def step_time_arrays(
     pp_mb = np.where(pp > 1, 2.0 * vpp * per_transfer, 0.0)
 
     mb_time = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
-    bubble = (pp - 1.0) / vpp * mb_time
+    bubble = (pp - 1.0) / vpp * (mb_time - head)  # fill / drain run through stages without the head
 
     # ---- data parallel ------------------------------------------------------------------------
     dense_body = ctx.body_params - ctx.expert_params
