@@ -69,7 +69,8 @@ Communication (times from `primitives.collectives` via `comm_adapter`):
   channels / SMs slower: that share of the overlapped time is added (NCCL launches one CTA per
   channel; Calculon models the same effect as `processor_usage`).
   Gradients are reduced in fp32 with bf16 (Megatron forces accumulate_allreduce_grads_in_fp32 for
-  bf16), in fp16 with fp16, and in the parameter dtype under ZeRO-3/FSDP. Parameters are gathered
+  bf16), in fp16 with fp16, and in the parameter dtype under ZeRO-3/FSDP (fp32 under
+  `Framework.TORCHTITAN`, whose FSDP2 default reduce dtype is float32). Parameters are gathered
   in bf16, except under `Framework.FSDP` (Composer's 2023 DEFAULT mixed precision gathers fp32:
   COMPOSER_GATHER_BYTES).
 - Pipeline bubble: (pp-1)/vpp micro-batch times (1F1B, Narayanan et al. 2021 sec. 2.2; interleaved
@@ -186,6 +187,10 @@ FP8_CAST_BYTES = 4.0
 #: parameters are gathered in fp32 and cast by autocast at each matmul; gradients are reduced in
 #: bf16. (Later Composer releases gather in the autocast dtype and reduce in fp32.)
 COMPOSER_GATHER_BYTES = 4.0
+#: Bytes per gradient element of torchtitan's FSDP2 reduce-scatter: its JobConfig default
+#: `mixed_precision_reduce = "float32"` (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)),
+#: so gradients are reduced in fp32 while parameters are gathered in bf16.
+TORCHTITAN_REDUCE_BYTES = 4.0
 #: Fraction of a layer's forward that torchtitan's selective activation checkpointing recomputes.
 #: torchtitan `activation_checkpoint.mode = "selective"`: `selective_ac_option = "2"` (its default,
 #: "layer" SAC) wraps every 2nd transformer block in full checkpointing -> half the layers re-run
@@ -462,7 +467,8 @@ def step_time_arrays(
     local_params = (dense_body / pp + embed_stage + ctx.expert_params / pp / ep) / tp
     dp_group = dp * cp
     dp_pn = group_per_node(dp_group, tp, gpn)
-    grad_bytes = np.where(shard == ShardingCode.ZERO3, 2.0, 2.0 if ctx.precision is Precision.FP16 else 4.0)
+    zero3_grad_bytes = TORCHTITAN_REDUCE_BYTES if ctx.framework is Framework.TORCHTITAN else 2.0
+    grad_bytes = np.where(shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
     reduce_all = collective_seconds_array(Collective.ALL_REDUCE, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
     reduce_scatter = collective_seconds_array(Collective.REDUCE_SCATTER, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
