@@ -8,7 +8,10 @@ head) is
          + bubble                                                               # fill + drain
          + dp_exposed + optimizer
 
-with m = global_batch / (micro_batch x dp) micro-batches. Every term is a field of `StepTime`;
+with m = global_batch / (micro_batch x dp) micro-batches. When pp x vpp does not divide the layers
+(e.g. DeepSeek-V3's 61 layers on pp 16), layers are split as evenly as possible (Megatron's uneven
+split, the same split `memory` uses) and the stage modelled is the busiest: ceil(L / (pp vpp)) x vpp
+layers, with that share of the body's parameters. Every term is a field of `StepTime`;
 the fields sum to `step_time_s` (tests check it).
 
 Per layer and micro-batch, on one GPU, with t = micro_batch x seq_len / cp tokens, h hidden,
@@ -403,7 +406,9 @@ def step_time_arrays(
         selective = attn_fwd
     layer_recompute = np.where(rc == RecomputeCode.FULL, layer_fwd, np.where(rc == RecomputeCode.SELECTIVE, selective, 0.0))
 
-    layers_per_stage = L / pp
+    # busiest rank: ceil(L / (pp vpp)) layers per virtual stage (= L / pp when pp x vpp divides L)
+    layers_per_stage = np.ceil(L / (pp * vpp)) * vpp
+    stage_share = layers_per_stage / L
     head = 3.0 * _gemm(ctx, t, ctx.vocab / tp, h) + t * ctx.vocab / tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s
     stage_fwd = layers_per_stage * layer_fwd
     stage_bwd = layers_per_stage * layer_bwd
@@ -464,7 +469,7 @@ def step_time_arrays(
     dense_body = ctx.body_params - ctx.expert_params
     embed_stage = np.where(pp > 1, max(ctx.input_embedding_params, ctx.output_head_params),
                            ctx.input_embedding_params + ctx.output_head_params)
-    local_params = (dense_body / pp + embed_stage + ctx.expert_params / pp / ep) / tp
+    local_params = (dense_body * stage_share + embed_stage + ctx.expert_params * stage_share / ep) / tp
     dp_group = dp * cp
     dp_pn = group_per_node(dp_group, tp, gpn)
     zero3_grad_bytes = TORCHTITAN_REDUCE_BYTES if ctx.framework is Framework.TORCHTITAN else 2.0
@@ -535,8 +540,10 @@ def check_plan(model: ModelSpec, system: System, plan: TrainPlan, num_gpus: int 
         )
     if model.heads % plan.tp:
         raise InputError(f"tp ({plan.tp}) must divide the attention heads ({model.heads})", field="tp")
-    if model.layers % (plan.pp * plan.vpp):
-        raise InputError(f"pp x vpp ({plan.pp} x {plan.vpp}) must divide the layers ({model.layers})", field="pp")
+    if plan.pp * plan.vpp > model.layers:
+        raise InputError(
+            f"pp x vpp ({plan.pp} x {plan.vpp}) exceeds the number of layers ({model.layers})", field="pp"
+        )
     if plan.vpp > 1 and plan.pp == 1:
         raise InputError("vpp > 1 needs pp > 1 (interleaving splits pipeline stages)", field="vpp")
     if plan.ep > 1:
