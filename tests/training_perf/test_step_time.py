@@ -213,14 +213,14 @@ def test_uneven_pipeline_split_models_the_busiest_stage(dgx, gpt175):
     # 61 layers on pp 16 (DeepSeek-V3's layout): Megatron's uneven split puts ceil(61/16) = 4 layers on
     # the busiest stage, the same as 64 layers on pp 16. Per-layer work and per-layer parameters are
     # equal, so every term of the step (compute, comm, bubble, DP reduce of that stage's parameters)
-    # matches the 64-layer model's (to 1e-8: the final norm's 2h parameters are spread over 61 vs 64).
+    # matches the 64-layer model's (to 1e-6: the final norm's 2h parameters are spread over 61 vs 64).
     system, gpu = dgx
     plan = TrainPlan(tp=8, pp=16, dp=1, micro_batch=1, global_batch=64, seq_len=2048, sequence_parallel=True)
     odd = estimate_step_time(gpt175.model_copy(update={"layers": 61}), system, plan.model_copy(update={"dp": 2, "global_batch": 128}), gpu)
     even = estimate_step_time(gpt175.model_copy(update={"layers": 64}), system, plan.model_copy(update={"dp": 2, "global_batch": 128}), gpu)
     assert odd.step_time_s == pytest.approx(even.step_time_s, rel=1e-8)
     for key, value in even.breakdown_s.items():
-        assert odd.breakdown_s[key] == pytest.approx(value, rel=1e-8, abs=1e-15), key
+        assert odd.breakdown_s[key] == pytest.approx(value, rel=1e-6, abs=1e-15), key
 
 
 def test_pipeline_deeper_than_the_model_is_rejected(dgx, gpt175):
