@@ -63,13 +63,14 @@ def test_time_mape_per_family(results):
     # (Megatron-core), TE TP-comm overlap on fp8 rows, channels/SMs contention of overlapped DP
     # collectives and Composer's fp32 gathers: meg21 2.8, korth-t5 5.3, korth-abs 7.4, vtrain 10.2,
     # nemo 8.5, mpt-a100 7.05, mpt-h100 8.8, tt-a100 10.4, megft (time rows) 34.0, all time rows
-    # 9.06; fp16 for empty-precision megatron/deepspeed rows: vtrain 9.1, korth-abs 6.8, all 8.68
-    # -> limits with ~10-15% relative slack.
-    limits = {"meg21-t1": 3.2, "korth-t5": 6.2, "korth-abs": 7.8, "vtrain": 10.3, "nemo2407": 9.8,
-              "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 12.0, "megft": 38.0}
+    # 9.06; fp16 for empty-precision megatron/deepspeed rows: vtrain 9.1, korth-abs 6.8, all 8.68;
+    # bubble without the output head + torchtitan's fp32 gradient reduce: vtrain 8.8, korth-t5 5.1,
+    # korth-abs 6.3, tt-a100 9.7, all 8.55 -> limits with ~10-15% relative slack.
+    limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 9.8,
+              "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 11.0, "megft": 38.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 9.5
+    assert _mape(time_rows) <= 9.3
 
 
 def test_vtrain_strategy_ranking(results):

@@ -1,7 +1,7 @@
 """CLI: `gpuplan train` - best parallelism plan, step time and the totals of a training run.
 
 With no arguments it answers the README's question: GPT-3 175B on 1024 GPUs of DGX H100 for
-300B tokens. Giving any of --tp/--pp/--dp/--cp/--ep/--vpp/--micro-batch/--recompute/--sharding
+300B tokens. Giving any of --tp/--pp/--dp/--cp/--ep/--etp/--vpp/--micro-batch/--recompute/--sharding
 evaluates that one plan instead of searching (unset degrees default to 1, dp fills the GPUs).
 """
 
@@ -21,7 +21,7 @@ DEFAULT_TOKENS = "300B"
 
 def _plan_dict(plan) -> dict:
     return {
-        "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "vpp": plan.vpp,
+        "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.expert_tp, "vpp": plan.vpp,
         "micro_batch": plan.micro_batch, "global_batch": plan.global_batch, "seq_len": plan.seq_len,
         "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
         "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
@@ -31,6 +31,7 @@ def _plan_dict(plan) -> dict:
 def _plan_label(plan) -> str:
     extra = f" cp{plan.cp}" if plan.cp > 1 else ""
     extra += f" ep{plan.ep}" if plan.ep > 1 else ""
+    extra += f" etp{plan.expert_tp}" if plan.ep > 1 and plan.expert_tp != plan.tp else ""
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
@@ -89,6 +90,9 @@ def register(app: typer.Typer) -> None:
         tp: Optional[int] = typer.Option(None, "--tp"), pp: Optional[int] = typer.Option(None, "--pp"),
         dp: Optional[int] = typer.Option(None, "--dp"), cp: Optional[int] = typer.Option(None, "--cp"),
         ep: Optional[int] = typer.Option(None, "--ep"), vpp: Optional[int] = typer.Option(None, "--vpp"),
+        etp: Optional[int] = typer.Option(
+            None, "--etp", help="Expert tensor parallel size (default tp where ep divides dp x cp, else 1)."
+        ),
         micro_batch: Optional[int] = typer.Option(None, "--micro-batch"),
         recompute: Optional[str] = typer.Option(None, "--recompute", help="none, selective, full."),
         sharding: Optional[str] = typer.Option(None, "--sharding", help="none, zero1, zero2, zero3, fsdp."),
@@ -106,7 +110,7 @@ def register(app: typer.Typer) -> None:
         est = run_train(
             model=model, system=system, gpus=gpus, tokens=tokens, flops=flops, seq_len=seq_len,
             global_batch=global_batch, precision=precision, framework=framework, tp_comm_overlap=tp_comm_overlap,
-            degrees=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
+            degrees=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                          sharding=sharding, sequence_parallel=sequence_parallel),
             usd_per_gpu_hour=usd_per_gpu_hour, pue=pue, grid_kg_per_kwh=grid_kg_per_kwh, top=top,
             progress=not as_json,
@@ -166,7 +170,7 @@ def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, prec
         gb = global_batch or max(1, round(DEFAULT_BATCH_TOKENS / seq_len / (mb * dp_))) * mb * dp_
         try:
             plan = TrainPlan(
-                tp=tp_, pp=pp_, dp=dp_, cp=cp_, ep=d.get("ep", 1), vpp=d.get("vpp", 1), micro_batch=mb,
+                tp=tp_, pp=pp_, dp=dp_, cp=cp_, ep=d.get("ep", 1), etp=d.get("etp"), vpp=d.get("vpp", 1), micro_batch=mb,
                 global_batch=gb, seq_len=seq_len, precision=prec,
                 recompute=_enum(Recompute, d.get("recompute", "none"), "recompute"),
                 sharding=_enum(Sharding, d.get("sharding", "none"), "sharding"),

@@ -36,7 +36,11 @@ class TrainPlan(Spec):
     pp: int = Field(default=1, gt=0)
     dp: int = Field(default=1, gt=0)
     cp: int = Field(default=1, gt=0)
-    ep: int = Field(default=1, gt=0)  # expert parallel degree (carved out of dp x cp, Megatron convention)
+    ep: int = Field(default=1, gt=0)  # expert parallel degree (Megatron-core MoE parallel folding, see expert_tp)
+    #: Expert tensor parallel degree (Megatron-core `--expert-tensor-parallel-size`). None = Megatron's
+    #: default, tp, where that is valid (ep x tp divides tp x cp x dp, i.e. ep divides dp x cp), else 1
+    #: (the folded layout MoE recipes use, e.g. tp 2 with ep 32 on 16-way data parallelism).
+    etp: int | None = Field(default=None, gt=0)
     vpp: int = Field(default=1, gt=0)  # virtual pipeline stages per GPU (interleaved 1F1B)
     micro_batch: int = Field(default=1, gt=0)
     global_batch: int | None = Field(default=None, gt=0)  # sequences per optimizer step
@@ -61,6 +65,18 @@ class TrainPlan(Spec):
                 f"global_batch ({self.global_batch}) is not a multiple of micro_batch x dp ({self.micro_batch} x {self.dp})"
             )
         return self
+
+    @property
+    def expert_tp(self) -> int:
+        """Expert tensor parallel degree in effect (see `etp`)."""
+        if self.etp is not None:
+            return self.etp
+        return self.tp if (self.dp * self.cp) % self.ep == 0 else 1
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel degree: the tp x cp x dp ranks of a stage over ep x etp (>= 1)."""
+        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
 
     @property
     def num_gpus(self) -> int:

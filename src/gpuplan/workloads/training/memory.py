@@ -11,10 +11,11 @@ Model states (bytes per parameter held by the GPU)
   Mixed precision with fp32 grads is 2 + 4 + 12 = 18 B/param (Megatron-LM
   theoretical_memory_usage.py); with 16-bit grads 2 + 2 + 12 = 16 B/param (ZeRO paper,
   Rajbhandari et al. 2020 sec. 3.1: "2Ψ + 2Ψ + KΨ, K = 12").
-- ZeRO / FSDP over the data-parallel group (dp x cp for dense weights, dp x cp / ep for experts,
+- ZeRO / FSDP over the data-parallel group (dp x cp for dense weights, the expert data-parallel
+  group tp x cp x dp / (ep x etp) for experts (Megatron-core MoE parallel folding),
   as Megatron's distributed optimizer shards): zero1 divides the optimizer, zero2 also the
   gradients, zero3 / fsdp also the weights (and needs a gather buffer, see `other`).
-- TP divides every linear weight (norms stay replicated); experts are divided by ep x tp
+- TP divides every linear weight (norms stay replicated); experts are divided by ep x etp
   (Megatron's expert tensor parallel size defaults to tp); PP gives each rank L / pp layers, the
   first rank the input embedding, the last the output head and final norm (a tied embedding is
   duplicated on the last rank when pp > 1).
@@ -149,8 +150,13 @@ def check_plan(model: ModelSpec, plan: TrainPlan) -> None:
             raise InputError(f"ep ({plan.ep}) > 1 needs a MoE model; {model.name} is dense", field="ep")
         if model.moe.num_experts % plan.ep:
             raise InputError(f"ep ({plan.ep}) must divide the number of experts ({model.moe.num_experts})", field="ep")
-        if (plan.dp * plan.cp) % plan.ep:
-            raise InputError(f"ep ({plan.ep}) must divide dp x cp ({plan.dp} x {plan.cp}) (experts are carved out of data parallel ranks)", field="ep")
+    if model.moe is not None:
+        ranks = plan.tp * plan.cp * plan.dp
+        if ranks % (plan.ep * plan.expert_tp):
+            raise InputError(
+                f"ep x etp ({plan.ep} x {plan.expert_tp}) must divide tp x cp x dp ({ranks}) "
+                "(experts are folded over a pipeline stage's ranks)", field="ep"
+            )
     if plan.cp > 1 and plan.seq_len % (2 * plan.cp):
         raise InputError(f"seq_len ({plan.seq_len}) must be a multiple of 2 x cp ({2 * plan.cp})", field="seq_len")
 
@@ -189,7 +195,7 @@ def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: boo
     for layer in layers:
         split, replicated, routed = _layer_param_split(model, layer)
         dense += split / plan.tp + replicated
-        experts += routed / (plan.ep * plan.tp)
+        experts += routed / (plan.ep * plan.expert_tp)
     table = model.vocab * model.hidden / plan.tp
     if first:
         dense += table
@@ -284,7 +290,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     gb = grad_bytes_per_param(plan)
     ob = adam_bytes_per_param(plan.precision)
     dense_shard = plan.dp * plan.cp
-    expert_shard = max(1, dense_shard // plan.ep)
+    expert_shard = plan.expert_dp
     s = plan.sharding
     zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
 
@@ -464,7 +470,7 @@ def min_gpus(
                 if (n // plan.cp) % (tp * pp):
                     continue
                 dp = n // (plan.cp * tp * pp)
-                if plan.ep > 1 and (dp * plan.cp) % plan.ep:
+                if plan.ep > 1 and (tp * dp * plan.cp) % (plan.ep * (plan.etp or 1)):
                     continue
                 if plan.vpp > 1 and (pp == 1 or pp * plan.vpp > model.layers):
                     continue

@@ -326,11 +326,13 @@ def _peak_flops(ctx: StepContext, dtype: str) -> float:
 def step_time_arrays(
     ctx: StepContext,
     tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel, sharding,
+    etp=None,
 ) -> StepArrays:
     """Step time of every plan given as broadcastable arrays (see module docstring for formulas).
 
     `recompute` holds RecomputeCode values, `sharding` ShardingCode values, `sequence_parallel`
-    booleans. Arrays may carry only the axes they depend on; intermediate terms stay small and
+    booleans; `etp` the expert tensor parallel degree (None: tp where ep divides dp x cp, else 1,
+    as `TrainPlan.expert_tp`). Arrays may carry only the axes they depend on; intermediate terms stay small and
     only the final sums are full size.
     """
     f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
@@ -342,6 +344,7 @@ def step_time_arrays(
     gpn = ctx.system.gpus_per_node
     act_bytes = 2.0
     t = mb * s / cp  # tokens per micro-batch on one GPU
+    etp = np.where((dp * cp) % ep == 0, tp, 1.0) if etp is None else f64(etp)
 
     # ---- per-layer forward compute of one micro-batch -------------------------------------
     qkv = _gemm(ctx, t, (ctx.q_dim + 2 * ctx.kv_dim) / tp, h)
@@ -383,16 +386,18 @@ def step_time_arrays(
     if ctx.moe_layers:
         moe = ctx.model.moe
         E, k, fe = float(moe.num_experts), float(moe.top_k), float(moe.expert_ffn)
-        tokens_per_expert = ep * t * k / E
+        t_local = t / hidden_div  # tokens a rank routes (its sequence shard with sequence parallelism)
+        t_expert = np.where(sp, t_local * etp, t)  # after the all-gather over the expert-TP group
+        tokens_per_expert = ep * t_expert * k / E
         experts_local = E / ep
         moe_mlp = experts_local * (
-            _gemm(ctx, tokens_per_expert, ctx.ffn_up_mats * fe / tp, h) + _gemm(ctx, tokens_per_expert, h, fe / tp)
-        ) + _gemm(ctx, t, E, h)
+            _gemm(ctx, tokens_per_expert, ctx.ffn_up_mats * fe / etp, h) + _gemm(ctx, tokens_per_expert, h, fe / etp)
+        ) + _gemm(ctx, t_local, E, h)
         if moe.shared_experts:
             fs = float((moe.shared_expert_ffn or moe.expert_ffn) * moe.shared_experts)
             moe_mlp = moe_mlp + _gemm(ctx, t, ctx.ffn_up_mats * fs / tp, h) + _gemm(ctx, t, h, fs / tp)
-        # activation on the routed tokens + permute/unpermute copies of t x k x h
-        elem_moe = (t * k * fe / tp * ffn_bytes + 2 * t * k * h * 2 * act_bytes / hidden_div) / ctx.hbm_bytes_s
+        # activation on the routed tokens + permute/unpermute copies of t_local x k x h
+        elem_moe = (t_expert * k * fe / etp * ffn_bytes + 2 * t_local * k * h * 2 * act_bytes) / ctx.hbm_bytes_s
 
     L = float(ctx.layers)
     dense_frac, moe_frac = ctx.dense_layers / L, ctx.moe_layers / L
@@ -445,11 +450,16 @@ def step_time_arrays(
     # ---- expert parallel ----------------------------------------------------------------------
     ep_mb = 0.0
     if ctx.moe_layers:
-        ep_pn = group_per_node(ep, tp, gpn)
-        a2a = collective_seconds_array(
-            Collective.ALL_TO_ALL, t * ctx.model.moe.top_k * h * act_bytes, ep, ep_pn, ctx.system
+        # Megatron-core alltoall dispatcher: permute -> all-to-all over EP -> all-gather over ETP;
+        # combine is the reverse (reduce-scatter over ETP -> all-to-all); each again in backward.
+        k_routed = ctx.model.moe.top_k
+        t_local = t / hidden_div
+        ep_pn = group_per_node(ep, etp, gpn)
+        a2a = collective_seconds_array(Collective.ALL_TO_ALL, t_local * k_routed * h * act_bytes, ep, ep_pn, ctx.system)
+        etp_gather = collective_seconds_array(
+            Collective.ALL_GATHER, t_local * etp * k_routed * h * act_bytes, etp, group_per_node(etp, 1, gpn), ctx.system
         )
-        ep_mb = layers_per_stage * moe_frac * 4.0 * a2a
+        ep_mb = layers_per_stage * moe_frac * 4.0 * (a2a + np.where(sp & (etp > 1), etp_gather, 0.0))
 
     # ---- pipeline point-to-point --------------------------------------------------------------
     pp_stride = tp * cp * dp
@@ -469,18 +479,32 @@ def step_time_arrays(
     dense_body = ctx.body_params - ctx.expert_params
     embed_stage = np.where(pp > 1, max(ctx.input_embedding_params, ctx.output_head_params),
                            ctx.input_embedding_params + ctx.output_head_params)
-    local_params = (dense_body * stage_share + embed_stage + ctx.expert_params * stage_share / ep) / tp
+    local_dense = (dense_body * stage_share + embed_stage) / tp
+    local_experts = ctx.expert_params * stage_share / (ep * etp)
+    local_params = local_dense + local_experts
     dp_group = dp * cp
-    dp_pn = group_per_node(dp_group, tp, gpn)
+    expert_dp = np.maximum(1.0, tp * cp * dp / (ep * etp))  # expert data-parallel group (MoE folding)
     zero3_grad_bytes = TORCHTITAN_REDUCE_BYTES if ctx.framework is Framework.TORCHTITAN else 2.0
     grad_bytes = np.where(shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
-    reduce_all = collective_seconds_array(Collective.ALL_REDUCE, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
-    reduce_scatter = collective_seconds_array(Collective.REDUCE_SCATTER, local_params * grad_bytes, dp_group, dp_pn, ctx.system)
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
-    gather = collective_seconds_array(Collective.ALL_GATHER, local_params * gather_bytes, dp_group, dp_pn, ctx.system)
+
+    def dp_collectives(params, group, stride):
+        """(all-reduce, reduce-scatter, all-gather) times of `params` over a DP group."""
+        pn = group_per_node(group, stride, gpn)
+        return (collective_seconds_array(Collective.ALL_REDUCE, params * grad_bytes, group, pn, ctx.system),
+                collective_seconds_array(Collective.REDUCE_SCATTER, params * grad_bytes, group, pn, ctx.system),
+                collective_seconds_array(Collective.ALL_GATHER, params * gather_bytes, group, pn, ctx.system))
+
+    reduce_all, reduce_scatter, gather = dp_collectives(local_dense, dp_group, tp)
+    if ctx.expert_params:
+        e_all, e_rs, e_ag = dp_collectives(local_experts, expert_dp, ep * etp)
+        in_group = expert_dp > 1
+        reduce_all = reduce_all + np.where(in_group, e_all, 0.0)
+        reduce_scatter = reduce_scatter + np.where(in_group, e_rs, 0.0)
+        gather = gather + np.where(in_group, e_ag, 0.0)
     overlap = ctx.framework is not Framework.DEEPSPEED
     last_bwd = stage_bwd + recompute_mb
-    dp_contention = collective_sm_fraction(dp_group, dp_pn, ctx.system, ctx.gpu)
+    dp_contention = collective_sm_fraction(dp_group, group_per_node(dp_group, tp, gpn), ctx.system, ctx.gpu)
     if overlap:
         unsharded = np.maximum(0.0, reduce_all - last_bwd) + dp_contention * np.minimum(reduce_all, last_bwd)
         zero12 = (np.maximum(0.0, reduce_scatter - last_bwd) + np.maximum(0.0, gather - stage_fwd)
@@ -493,10 +517,10 @@ def step_time_arrays(
         zero12 = reduce_scatter + gather
         zero3 = m * (2.0 * gather + reduce_scatter)
     dp_exposed = np.where(shard == ShardingCode.ZERO3, zero3, np.where(shard == ShardingCode.NONE, unsharded, zero12))
-    dp_exposed = np.where(dp_group > 1, dp_exposed, 0.0)
+    dp_exposed = np.where((dp_group > 1) | (expert_dp > 1), dp_exposed, 0.0)
 
     # ---- optimizer ----------------------------------------------------------------------------
-    opt_params = np.where(shard >= ShardingCode.ZERO1, local_params / dp_group, local_params)
+    opt_params = np.where(shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp, local_params)
     optimizer = opt_params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
 
     parts = dict(
@@ -549,8 +573,12 @@ def check_plan(model: ModelSpec, system: System, plan: TrainPlan, num_gpus: int 
     if plan.ep > 1:
         if model.moe is None:
             raise InputError("ep > 1 needs a mixture-of-experts model", field="ep")
-        if model.moe.num_experts % plan.ep or (plan.dp * plan.cp) % plan.ep:
-            raise InputError(f"ep ({plan.ep}) must divide the experts and dp x cp", field="ep")
+        if model.moe.num_experts % plan.ep:
+            raise InputError(f"ep ({plan.ep}) must divide the experts ({model.moe.num_experts})", field="ep")
+    if model.moe is not None and (plan.tp * plan.cp * plan.dp) % (plan.ep * plan.expert_tp):
+        raise InputError(
+            f"ep x etp ({plan.ep} x {plan.expert_tp}) must divide tp x cp x dp ({plan.tp * plan.cp * plan.dp})", field="ep"
+        )
     if plan.seq_len % plan.cp:
         raise InputError(f"cp ({plan.cp}) must divide seq_len ({plan.seq_len})", field="cp")
 
@@ -570,7 +598,7 @@ def estimate_step_time(
     )
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,
-        RECOMPUTE_CODE[plan.recompute], plan.sequence_parallel, SHARDING_CODE[plan.sharding],
+        RECOMPUTE_CODE[plan.recompute], plan.sequence_parallel, SHARDING_CODE[plan.sharding], etp=plan.expert_tp,
     )
     return step_time_result(ctx, plan, {k: float(v) for k, v in arrays.parts().items()})
 
