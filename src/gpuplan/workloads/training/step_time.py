@@ -557,30 +557,15 @@ def mfu_peak_tflops(gpu: Gpu) -> float:
 
 
 def check_plan(model: ModelSpec, system: System, plan: TrainPlan, num_gpus: int | None = None) -> None:
-    """Raise InputError when the plan's degrees do not divide the model or the GPU count."""
+    """Raise InputError when the plan's degrees do not fit the model (`memory.check_plan`: heads,
+    layers, experts, folding, sequence) or do not multiply to the GPU count."""
+    from gpuplan.workloads.training.memory import check_plan as check_model_split
+
     if num_gpus is not None and plan.num_gpus != num_gpus:
         raise InputError(
             f"tp x pp x dp x cp = {plan.num_gpus} does not equal the GPU count {num_gpus}", field="dp"
         )
-    if model.heads % plan.tp:
-        raise InputError(f"tp ({plan.tp}) must divide the attention heads ({model.heads})", field="tp")
-    if plan.pp * plan.vpp > model.layers:
-        raise InputError(
-            f"pp x vpp ({plan.pp} x {plan.vpp}) exceeds the number of layers ({model.layers})", field="pp"
-        )
-    if plan.vpp > 1 and plan.pp == 1:
-        raise InputError("vpp > 1 needs pp > 1 (interleaving splits pipeline stages)", field="vpp")
-    if plan.ep > 1:
-        if model.moe is None:
-            raise InputError("ep > 1 needs a mixture-of-experts model", field="ep")
-        if model.moe.num_experts % plan.ep:
-            raise InputError(f"ep ({plan.ep}) must divide the experts ({model.moe.num_experts})", field="ep")
-    if model.moe is not None and (plan.tp * plan.cp * plan.dp) % (plan.ep * plan.expert_tp):
-        raise InputError(
-            f"ep x etp ({plan.ep} x {plan.expert_tp}) must divide tp x cp x dp ({plan.tp * plan.cp * plan.dp})", field="ep"
-        )
-    if plan.seq_len % plan.cp:
-        raise InputError(f"cp ({plan.cp}) must divide seq_len ({plan.seq_len})", field="cp")
+    check_model_split(model, plan)
 
 
 def estimate_step_time(
