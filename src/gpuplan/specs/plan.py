@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from gpuplan.specs._base import Spec
@@ -29,6 +30,12 @@ class Precision(str, Enum):
     FP16 = "fp16"
     BF16 = "bf16"
     FP8 = "fp8"
+
+
+def default_expert_tp(tp, dp, cp, ep):
+    """Megatron's default expert tensor parallel size, tp, where ep x tp fits the stage's tp x cp x dp
+    ranks (ep divides dp x cp); else 1, the folded layout. Works on ints and numpy arrays."""
+    return np.where((dp * cp) % ep == 0, tp, 1)
 
 
 class TrainPlan(Spec):
@@ -71,7 +78,7 @@ class TrainPlan(Spec):
         """Expert tensor parallel degree in effect (see `etp`)."""
         if self.etp is not None:
             return self.etp
-        return self.tp if (self.dp * self.cp) % self.ep == 0 else 1
+        return int(default_expert_tp(self.tp, self.dp, self.cp, self.ep))
 
     @property
     def expert_dp(self) -> int:

@@ -102,6 +102,7 @@ from gpuplan.models.params import parameter_counts
 from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.model import FfnKind
+from gpuplan.specs.plan import default_expert_tp
 from gpuplan.workloads.training.comm_adapter import (
     Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
 )
@@ -344,7 +345,7 @@ def step_time_arrays(
     gpn = ctx.system.gpus_per_node
     act_bytes = 2.0
     t = mb * s / cp  # tokens per micro-batch on one GPU
-    etp = np.where((dp * cp) % ep == 0, tp, 1.0) if etp is None else f64(etp)
+    etp = f64(default_expert_tp(tp, dp, cp, ep) if etp is None else etp)
 
     # ---- per-layer forward compute of one micro-batch -------------------------------------
     qkv = _gemm(ctx, t, (ctx.q_dim + 2 * ctx.kv_dim) / tp, h)
@@ -367,6 +368,7 @@ def step_time_arrays(
         attn_bwd = 2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s
     ffn_bytes = ELEMENTWISE_BYTES_PER_FFN[ctx.model.ffn_kind]
     hidden_div = np.where(sp, tp, 1.0)
+    t_local = t / hidden_div  # tokens a rank holds outside TP regions (its sequence shard with SP)
     eager = EAGER_ELEMENTWISE_FACTOR if ctx.framework in (Framework.FSDP, Framework.TORCHTITAN) else 1.0
     elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
     if ctx.gemm_dtype == "fp8":  # inputs of QKV and output projection
@@ -386,7 +388,6 @@ def step_time_arrays(
     if ctx.moe_layers:
         moe = ctx.model.moe
         E, k, fe = float(moe.num_experts), float(moe.top_k), float(moe.expert_ffn)
-        t_local = t / hidden_div  # tokens a rank routes (its sequence shard with sequence parallelism)
         t_expert = np.where(sp, t_local * etp, t)  # after the all-gather over the expert-TP group
         tokens_per_expert = ep * t_expert * k / E
         experts_local = E / ep
@@ -453,7 +454,6 @@ def step_time_arrays(
         # Megatron-core alltoall dispatcher: permute -> all-to-all over EP -> all-gather over ETP;
         # combine is the reverse (reduce-scatter over ETP -> all-to-all); each again in backward.
         k_routed = ctx.model.moe.top_k
-        t_local = t / hidden_div
         ep_pn = group_per_node(ep, etp, gpn)
         a2a = collective_seconds_array(Collective.ALL_TO_ALL, t_local * k_routed * h * act_bytes, ep, ep_pn, ctx.system)
         etp_gather = collective_seconds_array(
@@ -489,19 +489,16 @@ def step_time_arrays(
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
 
     def dp_collectives(params, group, stride):
-        """(all-reduce, reduce-scatter, all-gather) times of `params` over a DP group."""
+        """(all-reduce, reduce-scatter, all-gather) times of `params` over a DP group (0 for 1 rank)."""
         pn = group_per_node(group, stride, gpn)
-        return (collective_seconds_array(Collective.ALL_REDUCE, params * grad_bytes, group, pn, ctx.system),
-                collective_seconds_array(Collective.REDUCE_SCATTER, params * grad_bytes, group, pn, ctx.system),
-                collective_seconds_array(Collective.ALL_GATHER, params * gather_bytes, group, pn, ctx.system))
+        return tuple(np.where(group > 1, collective_seconds_array(kind, params * nbytes, group, pn, ctx.system), 0.0)
+                     for kind, nbytes in ((Collective.ALL_REDUCE, grad_bytes), (Collective.REDUCE_SCATTER, grad_bytes),
+                                          (Collective.ALL_GATHER, gather_bytes)))
 
     reduce_all, reduce_scatter, gather = dp_collectives(local_dense, dp_group, tp)
     if ctx.expert_params:
         e_all, e_rs, e_ag = dp_collectives(local_experts, expert_dp, ep * etp)
-        in_group = expert_dp > 1
-        reduce_all = reduce_all + np.where(in_group, e_all, 0.0)
-        reduce_scatter = reduce_scatter + np.where(in_group, e_rs, 0.0)
-        gather = gather + np.where(in_group, e_ag, 0.0)
+        reduce_all, reduce_scatter, gather = reduce_all + e_all, reduce_scatter + e_rs, gather + e_ag
     overlap = ctx.framework is not Framework.DEEPSPEED
     last_bwd = stage_bwd + recompute_mb
     dp_contention = collective_sm_fraction(dp_group, group_per_node(dp_group, tp, gpn), ctx.system, ctx.gpu)
@@ -517,7 +514,6 @@ def step_time_arrays(
         zero12 = reduce_scatter + gather
         zero3 = m * (2.0 * gather + reduce_scatter)
     dp_exposed = np.where(shard == ShardingCode.ZERO3, zero3, np.where(shard == ShardingCode.NONE, unsharded, zero12))
-    dp_exposed = np.where((dp_group > 1) | (expert_dp > 1), dp_exposed, 0.0)
 
     # ---- optimizer ----------------------------------------------------------------------------
     opt_params = np.where(shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp, local_params)
