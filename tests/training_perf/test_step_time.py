@@ -78,6 +78,33 @@ def test_bubble_does_not_depend_on_the_vocabulary(dgx, gpt175):
     assert float(big.bubble_s) == pytest.approx(float(small.bubble_s), rel=1e-12)
 
 
+def test_fp8_runs_keep_the_output_head_in_bf16():
+    # FP8 recipes convert the transformer layers' linears only (Megatron-core's output layer is a
+    # plain ColumnParallelLinear; torchtitan's float8 converter skips `output`), so the head's
+    # time is the bf16 head's: growing the vocabulary adds 3 bf16 GEMMs t x dV x h plus the loss
+    # traffic, the same in an FP8 and a BF16 run.
+    from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
+    from gpuplan.specs import Precision
+    from gpuplan.workloads.training import step_time as stm
+
+    c = load_catalog()
+    system = c.system("dgx-h100")
+    gpu = c.gpu(system.gpu)
+    model = load_model("llama-3-8b")
+    args = (1, 1, 1, 1, 1, 1, 1, 1, 0, False, 0)
+    deltas = {}
+    for precision in (Precision.BF16, Precision.FP8):
+        small = step_time_arrays(StepContext.build(model, system, gpu, 8192, precision), *args)
+        big = step_time_arrays(StepContext.build(model.model_copy(update={"vocab": 2 * model.vocab}), system, gpu,
+                                                 8192, precision), *args)
+        deltas[precision] = float(big.compute_s) - float(small.compute_s)
+    t, V, h = 8192.0, model.vocab, model.hidden
+    head = lambda v: 3 * float(gemm_time_array(gpu, t, v, h, "bf16")) / stm.SUSTAINED_GEMM_FRACTION  # noqa: E731
+    expected = head(2 * V) - head(V) + t * V * stm.LOSS_BYTES_PER_LOGIT / memory_bandwidth_bytes_s(gpu)
+    assert deltas[Precision.FP8] == pytest.approx(expected, rel=1e-9)
+    assert deltas[Precision.FP8] == pytest.approx(deltas[Precision.BF16], rel=1e-9)
+
+
 def test_hand_derived_gemm_time_single_gpu():
     # One GPU, tiny model: compute is the sum of rooflines; check the GEMM part against a hand count.
     c = load_catalog()

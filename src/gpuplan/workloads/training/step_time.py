@@ -36,7 +36,9 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   (TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION): layer mode checkpoints every 2nd block, op mode saves
   the outputs of every other matmul and recomputes the rest.
 - Output head + cross-entropy on the last stage: one GEMM t x V/tp x h (x3 for fwd+bwd) plus
-  LOSS_BYTES_PER_LOGIT bytes per logit.
+  LOSS_BYTES_PER_LOGIT bytes per logit. The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
+  recipes convert only the transformer layers' linears (TransformerEngine modules in Megatron-core,
+  whose output layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`).
 
 Communication (times from `primitives.collectives` via `comm_adapter`):
 - TP: 2 all-reduces of t x h x 2 bytes per layer forward and 2 backward (+2 in a full-recompute
@@ -307,8 +309,8 @@ class StepArrays:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "step_s"}
 
 
-def _gemm(ctx: StepContext, m, n, k):
-    return gemm_time_array(ctx.gpu, m, n, k, ctx.gemm_dtype) / SUSTAINED_GEMM_FRACTION
+def _gemm(ctx: StepContext, m, n, k, dtype: str | None = None):
+    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / SUSTAINED_GEMM_FRACTION
 
 
 def training_attention_ceiling(gpu: Gpu) -> float:
@@ -415,7 +417,10 @@ def step_time_arrays(
     # busiest rank: ceil(L / (pp vpp)) layers per virtual stage (= L / pp when pp x vpp divides L)
     layers_per_stage = np.ceil(L / (pp * vpp)) * vpp
     stage_share = layers_per_stage / L
-    head = 3.0 * _gemm(ctx, t, ctx.vocab / tp, h) + t * ctx.vocab / tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s
+    # the output layer is not an FP8 module (Megatron-core's ColumnParallelLinear, torchtitan's
+    # float8 filter_fqns=["output"]): it runs in the activation dtype also in FP8 runs
+    head = (3.0 * _gemm(ctx, t, ctx.vocab / tp, h, ctx.act_dtype)
+            + t * ctx.vocab / tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s)
     stage_fwd = layers_per_stage * layer_fwd
     stage_bwd = layers_per_stage * layer_bwd
     compute_mb = stage_fwd + stage_bwd + head
