@@ -105,6 +105,44 @@ def test_fp8_runs_keep_the_output_head_in_bf16():
     assert deltas[Precision.FP8] == pytest.approx(deltas[Precision.BF16], rel=1e-9)
 
 
+def test_torchtitan_eager_elementwise_bytes_counted_by_operator():
+    # Llama 3 8B (h 4096, q 4096, kv 1024, f 14336), tp 1, one micro-batch of t = 8192 tokens.
+    # torchtitan forward bytes per token and layer: 2 fp32 RMSNorms x 36 h + 2 residuals x 6 h
+    # = 84 h; rotary 20 x (q + kv); attention-output copy 4 q; repeat_kv 2 x (2 kv + 2 q);
+    # SwiGLU 10 f: 344064 + 102400 + 16384 + 20480 + 143360 = 626688 B.
+    # Megatron's fused kernels: 22 h + 6 f (swiglu) = 90112 + 86016 = 176128 B.
+    # Backward moves twice the forward: the compute difference is 3 x 32 layers x t x 450560 B.
+    from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
+    from gpuplan.workloads.training.step_time import Framework
+
+    c = load_catalog()
+    system = c.system("dgx-a100-80gb")
+    gpu = c.gpu(system.gpu)
+    model = load_model("llama-3-8b")
+    args = (1, 1, 1, 1, 1, 1, 1, 1, 0, False, 0)
+    titan = step_time_arrays(StepContext.build(model, system, gpu, 8192, framework=Framework.TORCHTITAN), *args)
+    megatron = step_time_arrays(StepContext.build(model, system, gpu, 8192, framework=Framework.MEGATRON), *args)
+    expected = 3 * 32 * 8192 * (626688 - 176128) / memory_bandwidth_bytes_s(gpu)
+    assert float(titan.compute_s) - float(megatron.compute_s) == pytest.approx(expected, rel=1e-9)
+
+
+def test_fsdp2_copies_are_14_bytes_per_gathered_parameter_per_micro_batch():
+    # One FSDP rank (no collective), 3 micro-batches: the exposed DP time is only FSDP2's copy-out
+    # (forward + backward, 2 x 4 B) and reduce-scatter copy-in (6 B) over every parameter.
+    from gpuplan.models.params import parameter_counts
+    from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
+    from gpuplan.workloads.training.step_time import Framework, ShardingCode
+
+    c = load_catalog()
+    system = c.system("dgx-a100-80gb")
+    gpu = c.gpu(system.gpu)
+    model = load_model("llama-3-8b")
+    ctx = StepContext.build(model, system, gpu, 8192, framework=Framework.TORCHTITAN)
+    a = step_time_arrays(ctx, 1, 1, 1, 1, 1, 1, 1, 3, 0, False, ShardingCode.ZERO3)
+    total = parameter_counts(model).total
+    assert float(a.dp_comm_s) == pytest.approx(3 * total * 14 / memory_bandwidth_bytes_s(gpu), rel=1e-9)
+
+
 def test_hand_derived_gemm_time_single_gpu():
     # One GPU, tiny model: compute is the sum of rooflines; check the GEMM part against a hand count.
     c = load_catalog()

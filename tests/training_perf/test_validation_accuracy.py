@@ -65,13 +65,14 @@ def test_time_mape_per_family(results):
     # nemo 8.5, mpt-a100 7.05, mpt-h100 8.8, tt-a100 10.4, megft (time rows) 34.0, all time rows
     # 9.06; fp16 for empty-precision megatron/deepspeed rows: vtrain 9.1, korth-abs 6.8, all 8.68;
     # bubble without the output head + torchtitan's fp32 gradient reduce: vtrain 8.8, korth-t5 5.1,
-    # korth-abs 6.3, tt-a100 9.7, all 8.55; output head in bf16 in FP8 runs: nemo 5.7
+    # korth-abs 6.3, tt-a100 9.7, all 8.55; output head in bf16 in FP8 runs: nemo 5.7; torchtitan's
+    # eager elementwise ops counted by operator + FSDP2 copy-in/out: tt-a100 1.75, all 7.95
     # -> limits with ~10-15% relative slack.
     limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 6.5,
-              "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 11.0, "megft": 38.0}
+              "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 2.5, "megft": 38.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 9.3
+    assert _mape(time_rows) <= 8.7
 
 
 def test_vtrain_strategy_ranking(results):

@@ -30,6 +30,9 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
 - Elementwise (norms, residual adds, dropout, activation, rotary): ELEMENTWISE_BYTES_PER_HIDDEN
   bytes per token x h (divided by tp with sequence parallelism, replicated otherwise) plus
   ELEMENTWISE_BYTES_PER_FFN per token x f/tp; backward moves 2 x forward; at achievable HBM bandwidth.
+  Megatron's fused kernels move those bytes; Composer's separate kernels EAGER_ELEMENTWISE_FACTOR x
+  them; torchtitan's eager Llama is counted operator by operator (TORCHTITAN_* constants: fp32
+  RMSNorm, complex-multiply rotary on q and k, GQA `repeat_kv` copies, SwiGLU in two kernels).
 - Recompute: full = one more layer forward; selective = one more attention-core forward
   (Korthikanti et al. 2022 sec. 4). Under `Framework.TORCHTITAN`, "selective" is torchtitan's own
   selective activation checkpointing, which recomputes about half of each layer's forward
@@ -77,7 +80,9 @@ Communication (times from `primitives.collectives` via `comm_adapter`):
   bf16), in fp16 with fp16, and in the parameter dtype under ZeRO-3/FSDP (fp32 under
   `Framework.TORCHTITAN`, whose FSDP2 default reduce dtype is float32). Parameters are gathered
   in bf16, except under `Framework.FSDP` (Composer's 2023 DEFAULT mixed precision gathers fp32:
-  COMPOSER_GATHER_BYTES).
+  COMPOSER_GATHER_BYTES). FSDP2 (`Framework.TORCHTITAN`) also copies the gathered parameters out
+  and the gradients in on the GPU each micro-batch (FSDP2_COPY_BYTES_PER_PARAM, memory-bound; counted
+  with the exposed DP time, as they exist only because of the sharding).
 - Pipeline bubble: (pp-1)/vpp micro-batch times (1F1B, Narayanan et al. 2021 sec. 2.2; interleaved
   schedule divides by the virtual stages per GPU). The fill runs the forward passes of stages
   0..pp-2 and the drain their backward passes, so the micro-batch time in the bubble is the last
@@ -204,10 +209,29 @@ TORCHTITAN_REDUCE_BYTES = 4.0
 #: recomputes the rest -> about half the forward GEMM FLOPs. torchtitan docs/performance.md reports
 #: near-identical throughput for the two (Llama 3 8B: 2904 vs 2973 tokens/s/GPU on 64 A100).
 TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION = 0.5
-#: Eager frameworks (PyTorch FSDP / torchtitan without compile) run norms, activations, residuals
-#: and dtype casts as separate kernels, each reading and writing its tensors: about twice the bytes
-#: of Megatron's fused kernels (apex/TE fused layer norm, bias-gelu, bias-dropout-add).
+#: Composer / llm-foundry (`Framework.FSDP`) runs norms, activations and residuals as separate
+#: PyTorch kernels, each reading and writing its tensors: about twice the bytes of Megatron's fused
+#: kernels (apex/TE fused layer norm, bias-gelu, bias-dropout-add).
 EAGER_ELEMENTWISE_FACTOR = 2.0
+#: torchtitan's Llama (eager PyTorch, no torch.compile, its 2024 model code), forward bytes per
+#: element, counted from the operators (bf16 = 2 B, fp32 = 4 B, read + write):
+#: RMSNorm `(x.float() * rsqrt(x.pow(2).mean(-1) + eps)).type_as(x) * weight`: float() 2+4, pow 4+4,
+#: mean 4, x*rsqrt 4+4, type_as 4+2, *weight 2+2 = 36 per hidden element, two per layer;
+#: residual adds 2+2+2 = 6, two per layer;
+TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN = 2 * 36.0 + 2 * 6.0
+#: rotary embedding on q and k via complex multiply: float() 2+4, complex mul 4+4, type_as 4+2 = 20
+#: per q and k element; the attention output's transpose().contiguous() 2+2 per q element;
+#: `repeat_kv` (GQA) materialises k and v at n_heads: read kv 2, write q 2 per element.
+TORCHTITAN_ROPE_BYTES = 20.0
+TORCHTITAN_ATTN_OUT_COPY_BYTES = 4.0
+#: SwiGLU `w2(silu(w1 x) * w3 x)`: silu 2+2, multiply 2+2+2 = 10 per FFN element.
+TORCHTITAN_SWIGLU_BYTES_PER_FFN = 10.0
+#: FSDP2 (torchtitan) copies per unsharded parameter and micro-batch, on the GPU: all-gather
+#: copy-out (`split_with_sizes_copy` of the gathered buffer into the parameters, read 2 + write 2)
+#: in forward and again in backward (reshard_after_forward), and the reduce-scatter copy-in
+#: (`chunk_cat` of the bf16 gradients into the fp32 reduce buffer, read 2 + write 4):
+#: 4 + 4 + 6 = 14 B, memory-bound. FSDP1 (Composer) gathers into its flat parameter in place.
+FSDP2_COPY_BYTES_PER_PARAM = 14.0
 
 
 @dataclass(frozen=True)
@@ -371,8 +395,15 @@ def step_time_arrays(
     ffn_bytes = ELEMENTWISE_BYTES_PER_FFN[ctx.model.ffn_kind]
     hidden_div = np.where(sp, tp, 1.0)
     t_local = t / hidden_div  # tokens a rank holds outside TP regions (its sequence shard with SP)
-    eager = EAGER_ELEMENTWISE_FACTOR if ctx.framework in (Framework.FSDP, Framework.TORCHTITAN) else 1.0
-    elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
+    if ctx.framework is Framework.TORCHTITAN:
+        head_bytes = (TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim
+                      + (2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0))
+        elem_attn = t * (h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN / hidden_div + head_bytes / tp) / ctx.hbm_bytes_s
+        ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if ctx.model.ffn_kind is FfnKind.SWIGLU else 2.0 * ffn_bytes
+        eager = 1.0
+    else:
+        eager = EAGER_ELEMENTWISE_FACTOR if ctx.framework is Framework.FSDP else 1.0
+        elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
     if ctx.gemm_dtype == "fp8":  # inputs of QKV and output projection
         elem_attn = elem_attn + t * (h + ctx.q_dim) / tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
 
@@ -518,6 +549,8 @@ def step_time_arrays(
         unsharded = reduce_all
         zero12 = reduce_scatter + gather
         zero3 = m * (2.0 * gather + reduce_scatter)
+    if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
+        zero3 = zero3 + m * local_params * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
     dp_exposed = np.where(shard == ShardingCode.ZERO3, zero3, np.where(shard == ShardingCode.NONE, unsharded, zero12))
 
     # ---- optimizer ----------------------------------------------------------------------------
