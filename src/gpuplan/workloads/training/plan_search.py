@@ -5,8 +5,10 @@ out as the dimensions of one numpy grid; dp = num_gpus / (tp pp cp) follows. `st
 evaluates the whole grid at once (each term is computed on the sub-grid of the axes it depends on
 and broadcast), so a search over ~10^5-10^6 plans takes a fraction of a second.
 
-Validity (Megatron-LM constraints): tp divides the heads, pp x vpp divides the layers, vpp > 1
-only with pp > 1 and m % pp == 0 (interleaved schedule), dp integral, m = global_batch /
+Validity (Megatron-LM constraints): tp divides the heads, pp x vpp at most the layers (a split
+that is not even is allowed, as in Megatron-core's uneven pipeline split: Llama 3.1 405B's 126
+layers on pp 16; the busiest stage sets the step time and the exact memory check sees every
+stage), vpp > 1 only with pp > 1 and m % pp == 0 (interleaved schedule), dp integral, m = global_batch /
 (micro_batch x dp) a positive integer, cp divides seq_len, ep divides the experts and dp x cp,
 sequence parallelism only with tp > 1.
 
@@ -108,7 +110,8 @@ def _divisors(n: int) -> list[int]:
 def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchSpace) -> dict[str, np.ndarray]:
     """Candidate values per axis (before validity): documented, model-aware defaults."""
     tp = space.tp or [v for v in _powers_of_two_dividing(num_gpus, min(num_gpus, 2 * system.scaleup_domain_gpus)) if model.heads % v == 0]
-    pp = space.pp or [d for d in _divisors(model.layers) if num_gpus % d == 0 and d <= 128]
+    # pp need not divide the layers (uneven split: the busiest stage sets the pace, see step_time)
+    pp = space.pp or [d for d in _divisors(num_gpus) if d <= min(model.layers, 128)]
     cp = space.cp or [v for v in _powers_of_two_dividing(num_gpus, 16) if space.seq_len % v == 0 and (v == 1 or space.seq_len >= 8192)]
     if model.moe is not None:
         ep = space.ep or [v for v in _powers_of_two_dividing(model.moe.num_experts, 256) if num_gpus % v == 0]
@@ -236,7 +239,7 @@ def search_plans(
         "degrees do not divide the GPU count": dp_f != dp,
         "global batch does not divide into micro-batches x dp": (m_f != m) | (m_f < 1),
         "tp does not divide the heads": (model.heads % tp) != 0,
-        "pp x vpp does not divide the layers": (model.layers % (pp * vpp)) != 0,
+        "pp x vpp exceeds the layers": pp * vpp > model.layers,
         "interleaving needs pp > 1 and m divisible by pp": (vpp > 1) & ((pp == 1) | (m % pp != 0)),
         "sequence parallelism needs tp > 1": sp & (tp == 1),
         "ep must divide dp x cp": (dp * cp) % ep != 0,
