@@ -77,3 +77,19 @@ def test_rejection_counts_add_up(h100):
     invalid = sum(v for k, v in result.rejected.items() if k != "does not fit in GPU memory")
     assert result.plans_valid + invalid == result.plans_evaluated
     assert result.plans_fitting == result.plans_valid - result.rejected["does not fit in GPU memory"]
+
+
+def test_moe_parallel_folding_is_searched(h100):
+    # Megatron-Bridge's Qwen3-235B-A22B H100 recipe: tp 2, pp 8, ep 32, etp 1 on 256 GPUs, so
+    # dp = 16 < ep: experts fold over the tp x dp = 32 ranks of a stage, which needs etp = 1
+    # (with etp = tp = 2, ep x etp = 64 does not divide 32).
+    system, gpu = h100
+    model = load_model("qwen3-235b-a22b")
+    space = SearchSpace(seq_len=4096, global_batch=2048, tp=[2], pp=[8], cp=[1], ep=[32], vpp=[1],
+                        micro_batch=[1], recompute=[Recompute.FULL], sharding=[Sharding.ZERO1],
+                        sequence_parallel=[True])
+    result = search_plans(model, system, gpu, 256, space, top=1)
+    best = result.best[0]
+    assert (best.plan.dp, best.plan.ep, best.plan.expert_tp) == (16, 32, 1)
+    one = estimate_step_time(model, system, best.plan, gpu)
+    assert best.step.step_time_s == pytest.approx(one.step_time_s, rel=1e-9)

@@ -10,7 +10,8 @@ that is not even is allowed, as in Megatron-core's uneven pipeline split: Llama 
 layers on pp 16; the busiest stage sets the step time and the exact memory check sees every
 stage), vpp > 1 only with pp > 1 and m % pp == 0 (interleaved schedule), dp integral, m = global_batch /
 (micro_batch x dp) a positive integer, cp divides seq_len, ep divides the experts and dp x cp,
-sequence parallelism only with tp > 1.
+sequence parallelism only with tp > 1; for MoE models the expert tensor-parallel size is tp
+(Megatron's default) or 1, and ep x etp divides tp x cp x dp (parallel folding).
 
 Memory screen: `memory_bytes_arrays` evaluates the same formulas as
 `workloads.training.memory.training_memory` (the single source of truth) in vectorised form:
@@ -122,14 +123,24 @@ def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchS
     rc = space.recompute or list(RECOMPUTES)
     sh = space.sharding or list(SHARDINGS)
     sp = space.sequence_parallel or [False, True]
+    # expert tensor parallelism: ETP_IS_TP (etp = tp, Megatron's default) or ETP_IS_ONE (etp = 1,
+    # which lets ep fold over the tp ranks too); one value for dense models
+    et = [ETP_IS_TP, ETP_IS_ONE] if model.moe is not None else [ETP_IS_TP]
     return {
         "tp": np.array(tp), "pp": np.array(pp), "cp": np.array(cp), "ep": np.array(ep), "vpp": np.array(vpp),
         "mb": np.array(mb), "rc": np.array([RECOMPUTE_CODE[Recompute(r)] for r in rc]),
         "sh": np.array(sorted({SHARDING_CODE[Sharding(s)] for s in sh})), "sp": np.array(sp, dtype=bool),
+        "et": np.array(et),
     }
 
 
-AXES = ("tp", "pp", "cp", "ep", "vpp", "mb", "rc", "sh", "sp")
+AXES = ("tp", "pp", "cp", "ep", "vpp", "mb", "rc", "sh", "sp", "et")
+#: codes of the "et" axis
+ETP_IS_TP, ETP_IS_ONE = 0, 1
+
+
+def _expert_tp(tp, et):
+    return np.where(et == ETP_IS_ONE, 1, tp)
 
 
 def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -146,7 +157,8 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     """Vectorised screen of `training_memory` (module docstring): bytes on the first pipeline stage."""
     from gpuplan.workloads.training import memory as mem
 
-    tp, pp, cp, ep, vpp, mb, rc, sh, sp = (g[a] for a in AXES)
+    tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
+    etp = _expert_tp(tp, et)
     # per-token activation bytes of one layer, from the memory module, per unique (tp, sp, rc)
     per_token = np.zeros(np.broadcast_shapes(tp.shape, sp.shape, rc.shape))
     codes = {v: k for k, v in RECOMPUTE_CODE.items()}
@@ -172,12 +184,12 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     dense_body = counts.non_embedding - experts
     table = model.vocab * model.hidden
     dense = dense_body / pp / tp + table / tp + np.where(pp == 1, 0.0 if model.tied_embeddings else table / tp, 0.0)
-    expert = experts / pp / (ep * tp)
+    expert = experts / pp / (ep * etp)
     shard = dp * cp
     wb = mem.weight_bytes_per_param(plan_proto.precision)
     gb = mem.grad_bytes_per_param(plan_proto)
     ob = mem.adam_bytes_per_param(plan_proto.precision)
-    expert_shard = np.maximum(1, shard / ep)
+    expert_shard = np.maximum(1, tp * shard / (ep * etp))  # expert data-parallel group
     params_all = dense + expert
     params_sharded = dense / shard + expert / expert_shard
     weights = np.where(sh == 3, params_sharded, params_all) * wb
@@ -230,7 +242,8 @@ def search_plans(
     gb = space.global_batch or max(1, DEFAULT_BATCH_TOKENS // space.seq_len)
     axes = default_axes(model, system, num_gpus, space)
     g = _grid(axes)
-    tp, pp, cp, ep, vpp, mb, rc, sh, sp = (g[a] for a in AXES)
+    tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
+    etp = _expert_tp(tp, et)
     dp_f = num_gpus / (tp * pp * cp)
     dp = np.maximum(1, np.floor(dp_f))
     m_f = gb / (mb * dp)
@@ -242,9 +255,10 @@ def search_plans(
         "pp x vpp exceeds the layers": pp * vpp > model.layers,
         "interleaving needs pp > 1 and m divisible by pp": (vpp > 1) & ((pp == 1) | (m % pp != 0)),
         "sequence parallelism needs tp > 1": sp & (tp == 1),
-        "ep must divide dp x cp": (dp * cp) % ep != 0,
+        "ep x etp must divide tp x cp x dp": (tp * dp * cp) % (ep * etp) != 0,
+        "etp = 1 is the same plan as etp = tp when tp = 1": (et == ETP_IS_ONE) & (tp == 1),
     }
-    shape = np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, vpp, mb, rc, sh, sp, dp, m)))
+    shape = np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, vpp, mb, rc, sh, sp, et, dp, m)))
     invalid = np.zeros(shape, dtype=bool)
     rejected: dict[str, int] = {}
     for reason, mask in reasons.items():
@@ -257,7 +271,7 @@ def search_plans(
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
     )
-    arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh)
+    arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     if progress:
         progress("memory", 0.6)
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision)
@@ -287,6 +301,7 @@ def search_plans(
             seq_len=space.seq_len, recompute=codes_rc[int(full["rc"][i])], sequence_parallel=bool(full["sp"][i]),
             precision=space.precision, sharding=codes_sh[int(full["sh"][i])],
             tp_comm_overlap=space.tp_comm_overlap and bool(full["sp"][i]),
+            etp=int(_expert_tp(full["tp"][i], full["et"][i])) if model.moe is not None else None,
         )
         memory = training_memory(model, plan, gpu)
         if not memory.fits:
