@@ -396,14 +396,15 @@ def step_time_arrays(
     hidden_div = np.where(sp, tp, 1.0)
     t_local = t / hidden_div  # tokens a rank holds outside TP regions (its sequence shard with SP)
     if ctx.framework is Framework.TORCHTITAN:
-        head_bytes = (TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim
-                      + (2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0))
+        repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
+        head_bytes = TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
         elem_attn = t * (h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN / hidden_div + head_bytes / tp) / ctx.hbm_bytes_s
-        ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if ctx.model.ffn_kind is FfnKind.SWIGLU else 2.0 * ffn_bytes
-        eager = 1.0
+        swiglu = ctx.model.ffn_kind is FfnKind.SWIGLU
+        ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else EAGER_ELEMENTWISE_FACTOR * ffn_bytes
     else:
         eager = EAGER_ELEMENTWISE_FACTOR if ctx.framework is Framework.FSDP else 1.0
         elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
+        ffn_bytes = eager * ffn_bytes
     if ctx.gemm_dtype == "fp8":  # inputs of QKV and output projection
         elem_attn = elem_attn + t * (h + ctx.q_dim) / tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
 
@@ -413,7 +414,7 @@ def step_time_arrays(
         f = float(ctx.model.ffn)
         dense_up, dense_down = _gemm(ctx, t, ctx.ffn_up_mats * f / tp, h), _gemm(ctx, t, h, f / tp)
         dense_mlp = dense_up + dense_down
-        elem_dense = eager * t * f / tp * ffn_bytes / ctx.hbm_bytes_s
+        elem_dense = t * f / tp * ffn_bytes / ctx.hbm_bytes_s
         if ctx.gemm_dtype == "fp8":  # inputs of the up and down projections
             elem_dense = elem_dense + t * (h + f / tp) * FP8_CAST_BYTES / ctx.hbm_bytes_s
     moe_mlp = 0.0
