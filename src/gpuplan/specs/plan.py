@@ -8,6 +8,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from gpuplan.specs._base import Spec
+from gpuplan.specs.execution import AttentionKernel, Execution, Framework
 
 
 class Recompute(str, Enum):
@@ -63,7 +64,35 @@ class TrainPlan(Spec):
     #: dtype of the gradient buffer. fp32 = Megatron's main_grad accumulation (the "18 bytes/param" setup);
     #: bf16/fp16 = gradients kept in the compute dtype (plain PyTorch AMP / FSDP mixed precision, "16 bytes/param").
     grad_precision: Precision = Precision.FP32
-    flash_attention: bool = True  # fused attention kernels: the s x s score matrix is never stored
+    #: Training stack (specs.execution.Framework): overlap, eager or fused elementwise kernels.
+    framework: Framework = Framework.MEGATRON
+    #: Attention kernel (specs.execution.AttentionKernel). The legacy boolean `flash_attention=False`
+    #: given at construction means AttentionKernel.UNFUSED.
+    attention_kernel: AttentionKernel = AttentionKernel.FLASH
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_flash_flag(cls, data):
+        if isinstance(data, dict) and "flash_attention" in data:
+            data = dict(data)
+            flag = data.pop("flash_attention")
+            if not flag:
+                data["attention_kernel"] = AttentionKernel.UNFUSED
+            elif "attention_kernel" not in data:
+                data["attention_kernel"] = AttentionKernel.FLASH
+        return data
+
+    @property
+    def flash_attention(self) -> bool:
+        """Whether attention is fused (the s x s scores never stored): FlashAttention v1 or v2."""
+        return AttentionKernel(self.attention_kernel).fused
+
+    @property
+    def execution(self) -> Execution:
+        """The execution choices of this plan as one typed value."""
+        return Execution(framework=self.framework, attention_kernel=self.attention_kernel,
+                         tp_comm_overlap=self.tp_comm_overlap, precision=Precision(self.precision).value,
+                         grad_precision=Precision(self.grad_precision).value)
 
     @model_validator(mode="after")
     def _batch_divides(self):

@@ -99,7 +99,7 @@ dense bf16 (fp16) peak, also for FP8 runs (the convention of the Megatron/NeMo t
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from enum import Enum, IntEnum
+from enum import IntEnum
 
 import numpy as np
 
@@ -109,26 +109,11 @@ from gpuplan.models.params import parameter_counts
 from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.model import FfnKind
+from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.plan import default_expert_tp
 from gpuplan.workloads.training.comm_adapter import (
     Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
 )
-
-
-class Framework(str, Enum):
-    """Training framework: decides how data-parallel communication overlaps compute."""
-
-    MEGATRON = "megatron"  # megatron-core DDP / distributed optimizer, overlap_grad_reduce + overlap_param_gather
-    DEEPSPEED = "deepspeed"  # DeepSpeed engine, ZeRO-0/1: gradient all-reduce after the backward pass
-    FSDP = "fsdp"  # PyTorch FSDP (llm-foundry/Composer): prefetched gathers overlapped per micro-batch
-    TORCHTITAN = "torchtitan"  # FSDP2: as FSDP
-    OTHER = "other"  # treated as MEGATRON
-
-
-class AttentionKernel(str, Enum):
-    FLASH = "flash"  # FlashAttention-2 / cuDNN fused attention: scores never reach HBM
-    FLASH_V1 = "flash_v1"  # FlashAttention v1 (2022): fused, about half FlashAttention-2's rate
-    UNFUSED = "unfused"  # scores materialised; fused scale-mask-softmax (+ dropout) kernels
 
 
 class RecomputeCode(IntEnum):

@@ -147,7 +147,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
     framework = framework_from_row(row)
     kernel = attention_kernel_from_row(row, framework)
     # the memory model stores the s x s scores only when the kernel is unfused
-    plan = plan.model_copy(update={"flash_attention": kernel is AttentionKernel.FLASH})
+    plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
     if metric in MEMORY_METRICS:
         from gpuplan.workloads.training.memory import training_memory, to_gib
 

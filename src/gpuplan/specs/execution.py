@@ -1,0 +1,54 @@
+"""Execution choices of a training run: the software stack and the kernels it runs.
+
+These are data, read by the memory model and the step-time model alike (no booleans that mean
+different things in two modules):
+
+- `Framework`: the stack whose documented behaviour (overlap of data-parallel communication,
+  fused or eager elementwise kernels, gather/reduce dtypes) the model uses.
+- `AttentionKernel`: fused FlashAttention-2 (or cuDNN fused attention), FlashAttention v1, or the
+  unfused pre-2022 path that materialises the s x s score matrix. Fused kernels never store the
+  scores for backward (memory) and run at the attention-kernel rate (time); unfused ones store and
+  move them.
+- `Execution`: the bundle a plan carries (framework, attention kernel, TP-communication overlap,
+  matmul precision, gradient dtype), built by `TrainPlan.execution`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from gpuplan.specs._base import Spec
+
+
+class Framework(str, Enum):
+    """Training framework: decides how data-parallel communication overlaps compute."""
+
+    MEGATRON = "megatron"  # megatron-core DDP / distributed optimizer, overlap_grad_reduce + overlap_param_gather
+    DEEPSPEED = "deepspeed"  # DeepSpeed engine, ZeRO-0/1: gradient all-reduce after the backward pass
+    FSDP = "fsdp"  # PyTorch FSDP (llm-foundry/Composer): prefetched gathers overlapped per micro-batch
+    TORCHTITAN = "torchtitan"  # FSDP2: as FSDP
+    OTHER = "other"  # treated as MEGATRON
+
+
+class AttentionKernel(str, Enum):
+    FLASH = "flash"  # FlashAttention-2 / cuDNN fused attention: scores never reach HBM
+    FLASH_V1 = "flash_v1"  # FlashAttention v1 (2022): fused, about half FlashAttention-2's rate
+    UNFUSED = "unfused"  # scores materialised; fused scale-mask-softmax (+ dropout) kernels
+
+    @property
+    def fused(self) -> bool:
+        """Whether the kernel keeps the s x s scores on chip (FlashAttention v1 and v2 both do)."""
+        return self is not AttentionKernel.UNFUSED
+
+
+class Execution(Spec):
+    """The execution choices of a plan, one typed value (see module docstring)."""
+
+    framework: Framework = Framework.MEGATRON
+    attention_kernel: AttentionKernel = AttentionKernel.FLASH
+    tp_comm_overlap: bool = False
+    precision: str = "bf16"
+    grad_precision: str = "fp32"
+
+
+__all__ = ["AttentionKernel", "Execution", "Framework"]
