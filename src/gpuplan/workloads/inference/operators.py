@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplan import knobs
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
@@ -40,7 +41,10 @@ from gpuplan.workloads.inference.dtypes import bytes_per_element, matmul_precisi
 
 #: Minimum duration of one kernel (launch + tail), s: aiconfigurator h100_sxm/h200_sxm system YAML
 #: `mem_empirical_constant_latency: 3 us` (ai-dynamo/aiconfigurator @095f58a).
-PER_KERNEL_LATENCY_S = 3e-6
+PER_KERNEL_LATENCY_S = knobs.register(
+    "serving.per_kernel_latency_s", unit="s", default=3e-6, low=1e-7, high=1e-4,
+    source="aiconfigurator h100_sxm/h200_sxm system YAML mem_empirical_constant_latency: 3 us (ai-dynamo/aiconfigurator @095f58a)",
+    scales="every serving kernel launch (KERNELS_PER_LAYER per layer per step, head and sampling)")
 #: Kernels per transformer layer after the usual fusions (norm, QKV GEMM, RoPE+KV write, attention,
 #: O GEMM, norm, gate-up GEMM, activation, down GEMM): TensorRT-LLM / vLLM decode traces show 8-12.
 KERNELS_PER_LAYER = 9
@@ -48,7 +52,11 @@ KERNELS_PER_LAYER = 9
 #: output processing), s. vidur's profiled CPU overheads (microsoft/vidur data/profiling/cpu_overhead)
 #: total a few ms per step for Python engines (vLLM V0); C++ runtimes (TensorRT-LLM, TurboMind) overlap
 #: most of it. 0.4 ms is an estimate for the latter, overridable.
-STEP_OVERHEAD_S = 4e-4
+STEP_OVERHEAD_S = knobs.register(
+    "serving.step_overhead_s", unit="s", default=4e-4, low=0.0, high=0.05,
+    source="estimate for C++ runtimes (TensorRT-LLM, TurboMind); vidur's profiled CPU overheads are a few ms for Python engines",
+    scales="host time per engine step not hidden behind GPU work",
+    fitted_on=("trtllm017", "lmdeploy"))
 #: Activation passes of elementwise work per layer, in units of hidden-size vectors per token (two
 #: RMSNorms read+write = 4, two residual adds read 2 write 1 = 6); the gated activation adds 3 f.
 ELEMENTWISE_HIDDEN_PASSES = 10
@@ -59,7 +67,11 @@ ACTIVATION_IO_BYTES = 2.0
 #: memory-bound (lmdeploy A100 Llama-2-7B batch-1 TPOT 10 ms = 13.5 GB of weights at 0.8 x 2.04
 #: TB/s + launch costs), so the 128-row tile / wave model of primitives.efficiency.shape_factor
 #: (right for training GEMMs) is not used here; only its MAMF-sourced ceiling is. Estimate.
-GEMM_HALF_EFFICIENCY_TOKENS = 32.0
+GEMM_HALF_EFFICIENCY_TOKENS = knobs.register(
+    "serving.gemm_half_efficiency_tokens", unit="tokens", default=32.0, low=1.0, high=512.0,
+    source="estimate from lmdeploy A100 Llama-2-7B batch-1 TPOT (13.5 GB of weights at 0.8 x 2.04 TB/s + launches)",
+    scales="serving GEMM efficiency m / (m + this) for m token rows",
+    fitted_on=("lmdeploy",))
 
 
 def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
@@ -68,7 +80,7 @@ def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
     m clamped to >= 1. The ceiling of `precision` applies when the GPU has a peak for it, else bf16's."""
     rows = np.maximum(np.asarray(m, dtype=float), 1.0)
     dtype = precision if precision in gpu.peak_tflops else ("bf16" if "bf16" in gpu.peak_tflops else precision)
-    return float(matmul_ceiling(gpu, dtype)) * rows / (rows + GEMM_HALF_EFFICIENCY_TOKENS)
+    return float(matmul_ceiling(gpu, dtype)) * rows / (rows + knobs.value("serving.gemm_half_efficiency_tokens"))
 
 
 def collective_seconds(op: Collective, sizes_bytes, system: System, num_gpus: int, gpu: Gpu) -> np.ndarray:
@@ -222,7 +234,7 @@ class StepTimeModel:
         gated = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
         elementwise_bytes = tok * (ELEMENTWISE_HIDDEN_PASSES * m.hidden + gated * f_eff) * ACTIVATION_IO_BYTES
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
-        total += m.layers * KERNELS_PER_LAYER * PER_KERNEL_LATENCY_S
+        total += m.layers * KERNELS_PER_LAYER * knobs.value("serving.per_kernel_latency_s")
         if dep.tp > 1:
             ar = collective_seconds(Collective.ALL_REDUCE, tok * m.hidden * ACTIVATION_IO_BYTES, dep.system, dep.tp, gpu=dep.gpu)
             total += 2 * m.layers * ar
@@ -239,7 +251,7 @@ class StepTimeModel:
         n_out = m.vocab / dep.tp
         flops = 2.0 * s * n_out * m.hidden
         bytes_ = n_out * m.hidden * max(self.weight_bytes, 2.0) + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
-        t = self._gemm_seconds(s, flops, bytes_) + 3 * PER_KERNEL_LATENCY_S
+        t = self._gemm_seconds(s, flops, bytes_) + 3 * knobs.value("serving.per_kernel_latency_s")
         return np.where(s > 0, t, 0.0)
 
     def attention_decode_time(self, ctx_global_sum, ctx_window_sum) -> np.ndarray:
@@ -278,7 +290,7 @@ class StepTimeModel:
             return 0.0
         pw = prefill_pairs if prefill_pairs_window is None else prefill_pairs_window
         dw = decode_ctx_sum if decode_ctx_window_sum is None else decode_ctx_window_sum
-        t = STEP_OVERHEAD_S + self.lookup_linear(n_tokens)
+        t = knobs.value("serving.step_overhead_s") + self.lookup_linear(n_tokens)
         t += float(self.logits_time(prefill_seqs + decode_seqs))
         if decode_seqs:
             t += float(self.attention_decode_time(decode_ctx_sum, dw))

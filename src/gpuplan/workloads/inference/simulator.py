@@ -23,7 +23,8 @@ from numba import njit
 from gpuplan.errors import Infeasible
 from gpuplan.workloads.inference.arrivals import ArrivalKind, Workload
 from gpuplan.workloads.inference.memory import MemoryPlan
-from gpuplan.workloads.inference.operators import STEP_OVERHEAD_S, StepTimeModel
+from gpuplan import knobs
+from gpuplan.workloads.inference.operators import StepTimeModel
 from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerConfig, SchedulerKind
 
 _TRACE_POINTS = 4096
@@ -325,7 +326,7 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs), int(scheduler.max_batch_tokens),
         float(memory.kv_budget_bytes), int(memory.block_size), float(memory.kv_bytes_per_token_per_gpu),
         float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
-        st.linear_table, st.logits_table, STEP_OVERHEAD_S, float(dec_g), float(dec_w),
+        st.linear_table, st.logits_table, knobs.value("serving.step_overhead_s"), float(dec_g), float(dec_w),
         float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
         float(st.hbm_bytes_per_s), float(st.attention_flops_per_s),
         float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),

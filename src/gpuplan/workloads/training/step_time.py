@@ -103,6 +103,7 @@ from enum import IntEnum
 
 import numpy as np
 
+from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.models.flops import flops_per_token
 from gpuplan.models.params import parameter_counts
@@ -152,28 +153,52 @@ ADAM_BYTES_PER_PARAM = 30.0
 #: Fraction of backward TP collective time hidden behind weight-gradient GEMMs (Megatron async TP
 #: all-reduce overlaps the input-gradient all-reduce with the weight-gradient GEMM: about half the
 #: backward collectives; modelling assumption).
-TP_BACKWARD_OVERLAP = 0.5
+TP_BACKWARD_OVERLAP = knobs.register(
+    "training.tp_backward_overlap", unit="fraction", default=0.5, low=0.0, high=1.0,
+    source="modelling assumption: Megatron's async TP all-reduce overlaps the input-gradient all-reduce with the weight-gradient GEMM (about half the backward collectives)",
+    scales="exposed backward tensor-parallel collectives (without TE userbuffers)")
 #: Compute slowdown while TransformerEngine userbuffers or pipeline sends run alongside: those
 #: move data with a few SMs or the copy engines, so 5% of the overlapped time (assumption; Calculon's
 #: `processor_usage` is 15% on NVLink, 2% on InfiniBand). Data-parallel NCCL collectives instead
 #: occupy one SM per channel: their slowdown is channels / SMs (`comm_adapter.collective_sm_fraction`).
-OVERLAP_CONTENTION = 0.05
+OVERLAP_CONTENTION = knobs.register(
+    "training.overlap_contention", unit="fraction", default=0.05, low=0.0, high=0.5,
+    source="assumption; Calculon processor_usage is 0.15 on NVLink, 0.02 on InfiniBand",
+    scales="compute slowdown while TE userbuffers or pipeline sends overlap it")
 #: Training attention (forward + backward, causal, head_dim 128) as a fraction of dense peak:
 #: FlashAttention-2 (Dao 2023, sec. 4.1 / Fig. 4-7): about 180 of 312 TFLOP/s on A100 at 2k-16k
 #: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
 #: instructions; training stacks of 2023-24 ran FA2 or cuDNN attention at similar rates).
 #: `efficiency.attention_ceiling` is the inference (forward, FA3) ceiling and is not used here.
-TRAINING_ATTENTION_CEILING = {"ampere": 180.0 / 312.0, "hopper": 335.0 / 989.0}
-DEFAULT_TRAINING_ATTENTION_CEILING = 0.34
+TRAINING_ATTENTION_CEILING = {
+    family: knobs.register(
+        f"training.attention_ceiling.{family}", unit="fraction of dense peak", default=v, low=0.05, high=1.0,
+        source=src, scales="training attention core (FlashAttention-2 forward + backward)")
+    for family, v, src in (
+        ("ampere", 180.0 / 312.0, "Dao 2023 (FlashAttention-2) Fig. 4-7: about 180 of 312 TFLOP/s on A100"),
+        ("hopper", 335.0 / 989.0, "Dao 2023 (FlashAttention-2): up to 335 TFLOP/s on H100 = 0.34 of 989"),
+    )
+}
+DEFAULT_TRAINING_ATTENTION_CEILING = knobs.register(
+    "training.attention_ceiling.default", unit="fraction of dense peak", default=0.34, low=0.05, high=1.0,
+    source="the Hopper value (FlashAttention-2 on H100) for architectures without a measurement",
+    scales="training attention core on other architectures")
 #: FlashAttention (v1) / FlashAttention-2 throughput: Dao 2023 (FlashAttention-2, abstract and
 #: sec. 4.1, Fig. 4-7): "around 2x faster than FlashAttention" forward + backward on A100 across
 #: sequence lengths and head dims 64/128 -> 0.5. Applies to stacks of 2022 to mid-2023 (e.g.
 #: llm-foundry's `gpu` extra pinned flash-attn==1.0.3.post0 until FA2 support landed).
-FLASH_V1_OVER_V2 = 0.5
+FLASH_V1_OVER_V2 = knobs.register(
+    "training.flash_v1_over_v2", unit="ratio", default=0.5, low=0.2, high=1.0,
+    source="Dao 2023 (FlashAttention-2) abstract and sec. 4.1: about 2x FlashAttention v1 forward + backward on A100",
+    scales="training attention-core rate under AttentionKernel.FLASH_V1")
 #: Sustained fraction of the best-shape GEMM rate inside a training step (clocks fall under the
 #: sustained power draw of a full step; kernels of one layer do not reach mamf-finder's best
 #: tile sizes). Modelling assumption, one value for every GPU, set from the Megatron A100 rows.
-SUSTAINED_GEMM_FRACTION = 0.85
+SUSTAINED_GEMM_FRACTION = knobs.register(
+    "training.sustained_gemm_fraction", unit="fraction", default=0.85, low=0.5, high=1.0,
+    source="fitted: one value for every GPU, set from the Megatron A100 rows (Narayanan et al. 2021, Korthikanti et al. 2022)",
+    scales="every training GEMM (divides the mamf-finder-sourced GEMM rate)",
+    fitted_on=("meg21-t1", "korth-t5", "korth-abs"))
 #: Extra HBM bytes per GEMM-input element with FP8 (TransformerEngine): cast + transpose of the
 #: bf16 input (read 2 B, write 1 B twice) and of the output gradient in backward.
 FP8_CAST_BYTES = 4.0
@@ -193,11 +218,17 @@ TORCHTITAN_REDUCE_BYTES = 4.0
 #: their forward; "op" SAC saves the outputs of every other matmul (its `_save_list` policy) and
 #: recomputes the rest -> about half the forward GEMM FLOPs. torchtitan docs/performance.md reports
 #: near-identical throughput for the two (Llama 3 8B: 2904 vs 2973 tokens/s/GPU on 64 A100).
-TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION = 0.5
+TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION = knobs.register(
+    "training.torchtitan_selective_recompute_fraction", unit="fraction", default=0.5, low=0.0, high=1.0,
+    source="torchtitan selective_ac_option='2' checkpoints every 2nd block; op SAC saves every other matmul (docs/performance.md)",
+    scales="recompute time of torchtitan selective activation checkpointing")
 #: Composer / llm-foundry (`Framework.FSDP`) runs norms, activations and residuals as separate
 #: PyTorch kernels, each reading and writing its tensors: about twice the bytes of Megatron's fused
 #: kernels (apex/TE fused layer norm, bias-gelu, bias-dropout-add).
-EAGER_ELEMENTWISE_FACTOR = 2.0
+EAGER_ELEMENTWISE_FACTOR = knobs.register(
+    "training.eager_elementwise_factor", unit="ratio", default=2.0, low=1.0, high=4.0,
+    source="assumption: separate PyTorch kernels read and write each tensor, about twice Megatron's fused kernels",
+    scales="elementwise HBM traffic under Framework.FSDP (Composer / llm-foundry)")
 #: torchtitan's Llama (eager PyTorch, no torch.compile, its 2024 model code), forward bytes per
 #: element, counted from the operators (bf16 = 2 B, fp32 = 4 B, read + write):
 #: RMSNorm `(x.float() * rsqrt(x.pow(2).mean(-1) + eps)).type_as(x) * weight`: float() 2+4, pow 4+4,
@@ -319,16 +350,16 @@ class StepArrays:
 
 
 def _gemm(ctx: StepContext, m, n, k, dtype: str | None = None):
-    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / SUSTAINED_GEMM_FRACTION
+    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / knobs.value("training.sustained_gemm_fraction")
 
 
 def training_attention_ceiling(gpu: Gpu) -> float:
     """Forward+backward FlashAttention efficiency for training (TRAINING_ATTENTION_CEILING)."""
     arch = gpu.architecture.lower()
-    for family, value in TRAINING_ATTENTION_CEILING.items():
+    for family in TRAINING_ATTENTION_CEILING:
         if family in arch:
-            return value
-    return DEFAULT_TRAINING_ATTENTION_CEILING
+            return knobs.value(f"training.attention_ceiling.{family}")
+    return knobs.value("training.attention_ceiling.default")
 
 
 def _peak_flops(ctx: StepContext, dtype: str) -> float:
@@ -356,6 +387,7 @@ def step_time_arrays(
     gpn = ctx.system.gpus_per_node
     act_bytes = 2.0
     t = mb * s / cp  # tokens per micro-batch on one GPU
+    contention = knobs.value("training.overlap_contention")
     etp = f64(default_expert_tp(tp, dp, cp, ep) if etp is None else etp)
 
     # ---- per-layer forward compute of one micro-batch -------------------------------------
@@ -367,7 +399,7 @@ def step_time_arrays(
     fill = np.minimum(1.0, mb * heads_local * np.ceil(s / cp / 128.0) / sms)
     attn_eff = training_attention_ceiling(ctx.gpu) * fill
     if ctx.attention_kernel is AttentionKernel.FLASH_V1:
-        attn_eff = attn_eff * FLASH_V1_OVER_V2
+        attn_eff = attn_eff * knobs.value("training.flash_v1_over_v2")
     if ctx.attention_kernel in (AttentionKernel.FLASH, AttentionKernel.FLASH_V1):
         attn_flops = 4.0 * mb * heads_local * ctx.head_dim * s * (s + 1) / 2.0 / cp
         attn_fwd = attn_flops / (attn_peak * attn_eff)
@@ -385,9 +417,9 @@ def step_time_arrays(
         head_bytes = TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
         elem_attn = t * (h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN / hidden_div + head_bytes / tp) / ctx.hbm_bytes_s
         swiglu = ctx.model.ffn_kind is FfnKind.SWIGLU
-        ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else EAGER_ELEMENTWISE_FACTOR * ffn_bytes
+        ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
     else:
-        eager = EAGER_ELEMENTWISE_FACTOR if ctx.framework is Framework.FSDP else 1.0
+        eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
         elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
         ffn_bytes = eager * ffn_bytes
     if ctx.gemm_dtype == "fp8":  # inputs of QKV and output projection
@@ -426,7 +458,7 @@ def step_time_arrays(
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd
     layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elem_fwd
     if ctx.framework is Framework.TORCHTITAN:
-        selective = TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION * layer_fwd
+        selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
     else:
         selective = attn_fwd
     layer_recompute = np.where(rc == RecomputeCode.FULL, layer_fwd, np.where(rc == RecomputeCode.SELECTIVE, selective, 0.0))
@@ -447,7 +479,7 @@ def step_time_arrays(
     tp_pn = group_per_node(tp, 1, gpn)
     ar = collective_seconds_array(Collective.ALL_REDUCE, t * h * act_bytes, tp, tp_pn, ctx.system)
     fwd_collectives = np.where(rc == RecomputeCode.FULL, 4.0, 2.0)
-    tp_mb = layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - TP_BACKWARD_OVERLAP))
+    tp_mb = layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - knobs.value("training.tp_backward_overlap")))
     if ctx.tp_comm_overlap:
         # userbuffers: each AG / RS (c = ar / 2) pipelined in tp chunks with its GEMM
         c = 0.5 * ar
@@ -455,7 +487,7 @@ def step_time_arrays(
         pair_gemms = (qkv, out, dense_frac * dense_up + mlp_half, dense_frac * dense_down + mlp_half)
 
         def exposed(g):
-            return np.maximum(0.0, c - g) + np.minimum(c, g) / tp + OVERLAP_CONTENTION * np.minimum(c, g)
+            return np.maximum(0.0, c - g) + np.minimum(c, g) / tp + contention * np.minimum(c, g)
 
         fwd_exp = sum(exposed(g) for g in pair_gemms)
         bwd_exp = sum(exposed(2.0 * g) for g in pair_gemms)  # dgrad + wgrad GEMMs of the same shapes
@@ -490,7 +522,7 @@ def step_time_arrays(
         Collective.P2P, t * h * act_bytes / tp, np.where(pp > 1, 2, 1), np.where(crosses, 1, 2), ctx.system
     )
     half_chunk = (compute_mb + recompute_mb) / vpp / 2.0  # half a virtual stage's forward + backward
-    hidden_send = np.maximum(0.0, p2p - half_chunk) + OVERLAP_CONTENTION * np.minimum(p2p, half_chunk)
+    hidden_send = np.maximum(0.0, p2p - half_chunk) + contention * np.minimum(p2p, half_chunk)
     per_transfer = np.where((vpp > 1) & ctx.p2p_overlap, hidden_send, p2p)
     pp_mb = np.where(pp > 1, 2.0 * vpp * per_transfer, 0.0)
 

@@ -1,0 +1,134 @@
+"""The one registry of efficiency knobs: every efficiency, overhead or modelling switch a
+prediction uses, with its unit, default, the source of the default, the range physics allows and
+what it scales.
+
+Operators read a knob only through `value(name)`, so a calibration profile or a cross-validation
+fold can override any of them without touching code:
+
+    with overridden({"training.sustained_gemm_fraction": 0.8}):
+        ...  # every prediction in here sees 0.8
+
+A knob whose default was chosen while looking at validation rows is *fitted*: `fitted_on` names
+those rows (families, as SCHEMA.md defines them). `validate --cv family` refits exactly the fitted
+knobs without the family it scores; the fitter lives in `gpuplan.interfaces.fitting`.
+
+This module sits at the bottom of the layer stack (beside `units` and `errors`): it imports nothing
+of gpuplan's, so every layer may read knobs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Mapping
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One named efficiency, overhead or switch (see module docstring)."""
+
+    name: str  # dotted: "<area>.<what>", e.g. "training.sustained_gemm_fraction"
+    unit: str  # "fraction", "s", "bytes", "ratio", "tokens", ...
+    default: float
+    source: str  # where the default comes from (paper, vendor doc, framework source, or "fitted")
+    low: float  # the range physics allows (inclusive)
+    high: float
+    scales: str  # which operators / collectives / engines it scales
+    fitted_on: tuple[str, ...] = ()  # validation families the default was chosen on (empty: not fitted)
+
+    @property
+    def fitted(self) -> bool:
+        return bool(self.fitted_on)
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "unit": self.unit, "default": self.default, "source": self.source,
+            "low": self.low, "high": self.high, "scales": self.scales, "fitted_on": list(self.fitted_on),
+            "value": value(self.name),
+        }
+
+
+REGISTRY: dict[str, Knob] = {}
+_LOCAL = threading.local()
+#: Bumped on every change of the active overrides, so caches keyed on it stay correct.
+_GENERATION = [0]
+
+
+def register(name: str, *, unit: str, default: float, source: str, low: float, high: float, scales: str,
+             fitted_on: tuple[str, ...] | list[str] = ()) -> float:
+    """Declare a knob (idempotent for an identical declaration) and return its default, so a module
+    can keep a readable constant beside the declaration: `X = register("area.x", ...)`."""
+    if not (math.isfinite(default) and math.isfinite(low) and math.isfinite(high) and low <= default <= high):
+        raise ValueError(f"knob {name}: default {default} outside its range [{low}, {high}]")
+    knob = Knob(name, unit, float(default), source, float(low), float(high), scales, tuple(fitted_on))
+    old = REGISTRY.get(name)
+    if old is not None and old != knob:
+        raise ValueError(f"knob {name} is declared twice with different values")
+    REGISTRY[name] = knob
+    return knob.default
+
+
+def _stack() -> list[dict[str, float]]:
+    stack = getattr(_LOCAL, "stack", None)
+    if stack is None:
+        stack = _LOCAL.stack = []
+    return stack
+
+
+def value(name: str) -> float:
+    """The knob's value in effect: the innermost override, else its default. KeyError if unknown."""
+    for layer in reversed(_stack()):
+        if name in layer:
+            return layer[name]
+    return REGISTRY[name].default
+
+
+def generation() -> int:
+    """A number that changes whenever the active overrides change (for caches of knob-dependent values)."""
+    return _GENERATION[0] + 1_000_003 * len(_stack())
+
+
+def check_values(values: Mapping[str, float]) -> dict[str, float]:
+    """Validate overrides: known names, finite, inside the knob's physical range. Returns floats."""
+    out = {}
+    for name, raw in values.items():
+        if name not in REGISTRY:
+            raise KeyError(name)
+        v = float(raw)
+        k = REGISTRY[name]
+        if not math.isfinite(v) or not (k.low <= v <= k.high):
+            raise ValueError(f"{name} = {raw}: allowed {k.low} .. {k.high} {k.unit}")
+        out[name] = v
+    return out
+
+
+@contextmanager
+def overridden(values: Mapping[str, float]) -> Iterator[None]:
+    """Within the block, `value(name)` returns the given values (validated by `check_values`)."""
+    layer = check_values(values)
+    stack = _stack()
+    stack.append(layer)
+    _GENERATION[0] += 1
+    try:
+        yield
+    finally:
+        stack.pop()
+        _GENERATION[0] += 1
+
+
+def active_overrides() -> dict[str, float]:
+    """Every knob whose value differs from its default right now (innermost wins)."""
+    merged: dict[str, float] = {}
+    for layer in _stack():
+        merged.update(layer)
+    return merged
+
+
+def fitted_knobs() -> list[Knob]:
+    return [k for k in REGISTRY.values() if k.fitted]
+
+
+__all__ = ["Knob", "REGISTRY", "active_overrides", "check_values", "fitted_knobs", "generation", "overridden",
+           "register", "value"]
