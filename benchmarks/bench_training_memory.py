@@ -3,7 +3,8 @@
 import time
 
 from gpuplan.catalog import get_gpu
-from gpuplan.models import load_model, parameter_counts
+from gpuplan.models import load_model
+from gpuplan.layers import parameter_counts
 from gpuplan.specs.plan import Sharding, TrainPlan
 from gpuplan.workloads.training.memory import max_micro_batch, min_gpus, training_memory
 

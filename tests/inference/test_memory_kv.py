@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from gpuplan.catalog import load_catalog
-from gpuplan.models import kv_cache_bytes_per_token, load_model
+from gpuplan.models import load_model
+from gpuplan.layers import kv_cache_bytes_per_token
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element
 from gpuplan.workloads.inference.memory import memory_plan

@@ -3,7 +3,8 @@
 import pytest
 
 from gpuplan.errors import InputError
-from gpuplan.models import flops_per_token, kv_cache_bytes_per_token, load_model
+from gpuplan.models import load_model
+from gpuplan.layers import flops_per_token, kv_cache_bytes_per_token
 
 
 @pytest.mark.parametrize("name,l,h,V", [("megatron-gpt-145b", 80, 12288, 51200), ("megatron-gpt-1t", 128, 25600, 51200)])

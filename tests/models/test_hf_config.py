@@ -5,7 +5,8 @@ import json
 import pytest
 
 from gpuplan.errors import InputError, UnknownIdError
-from gpuplan.models import load_model, model_from_arch_row, model_from_hf_config, parameter_counts
+from gpuplan.models import load_model, model_from_arch_row, model_from_hf_config
+from gpuplan.layers import parameter_counts
 from gpuplan.specs.model import FfnKind
 
 LLAMA = {"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,

@@ -8,7 +8,8 @@ Sources of the expected numbers:
 
 import pytest
 
-from gpuplan.models import load_model, parameter_counts
+from gpuplan.models import load_model
+from gpuplan.layers import parameter_counts
 
 EXACT = {
     # HF meta-llama/Llama-2-7b-hf shows 6,738,417,664 = 6,738,415,616 + 2,048: the checkpoint also stores

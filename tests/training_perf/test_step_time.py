@@ -129,7 +129,7 @@ def test_torchtitan_eager_elementwise_bytes_counted_by_operator():
 def test_fsdp2_copies_are_14_bytes_per_gathered_parameter_per_micro_batch():
     # One FSDP rank (no collective), 3 micro-batches: the exposed DP time is only FSDP2's copy-out
     # (forward + backward, 2 x 4 B) and reduce-scatter copy-in (6 B) over every parameter.
-    from gpuplan.models.params import parameter_counts
+    from gpuplan.layers.params import parameter_counts
     from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
     from gpuplan.workloads.training.step_time import Framework, ShardingCode
 

@@ -78,7 +78,7 @@ def _resolve(args: dict, gpus: int | None):
 
 def memory_record(model, gpu, plan, mem) -> dict:
     """The JSON object of `fit train` (stable keys, units in names)."""
-    from gpuplan.models import parameter_counts
+    from gpuplan.layers import parameter_counts
 
     states = mem.bytes_per_param
     total_params = parameter_counts(model).total

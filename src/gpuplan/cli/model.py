@@ -11,7 +11,8 @@ model_app = typer.Typer(help="Transformer models: exact parameters, FLOPs per to
 
 def model_record(name_or_path: str, seq_len: int | None, kv_bytes: float) -> dict:
     """The JSON object of `model show` (stable keys; units in key names)."""
-    from gpuplan.models import flops_per_token, kv_cache_bytes_per_token, load_model, parameter_counts
+    from gpuplan.models import load_model
+    from gpuplan.layers import flops_per_token, kv_cache_bytes_per_token, parameter_counts
 
     model = load_model(name_or_path)
     counts = parameter_counts(model)
@@ -94,7 +95,8 @@ def show(
 @model_app.command("list")
 def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Bundled models with their total and active parameter counts."""
-    from gpuplan.models import bundled_model_names, load_model, parameter_counts
+    from gpuplan.models import bundled_model_names, load_model
+    from gpuplan.layers import parameter_counts
 
     rows = []
     for name in bundled_model_names():

@@ -6,7 +6,7 @@ what fits (maximum concurrent sequences, maximum context).
     kv_capacity_blocks = floor(kv_budget / (block_size x kv_bytes_per_token_per_gpu))
     max_concurrent_sequences(L) = floor(kv_capacity_blocks / blocks_per_sequence(L))
 
-KV bytes per token come from gpuplan.models.kv_cache_bytes_per_token (GQA, MLA latent, sliding
+KV bytes per token come from gpuplan.layers.kv_cache_bytes_per_token (GQA, MLA latent, sliding
 window); a TP rank holds kv_shard_fraction of them (replicated heads when tp > kv_heads, the whole
 MLA latent). Sliding-window layers keep at most `window` tokens (plus one block being filled).
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from gpuplan.errors import Infeasible
-from gpuplan.models import kv_cache_bytes_per_token
+from gpuplan.layers import kv_cache_bytes_per_token
 from gpuplan.specs import FfnKind
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuplan.errors import InputError
-from gpuplan.models.params import attention_params, ffn_params, layer_params, norm_params
+from gpuplan.layers.params import attention_params, ffn_params, layer_params, norm_params
 from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import FfnKind, ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan

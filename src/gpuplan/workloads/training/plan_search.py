@@ -177,7 +177,7 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     acts = acts + tokens * b * (model.hidden / np.where(sp, tp, 1) + 2 * widest / tp)
     acts = acts + np.where(pp == 1, tokens * model.vocab / tp * (b + mem.LOGITS_FP32_BYTES), 0.0)
     # states of the first stage
-    from gpuplan.models.params import parameter_counts
+    from gpuplan.layers.params import parameter_counts
 
     counts = parameter_counts(model)
     experts = counts.components.get("moe_routed_experts", 0)

@@ -105,8 +105,8 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
-from gpuplan.models.flops import flops_per_token
-from gpuplan.models.params import parameter_counts
+from gpuplan.layers.flops import flops_per_token
+from gpuplan.layers.params import parameter_counts
 from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.model import FfnKind

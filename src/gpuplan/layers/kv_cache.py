@@ -14,17 +14,17 @@ Per layer and token (elements):
 from __future__ import annotations
 
 from gpuplan.errors import InputError
+from gpuplan.layers.inventory import layer_ops, model_ops
 from gpuplan.specs.model import ModelSpec
 
 
 def kv_elements_per_token_per_layer(model: ModelSpec, mla_latent: bool = True) -> int:
     """KV elements one token adds to one layer's cache (see module docstring)."""
-    if model.mla is not None:
+    core = layer_ops(model, 0).core
+    if model.mla is not None and not mla_latent:
         m = model.mla
-        if mla_latent:
-            return m.kv_lora_rank + m.qk_rope_head_dim
         return model.heads * (m.qk_nope_head_dim + m.qk_rope_head_dim + m.v_head_dim)
-    return 2 * model.kv_heads * model.head_dim
+    return core.kv_cache_elements
 
 
 def kv_cache_bytes_per_token(
@@ -40,8 +40,8 @@ def kv_cache_bytes_per_token(
         raise InputError(f"context_len must be a positive number of tokens, got {context_len}", field="context_len")
     per_layer = kv_elements_per_token_per_layer(model, mla_latent) * bytes_per_element
     total = 0.0
-    for layer in range(model.layers):
-        window = model.window(layer)
+    for lo in model_ops(model).layers:
+        window = lo.core.window
         if window is None or context_len is None or context_len <= window:
             total += per_layer
         else:

@@ -1,4 +1,5 @@
-"""Exact parameter counts of a ModelSpec, per component and per layer.
+"""Exact parameter counts of a ModelSpec, per component and per layer: sums over the operator
+inventory (layers.inventory), each operator owning its own `params`.
 
 Each count is the number of elements of the weight tensors a framework allocates (the same
 tensors a safetensors checkpoint stores, minus non-parameter buffers such as rotary
@@ -23,9 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from gpuplan.specs.model import FfnKind, ModelSpec, NormKind
+from gpuplan.layers.inventory import layer_ops, model_ops
+from gpuplan.specs.model import FfnKind, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -70,30 +70,13 @@ class ParamCounts:
 
 
 def norm_params(model: ModelSpec) -> int:
-    """Parameters of one norm: RMSNorm h (weight), LayerNorm 2h (weight + bias)."""
-    return model.hidden * (2 if model.norm is NormKind.LAYERNORM else 1)
+    """Parameters of one norm of width h: RMSNorm h (weight), LayerNorm 2h (weight + bias)."""
+    return model_ops(model).final_norm.params
 
 
-def attention_params(model: ModelSpec) -> int:
-    """Parameters of one attention block (see module docstring)."""
-    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
-    if model.mla is not None:
-        m = model.mla
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        q = h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * a * qk if m.q_lora_rank else h * a * qk
-        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
-        out = a * m.v_head_dim * h
-        return q + kv + out
-    n = h * a * d + 2 * h * g * d + a * d * h
-    if model.qkv_bias:
-        n += a * d + 2 * g * d
-    if model.attn_out_bias:
-        n += h
-    if model.qk_norm:
-        n += 2 * d
-    if model.attention_sinks:
-        n += a
-    return n
+def attention_params(model: ModelSpec, layer: int = 0) -> int:
+    """Parameters of one attention block: the sum of its operators (layers.inventory)."""
+    return sum(op.params for op in layer_ops(model, layer).attention)
 
 
 def ffn_params(model: ModelSpec, ffn: int) -> int:
@@ -104,62 +87,55 @@ def ffn_params(model: ModelSpec, ffn: int) -> int:
     return 2 * h * ffn + ((ffn + h) if model.mlp_bias else 0)
 
 
-def moe_layer_params(model: ModelSpec) -> tuple[int, int]:
-    """(total, active per token) of one MoE FFN: router + experts + shared experts."""
-    moe = model.moe
-    assert moe is not None
-    router = model.hidden * moe.num_experts + (moe.num_experts if moe.router_bias else 0)
-    expert = ffn_params(model, moe.expert_ffn)
-    shared = moe.shared_experts * ffn_params(model, moe.shared_expert_ffn or moe.expert_ffn)
-    return router + moe.num_experts * expert + shared, router + moe.top_k * expert + shared
+def _component(op) -> str:
+    if op.name == "router":
+        return "moe_router"
+    if op.name.startswith("expert_"):
+        return "moe_routed_experts"
+    if op.name.startswith("shared_"):
+        return "moe_shared_experts"
+    return "ffn_dense"
 
 
 def layer_params(model: ModelSpec, layer: int) -> LayerParams:
-    attn = attention_params(model)
-    norms = model.norms_per_layer * norm_params(model)
-    if model.is_moe_layer(layer):
-        ffn_total, ffn_active = moe_layer_params(model)
-        moe = True
-    else:
-        ffn_total = ffn_active = ffn_params(model, model.ffn)
-        moe = False
-    return LayerParams(attn, ffn_total, norms, attn + ffn_total + norms, attn + ffn_active + norms, moe)
+    """Parameters of one layer, from its operators: attention, FFN (dense, or router + experts), norms."""
+    lo = layer_ops(model, layer)
+    attn = sum(op.params for op in lo.attention)
+    ffn = sum(op.params for op in lo.ffn)
+    norms = sum(op.params for op in lo.norms)
+    return LayerParams(attn, ffn, norms, lo.params, lo.active_params, lo.moe)
 
 
 def mtp_params(model: ModelSpec) -> int:
     """DeepSeek-V3 MTP modules: per module 2 norms + 2h*h projection + one MoE layer + head norm."""
-    if not model.mtp_layers:
-        return 0
-    h = model.hidden
-    last = layer_params(model, model.layers - 1)  # an MTP layer has the shape of a (MoE) main layer
-    return model.mtp_layers * (3 * norm_params(model) + 2 * h * h + last.total)
+    return sum(op.params for op in model_ops(model).mtp)
 
 
 def parameter_counts(model: ModelSpec) -> ParamCounts:
-    """Exact counts: total, active per token, embedding / non-embedding, per component and per layer."""
-    h, V = model.hidden, model.vocab
+    """Exact counts: total, active per token, embedding / non-embedding, per component and per layer,
+    each a sum over the operator inventory (layers.inventory.model_ops)."""
+    ops = model_ops(model)
     layers = tuple(layer_params(model, i) for i in range(model.layers))
-    embed = V * h
-    positions = (model.max_position_embeddings or 0) * h if model.learned_position_embeddings else 0
-    head = 0 if model.tied_embeddings else V * h
-    final_norm = norm_params(model)
-    totals = np.array([(lp.attention, lp.ffn, lp.norms, lp.total, lp.active) for lp in layers], dtype=np.int64)
-    attn, ffn, norms, body, body_active = (int(x) for x in totals.sum(axis=0))
-    moe_layers = [lp for lp in layers if lp.moe]
+    tables = {e.name: e.params for e in ops.embeddings}
+    embed = tables.get("embedding", 0)
+    positions = tables.get("position_embedding", 0)
+    head = ops.head.params
+    final_norm = ops.final_norm.params
     components = {
         "embedding": embed,
         "position_embedding": positions,
         "lm_head": head,
-        "attention": attn,
-        "ffn_dense": sum(lp.ffn for lp in layers if not lp.moe),
-        "norms": norms + final_norm,
+        "attention": sum(lp.attention for lp in layers),
+        "ffn_dense": 0,
+        "norms": sum(lp.norms for lp in layers) + final_norm,
     }
     if model.moe is not None:
-        moe = model.moe
-        n_moe = len(moe_layers)  # components are disjoint: they sum to the total
-        components["moe_routed_experts"] = n_moe * moe.num_experts * ffn_params(model, moe.expert_ffn)
-        components["moe_shared_experts"] = n_moe * moe.shared_experts * ffn_params(model, moe.shared_expert_ffn or moe.expert_ffn)
-        components["moe_router"] = n_moe * (h * moe.num_experts + (moe.num_experts if moe.router_bias else 0))
+        components.update(moe_routed_experts=0, moe_shared_experts=0, moe_router=0)
+    for lo in ops.layers:
+        for op in lo.ffn:
+            components[_component(op)] += op.params
+    body = sum(lp.total for lp in layers)
+    body_active = sum(lp.active for lp in layers)
     total = embed + positions + head + body + final_norm
     active = embed + positions + head + body_active + final_norm
     embedding = embed + positions + head

@@ -1,4 +1,5 @@
-"""Training FLOPs per token as a function of sequence length, attention included.
+"""Training FLOPs per token as a function of sequence length, attention included: sums over the
+operator inventory (layers.inventory; each operator's `forward_flops`).
 
 Forward FLOPs of one token, averaged over the positions of a sequence of length s:
 
@@ -24,8 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplan.errors import InputError
-from gpuplan.models.params import ffn_params
-from gpuplan.specs.model import FfnKind, ModelSpec
+from gpuplan.layers.inventory import model_ops
+from gpuplan.layers.operators import mean_keys_per_query
+from gpuplan.layers.params import ffn_params
+from gpuplan.specs.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -47,54 +50,19 @@ class FlopsPerToken:
         return self.attention_forward / self.forward
 
 
-def _attention_matmul_weights(model: ModelSpec) -> int:
-    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
-    if model.mla is not None:
-        m = model.mla
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        q = h * m.q_lora_rank + m.q_lora_rank * a * qk if m.q_lora_rank else h * a * qk
-        kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank * a * (m.qk_nope_head_dim + m.v_head_dim)
-        return q + kv + a * m.v_head_dim * h
-    return 2 * h * a * d + 2 * h * g * d
-
-
-def _ffn_matmul_weights(model: ModelSpec, ffn: int) -> int:
-    return (3 if model.ffn_kind is FfnKind.SWIGLU else 2) * model.hidden * ffn
-
-
 def matmul_params_per_token(model: ModelSpec) -> int:
-    """Weights one token multiplies through the main model (the N of 6N, active experts only)."""
-    n = model.layers * _attention_matmul_weights(model) + model.vocab * model.hidden
-    for layer in range(model.layers):
-        if model.is_moe_layer(layer):
-            moe = model.moe
-            n += model.hidden * moe.num_experts + moe.top_k * _ffn_matmul_weights(model, moe.expert_ffn)
-            n += moe.shared_experts * _ffn_matmul_weights(model, moe.shared_expert_ffn or moe.expert_ffn)
-        else:
-            n += _ffn_matmul_weights(model, model.ffn)
-    return n
-
-
-def mean_keys_per_query(seq_len: int, window: int | None, causal: bool) -> float:
-    """Mean keys a query attends to: causal (1/s) sum_{i=1..s} min(i, w); non-causal min(s, w)."""
-    w = seq_len if window is None else min(window, seq_len)
-    if not causal:
-        return float(w)
-    # sum_{i=1..s} min(i, w) = w(w+1)/2 + (s - w) * w
-    return (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len
+    """Weights one token multiplies through the main model (the N of 6N, active experts only):
+    the sum of `active_params` over the inventory's weight GEMMs, output head included."""
+    ops = model_ops(model)
+    return int(round(sum(lo.matmul_params_per_token for lo in ops.layers) + ops.head.active_params))
 
 
 def flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> FlopsPerToken:
     """Training FLOPs per token at sequence length `seq_len` (see module docstring)."""
     if not isinstance(seq_len, (int, np.integer)) or seq_len <= 0:
         raise InputError(f"seq_len must be a positive integer, got {seq_len!r}", field="seq_len")
-    if model.mla is not None:
-        d_qk = model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim
-        d_v = model.mla.v_head_dim
-    else:
-        d_qk = d_v = model.head_dim
-    keys = np.array([mean_keys_per_query(seq_len, model.window(i), causal) for i in range(model.layers)])
-    attention = float(2 * model.heads * (d_qk + d_v) * keys.sum())
+    ops = model_ops(model)
+    attention = float(sum(lo.core.forward_flops(int(seq_len), causal) for lo in ops.layers))
     n = matmul_params_per_token(model)
     matmul = 2.0 * n
     forward = matmul + attention

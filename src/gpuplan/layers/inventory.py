@@ -1,0 +1,223 @@
+"""THE operator inventory: what each layer of a model is, as operators (`layers.operators`).
+
+`layer_ops(model, i)` lists layer i's operators in three groups, with the shapes frameworks run
+(Megatron-core / vLLM / TensorRT-LLM fuse the same way):
+
+attention (h hidden, a heads, g kv heads, d head_dim):
+- GQA/MHA/MQA: `qkv` h -> (a + 2g) d (COLUMN; bias a d + 2 g d with qkv_bias), the attention core
+  (d_qk = d_v = d, KV 2 g d per token, window of the layer, gpt-oss sinks), per-head `qk_norm`
+  (2 norms of d), `out` a d -> h (ROW; bias h).
+- MLA (DeepSeek-V2 sec. 2.1, V3): `q_a` h -> r_q (REPLICATED) + RMSNorm r_q + `q_b` r_q -> a (d_nope
+  + d_rope) (COLUMN), or `q` h -> a (d_nope + d_rope) without q_lora; `kv_a` h -> r_kv + d_rope
+  (REPLICATED) + RMSNorm r_kv + `kv_b` r_kv -> a (d_nope + d_v) (COLUMN); the core (d_qk = d_nope +
+  d_rope, d_v, KV latent r_kv + d_rope); `out` a d_v -> h (ROW). The down-projections are replicated
+  over TP (vLLM ReplicatedLinear; Megatron-core's MLA `linear_q_down_proj` / `linear_kv_down_proj`).
+ffn (f FFN size):
+- dense: `fc1` h -> f (gelu) or h -> 2f (gated: gate and up fused, Megatron's linear_fc1), COLUMN;
+  `fc2` f -> h, ROW; biases with mlp_bias.
+- MoE (Shazeer et al. 2017; GShard): `router` h -> E (REPLICATED, bias with router_bias); routed
+  experts `expert_fc1` / `expert_fc2` of the expert size, E instances of which a token uses top_k
+  (Shard.EXPERT); shared experts `shared_fc1` / `shared_fc2` of the shared size, S instances all used.
+norms: `norms_per_layer` norms of h (RMSNorm h, LayerNorm 2h).
+
+`model_ops(model)` adds the input embedding (V x h), learned positions, the final norm, the output
+head (a matmul h -> V; owns no parameters when tied) and DeepSeek-V3's MTP modules (per module two
+RMSNorms, a 2h -> h projection, one layer shaped like the last main layer and the head norm; its
+embedding and head are shared with the main model). Parameter counts, FLOPs per token, KV bytes
+per token (layers.params / flops / kv_cache), the training step time and the serving operator
+costs are all sums over this one inventory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuplan.layers.operators import AttentionCore, Embedding, Linear, MatmulClass, Norm, Operator, Shard
+from gpuplan.specs.model import FfnKind, ModelSpec, NormKind
+
+
+@dataclass(frozen=True)
+class LayerOps:
+    """One transformer layer's operators, grouped (see module docstring)."""
+
+    index: int
+    attention: tuple[Operator, ...]
+    ffn: tuple[Operator, ...]
+    norms: tuple[Operator, ...]
+    moe: bool
+
+    @property
+    def ops(self) -> tuple[Operator, ...]:
+        return self.attention + self.ffn + self.norms
+
+    @property
+    def linears(self) -> tuple[Linear, ...]:
+        return tuple(op for op in self.ops if isinstance(op, Linear))
+
+    @property
+    def core(self) -> AttentionCore:
+        return next(op for op in self.attention if isinstance(op, AttentionCore))
+
+    def linear(self, name: str) -> Linear | None:
+        return next((op for op in self.linears if op.name == name), None)
+
+    @property
+    def params(self) -> int:
+        return sum(op.params for op in self.ops)
+
+    @property
+    def active_params(self) -> int:
+        """Parameters a token uses: everything except the routed experts it does not pick."""
+        total = 0
+        for op in self.ops:
+            if isinstance(op, Linear) and op.instances > 1:
+                total += round(op.params * op.active_instances / op.instances)
+            else:
+                total += op.params
+        return total
+
+    @property
+    def matmul_params_per_token(self) -> float:
+        """Weights one token multiplies in this layer (routed experts: top_k of E)."""
+        return sum(op.active_params for op in self.linears)
+
+    def forward_flops(self, seq_len: int, causal: bool = True) -> float:
+        return sum(op.forward_flops(seq_len, causal) for op in self.ops)
+
+    def backward_flops(self, seq_len: int, causal: bool = True) -> float:
+        return sum(op.backward_flops(seq_len, causal) for op in self.ops)
+
+
+def _norm(model: ModelSpec, name: str, width: int | None = None, instances: int = 1) -> Norm:
+    return Norm(name, width or model.hidden, model.norm is NormKind.LAYERNORM, instances)
+
+
+def _attention_ops(model: ModelSpec, layer: int) -> tuple[Operator, ...]:
+    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    window = model.window(layer)
+    if model.mla is not None:
+        m = model.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        ops: list[Operator] = []
+        if m.q_lora_rank:
+            ops += [Linear("q_a", h, m.q_lora_rank, Shard.REPLICATED), Norm("q_a_norm", m.q_lora_rank, False),
+                    Linear("q_b", m.q_lora_rank, a * qk, Shard.COLUMN)]
+        else:
+            ops.append(Linear("q", h, a * qk, Shard.COLUMN))
+        ops += [
+            Linear("kv_a", h, m.kv_lora_rank + m.qk_rope_head_dim, Shard.REPLICATED),
+            Norm("kv_a_norm", m.kv_lora_rank, False),
+            Linear("kv_b", m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim), Shard.COLUMN),
+            AttentionCore("core", a, qk, m.v_head_dim, m.kv_lora_rank + m.qk_rope_head_dim, window,
+                          model.attention_sinks),
+            Linear("out", a * m.v_head_dim, h, Shard.ROW, bias=model.attn_out_bias),
+        ]
+        return tuple(ops)
+    ops = [Linear("qkv", h, (a + 2 * g) * d, Shard.COLUMN, bias=model.qkv_bias)]
+    if model.qk_norm:
+        ops.append(Norm("qk_norm", d, False, instances=2))
+    ops += [AttentionCore("core", a, d, d, 2 * g * d, window, model.attention_sinks),
+            Linear("out", a * d, h, Shard.ROW, bias=model.attn_out_bias)]
+    return tuple(ops)
+
+
+def _mlp(model: ModelSpec, prefix: str, ffn: int, shard_up: Shard, shard_down: Shard, instances: int = 1,
+         active: float = 1.0) -> tuple[Linear, Linear]:
+    h = model.hidden
+    up_mats = 2 if model.ffn_kind is FfnKind.SWIGLU else 1
+    expert = shard_up is Shard.EXPERT
+    return (
+        Linear(f"{prefix}fc1", h, up_mats * ffn, shard_up, bias=model.mlp_bias, instances=instances,
+               active_instances=active, expert_shard=Shard.COLUMN if expert else None),
+        Linear(f"{prefix}fc2", ffn, h, shard_down, bias=model.mlp_bias, instances=instances,
+               active_instances=active, expert_shard=Shard.ROW if expert else None),
+    )
+
+
+def _ffn_ops(model: ModelSpec, moe_layer: bool) -> tuple[Operator, ...]:
+    if not moe_layer:
+        return _mlp(model, "", model.ffn, Shard.COLUMN, Shard.ROW)
+    moe = model.moe
+    assert moe is not None
+    ops: list[Operator] = [Linear("router", model.hidden, moe.num_experts, Shard.REPLICATED, bias=moe.router_bias)]
+    ops += _mlp(model, "expert_", moe.expert_ffn, Shard.EXPERT, Shard.EXPERT, moe.num_experts, float(moe.top_k))
+    if moe.shared_experts:
+        fs = moe.shared_expert_ffn or moe.expert_ffn
+        ops += _mlp(model, "shared_", fs, Shard.COLUMN, Shard.ROW, moe.shared_experts, float(moe.shared_experts))
+    return tuple(ops)
+
+
+@lru_cache(maxsize=4096)
+def layer_ops(model: ModelSpec, layer: int) -> LayerOps:
+    """The operators of 0-based `layer` of `model` (see module docstring)."""
+    if not 0 <= layer < model.layers:
+        raise IndexError(f"layer {layer} of a {model.layers}-layer model")
+    moe_layer = model.is_moe_layer(layer)
+    norms = (_norm(model, "layer_norms", instances=model.norms_per_layer),) if model.norms_per_layer else ()
+    return LayerOps(layer, _attention_ops(model, layer), _ffn_ops(model, moe_layer), norms, moe_layer)
+
+
+@dataclass(frozen=True)
+class ModelOps:
+    """Every operator of a model: embeddings, the layers, the final norm, the head, MTP modules."""
+
+    embeddings: tuple[Embedding, ...]
+    layers: tuple[LayerOps, ...]
+    final_norm: Norm
+    head: Linear
+    mtp: tuple[Operator, ...]  # all MTP modules' operators (reported apart from the main model)
+
+    @property
+    def dense_layer(self) -> LayerOps | None:
+        """A representative dense-FFN layer (the first), None when every layer is MoE."""
+        return next((lo for lo in self.layers if not lo.moe), None)
+
+    @property
+    def moe_layer(self) -> LayerOps | None:
+        """A representative MoE layer (the first), None for a dense model."""
+        return next((lo for lo in self.layers if lo.moe), None)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(1 for lo in self.layers if lo.moe)
+
+
+@lru_cache(maxsize=512)
+def model_ops(model: ModelSpec) -> ModelOps:
+    """The whole operator inventory of `model` (see module docstring)."""
+    h, V = model.hidden, model.vocab
+    embeddings = [Embedding("embedding", V, h)]
+    if model.learned_position_embeddings and model.max_position_embeddings:
+        embeddings.append(Embedding("position_embedding", model.max_position_embeddings, h))
+    layers = tuple(layer_ops(model, i) for i in range(model.layers))
+    head = Linear("lm_head", h, V, Shard.COLUMN, counts_params=not model.tied_embeddings, matmul_class=MatmulClass.HEAD)
+    mtp: list[Operator] = []
+    for j in range(model.mtp_layers):
+        last = layers[-1]
+        mtp += [_norm(model, f"mtp{j}.input_norms", instances=2),
+                Linear(f"mtp{j}.proj", 2 * h, h, Shard.REPLICATED), *last.ops, _norm(model, f"mtp{j}.head_norm")]
+    return ModelOps(tuple(embeddings), layers, _norm(model, "final_norm"), head, tuple(mtp))
+
+
+def local_gemm_shape(op: Linear, tp, etp=1):
+    """(n_out, k_in) of `op` on one GPU: COLUMN n/tp, ROW k/tp, REPLICATED whole; a routed expert's
+    own GEMM split over the expert tensor-parallel degree etp (fc1 COLUMN-like, fc2 ROW-like).
+    Instances that all run on every token (shared experts) are one fused GEMM of instances x n
+    (fc1) or instances x k (fc2). Works on numpy arrays for tp / etp."""
+    n, k = op.out_features, op.in_features
+    if op.shard is not Shard.EXPERT and op.instances > 1:
+        if op.shard is Shard.ROW:
+            k = k * op.instances
+        else:
+            n = n * op.instances
+    if op.shard is Shard.COLUMN:
+        return n / tp, k
+    if op.shard is Shard.ROW:
+        return n, k / tp
+    if op.shard is Shard.EXPERT:
+        return (n / etp, k) if op.expert_shard is Shard.COLUMN else (n, k / etp)
+    return n, k
+
+
+__all__ = ["LayerOps", "ModelOps", "layer_ops", "local_gemm_shape", "model_ops"]

@@ -1,0 +1,196 @@
+"""The operators a transformer is made of, each declaring its own costs per token.
+
+Every operator is a small frozen dataclass that says what it *is* (shapes, how tensor parallelism
+splits it) and answers, per token of one sequence:
+
+- `params`: the weight elements it owns (the tensors a framework allocates and a safetensors
+  checkpoint stores);
+- `forward_flops(seq_len, causal)`: forward FLOPs, 2 per multiply-accumulate;
+- `backward_flops(...)`: backward FLOPs by the operator's own rule (a weight GEMM runs two GEMMs of
+  its shape in backward, one for the input gradient and one for the weight gradient: 2 x forward,
+  Narayanan et al. 2021 sec. 5.1; attention likewise computes dQ, dK, dV from the two score GEMMs);
+- `kv_cache_elements`: elements one token adds to the KV cache (attention only).
+
+Conventions (one place): FLOPs count only matmuls (Kaplan et al. 2020 sec. 2.1; Narayanan et al.
+2021 eq. 3): norms, biases, activations, rotary and softmax are elementwise and carry 0 FLOPs here;
+their cost is memory traffic, charged by the step-time models. Embedding lookups are not matmuls.
+The output head is a matmul also when its weight is tied to the embedding (it then owns 0 params).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Shard(str, Enum):
+    """How tensor parallelism (degree tp) splits a weight GEMM (Megatron-LM, Shoeybi et al. 2019):
+    COLUMN splits the output features (out/tp), ROW the input features (in/tp), REPLICATED keeps the
+    whole weight on every rank (small down-projections such as MLA's q_a / kv_a and the MoE router),
+    EXPERT places whole instances on expert-parallel ranks (each expert's own GEMMs split over the
+    expert tensor-parallel degree etp: up COLUMN-like, down ROW-like, see `expert_shard`)."""
+
+    COLUMN = "column"
+    ROW = "row"
+    REPLICATED = "replicated"
+    EXPERT = "expert"
+
+
+class MatmulClass(str, Enum):
+    """Which precision recipe a GEMM follows: LAYER GEMMs run in the run's matmul precision (FP8
+    recipes convert them); HEAD stays in the activation dtype (Megatron-core's output layer is a
+    plain ColumnParallelLinear, torchtitan's float8 converter skips `output`)."""
+
+    LAYER = "layer"
+    HEAD = "head"
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A weight GEMM y = x W (+ b): in_features -> out_features, `instances` copies of which each
+    token uses `active_instances` (MoE routed experts: E instances, top_k active; otherwise 1, 1).
+
+    params = instances x (in x out + bias); forward FLOPs per token = 2 x in x out x active_instances.
+    """
+
+    name: str
+    in_features: int
+    out_features: int
+    shard: Shard
+    bias: bool = False
+    instances: int = 1
+    active_instances: float = 1.0
+    counts_params: bool = True  # False for a tied output head (its weight is the embedding's)
+    matmul_class: MatmulClass = MatmulClass.LAYER
+    expert_shard: Shard | None = None  # for Shard.EXPERT: COLUMN (up/gate) or ROW (down) over etp
+
+    @property
+    def params(self) -> int:
+        if not self.counts_params:
+            return 0
+        return self.instances * (self.in_features * self.out_features + (self.out_features if self.bias else 0))
+
+    @property
+    def active_params(self) -> float:
+        """Weights one token multiplies (the N of the 6N rule): in x out x active_instances."""
+        return self.in_features * self.out_features * self.active_instances
+
+    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 2.0 * self.active_params
+
+    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 2.0 * self.forward_flops(seq_len, causal)
+
+    @property
+    def kv_cache_elements(self) -> int:
+        return 0
+
+
+def mean_keys_per_query(seq_len: int, window: int | None, causal: bool) -> float:
+    """Mean keys a query attends to in a sequence of `seq_len` tokens.
+
+    Causal: query i (1-based) sees min(i, w) keys, so the mean is (1/s) sum_{i=1..s} min(i, w)
+    = (w(w+1)/2 + (s - w) w) / s, which is (s + 1)/2 without a window (w = s). Non-causal (the
+    full score matrix, as Megatron's MFU formula counts it): min(s, w)."""
+    w = seq_len if window is None else min(window, seq_len)
+    if not causal:
+        return float(w)
+    return (w * (w + 1) / 2 + (seq_len - w) * w) / seq_len
+
+
+@dataclass(frozen=True)
+class AttentionCore:
+    """Scaled dot-product attention of `heads` query heads: Q K^T (d_qk per head) and softmax x V
+    (d_v per head) over the keys a query sees (`window` tokens at most; None = global).
+
+    forward FLOPs per token = 2 a d_qk n_keys + 2 a d_v n_keys with n_keys = mean_keys_per_query;
+    backward = 2 x forward (dS from dO V^T, dV = P^T dO, dQ = dS K, dK = dS^T Q: four GEMMs of the
+    two forward shapes; FlashAttention's recompute of S in backward is extra time, not model FLOPs).
+    kv_cache_elements per token: GQA/MHA 2 g d (K and V of g kv heads); MLA the latent r_kv + d_rope
+    (DeepSeek-V2 sec. 2.1.2: 512 + 64 = 576 for V3).
+    `sinks`: gpt-oss's one learned logit per head (a parameters).
+    """
+
+    name: str
+    heads: int
+    qk_head_dim: int
+    v_head_dim: int
+    kv_cache_elements: int
+    window: int | None = None
+    sinks: bool = False
+
+    @property
+    def params(self) -> int:
+        return self.heads if self.sinks else 0
+
+    @property
+    def active_params(self) -> float:
+        return 0.0
+
+    def forward_flops(self, seq_len: int, causal: bool = True) -> float:
+        keys = mean_keys_per_query(seq_len, self.window, causal)
+        return 2.0 * self.heads * (self.qk_head_dim + self.v_head_dim) * keys
+
+    def backward_flops(self, seq_len: int, causal: bool = True) -> float:
+        return 2.0 * self.forward_flops(seq_len, causal)
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A normalisation over `width` features: RMSNorm owns `width` weights, LayerNorm 2 x width
+    (weight + bias). `instances`: how many such norms (per-head q/k norms: 1 each of head_dim)."""
+
+    name: str
+    width: int
+    with_bias: bool
+    instances: int = 1
+
+    @property
+    def params(self) -> int:
+        return self.instances * self.width * (2 if self.with_bias else 1)
+
+    @property
+    def active_params(self) -> float:
+        return 0.0
+
+    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    @property
+    def kv_cache_elements(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """A lookup table of `rows` x `width` (token vocabulary or learned positions): params, 0 FLOPs."""
+
+    name: str
+    rows: int
+    width: int
+
+    @property
+    def params(self) -> int:
+        return self.rows * self.width
+
+    @property
+    def active_params(self) -> float:
+        return 0.0
+
+    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    @property
+    def kv_cache_elements(self) -> int:
+        return 0
+
+
+Operator = Linear | AttentionCore | Norm | Embedding
+
+__all__ = ["AttentionCore", "Embedding", "Linear", "MatmulClass", "Norm", "Operator", "Shard", "mean_keys_per_query"]
