@@ -81,10 +81,15 @@ def test_time_mape_per_family(results):
     # llama3 28.9, ttbench 27.2, meg24 20.1, mbr-bw 19.9, meg24-ss 14.3, megpr6429 9.0, bloom 5.2,
     # llama1 4.5; all time rows 17.65. Limits carry ~10-15% relative slack; the training-fidelity
     # issue tightens them with cross-validated figures.
+    # Then the operator-inventory change: rows with `hf_config` take the exact architecture (MLA,
+    # head widths) and mxfp8 rows are predicted (MXFP8 GEMMs at the fp8 rate, specs.dtypes): dsv3
+    # 82.2 -> 98.3 (the exact MLA core costs ~3x the column-derived MHA core; the row's 64-way EP
+    # all-to-all is exposed where DeepSeek's DualPipe hides it: 18.6 of 39.5 s), mbr-moe 46.4 -> 37.9
+    # (9 rows, 5 more), mbr-bw 19.9 -> 12.2 (3 rows), all time rows 17.65 -> 17.92 (242 rows).
     limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 6.5,
               "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 2.5, "megft": 38.0,
-              "meg21-t2": 112.0, "dsv3": 90.0, "mbr-moe": 52.0, "mtnlg": 45.0, "mbridge": 35.0,
-              "llama3": 32.0, "ttbench": 30.0, "meg24": 22.5, "mbr-bw": 22.0, "meg24-ss": 16.0,
+              "meg21-t2": 112.0, "dsv3": 105.0, "mbr-moe": 42.0, "mtnlg": 45.0, "mbridge": 35.0,
+              "llama3": 32.0, "ttbench": 30.0, "meg24": 22.5, "mbr-bw": 14.0, "meg24-ss": 16.0,
               "megpr6429": 10.0, "bloom": 6.0, "llama1": 5.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))

@@ -18,6 +18,19 @@ def model_record(name_or_path: str, seq_len: int | None, kv_bytes: float) -> dic
     counts = parameter_counts(model)
     seq = seq_len or min(model.max_position_embeddings or 4096, 4096)
     flops = flops_per_token(model, seq)
+    full = flops_per_token(model, seq, causal=False)
+
+    def flops_record(f) -> dict:
+        return {
+            "seq_len": f.seq_len,
+            "attention_convention": f.attention_convention,
+            "forward_flops": f.forward,
+            "backward_flops": f.backward,
+            "training_flops": f.total,
+            "attention_share_of_forward": f.attention_share,
+            "six_n_flops": f.six_n,
+            "training_over_six_n": f.total / f.six_n,
+        }
     return {
         "name": model.name,
         "family": model.family,
@@ -37,15 +50,8 @@ def model_record(name_or_path: str, seq_len: int | None, kv_bytes: float) -> dic
             "moe": model.moe.model_dump() if model.moe else None,
             "sliding_window_layers": sum(1 for w in model.layer_windows if w is not None),
         },
-        "flops_per_token": {
-            "seq_len": flops.seq_len,
-            "forward_flops": flops.forward,
-            "backward_flops": flops.backward,
-            "training_flops": flops.total,
-            "attention_share_of_forward": flops.attention_share,
-            "six_n_flops": flops.six_n,
-            "training_over_six_n": flops.total / flops.six_n,
-        },
+        "flops_per_token": flops_record(flops),
+        "flops_per_token_full_scores": flops_record(full),
         "kv_cache": {
             "bytes_per_element": kv_bytes,
             "bytes_per_token": kv_cache_bytes_per_token(model, kv_bytes),

@@ -51,6 +51,8 @@ def estimate_to_json(est) -> dict:
         "tokens_per_s": st.tokens_per_s,
         "tokens_per_s_per_gpu": st.tokens_per_s_per_gpu,
         "tflops_per_gpu_model": st.tflops_per_gpu_model,
+        "model_flops_per_token": st.model_flops_per_token,
+        "model_flops_attention_convention": st.model_flops_convention,
         "mfu_pct": st.mfu_pct,
         "memory_per_gpu_gib": est.memory_per_gpu_gib,
         "steps": est.steps, "time_s": est.time_s, "days": est.days, "gpu_hours": est.gpu_hours,

@@ -46,6 +46,13 @@ class FlopsPerToken:
     six_n: float  # 6 * matmul_params: the rule of thumb, for comparison
 
     @property
+    def attention_convention(self) -> str:
+        """`causal` (each query sees the keys before it: what the hardware computes with a causal
+        mask) or `megatron_full_scores` (the full s x s score matrix, Megatron's MFU convention,
+        Narayanan et al. 2021 eq. 3 / PaLM App. B)."""
+        return "causal" if self.causal else "megatron_full_scores"
+
+    @property
     def attention_share(self) -> float:
         return self.attention_forward / self.forward
 

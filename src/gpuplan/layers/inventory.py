@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from gpuplan.layers.operators import AttentionCore, Embedding, Linear, MatmulClass, Norm, Operator, Shard
 from gpuplan.specs.model import FfnKind, ModelSpec, NormKind
 
@@ -114,7 +116,7 @@ def _attention_ops(model: ModelSpec, layer: int) -> tuple[Operator, ...]:
             Linear("out", a * m.v_head_dim, h, Shard.ROW, bias=model.attn_out_bias),
         ]
         return tuple(ops)
-    ops = [Linear("qkv", h, (a + 2 * g) * d, Shard.COLUMN, bias=model.qkv_bias)]
+    ops = [Linear("qkv", h, (a + 2 * g) * d, Shard.COLUMN, bias=model.qkv_bias, grouped_heads=(a, g, d))]
     if model.qk_norm:
         ops.append(Norm("qk_norm", d, False, instances=2))
     ops += [AttentionCore("core", a, d, d, 2 * g * d, window, model.attention_sinks),
@@ -204,7 +206,8 @@ def local_gemm_shape(op: Linear, tp, etp=1):
     """(n_out, k_in) of `op` on one GPU: COLUMN n/tp, ROW k/tp, REPLICATED whole; a routed expert's
     own GEMM split over the expert tensor-parallel degree etp (fc1 COLUMN-like, fc2 ROW-like).
     Instances that all run on every token (shared experts) are one fused GEMM of instances x n
-    (fc1) or instances x k (fc2). Works on numpy arrays for tp / etp."""
+    (fc1) or instances x k (fc2). A grouped-query QKV keeps at least one kv head per rank
+    (Linear.grouped_heads). Works on numpy arrays for tp / etp."""
     n, k = op.out_features, op.in_features
     if op.shard is not Shard.EXPERT and op.instances > 1:
         if op.shard is Shard.ROW:
@@ -212,6 +215,9 @@ def local_gemm_shape(op: Linear, tp, etp=1):
         else:
             n = n * op.instances
     if op.shard is Shard.COLUMN:
+        if op.grouped_heads is not None:
+            a, g, d = op.grouped_heads
+            return (a / tp + 2.0 * np.maximum(1.0, np.ceil(g / tp))) * d, k
         return n / tp, k
     if op.shard is Shard.ROW:
         return n, k / tp

@@ -63,6 +63,10 @@ class Linear:
     counts_params: bool = True  # False for a tied output head (its weight is the embedding's)
     matmul_class: MatmulClass = MatmulClass.LAYER
     expert_shard: Shard | None = None  # for Shard.EXPERT: COLUMN (up/gate) or ROW (down) over etp
+    #: fused QKV of grouped-query attention: (query heads, kv heads, head_dim). A COLUMN split gives
+    #: each rank a/tp query heads and max(1, g/tp) kv heads (with tp > g the kv heads are
+    #: replicated, as vLLM's QKVParallelLinear and TensorRT-LLM do).
+    grouped_heads: tuple[int, int, int] | None = None
 
     @property
     def params(self) -> int:

@@ -11,6 +11,11 @@ rows (documented, not tuned per row):
   arguments.py defaults), untied input/output embeddings (`--untie-embeddings-and-output-weights`,
   as in the Megatron CI memory tests and every Llama-style recipe).
 - `swiglu` rows are Llama style: RMSNorm, no biases, RoPE, no dropout, untied embeddings.
+
+When the row names an `hf_config` (a config.json of ../shared/models by file name without `.json`,
+e.g. `deepseek-ai--DeepSeek-V3`), the architecture comes from that file (SCHEMA.md): it expresses
+what the columns cannot (MLA, head widths that differ from hidden / heads, windows, sinks, MTP).
+The bundled copies of those configs answer to the same names (models.bundled), offline.
 """
 
 from __future__ import annotations
@@ -40,7 +45,14 @@ def _int(row: dict[str, str], column: str, default: int | None = None) -> int | 
 
 
 def model_from_arch_row(row: dict[str, str]) -> ModelSpec:
-    """Build a ModelSpec from one CSV row's architecture columns (see module docstring for defaults)."""
+    """Build a ModelSpec from one CSV row's `hf_config` or its architecture columns (module docstring)."""
+    hf_config = (row.get("hf_config") or "").strip()
+    if hf_config:
+        from gpuplan.models.bundled import load_model
+
+        if "/" in hf_config or hf_config.endswith(".json"):
+            raise InputError(f"hf_config names a config by file name without .json, got '{hf_config}'", field="hf_config")
+        return load_model(hf_config)
     layers = _int(row, "layers")
     hidden = _int(row, "hidden")
     heads = _int(row, "heads")

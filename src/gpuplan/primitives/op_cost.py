@@ -23,10 +23,11 @@ from gpuplan.primitives.efficiency import (
     matmul_efficiency,
 )
 from gpuplan.specs import Gpu
+from gpuplan.specs.dtypes import FORMATS
 
-#: Bytes per element of each matmul dtype (OCP MX / OFP8 for the sub-byte formats; fp6 packs 4 in 3 bytes).
+#: Bytes per element of each matmul dtype (the one table: specs.dtypes.FORMATS; fp6 packs 4 in 3 bytes).
 BYTES_PER_ELEMENT: dict[str, float] = {
-    "fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp6": 0.75, "fp4": 0.5,
+    name: FORMATS[name].bytes_per_element for name in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4")
 }
 
 
@@ -72,7 +73,7 @@ def _peak_flops(gpu: Gpu, dtype: str) -> float:
 
 def _effective_dtype(gpu: Gpu, dtype: str) -> str:
     """The dtype whose efficiency ceiling applies: the one the GPU actually has a peak for."""
-    return dtype if dtype in gpu.peak_tflops else ("bf16" if "bf16" in gpu.peak_tflops else dtype)
+    return gpu.matmul_precision(dtype)
 
 
 def memory_bandwidth_bytes_s(gpu: Gpu) -> float:

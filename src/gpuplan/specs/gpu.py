@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from gpuplan.specs.dtypes import tensor_core_precision
 from gpuplan.specs._base import SourcedSpec, Spec
 
 #: dtypes with a peak figure. fp64/fp32 are the vector (CUDA-core) rates; fp64_tensor and the rest
@@ -88,20 +89,15 @@ class Gpu(SourcedSpec):
             return entry.sparse
         return entry.dense
 
+    def matmul_precision(self, precision: str) -> str:
+        """The tensor-core precision a GEMM in `precision` (a catalog key or a number format such as
+        mxfp8 / nvfp4) runs at on this part: specs.dtypes.tensor_core_precision (fp8 -> bf16 on parts
+        without fp8; fp4 -> fp6 -> fp8 -> bf16; bf16 <-> fp16)."""
+        return tensor_core_precision(precision, self.peak_tflops)
+
     def matmul_peak_tflops(self, precision: str) -> float:
-        """Dense tensor-core peak for a matmul precision, falling back to the nearest the part has
-        (fp8 -> bf16 on parts without fp8; bf16 <-> fp16)."""
-        order = {
-            "fp4": ["fp4", "fp6", "fp8", "bf16", "fp16"],
-            "fp6": ["fp6", "fp8", "bf16", "fp16"],
-            "fp8": ["fp8", "bf16", "fp16"],
-            "int8": ["int8", "fp8", "bf16", "fp16"],
-            "bf16": ["bf16", "fp16"],
-            "fp16": ["fp16", "bf16"],
-            "tf32": ["tf32", "fp32"],
-            "fp32": ["fp32"],
-        }.get(precision, [precision])
-        for dtype in order:
-            if dtype in self.peak_tflops:
-                return self.peak_tflops[dtype].dense
-        return self.peak(precision)
+        """Dense tensor-core peak for a matmul precision, at the precision `matmul_precision` picks."""
+        dtype = self.matmul_precision(precision)
+        if dtype in self.peak_tflops:
+            return self.peak_tflops[dtype].dense
+        return self.peak(dtype)

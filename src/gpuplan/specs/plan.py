@@ -30,7 +30,15 @@ class Precision(str, Enum):
     TF32 = "tf32"
     FP16 = "fp16"
     BF16 = "bf16"
-    FP8 = "fp8"
+    FP8 = "fp8"  # OFP8, per-tensor scaled (delayed or current scaling)
+    MXFP8 = "mxfp8"  # OCP MX: 1x32 blocks with E8M0 scales (Blackwell-native)
+    NVFP4 = "nvfp4"  # E2M1 with an E4M3 scale per 16 elements (Blackwell)
+
+    @property
+    def low_precision_matmul(self) -> bool:
+        """Whether GEMM inputs are quantised per GEMM (FP8 / MX / NVFP4 recipes: weights stay bf16,
+        inputs are cast, the output head stays in the activation dtype)."""
+        return self in (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
 
 
 def default_expert_tp(tp, dp, cp, ep):

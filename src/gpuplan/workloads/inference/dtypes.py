@@ -21,6 +21,7 @@ from __future__ import annotations
 from enum import Enum
 
 from gpuplan.errors import InputError
+from gpuplan.specs.dtypes import FORMATS
 
 
 class ServingDtype(str, Enum):
@@ -35,16 +36,7 @@ class ServingDtype(str, Enum):
 
 
 #: storage bits per element including block-scale overhead (module docstring gives each source)
-BITS_PER_ELEMENT: dict[ServingDtype, float] = {
-    ServingDtype.FP32: 32.0,
-    ServingDtype.FP16: 16.0,
-    ServingDtype.BF16: 16.0,
-    ServingDtype.FP8: 8.0,
-    ServingDtype.INT8: 8.0,
-    ServingDtype.INT4: 4.0 + 16.0 / 128,
-    ServingDtype.MXFP4: 4.0 + 8.0 / 32,
-    ServingDtype.NVFP4: 4.0 + 8.0 / 16,
-}
+BITS_PER_ELEMENT: dict[ServingDtype, float] = {d: FORMATS[d.value].bits_per_element for d in ServingDtype}
 
 
 def parse_dtype(value: "str | ServingDtype", field: str = "dtype") -> ServingDtype:

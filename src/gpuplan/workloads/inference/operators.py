@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplan import knobs
+from gpuplan.layers.inventory import local_gemm_shape, model_ops
+from gpuplan.layers.operators import Linear, Shard
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
@@ -79,7 +81,7 @@ def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
     primitives.efficiency.matmul_ceiling(gpu, dtype) (MAMF-sourced) x m / (m + GEMM_HALF_EFFICIENCY_TOKENS),
     m clamped to >= 1. The ceiling of `precision` applies when the GPU has a peak for it, else bf16's."""
     rows = np.maximum(np.asarray(m, dtype=float), 1.0)
-    dtype = precision if precision in gpu.peak_tflops else ("bf16" if "bf16" in gpu.peak_tflops else precision)
+    dtype = gpu.matmul_precision(precision)
     return float(matmul_ceiling(gpu, dtype)) * rows / (rows + knobs.value("serving.gemm_half_efficiency_tokens"))
 
 
@@ -113,37 +115,26 @@ class LinearOp:
 
 
 def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
-    """The per-GPU shapes of the non-expert GEMMs of every layer (TP-sharded where engines shard)."""
-    m, tp = dep.model, dep.tp
-    L = m.layers
-    ops: list[LinearOp] = []
-    if m.mla is not None:
-        a = m.mla
-        if a.q_lora_rank:
-            ops.append(LinearOp("q_a", a.q_lora_rank, m.hidden, L))  # replicated (vLLM ReplicatedLinear)
-            ops.append(LinearOp("q_b", m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) // tp, a.q_lora_rank, L))
-        else:
-            ops.append(LinearOp("q", m.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) // tp, m.hidden, L))
-        ops.append(LinearOp("kv_a", a.kv_lora_rank + a.qk_rope_head_dim, m.hidden, L))
-        ops.append(LinearOp("kv_b", m.heads * (a.qk_nope_head_dim + a.v_head_dim) // tp, a.kv_lora_rank, L))
-        ops.append(LinearOp("o", m.hidden, m.heads * a.v_head_dim // tp, L))
-    else:
-        qkv = (m.heads // tp + 2 * dep.kv_heads_per_gpu) * m.head_dim
-        ops.append(LinearOp("qkv", qkv, m.hidden, L))
-        ops.append(LinearOp("o", m.hidden, m.heads * m.head_dim // tp, L))
-    moe_layers = sum(m.is_moe_layer(i) for i in range(L))
-    dense_layers = L - moe_layers
-    n_mats_up = 2 if m.ffn_kind == FfnKind.SWIGLU else 1
-    if dense_layers:
-        ops.append(LinearOp("ffn_up", n_mats_up * m.ffn // tp, m.hidden, dense_layers))
-        ops.append(LinearOp("ffn_down", m.hidden, m.ffn // tp, dense_layers))
-    if moe_layers and m.moe is not None:
-        ops.append(LinearOp("router", m.moe.num_experts, m.hidden, moe_layers))
-        if m.moe.shared_experts:
-            f_sh = (m.moe.shared_expert_ffn or m.moe.expert_ffn) * m.moe.shared_experts
-            ops.append(LinearOp("shared_up", n_mats_up * f_sh // tp, m.hidden, moe_layers))
-            ops.append(LinearOp("shared_down", m.hidden, f_sh // tp, moe_layers))
-    return ops
+    """The per-GPU shapes of the non-expert GEMMs of every layer: the operator inventory's
+    (layers.inventory) attention projections for all layers, the dense FFN for dense layers, and the
+    router and shared experts for MoE layers, each split by `layers.inventory.local_gemm_shape` at
+    the deployment's tp (replicated down-projections whole, as vLLM's ReplicatedLinear)."""
+    ops_inv = model_ops(dep.model)
+    L = dep.model.layers
+    moe_layers = ops_inv.num_moe_layers
+    groups = []
+    first = ops_inv.layers[0]
+    groups.append(([op for op in first.attention if isinstance(op, Linear)], L))
+    if ops_inv.dense_layer is not None:
+        groups.append((list(ops_inv.dense_layer.ffn), L - moe_layers))
+    if ops_inv.moe_layer is not None:
+        groups.append(([op for op in ops_inv.moe_layer.ffn if op.shard is not Shard.EXPERT], moe_layers))
+    out: list[LinearOp] = []
+    for linears, count in groups:
+        for op in linears:
+            n, k = local_gemm_shape(op, dep.tp)
+            out.append(LinearOp(op.name, int(n), int(k), count))
+    return out
 
 
 class StepTimeModel:

@@ -61,6 +61,7 @@ import numpy as np
 
 from gpuplan.errors import InputError
 from gpuplan.layers.params import attention_params, ffn_params, layer_params, norm_params
+from gpuplan.specs.dtypes import number_format
 from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import FfnKind, ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
@@ -103,9 +104,12 @@ def activation_bytes(precision: Precision) -> int:
     return 4 if precision in (Precision.FP32, Precision.TF32) else 2
 
 
-def linear_input_bytes(precision: Precision) -> int:
-    """FP8 training saves the FP8-cast input of each linear for its weight gradient (1 byte)."""
-    return 1 if precision is Precision.FP8 else activation_bytes(precision)
+def linear_input_bytes(precision: Precision) -> float:
+    """FP8 / MXFP8 / NVFP4 training saves the quantised input of each linear for its weight gradient:
+    its storage bytes with block scales (specs.dtypes: fp8 1, mxfp8 1.03125, nvfp4 0.5625)."""
+    if precision.low_precision_matmul:
+        return number_format(precision.value).bytes_per_element
+    return activation_bytes(precision)
 
 
 @dataclass(frozen=True)
@@ -364,8 +368,8 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         headroom = capacity - per_gpu["total"]
         fits = headroom >= 0
     notes = []
-    if plan.precision is Precision.FP8:
-        notes.append("fp8: weights kept in bf16 and cast per GEMM (Transformer Engine); linear inputs saved in fp8")
+    if plan.precision.low_precision_matmul:
+        notes.append(f"{plan.precision.value}: weights kept in bf16 and cast per GEMM (Transformer Engine); linear inputs saved in fp8")
     return TrainingMemory(
         per_gpu_bytes=per_gpu,
         activations_bytes_detail=acts,

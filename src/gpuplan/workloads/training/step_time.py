@@ -106,6 +106,8 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.layers.flops import flops_per_token
+from gpuplan.layers.inventory import LayerOps, ModelOps, local_gemm_shape, model_ops
+from gpuplan.layers.operators import Shard
 from gpuplan.layers.params import parameter_counts
 from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
@@ -264,6 +266,7 @@ class StepContext:
     attention_kernel: AttentionKernel
     gemm_dtype: str  # dtype of the GEMMs (fp8 only where the GPU has it)
     tp_comm_overlap: bool  # TransformerEngine TP comm overlap (applies where sequence parallelism is on)
+    low_precision: bool  # GEMM inputs cast per GEMM (fp8 / mxfp8 / nvfp4 on a part that runs them)
     p2p_overlap: bool  # Megatron-core interleaved schedule overlaps pipeline sends with compute
     act_dtype: str  # bf16 or fp16: attention, elementwise, communication
     hbm_bytes_s: float
@@ -284,6 +287,8 @@ class StepContext:
     input_embedding_params: int  # token (+ position) table: first stage
     output_head_params: int  # untied head: last stage (0 when tied; then the table is shared)
     model_flops_per_token: float  # Megatron definition, recompute excluded
+    ops: ModelOps  # the operator inventory (layers.inventory.model_ops)
+    attention_flops_per_token: float  # causal attention-core forward FLOPs per token, mean over layers
 
     @classmethod
     def build(
@@ -304,11 +309,13 @@ class StepContext:
         else:
             q_dim, kv_dim, head_dim = model.heads * model.head_dim, model.kv_heads * model.head_dim, model.head_dim
         precision = Precision(precision)
-        gemm_dtype = {Precision.FP8: "fp8", Precision.FP16: "fp16"}.get(precision, "bf16")
-        if gemm_dtype == "fp8" and "fp8" not in gpu.peak_tflops:
-            gemm_dtype = "bf16"
+        # the tensor-core precision of the layers' GEMMs (specs.dtypes: mxfp8 runs at the fp8 rate,
+        # nvfp4 at fp4; a part without it falls back); fp32 / tf32 runs are modelled on bf16 GEMMs
+        gemm_dtype = (gpu.matmul_precision(precision.value) if precision.low_precision_matmul
+                      else {Precision.FP16: "fp16"}.get(precision, "bf16"))
         act_dtype = "fp16" if precision is Precision.FP16 else "bf16"
         counts = parameter_counts(model)
+        ops = model_ops(model)
         moe_layers = sum(1 for i in range(model.layers) if model.is_moe_layer(i))
         expert_params = counts.components.get("moe_routed_experts", 0)
         pos = counts.components.get("position_embedding", 0)
@@ -317,6 +324,7 @@ class StepContext:
             model=model, system=system, gpu=gpu, seq_len=int(seq_len), precision=precision,
             framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
             gemm_dtype=gemm_dtype, tp_comm_overlap=bool(tp_comm_overlap), act_dtype=act_dtype,
+            low_precision=gemm_dtype in ("fp8", "fp6", "fp4"),
             p2p_overlap=(Framework(framework) in (Framework.MEGATRON, Framework.OTHER)
                          and AttentionKernel(attention_kernel) is not AttentionKernel.UNFUSED),
             hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
@@ -327,6 +335,8 @@ class StepContext:
             input_embedding_params=counts.components.get("embedding", 0) + pos,
             output_head_params=head,
             model_flops_per_token=flops_per_token(model, int(seq_len), causal=False).total,
+            ops=ops,
+            attention_flops_per_token=sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers) / model.layers,
         )
 
 
@@ -366,6 +376,65 @@ def _peak_flops(ctx: StepContext, dtype: str) -> float:
     return ctx.gpu.matmul_peak_tflops(dtype) * 1e12
 
 
+@dataclass(frozen=True)
+class GemmCall:
+    """One weight GEMM of a layer as one GPU runs it per micro-batch: `count` GEMMs of m x n x k
+    (m token rows, n output and k input features on this GPU). `group`: attn_in (projections that
+    read the layer input), attn_out, router, fc1, fc2 (FFN or expert up / down)."""
+
+    op: str
+    group: str
+    m: object
+    n: object
+    k: object
+    count: object
+
+    def flops(self):
+        return 2.0 * self.count * self.m * self.n * self.k
+
+
+def layer_gemm_calls(layer: LayerOps, t, t_local, t_expert, tp, etp, ep) -> list[GemmCall]:
+    """The layer's weight GEMMs (layers.inventory) on one GPU for one micro-batch of t tokens.
+
+    Shapes: `layers.inventory.local_gemm_shape` (COLUMN n/tp, ROW k/tp, REPLICATED whole, experts
+    over etp). Rows: TP-split GEMMs see all t tokens (after the sequence-parallel all-gather);
+    REPLICATED ones (MLA down-projections, the router) run on the rank's sequence shard t_local
+    (Megatron-core MLA gathers the compressed latents after them); routed experts run E/ep local
+    experts, each on ep x t_expert x top_k / E tokens (balanced routing). Works on numpy arrays."""
+    calls = []
+    attention = {id(op) for op in layer.attention}
+    for op in layer.linears:
+        n, k = local_gemm_shape(op, tp, etp)
+        if op.shard is Shard.EXPERT:
+            m, count = ep * t_expert * op.active_instances / op.instances, op.instances / ep
+        elif op.shard is Shard.REPLICATED:
+            m, count = t_local, 1.0
+        else:
+            m, count = t, 1.0
+        if id(op) in attention:
+            group = "attn_out" if op.shard is Shard.ROW else "attn_in"
+        elif op.name == "router":
+            group = "router"
+        else:
+            group = "fc1" if op.name.endswith("fc1") else "fc2"
+        calls.append(GemmCall(op.name, group, m, n, k, count))
+    return calls
+
+
+def charged_layer_forward_flops(ctx: "StepContext", layer: int, tp=1, etp=1, ep=1, sequence_parallel=True,
+                                micro_batch=1, cp=1) -> float:
+    """Forward weight-GEMM + attention-core FLOPs the step-time model charges one GPU for `layer`
+    and one micro-batch: the FLOPs of `layer_gemm_calls` plus the attention core's (flash path).
+    With sequence parallelism (or tp = 1) and ep x etp = tp, multiplying by tp x cp gives the whole
+    layer's forward FLOPs for micro_batch x seq_len tokens (tests check it against the inventory)."""
+    lo = ctx.ops.layers[layer]
+    t = micro_batch * ctx.seq_len / cp
+    t_local = t / tp if sequence_parallel else t
+    t_expert = t_local * etp if sequence_parallel else t
+    gemm = sum(c.flops() for c in layer_gemm_calls(lo, t, t_local, t_expert, tp, etp, ep))
+    return float(gemm + micro_batch * ctx.seq_len * lo.core.forward_flops(ctx.seq_len, True) / tp / cp)
+
+
 def step_time_arrays(
     ctx: StepContext,
     tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel, sharding,
@@ -390,9 +459,19 @@ def step_time_arrays(
     contention = knobs.value("training.overlap_contention")
     etp = f64(default_expert_tp(tp, dp, cp, ep) if etp is None else etp)
 
-    # ---- per-layer forward compute of one micro-batch -------------------------------------
-    qkv = _gemm(ctx, t, (ctx.q_dim + 2 * ctx.kv_dim) / tp, h)
-    out = _gemm(ctx, t, h, ctx.q_dim / tp)
+    hidden_div = np.where(sp, tp, 1.0)
+    t_local = t / hidden_div  # tokens a rank holds outside TP regions (its sequence shard with SP)
+    t_expert = np.where(sp, t_local * etp, t)  # tokens an expert-TP rank holds after the all-gather over etp
+
+    # ---- per-layer forward compute of one micro-batch: the inventory's GEMMs ----------------
+    def gemm_seconds(calls):
+        return sum(c.count * _gemm(ctx, c.m, c.n, c.k) for c in calls)
+
+    dense_calls = layer_gemm_calls(ctx.ops.dense_layer, t, t_local, t_expert, tp, etp, ep) if ctx.dense_layers else []
+    moe_calls = layer_gemm_calls(ctx.ops.moe_layer, t, t_local, t_expert, tp, etp, ep) if ctx.moe_layers else []
+    attn_calls = dense_calls if ctx.dense_layers else moe_calls
+    qkv = gemm_seconds(c for c in attn_calls if c.group == "attn_in")
+    out = gemm_seconds(c for c in attn_calls if c.group == "attn_out")
     heads_local = ctx.heads / tp
     attn_peak = _peak_flops(ctx, ctx.act_dtype)
     sms = ctx.gpu.sm_count or 132
@@ -401,7 +480,9 @@ def step_time_arrays(
     if ctx.attention_kernel is AttentionKernel.FLASH_V1:
         attn_eff = attn_eff * knobs.value("training.flash_v1_over_v2")
     if ctx.attention_kernel in (AttentionKernel.FLASH, AttentionKernel.FLASH_V1):
-        attn_flops = 4.0 * mb * heads_local * ctx.head_dim * s * (s + 1) / 2.0 / cp
+        # the inventory's causal attention FLOPs (layer mean: windows differ by layer) on this rank's
+        # heads (a / tp) and query shard (s / cp)
+        attn_flops = mb * s * ctx.attention_flops_per_token / tp / cp
         attn_fwd = attn_flops / (attn_peak * attn_eff)
         attn_bwd = FLASH_BACKWARD_RATIO * attn_fwd
     else:  # two batched GEMMs over the full s x s scores plus the score traffic
@@ -410,8 +491,6 @@ def step_time_arrays(
         attn_fwd = bmm + scores * UNFUSED_SCORE_BYTES_FWD / ctx.hbm_bytes_s
         attn_bwd = 2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s
     ffn_bytes = ELEMENTWISE_BYTES_PER_FFN[ctx.model.ffn_kind]
-    hidden_div = np.where(sp, tp, 1.0)
-    t_local = t / hidden_div  # tokens a rank holds outside TP regions (its sequence shard with SP)
     if ctx.framework is Framework.TORCHTITAN:
         repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
         head_bytes = TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
@@ -422,32 +501,25 @@ def step_time_arrays(
         eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
         elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
         ffn_bytes = eager * ffn_bytes
-    if ctx.gemm_dtype == "fp8":  # inputs of QKV and output projection
+    if ctx.low_precision:  # inputs of QKV and output projection
         elem_attn = elem_attn + t * (h + ctx.q_dim) / tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
 
     dense_mlp = dense_up = dense_down = 0.0
     elem_dense = 0.0
     if ctx.dense_layers:
         f = float(ctx.model.ffn)
-        dense_up, dense_down = _gemm(ctx, t, ctx.ffn_up_mats * f / tp, h), _gemm(ctx, t, h, f / tp)
+        dense_up = gemm_seconds(c for c in dense_calls if c.group == "fc1")
+        dense_down = gemm_seconds(c for c in dense_calls if c.group == "fc2")
         dense_mlp = dense_up + dense_down
         elem_dense = t * f / tp * ffn_bytes / ctx.hbm_bytes_s
-        if ctx.gemm_dtype == "fp8":  # inputs of the up and down projections
+        if ctx.low_precision:  # inputs of the up and down projections
             elem_dense = elem_dense + t * (h + f / tp) * FP8_CAST_BYTES / ctx.hbm_bytes_s
     moe_mlp = 0.0
     elem_moe = 0.0
     if ctx.moe_layers:
         moe = ctx.model.moe
         E, k, fe = float(moe.num_experts), float(moe.top_k), float(moe.expert_ffn)
-        t_expert = np.where(sp, t_local * etp, t)  # after the all-gather over the expert-TP group
-        tokens_per_expert = ep * t_expert * k / E
-        experts_local = E / ep
-        moe_mlp = experts_local * (
-            _gemm(ctx, tokens_per_expert, ctx.ffn_up_mats * fe / etp, h) + _gemm(ctx, tokens_per_expert, h, fe / etp)
-        ) + _gemm(ctx, t_local, E, h)
-        if moe.shared_experts:
-            fs = float((moe.shared_expert_ffn or moe.expert_ffn) * moe.shared_experts)
-            moe_mlp = moe_mlp + _gemm(ctx, t, ctx.ffn_up_mats * fs / tp, h) + _gemm(ctx, t, h, fs / tp)
+        moe_mlp = gemm_seconds(c for c in moe_calls if c.group in ("fc1", "fc2", "router"))
         # activation on the routed tokens + permute/unpermute copies of t_local x k x h
         elem_moe = (t_expert * k * fe / etp * ffn_bytes + 2 * t_local * k * h * 2 * act_bytes) / ctx.hbm_bytes_s
 
@@ -468,7 +540,8 @@ def step_time_arrays(
     stage_share = layers_per_stage / L
     # the output layer is not an FP8 module (Megatron-core's ColumnParallelLinear, torchtitan's
     # float8 filter_fqns=["output"]): it runs in the activation dtype also in FP8 runs
-    head = (3.0 * _gemm(ctx, t, ctx.vocab / tp, h, ctx.act_dtype)
+    head_n, head_k = local_gemm_shape(ctx.ops.head, tp)
+    head = (3.0 * _gemm(ctx, t, head_n, head_k, ctx.act_dtype)
             + t * ctx.vocab / tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s)
     stage_fwd = layers_per_stage * layer_fwd
     stage_bwd = layers_per_stage * layer_bwd
@@ -601,6 +674,8 @@ class StepTime:
     model_flops_per_token: float
     tflops_per_gpu_model: float  # Megatron model FLOPs (recompute excluded) per GPU per second
     mfu_pct: float  # vs dense bf16/fp16 peak
+    #: attention convention of `model_flops_per_token` (layers.flops.FlopsPerToken.attention_convention)
+    model_flops_convention: str = "megatron_full_scores"
 
 
 def mfu_peak_tflops(gpu: Gpu) -> float:

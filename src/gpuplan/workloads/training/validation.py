@@ -86,7 +86,7 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
     legacy = framework_from_row(row) in (Framework.MEGATRON, Framework.DEEPSPEED)
     default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
     prec_raw = _cell(row, "precision") or default_prec
-    te_fp8 = prec_raw.lower() == "fp8"
+    te_fp8 = prec_raw.lower() in ("fp8", "mxfp8", "nvfp4")  # TransformerEngine low-precision recipes
     sp_raw = _cell(row, "sequence_parallel").lower()
     sp = sp_raw == "true" or (te_fp8 and not sp_raw)
     if te_fp8 and not sp_raw and tp > 1:
