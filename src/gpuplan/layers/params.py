@@ -23,6 +23,7 @@ V = vocab:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from gpuplan.layers.inventory import layer_ops, model_ops
 from gpuplan.specs.model import FfnKind, ModelSpec
@@ -97,6 +98,7 @@ def _component(op) -> str:
     return "ffn_dense"
 
 
+@lru_cache(maxsize=8192)
 def layer_params(model: ModelSpec, layer: int) -> LayerParams:
     """Parameters of one layer, from its operators: attention, FFN (dense, or router + experts), norms."""
     lo = layer_ops(model, layer)
@@ -111,6 +113,7 @@ def mtp_params(model: ModelSpec) -> int:
     return sum(op.params for op in model_ops(model).mtp)
 
 
+@lru_cache(maxsize=512)
 def parameter_counts(model: ModelSpec) -> ParamCounts:
     """Exact counts: total, active per token, embedding / non-embedding, per component and per layer,
     each a sum over the operator inventory (layers.inventory.model_ops)."""

@@ -93,7 +93,7 @@ class TrainPlan(Spec):
     @property
     def flash_attention(self) -> bool:
         """Whether attention is fused (the s x s scores never stored): FlashAttention v1 or v2."""
-        return AttentionKernel(self.attention_kernel).fused
+        return self.attention_kernel is not AttentionKernel.UNFUSED
 
     @property
     def execution(self) -> Execution:
