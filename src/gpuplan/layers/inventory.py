@@ -35,7 +35,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from gpuplan.layers.operators import AttentionCore, Embedding, Linear, MatmulClass, Norm, Operator, Shard
+from gpuplan.layers.operators import (
+    Activation, AttentionCore, Dropout, Embedding, Linear, MatmulClass, Norm, Operator, Saved, Shard,
+)
 from gpuplan.specs.model import FfnKind, ModelSpec, NormKind
 
 
@@ -87,6 +89,10 @@ class LayerOps:
     def forward_flops(self, seq_len: int, causal: bool = True) -> float:
         return sum(op.forward_flops(seq_len, causal) for op in self.ops)
 
+    def saved_activation_bytes(self, saved: Saved) -> float:
+        """Bytes one token leaves for this layer's backward: the sum of its operators' `saved_bytes`."""
+        return sum(op.saved_bytes(saved) for op in self.ops)
+
     def backward_flops(self, seq_len: int, causal: bool = True) -> float:
         return sum(op.backward_flops(seq_len, causal) for op in self.ops)
 
@@ -103,35 +109,41 @@ def _attention_ops(model: ModelSpec, layer: int) -> tuple[Operator, ...]:
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         ops: list[Operator] = []
         if m.q_lora_rank:
-            ops += [Linear("q_a", h, m.q_lora_rank, Shard.REPLICATED), Norm("q_a_norm", m.q_lora_rank, False),
+            ops += [Linear("q_a", h, m.q_lora_rank, Shard.REPLICATED, reads_layer_input=True),
+                    Norm("q_a_norm", m.q_lora_rank, False),
                     Linear("q_b", m.q_lora_rank, a * qk, Shard.COLUMN)]
         else:
-            ops.append(Linear("q", h, a * qk, Shard.COLUMN))
+            ops.append(Linear("q", h, a * qk, Shard.COLUMN, reads_layer_input=True))
         ops += [
-            Linear("kv_a", h, m.kv_lora_rank + m.qk_rope_head_dim, Shard.REPLICATED),
+            Linear("kv_a", h, m.kv_lora_rank + m.qk_rope_head_dim, Shard.REPLICATED, reads_layer_input=True,
+                   input_shared=True),
             Norm("kv_a_norm", m.kv_lora_rank, False),
             Linear("kv_b", m.kv_lora_rank, a * (m.qk_nope_head_dim + m.v_head_dim), Shard.COLUMN),
             AttentionCore("core", a, qk, m.v_head_dim, m.kv_lora_rank + m.qk_rope_head_dim, window,
-                          model.attention_sinks),
+                          model.attention_sinks, qkv_elements=a * (2 * qk + m.v_head_dim)),
             Linear("out", a * m.v_head_dim, h, Shard.ROW, bias=model.attn_out_bias),
         ]
         return tuple(ops)
-    ops = [Linear("qkv", h, (a + 2 * g) * d, Shard.COLUMN, bias=model.qkv_bias, grouped_heads=(a, g, d))]
+    ops = [Linear("qkv", h, (a + 2 * g) * d, Shard.COLUMN, bias=model.qkv_bias, grouped_heads=(a, g, d),
+                  reads_layer_input=True)]
     if model.qk_norm:
         ops.append(Norm("qk_norm", d, False, instances=2))
-    ops += [AttentionCore("core", a, d, d, 2 * g * d, window, model.attention_sinks),
+    ops += [AttentionCore("core", a, d, d, 2 * g * d, window, model.attention_sinks, qkv_elements=(a + 2 * g) * d),
             Linear("out", a * d, h, Shard.ROW, bias=model.attn_out_bias)]
     return tuple(ops)
 
 
 def _mlp(model: ModelSpec, prefix: str, ffn: int, shard_up: Shard, shard_down: Shard, instances: int = 1,
-         active: float = 1.0) -> tuple[Linear, Linear]:
+         active: float = 1.0, input_shared: bool = False) -> tuple[Operator, ...]:
     h = model.hidden
-    up_mats = 2 if model.ffn_kind is FfnKind.SWIGLU else 1
+    gated = model.ffn_kind is FfnKind.SWIGLU
     expert = shard_up is Shard.EXPERT
     return (
-        Linear(f"{prefix}fc1", h, up_mats * ffn, shard_up, bias=model.mlp_bias, instances=instances,
-               active_instances=active, expert_shard=Shard.COLUMN if expert else None),
+        Linear(f"{prefix}fc1", h, (2 if gated else 1) * ffn, shard_up, bias=model.mlp_bias, instances=instances,
+               active_instances=active, expert_shard=Shard.COLUMN if expert else None,
+               reads_layer_input=not expert, input_shared=input_shared),
+        Activation(f"{prefix}act", ffn * (1 if expert else instances), gated, Shard.EXPERT if expert else Shard.COLUMN,
+                   instances=instances if expert else 1, active_instances=active if expert else 1.0),
         Linear(f"{prefix}fc2", ffn, h, shard_down, bias=model.mlp_bias, instances=instances,
                active_instances=active, expert_shard=Shard.ROW if expert else None),
     )
@@ -142,11 +154,13 @@ def _ffn_ops(model: ModelSpec, moe_layer: bool) -> tuple[Operator, ...]:
         return _mlp(model, "", model.ffn, Shard.COLUMN, Shard.ROW)
     moe = model.moe
     assert moe is not None
-    ops: list[Operator] = [Linear("router", model.hidden, moe.num_experts, Shard.REPLICATED, bias=moe.router_bias)]
+    ops: list[Operator] = [Linear("router", model.hidden, moe.num_experts, Shard.REPLICATED, bias=moe.router_bias,
+                                  reads_layer_input=True, saved_output_bytes=4.0)]
     ops += _mlp(model, "expert_", moe.expert_ffn, Shard.EXPERT, Shard.EXPERT, moe.num_experts, float(moe.top_k))
     if moe.shared_experts:
         fs = moe.shared_expert_ffn or moe.expert_ffn
-        ops += _mlp(model, "shared_", fs, Shard.COLUMN, Shard.ROW, moe.shared_experts, float(moe.shared_experts))
+        ops += _mlp(model, "shared_", fs, Shard.COLUMN, Shard.ROW, moe.shared_experts, float(moe.shared_experts),
+                    input_shared=True)
     return tuple(ops)
 
 
@@ -157,7 +171,11 @@ def layer_ops(model: ModelSpec, layer: int) -> LayerOps:
         raise IndexError(f"layer {layer} of a {model.layers}-layer model")
     moe_layer = model.is_moe_layer(layer)
     norms = (_norm(model, "layer_norms", instances=model.norms_per_layer),) if model.norms_per_layer else ()
-    return LayerOps(layer, _attention_ops(model, layer), _ffn_ops(model, moe_layer), norms, moe_layer)
+    attention, ffn = _attention_ops(model, layer), _ffn_ops(model, moe_layer)
+    if model.hidden_dropout > 0:  # residual dropout after attention and after the FFN
+        attention += (Dropout("attn_dropout", model.hidden),)
+        ffn += (Dropout("ffn_dropout", model.hidden),)
+    return LayerOps(layer, attention, ffn, norms, moe_layer)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,12 @@ splits it) and answers, per token of one sequence:
 - `backward_flops(...)`: backward FLOPs by the operator's own rule (a weight GEMM runs two GEMMs of
   its shape in backward, one for the input gradient and one for the weight gradient: 2 x forward,
   Narayanan et al. 2021 sec. 5.1; attention likewise computes dQ, dK, dV from the two score GEMMs);
-- `kv_cache_elements`: elements one token adds to the KV cache (attention only).
+- `kv_cache_elements`: elements one token adds to the KV cache (attention only);
+- `saved_bytes(saved)`: bytes one token leaves in memory for the operator's backward (the inputs it
+  must keep), given a `Saved` context (dtype widths, TP / sequence-parallel split, attention kernel).
+  The sum over a layer's operators is Korthikanti et al. 2022 ("Reducing Activation Recomputation in
+  Large Transformer Models", sec. 4, Table 2) term by term: per layer sbh(34 + 5as/h) for GPT with
+  16-bit activations, dropout and unfused attention (tests check it).
 
 Conventions (one place): FLOPs count only matmuls (Kaplan et al. 2020 sec. 2.1; Narayanan et al.
 2021 eq. 3): norms, biases, activations, rotary and softmax are elementwise and carry 0 FLOPs here;
@@ -34,6 +39,30 @@ class Shard(str, Enum):
     ROW = "row"
     REPLICATED = "replicated"
     EXPERT = "expert"
+
+
+@dataclass(frozen=True)
+class Saved:
+    """What decides the bytes an operator keeps for backward, per token: activation bytes b (2 for
+    bf16/fp16), bytes of a saved linear input li (1 under FP8, the quantised copy), the tensor-
+    parallel degree tp and expert tensor-parallel degree etp, sp = tp with sequence parallelism else
+    1 (tensors outside TP regions are split over the sequence), whether attention is fused (the s x s
+    scores are then never stored) and whether its scores are kept (unfused, no recompute), and the
+    keys per query of the scores (s / cp)."""
+
+    act_bytes: float = 2.0
+    linear_input_bytes: float = 2.0
+    tp: float = 1.0
+    sp: float = 1.0
+    etp: float = 1.0
+    fused_attention: bool = True
+    keep_scores: bool = False
+    score_keys: float = 0.0
+    attention_dropout: bool = False
+
+
+#: Bytes of the fp32 log-sum-exp FlashAttention keeps per query head for backward.
+FLASH_LSE_BYTES = 4.0
 
 
 class MatmulClass(str, Enum):
@@ -67,6 +96,32 @@ class Linear:
     #: each rank a/tp query heads and max(1, g/tp) kv heads (with tp > g the kv heads are
     #: replicated, as vLLM's QKVParallelLinear and TensorRT-LLM do).
     grouped_heads: tuple[int, int, int] | None = None
+    #: reads the layer's (normed) input: saved at h / sp (the tensor outside the TP region)
+    reads_layer_input: bool = False
+    #: its input is already kept by another operator reading the same tensor (MLA kv_a beside q_a,
+    #: shared experts beside the router): saves nothing more
+    input_shared: bool = False
+    #: bytes per output element also kept (the router's fp32 probabilities: 4)
+    saved_output_bytes: float = 0.0
+
+    def saved_bytes(self, saved: Saved) -> float:
+        """The input the weight gradient needs (li bytes per element): h / sp for a layer-input GEMM,
+        k / tp for a ROW GEMM (its input is TP-split), k for GEMMs on replicated latents; routed
+        experts keep one copy per routed token (active_instances copies of k, the fc2 input split
+        over etp); plus `saved_output_bytes` per output element."""
+        li = saved.linear_input_bytes
+        if self.shard is Shard.EXPERT:
+            k = self.in_features / (saved.etp if self.expert_shard is Shard.ROW else 1.0)
+            return li * k * self.active_instances
+        out = self.saved_output_bytes * self.out_features
+        if self.input_shared:
+            return out
+        k = self.in_features * (self.instances if self.shard is Shard.ROW else 1)
+        if self.reads_layer_input:
+            return out + li * k / saved.sp
+        if self.shard is Shard.ROW:
+            return out + li * k / saved.tp
+        return out + li * k
 
     @property
     def params(self) -> int:
@@ -122,6 +177,19 @@ class AttentionCore:
     kv_cache_elements: int
     window: int | None = None
     sinks: bool = False
+    qkv_elements: int = 0  # elements of Q, K and V per token as the core reads them (kept for backward)
+
+    def saved_bytes(self, saved: Saved) -> float:
+        """Q, K, V (b x qkv_elements / tp); fused attention adds the fp32 LSE per head (4 a / tp);
+        unfused attention without recompute keeps the s x s scores: a x keys x (b + [1 + b with
+        attention dropout: mask and dropped copy]) / tp (Korthikanti's 5as^2b term)."""
+        total = saved.act_bytes * self.qkv_elements / saved.tp
+        if saved.fused_attention:
+            total += FLASH_LSE_BYTES * self.heads / saved.tp
+        elif saved.keep_scores:
+            per_score = saved.act_bytes + ((1 + saved.act_bytes) if saved.attention_dropout else 0)
+            total += self.heads * saved.score_keys * per_score / saved.tp
+        return total
 
     @property
     def params(self) -> int:
@@ -153,6 +221,11 @@ class Norm:
     def params(self) -> int:
         return self.instances * self.width * (2 if self.with_bias else 1)
 
+    def saved_bytes(self, saved: Saved) -> float:
+        """Its input (b per element): the layer norms' at h / sp; the MLA latent norms' whole."""
+        div = saved.sp if self.name == "layer_norms" else 1.0
+        return self.instances * saved.act_bytes * self.width / div
+
     @property
     def active_params(self) -> float:
         return 0.0
@@ -166,6 +239,53 @@ class Norm:
     @property
     def kv_cache_elements(self) -> int:
         return 0
+
+
+@dataclass(frozen=True)
+class Activation:
+    """The FFN nonlinearity on `width` features (gated: gate and up, 2 x width inputs), on
+    `active_instances` of `instances` copies per token (MoE experts): 0 FLOPs by convention. Saves
+    its input for backward: b x (2 if gated else 1) x width / tp (/ etp for routed experts), per copy."""
+
+    name: str
+    width: int
+    gated: bool
+    shard: Shard = Shard.COLUMN
+    instances: int = 1
+    active_instances: float = 1.0
+    params: int = 0
+    active_params: float = 0.0
+    kv_cache_elements: int = 0
+
+    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    def saved_bytes(self, saved: Saved) -> float:
+        split = saved.etp if self.shard is Shard.EXPERT else saved.tp
+        return saved.act_bytes * (2 if self.gated else 1) * self.width * self.active_instances / split
+
+
+@dataclass(frozen=True)
+class Dropout:
+    """Residual dropout on `width` features: keeps a 1-byte mask per element, at width / sp."""
+
+    name: str
+    width: int
+    params: int = 0
+    active_params: float = 0.0
+    kv_cache_elements: int = 0
+
+    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    def saved_bytes(self, saved: Saved) -> float:
+        return self.width / saved.sp
 
 
 @dataclass(frozen=True)
@@ -195,6 +315,11 @@ class Embedding:
         return 0
 
 
-Operator = Linear | AttentionCore | Norm | Embedding
+    def saved_bytes(self, saved: Saved) -> float:
+        return 0.0
 
-__all__ = ["AttentionCore", "Embedding", "Linear", "MatmulClass", "Norm", "Operator", "Shard", "mean_keys_per_query"]
+
+Operator = Linear | AttentionCore | Norm | Activation | Dropout | Embedding
+
+__all__ = ["Activation", "AttentionCore", "Dropout", "Embedding", "FLASH_LSE_BYTES", "Linear", "MatmulClass", "Norm",
+           "Operator", "Saved", "Shard", "mean_keys_per_query"]

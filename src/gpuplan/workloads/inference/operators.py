@@ -126,9 +126,10 @@ def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
     first = ops_inv.layers[0]
     groups.append(([op for op in first.attention if isinstance(op, Linear)], L))
     if ops_inv.dense_layer is not None:
-        groups.append((list(ops_inv.dense_layer.ffn), L - moe_layers))
+        groups.append(([op for op in ops_inv.dense_layer.ffn if isinstance(op, Linear)], L - moe_layers))
     if ops_inv.moe_layer is not None:
-        groups.append(([op for op in ops_inv.moe_layer.ffn if op.shard is not Shard.EXPERT], moe_layers))
+        groups.append(([op for op in ops_inv.moe_layer.ffn if isinstance(op, Linear) and op.shard is not Shard.EXPERT],
+                       moe_layers))
     out: list[LinearOp] = []
     for linears, count in groups:
         for op in linears:

@@ -60,7 +60,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuplan.errors import InputError
-from gpuplan.layers.params import attention_params, ffn_params, layer_params, norm_params
+from gpuplan.layers.inventory import layer_ops
+from gpuplan.layers.operators import AttentionCore, Saved, Shard
+from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
 from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import FfnKind, ModelSpec
@@ -77,8 +79,6 @@ NCCL_BUFFER_BYTES = 512 * MIB
 #: PyTorch caching-allocator slack: reserved / allocated at peak. Estimate from the allocator
 #: rounding (blocks rounded to 512 B / 2 MiB and split-block reuse); used only for reserved figures.
 ALLOCATOR_RESERVED_FRACTION = 0.05
-#: bytes of the fp32 softmax statistics (log-sum-exp) FlashAttention saves per head per token.
-FLASH_LSE_BYTES = 4
 #: bytes of the fp32 copy of the logits the cross-entropy keeps for backward (Megatron-LM
 #: vocab_parallel_cross_entropy casts logits.float()).
 LOGITS_FP32_BYTES = 4
@@ -180,16 +180,20 @@ def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
 
 
 def _layer_param_split(model: ModelSpec, layer: int) -> tuple[int, int, int]:
-    """(linear weights split by TP, replicated norm weights, routed-expert weights) of one layer."""
-    lp = layer_params(model, layer)
-    norms = lp.norms
-    if model.mla is not None:  # q_a / kv_a layernorms inside MLA stay replicated
-        norms += (model.mla.q_lora_rank or 0) + model.mla.kv_lora_rank
-    experts = 0
-    if lp.moe:
-        moe = model.moe
-        experts = moe.num_experts * ffn_params(model, moe.expert_ffn)
-    return lp.total - norms - experts, norms, experts
+    """(weights split by TP, replicated weights, routed-expert weights) of one layer, from the
+    inventory's shards: COLUMN / ROW linears and the attention core's per-head sinks are split over
+    tp; REPLICATED linears (MLA down-projections, the router) and norms are whole on every rank;
+    routed experts are split over ep x etp."""
+    split = replicated = experts = 0
+    for op in layer_ops(model, layer).ops:
+        shard = getattr(op, "shard", None)
+        if shard is Shard.EXPERT:
+            experts += op.params
+        elif shard in (Shard.COLUMN, Shard.ROW) or isinstance(op, AttentionCore):
+            split += op.params
+        else:
+            replicated += op.params
+    return split, replicated, experts
 
 
 def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, last: bool) -> tuple[float, float]:
@@ -217,50 +221,23 @@ def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: boo
 
 
 def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: int, stored: bool = True) -> float:
-    """Bytes one token leaves in memory for one layer's backward (Korthikanti Table 2, generalised).
+    """Bytes one token leaves in memory for one layer's backward: the sum of the layer's operators'
+    `saved_bytes` (layers.operators; Korthikanti Table 2 term by term, generalised to GQA, MLA, MoE).
 
-    `stored=False` gives the full set even under full recompute (the re-materialised layer).
+    Full recompute keeps only the layer input, b x h / sp; `stored=False` gives the full set even
+    under full recompute (the re-materialised layer).
     """
     b = activation_bytes(plan.precision)
-    li = linear_input_bytes(plan.precision)
-    tp = plan.tp
-    sp = tp if plan.sequence_parallel else 1
-    h, a, g, d = model.hidden, model.heads, model.kv_heads, model.head_dim
+    sp = plan.tp if plan.sequence_parallel else 1
     if stored and plan.recompute is Recompute.FULL:
-        return b * h / sp
-    drop_mask = (h / sp) if model.hidden_dropout > 0 else 0.0
-    # attention block
-    att = b * h / sp + li * h / sp + drop_mask
-    if model.mla is not None:
-        m = model.mla
-        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
-        att += (b + li) * (m.q_lora_rank or 0) + (b + li) * (m.kv_lora_rank + m.qk_rope_head_dim)
-        att += b * a * qk * 2 / tp + b * a * m.v_head_dim / tp + li * a * m.v_head_dim / tp
-    else:
-        att += b * (a + 2 * g) * d / tp + li * a * d / tp
-    keep_scores = not plan.flash_attention and plan.recompute is Recompute.NONE
-    if keep_scores:
-        keys = plan.seq_len / plan.cp
-        per_score = b + ((1 + b) if model.attention_dropout > 0 else 0)
-        att += a * keys * per_score / tp
-    elif plan.flash_attention:
-        att += FLASH_LSE_BYTES * a / tp
-    # FFN block
-    gated = model.ffn_kind is FfnKind.SWIGLU
-
-    def ffn_bytes(f: float) -> float:
-        return (2 if gated else 1) * b * f / tp + li * f / tp
-
-    mlp = b * h / sp + drop_mask
-    if model.is_moe_layer(layer):
-        moe = model.moe
-        mlp += li * h / sp + LOGITS_FP32_BYTES * moe.num_experts
-        mlp += moe.top_k * (li * h + ffn_bytes(moe.expert_ffn))
-        if moe.shared_experts:
-            mlp += ffn_bytes(moe.shared_experts * (moe.shared_expert_ffn or moe.expert_ffn))
-    else:
-        mlp += li * h / sp + ffn_bytes(model.ffn)
-    return att + mlp
+        return b * model.hidden / sp
+    saved = Saved(
+        act_bytes=b, linear_input_bytes=linear_input_bytes(plan.precision), tp=plan.tp, sp=sp,
+        etp=plan.expert_tp, fused_attention=plan.flash_attention,
+        keep_scores=not plan.flash_attention and plan.recompute is Recompute.NONE,
+        score_keys=plan.seq_len / plan.cp, attention_dropout=model.attention_dropout > 0,
+    )
+    return layer_ops(model, layer).saved_activation_bytes(saved)
 
 
 def microbatches_per_step(plan: TrainPlan) -> float:
