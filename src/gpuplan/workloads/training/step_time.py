@@ -435,97 +435,158 @@ def charged_layer_forward_flops(ctx: "StepContext", layer: int, tp=1, etp=1, ep=
     return float(gemm + micro_batch * ctx.seq_len * lo.core.forward_flops(ctx.seq_len, True) / tp / cp)
 
 
-def step_time_arrays(
-    ctx: StepContext,
-    tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel, sharding,
-    etp=None,
-) -> StepArrays:
-    """Step time of every plan given as broadcastable arrays (see module docstring for formulas).
+@dataclass(frozen=True)
+class PlanAxes:
+    """The plan axes as broadcastable float arrays, with the token counts every term uses:
+    t = micro_batch x seq_len / cp tokens per micro-batch on one GPU; t_local = t / tp with sequence
+    parallelism (the rank's sequence shard outside TP regions), else t; t_expert = the tokens an
+    expert-TP rank holds after the all-gather over etp (t_local x etp with SP, else t)."""
 
-    `recompute` holds RecomputeCode values, `sharding` ShardingCode values, `sequence_parallel`
-    booleans; `etp` the expert tensor parallel degree (None: tp where ep divides dp x cp, else 1,
-    as `TrainPlan.expert_tp`). Arrays may carry only the axes they depend on; intermediate terms stay small and
-    only the final sums are full size.
-    """
-    f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
-    tp, pp, dp, cp, ep, vpp, mb, m = (f64(x) for x in (tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches))
-    rc = np.asarray(recompute)
-    sp = np.asarray(sequence_parallel, dtype=bool)
-    shard = np.asarray(sharding)
-    h, s = float(ctx.hidden), float(ctx.seq_len)
-    gpn = ctx.system.gpus_per_node
-    act_bytes = 2.0
-    t = mb * s / cp  # tokens per micro-batch on one GPU
-    contention = knobs.value("training.overlap_contention")
-    etp = f64(default_expert_tp(tp, dp, cp, ep) if etp is None else etp)
+    tp: np.ndarray
+    pp: np.ndarray
+    dp: np.ndarray
+    cp: np.ndarray
+    ep: np.ndarray
+    etp: np.ndarray
+    vpp: np.ndarray
+    mb: np.ndarray
+    m: np.ndarray
+    rc: np.ndarray
+    sp: np.ndarray
+    shard: np.ndarray
+    t: np.ndarray
+    t_local: np.ndarray
+    t_expert: np.ndarray
 
-    hidden_div = np.where(sp, tp, 1.0)
-    t_local = t / hidden_div  # tokens a rank holds outside TP regions (its sequence shard with SP)
-    t_expert = np.where(sp, t_local * etp, t)  # tokens an expert-TP rank holds after the all-gather over etp
+    @classmethod
+    def build(cls, ctx: StepContext, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute,
+              sequence_parallel, sharding, etp=None) -> "PlanAxes":
+        f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
+        tp, pp, dp, cp, ep, vpp, mb, m = (f64(x) for x in (tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches))
+        sp = np.asarray(sequence_parallel, dtype=bool)
+        etp = f64(default_expert_tp(tp, dp, cp, ep) if etp is None else etp)
+        t = mb * float(ctx.seq_len) / cp
+        t_local = t / np.where(sp, tp, 1.0)
+        return cls(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, mb=mb, m=m, rc=np.asarray(recompute), sp=sp,
+                   shard=np.asarray(sharding), t=t, t_local=t_local, t_expert=np.where(sp, t_local * etp, t))
 
-    # ---- per-layer forward compute of one micro-batch: the inventory's GEMMs ----------------
-    def gemm_seconds(calls):
-        return sum(c.count * _gemm(ctx, c.m, c.n, c.k) for c in calls)
 
-    dense_calls = layer_gemm_calls(ctx.ops.dense_layer, t, t_local, t_expert, tp, etp, ep) if ctx.dense_layers else []
-    moe_calls = layer_gemm_calls(ctx.ops.moe_layer, t, t_local, t_expert, tp, etp, ep) if ctx.moe_layers else []
-    attn_calls = dense_calls if ctx.dense_layers else moe_calls
-    qkv = gemm_seconds(c for c in attn_calls if c.group == "attn_in")
-    out = gemm_seconds(c for c in attn_calls if c.group == "attn_out")
-    heads_local = ctx.heads / tp
-    attn_peak = _peak_flops(ctx, ctx.act_dtype)
-    sms = ctx.gpu.sm_count or 132
-    fill = np.minimum(1.0, mb * heads_local * np.ceil(s / cp / 128.0) / sms)
-    attn_eff = training_attention_ceiling(ctx.gpu) * fill
-    if ctx.attention_kernel is AttentionKernel.FLASH_V1:
-        attn_eff = attn_eff * knobs.value("training.flash_v1_over_v2")
+@dataclass(frozen=True)
+class LayerCompute:
+    """Per layer and micro-batch on one GPU (seconds): the GEMM groups, the attention core, the
+    elementwise traffic, and the layer's forward / backward / recompute times (layer mean over the
+    dense and MoE layers of the model)."""
+
+    qkv: object  # projections that read the layer input (attn_in GEMMs)
+    out: object  # attention output projection
+    dense_up: object
+    dense_down: object
+    moe_mlp: object  # router + routed experts + shared experts
+    attn_fwd: object
+    attn_bwd: object
+    dense_frac: float
+    moe_frac: float
+    layer_fwd: object
+    layer_bwd: object
+    layer_recompute: object
+
+
+@dataclass(frozen=True)
+class StageCompute:
+    """The busiest pipeline rank's compute per micro-batch (seconds) and its share of the layers."""
+
+    layers_per_stage: object
+    stage_share: object
+    head: object  # output head + loss (last stage)
+    stage_fwd: object
+    stage_bwd: object
+    compute_mb: object  # forward + backward + head, no recompute
+    recompute_mb: object
+
+
+def attention_core_seconds(ctx: StepContext, g: PlanAxes):
+    """(forward, backward) seconds of one layer's attention core per micro-batch on one GPU.
+
+    Fused (FlashAttention): the inventory's causal core FLOPs (layer mean: windows differ by layer)
+    on this rank's heads (a / tp) and query shard (s / cp), at the training attention ceiling
+    (`training.attention_ceiling.*`) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs), x
+    `training.flash_v1_over_v2` for FlashAttention v1; backward FLASH_BACKWARD_RATIO x forward
+    (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
+    scores (x 2 in backward) plus UNFUSED_SCORE_BYTES_FWD / _BWD bytes per score through HBM."""
+    s = float(ctx.seq_len)
+    heads_local = ctx.heads / g.tp
     if ctx.attention_kernel in (AttentionKernel.FLASH, AttentionKernel.FLASH_V1):
-        # the inventory's causal attention FLOPs (layer mean: windows differ by layer) on this rank's
-        # heads (a / tp) and query shard (s / cp)
-        attn_flops = mb * s * ctx.attention_flops_per_token / tp / cp
-        attn_fwd = attn_flops / (attn_peak * attn_eff)
-        attn_bwd = FLASH_BACKWARD_RATIO * attn_fwd
-    else:  # two batched GEMMs over the full s x s scores plus the score traffic
-        scores = mb * heads_local * s * s / cp
-        bmm = 2.0 * gemm_time_array(ctx.gpu, s / cp, s, ctx.head_dim, ctx.act_dtype, batch=mb * heads_local)
-        attn_fwd = bmm + scores * UNFUSED_SCORE_BYTES_FWD / ctx.hbm_bytes_s
-        attn_bwd = 2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s
+        sms = ctx.gpu.sm_count or 132
+        fill = np.minimum(1.0, g.mb * heads_local * np.ceil(s / g.cp / 128.0) / sms)
+        eff = training_attention_ceiling(ctx.gpu) * fill
+        if ctx.attention_kernel is AttentionKernel.FLASH_V1:
+            eff = eff * knobs.value("training.flash_v1_over_v2")
+        flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
+        fwd = flops / (_peak_flops(ctx, ctx.act_dtype) * eff)
+        return fwd, FLASH_BACKWARD_RATIO * fwd
+    scores = g.mb * heads_local * s * s / g.cp
+    bmm = 2.0 * gemm_time_array(ctx.gpu, s / g.cp, s, ctx.head_dim, ctx.act_dtype, batch=g.mb * heads_local)
+    return (bmm + scores * UNFUSED_SCORE_BYTES_FWD / ctx.hbm_bytes_s,
+            2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s)
+
+
+def elementwise_seconds(ctx: StepContext, g: PlanAxes):
+    """(attention block, dense FFN, MoE FFN) elementwise seconds per layer and micro-batch, forward.
+
+    Megatron's fused kernels: ELEMENTWISE_BYTES_PER_HIDDEN x h per token (/ tp with sequence
+    parallelism) + ELEMENTWISE_BYTES_PER_FFN x f / tp; Composer (`Framework.FSDP`)
+    `training.eager_elementwise_factor` x those; torchtitan's eager Llama counted per operator
+    (TORCHTITAN_* bytes). FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
+    activation on the routed tokens plus the permute / unpermute copies of t_local x top_k x h."""
+    h, act_bytes = float(ctx.hidden), 2.0
+    hidden_div = np.where(g.sp, g.tp, 1.0)
     ffn_bytes = ELEMENTWISE_BYTES_PER_FFN[ctx.model.ffn_kind]
     if ctx.framework is Framework.TORCHTITAN:
         repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
         head_bytes = TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
-        elem_attn = t * (h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN / hidden_div + head_bytes / tp) / ctx.hbm_bytes_s
+        elem_attn = g.t * (h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN / hidden_div + head_bytes / g.tp) / ctx.hbm_bytes_s
         swiglu = ctx.model.ffn_kind is FfnKind.SWIGLU
         ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
     else:
         eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
-        elem_attn = eager * t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
+        elem_attn = eager * g.t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
         ffn_bytes = eager * ffn_bytes
     if ctx.low_precision:  # inputs of QKV and output projection
-        elem_attn = elem_attn + t * (h + ctx.q_dim) / tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
-
-    dense_mlp = dense_up = dense_down = 0.0
-    elem_dense = 0.0
+        elem_attn = elem_attn + g.t * (h + ctx.q_dim) / g.tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
+    elem_dense = elem_moe = 0.0
     if ctx.dense_layers:
         f = float(ctx.model.ffn)
-        dense_up = gemm_seconds(c for c in dense_calls if c.group == "fc1")
-        dense_down = gemm_seconds(c for c in dense_calls if c.group == "fc2")
-        dense_mlp = dense_up + dense_down
-        elem_dense = t * f / tp * ffn_bytes / ctx.hbm_bytes_s
+        elem_dense = g.t * f / g.tp * ffn_bytes / ctx.hbm_bytes_s
         if ctx.low_precision:  # inputs of the up and down projections
-            elem_dense = elem_dense + t * (h + f / tp) * FP8_CAST_BYTES / ctx.hbm_bytes_s
-    moe_mlp = 0.0
-    elem_moe = 0.0
+            elem_dense = elem_dense + g.t * (h + f / g.tp) * FP8_CAST_BYTES / ctx.hbm_bytes_s
     if ctx.moe_layers:
-        moe = ctx.model.moe
-        E, k, fe = float(moe.num_experts), float(moe.top_k), float(moe.expert_ffn)
-        moe_mlp = gemm_seconds(c for c in moe_calls if c.group in ("fc1", "fc2", "router"))
-        # activation on the routed tokens + permute/unpermute copies of t_local x k x h
-        elem_moe = (t_expert * k * fe / etp * ffn_bytes + 2 * t_local * k * h * 2 * act_bytes) / ctx.hbm_bytes_s
+        k, fe = float(ctx.model.moe.top_k), float(ctx.model.moe.expert_ffn)
+        elem_moe = (g.t_expert * k * fe / g.etp * ffn_bytes + 2 * g.t_local * k * h * 2 * act_bytes) / ctx.hbm_bytes_s
+    return elem_attn, elem_dense, elem_moe
 
+
+def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
+    """One layer's forward, backward and recompute seconds per micro-batch on one GPU: the
+    inventory's GEMMs (`layer_gemm_calls`, backward = 2 x forward: input- and weight-gradient GEMMs
+    of the same shapes), the attention core and the elementwise traffic (backward 2 x forward).
+    Recompute: full = one more layer forward; selective = one more attention-core forward
+    (Korthikanti et al. 2022 sec. 4), or under torchtitan `training.torchtitan_selective_recompute_fraction`
+    of the layer forward (its selective activation checkpointing)."""
+
+    def seconds(calls, groups):
+        return sum(c.count * _gemm(ctx, c.m, c.n, c.k) for c in calls if c.group in groups)
+
+    dense_calls = layer_gemm_calls(ctx.ops.dense_layer, g.t, g.t_local, g.t_expert, g.tp, g.etp, g.ep) if ctx.dense_layers else []
+    moe_calls = layer_gemm_calls(ctx.ops.moe_layer, g.t, g.t_local, g.t_expert, g.tp, g.etp, g.ep) if ctx.moe_layers else []
+    attn_calls = dense_calls if ctx.dense_layers else moe_calls
+    qkv, out = seconds(attn_calls, ("attn_in",)), seconds(attn_calls, ("attn_out",))
+    dense_up, dense_down = seconds(dense_calls, ("fc1",)), seconds(dense_calls, ("fc2",))
+    moe_mlp = seconds(moe_calls, ("fc1", "fc2", "router"))
+    attn_fwd, attn_bwd = attention_core_seconds(ctx, g)
+    elem_attn, elem_dense, elem_moe = elementwise_seconds(ctx, g)
     L = float(ctx.layers)
     dense_frac, moe_frac = ctx.dense_layers / L, ctx.moe_layers / L
-    gemm_fwd = qkv + out + dense_frac * dense_mlp + moe_frac * moe_mlp
+    gemm_fwd = qkv + out + dense_frac * (dense_up + dense_down) + moe_frac * moe_mlp
     elem_fwd = elem_attn + dense_frac * elem_dense + moe_frac * elem_moe
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd
     layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elem_fwd
@@ -533,124 +594,204 @@ def step_time_arrays(
         selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
     else:
         selective = attn_fwd
-    layer_recompute = np.where(rc == RecomputeCode.FULL, layer_fwd, np.where(rc == RecomputeCode.SELECTIVE, selective, 0.0))
+    recompute = np.where(g.rc == RecomputeCode.FULL, layer_fwd, np.where(g.rc == RecomputeCode.SELECTIVE, selective, 0.0))
+    return LayerCompute(qkv, out, dense_up, dense_down, moe_mlp, attn_fwd, attn_bwd, dense_frac, moe_frac,
+                        layer_fwd, layer_bwd, recompute)
 
-    # busiest rank: ceil(L / (pp vpp)) layers per virtual stage (= L / pp when pp x vpp divides L)
-    layers_per_stage = np.ceil(L / (pp * vpp)) * vpp
-    stage_share = layers_per_stage / L
-    # the output layer is not an FP8 module (Megatron-core's ColumnParallelLinear, torchtitan's
-    # float8 filter_fqns=["output"]): it runs in the activation dtype also in FP8 runs
-    head_n, head_k = local_gemm_shape(ctx.ops.head, tp)
-    head = (3.0 * _gemm(ctx, t, head_n, head_k, ctx.act_dtype)
-            + t * ctx.vocab / tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s)
-    stage_fwd = layers_per_stage * layer_fwd
-    stage_bwd = layers_per_stage * layer_bwd
-    compute_mb = stage_fwd + stage_bwd + head
-    recompute_mb = layers_per_stage * layer_recompute
 
-    # ---- tensor / sequence parallel ---------------------------------------------------------
-    tp_pn = group_per_node(tp, 1, gpn)
-    ar = collective_seconds_array(Collective.ALL_REDUCE, t * h * act_bytes, tp, tp_pn, ctx.system)
-    fwd_collectives = np.where(rc == RecomputeCode.FULL, 4.0, 2.0)
-    tp_mb = layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - knobs.value("training.tp_backward_overlap")))
-    if ctx.tp_comm_overlap:
-        # userbuffers: each AG / RS (c = ar / 2) pipelined in tp chunks with its GEMM
-        c = 0.5 * ar
-        mlp_half = moe_frac * moe_mlp / 2.0
-        pair_gemms = (qkv, out, dense_frac * dense_up + mlp_half, dense_frac * dense_down + mlp_half)
+def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompute:
+    """The busiest pipeline rank: ceil(L / (pp vpp)) x vpp layers (Megatron's uneven split; = L / pp
+    when pp x vpp divides L) and, on the last stage, the output head + loss: one GEMM t x V / tp x h
+    (x 3 for forward + backward) in the activation dtype also in FP8 runs (Megatron-core's output
+    layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`) plus
+    LOSS_BYTES_PER_LOGIT bytes per logit."""
+    L = float(ctx.layers)
+    layers_per_stage = np.ceil(L / (g.pp * g.vpp)) * g.vpp
+    head_n, head_k = local_gemm_shape(ctx.ops.head, g.tp)
+    head = (3.0 * _gemm(ctx, g.t, head_n, head_k, ctx.act_dtype)
+            + g.t * ctx.vocab / g.tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s)
+    stage_fwd, stage_bwd = layers_per_stage * lc.layer_fwd, layers_per_stage * lc.layer_bwd
+    return StageCompute(layers_per_stage, layers_per_stage / L, head, stage_fwd, stage_bwd,
+                        stage_fwd + stage_bwd + head, layers_per_stage * lc.layer_recompute)
 
-        def exposed(g):
-            return np.maximum(0.0, c - g) + np.minimum(c, g) / tp + contention * np.minimum(c, g)
 
-        fwd_exp = sum(exposed(g) for g in pair_gemms)
-        bwd_exp = sum(exposed(2.0 * g) for g in pair_gemms)  # dgrad + wgrad GEMMs of the same shapes
-        overlapped = layers_per_stage * (np.where(rc == RecomputeCode.FULL, 2.0, 1.0) * fwd_exp + bwd_exp)
-        tp_mb = np.where(sp & (tp > 1), overlapped, tp_mb)
+def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
+    """Exposed tensor-parallel communication per micro-batch: 2 all-reduces of t x h x 2 bytes per
+    layer forward (+2 in a full-recompute forward) and 2 backward, of which `training.tp_backward_overlap`
+    hides behind the weight-gradient GEMMs (Megatron's async TP all-reduce); with sequence
+    parallelism the same count of all-gather + reduce-scatter pairs, which move the same bytes
+    (Korthikanti et al. 2022 sec. 4.2.2). With TE userbuffers (`tp_comm_overlap` + SP; Wang et al.
+    2023 ASPLOS), each AG / RS (c = half an all-reduce) is cut into tp chunks pipelined with the GEMM
+    it feeds (g): max(0, c - g) + min(c, g) / tp is exposed, and the overlapped part slows the GEMM
+    by `training.overlap_contention`."""
+    gpn = ctx.system.gpus_per_node
+    ar = collective_seconds_array(Collective.ALL_REDUCE, g.t * float(ctx.hidden) * 2.0, g.tp,
+                                  group_per_node(g.tp, 1, gpn), ctx.system)
+    fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
+    tp_mb = sc.layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - knobs.value("training.tp_backward_overlap")))
+    if not ctx.tp_comm_overlap:
+        return tp_mb
+    c = 0.5 * ar
+    contention = knobs.value("training.overlap_contention")
+    mlp_half = lc.moe_frac * lc.moe_mlp / 2.0
+    pair_gemms = (lc.qkv, lc.out, lc.dense_frac * lc.dense_up + mlp_half, lc.dense_frac * lc.dense_down + mlp_half)
 
-    # ---- context parallel (ring attention, overlapped with the attention core) -----------------
-    cp_pn = group_per_node(cp, tp, gpn)
-    kv_block = t * 2.0 * ctx.kv_dim / tp * act_bytes
-    hop = collective_seconds_array(Collective.P2P, kv_block, np.where(cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1), ctx.system)
-    ring_fwd = (cp - 1.0) * hop
-    cp_mb = layers_per_stage * (np.maximum(0.0, ring_fwd - attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - attn_bwd))
-    cp_mb = np.where(cp > 1, cp_mb, 0.0)
+    def exposed(gemm):
+        return np.maximum(0.0, c - gemm) + np.minimum(c, gemm) / g.tp + contention * np.minimum(c, gemm)
 
-    # ---- expert parallel ----------------------------------------------------------------------
-    ep_mb = 0.0
-    if ctx.moe_layers:
-        # Megatron-core alltoall dispatcher: permute -> all-to-all over EP -> all-gather over ETP;
-        # combine is the reverse (reduce-scatter over ETP -> all-to-all); each again in backward.
-        k_routed = ctx.model.moe.top_k
-        ep_pn = group_per_node(ep, etp, gpn)
-        a2a = collective_seconds_array(Collective.ALL_TO_ALL, t_local * k_routed * h * act_bytes, ep, ep_pn, ctx.system)
-        etp_gather = collective_seconds_array(
-            Collective.ALL_GATHER, t_local * etp * k_routed * h * act_bytes, etp, group_per_node(etp, 1, gpn), ctx.system
-        )
-        ep_mb = layers_per_stage * moe_frac * 4.0 * (a2a + np.where(sp & (etp > 1), etp_gather, 0.0))
+    fwd_exp = sum(exposed(x) for x in pair_gemms)
+    bwd_exp = sum(exposed(2.0 * x) for x in pair_gemms)  # dgrad + wgrad GEMMs of the same shapes
+    overlapped = sc.layers_per_stage * (np.where(g.rc == RecomputeCode.FULL, 2.0, 1.0) * fwd_exp + bwd_exp)
+    return np.where(g.sp & (g.tp > 1), overlapped, tp_mb)
 
-    # ---- pipeline point-to-point --------------------------------------------------------------
-    pp_stride = tp * cp * dp
-    crosses = pp_stride >= gpn
-    p2p = collective_seconds_array(
-        Collective.P2P, t * h * act_bytes / tp, np.where(pp > 1, 2, 1), np.where(crosses, 1, 2), ctx.system
-    )
-    half_chunk = (compute_mb + recompute_mb) / vpp / 2.0  # half a virtual stage's forward + backward
+
+def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
+    """Exposed context-parallel communication per micro-batch: ring attention passes each rank's K,V
+    block (t x 2 kv_dim / tp x 2 bytes) cp - 1 times forward and K,V + dK,dV backward, overlapped
+    with the attention core; only the excess over the core's time is exposed."""
+    cp_pn = group_per_node(g.cp, g.tp, ctx.system.gpus_per_node)
+    kv_block = g.t * 2.0 * ctx.kv_dim / g.tp * 2.0
+    hop = collective_seconds_array(Collective.P2P, kv_block, np.where(g.cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1), ctx.system)
+    ring_fwd = (g.cp - 1.0) * hop
+    cp_mb = sc.layers_per_stage * (np.maximum(0.0, ring_fwd - lc.attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - lc.attn_bwd))
+    return np.where(g.cp > 1, cp_mb, 0.0)
+
+
+def ep_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
+    """Expert-parallel communication per micro-batch (Megatron-core alltoall dispatcher): dispatch =
+    all-to-all of t_local x top_k x h x 2 bytes over ep, then an all-gather over etp (with SP);
+    combine the reverse; each again in backward: 4 per MoE layer, not overlapped."""
+    if not ctx.moe_layers:
+        return 0.0
+    gpn, h = ctx.system.gpus_per_node, float(ctx.hidden)
+    k_routed = ctx.model.moe.top_k
+    a2a = collective_seconds_array(Collective.ALL_TO_ALL, g.t_local * k_routed * h * 2.0, g.ep,
+                                   group_per_node(g.ep, g.etp, gpn), ctx.system)
+    etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k_routed * h * 2.0, g.etp,
+                                          group_per_node(g.etp, 1, gpn), ctx.system)
+    return sc.layers_per_stage * lc.moe_frac * 4.0 * (a2a + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
+
+
+def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
+    """Exposed pipeline point-to-point time per micro-batch: one send of the boundary activation
+    (t x h x 2 / tp bytes, Megatron's scatter-gather) forward and one backward per virtual stage.
+    Megatron-core's interleaved schedule (vpp > 1, `overlap_p2p_comm`) hides a send behind half a
+    virtual stage's forward + backward (the excess is exposed, the overlap costs
+    `training.overlap_contention`); 1F1B and other stacks block on them."""
+    gpn = ctx.system.gpus_per_node
+    crosses = g.tp * g.cp * g.dp >= gpn
+    p2p = collective_seconds_array(Collective.P2P, g.t * float(ctx.hidden) * 2.0 / g.tp, np.where(g.pp > 1, 2, 1),
+                                   np.where(crosses, 1, 2), ctx.system)
+    half_chunk = (sc.compute_mb + sc.recompute_mb) / g.vpp / 2.0
+    contention = knobs.value("training.overlap_contention")
     hidden_send = np.maximum(0.0, p2p - half_chunk) + contention * np.minimum(p2p, half_chunk)
-    per_transfer = np.where((vpp > 1) & ctx.p2p_overlap, hidden_send, p2p)
-    pp_mb = np.where(pp > 1, 2.0 * vpp * per_transfer, 0.0)
+    per_transfer = np.where((g.vpp > 1) & ctx.p2p_overlap, hidden_send, p2p)
+    return np.where(g.pp > 1, 2.0 * g.vpp * per_transfer, 0.0)
 
-    mb_time = compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
-    bubble = (pp - 1.0) / vpp * (mb_time - head)  # fill / drain run through stages without the head
 
-    # ---- data parallel ------------------------------------------------------------------------
+def bubble_seconds(g: PlanAxes, micro_batch_s, head):
+    """Pipeline fill and drain: (pp - 1) / vpp micro-batch times (1F1B, Narayanan et al. 2021 sec.
+    2.2; the interleaved schedule divides by vpp). The fill runs stages 0..pp-2's forward passes and
+    the drain their backward passes, so the micro-batch time in the bubble excludes the output head."""
+    return (g.pp - 1.0) / g.vpp * (micro_batch_s - head)
+
+
+def local_params(ctx: StepContext, g: PlanAxes, sc: StageCompute):
+    """(dense, expert) parameters one GPU of the busiest stage holds: the stage's share of the body
+    (+ the embedding table on the first / the head on the last stage: the larger when pp > 1) over tp;
+    its share of the routed experts over ep x etp."""
     dense_body = ctx.body_params - ctx.expert_params
-    embed_stage = np.where(pp > 1, max(ctx.input_embedding_params, ctx.output_head_params),
+    embed_stage = np.where(g.pp > 1, max(ctx.input_embedding_params, ctx.output_head_params),
                            ctx.input_embedding_params + ctx.output_head_params)
-    local_dense = (dense_body * stage_share + embed_stage) / tp
-    local_experts = ctx.expert_params * stage_share / (ep * etp)
-    local_params = local_dense + local_experts
-    dp_group = dp * cp
-    expert_dp = np.maximum(1.0, tp * cp * dp / (ep * etp))  # expert data-parallel group (MoE folding)
+    return ((dense_body * sc.stage_share + embed_stage) / g.tp,
+            ctx.expert_params * sc.stage_share / (g.ep * g.etp))
+
+
+def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense, local_experts):
+    """Exposed data-parallel communication per step. Gradients reduce over dp x cp ranks (experts
+    over their expert-DP group tp x cp x dp / (ep x etp)). No sharding: all-reduce; ZeRO-1/2:
+    reduce-scatter + all-gather of the parameters; ZeRO-3/FSDP: per micro-batch two all-gathers and a
+    reduce-scatter. Megatron-core and FSDP overlap them (the reduce with the last backward, the
+    gather with the first forward; ZeRO-3 per micro-batch with its compute), DeepSpeed's ZeRO-0/1
+    engine does not. An overlapped NCCL collective holds one SM per channel, slowing the compute it
+    hides behind by channels / SMs (`collective_sm_fraction`; Calculon's processor_usage). Gradient
+    bytes: fp32 (bf16 runs), fp16 (fp16 runs), the compute dtype under ZeRO-3 (fp32 under
+    torchtitan: COMPOSER / TORCHTITAN constants); FSDP2 adds its copy-in / copy-out kernels."""
+    gpn = ctx.system.gpus_per_node
+    dp_group = g.dp * g.cp
+    expert_dp = np.maximum(1.0, g.tp * g.cp * g.dp / (g.ep * g.etp))
     zero3_grad_bytes = TORCHTITAN_REDUCE_BYTES if ctx.framework is Framework.TORCHTITAN else 2.0
-    grad_bytes = np.where(shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
+    grad_bytes = np.where(g.shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
 
     def dp_collectives(params, group, stride):
-        """(all-reduce, reduce-scatter, all-gather) times of `params` over a DP group (0 for 1 rank)."""
         pn = group_per_node(group, stride, gpn)
         return tuple(np.where(group > 1, collective_seconds_array(kind, params * nbytes, group, pn, ctx.system), 0.0)
                      for kind, nbytes in ((Collective.ALL_REDUCE, grad_bytes), (Collective.REDUCE_SCATTER, grad_bytes),
                                           (Collective.ALL_GATHER, gather_bytes)))
 
-    reduce_all, reduce_scatter, gather = dp_collectives(local_dense, dp_group, tp)
+    reduce_all, reduce_scatter, gather = dp_collectives(local_dense, dp_group, g.tp)
     if ctx.expert_params:
-        e_all, e_rs, e_ag = dp_collectives(local_experts, expert_dp, ep * etp)
+        e_all, e_rs, e_ag = dp_collectives(local_experts, expert_dp, g.ep * g.etp)
         reduce_all, reduce_scatter, gather = reduce_all + e_all, reduce_scatter + e_rs, gather + e_ag
-    overlap = ctx.framework is not Framework.DEEPSPEED
-    last_bwd = stage_bwd + recompute_mb
-    dp_contention = collective_sm_fraction(dp_group, group_per_node(dp_group, tp, gpn), ctx.system, ctx.gpu)
-    if overlap:
-        unsharded = np.maximum(0.0, reduce_all - last_bwd) + dp_contention * np.minimum(reduce_all, last_bwd)
-        zero12 = (np.maximum(0.0, reduce_scatter - last_bwd) + np.maximum(0.0, gather - stage_fwd)
-                  + dp_contention * (np.minimum(reduce_scatter, last_bwd) + np.minimum(gather, stage_fwd)))
+    last_bwd = sc.stage_bwd + sc.recompute_mb
+    if ctx.framework is not Framework.DEEPSPEED:
+        contention = collective_sm_fraction(dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu)
+        unsharded = np.maximum(0.0, reduce_all - last_bwd) + contention * np.minimum(reduce_all, last_bwd)
+        zero12 = (np.maximum(0.0, reduce_scatter - last_bwd) + np.maximum(0.0, gather - sc.stage_fwd)
+                  + contention * (np.minimum(reduce_scatter, last_bwd) + np.minimum(gather, sc.stage_fwd)))
         per_mb = 2.0 * gather + reduce_scatter
-        window = compute_mb + recompute_mb
-        zero3 = m * (np.maximum(0.0, per_mb - window) + dp_contention * np.minimum(per_mb, window))
+        window = sc.compute_mb + sc.recompute_mb
+        zero3 = g.m * (np.maximum(0.0, per_mb - window) + contention * np.minimum(per_mb, window))
     else:
         unsharded = reduce_all
         zero12 = reduce_scatter + gather
-        zero3 = m * (2.0 * gather + reduce_scatter)
+        zero3 = g.m * (2.0 * gather + reduce_scatter)
     if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
-        zero3 = zero3 + m * local_params * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
-    dp_exposed = np.where(shard == ShardingCode.ZERO3, zero3, np.where(shard == ShardingCode.NONE, unsharded, zero12))
+        zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
+    return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(g.shard == ShardingCode.NONE, unsharded, zero12))
 
-    # ---- optimizer ----------------------------------------------------------------------------
-    opt_params = np.where(shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp, local_params)
-    optimizer = opt_params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
 
+def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts):
+    """Adam step, memory-bound: ADAM_BYTES_PER_PARAM (read master, m, v, gradient; write master, m,
+    v and the bf16 weight) per parameter this GPU updates (its ZeRO shard under ZeRO-1 and above)."""
+    dp_group = g.dp * g.cp
+    expert_dp = np.maximum(1.0, g.tp * g.cp * g.dp / (g.ep * g.etp))
+    params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
+                      local_dense + local_experts)
+    return params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
+
+
+def step_time_arrays(
+    ctx: StepContext,
+    tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel, sharding,
+    etp=None,
+) -> StepArrays:
+    """Step time of every plan given as broadcastable arrays: the named terms above, composed as
+
+        step = m x (compute + recompute + tp + cp + ep + pp) + bubble + dp + optimizer
+
+    `recompute` holds RecomputeCode values, `sharding` ShardingCode values, `sequence_parallel`
+    booleans; `etp` the expert tensor parallel degree (None: tp where ep divides dp x cp, else 1,
+    as `TrainPlan.expert_tp`). Arrays may carry only the axes they depend on; intermediate terms stay
+    small and only the final sums are full size.
+    """
+    g = PlanAxes.build(ctx, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel,
+                       sharding, etp)
+    lc = layer_compute(ctx, g)
+    sc = stage_compute(ctx, g, lc)
+    tp_mb = tp_comm_seconds(ctx, g, lc, sc)
+    cp_mb = cp_comm_seconds(ctx, g, lc, sc)
+    ep_mb = ep_comm_seconds(ctx, g, lc, sc)
+    pp_mb = pp_comm_seconds(ctx, g, sc)
+    mb_time = sc.compute_mb + sc.recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    local_dense, local_experts = local_params(ctx, g, sc)
+    m = g.m
     parts = dict(
-        compute_s=m * compute_mb, recompute_s=m * recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
-        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble, dp_comm_s=dp_exposed, optimizer_s=optimizer,
+        compute_s=m * sc.compute_mb, recompute_s=m * sc.recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
+        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble_seconds(g, mb_time, sc.head),
+        dp_comm_s=dp_comm_seconds(ctx, g, sc, local_dense, local_experts),
+        optimizer_s=optimizer_seconds(ctx, g, local_dense, local_experts),
     )
     shape = np.broadcast_shapes(*(np.shape(v) for v in parts.values()))
     parts = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for k, v in parts.items()}
