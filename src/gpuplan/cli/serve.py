@@ -104,6 +104,7 @@ def plan(
 ) -> None:
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost."""
     from gpuplan.catalog import load_catalog
+    from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.models import load_model
     from gpuplan.workloads.inference.capacity import plan_capacity
 
@@ -111,8 +112,8 @@ def plan(
     cands = []
     for gid in [g.strip() for g in gpus_from.split(",") if g.strip()]:
         g = cat.gpu(gid)
-        prices = cat.cloud_prices(g.id)
-        cands.append((g, cat.widest_system_for(g.id), prices[0].usd_per_gpu_hour if prices else None))
+        price = gpu_hour_price(g, required=False)
+        cands.append((g, cat.widest_system_for(g.id), price.value if price is not None else None))
     res = plan_capacity(load_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                         output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     if as_json:
