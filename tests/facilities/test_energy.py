@@ -1,4 +1,4 @@
-"""The one power model (facilities.power), the run cost (facilities.training_run) and the one set of
+"""The one power model (facilities.power), the run cost (facilities.run_cost) and the one set of
 PUE / grid / $/kWh assumptions, against hand derivations. Catalog figures used below:
 DGX H100 system_power_w 10,200 with 8 x H100 SXM at tdp_w 700 (NVIDIA DGX H100 user guide);
 DGX A100 6,500 with 8 x A100 SXM at 400 W. Default assumptions: gpu_idle_power_fraction 0.10,
@@ -20,7 +20,9 @@ from gpuplan.errors import InputError
 from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS
 from gpuplan.facilities.power import energy, estimate_power, node_power_w, power_draw
 from gpuplan.facilities.pricing import gpu_hour_price
-from gpuplan.facilities.training_run import run_switches, training_run_cost
+from gpuplan.facilities.run_cost import (
+    kwh_per_million_output_tokens, run_switches, serving_day_cost, training_run_cost,
+)
 from gpuplan.workloads.training.totals import TrainingEstimate
 
 
@@ -61,10 +63,10 @@ def test_node_overhead_per_system_and_fallback():
     assert node_power_w(*_spec("dgx-h100"), 0.0) == pytest.approx(2_860)
 
 
-def test_part_of_a_node_pays_its_overhead_not_its_idle_gpus():
-    # 4 GPUs of one DGX H100 at a = 1, no storage: 4 x 700 + 4,600 = 7,400 W
-    p = power_draw(*_spec("dgx-h100"), 4, 1.0, include_storage=False)
-    assert p.nodes == 1 and p.it_power_w == pytest.approx(7_400)
+def test_part_of_a_node_pays_its_share_of_the_node():
+    # 4 GPUs of one DGX H100 at a = 1: 4 x 700 + 4/8 x 4,600 overhead + 4/8 x 250 storage = 5,225 W
+    p = power_draw(*_spec("dgx-h100"), 4, 1.0)
+    assert p.nodes == 1 and p.it_power_w == pytest.approx(5_225)
 
 
 def _estimate(num_gpus, time_s, compute_s, step_s):
@@ -87,6 +89,16 @@ def test_training_run_cost_two_nodes_ten_hours():
     assert run.energy.co2_kg == pytest.approx(96.0765)
     assert run.energy.electricity_usd == pytest.approx(24.635)
     assert run.cost_usd == pytest.approx(320.0) and run.price.value == 2.0
+
+
+def test_a_day_of_serving_on_one_gpu():
+    # 1 H100 of a DGX H100 at busy activity 1.0: 700 W + 1/8 x 4,600 + 1/8 x 250 = 1,306.25 W IT;
+    # x 1.3 = 1,698.125 W; x 24 h = 40.755 kWh; x 0.39 = 15.89445 kg CO2; rental 24 x $3 = $72.
+    # At 1,000 output tokens/s: 1.698125 kW / 3.6e6 tokens per hour x 1e6 = 0.47170 kWh per million tokens
+    day = serving_day_cost(*_spec("dgx-h100"), 1, usd_per_gpu_hour=3.0)
+    assert day.power.it_power_w == pytest.approx(1_306.25)
+    assert (day.energy.energy_kwh, day.energy.co2_kg, day.cost_usd) == pytest.approx((40.755, 15.89445, 72.0))
+    assert kwh_per_million_output_tokens(day, 1000.0) == pytest.approx(1.698125 / 3.6)
 
 
 def test_training_run_switches_default_to_the_fabric_of_its_nodes():
@@ -270,3 +282,16 @@ def test_bad_pue_exits_2_with_one_line_naming_it(args):
 def test_conflicting_spellings_exit_2():
     r = _invoke(["dc", "power", "--grid-kg-co2-per-kwh", "0.3", "--grid-kg-per-kwh", "0.4"])
     assert r.exit_code == 2 and "grid-kg-co2-per-kwh" in r.stderr
+
+
+def test_serve_plan_reports_energy_from_the_same_assumptions():
+    args = ["serve", "plan", "llama-3-8b", "--rate", "5", "--ttft-ms", "2000", "--tpot-ms", "50", "--output-len", "256"]
+    base = json.loads(_invoke(args + ["--json"]).stdout)
+    hi = _invoke(args + ["--set", "pue=1.5", "--json"])
+    assert hi.exit_code == 0, hi.output
+    hi = json.loads(hi.stdout)
+    assert base["assumptions"]["pue"] == 1.3 and hi["assumptions"]["pue"] == 1.5
+    day = base["best_serving_day"]
+    # kWh per million output tokens = facility kW / (5 req/s x 256 tokens x 3600 s) x 1e6
+    assert base["best_kwh_per_million_output_tokens"] == pytest.approx(day["facility_power_w"] / 1e3 / (5 * 256 * 3600) * 1e6)
+    assert hi["best_serving_day"]["energy_kwh"] == pytest.approx(day["energy_kwh"] * 1.5 / 1.3)

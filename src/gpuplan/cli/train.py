@@ -39,8 +39,8 @@ def _plan_label(plan) -> str:
 
 
 def estimate_to_json(est, run=None, assumptions=None) -> dict:
-    """Stable JSON of a TrainingEstimate and its run cost (`facilities.training_run`; units in the keys)."""
-    from gpuplan.facilities.training_run import run_cost_dict
+    """Stable JSON of a TrainingEstimate and its run cost (`facilities.run_cost`; units in the keys)."""
+    from gpuplan.facilities.run_cost import run_cost_dict
 
     st = est.step
     out = {
@@ -151,7 +151,7 @@ def _enum(cls, raw: str, name: str):
 def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, precision, framework, degrees,
               usd_per_gpu_hour, top, progress, tp_comm_overlap=False, assumptions=None):
     """Parse the command's strings into specs, call `estimate_training` and cost the run with
-    `facilities.training_run` (no computing here): (estimate, run cost)."""
+    `facilities.run_cost` (no computing here): (estimate, run cost)."""
     from gpuplan.catalog import load_catalog
     from gpuplan.errors import InputError
     from gpuplan.models import load_model
@@ -160,7 +160,7 @@ def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, prec
     from gpuplan.workloads.training.plan_search import DEFAULT_BATCH_TOKENS, SearchSpace
     from gpuplan.workloads.training.step_time import Framework
     from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS
-    from gpuplan.facilities.training_run import training_run_cost
+    from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.totals import estimate_training
 
     if gpus < 1:
@@ -274,7 +274,7 @@ def _render(est, run, assumptions) -> None:
                   f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
     if run.note:
         console.print(f"note: {run.note}")
-    from gpuplan.facilities.training_run import price_source
+    from gpuplan.facilities.run_cost import price_source
 
     if run.price is None:
         console.print(f"cost: {price_source(None)}")

@@ -11,7 +11,8 @@ from its step time ((compute + recompute) / step time); a cluster sized for prov
                    = gpus_per_node x tdp_w x node_overhead_fraction_of_gpu_tdp (0.82)
     overhead_w(a)  = overhead_max_w x (i_node + (1 - i_node) x a)      i_node = node_overhead_idle_fraction (0.50)
     node_w(a)      = gpus_per_node x gpu_w(a) + overhead_w(a)          node_w(1) = system_power_w, the nameplate
-    it_w           = gpus x gpu_w(a) + nodes x overhead_w(a) + nodes x storage_w_per_node + switches x switch_w
+    it_w           = gpus x gpu_w(a) + n x overhead_w(a) + n x storage_w_per_node + switches x switch_w,
+                     n = gpus / gpus_per_node (node-equivalents)
     facility_w     = it_w x PUE
     energy_kwh     = facility_w / 1000 x hours;  electricity_usd = energy_kwh x $/kWh;  co2_kg = energy_kwh x kg CO2/kWh
 
@@ -20,8 +21,9 @@ system maximum power where it has one: NVIDIA DGX H100 10.2 kW max for 8 x 700 W
 4.6 kW (0.82 x GPU TDP); DGX A100 6.5 kW for 8 x 400 W -> 3.3 kW (1.03 x); DGX B200 14.3 kW for
 8 x 1,000 W -> 6.3 kW (0.79 x). Systems without a catalog maximum use the DGX H100 ratio.
 Power follows math-kernel activity: Llama 3 (Dubey et al. 2024, sec. 3.3.4) reports
-tens-of-megawatt swings of a 16k-GPU job between compute and communication phases. GPUs used
-are counted, so a job on part of a node pays that node's whole overhead but not its idle GPUs.
+tens-of-megawatt swings of a 16k-GPU job between compute and communication phases. A job on part
+of a node (one serving replica on 1 of 8 GPUs) is charged its share of the node's overhead and
+storage, gpus / gpus_per_node, as a per-GPU rental is; whole nodes are charged whole.
 Storage (a share per node) and fabric switches draw a constant power. 8760 h = 365 d x 24 h.
 """
 
@@ -88,11 +90,11 @@ class PowerDraw:
 
     activity_fraction: float
     gpus: int
-    nodes: int
+    nodes: int  # ceil(gpus / gpus_per_node); overhead and storage are charged for gpus / gpus_per_node
     gpu_power_w: float  # one GPU
     node_overhead_w: float  # one node, non-GPU
     gpus_power_w: float  # gpus x gpu_power_w
-    node_overheads_power_w: float  # nodes x node_overhead_w
+    node_overheads_power_w: float  # gpus / gpus_per_node x node_overhead_w
     storage_power_w: float
     switches: int
     switches_power_w: float
@@ -110,21 +112,22 @@ def power_draw(
     include_storage: bool = True,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> PowerDraw:
-    """IT and facility power of `gpus` GPUs of `system` (on ceil(gpus / gpus_per_node) nodes) at
-    `activity`, with `switches` fabric switches and (by default) each node's storage share."""
+    """IT and facility power of `gpus` GPUs of `system` at `activity`, with `switches` fabric switches
+    and (by default) the storage share, per node-equivalent (gpus / gpus_per_node)."""
     if gpus < 1:
         raise InputError(f"gpus: must be >= 1, got {gpus}", field="gpus")
     if switches < 0:
         raise InputError(f"switches: must be >= 0, got {switches}", field="switches")
-    nodes = math.ceil(gpus / system.gpus_per_node)
+    node_equivalents = gpus / system.gpus_per_node
     gpu_w = gpu_power_w(system, gpu, activity, assumptions)
     overhead_w = node_overhead_w(system, gpu, activity, assumptions)
-    storage_w = nodes * assumptions.storage_power_kw_per_node * 1e3 if include_storage else 0.0
+    storage_w = node_equivalents * assumptions.storage_power_kw_per_node * 1e3 if include_storage else 0.0
     switches_w = switches * assumptions.switch_power_w
-    it_w = gpus * gpu_w + nodes * overhead_w + storage_w + switches_w
+    it_w = gpus * gpu_w + node_equivalents * overhead_w + storage_w + switches_w
     return PowerDraw(
-        activity_fraction=float(activity), gpus=gpus, nodes=nodes, gpu_power_w=gpu_w, node_overhead_w=overhead_w,
-        gpus_power_w=gpus * gpu_w, node_overheads_power_w=nodes * overhead_w, storage_power_w=storage_w,
+        activity_fraction=float(activity), gpus=gpus, nodes=math.ceil(node_equivalents), gpu_power_w=gpu_w,
+        node_overhead_w=overhead_w, gpus_power_w=gpus * gpu_w, node_overheads_power_w=node_equivalents * overhead_w,
+        storage_power_w=storage_w,
         switches=switches, switches_power_w=switches_w, it_power_w=it_w, facility_power_w=it_w * assumptions.pue,
     )
 

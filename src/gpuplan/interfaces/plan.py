@@ -25,7 +25,7 @@ from gpuplan.facilities.power import PowerEstimate, estimate_power
 from gpuplan.facilities.pricing import cloud_price, gpu_hour_price, system_price
 from gpuplan.facilities.racks import RackLayout, rack_layout
 from gpuplan.facilities.tco import TcoEstimate, estimate_tco, workload_cost_usd
-from gpuplan.facilities.training_run import TrainingRunCost, run_cost_dict, training_run_cost
+from gpuplan.facilities.run_cost import RunCost, run_cost_dict, serving_day_cost, training_run_cost
 from gpuplan.models import load_model
 
 
@@ -122,7 +122,8 @@ class PlanReport:
     answer: str
     notes: tuple[str, ...]
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS  # the one set every figure of the report used
-    training_run: TrainingRunCost | None = None  # energy, CO2 and cost of the training run (goal train)
+    training_run: RunCost | None = None  # energy, CO2 and cost of the training run (goal train)
+    serving_day: RunCost | None = None  # energy, CO2 and cost of one day of serving (goal serve)
 
     def to_dict(self) -> dict:
         """The `plan --json` document: ONE `assumptions` object (pue, grid_kg_co2_per_kwh,
@@ -138,6 +139,7 @@ class PlanReport:
             "racks": c.racks,
             "power": {k: v for k, v in vars(c.power).items() if k not in shared},
             "training_run": run_cost_dict(self.training_run) if self.training_run is not None else None,
+            "serving_day": run_cost_dict(self.serving_day) if self.serving_day is not None else None,
             "tco": {k: getattr(t, k) for k in ("capex_usd", "opex_usd_per_year", "on_prem_usd_per_gpu_hour",
                                              "cloud_usd_per_gpu_hour", "breakeven_months", "breakeven_utilization",
                                              "capex_breakdown_usd", "opex_breakdown_usd_per_year")} if t else None,
@@ -261,6 +263,10 @@ def plan(
                                 usd_per_gpu_hour=cloud_usd_per_gpu_hour)
         if run.energy is not None:
             work.details["energy_mwh"] = run.energy.energy_mwh
+    day = None
+    if goal is Goal.SERVE:  # a day of serving on this cluster's GPUs, same model and assumptions
+        day = serving_day_cost(system, gpu, work.gpus, switches=cluster.fabric.switches, assumptions=assumptions,
+                               usd_per_gpu_hour=cloud_usd_per_gpu_hour)
     t = cluster.tco
     answer = (
         f"{'Train' if goal is Goal.TRAIN else 'Serve'} {model_id} on {nodes} x {system.id} ({cluster.fabric.gpus} GPUs"
@@ -277,7 +283,7 @@ def plan(
             else ""
         )
     )
-    return PlanReport(goal, model_id, system.id, work, cluster, cost, answer, tuple(notes), assumptions, run)
+    return PlanReport(goal, model_id, system.id, work, cluster, cost, answer, tuple(notes), assumptions, run, day)
 
 
 # ---- HTML report ----------------------------------------------------------------------------------

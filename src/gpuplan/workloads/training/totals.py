@@ -5,7 +5,7 @@
     gpu_hours  = num_gpus x time_s / 3600
     activity   = (compute_s + recompute_s) / step_time_s   (fraction of the step running math kernels)
 
-Energy, electricity, CO2 and cost of the run are not workload quantities: `facilities.training_run`
+Energy, electricity, CO2 and cost of the run are not workload quantities: `facilities.run_cost`
 computes them from these totals with the one power model (`facilities.power`) and the one price
 lookup (`facilities.pricing`).
 """
