@@ -2,8 +2,10 @@
 
 Each `Assumption` carries a value with its unit in the key, the source it came from and the date
 the figure refers to. Prices move; the point is that every one is visible in the output and can
-be replaced (`Assumptions.with_overrides(...)`, or `--set KEY=VALUE` on the `dc` / `plan`
-commands). Where no primary source was read the source says so ("gpuplan estimate" or
+be replaced (`Assumptions.with_overrides(...)`, or `--set KEY=VALUE` on `train`, `plan`,
+`serve plan` and the `dc` commands; `assumptions_from_options` builds the set every command uses,
+so one `--set pue=1.5` changes every figure that depends on the PUE). Values given are checked
+against each figure's range (`min_value`, `max_value`; `*_fraction` in [0, 1]; finite). Where no primary source was read the source says so ("gpuplan estimate" or
 "UNVERIFIED"), rather than pretending.
 """
 
