@@ -295,3 +295,12 @@ def test_serve_plan_reports_energy_from_the_same_assumptions():
     # kWh per million output tokens = facility kW / (5 req/s x 256 tokens x 3600 s) x 1e6
     assert base["best_kwh_per_million_output_tokens"] == pytest.approx(day["facility_power_w"] / 1e3 / (5 * 256 * 3600) * 1e6)
     assert hi["best_serving_day"]["energy_kwh"] == pytest.approx(day["energy_kwh"] * 1.5 / 1.3)
+
+
+def test_gpu_without_tdp_gets_cost_but_no_energy():
+    # the catalog has no tdp_w for TPUs: the run is still priced, its energy is None with a note
+    s, g = _spec("dgx-h100")
+    no_tdp = g.model_copy(update={"tdp_w": None})
+    run = training_run_cost(_estimate(8, 3600.0, 0.5, 1.0), s, no_tdp, usd_per_gpu_hour=2.0)
+    assert run.power is None and run.energy is None and "tdp_w" in run.note
+    assert run.cost_usd == pytest.approx(8 * 1.0 * 2.0)  # 8 GPUs x 1 h x $2
