@@ -10,21 +10,27 @@ from hypothesis import given, settings, strategies as st
 from gpuplan.errors import InputError
 from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS
 from gpuplan.facilities.mig import list_profiles, plan_mig
+from gpuplan.catalog import load_catalog
 from gpuplan.facilities.power import estimate_power
 from gpuplan.interfaces.plan import size_cluster
+
+
+def _dgx_h100():
+    cat = load_catalog()
+    return cat.system("dgx-h100"), cat.gpu("h100-sxm5-80gb")
 
 
 def test_seed_power_arithmetic_one_dgx_h100():
     # seed: 10.2 kW x 24 h x 365 d x $0.10/kWh "= $9,000/year"; exact: 10.2 * 8760 * 0.1 = $8,935.20
     a = DEFAULT_ASSUMPTIONS.with_overrides({"pue": 1.0, "electricity_usd_per_kwh": 0.10})
-    p = estimate_power(1, 10.2, include_fabric=False, include_storage=False, assumptions=a)
+    p = estimate_power(*_dgx_h100(), 1, include_fabric=False, include_storage=False, assumptions=a)
     assert p.annual_energy_kwh == pytest.approx(89_352.0)
     assert p.annual_cost_usd == pytest.approx(8_935.20)
 
 
 def test_power_breakdown_with_pue():
     # 4 DGX H100 + 1 switch: 40.8 + 1.72 + 4*0.25 = 43.52 kW IT; x1.3 = 56.576 kW; x8760 = 495,605.76 kWh
-    p = estimate_power(4, 10.2, switches=1)
+    p = estimate_power(*_dgx_h100(), 4, switches=1)
     assert p.it_power_kw == pytest.approx(43.52)
     assert p.facility_power_kw == pytest.approx(56.576)
     assert p.annual_energy_kwh == pytest.approx(495_605.76)
@@ -40,8 +46,10 @@ def test_tco_hand_derivation_4_dgx_h100():
     #        storage 4 * 25,000 = 100,000; facility (40.8 + 1.72 + 1.0) kW * 10,000 = 435,200
     assert t.capex_breakdown_usd == pytest.approx({"systems": 1_080_000, "network": 74_400, "storage": 100_000, "facility": 435_200})
     assert t.capex_usd == pytest.approx(1_689_600)
-    # power: 43.52 kW * 1.3 * 8760 h * (0.3 + 0.7 * 0.7) * $0.10 = 39,151.85
-    assert t.opex_breakdown_usd_per_year["power"] == pytest.approx(43.52 * 1.3 * 8760 * 0.79 * 0.10)
+    # power: busy IT 43.52 kW; idle IT: per node 8 GPUs x 700 W x 0.10 = 560 W + overhead (10,200 - 5,600) W x 0.5
+    # = 2,300 W -> 2.86 kW; 4 x 2.86 + 1.72 switch + 1.0 storage = 14.16 kW.
+    # 1.3 * 8760 h * (14.16 + (43.52 - 14.16) * 0.7) kW * $0.10 = 1,138.8 * 34.712 = 39,530.03
+    assert t.opex_breakdown_usd_per_year["power"] == pytest.approx(1138.8 * 34.712)
     # maintenance 10% of (1,080,000 + 74,400 + 100,000) = 125,440
     assert t.opex_breakdown_usd_per_year["maintenance"] == pytest.approx(125_440)
     # residual: 10% of hardware 125,440 + facility 435,200 * (1 - 4/15) = 444,586.67

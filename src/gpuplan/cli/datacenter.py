@@ -18,12 +18,21 @@ _SET = typer.Option(None, "--set", help="Override an assumption, KEY=VALUE (repe
 _JSON = typer.Option(False, "--json", help="Print JSON.")
 
 
-def _assumptions(pairs, **named):
-    from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, parse_overrides
+_PRICE_KWH = typer.Option(None, "--electricity-usd-per-kwh", help="Electricity price, $/kWh (default 0.10).")
+_PRICE_KWH_OLD = typer.Option(None, "--price-kwh", hidden=True)  # old spelling of --electricity-usd-per-kwh
+_PUE = typer.Option(None, "--pue", help="Power usage effectiveness, >= 1 (default 1.3; same as --set pue=).")
 
-    overrides = parse_overrides(pairs)
-    overrides.update({k: v for k, v in named.items() if v is not None})
-    return DEFAULT_ASSUMPTIONS.with_overrides(overrides)
+
+def _assumptions(pairs, **named):
+    from gpuplan.facilities.assumptions import assumptions_from_options
+
+    return assumptions_from_options(pairs, **named)
+
+
+def _price_kwh(new, old):
+    from gpuplan.facilities.assumptions import merge_alias
+
+    return merge_alias(new, old, "--electricity-usd-per-kwh", "--price-kwh")
 
 
 def _nodes_or_su(nodes, su):
@@ -69,9 +78,10 @@ def fabric_cmd(
 @dc.command("power")
 def power_cmd(
     system: str = _SYSTEM, nodes: Optional[int] = _NODES, scalable_units: Optional[float] = _SU,
-    price_kwh: Optional[float] = typer.Option(None, "--price-kwh", help="Electricity $/kWh (default 0.10)."),
-    pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness (default 1.3)."),
-    grid_kg_co2_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-co2-per-kwh", help="Grid carbon intensity."),
+    electricity_usd_per_kwh: Optional[float] = _PRICE_KWH, price_kwh: Optional[float] = _PRICE_KWH_OLD,
+    pue: Optional[float] = _PUE,
+    grid_kg_co2_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-co2-per-kwh", help="Grid carbon intensity, kg CO2/kWh (default 0.39)."),
+    grid_kg_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-per-kwh", hidden=True),
     no_fabric: bool = typer.Option(False, "--no-fabric", help="Count the nodes only, not fabric switches."),
     no_storage: bool = typer.Option(False, "--no-storage", help="Leave out the storage power share."),
     set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
@@ -80,7 +90,11 @@ def power_cmd(
     from gpuplan.interfaces.plan import size_cluster
 
     n, su = _nodes_or_su(nodes, scalable_units)
-    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=price_kwh, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh)
+    from gpuplan.facilities.assumptions import merge_alias
+
+    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=_price_kwh(electricity_usd_per_kwh, price_kwh),
+                     grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh,
+                                                     "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
     rep = size_cluster(system, n, scalable_units=su, include_fabric=not no_fabric, include_storage=not no_storage,
                        with_tco=False, assumptions=a)
     p, r = rep.power, rep.racks
@@ -92,7 +106,7 @@ def power_cmd(
     console.print(table(f"{system}: {p.nodes} nodes", ["quantity", "value"], [
         ("node power (kW)", p.node_power_kw), ("nodes (kW)", p.nodes_power_kw),
         (f"switches x{p.switches} (kW)", p.switch_power_kw), ("storage share (kW)", p.storage_power_kw),
-        ("IT power (kW)", p.it_power_kw), ("PUE", p.pue), ("facility power (kW)", p.facility_power_kw),
+        ("IT power (kW)", p.it_power_kw), ("IT power idle (kW)", p.idle_it_power_kw), ("PUE", p.pue), ("facility power (kW)", p.facility_power_kw),
         ("annual energy (kWh)", p.annual_energy_kwh), ("$/kWh", p.electricity_usd_per_kwh),
         ("annual cost ($)", p.annual_cost_usd), ("annual cost at PUE 1 ($)", p.it_only_annual_cost_usd),
         ("annual CO2 (t)", p.annual_co2_tonnes), ("compute rack kW", r.compute_rack_kw), ("cooling", r.cooling.value),
@@ -106,15 +120,15 @@ def tco_cmd(
     utilization: float = typer.Option(0.7, "--utilization", help="Fraction of hours the GPUs are busy (0-1]."),
     cloud_usd_per_gpu_hour: Optional[float] = typer.Option(None, "--cloud-usd-per-gpu-hour", help="Cloud price (default: cheapest catalog on-demand)."),
     system_price_usd: Optional[float] = typer.Option(None, "--system-price-usd", help="Price of one node."),
-    price_kwh: Optional[float] = typer.Option(None, "--price-kwh", help="Electricity $/kWh."),
-    pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness."),
+    electricity_usd_per_kwh: Optional[float] = _PRICE_KWH, price_kwh: Optional[float] = _PRICE_KWH_OLD,
+    pue: Optional[float] = _PUE,
     set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
 ) -> None:
     """Cloud vs on-prem: capex, opex, effective $/GPU-hour, breakeven months and utilisation."""
     from gpuplan.interfaces.plan import size_cluster
 
     n, su = _nodes_or_su(nodes, scalable_units)
-    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=price_kwh)
+    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=_price_kwh(electricity_usd_per_kwh, price_kwh))
     rep = size_cluster(system, n, scalable_units=su, years=years, utilization=utilization,
                        cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour, system_price_usd=system_price_usd, assumptions=a)
     t = rep.tco

@@ -26,6 +26,10 @@ def plan_cmd(
     utilization: float = typer.Option(0.7, "--utilization", help="Fraction of hours the cluster is busy."),
     cloud_usd_per_gpu_hour: Optional[float] = typer.Option(None, "--cloud-usd-per-gpu-hour", help="Cloud price override."),
     system_price_usd: Optional[float] = typer.Option(None, "--system-price-usd", help="Node price override."),
+    pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness (default 1.3; same as --set pue=)."),
+    grid_kg_co2_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-co2-per-kwh", help="Grid carbon intensity, kg CO2/kWh (default 0.39)."),
+    grid_kg_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-per-kwh", hidden=True),
+    electricity_usd_per_kwh: Optional[float] = typer.Option(None, "--electricity-usd-per-kwh", help="Electricity price, $/kWh (default 0.10)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override an assumption KEY=VALUE (see `gpuplan dc assumptions`)."),
     html: Optional[Path] = typer.Option(None, "--html", help="Write an HTML report with plots to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -35,7 +39,7 @@ def plan_cmd(
     With no arguments: the seed question 'design a DGX-based infrastructure for training a 175B
     parameter model' (GPT-3 175B, 300B tokens, DGX H100)."""
     from gpuplan.errors import InputError
-    from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, parse_overrides
+    from gpuplan.facilities.assumptions import assumptions_from_options, merge_alias
     from gpuplan.interfaces.plan import Goal, html_report, plan
     from gpuplan.units import parse_count
 
@@ -43,7 +47,8 @@ def plan_cmd(
         goal_enum = Goal(goal.lower())
     except ValueError:
         raise InputError(f"goal: '{goal}' is not one of: train, serve", field="goal") from None
-    a = DEFAULT_ASSUMPTIONS.with_overrides(parse_overrides(set_))
+    a = assumptions_from_options(set_, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh, grid_kg_co2_per_kwh=merge_alias(
+        grid_kg_co2_per_kwh, grid_kg_per_kwh, "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
     rep = plan(goal_enum, model, system, tokens=parse_count(tokens, "tokens"), gpus=gpus, target_days=days, rate_per_s=rate,
                ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
                years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
@@ -52,19 +57,7 @@ def plan_cmd(
         html.write_text(html_report(rep), encoding="utf-8")
     c, w = rep.cluster, rep.workload
     if as_json:
-        t = c.tco
-        print_json({
-            "goal": rep.goal, "model": rep.model, "system": rep.system_id, "answer": rep.answer, "notes": rep.notes,
-            "estimator": w.estimator, "gpus": c.fabric.gpus, "nodes": c.fabric.nodes, "days": w.days, "gpu_hours": w.gpu_hours,
-            "workload_details": w.details,
-            "fabric": {k: getattr(c.fabric, k) for k in ("leaf_switches", "spine_switches", "core_switches", "cables",
-                                                       "transceivers", "bisection_tbps", "tiers_count")},
-            "racks": c.racks, "power": c.power,
-            "tco": {k: getattr(t, k) for k in ("capex_usd", "opex_usd_per_year", "on_prem_usd_per_gpu_hour",
-                                             "cloud_usd_per_gpu_hour", "breakeven_months", "breakeven_utilization",
-                                             "capex_breakdown_usd", "opex_breakdown_usd_per_year")} if t else None,
-            "workload_cost_usd": rep.workload_cost, "prices": c.prices, "assumptions": c.assumptions,
-        })
+        print_json(rep.to_dict())
         return
     console.print(rep.answer)
     rows = [("estimator", w.estimator), ("GPUs", c.fabric.gpus), ("nodes", c.fabric.nodes), ("days", w.days),
@@ -75,6 +68,13 @@ def plan_cmd(
              ("rack kW / cooling", f"{c.racks.compute_rack_kw:.1f} / {c.racks.cooling.value}"),
              ("IT / facility kW", f"{c.power.it_power_kw:,.0f} / {c.power.facility_power_kw:,.0f}"),
              ("annual energy cost ($)", c.power.annual_cost_usd)]
+    run = rep.training_run
+    if run is not None and run.energy is not None:
+        rows += [("run: average IT / facility kW", f"{run.power.it_power_w / 1e3:,.0f} / {run.power.facility_power_w / 1e3:,.0f}"),
+                 ("run: energy (MWh)", run.energy.energy_mwh), ("run: CO2 (t)", run.energy.co2_tonnes),
+                 ("run: electricity ($)", run.energy.electricity_usd)]
+    rows += [("PUE / grid kg CO2 per kWh / $ per kWh",
+              f"{rep.assumptions.pue:g} / {rep.assumptions.grid_kg_co2_per_kwh:g} / {rep.assumptions.electricity_usd_per_kwh:g}")]
     if c.tco:
         t = c.tco
         rows += [("capex ($)", t.capex_usd), ("opex per year ($)", t.opex_usd_per_year),

@@ -100,27 +100,45 @@ def plan(
     output_len: int = typer.Option(256, "--output-len"),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype"),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype"),
+    pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness, >= 1 (default 1.3; same as --set pue=)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override an assumption KEY=VALUE (see `gpuplan dc assumptions`)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost."""
+    """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy."""
     from gpuplan.catalog import load_catalog
+    from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.models import load_model
     from gpuplan.workloads.inference.capacity import plan_capacity
 
+    from gpuplan.cli.render import to_jsonable
+    from gpuplan.facilities.assumptions import assumptions_from_options
+    from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, run_cost_dict, serving_day_cost
+
+    a = assumptions_from_options(set_, pue=pue)
     cat = load_catalog()
-    cands = []
+    cands, systems = [], {}
     for gid in [g.strip() for g in gpus_from.split(",") if g.strip()]:
         g = cat.gpu(gid)
-        prices = cat.cloud_prices(g.id)
-        cands.append((g, cat.widest_system_for(g.id), prices[0].usd_per_gpu_hour if prices else None))
+        price = gpu_hour_price(g, required=False)
+        systems[g.id] = (g, cat.widest_system_for(g.id))
+        cands.append((g, systems[g.id][1], price.value if price is not None else None))
     res = plan_capacity(load_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                         output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
-    if as_json:
-        print_json(res)
-        return
     b = res.best
+    g, sys_spec = systems[b.gpu]
+    day = serving_day_cost(sys_spec, g, b.gpus, assumptions=a)
+    kwh_per_m = kwh_per_million_output_tokens(day, rate * output_len)
+    if as_json:
+        out = to_jsonable(res)
+        out["best_serving_day"] = run_cost_dict(day)
+        out["best_kwh_per_million_output_tokens"] = kwh_per_m
+        out["assumptions"] = {k: a.values()[k] for k in ("pue", "grid_kg_co2_per_kwh", "electricity_usd_per_kwh",
+                                                         "busy_activity_fraction")}
+        print_json(out)
+        return
     typer.echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} replicas of tp={b.tp}, concurrency {b.concurrency} each); "
-               f"${fmt(b.usd_per_million_output_tokens)} per million output tokens")
+               f"${fmt(b.usd_per_million_output_tokens)} per million output tokens"
+               + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))
     rows = [(c.gpu, c.tp, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.replica_requests_per_s, c.replicas, c.gpus,
              c.usd_per_million_output_tokens) for c in res.candidates]
     console.print(table("candidates", ["gpu", "tp", "concurrency", "ttft_p90_ms", "tpot_p90_ms", "replica_req_per_s",

@@ -7,7 +7,7 @@ evaluates that one plan instead of searching (unset degrees default to 1, dp fil
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -38,8 +38,10 @@ def _plan_label(plan) -> str:
             f"{plan.sharding.value}")
 
 
-def estimate_to_json(est) -> dict:
-    """Stable JSON of a TrainingEstimate (units in the keys)."""
+def estimate_to_json(est, run=None, assumptions=None) -> dict:
+    """Stable JSON of a TrainingEstimate and its run cost (`facilities.run_cost`; units in the keys)."""
+    from gpuplan.facilities.run_cost import run_cost_dict
+
     st = est.step
     out = {
         "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
@@ -56,11 +58,13 @@ def estimate_to_json(est) -> dict:
         "mfu_pct": st.mfu_pct,
         "memory_per_gpu_gib": est.memory_per_gpu_gib,
         "steps": est.steps, "time_s": est.time_s, "days": est.days, "gpu_hours": est.gpu_hours,
-        "gpu_power_w": est.power.gpu_w, "facility_power_w": est.power.facility_w, "pue": est.pue,
-        "energy_mwh": est.energy_mwh,
-        "usd_per_gpu_hour": est.usd_per_gpu_hour, "price_source": est.price_source, "cost_usd": est.cost_usd,
-        "grid_kg_per_kwh": est.grid_kg_per_kwh, "co2_tonnes": est.co2_tonnes,
     }
+    if run is not None:
+        out.update({k: v for k, v in run_cost_dict(run).items() if k not in ("hours",)})
+    if assumptions is not None:
+        out.update({"pue": assumptions.pue, "grid_kg_co2_per_kwh": assumptions.grid_kg_co2_per_kwh,
+                    "grid_kg_per_kwh": assumptions.grid_kg_co2_per_kwh,  # old key, kept for scripts
+                    "electricity_usd_per_kwh": assumptions.electricity_usd_per_kwh})
     if est.search is not None:
         s = est.search
         out["search"] = {
@@ -103,24 +107,37 @@ def register(app: typer.Typer) -> None:
             False, "--tp-comm-overlap", help="TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on."
         ),
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
-        pue: float = typer.Option(1.2, "--pue", help="Data-centre PUE (>= 1)."),
-        grid_kg_per_kwh: float = typer.Option(0.46, "--grid-kg-per-kwh", help="Grid CO2 intensity, kg/kWh."),
+        pue: Optional[float] = typer.Option(None, "--pue", help="Data-centre PUE, >= 1 (default 1.3; same as --set pue=)."),
+        grid_kg_co2_per_kwh: Optional[float] = typer.Option(
+            None, "--grid-kg-co2-per-kwh", help="Grid carbon intensity, kg CO2/kWh (default 0.39)."
+        ),
+        grid_kg_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-per-kwh", hidden=True),
+        electricity_usd_per_kwh: Optional[float] = typer.Option(
+            None, "--electricity-usd-per-kwh", help="Electricity price, $/kWh (default 0.10)."
+        ),
+        set_: Optional[List[str]] = typer.Option(
+            None, "--set", help="Override an assumption KEY=VALUE (repeatable; see `gpuplan dc assumptions`)."
+        ),
         top: int = typer.Option(5, "--top", help="Plans to list."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Best parallelism plan, step time, MFU, days, GPU-hours, energy, cost and CO2 of a training run."""
-        est = run_train(
+        from gpuplan.facilities.assumptions import assumptions_from_options, merge_alias
+
+        a = assumptions_from_options(set_, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh,
+                                     grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh,
+                                                                     "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
+        est, run = run_train(
             model=model, system=system, gpus=gpus, tokens=tokens, flops=flops, seq_len=seq_len,
             global_batch=global_batch, precision=precision, framework=framework, tp_comm_overlap=tp_comm_overlap,
             degrees=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                          sharding=sharding, sequence_parallel=sequence_parallel),
-            usd_per_gpu_hour=usd_per_gpu_hour, pue=pue, grid_kg_per_kwh=grid_kg_per_kwh, top=top,
-            progress=not as_json,
+            usd_per_gpu_hour=usd_per_gpu_hour, assumptions=a, top=top, progress=not as_json,
         )
         if as_json:
-            print_json(estimate_to_json(est))
+            print_json(estimate_to_json(est, run, a))
             return
-        _render(est)
+        _render(est, run, a)
 
 
 def _enum(cls, raw: str, name: str):
@@ -134,8 +151,9 @@ def _enum(cls, raw: str, name: str):
 
 
 def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, precision, framework, degrees,
-              usd_per_gpu_hour, pue, grid_kg_per_kwh, top, progress, tp_comm_overlap=False):
-    """Parse the command's strings into specs and call `estimate_training` (no computing here)."""
+              usd_per_gpu_hour, top, progress, tp_comm_overlap=False, assumptions=None):
+    """Parse the command's strings into specs, call `estimate_training` and cost the run with
+    `facilities.run_cost` (no computing here): (estimate, run cost)."""
     from gpuplan.catalog import load_catalog
     from gpuplan.errors import InputError
     from gpuplan.models import load_model
@@ -143,6 +161,8 @@ def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, prec
     from gpuplan.units import parse_count
     from gpuplan.workloads.training.plan_search import DEFAULT_BATCH_TOKENS, SearchSpace
     from gpuplan.workloads.training.step_time import Framework
+    from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS
+    from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.totals import estimate_training
 
     if gpus < 1:
@@ -188,17 +208,19 @@ def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, prec
     if progress and plan is None:
         bar = _progress_bar()
     try:
-        return estimate_training(
+        est = estimate_training(
             spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
             precision=prec, plan=plan, space=SearchSpace(
                 global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap
             ),
-            usd_per_gpu_hour=usd_per_gpu_hour, pue=pue, grid_kg_per_kwh=grid_kg_per_kwh, framework=fw,
-            progress=bar,
+            framework=fw, progress=bar,
         )
     finally:
         if bar is not None:
             bar.close()
+    run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions or DEFAULT_ASSUMPTIONS,
+                            usd_per_gpu_hour=usd_per_gpu_hour)
+    return est, run
 
 
 class _progress_bar:
@@ -228,7 +250,7 @@ class _progress_bar:
             self._bar.stop()
 
 
-def _render(est) -> None:
+def _render(est, run, assumptions) -> None:
     st = est.step
     console.print(f"[bold]{est.model}[/bold] on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -244,13 +266,22 @@ def _render(est) -> None:
     rows += [
         ["tokens/s", st.tokens_per_s], ["model TFLOP/s per GPU", st.tflops_per_gpu_model], ["MFU %", st.mfu_pct],
         ["memory per GPU GiB", est.memory_per_gpu_gib], ["days", est.days], ["GPU-hours", est.gpu_hours],
-        ["energy MWh", est.energy_mwh], ["cost USD", est.cost_usd], ["CO2 tonnes", est.co2_tonnes],
     ]
+    if run.energy is not None:
+        rows += [["average facility kW", run.power.facility_power_w / 1e3], ["energy MWh", run.energy.energy_mwh],
+                 ["CO2 tonnes", run.energy.co2_tonnes], ["electricity USD", run.energy.electricity_usd]]
+    rows += [["cost USD (rented)", run.cost_usd]]
     console.print(table("training estimate", ["quantity", "value"], rows))
-    if est.cost_usd is None:
-        console.print(f"cost: {est.price_source}")
+    console.print(f"power: PUE {assumptions.pue:g}, grid {assumptions.grid_kg_co2_per_kwh:g} kg CO2/kWh, "
+                  f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
+    if run.note:
+        console.print(f"note: {run.note}")
+    from gpuplan.facilities.run_cost import price_source
+
+    if run.price is None:
+        console.print(f"cost: {price_source(None)}")
     else:
-        console.print(f"price: {fmt(est.usd_per_gpu_hour)} $/GPU-hour ({est.price_source})")
+        console.print(f"price: {fmt(run.price.value)} $/GPU-hour ({price_source(run.price)})")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")
         for line in est.search.why_others_lose:

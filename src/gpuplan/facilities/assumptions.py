@@ -2,13 +2,16 @@
 
 Each `Assumption` carries a value with its unit in the key, the source it came from and the date
 the figure refers to. Prices move; the point is that every one is visible in the output and can
-be replaced (`Assumptions.with_overrides(...)`, or `--set KEY=VALUE` on the `dc` / `plan`
-commands). Where no primary source was read the source says so ("gpuplan estimate" or
+be replaced (`Assumptions.with_overrides(...)`, or `--set KEY=VALUE` on `train`, `plan`,
+`serve plan` and the `dc` commands; `assumptions_from_options` builds the set every command uses,
+so one `--set pue=1.5` changes every figure that depends on the PUE). Values given are checked
+against each figure's range (`min_value`, `max_value`; `*_fraction` in [0, 1]; finite). Where no primary source was read the source says so ("gpuplan estimate" or
 "UNVERIFIED"), rather than pretending.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
@@ -24,6 +27,8 @@ class Assumption:
     description: str
     source: str
     date: str  # ISO date (or year / month) the figure refers to
+    min_value: float = 0.0  # the range a value given with --set must lie in (inclusive)
+    max_value: float = math.inf
 
     def as_row(self) -> dict:
         return {"key": self.key, "value": self.value, "description": self.description, "source": self.source, "date": self.date}
@@ -55,18 +60,28 @@ _DEFAULTS: tuple[Assumption, ...] = (
     Assumption("storage_power_kw_per_node", 0.25, "share of storage power per compute node",
                f"{_SEED}: 1 kW of storage per rack of 4 DGX H100", "2024"),
     Assumption("pue", 1.3, "power usage effectiveness (facility power / IT power)",
-               "gpuplan estimate between new-build (1.1-1.2) and the Uptime Institute 2023 survey average (~1.58)", "2023"),
+               "gpuplan estimate between new-build (1.1-1.2) and the Uptime Institute 2023 survey average (~1.58)", "2023",
+               min_value=1.0, max_value=5.0),
     Assumption("electricity_usd_per_kwh", 0.10, "price of electricity", f"{_SEED}: practice question 10 uses $0.10/kWh", "2024"),
     Assumption("grid_kg_co2_per_kwh", 0.39, "grid carbon intensity",
-               "US EIA FAQ: ~0.86 lb CO2 per kWh of US generation in 2022 (= 0.39 kg), as recalled", "2022"),
+               "US EIA FAQ: ~0.86 lb CO2 per kWh of US generation in 2022 (= 0.39 kg), as recalled; the world average is "
+               "higher (IEA: ~0.46 kg/kWh in 2022): set it for your grid", "2022", max_value=2.0),
     Assumption("air_cooling_max_kw_per_rack", 30.0, "highest rack density for conventional air cooling",
                f"{_SEED}: 'Air cooling: Up to 30-40 kW/rack'", "2024"),
     Assumption("assisted_air_max_kw_per_rack", 50.0, "highest density for air with containment / rear-door heat exchangers",
                f"{_SEED}: 'Liquid cooling: 50+ kW/rack'; {_RA_H100} runs ~41 kW air-cooled racks", "2024"),
-    Assumption("idle_power_fraction", 0.3, "power drawn by an idle node, as a fraction of its maximum",
-               "gpuplan estimate (idle H100 ~70-100 W of 700 W TDP plus host CPUs, fans and NICs)", "2024"),
-    Assumption("busy_power_fraction", 1.0, "power drawn by a busy node, as a fraction of its maximum",
-               f"conservative: nameplate maximum, as the seed's arithmetic uses ({_SEED})", "2024"),
+    Assumption("gpu_idle_power_fraction", 0.10, "board power of a GPU running no math kernels, as a fraction of its TDP",
+               "nvidia-smi idle readings widely reported: H100 SXM ~70 W of 700 W, A100 SXM ~50-60 W of 400 W "
+               "(NVIDIA publishes no idle figure)", "2024"),
+    Assumption("node_overhead_idle_fraction", 0.50, "non-GPU node power (CPUs, memory, NICs, NVSwitches, fans) at idle, "
+               "as a fraction of its maximum", "gpuplan estimate (host CPUs and fans idle at roughly half their maximum)", "2024"),
+    Assumption("node_overhead_fraction_of_gpu_tdp", 0.82, "non-GPU node power at maximum, per watt of GPU TDP, for a system "
+               "without a catalog maximum power",
+               "NVIDIA DGX H100 user guide: system max 10.2 kW with 8 x 700 W H100 SXM -> (10.2 - 5.6) / 5.6 = 0.82 "
+               "(DGX B200: (14.3 - 8.0) / 8.0 = 0.79; DGX A100: (6.5 - 3.2) / 3.2 = 1.03)", "2023"),
+    Assumption("busy_activity_fraction", 1.0, "math-kernel activity of a node while it is busy (1 = nameplate maximum power)",
+               f"conservative: nameplate maximum, as the seed's arithmetic uses ({_SEED}); a training run uses its own "
+               "activity from the step time", "2024"),
     # ---- cost -------------------------------------------------------------------------------
     Assumption("storage_capex_usd_per_node", 25000.0, "share of the storage system per compute node",
                "gpuplan estimate (no primary source read)", "2024"),
@@ -112,7 +127,7 @@ class Assumptions:
     """The full set in use: defaults plus overrides. Attribute access gives the value
     (`a.pue` -> 1.3); `a.rows()` lists every figure with its source for the report."""
 
-    items: Mapping[str, Assumption] = field(default_factory=lambda: {a.key: a for a in _DEFAULTS})
+    items: Mapping[str, Assumption] = field(default_factory=lambda: {a.key: _bounded(a) for a in _DEFAULTS})
 
     def __getattr__(self, key: str) -> float:
         items = object.__getattribute__(self, "items")
@@ -129,20 +144,61 @@ class Assumptions:
             return self
         items = dict(self.items)
         for key, value in overrides.items():
+            key = RENAMED_KEYS.get(key, key)
+            if key in RETIRED_KEYS:
+                raise InputError(f"set: '{key}' is no longer an assumption: {RETIRED_KEYS[key]}", field="set")
             if key not in items:
                 raise InputError(f"set: unknown assumption '{key}'; known: {', '.join(sorted(items))}", field="set")
-            value = float(value)
-            if value < 0:
-                raise InputError(f"set: {key} must be >= 0, got {value}", field="set")
-            items[key] = replace(items[key], value=value, source=source, date="(given)")
+            items[key] = replace(items[key], value=checked_value(items[key], value), source=source, date="(given)")
         return Assumptions(items)
+
+    def values(self) -> dict[str, float]:
+        """{key: value} of every figure in use (the `assumptions` object of `plan --json`)."""
+        return {k: a.value for k, a in self.items.items()}
 
     def rows(self, keys: Iterable[str] | None = None) -> list[dict]:
         wanted = list(keys) if keys is not None else list(self.items)
         return [self.items[k].as_row() for k in wanted]
 
 
+#: keys renamed since an earlier release: `--set OLD=...` still works
+RENAMED_KEYS = {"busy_power_fraction": "busy_activity_fraction"}
+#: keys removed, with what replaced them
+RETIRED_KEYS = {
+    "idle_power_fraction": "idle power follows from the power model; set gpu_idle_power_fraction and "
+                           "node_overhead_idle_fraction (see gpuplan.facilities.power)",
+}
+
+
+def _bounded(a: Assumption) -> Assumption:
+    """Fractions (`*_fraction`) lie in [0, 1] unless the default says otherwise."""
+    if a.key.endswith("_fraction") and a.max_value == math.inf:
+        return replace(a, max_value=1.0)
+    return a
+
+
+def checked_value(a: Assumption, value: float) -> float:
+    """`value` as a float if it is finite and within [min_value, max_value] of `a`; else an InputError
+    naming the key (one line)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{a.key}: expected a number, got {value!r}", field=a.key) from None
+    if not math.isfinite(v) or not a.min_value <= v <= a.max_value:
+        upper = "" if a.max_value == math.inf else f" and <= {a.max_value:g}"
+        raise InputError(f"{a.key}: must be a finite number >= {a.min_value:g}{upper}, got {value}", field=a.key)
+    return v
+
+
 DEFAULT_ASSUMPTIONS = Assumptions()
+
+
+def assumptions_from_options(pairs: Iterable[str] | None = None, **named: float | None) -> Assumptions:
+    """The defaults with `--set KEY=VALUE` pairs and named options (`pue=1.2`, ...; None = not given)
+    applied; a named option wins over a `--set` of the same key. Every command builds its set here."""
+    overrides = parse_overrides(pairs)
+    overrides.update({k: v for k, v in named.items() if v is not None})
+    return DEFAULT_ASSUMPTIONS.with_overrides(overrides)
 
 
 def parse_overrides(pairs: Iterable[str] | None) -> dict[str, float]:
@@ -157,3 +213,13 @@ def parse_overrides(pairs: Iterable[str] | None) -> dict[str, float]:
         except ValueError:
             raise InputError(f"set: expected KEY=NUMBER, got '{pair}'", field="set") from None
     return out
+
+
+def merge_alias(value: float | None, old_value: float | None, name: str, old_name: str) -> float | None:
+    """One option given under its name or its hidden old spelling (`--grid-kg-per-kwh` for
+    `--grid-kg-co2-per-kwh`); both with different values is an InputError."""
+    if old_value is None:
+        return value
+    if value is not None and value != old_value:
+        raise InputError(f"{name}: given twice ({value} and {old_name} {old_value}); give one", field=name.lstrip("-"))
+    return old_value

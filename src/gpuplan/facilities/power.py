@@ -1,39 +1,182 @@
-"""Power, energy, electricity cost and CO2 of a cluster.
+"""The one power model: what a GPU, a node and a cluster draw, and the energy, electricity cost and
+CO2 that follow. `train`, `plan`, `dc` and `serve` all compute power here, from one set of
+assumptions (`facilities.assumptions`: PUE, grid intensity, $/kWh, idle fractions).
 
-    it_power_kw       = nodes * node_kw  (+ switches * switch_kw)  (+ nodes * storage_kw_per_node)
-    facility_power_kw = it_power_kw * PUE
-    annual_energy_kwh = facility_power_kw * 8760 h * load_fraction
-    annual_cost_usd   = annual_energy_kwh * $/kWh
-    annual_co2_tonnes = annual_energy_kwh * kg CO2/kWh / 1000
+Activity `a` (0..1) is the fraction of the time the GPUs run math kernels: a training run's comes
+from its step time ((compute + recompute) / step time); a cluster sized for provisioning runs at
+`busy_activity_fraction` (1.0: nameplate maximum) and idles at a = 0.
 
-8760 = 24 h x 365 d (the seed module's own arithmetic). node_kw is the system's maximum power
-(catalog `system_power_w`, DGX H100 10.2 kW); `load_fraction` defaults to the
-`busy_power_fraction` assumption (1.0: nameplate maximum, as the seed does). Each term is shown.
+    gpu_w(a)       = tdp_w x (i_gpu + (1 - i_gpu) x a)                 i_gpu  = gpu_idle_power_fraction (0.10)
+    overhead_max_w = system_power_w - gpus_per_node x tdp_w            catalog system maximum, else
+                   = gpus_per_node x tdp_w x node_overhead_fraction_of_gpu_tdp (0.82)
+    overhead_w(a)  = overhead_max_w x (i_node + (1 - i_node) x a)      i_node = node_overhead_idle_fraction (0.50)
+    node_w(a)      = gpus_per_node x gpu_w(a) + overhead_w(a)          node_w(1) = system_power_w, the nameplate
+    it_w           = gpus x gpu_w(a) + n x overhead_w(a) + n x storage_w_per_node + switches x switch_w,
+                     n = gpus / gpus_per_node (node-equivalents)
+    facility_w     = it_w x PUE
+    energy_kwh     = facility_w / 1000 x hours;  electricity_usd = energy_kwh x $/kWh;  co2_kg = energy_kwh x kg CO2/kWh
+
+Node overhead (host CPUs and memory, NICs, NVSwitches, fans, drives) comes from the catalog's
+system maximum power where it has one: NVIDIA DGX H100 10.2 kW max for 8 x 700 W H100 SXM ->
+4.6 kW (0.82 x GPU TDP); DGX A100 6.5 kW for 8 x 400 W -> 3.3 kW (1.03 x); DGX B200 14.3 kW for
+8 x 1,000 W -> 6.3 kW (0.79 x). Systems without a catalog maximum use the DGX H100 ratio.
+Power follows math-kernel activity: Llama 3 (Dubey et al. 2024, sec. 3.3.4) reports
+tens-of-megawatt swings of a 16k-GPU job between compute and communication phases. A job on part
+of a node (one serving replica on 1 of 8 GPUs) is charged its share of the node's overhead and
+storage, gpus / gpus_per_node, as a per-GPU rental is; whole nodes are charged whole.
+Storage (a share per node) and fabric switches draw a constant power. 8760 h = 365 d x 24 h.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gpuplan.errors import InputError
 from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
+from gpuplan.specs import Gpu, System
 
 HOURS_PER_YEAR = 24 * 365  # 8760
 
 
+def _check_activity(activity: float) -> float:
+    if not (math.isfinite(activity) and 0.0 <= activity <= 1.0):
+        raise InputError(f"activity: must be in [0, 1], got {activity}", field="activity")
+    return float(activity)
+
+
+def has_power_figures(system: System, gpu: Gpu) -> bool:
+    """True when the model can size this node: it needs the GPU's TDP (the catalog lacks it for TPUs)."""
+    return bool(gpu.tdp_w)
+
+
+def _tdp_w(system: System, gpu: Gpu) -> float:
+    if not gpu.tdp_w:
+        raise InputError(f"system: GPU '{gpu.id}' of '{system.id}' has no tdp_w in the catalog; cannot size power",
+                         field="system")
+    return float(gpu.tdp_w)
+
+
+def gpu_power_w(system: System, gpu: Gpu, activity: float, assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> float:
+    """Board power of one GPU at `activity`: tdp_w x (i_gpu + (1 - i_gpu) x a)."""
+    i_gpu = assumptions.gpu_idle_power_fraction
+    return _tdp_w(system, gpu) * (i_gpu + (1.0 - i_gpu) * _check_activity(activity))
+
+
+def node_overhead_max_w(system: System, gpu: Gpu, assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> float:
+    """Non-GPU power of one node at its maximum: catalog system_power_w - GPUs x TDP (never below 0),
+    else GPUs x TDP x node_overhead_fraction_of_gpu_tdp."""
+    gpus_w = system.gpus_per_node * _tdp_w(system, gpu)
+    if system.system_power_w:
+        return max(0.0, float(system.system_power_w) - gpus_w)
+    return gpus_w * assumptions.node_overhead_fraction_of_gpu_tdp
+
+
+def node_overhead_w(system: System, gpu: Gpu, activity: float, assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> float:
+    """Non-GPU power of one node at `activity`: overhead_max_w x (i_node + (1 - i_node) x a)."""
+    i_node = assumptions.node_overhead_idle_fraction
+    return node_overhead_max_w(system, gpu, assumptions) * (i_node + (1.0 - i_node) * _check_activity(activity))
+
+
+def node_power_w(system: System, gpu: Gpu, activity: float = 1.0, assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> float:
+    """Power of one full node at `activity` (GPUs + overhead); at 1.0, the system's maximum power."""
+    return (system.gpus_per_node * gpu_power_w(system, gpu, activity, assumptions)
+            + node_overhead_w(system, gpu, activity, assumptions))
+
+
+@dataclass(frozen=True)
+class PowerDraw:
+    """Average power of `gpus` GPUs on `nodes` nodes at one activity, term by term (watts)."""
+
+    activity_fraction: float
+    gpus: int
+    nodes: int  # ceil(gpus / gpus_per_node); overhead and storage are charged for gpus / gpus_per_node
+    gpu_power_w: float  # one GPU
+    node_overhead_w: float  # one node, non-GPU
+    gpus_power_w: float  # gpus x gpu_power_w
+    node_overheads_power_w: float  # gpus / gpus_per_node x node_overhead_w
+    storage_power_w: float
+    switches: int
+    switches_power_w: float
+    it_power_w: float  # sum of the five terms above
+    facility_power_w: float  # it_power_w x PUE
+
+
+def power_draw(
+    system: System,
+    gpu: Gpu,
+    gpus: int,
+    activity: float,
+    *,
+    switches: int = 0,
+    include_storage: bool = True,
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+) -> PowerDraw:
+    """IT and facility power of `gpus` GPUs of `system` at `activity`, with `switches` fabric switches
+    and (by default) the storage share, per node-equivalent (gpus / gpus_per_node)."""
+    if gpus < 1:
+        raise InputError(f"gpus: must be >= 1, got {gpus}", field="gpus")
+    if switches < 0:
+        raise InputError(f"switches: must be >= 0, got {switches}", field="switches")
+    node_equivalents = gpus / system.gpus_per_node
+    gpu_w = gpu_power_w(system, gpu, activity, assumptions)
+    overhead_w = node_overhead_w(system, gpu, activity, assumptions)
+    storage_w = node_equivalents * assumptions.storage_power_kw_per_node * 1e3 if include_storage else 0.0
+    switches_w = switches * assumptions.switch_power_w
+    it_w = gpus * gpu_w + node_equivalents * overhead_w + storage_w + switches_w
+    return PowerDraw(
+        activity_fraction=float(activity), gpus=gpus, nodes=math.ceil(node_equivalents), gpu_power_w=gpu_w,
+        node_overhead_w=overhead_w, gpus_power_w=gpus * gpu_w, node_overheads_power_w=node_equivalents * overhead_w,
+        storage_power_w=storage_w,
+        switches=switches, switches_power_w=switches_w, it_power_w=it_w, facility_power_w=it_w * assumptions.pue,
+    )
+
+
+@dataclass(frozen=True)
+class Energy:
+    """Energy at the facility meter over `hours`, what it costs and what it emits."""
+
+    hours: float
+    energy_kwh: float
+    electricity_usd: float
+    co2_kg: float
+
+    @property
+    def energy_mwh(self) -> float:
+        return self.energy_kwh / 1e3
+
+    @property
+    def co2_tonnes(self) -> float:
+        return self.co2_kg / 1e3
+
+
+def energy(facility_power_w: float, hours: float, assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> Energy:
+    """energy_kwh = facility_w / 1000 x hours; electricity_usd = kWh x $/kWh; co2_kg = kWh x kg CO2/kWh."""
+    if not (math.isfinite(hours) and hours >= 0):
+        raise InputError(f"hours: must be >= 0, got {hours}", field="hours")
+    kwh = facility_power_w / 1e3 * hours
+    return Energy(hours=hours, energy_kwh=kwh, electricity_usd=kwh * assumptions.electricity_usd_per_kwh,
+                  co2_kg=kwh * assumptions.grid_kg_co2_per_kwh)
+
+
+# ---- a cluster over a year (`dc power`, `plan`, TCO) ----------------------------------------------
+
 @dataclass(frozen=True)
 class PowerEstimate:
+    """A cluster of whole nodes at its busy activity, and idle, over a year."""
+
     nodes: int
-    node_power_kw: float
+    activity_fraction: float
+    node_power_kw: float  # one node at the busy activity (nameplate maximum at 1.0)
     nodes_power_kw: float
     switches: int
     switch_power_kw: float
     storage_power_kw: float
     it_power_kw: float
+    idle_it_power_kw: float  # the same cluster at activity 0
     pue: float
     facility_power_kw: float
-    load_fraction: float
-    annual_energy_kwh: float
+    annual_energy_kwh: float  # facility power at the busy activity, all year
     electricity_usd_per_kwh: float
     annual_cost_usd: float
     it_only_annual_cost_usd: float  # nodes + switches + storage at PUE 1 (the seed's view)
@@ -41,40 +184,33 @@ class PowerEstimate:
     annual_co2_tonnes: float
 
 
-def annual_energy_kwh(power_kw: float, load_fraction: float = 1.0) -> float:
-    """kWh in one year at `power_kw` drawn `load_fraction` of the time: kW x 8760 h x fraction."""
-    return power_kw * HOURS_PER_YEAR * load_fraction
-
-
 def estimate_power(
+    system: System,
+    gpu: Gpu,
     nodes: int,
-    node_power_kw: float,
     switches: int = 0,
     *,
     include_fabric: bool = True,
     include_storage: bool = True,
-    load_fraction: float | None = None,
+    activity: float | None = None,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> PowerEstimate:
+    """`nodes` whole nodes (+ switches, + storage) at `activity` (default busy_activity_fraction) all year."""
     if nodes < 1:
         raise InputError(f"nodes: must be >= 1, got {nodes}", field="nodes")
-    if assumptions.pue < 1:
-        raise InputError(f"pue: must be >= 1.0, got {assumptions.pue}", field="pue")
-    load = assumptions.busy_power_fraction if load_fraction is None else load_fraction
-    if not 0 <= load <= 1:
-        raise InputError(f"load-fraction: must be in [0, 1], got {load}", field="load_fraction")
-    nodes_kw = nodes * node_power_kw
-    switch_kw = switches * assumptions.switch_power_w / 1e3 if include_fabric else 0.0
-    storage_kw = nodes * assumptions.storage_power_kw_per_node if include_storage else 0.0
-    it_kw = nodes_kw + switch_kw + storage_kw
-    facility_kw = it_kw * assumptions.pue
-    energy = annual_energy_kwh(facility_kw, load)
-    price = assumptions.electricity_usd_per_kwh
+    a = assumptions.busy_activity_fraction if activity is None else activity
+    switches = switches if include_fabric else 0
+    gpus = nodes * system.gpus_per_node
+    busy = power_draw(system, gpu, gpus, a, switches=switches, include_storage=include_storage, assumptions=assumptions)
+    idle = power_draw(system, gpu, gpus, 0.0, switches=switches, include_storage=include_storage, assumptions=assumptions)
+    year = energy(busy.facility_power_w, HOURS_PER_YEAR, assumptions)
+    nodes_w = busy.gpus_power_w + busy.node_overheads_power_w
     return PowerEstimate(
-        nodes=nodes, node_power_kw=node_power_kw, nodes_power_kw=nodes_kw, switches=switches if include_fabric else 0,
-        switch_power_kw=switch_kw, storage_power_kw=storage_kw, it_power_kw=it_kw, pue=assumptions.pue,
-        facility_power_kw=facility_kw, load_fraction=load, annual_energy_kwh=energy, electricity_usd_per_kwh=price,
-        annual_cost_usd=energy * price, it_only_annual_cost_usd=annual_energy_kwh(it_kw, load) * price,
-        grid_kg_co2_per_kwh=assumptions.grid_kg_co2_per_kwh,
-        annual_co2_tonnes=energy * assumptions.grid_kg_co2_per_kwh / 1e3,
+        nodes=nodes, activity_fraction=a, node_power_kw=nodes_w / nodes / 1e3, nodes_power_kw=nodes_w / 1e3,
+        switches=switches, switch_power_kw=busy.switches_power_w / 1e3, storage_power_kw=busy.storage_power_w / 1e3,
+        it_power_kw=busy.it_power_w / 1e3, idle_it_power_kw=idle.it_power_w / 1e3, pue=assumptions.pue,
+        facility_power_kw=busy.facility_power_w / 1e3, annual_energy_kwh=year.energy_kwh,
+        electricity_usd_per_kwh=assumptions.electricity_usd_per_kwh, annual_cost_usd=year.electricity_usd,
+        it_only_annual_cost_usd=busy.it_power_w / 1e3 * HOURS_PER_YEAR * assumptions.electricity_usd_per_kwh,
+        grid_kg_co2_per_kwh=assumptions.grid_kg_co2_per_kwh, annual_co2_tonnes=year.co2_tonnes,
     )

@@ -1,6 +1,7 @@
 """Racks: how many nodes fit in one rack, and how many racks a cluster needs.
 
 nodes_per_rack = min(floor(rack_power_limit_kw / node_kw), floor(rack_usable_units / node_rack_units)),
+node_kw = the node's maximum power (`facilities.power.node_power_w` at activity 1),
 at least 1 (a node above the rack power limit is a rack-scale system and gets a rack of its own).
 Fabric switches go in network racks: ceil(switches * switch_rack_units / rack_usable_units).
 With defaults (45 kW, 42U): DGX H100 (10.2 kW, 8U) -> min(4, 5) = 4 per rack, as the H100 SuperPOD RA.
@@ -14,21 +15,8 @@ from dataclasses import dataclass
 from gpuplan.errors import InputError
 from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, Assumptions
 from gpuplan.facilities.cooling import CoolingClass, cooling_class
+from gpuplan.facilities.power import node_power_w
 from gpuplan.specs import Gpu, System
-
-#: a node without a catalog power figure draws GPU TDP x GPUs x this factor (host, NICs, fans)
-NODE_OVERHEAD_FACTOR = 10200 / (8 * 700)  # DGX H100: 10.2 kW max for 8 x 700 W GPUs (catalog) = 1.82
-
-
-def node_power_w(system: System, gpu: Gpu) -> float:
-    """Maximum power of one node: the catalog's system_power_w, else GPUs x TDP x NODE_OVERHEAD_FACTOR."""
-    if system.system_power_w:
-        return float(system.system_power_w)
-    if not gpu.tdp_w:
-        raise InputError(f"system: '{system.id}' has no system_power_w and its GPU no tdp_w; cannot size power", field="system")
-    if system.gpus_per_node == 1:
-        return float(gpu.tdp_w)
-    return system.gpus_per_node * gpu.tdp_w * NODE_OVERHEAD_FACTOR
 
 
 @dataclass(frozen=True)
@@ -50,7 +38,7 @@ def rack_layout(
 ) -> RackLayout:
     if nodes < 1:
         raise InputError(f"nodes: must be >= 1, got {nodes}", field="nodes")
-    node_kw = node_power_w(system, gpu) / 1e3
+    node_kw = node_power_w(system, gpu, 1.0, assumptions) / 1e3  # nameplate maximum (facilities.power)
     by_power = int(math.floor(assumptions.rack_power_limit_kw / node_kw)) if node_kw > 0 else nodes
     units = system.rack_units
     by_space = int(math.floor(assumptions.rack_usable_units / units)) if units else by_power

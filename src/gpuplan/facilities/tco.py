@@ -4,9 +4,10 @@ Capex (bought once):
     systems    = nodes * system price
     network    = switches * switch price + transceivers * transceiver price + cables * cable price
     storage    = nodes * storage share
-    facility   = IT kW * facility build-out $/kW
+    facility   = IT kW (busy) * facility build-out $/kW
 Opex per year (at utilisation u, the fraction of hours the GPUs are busy):
-    power       = facility kW * 8760 h * (idle + (busy - idle) * u) * $/kWh
+    power       = PUE * 8760 h * (IT kW idle + (IT kW busy - IT kW idle) * u) * $/kWh
+                  (IT kW busy / idle: `facilities.power` at busy_activity_fraction / at activity 0)
     maintenance = maintenance fraction * (systems + network + storage)
     space       = racks * 12 * $/rack-month;  staff (optional)
 Residual value at the end of `years`:
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 from gpuplan.errors import InputError
 from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, Assumption, Assumptions
 from gpuplan.facilities.fabric import FabricDesign
-from gpuplan.facilities.power import HOURS_PER_YEAR
+from gpuplan.facilities.power import HOURS_PER_YEAR, PowerEstimate, energy
+from gpuplan.facilities.pricing import gpu_hours_cost_usd
 from gpuplan.facilities.racks import RackLayout
 
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12  # 730
@@ -64,7 +66,7 @@ def estimate_tco(
     *,
     fabric: FabricDesign,
     racks: RackLayout,
-    it_power_kw: float,
+    power: PowerEstimate,
     system_price: Assumption,
     cloud_price: Assumption,
     years: float = 4.0,
@@ -84,13 +86,13 @@ def estimate_tco(
         fabric.switches * a.switch_price_usd + fabric.transceivers * a.transceiver_price_usd + fabric.cables * a.cable_price_usd
     )
     storage = nodes * a.storage_capex_usd_per_node
-    facility = it_power_kw * a.facility_capex_usd_per_kw
+    facility = power.it_power_kw * a.facility_capex_usd_per_kw
     capex = {"systems": systems, "network": network, "storage": storage, "facility": facility}
     hardware = systems + network + storage
 
-    facility_kw = it_power_kw * a.pue
-    power_fixed = facility_kw * HOURS_PER_YEAR * a.idle_power_fraction * a.electricity_usd_per_kwh
-    power_variable = facility_kw * HOURS_PER_YEAR * (a.busy_power_fraction - a.idle_power_fraction) * a.electricity_usd_per_kwh
+    # electricity of a year idle, and the extra of a year busy (facilities.power: one model, one PUE and $/kWh)
+    power_fixed = energy(power.idle_it_power_kw * 1e3 * a.pue, HOURS_PER_YEAR, a).electricity_usd
+    power_variable = energy((power.it_power_kw - power.idle_it_power_kw) * 1e3 * a.pue, HOURS_PER_YEAR, a).electricity_usd
     opex = {
         "power": power_fixed + power_variable * utilization,
         "maintenance": a.maintenance_fraction_per_year * hardware,
@@ -136,6 +138,6 @@ def workload_cost_usd(gpu_hours: float, tco: TcoEstimate) -> dict[str, float]:
     """Cost of a workload of `gpu_hours` at the effective on-prem rate and at the cloud rate."""
     return {
         "gpu_hours": gpu_hours,
-        "on_prem_usd": gpu_hours * tco.on_prem_usd_per_gpu_hour,
-        "cloud_usd": gpu_hours * tco.cloud_usd_per_gpu_hour,
+        "on_prem_usd": gpu_hours_cost_usd(gpu_hours, tco.on_prem_usd_per_gpu_hour),
+        "cloud_usd": gpu_hours_cost_usd(gpu_hours, tco.cloud_usd_per_gpu_hour),
     }

@@ -22,9 +22,10 @@ from gpuplan.errors import Infeasible, InputError
 from gpuplan.facilities.assumptions import Assumptions, DEFAULT_ASSUMPTIONS
 from gpuplan.facilities.fabric import FabricDesign, design_fabric
 from gpuplan.facilities.power import PowerEstimate, estimate_power
-from gpuplan.facilities.pricing import cloud_price, system_price
-from gpuplan.facilities.racks import RackLayout, node_power_w, rack_layout
+from gpuplan.facilities.pricing import cloud_price, gpu_hour_price, system_price
+from gpuplan.facilities.racks import RackLayout, rack_layout
 from gpuplan.facilities.tco import TcoEstimate, estimate_tco, workload_cost_usd
+from gpuplan.facilities.run_cost import RunCost, run_cost_dict, serving_day_cost, training_run_cost
 from gpuplan.models import load_model
 
 
@@ -77,7 +78,7 @@ def size_cluster(
     )
     racks = rack_layout(system, gpu, fabric.nodes, fabric.switches, assumptions)
     power = estimate_power(
-        fabric.nodes, node_power_w(system, gpu) / 1e3, fabric.switches,
+        system, gpu, fabric.nodes, fabric.switches,
         include_fabric=include_fabric, include_storage=include_storage, assumptions=assumptions,
     )
     tco = None
@@ -86,7 +87,7 @@ def size_cluster(
         sys_price = system_price(system, gpu, system_price_usd)
         cloud, reserved = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
         tco = estimate_tco(
-            fabric=fabric, racks=racks, it_power_kw=power.it_power_kw, system_price=sys_price, cloud_price=cloud,
+            fabric=fabric, racks=racks, power=power, system_price=sys_price, cloud_price=cloud,
             years=years, utilization=utilization, cloud_reserved_usd_per_gpu_hour=reserved, assumptions=assumptions,
         )
         prices = [sys_price.as_row(), cloud.as_row()] + [
@@ -120,10 +121,36 @@ class PlanReport:
     workload_cost: dict[str, float]
     answer: str
     notes: tuple[str, ...]
+    assumptions: Assumptions = DEFAULT_ASSUMPTIONS  # the one set every figure of the report used
+    training_run: RunCost | None = None  # energy, CO2 and cost of the training run (goal train)
+    serving_day: RunCost | None = None  # energy, CO2 and cost of one day of serving (goal serve)
+
+    def to_dict(self) -> dict:
+        """The `plan --json` document: ONE `assumptions` object (pue, grid_kg_co2_per_kwh,
+        electricity_usd_per_kwh, ...) from which `power` (the cluster) and `training_run` were computed."""
+        c, w, t = self.cluster, self.workload, self.cluster.tco
+        shared = ("pue", "grid_kg_co2_per_kwh", "electricity_usd_per_kwh")  # in `assumptions`, not repeated
+        return {
+            "goal": self.goal, "model": self.model, "system": self.system_id, "answer": self.answer, "notes": self.notes,
+            "estimator": w.estimator, "gpus": c.fabric.gpus, "nodes": c.fabric.nodes, "days": w.days,
+            "gpu_hours": w.gpu_hours, "workload_details": w.details,
+            "fabric": {k: getattr(c.fabric, k) for k in ("leaf_switches", "spine_switches", "core_switches", "cables",
+                                                       "transceivers", "bisection_tbps", "tiers_count", "switches")},
+            "racks": c.racks,
+            "power": {k: v for k, v in vars(c.power).items() if k not in shared},
+            "training_run": run_cost_dict(self.training_run) if self.training_run is not None else None,
+            "serving_day": run_cost_dict(self.serving_day) if self.serving_day is not None else None,
+            "tco": {k: getattr(t, k) for k in ("capex_usd", "opex_usd_per_year", "on_prem_usd_per_gpu_hour",
+                                             "cloud_usd_per_gpu_hour", "breakeven_months", "breakeven_utilization",
+                                             "capex_breakdown_usd", "opex_breakdown_usd_per_year")} if t else None,
+            "workload_cost_usd": self.workload_cost, "prices": c.prices,
+            "assumptions": self.assumptions.values(),
+            "assumption_sources": c.assumptions,
+        }
 
 
-def _training_summary(model, system, gpu, gpus: int, tokens: float) -> WorkloadSummary:
-    """The training run from the step-time model and plan search (`estimate_training`)."""
+def _training_summary(model, system, gpu, gpus: int, tokens: float):
+    """The training run from the step-time model and plan search (`estimate_training`): (summary, estimate)."""
     from gpuplan.workloads.training.totals import estimate_training
 
     est = estimate_training(model, system, gpus, tokens, gpu=gpu)
@@ -132,11 +159,11 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float) -> WorkloadS
         "tokens_per_s": est.step.tokens_per_s,
         "mfu_pct": est.step.mfu_pct,
         "memory_per_gpu_gib": est.memory_per_gpu_gib,
-        "energy_mwh": est.energy_mwh,
+        "activity_fraction": est.activity_fraction,
         "plan": _plan_text(est.plan),
     }
     return WorkloadSummary(Goal.TRAIN, model.name, "gpuplan.workloads.training.estimate_training", gpus, est.days,
-                           est.gpu_hours, details)
+                           est.gpu_hours, details), est
 
 
 def _plan_text(plan) -> str:
@@ -150,8 +177,8 @@ def _serving_summary(model, system, gpu, rate_per_s: float, *, ttft_ms: float, t
     (`plan_capacity`, simulated); GPU-hours are per day of serving."""
     from gpuplan.workloads.inference.capacity import plan_capacity
 
-    prices = load_catalog().cloud_prices(gpu.id)
-    price = prices[0].usd_per_gpu_hour if prices else None
+    known = gpu_hour_price(gpu, required=False)
+    price = known.value if known is not None else None
     cap = plan_capacity(model, [(gpu, system, price)], rate=rate_per_s, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                         input_len=input_len, output_len=output_len)
     best = cap.best
@@ -201,17 +228,18 @@ def plan(
     gpu = cat.gpu(system.gpu)
     model = load_model(model_id)
     notes: list[str] = []
+    est = None
     if goal is Goal.TRAIN:
         if gpus is not None:
             if gpus < 1:
                 raise InputError("gpus: must be >= 1", field="gpus")
-            work = _training_summary(model, system, gpu, gpus, tokens)
+            work, est = _training_summary(model, system, gpu, gpus, tokens)
         else:
             candidates = [system.gpus_per_node * 2**k for k in range(3, 14)]  # 64 ... 65,536 GPUs for 8-GPU nodes
             work = None
             for n in candidates:
                 try:
-                    work = _training_summary(model, system, gpu, n, tokens)
+                    work, est = _training_summary(model, system, gpu, n, tokens)
                 except Infeasible:
                     continue
                 if work.days is not None and work.days <= target_days:
@@ -229,12 +257,24 @@ def plan(
         system_price_usd=system_price_usd, assumptions=assumptions,
     )
     cost = workload_cost_usd(work.gpu_hours or 0.0, cluster.tco) if cluster.tco else {}
+    run = None
+    if est is not None:  # the run on this cluster: same power model, PUE, grid and switches as `cluster.power`
+        run = training_run_cost(est, system, gpu, assumptions=assumptions, switches=cluster.fabric.switches,
+                                usd_per_gpu_hour=cloud_usd_per_gpu_hour)
+        if run.energy is not None:
+            work.details["energy_mwh"] = run.energy.energy_mwh
+    day = None
+    if goal is Goal.SERVE:  # a day of serving on this cluster's GPUs, same model and assumptions
+        day = serving_day_cost(system, gpu, work.gpus, switches=cluster.fabric.switches, assumptions=assumptions,
+                               usd_per_gpu_hour=cloud_usd_per_gpu_hour)
     t = cluster.tco
     answer = (
         f"{'Train' if goal is Goal.TRAIN else 'Serve'} {model_id} on {nodes} x {system.id} ({cluster.fabric.gpus} GPUs"
         + (f", {work.days:.1f} days" if work.days is not None else "")
         + f"): {cluster.fabric.leaf_switches} leaf / {cluster.fabric.spine_switches} spine / {cluster.fabric.core_switches} core switches, "
         f"{cluster.racks.racks} racks ({cluster.racks.cooling.value}), {cluster.power.facility_power_kw:,.0f} kW facility power"
+        + (f" ({run.energy.energy_mwh:,.0f} MWh and {run.energy.co2_tonnes:,.0f} t CO2 for the run at PUE {assumptions.pue:g})"
+           if run is not None and run.energy is not None else "")
         + (
             f"; the run costs ${cost['on_prem_usd']:,.0f} on-prem (at {t.on_prem_usd_per_gpu_hour:.2f} $/GPU-h) vs "
             f"${cost['cloud_usd']:,.0f} in the cloud (at {t.cloud_usd_per_gpu_hour:.2f} $/GPU-h); buying the cluster "
@@ -243,7 +283,7 @@ def plan(
             else ""
         )
     )
-    return PlanReport(goal, model_id, system.id, work, cluster, cost, answer, tuple(notes))
+    return PlanReport(goal, model_id, system.id, work, cluster, cost, answer, tuple(notes), assumptions, run, day)
 
 
 # ---- HTML report ----------------------------------------------------------------------------------

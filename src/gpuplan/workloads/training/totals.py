@@ -1,28 +1,13 @@
-"""Totals of a training run: time, GPU-hours, energy, cost and CO2 to train N tokens (or a FLOP budget).
+"""Totals of a training run: time and GPU-hours to train N tokens (or a FLOP budget).
 
     steps      = ceil(tokens / tokens_per_step)
     time_s     = steps x step_time_s
     gpu_hours  = num_gpus x time_s / 3600
-    energy     = time_s x PUE x (num_gpus x gpu_power_w + nodes x node_overhead_w)
-    cost_usd   = gpu_hours x usd_per_gpu_hour
-    co2_kg     = energy_kwh x grid_kg_per_kwh
+    activity   = (compute_s + recompute_s) / step_time_s   (fraction of the step running math kernels)
 
-Power model (`gpu_power_w`): a GPU draws its idle floor plus the rest of its TDP in proportion to
-the fraction of the step it runs math kernels:
-
-    gpu_power_w = tdp_w x (GPU_IDLE_FRACTION + (1 - GPU_IDLE_FRACTION) x busy),
-    busy = (compute_s + recompute_s) / step_time_s
-
-capped at TDP. GPU_IDLE_FRACTION = 0.10: an idle H100 SXM draws about 70 W of its 700 W (nvidia-smi
-readings widely reported; NVIDIA does not publish an idle figure), an A100 SXM about 50-60 W of
-400 W. Llama 3 (Dubey et al. 2024, sec. 3.3.4) reports tens-of-megawatt swings between compute and
-communication phases, i.e. power follows math-kernel activity. Node overhead (CPUs, NICs, switches
-inside the node, fans) = system_power_w - gpus_per_node x tdp_w from the catalog (DGX H100: 10.2 kW
-- 8 x 700 W = 4.6 kW at maximum), scaled by the same activity fraction above a 50% floor;
-NODE_OVERHEAD_FRACTION x GPU TDP per GPU where the system has no power figure.
-PUE default 1.2 (hyperscale AI data centres report 1.1-1.2; Uptime Institute's 2023 survey
-average is 1.58: pass --pue). Grid intensity default 0.46 kg CO2/kWh (IEA, world average
-electricity 2022, ~460 g/kWh). Cloud price default: the cheapest on-demand catalog price for the GPU.
+Energy, electricity, CO2 and cost of the run are not workload quantities: `facilities.run_cost`
+computes them from these totals with the one power model (`facilities.power`) and the one price
+lookup (`facilities.pricing`).
 """
 
 from __future__ import annotations
@@ -34,34 +19,6 @@ from gpuplan.errors import InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, System, TrainPlan
 from gpuplan.workloads.training.plan_search import SearchResult, SearchSpace, search_plans
 from gpuplan.workloads.training.step_time import Framework, StepTime, estimate_step_time
-
-GPU_IDLE_FRACTION = 0.10
-NODE_OVERHEAD_FRACTION = 0.30
-NODE_OVERHEAD_FLOOR = 0.50
-DEFAULT_PUE = 1.2
-DEFAULT_GRID_KG_PER_KWH = 0.46
-
-
-@dataclass(frozen=True)
-class PowerDraw:
-    gpu_w: float  # one GPU, average over a step
-    node_overhead_w: float  # one node, non-GPU
-    it_w: float  # all GPUs + node overheads
-    facility_w: float  # x PUE
-
-
-def power_draw(gpu: Gpu, system: System, num_gpus: int, busy: float, pue: float) -> PowerDraw:
-    """Average power of the run (module docstring formula)."""
-    busy = min(1.0, max(0.0, busy))
-    gpu_w = gpu.tdp_w * (GPU_IDLE_FRACTION + (1.0 - GPU_IDLE_FRACTION) * busy)
-    if system.system_power_w:
-        node_max = max(0.0, system.system_power_w - system.gpus_per_node * gpu.tdp_w)
-    else:
-        node_max = NODE_OVERHEAD_FRACTION * gpu.tdp_w * system.gpus_per_node
-    node_w = node_max * (NODE_OVERHEAD_FLOOR + (1.0 - NODE_OVERHEAD_FLOOR) * busy)
-    nodes = math.ceil(num_gpus / system.gpus_per_node)
-    it_w = num_gpus * gpu_w + nodes * node_w
-    return PowerDraw(gpu_w, node_w, it_w, it_w * pue)
 
 
 @dataclass(frozen=True)
@@ -77,29 +34,13 @@ class TrainingEstimate:
     time_s: float
     days: float
     gpu_hours: float
-    power: PowerDraw
-    pue: float
-    energy_mwh: float
-    usd_per_gpu_hour: float | None
-    price_source: str
-    cost_usd: float | None
-    grid_kg_per_kwh: float
-    co2_tonnes: float
     search: SearchResult | None = None
 
-
-def cheapest_price(gpu_id: str) -> tuple[float | None, str]:
-    """Cheapest on-demand $/GPU-hour in the catalog for `gpu_id` (None when the catalog has none)."""
-    from gpuplan.catalog import load_catalog
-
-    try:
-        prices = load_catalog().cloud_prices(gpu_id)
-    except Exception:  # noqa: BLE001 - a catalog without prices for this GPU
-        prices = []
-    if not prices:
-        return None, "no catalog price (pass --usd-per-gpu-hour)"
-    p = min(prices, key=lambda c: c.usd_per_gpu_hour)
-    return p.usd_per_gpu_hour, f"{p.provider} {p.instance} on-demand ({p.date})"
+    @property
+    def activity_fraction(self) -> float:
+        """Fraction of the step the GPUs run math kernels: (compute_s + recompute_s) / step_time_s, in [0, 1]."""
+        b = self.step.breakdown_s
+        return min(1.0, max(0.0, (b["compute_s"] + b["recompute_s"]) / self.step.step_time_s))
 
 
 def estimate_training(
@@ -115,9 +56,6 @@ def estimate_training(
     precision: Precision = Precision.BF16,
     plan: TrainPlan | None = None,
     space: SearchSpace | None = None,
-    usd_per_gpu_hour: float | None = None,
-    pue: float = DEFAULT_PUE,
-    grid_kg_per_kwh: float = DEFAULT_GRID_KG_PER_KWH,
     framework: Framework = Framework.MEGATRON,
     progress=None,
 ) -> TrainingEstimate:
@@ -131,10 +69,6 @@ def estimate_training(
         gpu = get_gpu(system.gpu)
     if (tokens is None) == (flop_budget is None):
         raise InputError("give exactly one of tokens or flop_budget", field="tokens")
-    if pue < 1.0:
-        raise InputError(f"pue must be >= 1.0, got {pue}", field="pue")
-    if grid_kg_per_kwh < 0:
-        raise InputError("grid_kg_per_kwh must be >= 0", field="grid_kg_per_kwh")
     search = None
     if plan is None:
         space = space or SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=precision)
@@ -150,21 +84,12 @@ def estimate_training(
         tokens = flop_budget / step.model_flops_per_token
     steps = max(1, math.ceil(tokens / step.tokens_per_step))
     time_s = steps * step.step_time_s
-    busy = (step.breakdown_s["compute_s"] + step.breakdown_s["recompute_s"]) / step.step_time_s
-    power = power_draw(gpu, system, num_gpus, busy, pue)
-    energy_mwh = power.facility_w * time_s / 3600.0 / 1e6
-    if usd_per_gpu_hour is None:
-        usd_per_gpu_hour, price_source = cheapest_price(gpu.id)
-    else:
-        price_source = "given"
     gpu_hours = num_gpus * time_s / 3600.0
     return TrainingEstimate(
         model=model.name, system=system.id, num_gpus=num_gpus, tokens=float(tokens), plan=plan, step=step,
         memory_per_gpu_gib=mem_gib, steps=steps, time_s=time_s, days=time_s / 86400.0, gpu_hours=gpu_hours,
-        power=power, pue=pue, energy_mwh=energy_mwh, usd_per_gpu_hour=usd_per_gpu_hour, price_source=price_source,
-        cost_usd=None if usd_per_gpu_hour is None else gpu_hours * usd_per_gpu_hour,
-        grid_kg_per_kwh=grid_kg_per_kwh, co2_tonnes=energy_mwh * 1000.0 * grid_kg_per_kwh / 1000.0, search=search,
+        search=search,
     )
 
 
-__all__ = ["DEFAULT_GRID_KG_PER_KWH", "DEFAULT_PUE", "PowerDraw", "TrainingEstimate", "estimate_training", "power_draw"]
+__all__ = ["TrainingEstimate", "estimate_training"]
