@@ -19,7 +19,8 @@ from enum import Enum
 
 from gpuplan.errors import Infeasible
 from gpuplan.layers import kv_cache_bytes_per_token
-from gpuplan.specs import FfnKind
+from gpuplan.layers.inventory import model_ops
+from gpuplan.layers.operators import Shard
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element
 from gpuplan.workloads.inference.operators import dense_linear_ops
@@ -115,10 +116,11 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
     m = dep.model
     wb = bytes_per_element(dep.weight_dtype)
     per_layer_total = sum(op.n_out * op.k_in * op.layers for op in dense_linear_ops(dep))
-    if m.moe is not None:
-        mats = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
-        moe_layers = sum(m.is_moe_layer(i) for i in range(m.layers))
-        per_layer_total += moe_layers * m.moe.num_experts * mats * m.hidden * m.moe.expert_ffn / (dep.ep if dep.ep > 1 else dep.tp)
+    ops = model_ops(m)
+    if ops.moe_layer is not None:  # routed experts of the inventory: E/ep whole experts, or 1/tp of each
+        expert_weights = sum(op.in_features * op.out_features * op.instances for op in ops.moe_layer.linears
+                             if op.shard is Shard.EXPERT)
+        per_layer_total += ops.num_moe_layers * expert_weights / (dep.ep if dep.ep > 1 else dep.tp)
     layer_bytes = per_layer_total * wb / dep.pp
     emb_bytes = max(wb, 2.0)
     vocab_tables = 1 if m.tied_embeddings else 2
