@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuplan.errors import InputError
+from gpuplan.layers.operators import attention_flops
 
 #: Bytes per element of each dtype (IEEE 754 sizes; OCP OFP8 / MX v1.0 for fp8, fp6, fp4;
 #: tf32 is stored as fp32).
@@ -77,7 +78,7 @@ def attention_work(batch: int, heads: int, q_len: int, kv_len: int, head_dim: in
     """flops = 4 B H Lq Lk d (/2 if causal and Lq = Lk); bytes = 2 B d (H Lq + Hkv Lk) x dtype bytes."""
     kv_heads = heads if kv_heads is None else kv_heads
     _positive(batch=batch, heads=heads, q_len=q_len, kv_len=kv_len, head_dim=head_dim, kv_heads=kv_heads)
-    flops = 4.0 * batch * heads * q_len * kv_len * head_dim
+    flops = attention_flops(batch, heads, head_dim, head_dim, q_len * kv_len)
     if causal and q_len == kv_len:
         flops /= 2
     traffic = 2.0 * batch * head_dim * (heads * q_len + kv_heads * kv_len) * dtype_bytes(dtype)

@@ -145,6 +145,20 @@ class Linear:
         return 0
 
 
+def attention_flops(batch, heads, qk_head_dim, v_head_dim, pairs):
+    """FLOPs of the attention core over `pairs` (query, key) pairs per sequence: Q K^T costs
+    2 d_qk and softmax x V 2 d_v per pair and head: 2 batch heads (d_qk + d_v) pairs. The one
+    attention-FLOPs formula: the inventory's AttentionCore, serving prefill / decode (with the widths
+    the engine's kernel uses, e.g. MLA's absorbed latent), op_cost and kernel analysis call it."""
+    return 2.0 * batch * heads * (qk_head_dim + v_head_dim) * pairs
+
+
+def causal_pairs(q_len, kv_len):
+    """(query, key) pairs under a causal mask when the q queries are the last q of kv positions:
+    sum_{i=1..q} (kv - q + i) = q (kv - (q - 1) / 2); = q (q + 1) / 2 for q = kv. Works on arrays."""
+    return q_len * (kv_len - (q_len - 1.0) / 2.0)
+
+
 def mean_keys_per_query(seq_len: int, window: int | None, causal: bool) -> float:
     """Mean keys a query attends to in a sequence of `seq_len` tokens.
 
@@ -200,8 +214,8 @@ class AttentionCore:
         return 0.0
 
     def forward_flops(self, seq_len: int, causal: bool = True) -> float:
-        keys = mean_keys_per_query(seq_len, self.window, causal)
-        return 2.0 * self.heads * (self.qk_head_dim + self.v_head_dim) * keys
+        return attention_flops(1, self.heads, self.qk_head_dim, self.v_head_dim,
+                               mean_keys_per_query(seq_len, self.window, causal))
 
     def backward_flops(self, seq_len: int, causal: bool = True) -> float:
         return 2.0 * self.forward_flops(seq_len, causal)
@@ -321,5 +335,5 @@ class Embedding:
 
 Operator = Linear | AttentionCore | Norm | Activation | Dropout | Embedding
 
-__all__ = ["Activation", "AttentionCore", "Dropout", "Embedding", "FLASH_LSE_BYTES", "Linear", "MatmulClass", "Norm",
+__all__ = ["attention_flops", "causal_pairs", "Activation", "AttentionCore", "Dropout", "Embedding", "FLASH_LSE_BYTES", "Linear", "MatmulClass", "Norm",
            "Operator", "Saved", "Shard", "mean_keys_per_query"]

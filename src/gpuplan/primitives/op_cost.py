@@ -22,6 +22,7 @@ from gpuplan.primitives.efficiency import (
     matmul_ceiling,
     matmul_efficiency,
 )
+from gpuplan.layers.operators import attention_flops as layer_attention_flops, causal_pairs
 from gpuplan.specs import Gpu
 from gpuplan.specs.dtypes import FORMATS
 
@@ -128,8 +129,8 @@ def attention_flops(batch, q_len, kv_len, heads, head_dim, causal: bool = True):
     queries are the last q of the kv positions (= q(q+1)/2 for q = kv, about half)."""
     q = np.asarray(q_len, dtype=np.float64)
     kv = np.asarray(kv_len, dtype=np.float64)
-    pairs = q * (kv - (q - 1.0) / 2.0) if causal else q * kv
-    return 4.0 * batch * heads * head_dim * pairs
+    pairs = causal_pairs(q, kv) if causal else q * kv
+    return layer_attention_flops(batch, heads, head_dim, head_dim, pairs)
 
 
 def attention_time(

@@ -33,7 +33,7 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.layers.inventory import local_gemm_shape, model_ops
-from gpuplan.layers.operators import Linear, Shard
+from gpuplan.layers.operators import Linear, Shard, attention_flops
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
@@ -170,11 +170,11 @@ class StepTimeModel:
             a = m.mla
             kv_token_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kv_bytes  # latent, replicated
             # absorbed decode (DeepSeek-V2 sec. 2.1.2): scores over the latent + rope, values from the latent
-            self.decode_pair_flops = 2.0 * heads_pg * (a.kv_lora_rank + a.qk_rope_head_dim) + 2.0 * heads_pg * a.kv_lora_rank
-            self.prefill_pair_flops = 2.0 * heads_pg * (a.qk_nope_head_dim + a.qk_rope_head_dim) + 2.0 * heads_pg * a.v_head_dim
+            self.decode_pair_flops = attention_flops(1, heads_pg, a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank, 1)
+            self.prefill_pair_flops = attention_flops(1, heads_pg, a.qk_nope_head_dim + a.qk_rope_head_dim, a.v_head_dim, 1)
         else:
             kv_token_layer = 2.0 * dep.kv_heads_per_gpu * m.head_dim * self.kv_bytes
-            self.decode_pair_flops = 4.0 * heads_pg * m.head_dim  # QK^T and PV, 2 FLOPs per MAC
+            self.decode_pair_flops = attention_flops(1, heads_pg, m.head_dim, m.head_dim, 1)
             self.prefill_pair_flops = self.decode_pair_flops
         #: KV bytes one GPU holds per token per layer
         self.kv_bytes_per_token_layer = kv_token_layer
