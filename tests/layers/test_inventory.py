@@ -180,3 +180,16 @@ def test_saved_activation_bytes_of_a_moe_layer_by_hand():
     # copies' intermediates halve over etp, their inputs do not, the router probabilities do not:
     # 8,192 + 4,096 + 6,144 + 64 + 4,096 + (4,096 + 32) + 2 x (8,192 + 28,672 + 14,336) = 129,120
     assert layer_ops(m, 0).saved_activation_bytes(Saved(tp=2, sp=2, etp=2)) == 129_120
+
+
+def test_elementwise_bytes_of_a_layer_by_hand():
+    # bf16, fused kernels: RMSNorm reads and writes h (4 B per element), two per layer; a residual
+    # add reads two and writes one (6 B), two per layer; a GPT-3 layer adds a 1-byte dropout mask to
+    # each residual add (hidden_dropout 0.1) in training only.
+    llama = layer_ops(load_model("llama-3-8b"), 0)
+    assert llama.hidden_elementwise_bytes() == (2 * 4 + 2 * 6) * 4096
+    assert llama.activation_bytes_per_ffn_element() == 6.0  # SwiGLU reads gate and up, writes one
+    gpt3 = layer_ops(load_model("gpt3-175b"), 0)
+    assert gpt3.hidden_elementwise_bytes() == (2 * 4 + 2 * 7) * 12288  # LayerNorm also 4 B per element (bf16)
+    assert gpt3.hidden_elementwise_bytes(training=False) == (2 * 4 + 2 * 6) * 12288
+    assert gpt3.activation_bytes_per_ffn_element() == 4.0  # GELU reads f, writes f

@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 
 from gpuplan.layers.operators import (
-    Activation, AttentionCore, Dropout, Embedding, Linear, MatmulClass, Norm, Operator, Saved, Shard,
+    Activation, AttentionCore, Embedding, Linear, MatmulClass, Norm, Operator, ResidualAdd, Saved, Shard,
 )
 from gpuplan.specs.model import FfnKind, ModelSpec, NormKind
 
@@ -88,6 +88,20 @@ class LayerOps:
 
     def forward_flops(self, seq_len: int, causal: bool = True) -> float:
         return sum(op.forward_flops(seq_len, causal) for op in self.ops)
+
+    def hidden_elementwise_bytes(self, act_bytes: float = 2.0, training: bool = True) -> float:
+        """Forward HBM bytes per token of the layer's hidden-width elementwise kernels (fused): its
+        layer norms (read + write) and residual adds (read 2, write 1, dropout mask):
+        2 x 4 + 2 x 6 = 20 B per hidden element for a bf16 Llama layer, 22 with dropout (GPT-3 /
+        Megatron GPT; inference runs no dropout: `training=False`), 28 for Gemma 2's four norms."""
+        total = sum(op.forward_bytes(act_bytes, training) for op in self.ops if isinstance(op, ResidualAdd))
+        return total + sum(op.forward_bytes(act_bytes) for op in self.norms if op.name == "layer_norms")
+
+    def activation_bytes_per_ffn_element(self, act_bytes: float = 2.0) -> float:
+        """Forward HBM bytes of the FFN activation per intermediate element (its first Activation):
+        6 B gated (SwiGLU), 4 B otherwise, with bf16."""
+        act = next(op for op in self.ffn if isinstance(op, Activation))
+        return act.forward_bytes(act_bytes) / act.width
 
     def saved_activation_bytes(self, saved: Saved) -> float:
         """Bytes one token leaves for this layer's backward: the sum of its operators' `saved_bytes`."""
@@ -172,9 +186,9 @@ def layer_ops(model: ModelSpec, layer: int) -> LayerOps:
     moe_layer = model.is_moe_layer(layer)
     norms = (_norm(model, "layer_norms", instances=model.norms_per_layer),) if model.norms_per_layer else ()
     attention, ffn = _attention_ops(model, layer), _ffn_ops(model, moe_layer)
-    if model.hidden_dropout > 0:  # residual dropout after attention and after the FFN
-        attention += (Dropout("attn_dropout", model.hidden),)
-        ffn += (Dropout("ffn_dropout", model.hidden),)
+    dropout = model.hidden_dropout > 0  # residual dropout after attention and after the FFN
+    attention += (ResidualAdd("attn_residual", model.hidden, dropout),)
+    ffn += (ResidualAdd("ffn_residual", model.hidden, dropout),)
     return LayerOps(layer, attention, ffn, norms, moe_layer)
 
 

@@ -235,6 +235,10 @@ class Norm:
     def params(self) -> int:
         return self.instances * self.width * (2 if self.with_bias else 1)
 
+    def forward_bytes(self, act_bytes: float = 2.0) -> float:
+        """HBM bytes per token, fused kernel: read the input and write the output, b each per element."""
+        return 2.0 * act_bytes * self.width * self.instances
+
     def saved_bytes(self, saved: Saved) -> float:
         """Its input (b per element): the layer norms' at h / sp; the MLA latent norms' whole."""
         div = saved.sp if self.name == "layer_norms" else 1.0
@@ -277,17 +281,25 @@ class Activation:
     def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
         return 0.0
 
+    def forward_bytes(self, act_bytes: float = 2.0) -> float:
+        """HBM bytes per token and copy, fused kernel: read the input(s), write the output:
+        (2 + 1) b x width gated (SwiGLU reads gate and up), (1 + 1) b x width otherwise."""
+        return ((2.0 if self.gated else 1.0) + 1.0) * act_bytes * self.width
+
     def saved_bytes(self, saved: Saved) -> float:
         split = saved.etp if self.shard is Shard.EXPERT else saved.tp
         return saved.act_bytes * (2 if self.gated else 1) * self.width * self.active_instances / split
 
 
 @dataclass(frozen=True)
-class Dropout:
-    """Residual dropout on `width` features: keeps a 1-byte mask per element, at width / sp."""
+class ResidualAdd:
+    """The residual add after a block, on `width` features, fused with dropout where the model has
+    it (Megatron's bias-dropout-add). Forward bytes per token: read the two inputs and write the sum
+    (3 b per element) plus a 1-byte mask with dropout. Saves the mask (width / sp) for backward."""
 
     name: str
     width: int
+    dropout: bool = False
     params: int = 0
     active_params: float = 0.0
     kv_cache_elements: int = 0
@@ -298,8 +310,12 @@ class Dropout:
     def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
         return 0.0
 
+    def forward_bytes(self, act_bytes: float = 2.0, training: bool = True) -> float:
+        """(3 b + 1 mask byte with dropout in training) x width; inference runs no dropout."""
+        return (3.0 * act_bytes + (1.0 if self.dropout and training else 0.0)) * self.width
+
     def saved_bytes(self, saved: Saved) -> float:
-        return self.width / saved.sp
+        return self.width / saved.sp if self.dropout else 0.0
 
 
 @dataclass(frozen=True)
@@ -333,7 +349,7 @@ class Embedding:
         return 0.0
 
 
-Operator = Linear | AttentionCore | Norm | Activation | Dropout | Embedding
+Operator = Linear | AttentionCore | Norm | Activation | ResidualAdd | Embedding
 
-__all__ = ["attention_flops", "causal_pairs", "Activation", "AttentionCore", "Dropout", "Embedding", "FLASH_LSE_BYTES", "Linear", "MatmulClass", "Norm",
-           "Operator", "Saved", "Shard", "mean_keys_per_query"]
+__all__ = ["attention_flops", "causal_pairs", "Activation", "AttentionCore", "Embedding", "FLASH_LSE_BYTES", "Linear", "MatmulClass", "Norm",
+           "Operator", "ResidualAdd", "Saved", "Shard", "mean_keys_per_query"]

@@ -37,7 +37,7 @@ from gpuplan.layers.operators import Linear, Shard, attention_flops
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
-from gpuplan.specs import FfnKind, Gpu, System
+from gpuplan.specs import Gpu, System
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element, matmul_precision
 
@@ -59,9 +59,6 @@ STEP_OVERHEAD_S = knobs.register(
     source="estimate for C++ runtimes (TensorRT-LLM, TurboMind); vidur's profiled CPU overheads are a few ms for Python engines",
     scales="host time per engine step not hidden behind GPU work",
     fitted_on=("trtllm017", "lmdeploy"))
-#: Activation passes of elementwise work per layer, in units of hidden-size vectors per token (two
-#: RMSNorms read+write = 4, two residual adds read 2 write 1 = 6); the gated activation adds 3 f.
-ELEMENTWISE_HIDDEN_PASSES = 10
 #: Bytes of an activation element moved between kernels and over TP all-reduces (bf16/fp16).
 ACTIVATION_IO_BYTES = 2.0
 #: Tile-occupancy term: a GEMM with m token rows reaches m / (m + 32) of its large-shape ceiling.
@@ -202,11 +199,13 @@ class StepTimeModel:
             bytes_ = op.n_out * op.k_in * self.weight_bytes + tok * (op.k_in * self.act_in_bytes + op.n_out * ACTIVATION_IO_BYTES)
             total += op.layers * self._gemm_seconds(tok, flops, bytes_)
         f_eff = m.ffn / dep.tp
-        moe_layers = sum(m.is_moe_layer(i) for i in range(m.layers))
+        inventory = model_ops(m)
+        moe_layers = inventory.num_moe_layers
         if moe_layers and m.moe is not None:
             moe = m.moe
-            mats = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
-            expert_params = mats * m.hidden * moe.expert_ffn
+            # weights of one routed expert: its fc1 + fc2 of the inventory (3 h f gated, 2 h f otherwise)
+            expert_params = sum(op.in_features * op.out_features for op in inventory.moe_layer.linears
+                                if op.shard is Shard.EXPERT)
             shards = dep.ep if dep.ep > 1 else dep.tp  # EP: whole experts on E/ep GPUs; else TP-split
             touched = expected_distinct_experts(moe.num_experts, moe.top_k, tok) / (dep.ep if dep.ep > 1 else 1)
             bytes_w = touched * expert_params / (1 if dep.ep > 1 else dep.tp) * self.weight_bytes
@@ -223,8 +222,11 @@ class StepTimeModel:
                 a2a = collective_seconds(
                     Collective.ALL_TO_ALL, tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.ep, dep.system, dep.ep, gpu=dep.gpu)
                 total += 2 * moe_layers * a2a
-        gated = 3 if m.ffn_kind == FfnKind.SWIGLU else 2
-        elementwise_bytes = tok * (ELEMENTWISE_HIDDEN_PASSES * m.hidden + gated * f_eff) * ACTIVATION_IO_BYTES
+        # the inventory's norm + residual-add bytes (no dropout at inference) and activation bytes per
+        # FFN element (layers.inventory.LayerOps), 16-bit activations
+        layer = model_ops(m).layers[0]
+        elementwise_bytes = tok * (layer.hidden_elementwise_bytes(ACTIVATION_IO_BYTES, training=False)
+                                   + layer.activation_bytes_per_ffn_element(ACTIVATION_IO_BYTES) * f_eff)
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
         total += m.layers * KERNELS_PER_LAYER * knobs.value("serving.per_kernel_latency_s")
         if dep.tp > 1:

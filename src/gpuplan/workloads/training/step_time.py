@@ -27,9 +27,10 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   TRAINING_ATTENTION_CEILING (x FLASH_V1_OVER_V2 with `AttentionKernel.FLASH_V1`). With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
   DeepSpeed: scores materialised, fused scale-mask-softmax + dropout), the two batched GEMMs are
   full s x s and every score element moves UNFUSED_SCORE_BYTES_FWD / _BWD bytes through HBM.
-- Elementwise (norms, residual adds, dropout, activation, rotary): ELEMENTWISE_BYTES_PER_HIDDEN
-  bytes per token x h (divided by tp with sequence parallelism, replicated otherwise) plus
-  ELEMENTWISE_BYTES_PER_FFN per token x f/tp; backward moves 2 x forward; at achievable HBM bandwidth.
+- Elementwise (norms, residual adds, dropout, activation): the inventory's per-operator bytes
+  (`LayerOps.hidden_elementwise_bytes`, divided by tp with sequence parallelism, replicated
+  otherwise) plus the activation's bytes per FFN element x f/tp; backward moves 2 x forward; at
+  achievable HBM bandwidth.
   Megatron's fused kernels move those bytes; Composer's separate kernels EAGER_ELEMENTWISE_FACTOR x
   them; torchtitan's eager Llama is counted operator by operator (TORCHTITAN_* constants: fp32
   RMSNorm, complex-multiply rotary on q and k, GQA `repeat_kv` copies, SwiGLU in two kernels).
@@ -135,13 +136,6 @@ class ShardingCode(IntEnum):
 RECOMPUTE_CODE = {Recompute.NONE: 0, Recompute.SELECTIVE: 1, Recompute.FULL: 2}
 SHARDING_CODE = {Sharding.NONE: 0, Sharding.ZERO1: 1, Sharding.ZERO2: 2, Sharding.ZERO3: 3, Sharding.FSDP: 3}
 
-#: Bytes through HBM per token x hidden element in one layer's forward elementwise ops: two norms
-#: (read + write bf16: 2 x 4 B), two residual adds with fused bias-dropout (read 2 x 2 B, write 2 B,
-#: 1 B mask: 2 x 7 B) = 22 B. Counted from the operators; Korthikanti et al. 2022 Table 2 lists
-#: the same tensors.
-ELEMENTWISE_BYTES_PER_HIDDEN = 22.0
-#: Per token x FFN element: activation read + write (gelu 2 + 2 B; swiglu reads gate and up: 4 + 2 B).
-ELEMENTWISE_BYTES_PER_FFN = {FfnKind.GELU: 4.0, FfnKind.SWIGLU: 6.0}
 #: Per score element of unfused attention, forward: write QK^T (2), softmax read+write (4), dropout
 #: mask + read + write (5), read by the AV GEMM (2) = 13 B; backward: about twice that (26 B).
 UNFUSED_SCORE_BYTES_FWD = 13.0
@@ -533,14 +527,17 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
 def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     """(attention block, dense FFN, MoE FFN) elementwise seconds per layer and micro-batch, forward.
 
-    Megatron's fused kernels: ELEMENTWISE_BYTES_PER_HIDDEN x h per token (/ tp with sequence
-    parallelism) + ELEMENTWISE_BYTES_PER_FFN x f / tp; Composer (`Framework.FSDP`)
+    Megatron's fused kernels: the inventory's norm and residual-add bytes per token
+    (`LayerOps.hidden_elementwise_bytes`: 20 B x h for a Llama layer, 22 with dropout; / tp with
+    sequence parallelism) + the activation's bytes per FFN element (6 gated, 4 otherwise) x f / tp;
+    Composer (`Framework.FSDP`)
     `training.eager_elementwise_factor` x those; torchtitan's eager Llama counted per operator
     (TORCHTITAN_* bytes). FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
     activation on the routed tokens plus the permute / unpermute copies of t_local x top_k x h."""
     h, act_bytes = float(ctx.hidden), 2.0
     hidden_div = np.where(g.sp, g.tp, 1.0)
-    ffn_bytes = ELEMENTWISE_BYTES_PER_FFN[ctx.model.ffn_kind]
+    layer = ctx.ops.layers[0]
+    ffn_bytes = layer.activation_bytes_per_ffn_element()
     if ctx.framework is Framework.TORCHTITAN:
         repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
         head_bytes = TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
@@ -549,7 +546,7 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
         ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
     else:
         eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
-        elem_attn = eager * g.t * h * ELEMENTWISE_BYTES_PER_HIDDEN / hidden_div / ctx.hbm_bytes_s
+        elem_attn = eager * g.t * layer.hidden_elementwise_bytes() / hidden_div / ctx.hbm_bytes_s
         ffn_bytes = eager * ffn_bytes
     if ctx.low_precision:  # inputs of QKV and output projection
         elem_attn = elem_attn + g.t * (h + ctx.q_dim) / g.tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
