@@ -67,3 +67,15 @@ def test_group_cache_is_invalidated_by_knob_overrides(monkeypatch):
     with knobs.overridden({name: knob.high}):
         collective_seconds(Collective.ALL_GATHER, 3e8, 8, 8, system)
     assert len(calls) == 2  # under an override the cached figure is not reused
+
+
+def test_group_time_with_the_gpu_spec_equals_the_catalog_default():
+    # collective_time(gpu=None) resolves the system's GPU from the catalog; passing that spec
+    # (what a caller that holds the Gpu does) must give the same figure
+    catalog = load_catalog()
+    system = catalog.system("dgx-h100")
+    gpu = catalog.gpu(system.gpu)
+    sizes = np.array([1e6, 1e8, 1e9])
+    with_gpu = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system, gpu)
+    without = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system)
+    assert list(with_gpu) == list(without)

@@ -532,31 +532,37 @@ _GROUP_CACHE: dict[tuple, float] = {}
 _GROUP_CACHE_LIMIT = 200_000
 
 
-def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System) -> float:
+def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                       gpu: Gpu | None = None) -> float:
     """Time of one collective `op` of `size_bytes` (nccl-tests size) on a group of `n` GPUs with
-    `per_node` of them on each node of `system`; 0 for a group of one. Memoised per system content
-    and knob generation (`knobs.generation()`: an override of any knob invalidates the entries)."""
+    `per_node` of them on each node of `system`; 0 for a group of one. `gpu` as in
+    `collective_time`. Memoised per system and GPU content and knob generation
+    (`knobs.generation()`: an override of any knob invalidates the entries)."""
     if n <= 1 or size_bytes <= 0:
         return 0.0
-    key = (op, float(size_bytes), int(n), int(per_node), system.model_dump_json(), knobs.generation())
+    key = (op, float(size_bytes), int(n), int(per_node), system.model_dump_json(),
+           gpu.model_dump_json() if gpu is not None else None, knobs.generation())
     hit = _GROUP_CACHE.get(key)
     if hit is None:
         if len(_GROUP_CACHE) > _GROUP_CACHE_LIMIT:
             _GROUP_CACHE.clear()
-        hit = _GROUP_CACHE[key] = _group_collective_seconds(op, size_bytes, n, per_node, system)
+        hit = _GROUP_CACHE[key] = _group_collective_seconds(op, size_bytes, n, per_node, system, gpu)
     return hit
 
 
-def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System) -> float:
+def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                              gpu: Gpu | None) -> float:
     """P2P: a 2-GPU send_recv, across the network when the two stages are on different nodes
     (per_node 1), else packed in the domain; other ops: `n` ranks, `per_node` of them per domain."""
     if op is Collective.SEND_RECV:
-        return float(collective_time(op, size_bytes, system, 2, gpus_per_domain=1 if per_node == 1 else None).time_s)
+        per_domain = 1 if per_node == 1 else None
+        return float(collective_time(op, size_bytes, system, 2, gpu=gpu, gpus_per_domain=per_domain).time_s)
     per_domain = min(int(per_node), system.scaleup_domain_gpus)
-    return float(collective_time(op, size_bytes, system, int(n), gpus_per_domain=per_domain).time_s)
+    return float(collective_time(op, size_bytes, system, int(n), gpu=gpu, gpus_per_domain=per_domain).time_s)
 
 
-def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System) -> np.ndarray:
+def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System,
+                             gpu: Gpu | None = None) -> np.ndarray:
     """`collective_seconds` over broadcast numpy arrays: one call per unique (size, n, per_node)."""
     size_b, n_b, pn_b = np.broadcast_arrays(
         np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
@@ -565,7 +571,7 @@ def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: Sy
     if flat.shape[0] == 0:
         return np.zeros(size_b.shape)
     uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
-    times = np.array([collective_seconds(op, float(s), int(g), int(p), system) for s, g, p in uniq])
+    times = np.array([collective_seconds(op, float(s), int(g), int(p), system, gpu) for s, g, p in uniq])
     return times[inverse.ravel()].reshape(size_b.shape)
 
 
