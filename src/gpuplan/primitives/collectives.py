@@ -538,10 +538,19 @@ def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int,
     `per_node` of them on each node of `system`; 0 for a group of one. `gpu` as in
     `collective_time`. Memoised per system and GPU content and knob generation
     (`knobs.generation()`: an override of any knob invalidates the entries)."""
+    return _cached_group_seconds(op, size_bytes, n, per_node, system, gpu, _specs_key(system, gpu))
+
+
+def _specs_key(system: System, gpu: Gpu | None) -> tuple:
+    """Cache key of the inputs besides the group: system and GPU content, knob generation."""
+    return system.model_dump_json(), gpu.model_dump_json() if gpu is not None else None, knobs.generation()
+
+
+def _cached_group_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                          gpu: Gpu | None, specs_key: tuple) -> float:
     if n <= 1 or size_bytes <= 0:
         return 0.0
-    key = (op, float(size_bytes), int(n), int(per_node), system.model_dump_json(),
-           gpu.model_dump_json() if gpu is not None else None, knobs.generation())
+    key = (op, float(size_bytes), int(n), int(per_node), specs_key)
     hit = _GROUP_CACHE.get(key)
     if hit is None:
         if len(_GROUP_CACHE) > _GROUP_CACHE_LIMIT:
@@ -571,7 +580,8 @@ def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: Sy
     if flat.shape[0] == 0:
         return np.zeros(size_b.shape)
     uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
-    times = np.array([collective_seconds(op, float(s), int(g), int(p), system, gpu) for s, g, p in uniq])
+    specs_key = _specs_key(system, gpu)
+    times = np.array([_cached_group_seconds(op, float(s), int(g), int(p), system, gpu, specs_key) for s, g, p in uniq])
     return times[inverse.ravel()].reshape(size_b.shape)
 
 
