@@ -23,7 +23,9 @@ CONTRACT_IDS = ("layers", "acyclic", "specs-not-catalog")
 
 
 def _lint_imports(config: Path, *contracts: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:
-    exe = Path(sys.executable).parent / "lint-imports"
+    exe = Path(sys.executable).parent / "lint-imports"  # the venv's, installed by the test extra
+    if not exe.exists():
+        exe = Path(shutil.which("lint-imports") or exe)
     args = [str(exe), "--config", str(config), "--no-cache", "--no-logo"]
     for contract in contracts:
         args += ["--contract", contract]
