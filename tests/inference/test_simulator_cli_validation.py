@@ -119,7 +119,7 @@ def test_validation_mape(shared_dir):
     from collections import defaultdict
 
     from gpuplan.interfaces.validation_types import SkipRow
-    from gpuplan.workloads.inference.validation import predict_row
+    from gpuplan.interfaces.validation_inference import predict_row
 
     rows = list(csv.DictReader(open(shared_dir / "validation" / "inference.csv", encoding="utf-8")))
     scored = [r for r in rows if r["confidence"] != "low"]

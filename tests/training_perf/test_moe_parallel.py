@@ -10,7 +10,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
 from gpuplan.specs import Precision, Sharding, TrainPlan
-from gpuplan.workloads.training.comm_adapter import Collective, collective_seconds_array, group_per_node
+from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
 from gpuplan.workloads.training.memory import training_memory
 from gpuplan.workloads.training.step_time import estimate_step_time
 

@@ -12,7 +12,7 @@ from collections import defaultdict
 import pytest
 
 from gpuplan.interfaces.validation_types import SkipRow
-from gpuplan.workloads.training.validation import predict_row
+from gpuplan.interfaces.validation_training import predict_row
 
 
 def _family(row_id: str) -> str:

@@ -15,9 +15,8 @@ Specifications and test vectors: ../shared/reference/formats.md.
 """
 
 from gpuplan.formats.analysis import ErrorReport, compare, error_report
-from gpuplan.formats.block import (
-    BLOCK_FORMATS, BlockFormat, QuantizedTensor, ScaleKind, block_format, quantize,
-)
+from gpuplan.formats.block import QuantizedTensor, quantize
+from gpuplan.formats.block_format import BLOCK_FORMATS, BlockFormat, ScaleKind, block_format
 from gpuplan.formats.codec import CODEC_NAMES, decode, encode, round_trip
 from gpuplan.formats.dot import MatmulError, matmul_error, mx_matmul
 from gpuplan.formats.element import ELEMENTS, Rounding, element_format

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplan.errors import InputError
-from gpuplan.formats.block import BLOCK_FORMATS, block_format, quantize
+from gpuplan.formats.block import quantize
+from gpuplan.formats.block_format import BLOCK_FORMATS, block_format
 from gpuplan.formats.codec import WIDE, decode, encode
 from gpuplan.formats.element import ELEMENTS, IntElement, MiniFloat
 from gpuplan.formats.scale import ScaleRule

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from numba import njit
 
-from gpuplan.formats.block import BlockFormat
+from gpuplan.formats.block_format import BlockFormat
 from gpuplan.formats.element import IntElement
 from gpuplan.formats.scale import ScaleRule
 

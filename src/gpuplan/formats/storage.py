@@ -17,9 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from gpuplan.errors import InputError
-from gpuplan.formats.block import (
-    BlockLayout, QuantizedTensor, ScaleKind, block_format, quantize,
-)
+from gpuplan.formats.block import BlockLayout, QuantizedTensor, quantize
+from gpuplan.formats.block_format import ScaleKind, block_format
 from gpuplan.formats.element import as_float32
 from gpuplan.formats.packing import pack, unpack
 from gpuplan.formats.scale import ScaleRule

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuplan.formats.block import BLOCK_FORMATS
+from gpuplan.formats.block_format import BLOCK_FORMATS
 from gpuplan.formats.codec import WIDE
 from gpuplan.formats.element import ELEMENTS, INT8, SCALE_E8M0, MiniFloat
 

@@ -2,8 +2,8 @@
 
 Each row is routed by its columns: a non-empty `collective` -> collectives predictor (here);
 inference columns (`engine`, `input_len`, `output_len`, `weight_dtype`, `batch`, `concurrency`)
--> `gpuplan.workloads.inference.validation.predict_row`; transformer shape columns (`layers`,
-`hidden`) -> `gpuplan.workloads.training.validation.predict_row`. Predictors return a
+-> `gpuplan.interfaces.validation_inference.predict_row`; transformer shape columns (`layers`,
+`hidden`) -> `gpuplan.interfaces.validation_training.predict_row`. Predictors return a
 `Prediction` or raise `SkipRow(reason)`; a missing predictor module, or an unexpected error inside
 one, also skips the row with the reason. Nothing is dropped silently.
 
@@ -34,8 +34,8 @@ TRAINING_COLUMNS = ("layers", "hidden")
 def _predictors() -> dict[str, Callable[[dict], Prediction]]:
     """Row kind -> the workload's predictor (imported on first use: the workloads are heavy)."""
     from gpuplan.interfaces.validation_collectives import predict_row as collectives
-    from gpuplan.workloads.inference.validation import predict_row as inference
-    from gpuplan.workloads.training.validation import predict_row as training
+    from gpuplan.interfaces.validation_inference import predict_row as inference
+    from gpuplan.interfaces.validation_training import predict_row as training
 
     return {"collectives": collectives, "training": training, "inference": inference}
 

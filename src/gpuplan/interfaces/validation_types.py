@@ -5,7 +5,8 @@ of ../shared/validation/SCHEMA.md (all cells as strings, empty = not stated) int
 value in the unit of the row's `metric`. When the model cannot express the row yet, the predictor
 raises `SkipRow("reason")`; the harness lists the row as skipped with that reason (never drops it).
 
-This module imports nothing from gpuplan so that workloads can import it without cycles.
+This module imports nothing from gpuplan: the harness (validate.py) and every predictor
+(validation_training.py, validation_inference.py, validation_collectives.py) import it without cycles.
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.specs import Gpu, System
 
@@ -62,6 +63,8 @@ class Collective(str, Enum):
     ALL_TO_ALL = "all_to_all"
     BROADCAST = "broadcast"
     SEND_RECV = "send_recv"
+    #: Alias of SEND_RECV (same member): the point-to-point send between two pipeline stages.
+    P2P = "send_recv"
 
     @classmethod
     def _missing_(cls, value):
@@ -507,8 +510,94 @@ def asymptotic_busbw_gbps(collective, system: System, num_gpus: int, algorithm="
     return collective_time(collective, big, system, num_gpus, algorithm, gpu).busbw_gbps
 
 
+# ----------------------------------------------------------------------------- parallel groups (training step)
+# The training step model needs the time of one collective for many (size, group) pairs at once.
+# A parallel group is described by its size `n` and by how many of its members share a node
+# (`per_node`). Megatron orders ranks tensor (innermost) -> context -> data -> pipeline, so a group
+# of rank stride `stride` has per_node = min(n, max(1, gpus_per_node // stride)) members on each
+# node. Concurrent groups with the same stride use disjoint GPUs and NICs (rail-aligned fabrics,
+# DGX SuperPOD RA), so one group sees the NICs of its own members only: the collective is
+# `collective_time(..., gpus_per_domain=per_node)` (the group's ranks in each scale-up domain, each
+# with its own NIC share), evaluated once per unique (size, n, per_node) and memoised.
+
+
+def group_per_node(n, stride, gpus_per_node: int):
+    """Members of a group of size n and rank stride `stride` that share one node (Megatron order):
+    min(n, max(1, gpus_per_node // stride)); numpy-broadcasting."""
+    n = np.asarray(n)
+    return np.minimum(n, np.maximum(1, gpus_per_node // np.asarray(stride)))
+
+
+_GROUP_CACHE: dict[tuple, float] = {}
+_GROUP_CACHE_LIMIT = 200_000
+
+
+def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                       gpu: Gpu | None = None) -> float:
+    """Time of one collective `op` of `size_bytes` (nccl-tests size) on a group of `n` GPUs with
+    `per_node` of them on each node of `system`; 0 for a group of one. `gpu` as in
+    `collective_time`. Memoised per system and GPU content and knob generation
+    (`knobs.generation()`: an override of any knob invalidates the entries)."""
+    return _cached_group_seconds(op, size_bytes, n, per_node, system, gpu, _specs_key(system, gpu))
+
+
+def _specs_key(system: System, gpu: Gpu | None) -> tuple:
+    """Cache key of the inputs besides the group: system and GPU content, knob generation."""
+    return system.model_dump_json(), gpu.model_dump_json() if gpu is not None else None, knobs.generation()
+
+
+def _cached_group_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                          gpu: Gpu | None, specs_key: tuple) -> float:
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    key = (op, float(size_bytes), int(n), int(per_node), specs_key)
+    hit = _GROUP_CACHE.get(key)
+    if hit is None:
+        if len(_GROUP_CACHE) > _GROUP_CACHE_LIMIT:
+            _GROUP_CACHE.clear()
+        hit = _GROUP_CACHE[key] = _group_collective_seconds(op, size_bytes, n, per_node, system, gpu)
+    return hit
+
+
+def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                              gpu: Gpu | None) -> float:
+    """P2P: a 2-GPU send_recv, across the network when the two stages are on different nodes
+    (per_node 1), else packed in the domain; other ops: `n` ranks, `per_node` of them per domain."""
+    if op is Collective.SEND_RECV:
+        per_domain = 1 if per_node == 1 else None
+        return float(collective_time(op, size_bytes, system, 2, gpu=gpu, gpus_per_domain=per_domain).time_s)
+    per_domain = min(int(per_node), system.scaleup_domain_gpus)
+    return float(collective_time(op, size_bytes, system, int(n), gpu=gpu, gpus_per_domain=per_domain).time_s)
+
+
+def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System,
+                             gpu: Gpu | None = None) -> np.ndarray:
+    """`collective_seconds` over broadcast numpy arrays: one call per unique (size, n, per_node)."""
+    size_b, n_b, pn_b = np.broadcast_arrays(
+        np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
+    )
+    flat = np.stack([size_b.ravel(), n_b.ravel().astype(np.float64), pn_b.ravel().astype(np.float64)], axis=1)
+    if flat.shape[0] == 0:
+        return np.zeros(size_b.shape)
+    uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+    specs_key = _specs_key(system, gpu)
+    times = np.array([_cached_group_seconds(op, float(s), int(g), int(p), system, gpu, specs_key) for s, g, p in uniq])
+    return times[inverse.ravel()].reshape(size_b.shape)
+
+
+def collective_sm_fraction(n, per_node, system: System, gpu: Gpu) -> np.ndarray:
+    """Fraction of the GPU's SMs a running collective of this group occupies: NCCL runs one
+    thread block per channel (`nccl_channels`), so compute overlapped with it runs on the other
+    SMs: channels / SM count (0 for a group of one)."""
+    n_b, pn_b = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(per_node, dtype=np.float64))
+    channels = group_channels(system, gpu, pn_b, np.maximum(1.0, n_b / np.maximum(pn_b, 1.0)))
+    sms = float(gpu.sm_count or 132)
+    return np.where(n_b > 1, np.minimum(1.0, channels / sms), 0.0)
+
+
 __all__ = [
     "Algorithm", "Collective", "CollectiveResult", "Protocol", "asymptotic_busbw_gbps", "busbw_factor",
-    "collective_time", "collective_time_array", "group_channels",
+    "collective_seconds", "collective_seconds_array", "collective_sm_fraction", "collective_time",
+    "collective_time_array", "group_channels", "group_per_node",
 ]
 _ = math

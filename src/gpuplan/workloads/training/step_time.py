@@ -115,7 +115,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.specs.model import FfnKind
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.plan import default_expert_tp
-from gpuplan.workloads.training.comm_adapter import (
+from gpuplan.primitives.collectives import (
     Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
 )
 

@@ -20,7 +20,7 @@ Defaults for empty cells (documented, the same for every row):
   attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
   (the A100/H100 tensor-core peak is the same for both).
 - framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
-  backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see step_time.Framework).
+  backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see specs.execution.Framework).
 - attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
   or deepspeed, or empty precision with those frameworks: those are the pre-FlashAttention
   Megatron / Megatron-DeepSpeed recipes (fp16 mixed precision, fused scale-mask-softmax with
@@ -36,7 +36,8 @@ from __future__ import annotations
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.validation_types import Prediction, SkipRow
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
-from gpuplan.workloads.training.step_time import AttentionKernel, Framework, estimate_step_time
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.step_time import estimate_step_time
 
 TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
 MEMORY_METRICS = ("peak_mem_gib", "mem_activations_gib", "mem_states_gib", "peak_mem_reserved_gib")

@@ -1,0 +1,81 @@
+"""Parallel-group helpers of primitives.collectives (the training step's view of a collective)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuplan import knobs
+from gpuplan.catalog import load_catalog
+from gpuplan.primitives import collectives
+from gpuplan.primitives.collectives import (
+    Collective, collective_seconds, collective_seconds_array, collective_time, group_per_node,
+)
+
+
+def test_group_per_node_follows_megatron_rank_order():
+    # 8 GPUs per node. TP (stride 1) of 4: all 4 on one node; DP of 64 with stride tp=8: each node
+    # holds 8 // 8 = 1 member; CP of 4 with stride tp=2: 8 // 2 = 4 members per node.
+    assert group_per_node(4, 1, 8) == 4
+    assert group_per_node(64, 8, 8) == 1
+    assert group_per_node(4, 2, 8) == 4
+    assert list(group_per_node(np.array([2, 16]), np.array([1, 1]), 8)) == [2, 8]
+
+
+def test_p2p_is_the_send_recv_member():
+    # the step model's pipeline send is NCCL send_recv (nccl-tests sendrecv_perf); one member, two names
+    assert Collective.P2P is Collective.SEND_RECV
+    assert Collective("p2p") is Collective.SEND_RECV
+
+
+def test_a_two_gpu_group_on_an_xgmi_mesh_uses_one_of_seven_links():
+    # MI300X platform: 8 GPUs fully connected by xGMI, 448 GB/s per GPU over 7 peer links (catalog),
+    # i.e. 64 GB/s per link. A 2-rank ring uses the one link between its GPUs at the NVLink-class
+    # efficiency 0.8: 64 x 0.8 = 51.2 GB/s. all_reduce bus bytes for n = 2: S x 2(2-1)/2 = S.
+    # For S = 1e12 B the latency and buffer fill are negligible: t = 1e12 / 51.2e9 = 19.53 s.
+    system = load_catalog().system("mi300x-platform")
+    t = collective_seconds(Collective.ALL_REDUCE, 1e12, 2, 2, system)
+    assert t == pytest.approx(1e12 / 51.2e9, rel=1e-3)
+
+
+@pytest.mark.parametrize("system_id", ["dgx-h100", "dgx-a100-80gb"])
+def test_group_time_is_the_collective_with_its_ranks_per_domain(system_id):
+    # a DP group of 32 with one member per node (stride 8) crosses 32 domains, one rank in each
+    system = load_catalog().system(system_id)
+    got = float(collective_seconds_array(Collective.ALL_REDUCE, 1e9, 32, 1, system))
+    want = collective_time("all_reduce", 1e9, system, 32, gpus_per_domain=1).time_s
+    assert got == want
+
+
+def test_group_cache_is_invalidated_by_knob_overrides(monkeypatch):
+    import gpuplan.workloads.training.step_time  # noqa: F401 - registers the training knobs
+
+    calls = []
+    real = collectives._group_collective_seconds
+
+    def counting(*args):
+        calls.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(collectives, "_group_collective_seconds", counting)
+    monkeypatch.setattr(collectives, "_GROUP_CACHE", {})
+    system = load_catalog().system("dgx-h100")
+    first = collective_seconds(Collective.ALL_GATHER, 3e8, 8, 8, system)
+    assert collective_seconds(Collective.ALL_GATHER, 3e8, 8, 8, system) == first
+    assert len(calls) == 1  # the second call is a cache hit
+    name, knob = next(iter(knobs.REGISTRY.items()))
+    with knobs.overridden({name: knob.high}):
+        collective_seconds(Collective.ALL_GATHER, 3e8, 8, 8, system)
+    assert len(calls) == 2  # under an override the cached figure is not reused
+
+
+def test_group_time_with_the_gpu_spec_equals_the_catalog_default():
+    # collective_time(gpu=None) resolves the system's GPU from the catalog; passing that spec
+    # (what a caller that holds the Gpu does) must give the same figure
+    catalog = load_catalog()
+    system = catalog.system("dgx-h100")
+    gpu = catalog.gpu(system.gpu)
+    sizes = np.array([1e6, 1e8, 1e9])
+    with_gpu = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system, gpu)
+    without = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system)
+    assert list(with_gpu) == list(without)
