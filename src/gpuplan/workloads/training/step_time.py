@@ -44,7 +44,7 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   recipes convert only the transformer layers' linears (TransformerEngine modules in Megatron-core,
   whose output layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`).
 
-Communication (times from `primitives.collectives` via `comm_adapter`):
+Communication (times from `primitives.collectives`):
 - TP: 2 all-reduces of t x h x 2 bytes per layer forward and 2 backward (+2 in a full-recompute
   forward); with sequence parallelism the same count of all-gather + reduce-scatter pairs, which
   move the same bytes (Korthikanti et al. 2022 sec. 4.2.2). Backward TP collectives overlap the
@@ -156,7 +156,7 @@ TP_BACKWARD_OVERLAP = knobs.register(
 #: Compute slowdown while TransformerEngine userbuffers or pipeline sends run alongside: those
 #: move data with a few SMs or the copy engines, so 5% of the overlapped time (assumption; Calculon's
 #: `processor_usage` is 15% on NVLink, 2% on InfiniBand). Data-parallel NCCL collectives instead
-#: occupy one SM per channel: their slowdown is channels / SMs (`comm_adapter.collective_sm_fraction`).
+#: occupy one SM per channel: their slowdown is channels / SMs (`primitives.collectives.collective_sm_fraction`).
 OVERLAP_CONTENTION = knobs.register(
     "training.overlap_contention", unit="fraction", default=0.05, low=0.0, high=0.5,
     source="assumption; Calculon processor_usage is 0.15 on NVLink, 0.02 on InfiniBand",
@@ -623,7 +623,7 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     by `training.overlap_contention`."""
     gpn = ctx.system.gpus_per_node
     ar = collective_seconds_array(Collective.ALL_REDUCE, g.t * float(ctx.hidden) * 2.0, g.tp,
-                                  group_per_node(g.tp, 1, gpn), ctx.system)
+                                  group_per_node(g.tp, 1, gpn), ctx.system, gpu=ctx.gpu)
     fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
     tp_mb = sc.layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - knobs.value("training.tp_backward_overlap")))
     if not ctx.tp_comm_overlap:
@@ -648,7 +648,7 @@ def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     with the attention core; only the excess over the core's time is exposed."""
     cp_pn = group_per_node(g.cp, g.tp, ctx.system.gpus_per_node)
     kv_block = g.t * 2.0 * ctx.kv_dim / g.tp * 2.0
-    hop = collective_seconds_array(Collective.P2P, kv_block, np.where(g.cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1), ctx.system)
+    hop = collective_seconds_array(Collective.P2P, kv_block, np.where(g.cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1), ctx.system, gpu=ctx.gpu)
     ring_fwd = (g.cp - 1.0) * hop
     cp_mb = sc.layers_per_stage * (np.maximum(0.0, ring_fwd - lc.attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - lc.attn_bwd))
     return np.where(g.cp > 1, cp_mb, 0.0)
@@ -663,9 +663,9 @@ def ep_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     gpn, h = ctx.system.gpus_per_node, float(ctx.hidden)
     k_routed = ctx.model.moe.top_k
     a2a = collective_seconds_array(Collective.ALL_TO_ALL, g.t_local * k_routed * h * 2.0, g.ep,
-                                   group_per_node(g.ep, g.etp, gpn), ctx.system)
+                                   group_per_node(g.ep, g.etp, gpn), ctx.system, gpu=ctx.gpu)
     etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k_routed * h * 2.0, g.etp,
-                                          group_per_node(g.etp, 1, gpn), ctx.system)
+                                          group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
     return sc.layers_per_stage * lc.moe_frac * 4.0 * (a2a + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
 
 
@@ -678,7 +678,7 @@ def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
     gpn = ctx.system.gpus_per_node
     crosses = g.tp * g.cp * g.dp >= gpn
     p2p = collective_seconds_array(Collective.P2P, g.t * float(ctx.hidden) * 2.0 / g.tp, np.where(g.pp > 1, 2, 1),
-                                   np.where(crosses, 1, 2), ctx.system)
+                                   np.where(crosses, 1, 2), ctx.system, gpu=ctx.gpu)
     half_chunk = (sc.compute_mb + sc.recompute_mb) / g.vpp / 2.0
     contention = knobs.value("training.overlap_contention")
     hidden_send = np.maximum(0.0, p2p - half_chunk) + contention * np.minimum(p2p, half_chunk)
@@ -723,7 +723,7 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
 
     def dp_collectives(params, group, stride):
         pn = group_per_node(group, stride, gpn)
-        return tuple(np.where(group > 1, collective_seconds_array(kind, params * nbytes, group, pn, ctx.system), 0.0)
+        return tuple(np.where(group > 1, collective_seconds_array(kind, params * nbytes, group, pn, ctx.system, gpu=ctx.gpu), 0.0)
                      for kind, nbytes in ((Collective.ALL_REDUCE, grad_bytes), (Collective.REDUCE_SCATTER, grad_bytes),
                                           (Collective.ALL_GATHER, gather_bytes)))
 
