@@ -302,6 +302,7 @@ def search_plans(
             precision=space.precision, sharding=codes_sh[int(full["sh"][i])],
             tp_comm_overlap=space.tp_comm_overlap and bool(full["sp"][i]),
             etp=int(_expert_tp(full["tp"][i], full["et"][i])) if model.moe is not None else None,
+            framework=ctx.framework, attention_kernel=ctx.attention_kernel,
         )
         memory = training_memory(model, plan, gpu)
         if not memory.fits:

@@ -838,11 +838,18 @@ def estimate_step_time(
     system: System,
     plan: TrainPlan,
     gpu: Gpu,
-    framework: Framework = Framework.MEGATRON,
-    attention_kernel: AttentionKernel = AttentionKernel.FLASH,
+    framework: Framework | None = None,
+    attention_kernel: AttentionKernel | None = None,
 ) -> StepTime:
-    """Step time of one plan (formulas in the module docstring). `gpu` is the system's GPU spec."""
+    """Step time of one plan (formulas in the module docstring). `gpu` is the system's GPU spec.
+
+    The execution choices come from the plan (`plan.framework`, `plan.attention_kernel`, the same
+    fields the memory model reads); `framework` / `attention_kernel` given here override them."""
     check_plan(model, system, plan)
+    framework = plan.framework if framework is None else Framework(framework)
+    attention_kernel = plan.attention_kernel if attention_kernel is None else AttentionKernel(attention_kernel)
+    if (framework, attention_kernel) != (plan.framework, plan.attention_kernel):
+        plan = plan.model_copy(update={"framework": framework, "attention_kernel": attention_kernel})
     ctx = StepContext.build(
         model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap
     )
