@@ -26,6 +26,7 @@ from gpuplan.facilities.pricing import cloud_price, system_price
 from gpuplan.facilities.racks import RackLayout, node_power_w, rack_layout
 from gpuplan.facilities.tco import TcoEstimate, estimate_tco, workload_cost_usd
 from gpuplan.models import load_model
+from gpuplan.specs import ModelSpec
 
 
 class Goal(str, Enum):
@@ -172,7 +173,7 @@ def _round_up_nodes(gpus: int, gpus_per_node: int) -> int:
 
 def plan(
     goal: Goal = Goal.TRAIN,
-    model_id: str = DEFAULT_MODEL,
+    model_id: str | ModelSpec = DEFAULT_MODEL,
     system_id: str = DEFAULT_SYSTEM,
     *,
     tokens: float = DEFAULT_TOKENS,
@@ -199,7 +200,8 @@ def plan(
     cat = load_catalog()
     system = cat.system(system_id)
     gpu = cat.gpu(system.gpu)
-    model = load_model(model_id)
+    model = model_id if isinstance(model_id, ModelSpec) else load_model(model_id)
+    model_id = model.name if isinstance(model_id, ModelSpec) else model_id
     notes: list[str] = []
     if goal is Goal.TRAIN:
         if gpus is not None:

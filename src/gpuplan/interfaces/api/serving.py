@@ -1,0 +1,151 @@
+"""`gpuplan.api` for serving: `serve_run` (one deployment under one load), `serve_plan` (fewest GPUs
+meeting latency objectives), `serve_frontier` (throughput vs interactivity).
+
+Hardware rule (one for the three, `_common.system_and_gpu`): `--system` names the node and its
+GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
+(`Catalog.widest_system_for`) supplies the tensor-parallel fabric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from gpuplan.errors import InputError
+from gpuplan.interfaces.api._common import (
+    DEFAULT_GPU, Result, catalog, resolve_gpu, resolve_model, system_and_gpu, widest_system,
+)
+from gpuplan.specs import Gpu, ModelSpec, System
+
+DEFAULT_INPUT_LEN = 2048
+DEFAULT_OUTPUT_LEN = 256
+#: serving objectives shared by `serve plan` and `plan --goal serve`
+DEFAULT_RATE = 10.0
+DEFAULT_TTFT_MS = 2000.0
+DEFAULT_TPOT_MS = 50.0
+
+
+@dataclass(frozen=True)
+class ServeResult(Result):
+    """`serve_run`: `report` is the workload's ServeReport."""
+
+    report: Any  # gpuplan.workloads.inference.service.ServeReport
+
+    def json_data(self) -> Any:
+        return self.report
+
+
+def serve_run(
+    model: str | ModelSpec,
+    gpu: str | Gpu | None = None,
+    *,
+    system: str | System | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    input_len: int = DEFAULT_INPUT_LEN,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    rate: float | None = None,
+    concurrency: int | None = None,
+    batch: int | None = None,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    scheduler: str = "chunked",
+) -> ServeResult:
+    """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated)."""
+    from gpuplan.workloads.inference.deployment import Deployment
+    from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
+    from gpuplan.workloads.inference.service import serve_estimate
+
+    try:
+        kind = SchedulerKind(scheduler)
+    except ValueError:
+        raise InputError(f"scheduler: unknown '{scheduler}'; allowed: static, continuous, chunked", field="scheduler") from None
+    spec = resolve_model(model)
+    replica = tp * pp if isinstance(tp, int) and isinstance(pp, int) else 1
+    sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=replica)
+    dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
+                                      concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind)))
+
+
+serve = serve_run  # `gpuplan serve MODEL ...` is `gpuplan serve run MODEL ...`
+
+
+@dataclass(frozen=True)
+class CapacityResult(Result):
+    """`serve_plan`: `plan` is the workload's CapacityPlan (best + every candidate)."""
+
+    plan: Any  # gpuplan.workloads.inference.capacity.CapacityPlan
+
+    def json_data(self) -> Any:
+        return self.plan
+
+
+def gpu_list(gpus: str | Gpu | Sequence[str | Gpu]) -> list[Gpu]:
+    """GPUs from one id, a comma-separated string, specs, or a list of any of them (duplicates kept once)."""
+    items = [gpus] if isinstance(gpus, (str, Gpu)) else list(gpus)
+    out: list[Gpu] = []
+    for item in items:
+        for part in ([p.strip() for p in item.split(",") if p.strip()] if isinstance(item, str) else [item]):
+            g = resolve_gpu(part)
+            if all(g.id != o.id for o in out):
+                out.append(g)
+    if not out:
+        raise InputError("gpu: give at least one GPU id", field="gpu")
+    return out
+
+
+def serve_plan(
+    model: str | ModelSpec,
+    gpus: str | Gpu | Sequence[str | Gpu] = DEFAULT_GPU,
+    *,
+    rate: float = DEFAULT_RATE,
+    ttft_ms: float = DEFAULT_TTFT_MS,
+    tpot_ms: float = DEFAULT_TPOT_MS,
+    input_len: int = DEFAULT_INPUT_LEN,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+) -> CapacityResult:
+    """Fewest GPUs (type from `gpus`, and TP) serving `rate` req/s within p90 TTFT / TPOT, with cost
+    (cheapest on-demand catalog price per GPU type)."""
+    from gpuplan.workloads.inference.capacity import plan_capacity
+
+    cat = catalog()
+    cands = []
+    for g in gpu_list(gpus):
+        prices = cat.cloud_prices(g.id)
+        cands.append((g, widest_system(g), prices[0].usd_per_gpu_hour if prices else None))
+    return CapacityResult(plan_capacity(resolve_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                                        input_len=input_len, output_len=output_len, weight_dtype=weight_dtype,
+                                        kv_dtype=kv_dtype))
+
+
+@dataclass(frozen=True)
+class FrontierResult(Result):
+    """`serve_frontier`: every simulated (tp, concurrency) point."""
+
+    points: tuple
+
+    def json_data(self) -> dict:
+        return {"points": list(self.points)}
+
+
+def serve_frontier(
+    model: str | ModelSpec,
+    gpu: str | Gpu | None = None,
+    *,
+    system: str | System | None = None,
+    input_len: int = DEFAULT_INPUT_LEN,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+) -> FrontierResult:
+    """Tokens/s per GPU against tokens/s per user over TP and closed-loop concurrency."""
+    from gpuplan.workloads.inference.capacity import frontier
+
+    sys_spec, gpu_spec = system_and_gpu(system, gpu)
+    return FrontierResult(tuple(frontier(resolve_model(model), gpu_spec, sys_spec, input_len=input_len,
+                                         output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)))
+
+
