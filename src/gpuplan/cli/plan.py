@@ -15,7 +15,7 @@ from gpuplan.cli.render import console, print_json, table
 
 def plan_cmd(
     model: Optional[str] = typer.Argument(
-        None, metavar="[MODEL]", help=f"Bundled model name or config.json path (default {api.DEFAULT_MODEL})."),
+        None, metavar="MODEL", help=f"Bundled model name or config.json path (default {api.DEFAULT_MODEL})."),
     model_option: Optional[str] = typer.Option(None, "--model", hidden=True, help="Old spelling of MODEL."),
     system: str = typer.Option(api.DEFAULT_SYSTEM, "--system", help="Catalog system id."),
     goal: str = typer.Option("train", "--goal", help="train or serve."),

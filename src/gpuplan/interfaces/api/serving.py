@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
-    DEFAULT_GPU, Result, catalog, resolve_gpu, resolve_model, system_and_gpu, widest_system,
+    DEFAULT_GPU, Result, catalog, positive, resolve_gpu, resolve_model, system_and_gpu, widest_system,
 )
 from gpuplan.specs import Gpu, ModelSpec, System
 
@@ -60,9 +60,10 @@ def serve_run(
         kind = SchedulerKind(scheduler)
     except ValueError:
         raise InputError(f"scheduler: unknown '{scheduler}'; allowed: static, continuous, chunked", field="scheduler") from None
+    positive(tp, "tp")
+    positive(pp, "pp")
     spec = resolve_model(model)
-    replica = tp * pp if isinstance(tp, int) and isinstance(pp, int) else 1
-    sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=replica)
+    sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=tp * pp)
     dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind)))
