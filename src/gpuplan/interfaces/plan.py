@@ -125,9 +125,10 @@ class PlanReport:
 
 def _training_summary(model, system, gpu, gpus: int, tokens: float) -> WorkloadSummary:
     """The training run from the step-time model and plan search (`estimate_training`)."""
+    from gpuplan.workloads.training.plan_search import default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
 
-    est = estimate_training(model, system, gpus, tokens, gpu=gpu)
+    est = estimate_training(model, system, gpus, tokens, gpu=gpu, seq_len=default_seq_len(model))
     details = {
         "step_time_s": est.step.step_time_s,
         "tokens_per_s": est.step.tokens_per_s,

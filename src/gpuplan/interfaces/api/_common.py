@@ -20,8 +20,6 @@ from gpuplan.specs import Gpu, ModelSpec, System
 DEFAULT_MODEL = "gpt3-175b"
 DEFAULT_SYSTEM = "dgx-h100"
 DEFAULT_GPU = "h100-sxm5-80gb"
-#: `--seq-len` default cap: min(the model's max_position_embeddings, 4096).
-DEFAULT_SEQ_LEN_CAP = 4096
 
 E = TypeVar("E", bound=Enum)
 
@@ -145,10 +143,10 @@ def parse_enum(cls: type[E], raw: str | E, name: str) -> E:
 
 
 def default_seq_len(model: ModelSpec) -> int:
-    """The `--seq-len` default everywhere: min(max_position_embeddings, 4096) (4096 when unknown).
-    GPT-3 trained at 2048 (Brown et al. 2020, its context), Llama 2 at 4096; longer-context models
-    are trained at 4096-8192 before long-context extension, so 4096 is the common short-context phase."""
-    return min(model.max_position_embeddings or DEFAULT_SEQ_LEN_CAP, DEFAULT_SEQ_LEN_CAP)
+    """The one `--seq-len` default (workloads.training.plan_search.default_seq_len): min(max positions, 4096)."""
+    from gpuplan.workloads.training.plan_search import default_seq_len as training_default
+
+    return training_default(model)
 
 
 def count(value: str | float | int | None, name: str) -> float | None:
