@@ -95,3 +95,13 @@ def test_one_rule_for_the_serving_system():
     by_system = api.serve_frontier("llama-3-8b", system=load_catalog().widest_system_for("b200").id,
                                    input_len=256, output_len=32).to_dict()
     assert by_gpu == by_system
+
+
+def test_fit_takes_a_system_or_a_plan_object():
+    """`fit --system ID` budgets the system's GPU (dgx-b200: b200, 180 GB HBM3e per GPU in the catalog)."""
+    by_system = api.fit_train("llama-3-8b", gpus=8, system="dgx-b200", tp=2).to_dict()
+    assert by_system == api.fit_train("llama-3-8b", "b200", 8, tp=2).to_dict() and by_system["gpu"] == "b200"
+    with pytest.raises(InputError, match="gpu"):
+        api.fit_train("llama-3-8b", "h100-sxm5-80gb", 8, system="dgx-b200")
+    plan = TrainPlan(tp=2, dp=4, seq_len=4096, sequence_parallel=True)
+    assert api.fit_train("llama-3-8b", gpus=8, plan=plan).to_dict() == api.fit_train("llama-3-8b", gpus=8, tp=2).to_dict()

@@ -18,7 +18,9 @@ GIB = 2**30
 
 def _common(
     model: str = typer.Argument(..., help="Bundled model name, config.json, or a directory holding one."),
-    gpu: str = typer.Option(api.DEFAULT_GPU, "--gpu", help="GPU id from `gpuplan hw list` (its memory is the budget)."),
+    gpu: Optional[str] = typer.Option(
+        None, "--gpu", help=f"GPU id from `gpuplan hw list` (its memory is the budget; default {api.DEFAULT_GPU})."),
+    system: Optional[str] = typer.Option(None, "--system", help="System id: its GPU is the budget (instead of --gpu)."),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor parallel degree."),
     pp: int = typer.Option(1, "--pp", min=1, help="Pipeline parallel degree."),
     dp: Optional[int] = typer.Option(None, "--dp", min=1, help="Data parallel degree (default: gpus / (tp x pp x cp))."),
@@ -42,7 +44,7 @@ def _common(
 
 def _plan_kw(args: dict) -> dict:
     """The api's plan keywords from the shared options (`--no-flash-attention` -> flash_attention)."""
-    kw = {k: v for k, v in args.items() if k not in ("model", "gpu", "no_flash")}
+    kw = {k: v for k, v in args.items() if k not in ("model", "gpu", "no_flash")}  # system is the api's keyword too
     kw["flash_attention"] = not args["no_flash"]
     return kw
 

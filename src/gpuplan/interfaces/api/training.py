@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
-    resolve_gpu, resolve_model, resolve_system,
+    resolve_gpu, resolve_model, resolve_system, system_and_gpu,
 )
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
@@ -307,26 +307,30 @@ class MinGpusResult(Result):
                 "plan": a.plan.model_dump(mode="json"), "memory": self.fitted.json_data()}
 
 
-def _fit_inputs(model, gpu, gpus, plan_kw) -> tuple[ModelSpec, Gpu, TrainPlan]:
+def _fit_inputs(model, gpu, system, gpus, plan_kw) -> tuple[ModelSpec, Gpu, TrainPlan]:
+    """The model, the GPU whose memory is the budget (`--gpu`, or `--system`'s GPU; default
+    h100-sxm5-80gb) and the plan."""
     spec = resolve_model(model)
-    return spec, resolve_gpu(gpu), fit_plan(spec, gpus, **plan_kw)
+    g = resolve_gpu(gpu if gpu is not None else DEFAULT_GPU) if system is None else system_and_gpu(system, gpu)[1]
+    return spec, g, fit_plan(spec, gpus, **plan_kw)
 
 
-def fit_train(model: str | ModelSpec, gpu: str | Gpu = DEFAULT_GPU, gpus: int | None = None, **plan_kw: Any) -> FitResult:
+def fit_train(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
+              system: str | System | None = None, **plan_kw: Any) -> FitResult:
     """Itemised training memory per GPU (weights, gradients, optimizer, activations, other), fits or
     not, headroom. `plan_kw`: `plan=TrainPlan(...)` or the fields of `fit_plan` (tp, pp, dp, ...)."""
     from gpuplan.workloads.training.memory import training_memory
 
-    spec, g, plan = _fit_inputs(model, gpu, gpus, plan_kw)
+    spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
     return FitResult(spec, g, plan, training_memory(spec, plan, g))
 
 
-def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu = DEFAULT_GPU, gpus: int | None = None,
-                  **plan_kw: Any) -> FitMaxResult:
+def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
+                  system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
     """Largest micro-batch that fits on the given GPUs and layout (global batch keeps its micro-batches in flight)."""
     from gpuplan.workloads.training.memory import max_micro_batch, training_memory
 
-    spec, g, plan = _fit_inputs(model, gpu, gpus, plan_kw)
+    spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
     best = max_micro_batch(spec, plan, g)
     fitted = None
     if best:
@@ -336,12 +340,12 @@ def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu = DEFAULT_GPU, gpus: in
     return FitMaxResult(spec, g, plan, "max_micro_batch", best, fitted)
 
 
-def fit_max_seq(model: str | ModelSpec, gpu: str | Gpu = DEFAULT_GPU, gpus: int | None = None,
-                **plan_kw: Any) -> FitMaxResult:
+def fit_max_seq(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
+                system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
     """Longest sequence (multiple of 128) that fits on the given GPUs and layout."""
     from gpuplan.workloads.training.memory import max_seq_len, training_memory
 
-    spec, g, plan = _fit_inputs(model, gpu, gpus, plan_kw)
+    spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
     best = max_seq_len(spec, plan, g)
     fitted = None
     if best:
@@ -350,11 +354,11 @@ def fit_max_seq(model: str | ModelSpec, gpu: str | Gpu = DEFAULT_GPU, gpus: int 
     return FitMaxResult(spec, g, plan, "max_seq_len", best, fitted)
 
 
-def fit_min_gpus(model: str | ModelSpec, gpu: str | Gpu = DEFAULT_GPU, max_gpus: int = 16384,
-                 **plan_kw: Any) -> MinGpusResult:
+def fit_min_gpus(model: str | ModelSpec, gpu: str | Gpu | None = None, max_gpus: int = 16384, *,
+                 system: str | System | None = None, **plan_kw: Any) -> MinGpusResult:
     """Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from `plan_kw`)."""
     from gpuplan.workloads.training.memory import min_gpus
 
     positive(max_gpus, "max_gpus")
-    spec, g, plan = _fit_inputs(model, gpu, None, plan_kw)
+    spec, g, plan = _fit_inputs(model, gpu, system, None, plan_kw)
     return MinGpusResult(spec, g, max_gpus, min_gpus(spec, plan, g, max_gpus=max_gpus))
