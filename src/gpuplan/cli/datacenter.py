@@ -1,4 +1,5 @@
-"""CLI: `gpuplan dc fabric | power | tco | assumptions` (cluster fabric, power and cooling, TCO)."""
+"""CLI: `gpuplan dc fabric | power | tco | assumptions` (cluster fabric, power and cooling, TCO).
+Parses, calls `gpuplan.api.dc_*`, renders."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ from typing import List, Optional
 
 import typer
 
+from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table
 
 dc = typer.Typer(help="Data centre: fabric bill of materials, racks, power and cooling, TCO (cloud vs on-prem).",
                  no_args_is_help=True)
 
-_SYSTEM = typer.Option("dgx-h100", "--system", help="Catalog system id (dgx-h100, dgx-b200, dgx-a100-80gb, ...).")
+_SYSTEM = typer.Option(api.DEFAULT_SYSTEM, "--system", help="Catalog system id (dgx-h100, dgx-b200, dgx-a100-80gb, ...).")
 _NODES = typer.Option(None, "--nodes", help="Number of nodes (overrides --scalable-units).")
 _SU = typer.Option(None, "--scalable-units", help="Scalable units (32 eight-GPU nodes each, as DGX SuperPOD).")
 _SET = typer.Option(None, "--set", help="Override an assumption, KEY=VALUE (repeatable; see `gpuplan dc assumptions`).")
@@ -23,22 +25,6 @@ _PRICE_KWH_OLD = typer.Option(None, "--price-kwh", hidden=True)  # old spelling 
 _PUE = typer.Option(None, "--pue", help="Power usage effectiveness, >= 1 (default 1.3; same as --set pue=).")
 
 
-def _assumptions(pairs, **named):
-    from gpuplan.facilities.assumptions import assumptions_from_options
-
-    return assumptions_from_options(pairs, **named)
-
-
-def _price_kwh(new, old):
-    from gpuplan.facilities.assumptions import merge_alias
-
-    return merge_alias(new, old, "--electricity-usd-per-kwh", "--price-kwh")
-
-
-def _nodes_or_su(nodes, su):
-    return (nodes, None) if nodes is not None else (None, su if su is not None else 1.0)
-
-
 @dc.command("fabric")
 def fabric_cmd(
     system: str = _SYSTEM, nodes: Optional[int] = _NODES, scalable_units: Optional[float] = _SU,
@@ -48,21 +34,12 @@ def fabric_cmd(
     set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
 ) -> None:
     """Rail-optimised fat tree: leaf/spine/core switches, cables, transceivers, bisection bandwidth, racks."""
-    from gpuplan.interfaces.plan import size_cluster
-
-    n, su = _nodes_or_su(nodes, scalable_units)
-    rep = size_cluster(system, n, scalable_units=su, oversubscription=oversubscription, management_ports=management_ports,
-                       with_tco=False, assumptions=_assumptions(set_, switch_radix_ports=radix))
-    f, r = rep.fabric, rep.racks
+    result = api.dc_fabric(system, nodes, scalable_units=scalable_units, oversubscription=oversubscription,
+                           management_ports=management_ports, radix=radix, overrides=set_)
     if as_json:
-        out = {k: getattr(f, k) for k in (
-            "system_id", "nodes", "gpus", "rails", "scalable_units", "nodes_per_scalable_unit", "switch_radix_ports",
-            "oversubscription", "tiers_count", "leaf_switches", "spine_switches", "core_switches", "switches",
-            "node_leaf_cables", "leaf_spine_cables", "spine_core_cables", "cables", "transceivers", "nic_gbit_s",
-            "bisection_tbit_s", "bisection_tbps", "scaleout_gbps_per_gpu", "cluster_peak_pflops")}
-        out["racks"] = r
-        print_json(out)
+        print_json(result.to_dict())
         return
+    f, r = result.cluster.fabric, result.cluster.racks
     console.print(table(f"{system}: {f.nodes} nodes, {f.gpus} GPUs, {f.scalable_units:g} SU, {f.tiers_count}-tier fat tree "
                         f"(radix {f.switch_radix_ports}, {f.rails} rails)",
                         ["item", "count"], [
@@ -87,22 +64,13 @@ def power_cmd(
     set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
 ) -> None:
     """IT and facility power, annual energy, electricity cost and CO2."""
-    from gpuplan.interfaces.plan import size_cluster
-
-    n, su = _nodes_or_su(nodes, scalable_units)
-    from gpuplan.facilities.assumptions import merge_alias
-
-    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=_price_kwh(electricity_usd_per_kwh, price_kwh),
-                     grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh,
-                                                     "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
-    rep = size_cluster(system, n, scalable_units=su, include_fabric=not no_fabric, include_storage=not no_storage,
-                       with_tco=False, assumptions=a)
-    p, r = rep.power, rep.racks
+    result = api.dc_power(system, nodes, scalable_units=scalable_units, electricity_usd_per_kwh=electricity_usd_per_kwh,
+                          price_kwh=price_kwh, pue=pue, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh,
+                          grid_kg_per_kwh=grid_kg_per_kwh, fabric=not no_fabric, storage=not no_storage, overrides=set_)
     if as_json:
-        out = dict(vars(p))
-        out.update({"racks": r.racks, "compute_rack_kw": r.compute_rack_kw, "cooling": r.cooling})
-        print_json(out)
+        print_json(result.to_dict())
         return
+    p, r = result.cluster.power, result.cluster.racks
     console.print(table(f"{system}: {p.nodes} nodes", ["quantity", "value"], [
         ("node power (kW)", p.node_power_kw), ("nodes (kW)", p.nodes_power_kw),
         (f"switches x{p.switches} (kW)", p.switch_power_kw), ("storage share (kW)", p.storage_power_kw),
@@ -125,20 +93,14 @@ def tco_cmd(
     set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
 ) -> None:
     """Cloud vs on-prem: capex, opex, effective $/GPU-hour, breakeven months and utilisation."""
-    from gpuplan.interfaces.plan import size_cluster
-
-    n, su = _nodes_or_su(nodes, scalable_units)
-    a = _assumptions(set_, pue=pue, electricity_usd_per_kwh=_price_kwh(electricity_usd_per_kwh, price_kwh))
-    rep = size_cluster(system, n, scalable_units=su, years=years, utilization=utilization,
-                       cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour, system_price_usd=system_price_usd, assumptions=a)
-    t = rep.tco
+    result = api.dc_tco(system, nodes, scalable_units=scalable_units, years=years, utilization=utilization,
+                        cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour, system_price_usd=system_price_usd,
+                        electricity_usd_per_kwh=electricity_usd_per_kwh, price_kwh=price_kwh, pue=pue, overrides=set_)
     if as_json:
-        out = dict(vars(t))
-        out["it_power_kw"] = rep.power.it_power_kw
-        out["prices"] = rep.prices
-        out["assumptions"] = rep.assumptions
-        print_json(out)
+        print_json(result.to_dict())
         return
+    rep = result.cluster
+    t = rep.tco
     rows = [(f"capex: {k}", v) for k, v in t.capex_breakdown_usd.items()] + [("capex ($)", t.capex_usd)]
     rows += [(f"opex/yr: {k}", v) for k, v in t.opex_breakdown_usd_per_year.items()] + [("opex per year ($)", t.opex_usd_per_year)]
     rows += [("residual value ($)", t.residual_value_usd), (f"on-prem total over {t.years:g} y ($)", t.on_prem_total_usd),
@@ -161,11 +123,11 @@ def _print_assumptions(rows) -> None:
 @dc.command("assumptions")
 def assumptions_cmd(set_: Optional[List[str]] = _SET, as_json: bool = _JSON) -> None:
     """Every facilities / cost assumption with its value, source and date."""
-    rows = _assumptions(set_).rows()
+    result = api.dc_assumptions(set_)
     if as_json:
-        print_json(rows)
+        print_json(result.to_dict())
         return
-    _print_assumptions(rows)
+    _print_assumptions(result.rows)
 
 
 def register(app: typer.Typer) -> None:

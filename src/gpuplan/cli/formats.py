@@ -1,4 +1,4 @@
-"""CLI: `gpuplan formats table|compare|encode|decode|matmul` (parses, calls gpuplan.formats, renders)."""
+"""CLI: `gpuplan formats table|compare|encode|decode|matmul` (parses, calls `gpuplan.api.formats_*`, renders)."""
 
 from __future__ import annotations
 
@@ -6,29 +6,9 @@ from typing import List, Optional
 
 import typer
 
+from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.errors import InputError
-
-DEFAULT_COMPARE = "mxfp4,nvfp4,mxfp6_e2m3,mxfp8_e4m3,fp8_e4m3,bf16"
-
-
-def _random_input(spec: str, seed: int):
-    """`normal:N`, `uniform:N`, `laplace:N` or `lognormal:N` -> float32 array of N elements."""
-    import numpy as np
-
-    from gpuplan.units import parse_count
-
-    kind, _, count = spec.partition(":")
-    allowed = ("normal", "uniform", "laplace", "lognormal")
-    if kind not in allowed or not count:
-        raise InputError(f"--random must be KIND:COUNT with KIND one of {', '.join(allowed)}", field="random")
-    n = int(parse_count(count))
-    if not 0 < n <= 1 << 28:
-        raise InputError("--random COUNT must be between 1 and 268435456", field="random")
-    rng = np.random.default_rng(seed)
-    x = {"normal": lambda: rng.standard_normal(n), "uniform": lambda: rng.uniform(-1, 1, n),
-         "laplace": lambda: rng.laplace(size=n), "lognormal": lambda: rng.lognormal(size=n) * rng.choice([-1, 1], n)}[kind]()
-    return x.astype(np.float32)
+from gpuplan.interfaces.api.formats import DEFAULT_COMPARE, DEFAULT_MATMUL
 
 
 def register(app: typer.Typer) -> None:
@@ -39,13 +19,11 @@ def register(app: typer.Typer) -> None:
     @sub.command("table")
     def table_cmd(json_out: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
         """Each format's bias, emax, largest normal, smallest normal/subnormal, and the value tables of the 4/6-bit types."""
-        from gpuplan.formats.tables import SMALL_TYPES, format_table, value_table
-
-        rows = format_table()
-        values = {name: value_table(name) for name in SMALL_TYPES}
+        result = api.formats_table()
         if json_out:
-            print_json({"formats": rows, "value_tables": values})
+            print_json(result.to_dict())
             return
+        rows, values = result.formats, result.value_tables
         console.print(table("Formats", ["format", "bits", "E", "M", "bias", "emax", "max normal", "min normal",
                                         "min subnormal", "Inf", "NaN", "bits/elem", "block", "scale"],
                             [[r.name, r.bits, r.exponent_bits, r.mantissa_bits, r.bias, r.emax, r.max_normal,
@@ -66,21 +44,12 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
         """Quantisation error of one tensor in each format (MSE, SNR, max errors, saturation, bits, bytes)."""
-        from gpuplan.formats.analysis import compare
-        from gpuplan.formats.scale import scale_rule as parse_rule
-        from gpuplan.formats.tensorfile import read_tensor
-
-        rule = parse_rule(scale_rule)
-        if (file is None) == (random is None):
-            raise InputError("give exactly one input: FILE (.npy/.safetensors) or --random KIND:COUNT", field="file")
-        x = _random_input(random, seed) if random else read_tensor(file, tensor)
-        reports = compare(x, formats.split(","), rule)
-        source = random and f"random {random} seed {seed}" or f"{file}" + (f" [{tensor}]" if tensor else "")
+        result = api.formats_compare(file, tensor=tensor, formats=formats, random=random, seed=seed, scale_rule=scale_rule)
         if json_out:
-            print_json({"input": source, "shape": list(x.shape), "dtype": str(x.dtype), "scale_rule": rule.value,
-                        "results": reports})
+            print_json(result.to_dict())
             return
-        console.print(table(f"Quantisation error: {source}, shape {list(x.shape)}, scale rule {rule.value}",
+        source, shape, rule, reports = result.source, list(result.shape), result.scale_rule, result.reports
+        console.print(table(f"Quantisation error: {source}, shape {shape}, scale rule {rule.value}",
                             ["format", "SNR dB", "MSE", "max abs err", "max rel err", "saturated", "flushed to 0",
                              "bits/elem", "MB", "MB saved"],
                             [[r.format, r.snr_db, r.mse, r.max_abs_error, r.max_rel_error,
@@ -96,18 +65,11 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
         """Codes of numbers in an element format, and the values they decode to."""
-        from gpuplan.formats.codec import decode, encode
-
-        try:
-            xs = [float(v) for v in values]
-        except ValueError:
-            raise InputError("values must be numbers (nan and inf allowed)", field="values") from None
-        codes = encode(xs, format_name, saturate=not no_saturate, rounding=rounding)
-        back = decode(codes, format_name)
-        rows = [{"input": x, "code": int(c), "code_hex": f"0x{int(c):02X}", "value": float(v)} for x, c, v in zip(xs, codes, back)]
+        result = api.formats_encode(values, format_name, saturate=not no_saturate, rounding=rounding)
         if json_out:
-            print_json({"format": format_name, "saturate": not no_saturate, "rounding": rounding, "codes": rows})
+            print_json(result.to_dict())
             return
+        rows = result.rows
         console.print(table(f"encode {format_name}", ["input", "code", "value"],
                             [[repr(r["input"]), r["code_hex"], repr(r["value"])] for r in rows]))
 
@@ -118,17 +80,11 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
         """Values of codes in an element format."""
-        from gpuplan.formats.codec import decode
-
-        try:
-            ints = [int(c, 0) for c in codes]
-        except ValueError:
-            raise InputError("codes must be integers (decimal or 0x-hex)", field="codes") from None
-        vals = decode(ints, format_name)
-        rows = [{"code": c, "code_hex": f"0x{c:02X}", "value": float(v)} for c, v in zip(ints, vals)]
+        result = api.formats_decode(codes, format_name)
         if json_out:
-            print_json({"format": format_name, "values": rows})
+            print_json(result.to_dict())
             return
+        rows = result.rows
         console.print(table(f"decode {format_name}", ["code", "value"], [[r["code_hex"], repr(r["value"])] for r in rows]))
 
     @sub.command("matmul")
@@ -136,27 +92,17 @@ def register(app: typer.Typer) -> None:
         m: int = typer.Option(128, "--m", help="Rows of A."),
         k: int = typer.Option(4096, "--k", help="Reduction length."),
         n: int = typer.Option(128, "--n", help="Columns of B."),
-        formats: str = typer.Option("mxfp8_e4m3,mxfp8_e5m2,mxfp6_e2m3,mxfp4,mxint8,nvfp4", "--formats", help="Block formats."),
+        formats: str = typer.Option(DEFAULT_MATMUL, "--formats", help="Block formats."),
         seed: int = typer.Option(0, "--seed"),
         scale_rule: str = typer.Option("floor", "--scale-rule", help="floor, rceil, ceil, even."),
         json_out: bool = typer.Option(False, "--json", help="Machine-readable output."),
     ) -> None:
         """Error of an MX matmul (scaled block products, FP32 accumulation) on random normal operands."""
-        import numpy as np
-
-        from gpuplan.formats.block import block_format
-        from gpuplan.formats.dot import matmul_error
-
-        if min(m, k, n) < 1 or m * k * n > 1 << 31:
-            raise InputError("--m, --k, --n must be >= 1 with m*k*n <= 2^31", field="shape")
-        names = [block_format(f.strip()).name for f in formats.split(",") if f.strip()]
-        rng = np.random.default_rng(seed)
-        a = rng.standard_normal((m, k)).astype(np.float32)
-        b = rng.standard_normal((k, n)).astype(np.float32)
-        results = [matmul_error(a, b, f, scale_rule) for f in names]
+        result = api.formats_matmul(m, k, n, formats=formats, seed=seed, scale_rule=scale_rule)
         if json_out:
-            print_json({"m": m, "k": k, "n": n, "seed": seed, "results": results})
+            print_json(result.to_dict())
             return
+        results = result.results
         console.print(table(f"MX matmul error, A {m}x{k} @ B {k}x{n} (normal), vs float64",
                             ["format", "rel. Frobenius err", "SNR dB", "max abs err"],
                             [[r.format, r.relative_frobenius_error, r.snr_db, r.max_abs_error] for r in results]))

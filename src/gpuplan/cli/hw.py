@@ -1,4 +1,5 @@
-"""CLI: `gpuplan hw` -- the GPU / accelerator catalog: list, show, compare, interconnects, prices."""
+"""CLI: `gpuplan hw` -- the GPU / accelerator catalog: list, show, compare, interconnects, prices.
+Parses, calls `gpuplan.api.hw_*`, renders."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from typing import List, Optional
 
 import typer
 
+from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table as _table
 
 
@@ -13,21 +15,12 @@ def table(title, columns, rows, keep_whole: int = 1):
     """render.table with the id column kept whole."""
     return _table(title, columns, rows, keep_whole=keep_whole)
 
-from gpuplan.errors import InputError
-
 hw_app = typer.Typer(help="GPUs and accelerators in the catalog (every figure sourced).", no_args_is_help=True)
 
 _UNITS = {  # field -> unit printed after the value in `hw show`
     "memory_gib": "GiB", "memory_bandwidth_gbps": "GB/s", "l2_mib": "MiB", "smem_per_sm_kib": "KiB",
     "boost_clock_mhz": "MHz", "scaleup_bandwidth_gbps": "GB/s per direction", "tdp_w": "W", "price_usd": "USD",
 }
-
-
-def gpu_record(gpu) -> dict:
-    """The JSON object for one GPU: every spec field plus `memory_gib` (binary) for convenience."""
-    record = gpu.model_dump()
-    record["memory_gib"] = gpu.memory_gib
-    return record
 
 
 def _with_unit(value, unit: str) -> str:
@@ -40,18 +33,11 @@ def list_gpus(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List GPUs: memory, bandwidth, dense BF16/FP8 peaks, TDP."""
-    from gpuplan.catalog import load_catalog
-
-    cat = load_catalog()
-    gpus = list(cat.gpus.values())
-    if vendor is not None:
-        vendors = sorted({g.vendor for g in gpus})
-        if vendor.lower() not in vendors:
-            raise InputError(f"vendor: unknown vendor '{vendor}'; allowed: {', '.join(vendors)}", field="vendor")
-        gpus = [g for g in gpus if g.vendor == vendor.lower()]
+    result = api.hw_list(vendor)
     if as_json:
-        print_json([gpu_record(g) for g in gpus])
+        print_json(result.to_dict())
         return
+    gpus = result.gpus
 
     def dense(g, dtype):
         p = g.peak_tflops.get(dtype)
@@ -73,13 +59,11 @@ def show_gpu(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every figure of one GPU with its unit and source."""
-    from gpuplan.catalog import load_catalog
-
-    gpu = load_catalog().gpu(gpu_id)
+    result = api.hw_show(gpu_id)
     if as_json:
-        print_json(gpu_record(gpu))
+        print_json(result.to_dict())
         return
-    rec = gpu_record(gpu)
+    gpu, rec = result.gpu, result.to_dict()
     rec["l2_mib"] = gpu.l2_bytes / 2**20 if gpu.l2_bytes else None
     rec["smem_per_sm_kib"] = gpu.smem_per_sm_bytes / 2**10 if gpu.smem_per_sm_bytes else None
     fields = [
@@ -108,16 +92,11 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Side-by-side table of GPUs with each value's ratio to the first."""
-    from gpuplan.catalog import load_catalog
-    from gpuplan.catalog.compare import compare_gpus
-
-    if len(gpu_ids) < 2:
-        raise InputError("ID: give at least two GPU ids to compare, e.g. `gpuplan hw compare a100-sxm4-80gb h100-sxm5-80gb`", field="ID")
-    cat = load_catalog()
-    result = compare_gpus([cat.gpu(g) for g in gpu_ids])
+    compared = api.hw_compare(gpu_ids)
     if as_json:
-        print_json(result)
+        print_json(compared.to_dict())
         return
+    result = compared.comparison
 
     def cell(row, gid):
         v = row.values[gid]
@@ -137,17 +116,11 @@ def interconnects(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Links and fabrics: per-direction and bidirectional bandwidth, line rate, latency."""
-    from gpuplan.catalog import load_catalog
-
-    links = list(load_catalog().interconnects.values())
-    if kind is not None:
-        kinds = sorted({i.kind for i in links})
-        if kind not in kinds:
-            raise InputError(f"kind: unknown interconnect kind '{kind}'; allowed: {', '.join(kinds)}", field="kind")
-        links = [i for i in links if i.kind == kind]
+    result = api.hw_interconnects(kind)
     if as_json:
-        print_json([i.model_dump() for i in links])
+        print_json(result.to_dict())
         return
+    links = result.interconnects
     rows = [
         (i.id, i.name, i.kind, i.per_direction_gbps, i.bidirectional_gbps, i.line_rate_gbit_s, i.latency_us, i.in_network_reduction)
         for i in links
@@ -164,16 +137,11 @@ def prices(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Dated, sourced cloud prices in USD per GPU-hour (cheapest first)."""
-    from gpuplan.catalog import load_catalog
-
-    cat = load_catalog()
-    if gpu_id is not None:
-        entries = cat.cloud_prices(cat.gpu(gpu_id).id, pricing_model=None)
-    else:
-        entries = sorted(cat.clouds.values(), key=lambda c: (c.gpu, c.usd_per_gpu_hour))
+    result = api.hw_prices(gpu_id)
     if as_json:
-        print_json([c.model_dump() for c in entries])
+        print_json(result.to_dict())
         return
+    entries = result.prices
     rows = [(c.id, c.gpu, c.usd_per_gpu_hour, c.pricing_model, c.date, c.instance) for c in entries]
     console.print(table("cloud prices (USD per GPU-hour; dated; `--json` for sources and notes)",
                         ["id", "gpu", "USD/GPU-h", "pricing", "read on", "instance"], rows, keep_whole=2))

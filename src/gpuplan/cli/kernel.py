@@ -1,17 +1,16 @@
 """CLI: `gpuplan kernel ...` -- occupancy, roofline, access, banks, divergence, amdahl, gustafson, little.
 
-Parses, calls gpuplan.kernel, renders; computes nothing itself.
+Parses, calls `gpuplan.api.kernel_*`, renders; computes nothing itself.
 """
 
 from __future__ import annotations
 
-import re
 from typing import List, Optional
 
 import typer
 
-from gpuplan.cli.render import console, fmt, print_json, table, to_jsonable
-from gpuplan.errors import InputError
+from gpuplan import api
+from gpuplan.cli.render import console, fmt, print_json, table
 
 kernel_app = typer.Typer(
     help="GPU kernel analysis without a GPU: occupancy, roofline, memory access, bank conflicts, divergence, "
@@ -20,41 +19,6 @@ kernel_app = typer.Typer(
 )
 
 JSON_OPT = typer.Option(False, "--json", help="Print JSON instead of a table.")
-
-
-# -- helpers --------------------------------------------------------------------------------------
-def _gpu(gpu_id: str):
-    from gpuplan.catalog import load_catalog
-
-    cat = load_catalog()
-    if gpu_id.lower() in cat.gpus:
-        return cat.gpu(gpu_id)
-    if gpu_id.lower() in cat.systems:
-        return cat.system_gpu(gpu_id)
-    return cat.gpu(gpu_id)  # raises the standard unknown-id error
-
-
-def _limits(gpu_id: Optional[str], cc: Optional[str]):
-    from gpuplan.kernel import SUPPORTED_CCS, limits_for
-
-    if (gpu_id is None) == (cc is None):
-        raise InputError("gpu/cc: give exactly one of --gpu ID or --cc X.Y", field="cc")
-    if cc is not None:
-        return limits_for(cc), None
-    gpu = _gpu(gpu_id)
-    if not gpu.compute_capability:
-        raise InputError(
-            f"gpu: {gpu.id} has no CUDA compute capability in the catalog; use --cc (supported: {', '.join(SUPPORTED_CCS)})",
-            field="gpu",
-        )
-    try:
-        return limits_for(gpu.compute_capability), gpu
-    except InputError:
-        raise InputError(
-            f"gpu: {gpu.id} has compute capability {gpu.compute_capability}, which is not supported; "
-            f"supported: {', '.join(SUPPORTED_CCS)}",
-            field="gpu",
-        ) from None
 
 
 # -- occupancy --------------------------------------------------------------------------------------
@@ -72,28 +36,11 @@ def occupancy_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Resident blocks and warps per SM, occupancy and limiting factors, as cudaOccMaxActiveBlocksPerMultiprocessor."""
-    from gpuplan.kernel import max_potential_block_size, occupancy
-    from gpuplan.units import parse_bytes
-
-    limits, gpu_spec = _limits(gpu, cc)
-    smem_bytes = parse_bytes(smem, field="smem")
-    result = occupancy(limits, threads, regs, smem_bytes, carveout_percent=carveout)
-    try:
-        best = max_potential_block_size(limits, regs, smem_bytes, sm_count=gpu_spec.sm_count if gpu_spec else None,
-                                        carveout_percent=carveout)
-    except InputError:
-        best = None
-    if plot:
-        from gpuplan.kernel.plots import plot_occupancy
-
-        plot_occupancy(plot, limits, threads, regs, smem_bytes)
-    data = to_jsonable(result)
-    data = {"gpu": gpu_spec.id if gpu_spec else None, **data, "best_block_size": to_jsonable(best)}
-    if plot:
-        data["plot"] = plot
+    res = api.kernel_occupancy(threads, regs, smem, gpu=gpu, cc=cc, carveout=carveout, plot=plot)
     if json_out:
-        print_json(data)
+        print_json(res.to_dict())
         return
+    limits, gpu_spec, result, best, smem_bytes = res.limits, res.gpu, res.occupancy, res.best, res.smem_bytes
     title = f"Occupancy on CC {limits.compute_capability}" + (f" ({gpu_spec.id})" if gpu_spec else "")
     rows = [
         ("block", f"{threads} threads = {result.warps_per_block} warps, {regs} regs/thread, {smem_bytes:,} B smem"),
@@ -122,23 +69,6 @@ def occupancy_cmd(
 # -- roofline ----------------------------------------------------------------------------------------
 
 
-def _split_achieved(text: str, field: str) -> tuple[str, Optional[float]]:
-    body, _, achieved = text.partition("@")
-    if achieved:
-        try:
-            return body, float(achieved)
-        except ValueError:
-            raise InputError(f"{field}: cannot read achieved TFLOP/s '{achieved}' in '{text}'", field=field) from None
-    return body, None
-
-
-def _dims(text: str, count: int, field: str, example: str) -> list[int]:
-    parts = re.split(r"[x,]", text.strip().lower())
-    if len(parts) != count or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        raise InputError(f"{field}: cannot read '{text}'; expected {example} (positive integers)", field=field)
-    return [int(p) for p in parts]
-
-
 @kernel_app.command("roofline")
 def roofline_cmd(
     gpu: str = typer.Option(..., "--gpu", help="Catalog GPU id."),
@@ -155,43 +85,12 @@ def roofline_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Attainable FLOP/s vs arithmetic intensity, ridge points, and where each workload sits."""
-    from gpuplan.kernel import attention_work, dtype_bytes, elementwise_work, gemm_work, place, roofline, step_work
-    from gpuplan.units import parse_count
-
-    dtype = dtype.lower()
-    dtype_bytes(dtype)  # validates the name
-    spec = _gpu(gpu)
-    roof = roofline(spec, dtype, sparse=sparse)
-    work = []
-    for text in gemm or []:
-        body, ach = _split_achieved(text, "gemm")
-        m, n, k = _dims(body, 3, "gemm", "MxNxK, e.g. 4096x4096x4096")
-        work.append((gemm_work(m, n, k, dtype), ach))
-    for text in elementwise or []:
-        body, ach = _split_achieved(text, "elementwise")
-        work.append((elementwise_work(parse_count(body, field="elementwise"), dtype), ach))
-    for text in attention or []:
-        body, ach = _split_achieved(text, "attention")
-        b, h, lq, lk, d = _dims(body, 5, "attention", "BxHxLqxLkxD, e.g. 1x32x4096x4096x128")
-        work.append((attention_work(b, h, lq, lk, d, dtype), ach))
-    for text in step or []:
-        body, ach = _split_achieved(text, "step")
-        flops, sep, nbytes = body.partition(":")
-        if not sep:
-            raise InputError(f"step: cannot read '{text}'; expected FLOPS:BYTES, e.g. 16e9:16e9", field="step")
-        work.append((step_work(parse_count(flops, field="step"), parse_count(nbytes, field="step")), ach))
-    points = [place(roof, w, ach) for w, ach in work]
-    if plot:
-        from gpuplan.kernel.plots import plot_roofline
-
-        plot_roofline(plot, roof, points)
+    result = api.kernel_roofline(gpu, dtype, sparse=sparse, gemm=gemm or (), elementwise=elementwise or (),
+                                 attention=attention or (), step=step or (), plot=plot)
     if json_out:
-        data = to_jsonable(roof)
-        data["workloads"] = [to_jsonable(p) for p in points]
-        if plot:
-            data["plot"] = plot
-        print_json(data)
+        print_json(result.to_dict())
         return
+    roof, points, dtype = result.roofline, result.points, result.dtype
     kind = "sparse" if sparse else "dense"
     console.print(f"{roof.gpu} {dtype}: {kind} peak {roof.peak_tflops:g} TFLOP/s")
     console.print(table("Ceilings", ["memory", "GB/s", "ridge FLOP/B"],
@@ -221,12 +120,11 @@ def access_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Sectors and cache lines of one warp's global-memory request, and its coalescing efficiency."""
-    from gpuplan.kernel import analyze_global_access
-
-    r = analyze_global_access(elem_bytes, stride, offset, index_expression=index)
+    result = api.kernel_access(elem_bytes, stride, offset, index)
     if json_out:
-        print_json(r)
+        print_json(result.to_dict())
         return
+    r = result.analysis
     console.print(table("Global access of one warp", ["quantity", "value"], [
         ("bytes requested", r.requested_bytes),
         ("32-byte sectors per request", r.sectors_per_request),
@@ -246,16 +144,11 @@ def banks_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Shared-memory bank conflicts of one warp access (32 banks x 4 bytes), with and without padding."""
-    from gpuplan.kernel import analyze_bank_conflicts
-
-    r = analyze_bank_conflicts(elem_bytes, stride, offset, pad=pad, index_expression=index)
-    unpadded = analyze_bank_conflicts(elem_bytes, stride, offset, index_expression=index) if pad else None
+    result = api.kernel_banks(elem_bytes, stride, offset, pad, index)
     if json_out:
-        data = to_jsonable(r)
-        data["pad"] = pad
-        data["without_padding"] = to_jsonable(unpadded) if unpadded else None
-        print_json(data)
+        print_json(result.to_dict())
         return
+    r, unpadded = result.analysis, result.without_padding
     rows = [("effective stride (elements)", r.stride), ("phases", r.phases), ("conflict (n-way)", r.conflict_ways),
             ("wavefronts", f"{r.wavefronts} (ideal {r.ideal_wavefronts})"), ("efficiency", f"{r.efficiency:.1%}")]
     if unpadded:
@@ -272,12 +165,11 @@ def divergence_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Branch divergence of if (predicate) {...} else {...}: SIMT and branch efficiency."""
-    from gpuplan.kernel import analyze_divergence
-
-    r = analyze_divergence(predicate, threads, then_cost, else_cost)
+    result = api.kernel_divergence(predicate, threads, then_cost, else_cost)
     if json_out:
-        print_json(r)
+        print_json(result.to_dict())
         return
+    r = result.analysis
     console.print(table(f"if ({predicate})", ["quantity", "value"], [
         ("warps", r.warps), ("divergent warps", r.divergent_warps),
         ("branch efficiency", f"{r.branch_efficiency:.1%}"), ("SIMT efficiency", f"{r.simt_efficiency:.1%}"),
@@ -285,10 +177,11 @@ def divergence_cmd(
 
 
 # -- speedup laws -----------------------------------------------------------------------------------
-def _print_speedup(r, json_out: bool) -> None:
+def _print_speedup(result, json_out: bool) -> None:
     if json_out:
-        print_json(r)
+        print_json(result.to_dict())
         return
+    r = result.analysis
     console.print(table(f"{r.law.capitalize()}", ["quantity", "value"], [
         ("parallel fraction", r.parallel_fraction), ("workers", r.workers), ("speedup", r.speedup),
         ("efficiency", f"{r.efficiency:.1%}"), ("limit as workers -> inf", r.limit_speedup if r.limit_speedup else "unbounded"),
@@ -302,9 +195,7 @@ def amdahl_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Amdahl's law: speedup of a fixed problem = 1 / ((1-p) + p/n)."""
-    from gpuplan.kernel import amdahl
-
-    _print_speedup(amdahl(parallel_fraction, workers), json_out)
+    _print_speedup(api.kernel_amdahl(parallel_fraction, workers), json_out)
 
 
 @kernel_app.command("gustafson")
@@ -314,9 +205,7 @@ def gustafson_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Gustafson's law: scaled speedup = (1-p) + p n."""
-    from gpuplan.kernel import gustafson
-
-    _print_speedup(gustafson(parallel_fraction, workers), json_out)
+    _print_speedup(api.kernel_gustafson(parallel_fraction, workers), json_out)
 
 
 @kernel_app.command("little")
@@ -331,24 +220,13 @@ def little_cmd(
     json_out: bool = JSON_OPT,
 ) -> None:
     """Little's law: bytes and warps in flight needed to cover memory latency at a bandwidth."""
-    from gpuplan.kernel import limits_for, littles_law
-
-    spec = _gpu(gpu) if gpu else None
-    bw = bandwidth_gbps if bandwidth_gbps is not None else (spec.memory_bandwidth_gbps if spec else None)
-    if bw is None:
-        raise InputError("bandwidth: give --bandwidth-gbps or --gpu", field="bandwidth")
-    sm_count = sms if sms is not None else (spec.sm_count if spec and spec.sm_count else 1)
-    max_warps = None
-    if spec and spec.compute_capability:
-        try:
-            max_warps = limits_for(spec.compute_capability).max_warps_per_sm
-        except InputError:
-            max_warps = None
-    r = littles_law(bw, latency_ns, sm_count=sm_count, bytes_per_load=bytes_per_load,
-                    loads_in_flight_per_thread=loads_in_flight, max_warps_per_sm=max_warps)
+    result = api.kernel_little(latency_ns, gpu=gpu, bandwidth_gbps=bandwidth_gbps, sms=sms, bytes_per_load=bytes_per_load,
+                               loads_in_flight=loads_in_flight)
     if json_out:
-        print_json({"gpu": spec.id if spec else None, **to_jsonable(r)})
+        print_json(result.to_dict())
         return
+    r = result.analysis
+    bw = r.bandwidth_gbps
     rows = [("bytes in flight (device)", r.bytes_in_flight), ("bytes in flight per SM", r.bytes_in_flight_per_sm),
             ("bytes in flight per warp", r.bytes_in_flight_per_warp), ("warps needed per SM", r.warps_needed_per_sm)]
     if r.occupancy_needed is not None:

@@ -1,64 +1,14 @@
-"""CLI: `gpuplan model` -- model specs: list, show (params, FLOPs/token, KV bytes/token), params from safetensors."""
+"""CLI: `gpuplan model` -- model specs: list, show (params, FLOPs/token, KV bytes/token), params from
+safetensors. Parses, calls `gpuplan.api.model_*`, renders."""
 
 from __future__ import annotations
 
 import typer
 
+from gpuplan import api
 from gpuplan.cli.render import console, print_json, table
 
 model_app = typer.Typer(help="Transformer models: exact parameters, FLOPs per token, KV cache per token.", no_args_is_help=True)
-
-
-def model_record(name_or_path: str, seq_len: int | None, kv_bytes: float) -> dict:
-    """The JSON object of `model show` (stable keys; units in key names)."""
-    from gpuplan.models import load_model
-    from gpuplan.layers import flops_per_token, kv_cache_bytes_per_token, parameter_counts
-
-    model = load_model(name_or_path)
-    counts = parameter_counts(model)
-    seq = seq_len or min(model.max_position_embeddings or 4096, 4096)
-    flops = flops_per_token(model, seq)
-    full = flops_per_token(model, seq, causal=False)
-
-    def flops_record(f) -> dict:
-        return {
-            "seq_len": f.seq_len,
-            "attention_convention": f.attention_convention,
-            "forward_flops": f.forward,
-            "backward_flops": f.backward,
-            "training_flops": f.total,
-            "attention_share_of_forward": f.attention_share,
-            "six_n_flops": f.six_n,
-            "training_over_six_n": f.total / f.six_n,
-        }
-    return {
-        "name": model.name,
-        "family": model.family,
-        "source": model.source,
-        "total_params": counts.total,
-        "active_params": counts.active,
-        "active_params_excluding_input_embedding": counts.active_excluding_input_embedding,
-        "embedding_params": counts.embedding,
-        "non_embedding_params": counts.non_embedding,
-        "mtp_params": counts.mtp,
-        "params_by_component": counts.components,
-        "architecture": {
-            "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
-            "head_dim": model.head_dim, "ffn": model.ffn, "ffn_kind": model.ffn_kind.value, "vocab": model.vocab,
-            "tied_embeddings": model.tied_embeddings, "max_position_embeddings": model.max_position_embeddings,
-            "mla": model.mla.model_dump() if model.mla else None,
-            "moe": model.moe.model_dump() if model.moe else None,
-            "sliding_window_layers": sum(1 for w in model.layer_windows if w is not None),
-        },
-        "flops_per_token": flops_record(flops),
-        "flops_per_token_full_scores": flops_record(full),
-        "kv_cache": {
-            "bytes_per_element": kv_bytes,
-            "bytes_per_token": kv_cache_bytes_per_token(model, kv_bytes),
-            f"bytes_per_token_at_{seq}_context": kv_cache_bytes_per_token(model, kv_bytes, seq),
-            "context_len": seq,
-        },
-    }
 
 
 @model_app.command("show")
@@ -69,7 +19,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Parameters (total, active, per component), FLOPs per token and KV-cache bytes per token."""
-    rec = model_record(name_or_path, seq_len, kv_bytes)
+    rec = api.model_show(name_or_path, seq_len, kv_bytes).to_dict()
     if as_json:
         print_json(rec)
         return
@@ -101,15 +51,7 @@ def show(
 @model_app.command("list")
 def list_models(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Bundled models with their total and active parameter counts."""
-    from gpuplan.models import bundled_model_names, load_model
-    from gpuplan.layers import parameter_counts
-
-    rows = []
-    for name in bundled_model_names():
-        m = load_model(name)
-        c = parameter_counts(m)
-        rows.append({"name": name, "family": m.family, "total_params": c.total, "active_params": c.active,
-                     "layers": m.layers, "hidden": m.hidden, "source": m.source})
+    rows = api.model_list().to_dict()
     if as_json:
         print_json(rows)
         return
@@ -123,17 +65,11 @@ def params(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Parameters and bytes from safetensors headers only (quantized packing unpacked)."""
-    from gpuplan.models.safetensors import checkpoint_params
-
-    s = checkpoint_params(path)
-    rec = {
-        "total_params": s.params, "total_bytes": s.bytes, "total_gib": s.bytes / 2**30, "tensors": s.tensors,
-        "metadata_tensors": s.metadata_tensors, "quantization": s.quantization, "files": list(s.files),
-        "by_dtype": {k: {"tensors": v.tensors, "elements": v.elements, "bytes": v.bytes} for k, v in s.by_dtype.items()},
-    }
+    result = api.model_params(path)
     if as_json:
-        print_json(rec)
+        print_json(result.to_dict())
         return
+    s = result.summary
     console.print(f"parameters: {s.params:,}   bytes: {s.bytes:,} ({s.bytes / 2**30:.3f} GiB)   tensors: {s.tensors} "
                   f"({s.metadata_tensors} quantization metadata)   files: {len(s.files)}" + (f"   quantization: {s.quantization}" if s.quantization else ""))
     console.print(table("by dtype (raw elements as stored)", ["dtype", "tensors", "elements", "bytes"],

@@ -1,4 +1,5 @@
-"""CLI: `gpuplan plan`, the main job: what to build or rent for a model, how long, how much."""
+"""CLI: `gpuplan plan`, the main job: what to build or rent for a model, how long, how much.
+Parses, calls `gpuplan.api.plan`, renders."""
 
 from __future__ import annotations
 
@@ -7,21 +8,25 @@ from typing import List, Optional
 
 import typer
 
+from gpuplan import api
+from gpuplan.cli.aliases import renamed
 from gpuplan.cli.render import console, print_json, table
 
 
 def plan_cmd(
-    model: str = typer.Option("gpt3-175b", "--model", help="Model id (catalog or HF config name)."),
-    system: str = typer.Option("dgx-h100", "--system", help="Catalog system id."),
+    model: Optional[str] = typer.Argument(
+        None, metavar="MODEL", help=f"Bundled model name or config.json path (default {api.DEFAULT_MODEL})."),
+    model_option: Optional[str] = typer.Option(None, "--model", hidden=True, help="Old spelling of MODEL."),
+    system: str = typer.Option(api.DEFAULT_SYSTEM, "--system", help="Catalog system id."),
     goal: str = typer.Option("train", "--goal", help="train or serve."),
     tokens: str = typer.Option("300B", "--tokens", help="Training tokens (e.g. 300B, 15T)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Fix the GPU count (default: smallest that meets --days)."),
     days: float = typer.Option(30.0, "--days", help="Target training time in days."),
-    rate: float = typer.Option(10.0, "--rate", help="Serving: requests per second."),
-    ttft_ms: float = typer.Option(2000.0, "--ttft-ms", help="Serving: p90 time-to-first-token objective (ms)."),
-    tpot_ms: float = typer.Option(50.0, "--tpot-ms", help="Serving: p90 time-per-output-token objective (ms)."),
-    input_len: int = typer.Option(2048, "--input-len", help="Serving: prompt tokens per request."),
-    output_len: int = typer.Option(256, "--output-len", help="Serving: output tokens per request."),
+    rate: float = typer.Option(api.DEFAULT_RATE, "--rate", help="Serving: requests per second."),
+    ttft_ms: float = typer.Option(api.DEFAULT_TTFT_MS, "--ttft-ms", help="Serving: p90 time-to-first-token objective (ms)."),
+    tpot_ms: float = typer.Option(api.DEFAULT_TPOT_MS, "--tpot-ms", help="Serving: p90 time-per-output-token objective (ms)."),
+    input_len: int = typer.Option(api.DEFAULT_INPUT_LEN, "--input-len", help="Serving: prompt tokens per request."),
+    output_len: int = typer.Option(api.DEFAULT_OUTPUT_LEN, "--output-len", help="Serving: output tokens per request."),
     years: float = typer.Option(4.0, "--years", help="Depreciation period for the on-prem comparison."),
     utilization: float = typer.Option(0.7, "--utilization", help="Fraction of hours the cluster is busy."),
     cloud_usd_per_gpu_hour: Optional[float] = typer.Option(None, "--cloud-usd-per-gpu-hour", help="Cloud price override."),
@@ -38,27 +43,20 @@ def plan_cmd(
 
     With no arguments: the seed question 'design a DGX-based infrastructure for training a 175B
     parameter model' (GPT-3 175B, 300B tokens, DGX H100)."""
-    from gpuplan.errors import InputError
-    from gpuplan.facilities.assumptions import assumptions_from_options, merge_alias
-    from gpuplan.interfaces.plan import Goal, html_report, plan
-    from gpuplan.units import parse_count
-
-    try:
-        goal_enum = Goal(goal.lower())
-    except ValueError:
-        raise InputError(f"goal: '{goal}' is not one of: train, serve", field="goal") from None
-    a = assumptions_from_options(set_, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh, grid_kg_co2_per_kwh=merge_alias(
-        grid_kg_co2_per_kwh, grid_kg_per_kwh, "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
-    rep = plan(goal_enum, model, system, tokens=parse_count(tokens, "tokens"), gpus=gpus, target_days=days, rate_per_s=rate,
-               ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
-               years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
-               system_price_usd=system_price_usd, assumptions=a)
+    result = api.plan(
+        renamed(model, model_option, "MODEL", "--model", default=api.DEFAULT_MODEL), system, goal=goal, tokens=tokens,
+        gpus=gpus, days=days, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
+        years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
+        system_price_usd=system_price_usd, overrides=set_, pue=pue, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh,
+        grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
+    )
     if html is not None:
-        html.write_text(html_report(rep), encoding="utf-8")
-    c, w = rep.cluster, rep.workload
+        html.write_text(result.html(), encoding="utf-8")
     if as_json:
-        print_json(rep.to_dict())
+        print_json(result.to_dict())
         return
+    rep = result.report
+    c, w = rep.cluster, rep.workload
     console.print(rep.answer)
     rows = [("estimator", w.estimator), ("GPUs", c.fabric.gpus), ("nodes", c.fabric.nodes), ("days", w.days),
             ("GPU-hours", w.gpu_hours)] + [(k, v) for k, v in w.details.items()]

@@ -4,41 +4,19 @@ from __future__ import annotations
 
 import json
 import math
-from enum import Enum
 from typing import Any, Iterable
 
 from rich.console import Console
 from rich.table import Table
 
+from gpuplan.api import to_jsonable
+
 console = Console()
 err_console = Console(stderr=True)
 
 
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON data from dataclasses / pydantic models / enums / numpy scalars (NaN -> null)."""
-    import dataclasses
-
-    if hasattr(obj, "model_dump"):
-        return to_jsonable(obj.model_dump())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
-        return to_jsonable(obj.item())
-    if hasattr(obj, "tolist"):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
 def print_json(data: Any) -> None:
-    """Write `data` as indented JSON to stdout (no rich markup, no wrapping)."""
+    """Write `data` (e.g. `result.to_dict()`) as indented JSON to stdout (no rich markup, no wrapping)."""
     import sys
 
     sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")

@@ -1,9 +1,11 @@
-"""CLI: `gpuplan systems` -- nodes (DGX/HGX, cloud instances, racks) in the catalog."""
+"""CLI: `gpuplan systems` -- nodes (DGX/HGX, cloud instances, racks) in the catalog. Parses, calls
+`gpuplan.api.systems_*`, renders."""
 
 from __future__ import annotations
 
 import typer
 
+from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table as _table
 
 
@@ -15,27 +17,14 @@ def table(title, columns, rows, keep_whole: int = 1):
 systems_app = typer.Typer(help="Systems: GPUs per node, scale-up domain, NICs, power (every figure sourced).", no_args_is_help=True)
 
 
-def system_record(system, gpu) -> dict:
-    """The JSON object for one system: every spec field plus per-GPU scale-out and memory totals."""
-    record = system.model_dump()
-    record["scaleout_gbps_per_gpu"] = system.scaleout_gbps_per_gpu
-    record["host_memory_gib"] = system.host_memory_bytes / 2**30 if system.host_memory_bytes else None
-    record["gpu_memory_gib"] = gpu.memory_gib
-    record["node_gpu_memory_gib"] = gpu.memory_gib * system.gpus_per_node
-    record["gpu_name"] = gpu.name
-    return record
-
-
 @systems_app.command("list")
 def list_systems(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List systems (a GPU id also names a single-GPU box; see `gpuplan hw list`)."""
-    from gpuplan.catalog import load_catalog
-
-    cat = load_catalog()
-    systems = list(cat.systems.values())
+    result = api.systems_list()
     if as_json:
-        print_json([system_record(s, cat.gpu(s.gpu)) for s in systems])
+        print_json(result.to_dict())
         return
+    systems = [s for s, _ in result.systems]
     rows = [
         (s.id, s.gpu, s.gpus_per_node, s.scaleup_domain_gpus, s.scaleup_bandwidth_gbps,
          f"{s.nics_per_node}x {fmt(s.nic_gbit_s)} Gb/s {s.nic_kind}" if s.nics_per_node else "-",
@@ -54,15 +43,11 @@ def show_system(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Every figure of one system with its unit and source."""
-    from gpuplan.catalog import load_catalog
-
-    cat = load_catalog()
-    system = cat.system(system_id)
-    gpu = cat.gpu(system.gpu)
-    rec = system_record(system, gpu)
+    result = api.systems_show(system_id)
     if as_json:
-        print_json(rec)
+        print_json(result.to_dict())
         return
+    system, rec = result.system, result.to_dict()
     units = {
         "scaleup_bandwidth_gbps": "GB/s per GPU per direction", "nic_gbit_s": "Gb/s per NIC",
         "scaleout_gbps_per_gpu": "GB/s per GPU per direction", "host_memory_gib": "GiB",

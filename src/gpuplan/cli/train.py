@@ -2,7 +2,8 @@
 
 With no arguments it answers the README's question: GPT-3 175B on 1024 GPUs of DGX H100 for
 300B tokens. Giving any of --tp/--pp/--dp/--cp/--ep/--etp/--vpp/--micro-batch/--recompute/--sharding
-evaluates that one plan instead of searching (unset degrees default to 1, dp fills the GPUs).
+evaluates that one plan instead of searching (defaults: gpuplan.api.train). Parses, calls
+`gpuplan.api.train`, renders.
 """
 
 from __future__ import annotations
@@ -11,21 +12,8 @@ from typing import List, Optional
 
 import typer
 
+from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table
-
-DEFAULT_MODEL = "gpt3-175b"
-DEFAULT_SYSTEM = "dgx-h100"
-DEFAULT_GPUS = 1024
-DEFAULT_TOKENS = "300B"
-
-
-def _plan_dict(plan) -> dict:
-    return {
-        "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.expert_tp, "vpp": plan.vpp,
-        "micro_batch": plan.micro_batch, "global_batch": plan.global_batch, "seq_len": plan.seq_len,
-        "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
-        "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
-    }
 
 
 def _plan_label(plan) -> str:
@@ -38,58 +26,18 @@ def _plan_label(plan) -> str:
             f"{plan.sharding.value}")
 
 
-def estimate_to_json(est, run=None, assumptions=None) -> dict:
-    """Stable JSON of a TrainingEstimate and its run cost (`facilities.run_cost`; units in the keys)."""
-    from gpuplan.facilities.run_cost import run_cost_dict
-
-    st = est.step
-    out = {
-        "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
-        "best_plan": _plan_dict(est.plan),
-        "step_time_s": st.step_time_s,
-        "step_breakdown_s": st.breakdown_s,
-        "num_micro_batches": st.num_micro_batches,
-        "tokens_per_step": st.tokens_per_step,
-        "tokens_per_s": st.tokens_per_s,
-        "tokens_per_s_per_gpu": st.tokens_per_s_per_gpu,
-        "tflops_per_gpu_model": st.tflops_per_gpu_model,
-        "model_flops_per_token": st.model_flops_per_token,
-        "model_flops_attention_convention": st.model_flops_convention,
-        "mfu_pct": st.mfu_pct,
-        "memory_per_gpu_gib": est.memory_per_gpu_gib,
-        "steps": est.steps, "time_s": est.time_s, "days": est.days, "gpu_hours": est.gpu_hours,
-    }
-    if run is not None:
-        out.update({k: v for k, v in run_cost_dict(run).items() if k not in ("hours",)})
-    if assumptions is not None:
-        out.update({"pue": assumptions.pue, "grid_kg_co2_per_kwh": assumptions.grid_kg_co2_per_kwh,
-                    "grid_kg_per_kwh": assumptions.grid_kg_co2_per_kwh,  # old key, kept for scripts
-                    "electricity_usd_per_kwh": assumptions.electricity_usd_per_kwh})
-    if est.search is not None:
-        s = est.search
-        out["search"] = {
-            "plans_evaluated": s.plans_evaluated, "plans_valid": s.plans_valid, "plans_fitting": s.plans_fitting,
-            "elapsed_s": s.elapsed_s, "rejected": s.rejected, "why_others_lose": list(s.why_others_lose),
-            "top_plans": [
-                {"rank": r.rank, "plan": _plan_dict(r.plan), "step_time_s": r.step.step_time_s,
-                 "mfu_pct": r.step.mfu_pct, "memory_per_gpu_gib": r.memory_gib}
-                for r in s.best
-            ],
-        }
-    return out
-
-
 def register(app: typer.Typer) -> None:
     """Add `gpuplan train` to the root app."""
 
     @app.command("train")
     def train(
-        model: str = typer.Argument(DEFAULT_MODEL, help="Bundled model name or path to a config.json."),
-        system: str = typer.Option(DEFAULT_SYSTEM, "--system", help="Catalog system id (see `gpuplan systems list`)."),
-        gpus: int = typer.Option(DEFAULT_GPUS, "--gpus", help="Total GPUs."),
+        model: str = typer.Argument(api.DEFAULT_MODEL, help="Bundled model name or path to a config.json."),
+        system: str = typer.Option(api.DEFAULT_SYSTEM, "--system", help="Catalog system id (see `gpuplan systems list`)."),
+        gpus: int = typer.Option(api.DEFAULT_GPUS, "--gpus", help="Total GPUs."),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="Training tokens, e.g. 300B, 15T (default 300B)."),
         flops: Optional[str] = typer.Option(None, "--flops", help="Model-FLOP budget instead of tokens, e.g. 3.14e23."),
-        seq_len: int = typer.Option(2048, "--seq-len", help="Sequence length."),
+        seq_len: Optional[int] = typer.Option(
+            None, "--seq-len", help="Tokens per sequence (default: min(the model's max positions, 4096))."),
         global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Sequences per step (default ~4M tokens)."),
         precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8 (GEMMs)."),
         framework: str = typer.Option("megatron", "--framework", help="megatron, deepspeed, fsdp, torchtitan."),
@@ -122,105 +70,23 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Best parallelism plan, step time, MFU, days, GPU-hours, energy, cost and CO2 of a training run."""
-        from gpuplan.facilities.assumptions import assumptions_from_options, merge_alias
-
-        a = assumptions_from_options(set_, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh,
-                                     grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh,
-                                                                     "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
-        est, run = run_train(
-            model=model, system=system, gpus=gpus, tokens=tokens, flops=flops, seq_len=seq_len,
-            global_batch=global_batch, precision=precision, framework=framework, tp_comm_overlap=tp_comm_overlap,
-            degrees=dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
-                         sharding=sharding, sequence_parallel=sequence_parallel),
-            usd_per_gpu_hour=usd_per_gpu_hour, assumptions=a, top=top, progress=not as_json,
-        )
-        if as_json:
-            print_json(estimate_to_json(est, run, a))
-            return
-        _render(est, run, a)
-
-
-def _enum(cls, raw: str, name: str):
-    from gpuplan.errors import InputError
-
-    try:
-        return cls(raw.lower())
-    except ValueError:
-        allowed = ", ".join(v.value for v in cls)
-        raise InputError(f"--{name}: '{raw}' is not one of {allowed}", field=name) from None
-
-
-def run_train(*, model, system, gpus, tokens, flops, seq_len, global_batch, precision, framework, degrees,
-              usd_per_gpu_hour, top, progress, tp_comm_overlap=False, assumptions=None):
-    """Parse the command's strings into specs, call `estimate_training` and cost the run with
-    `facilities.run_cost` (no computing here): (estimate, run cost)."""
-    from gpuplan.catalog import load_catalog
-    from gpuplan.errors import InputError
-    from gpuplan.models import load_model
-    from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
-    from gpuplan.units import parse_count
-    from gpuplan.workloads.training.plan_search import DEFAULT_BATCH_TOKENS, SearchSpace
-    from gpuplan.workloads.training.step_time import Framework
-    from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS
-    from gpuplan.facilities.run_cost import training_run_cost
-    from gpuplan.workloads.training.totals import estimate_training
-
-    if gpus < 1:
-        raise InputError("--gpus must be >= 1", field="gpus")
-    if seq_len < 1:
-        raise InputError("--seq-len must be >= 1", field="seq_len")
-    if top < 1:
-        raise InputError("--top must be >= 1", field="top")
-    if tokens is not None and flops is not None:
-        raise InputError("give --tokens or --flops, not both", field="tokens")
-    spec = load_model(model)
-    catalog = load_catalog()
-    sys_spec = catalog.system(system)
-    gpu = catalog.gpu(sys_spec.gpu)
-    prec = _enum(Precision, precision, "precision")
-    fw = _enum(Framework, framework, "framework")
-    n_tokens = None if flops is not None else parse_count(tokens or DEFAULT_TOKENS, field="tokens")
-    budget = parse_count(flops, field="flops") if flops is not None else None
-    plan = None
-    if any(v is not None for v in degrees.values()):
-        d = {k: v for k, v in degrees.items() if v is not None}
-        tp_, pp_, cp_ = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1)
-        if gpus % (tp_ * pp_ * cp_):
-            raise InputError(f"--gpus {gpus} is not a multiple of tp x pp x cp = {tp_ * pp_ * cp_}", field="gpus")
-        dp_ = d.get("dp", gpus // (tp_ * pp_ * cp_))
-        mb = d.get("micro_batch", 1)
-        gb = global_batch or max(1, round(DEFAULT_BATCH_TOKENS / seq_len / (mb * dp_))) * mb * dp_
+        bar = None if as_json else _progress_bar()
         try:
-            plan = TrainPlan(
-                tp=tp_, pp=pp_, dp=dp_, cp=cp_, ep=d.get("ep", 1), etp=d.get("etp"), vpp=d.get("vpp", 1), micro_batch=mb,
-                global_batch=gb, seq_len=seq_len, precision=prec,
-                recompute=_enum(Recompute, d.get("recompute", "none"), "recompute"),
-                sharding=_enum(Sharding, d.get("sharding", "none"), "sharding"),
-                sequence_parallel=bool(d.get("sequence_parallel", tp_ > 1)) and tp_ > 1,
-                tp_comm_overlap=tp_comm_overlap,
+            result = api.train(
+                model, system, gpus, tokens=tokens, flops=flops, seq_len=seq_len, global_batch=global_batch,
+                precision=precision, framework=framework, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp,
+                micro_batch=micro_batch, recompute=recompute, sharding=sharding, sequence_parallel=sequence_parallel,
+                tp_comm_overlap=tp_comm_overlap, usd_per_gpu_hour=usd_per_gpu_hour, pue=pue,
+                grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
+                electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar,
             )
-        except ValueError as exc:
-            raise InputError(f"plan: {exc.errors()[0]['msg'] if hasattr(exc, 'errors') else exc}", field="plan") from None
-        from gpuplan.workloads.training.step_time import check_plan
-
-        check_plan(spec, sys_spec, plan, gpus)
-    bar = None
-    if progress and plan is None:
-        bar = _progress_bar()
-    try:
-        est = estimate_training(
-            spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
-            precision=prec, plan=plan, space=SearchSpace(
-                global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap
-            ),
-            framework=fw, progress=bar,
-        )
-    finally:
-        if bar is not None:
-            bar.close()
-    run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions or DEFAULT_ASSUMPTIONS,
-                            usd_per_gpu_hour=usd_per_gpu_hour)
-    return est, run
+        finally:
+            if bar is not None:
+                bar.close()
+        if as_json:
+            print_json(result.to_dict())
+            return
+        _render(result.estimate, result.run, result.assumptions)
 
 
 class _progress_bar:
@@ -276,12 +142,10 @@ def _render(est, run, assumptions) -> None:
                   f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
     if run.note:
         console.print(f"note: {run.note}")
-    from gpuplan.facilities.run_cost import price_source
-
     if run.price is None:
-        console.print(f"cost: {price_source(None)}")
+        console.print(f"cost: {api.price_source(None)}")
     else:
-        console.print(f"price: {fmt(run.price.value)} $/GPU-hour ({price_source(run.price)})")
+        console.print(f"price: {fmt(run.price.value)} $/GPU-hour ({api.price_source(run.price)})")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")
         for line in est.search.why_others_lose:

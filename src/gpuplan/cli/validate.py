@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table
 
 
@@ -30,12 +31,11 @@ def register(app: typer.Typer) -> None:
         summary_only: bool = typer.Option(False, "--summary", help="Only the compact per-family table; overall last."),
     ) -> None:
         """Predict every row of FILE and compare with the measurement."""
-        from gpuplan.interfaces.validate import report_json, validate_file
-
-        report = validate_file(file)
+        result = api.validate(file)
         if as_json:
-            print_json(report_json(report))
+            print_json(result.to_dict())
             return
+        report = result.report
         if not summary_only:
             rows = [(r.id, r.metric, r.measured, r.predicted, r.error_pct,
                      ("SKIPPED: " + r.reason) if r.skipped else r.notes[:60]) for r in report.rows]

@@ -27,6 +27,7 @@ from gpuplan.facilities.racks import RackLayout, rack_layout
 from gpuplan.facilities.tco import TcoEstimate, estimate_tco, workload_cost_usd
 from gpuplan.facilities.run_cost import RunCost, run_cost_dict, serving_day_cost, training_run_cost
 from gpuplan.models import load_model
+from gpuplan.specs import ModelSpec
 
 
 class Goal(str, Enum):
@@ -151,9 +152,10 @@ class PlanReport:
 
 def _training_summary(model, system, gpu, gpus: int, tokens: float):
     """The training run from the step-time model and plan search (`estimate_training`): (summary, estimate)."""
+    from gpuplan.workloads.training.plan_search import default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
 
-    est = estimate_training(model, system, gpus, tokens, gpu=gpu)
+    est = estimate_training(model, system, gpus, tokens, gpu=gpu, seq_len=default_seq_len(model))
     details = {
         "step_time_s": est.step.step_time_s,
         "tokens_per_s": est.step.tokens_per_s,
@@ -199,7 +201,7 @@ def _round_up_nodes(gpus: int, gpus_per_node: int) -> int:
 
 def plan(
     goal: Goal = Goal.TRAIN,
-    model_id: str = DEFAULT_MODEL,
+    model_id: str | ModelSpec = DEFAULT_MODEL,
     system_id: str = DEFAULT_SYSTEM,
     *,
     tokens: float = DEFAULT_TOKENS,
@@ -226,7 +228,8 @@ def plan(
     cat = load_catalog()
     system = cat.system(system_id)
     gpu = cat.gpu(system.gpu)
-    model = load_model(model_id)
+    model = model_id if isinstance(model_id, ModelSpec) else load_model(model_id)
+    model_id = model.name if isinstance(model_id, ModelSpec) else model_id
     notes: list[str] = []
     est = None
     if goal is Goal.TRAIN:

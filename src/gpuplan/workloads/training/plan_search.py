@@ -49,6 +49,18 @@ SCREEN_MARGIN = 1.05
 #: Default tokens per optimizer step when no global batch is given: 2^22 ~ 4M tokens (GPT-3 175B
 #: used 3.2M, Llama 2/3 4M-16M).
 DEFAULT_BATCH_TOKENS = 2**22
+#: Cap of the default training sequence length (`default_seq_len`).
+DEFAULT_SEQ_LEN_CAP = 4096
+
+
+def default_seq_len(model: ModelSpec) -> int:
+    """The training sequence length when none is given: min(max_position_embeddings, 4096), 4096
+    when the config has none. GPT-3 trained at its 2048 context (Brown et al. 2020, sec. 2.1) and
+    Llama 2 at 4096 (Touvron et al. 2023); longer-context models pre-train at 4096-8192 before
+    long-context extension (Llama 3: 8192, Dubey et al. 2024, sec. 3.4), so 4096 is the common
+    short-context phase."""
+    return min(model.max_position_embeddings or DEFAULT_SEQ_LEN_CAP, DEFAULT_SEQ_LEN_CAP)
+
 
 RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 SHARDINGS = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
@@ -331,4 +343,4 @@ def search_plans(
     )
 
 
-__all__ = ["DEFAULT_BATCH_TOKENS", "RankedPlan", "SearchResult", "SearchSpace", "memory_bytes_arrays", "search_plans"]
+__all__ = ["DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "default_seq_len", "RankedPlan", "SearchResult", "SearchSpace", "memory_bytes_arrays", "search_plans"]

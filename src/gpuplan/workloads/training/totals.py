@@ -58,9 +58,11 @@ def estimate_training(
     space: SearchSpace | None = None,
     framework: Framework = Framework.MEGATRON,
     progress=None,
+    top: int = 5,
 ) -> TrainingEstimate:
     """Train `model` on `num_gpus` GPUs of `system` for `tokens` tokens (or `flop_budget` model
-    FLOPs): the best plan (searched unless `plan` is given), its step time and the totals."""
+    FLOPs): the best plan (searched unless `plan` is given; `top` best plans kept), its step time
+    and the totals."""
     from gpuplan.workloads.training.memory import training_memory
 
     if gpu is None:  # the system names its GPU; resolve it once here (callers may pass the spec)
@@ -72,7 +74,7 @@ def estimate_training(
     search = None
     if plan is None:
         space = space or SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=precision)
-        search = search_plans(model, system, gpu, num_gpus, space, framework=framework, progress=progress)
+        search = search_plans(model, system, gpu, num_gpus, space, top=top, framework=framework, progress=progress)
         ranked = search.best[0]
         plan, step, mem_gib = ranked.plan, ranked.step, ranked.memory_gib
     else:

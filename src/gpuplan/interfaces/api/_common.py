@@ -1,0 +1,164 @@
+"""Shared pieces of the API: ids resolved to specs at the boundary, enum parsing, the one
+system-for-a-GPU rule, the one sequence-length default, and the result base class.
+
+Every `gpuplan.api` function accepts either catalog / bundled ids (strings such as "gpt3-175b",
+"dgx-h100", "h100-sxm5-80gb") or the spec objects themselves (ModelSpec, Gpu, System, TrainPlan);
+this module turns the first into the second, once, so that workloads only ever see specs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from enum import Enum
+from typing import Any, TypeVar
+
+from gpuplan.errors import InputError
+from gpuplan.specs import Gpu, ModelSpec, System
+
+#: Defaults shared by every command that takes the idea (docs/options.md is the table of them).
+DEFAULT_MODEL = "gpt3-175b"
+DEFAULT_SYSTEM = "dgx-h100"
+DEFAULT_GPU = "h100-sxm5-80gb"
+
+E = TypeVar("E", bound=Enum)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Plain JSON data from dataclasses / pydantic models / enums / numpy scalars (NaN, inf -> None)."""
+    if hasattr(obj, "model_dump"):
+        return to_jsonable(obj.model_dump())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, Enum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
+        return to_jsonable(obj.item())
+    if hasattr(obj, "tolist"):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+class Result:
+    """Base of every API result: `to_dict()` is exactly what the CLI prints with `--json`
+    (a dict, or a list for the `list`-style commands)."""
+
+    def json_data(self) -> Any:  # pragma: no cover - every subclass overrides it
+        raise NotImplementedError
+
+    def to_dict(self) -> Any:
+        return to_jsonable(self.json_data())
+
+
+# -- ids -> specs -------------------------------------------------------------------------------
+def catalog():
+    from gpuplan.catalog import load_catalog
+
+    return load_catalog()
+
+
+def resolve_model(model: str | ModelSpec) -> ModelSpec:
+    """A ModelSpec from a bundled name, a config.json path or directory, or a ModelSpec."""
+    if isinstance(model, ModelSpec):
+        return model
+    if not isinstance(model, str):
+        raise InputError(f"model: expected a model name, config path or ModelSpec, got {type(model).__name__}", field="model")
+    from gpuplan.models import load_model
+
+    return load_model(model)
+
+
+def resolve_gpu(gpu: str | Gpu) -> Gpu:
+    """A Gpu from a catalog GPU id or a Gpu."""
+    if isinstance(gpu, Gpu):
+        return gpu
+    if not isinstance(gpu, str):
+        raise InputError(f"gpu: expected a GPU id or Gpu, got {type(gpu).__name__}", field="gpu")
+    return catalog().gpu(gpu)
+
+
+def resolve_system(system: str | System) -> System:
+    """A System from a catalog system id (a GPU id names a single-GPU box) or a System."""
+    if isinstance(system, System):
+        return system
+    if not isinstance(system, str):
+        raise InputError(f"system: expected a system id or System, got {type(system).__name__}", field="system")
+    return catalog().system(system)
+
+
+def gpu_of(system: System) -> Gpu:
+    """The catalog GPU a system is built from."""
+    return catalog().gpu(system.gpu)
+
+
+def system_and_gpu(system: str | System | None, gpu: str | Gpu | None, *, default_gpu: str = DEFAULT_GPU,
+                   replica_gpus: int = 1) -> tuple[System, Gpu]:
+    """The one rule that picks hardware from `--system` and `--gpu` (docs/options.md):
+
+    - `system` given: its GPU; a `gpu` given as well must be that GPU.
+    - only `gpu` (or neither: `default_gpu`): the GPU's widest catalog system
+      (`Catalog.widest_system_for`, the largest scale-up domain), which must hold `replica_gpus`
+      GPUs in one scale-up domain.
+    """
+    if system is not None:
+        sys_spec = resolve_system(system)
+        sys_gpu = gpu_of(sys_spec)
+        if gpu is not None and resolve_gpu(gpu).id != sys_gpu.id:
+            raise InputError(f"gpu: system '{sys_spec.id}' is built from {sys_gpu.id}, not {resolve_gpu(gpu).id}; "
+                             "give --system or --gpu, or matching ones", field="gpu")
+        return sys_spec, sys_gpu
+    gpu_spec = resolve_gpu(gpu if gpu is not None else default_gpu)
+    sys_spec = widest_system(gpu_spec)
+    if replica_gpus > sys_spec.scaleup_domain_gpus:
+        raise InputError(f"system: no catalog system has {replica_gpus} x {gpu_spec.id} in one scale-up domain "
+                         f"(widest: {sys_spec.id}, {sys_spec.scaleup_domain_gpus}); pass --system", field="system")
+    return sys_spec, gpu_spec
+
+
+def widest_system(gpu: Gpu) -> System:
+    """`Catalog.widest_system_for`, also for a GPU that is not in the catalog (its single-GPU box)."""
+    from gpuplan.catalog import single_gpu_system
+
+    cat = catalog()
+    if gpu.id not in cat.gpus:
+        return single_gpu_system(gpu)
+    return cat.widest_system_for(gpu.id)
+
+
+def parse_enum(cls: type[E], raw: str | E, name: str) -> E:
+    """An enum member from itself or its value (case-insensitive); InputError listing the allowed values."""
+    if isinstance(raw, cls):
+        return raw
+    try:
+        return cls(str(raw).lower())
+    except ValueError:
+        allowed = ", ".join(v.value for v in cls)
+        raise InputError(f"--{name.replace('_', '-')}: '{raw}' is not one of {allowed}", field=name) from None
+
+
+def default_seq_len(model: ModelSpec) -> int:
+    """The one `--seq-len` default (workloads.training.plan_search.default_seq_len): min(max positions, 4096)."""
+    from gpuplan.workloads.training.plan_search import default_seq_len as training_default
+
+    return training_default(model)
+
+
+def count(value: str | float | int | None, name: str) -> float | None:
+    """A count from a number or text such as '300B', '15T', '3.14e23' (None stays None)."""
+    if value is None:
+        return None
+    from gpuplan.units import parse_count
+
+    return parse_count(value, field=name)
+
+
+def positive(value: int | None, name: str) -> None:
+    """InputError unless `value` is None or an integer >= 1."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InputError(f"--{name.replace('_', '-')} must be >= 1", field=name)

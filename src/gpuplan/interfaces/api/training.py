@@ -1,0 +1,384 @@
+"""`gpuplan.api` for training: `train` (best plan, step time, totals) and `fit_*` (memory per GPU
+and its inverse questions). Defaults that used to live in the CLI live here:
+
+- `--seq-len`: `default_seq_len(model)` = min(max positions, 4096).
+- A given plan (any degree set): unset degrees are 1, dp fills the GPUs (gpus / (tp x pp x cp)),
+  micro-batch 1, global batch = the multiple of micro_batch x dp nearest DEFAULT_BATCH_TOKENS
+  (2^22 tokens) / seq_len, sequence parallelism on where tp > 1 (Megatron-LM's recipes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from gpuplan.errors import InputError
+from gpuplan.interfaces.api._common import (
+    DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
+    resolve_gpu, resolve_model, resolve_system, system_and_gpu,
+)
+from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
+from gpuplan.specs.execution import AttentionKernel, Framework
+
+GIB = 2**30
+DEFAULT_GPUS = 1024
+DEFAULT_TOKENS = "300B"  # GPT-3's training set (Brown et al. 2020, Table 2.1)
+
+
+def sequence_parallel_default(tp: int, given: bool | None) -> bool:
+    """Sequence parallelism: as given, else on where tp > 1; never with tp = 1 (nothing to split)."""
+    return bool(tp > 1 if given is None else given) and tp > 1
+
+
+def _plan_error(exc: ValidationError) -> InputError:
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"]) or "global_batch"
+    return InputError(f"--{field.replace('_', '-')}: {err['msg']}", field=field)
+
+
+# ---- train ----------------------------------------------------------------------------------------
+def plan_dict(plan: TrainPlan) -> dict:
+    """The `best_plan` object of `train --json`."""
+    return {
+        "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.expert_tp, "vpp": plan.vpp,
+        "micro_batch": plan.micro_batch, "global_batch": plan.global_batch, "seq_len": plan.seq_len,
+        "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
+        "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
+    }
+
+
+@dataclass(frozen=True)
+class TrainResult(Result):
+    """`train`: `estimate` is the workload's TrainingEstimate (plan, step, totals, search); `run` its
+    power, energy, CO2 and cost (facilities.run_cost) under `assumptions` (the one set used)."""
+
+    estimate: Any  # gpuplan.workloads.training.totals.TrainingEstimate
+    run: Any = None  # gpuplan.facilities.run_cost.RunCost
+    assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
+
+    def json_data(self) -> dict:
+        from gpuplan.facilities.run_cost import run_cost_dict
+
+        est = self.estimate
+        st = est.step
+        out = {
+            "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
+            "best_plan": plan_dict(est.plan),
+            "step_time_s": st.step_time_s,
+            "step_breakdown_s": st.breakdown_s,
+            "num_micro_batches": st.num_micro_batches,
+            "tokens_per_step": st.tokens_per_step,
+            "tokens_per_s": st.tokens_per_s,
+            "tokens_per_s_per_gpu": st.tokens_per_s_per_gpu,
+            "tflops_per_gpu_model": st.tflops_per_gpu_model,
+            "model_flops_per_token": st.model_flops_per_token,
+            "model_flops_attention_convention": st.model_flops_convention,
+            "mfu_pct": st.mfu_pct,
+            "memory_per_gpu_gib": est.memory_per_gpu_gib,
+            "steps": est.steps, "time_s": est.time_s, "days": est.days, "gpu_hours": est.gpu_hours,
+        }
+        if self.run is not None:
+            out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
+        a = self.assumptions
+        if a is not None:
+            out.update({"pue": a.pue, "grid_kg_co2_per_kwh": a.grid_kg_co2_per_kwh,
+                        "grid_kg_per_kwh": a.grid_kg_co2_per_kwh,  # old key, kept for scripts
+                        "electricity_usd_per_kwh": a.electricity_usd_per_kwh})
+        if est.search is not None:
+            s = est.search
+            out["search"] = {
+                "plans_evaluated": s.plans_evaluated, "plans_valid": s.plans_valid, "plans_fitting": s.plans_fitting,
+                "elapsed_s": s.elapsed_s, "rejected": s.rejected, "why_others_lose": list(s.why_others_lose),
+                "top_plans": [
+                    {"rank": r.rank, "plan": plan_dict(r.plan), "step_time_s": r.step.step_time_s,
+                     "mfu_pct": r.step.mfu_pct, "memory_per_gpu_gib": r.memory_gib}
+                    for r in s.best
+                ],
+            }
+        return out
+
+
+def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
+                degrees: dict[str, Any]) -> TrainPlan:
+    """The one plan `train` evaluates when any degree is given (module docstring defaults)."""
+    from gpuplan.workloads.training.plan_search import DEFAULT_BATCH_TOKENS
+
+    d = {k: v for k, v in degrees.items() if v is not None}
+    tp, pp, cp = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1)
+    for name in ("tp", "pp", "cp", "dp", "ep", "etp", "vpp", "micro_batch"):
+        positive(d.get(name), name)
+    if gpus % (tp * pp * cp):
+        raise InputError(f"--gpus {gpus} is not a multiple of tp x pp x cp = {tp * pp * cp}", field="gpus")
+    dp = d.get("dp", gpus // (tp * pp * cp))
+    mb = d.get("micro_batch", 1)
+    gb = global_batch or max(1, round(DEFAULT_BATCH_TOKENS / seq_len / (mb * dp))) * mb * dp
+    try:
+        return TrainPlan(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=d.get("ep", 1), etp=d.get("etp"), vpp=d.get("vpp", 1), micro_batch=mb,
+            global_batch=gb, seq_len=seq_len, precision=precision,
+            recompute=parse_enum(Recompute, d.get("recompute", "none"), "recompute"),
+            sharding=parse_enum(Sharding, d.get("sharding", "none"), "sharding"),
+            sequence_parallel=sequence_parallel_default(tp, d.get("sequence_parallel")),
+            tp_comm_overlap=tp_comm_overlap,
+        )
+    except ValidationError as exc:
+        raise InputError(f"plan: {exc.errors()[0]['msg']}", field="plan") from None
+
+
+def train(
+    model: str | ModelSpec = DEFAULT_MODEL,
+    system: str | System = DEFAULT_SYSTEM,
+    gpus: int = DEFAULT_GPUS,
+    *,
+    tokens: str | float | None = None,
+    flops: str | float | None = None,
+    seq_len: int | None = None,
+    global_batch: int | None = None,
+    precision: str | Precision = Precision.BF16,
+    framework: str | Framework = Framework.MEGATRON,
+    plan: TrainPlan | None = None,
+    tp: int | None = None, pp: int | None = None, dp: int | None = None, cp: int | None = None,
+    ep: int | None = None, etp: int | None = None, vpp: int | None = None, micro_batch: int | None = None,
+    recompute: str | Recompute | None = None, sharding: str | Sharding | None = None,
+    sequence_parallel: bool | None = None,
+    tp_comm_overlap: bool = False,
+    usd_per_gpu_hour: float | None = None,
+    pue: float | None = None,
+    grid_kg_co2_per_kwh: float | None = None,
+    electricity_usd_per_kwh: float | None = None,
+    overrides=None,
+    grid_kg_per_kwh: float | None = None,
+    top: int = 5,
+    progress: Callable[[str, float], None] | None = None,
+) -> TrainResult:
+    """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
+    the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
+    days, GPU-hours, energy, cost and CO2. Power and cost use ONE assumptions set
+    (facilities.assumptions: defaults, `overrides` {KEY: VALUE} or ["KEY=VALUE"], then the named
+    values; `grid_kg_per_kwh` is the old spelling of `grid_kg_co2_per_kwh`)."""
+    from gpuplan.facilities.assumptions import assumptions_from_options, merge_alias
+    from gpuplan.facilities.run_cost import training_run_cost
+    from gpuplan.workloads.training.plan_search import SearchSpace
+    from gpuplan.workloads.training.step_time import check_plan
+    from gpuplan.workloads.training.totals import estimate_training
+
+    positive(gpus, "gpus")
+    positive(seq_len, "seq_len")
+    positive(top, "top")
+    if tokens is not None and flops is not None:
+        raise InputError("give --tokens or --flops, not both", field="tokens")
+    pairs = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides
+    assumptions = assumptions_from_options(
+        pairs, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh,
+        grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh, "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
+    spec = resolve_model(model)
+    sys_spec = resolve_system(system)
+    gpu = gpu_of(sys_spec)
+    prec = parse_enum(Precision, precision, "precision")
+    fw = parse_enum(Framework, framework, "framework")
+    n_tokens = None if flops is not None else count(tokens if tokens is not None else DEFAULT_TOKENS, "tokens")
+    budget = count(flops, "flops")
+    degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
+                   sharding=sharding, sequence_parallel=sequence_parallel)
+    if plan is not None:
+        seq_len = plan.seq_len
+    elif seq_len is None:
+        seq_len = default_seq_len(spec)
+    if plan is None and any(v is not None for v in degrees.values()):
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
+    if plan is not None:
+        check_plan(spec, sys_spec, plan, gpus)
+    est = estimate_training(
+        spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
+        precision=prec, plan=plan,
+        space=SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap),
+        framework=fw, progress=progress if plan is None else None, top=top,
+    )
+    run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions, usd_per_gpu_hour=usd_per_gpu_hour)
+    return TrainResult(est, run, assumptions)
+
+
+# ---- fit ------------------------------------------------------------------------------------------
+def fit_plan(
+    model: ModelSpec, gpus: int | None, *, plan: TrainPlan | None = None, tp: int = 1, pp: int = 1, dp: int | None = None,
+    cp: int = 1, ep: int = 1, vpp: int = 1, micro_batch: int = 1, global_batch: int | None = None,
+    seq_len: int | None = None, recompute: str | Recompute = Recompute.NONE, sharding: str | Sharding = Sharding.NONE,
+    precision: str | Precision = Precision.BF16, grad_precision: str | Precision = Precision.FP32,
+    sequence_parallel: bool | None = None, flash_attention: bool = True,
+) -> TrainPlan:
+    """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given)."""
+    if plan is not None:
+        if gpus is not None and plan.num_gpus != gpus:
+            raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp of the plan ({plan.num_gpus})", field="gpus")
+        return plan
+    for name, v in (("tp", tp), ("pp", pp), ("dp", dp), ("cp", cp), ("ep", ep), ("vpp", vpp),
+                    ("micro_batch", micro_batch), ("global_batch", global_batch), ("seq_len", seq_len), ("gpus", gpus)):
+        positive(v, name)
+    if dp is None:
+        if gpus is None:
+            dp = 1
+        else:
+            if gpus % (tp * pp * cp):
+                raise InputError(f"--gpus ({gpus}) must be a multiple of tp x pp x cp ({tp} x {pp} x {cp})", field="gpus")
+            dp = gpus // (tp * pp * cp)
+    if gpus is not None and tp * pp * dp * cp != gpus:
+        raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp ({tp} x {pp} x {dp} x {cp} = {tp * pp * dp * cp})",
+                         field="gpus")
+    try:
+        return TrainPlan(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
+            seq_len=seq_len if seq_len is not None else default_seq_len(model),
+            recompute=parse_enum(Recompute, recompute, "recompute"), sharding=parse_enum(Sharding, sharding, "sharding"),
+            precision=parse_enum(Precision, precision, "precision"),
+            grad_precision=parse_enum(Precision, grad_precision, "grad_precision"),
+            sequence_parallel=sequence_parallel_default(tp, sequence_parallel),
+            attention_kernel=AttentionKernel.FLASH if flash_attention else AttentionKernel.UNFUSED,
+        )
+    except ValidationError as exc:
+        raise _plan_error(exc) from None
+
+
+def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
+    """The JSON object of `fit train` (stable keys, units in names)."""
+    from gpuplan.layers import parameter_counts
+
+    states = mem.bytes_per_param
+    return {
+        "model": model.name,
+        "gpu": gpu.id,
+        "plan": plan.model_dump(mode="json"),
+        "num_gpus": plan.num_gpus,
+        "per_gpu_bytes": mem.per_gpu_bytes,
+        "per_gpu_gib": {k: v / GIB for k, v in mem.per_gpu_bytes.items()},
+        "activations_bytes": mem.activations_bytes_detail,
+        "other_bytes": mem.other_bytes_detail,
+        "allocated_bytes": mem.allocated_bytes,
+        "capacity_bytes": mem.capacity_bytes,
+        "capacity_gib": mem.capacity_bytes / GIB,
+        "fits": mem.fits,
+        "headroom_bytes": mem.headroom_bytes,
+        "headroom_gib": mem.headroom_bytes / GIB,
+        "params_per_gpu": mem.params_per_gpu,
+        "total_params": parameter_counts(model).total,
+        "peak_pipeline_rank": mem.peak_pipeline_rank,
+        "bytes_per_param": {**states, "model_states": sum(states.values())},
+        "activation_bytes_per_param": mem.per_gpu_bytes["activations"] / max(1, mem.params_per_gpu),
+        "notes": list(mem.notes),
+    }
+
+
+@dataclass(frozen=True)
+class FitResult(Result):
+    """`fit_train`: itemised memory per GPU of one plan (`memory` is the workload's TrainingMemory)."""
+
+    model: ModelSpec
+    gpu: Gpu
+    plan: TrainPlan
+    memory: Any
+
+    def json_data(self) -> dict:
+        return memory_record(self.model, self.gpu, self.plan, self.memory)
+
+
+@dataclass(frozen=True)
+class FitMaxResult(Result):
+    """`fit_max_batch` / `fit_max_seq`: the largest value that fits (0 = nothing fits) and the memory there."""
+
+    model: ModelSpec
+    gpu: Gpu
+    plan: TrainPlan
+    quantity: str  # "max_micro_batch" or "max_seq_len"
+    best: int
+    fitted: FitResult | None
+
+    def json_data(self) -> dict:
+        rec: dict[str, Any] = {"model": self.model.name, "gpu": self.gpu.id, "num_gpus": self.plan.num_gpus}
+        if self.quantity == "max_micro_batch":
+            rec["seq_len"] = self.plan.seq_len
+        else:
+            rec["micro_batch"] = self.plan.micro_batch
+        rec[self.quantity] = self.best
+        if self.fitted is not None:
+            rec["memory"] = self.fitted.json_data()
+        return rec
+
+
+@dataclass(frozen=True)
+class MinGpusResult(Result):
+    """`fit_min_gpus`: the fewest GPUs and their layout (`answer` None when nothing up to max_gpus fits)."""
+
+    model: ModelSpec
+    gpu: Gpu
+    max_gpus: int
+    answer: Any  # gpuplan.workloads.training.memory MinGpus or None
+
+    @property
+    def fitted(self) -> FitResult | None:
+        a = self.answer
+        return None if a is None else FitResult(self.model, self.gpu, a.plan, a.memory)
+
+    def json_data(self) -> dict:
+        a = self.answer
+        if a is None:
+            return {"model": self.model.name, "gpu": self.gpu.id, "min_gpus": None, "max_gpus_searched": self.max_gpus}
+        return {"model": self.model.name, "gpu": self.gpu.id, "min_gpus": a.num_gpus, "layouts_tried": a.layouts_tried,
+                "plan": a.plan.model_dump(mode="json"), "memory": self.fitted.json_data()}
+
+
+def _fit_inputs(model, gpu, system, gpus, plan_kw) -> tuple[ModelSpec, Gpu, TrainPlan]:
+    """The model, the GPU whose memory is the budget (`--gpu`, or `--system`'s GPU; default
+    h100-sxm5-80gb) and the plan."""
+    spec = resolve_model(model)
+    g = resolve_gpu(gpu if gpu is not None else DEFAULT_GPU) if system is None else system_and_gpu(system, gpu)[1]
+    return spec, g, fit_plan(spec, gpus, **plan_kw)
+
+
+def fit_train(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
+              system: str | System | None = None, **plan_kw: Any) -> FitResult:
+    """Itemised training memory per GPU (weights, gradients, optimizer, activations, other), fits or
+    not, headroom. `plan_kw`: `plan=TrainPlan(...)` or the fields of `fit_plan` (tp, pp, dp, ...)."""
+    from gpuplan.workloads.training.memory import training_memory
+
+    spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
+    return FitResult(spec, g, plan, training_memory(spec, plan, g))
+
+
+def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
+                  system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
+    """Largest micro-batch that fits on the given GPUs and layout (global batch keeps its micro-batches in flight)."""
+    from gpuplan.workloads.training.memory import max_micro_batch, training_memory
+
+    spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
+    best = max_micro_batch(spec, plan, g)
+    fitted = None
+    if best:
+        steps = plan.grad_accum_steps if plan.global_batch is not None else None
+        p = plan.model_copy(update={"micro_batch": best, "global_batch": None if steps is None else steps * best * plan.dp})
+        fitted = FitResult(spec, g, p, training_memory(spec, p, g))
+    return FitMaxResult(spec, g, plan, "max_micro_batch", best, fitted)
+
+
+def fit_max_seq(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
+                system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
+    """Longest sequence (multiple of 128) that fits on the given GPUs and layout."""
+    from gpuplan.workloads.training.memory import max_seq_len, training_memory
+
+    spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
+    best = max_seq_len(spec, plan, g)
+    fitted = None
+    if best:
+        p = plan.model_copy(update={"seq_len": best})
+        fitted = FitResult(spec, g, p, training_memory(spec, p, g))
+    return FitMaxResult(spec, g, plan, "max_seq_len", best, fitted)
+
+
+def fit_min_gpus(model: str | ModelSpec, gpu: str | Gpu | None = None, max_gpus: int = 16384, *,
+                 system: str | System | None = None, **plan_kw: Any) -> MinGpusResult:
+    """Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from `plan_kw`)."""
+    from gpuplan.workloads.training.memory import min_gpus
+
+    positive(max_gpus, "max_gpus")
+    spec, g, plan = _fit_inputs(model, gpu, system, None, plan_kw)
+    return MinGpusResult(spec, g, max_gpus, min_gpus(spec, plan, g, max_gpus=max_gpus))

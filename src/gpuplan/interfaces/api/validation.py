@@ -1,0 +1,29 @@
+"""`gpuplan.api.validate`: predict every row of a ../shared/validation/SCHEMA.md CSV and compare
+with the measurement (gpuplan.interfaces.validate)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuplan.interfaces.api._common import Result
+
+
+@dataclass(frozen=True)
+class ValidationResult(Result):
+    """`validate`: `report` is interfaces.validate.ValidationReport (rows + per-family summary)."""
+
+    report: Any
+
+    def json_data(self) -> dict:
+        from gpuplan.interfaces.validate import report_json
+
+        return report_json(self.report)
+
+
+def validate(file: str | Path) -> ValidationResult:
+    """Predicted vs measured for every row of `file`, with error statistics per source family."""
+    from gpuplan.interfaces.validate import validate_file
+
+    return ValidationResult(validate_file(file))
