@@ -55,6 +55,7 @@ library handles, NCCL buffers), named constants below.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -179,6 +180,7 @@ def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
     return per_rank
 
 
+@lru_cache(maxsize=16384)
 def _layer_param_split(model: ModelSpec, layer: int) -> tuple[int, int, int]:
     """(weights split by TP, replicated weights, routed-expert weights) of one layer, from the
     inventory's shards: COLUMN / ROW linears and the attention core's per-head sinks are split over
@@ -220,23 +222,33 @@ def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: boo
 # activations
 
 
-def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: int, stored: bool = True) -> float:
+def saved_context(model: ModelSpec, plan: TrainPlan) -> Saved:
+    """What decides the bytes operators save for backward under `plan` (layers.operators.Saved)."""
+    b = activation_bytes(plan.precision)
+    return Saved(
+        act_bytes=b, linear_input_bytes=linear_input_bytes(plan.precision), tp=plan.tp,
+        sp=plan.tp if plan.sequence_parallel else 1, etp=plan.expert_tp, fused_attention=plan.flash_attention,
+        keep_scores=not plan.flash_attention and plan.recompute is Recompute.NONE,
+        score_keys=plan.seq_len / plan.cp, attention_dropout=model.attention_dropout > 0,
+    )
+
+
+def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: int, stored: bool = True,
+                                     saved: Saved | None = None) -> float:
     """Bytes one token leaves in memory for one layer's backward: the sum of the layer's operators'
     `saved_bytes` (layers.operators; Korthikanti Table 2 term by term, generalised to GQA, MLA, MoE).
 
     Full recompute keeps only the layer input, b x h / sp; `stored=False` gives the full set even
-    under full recompute (the re-materialised layer).
+    under full recompute (the re-materialised layer). `saved`: `saved_context(model, plan)`, when the
+    caller has it already.
     """
-    b = activation_bytes(plan.precision)
-    sp = plan.tp if plan.sequence_parallel else 1
     if stored and plan.recompute is Recompute.FULL:
-        return b * model.hidden / sp
-    saved = Saved(
-        act_bytes=b, linear_input_bytes=linear_input_bytes(plan.precision), tp=plan.tp, sp=sp,
-        etp=plan.expert_tp, fused_attention=plan.flash_attention,
-        keep_scores=not plan.flash_attention and plan.recompute is Recompute.NONE,
-        score_keys=plan.seq_len / plan.cp, attention_dropout=model.attention_dropout > 0,
-    )
+        return activation_bytes(plan.precision) * model.hidden / (plan.tp if plan.sequence_parallel else 1)
+    return _saved_activation_bytes(model, layer, saved or saved_context(model, plan))
+
+
+@lru_cache(maxsize=65536)
+def _saved_activation_bytes(model: ModelSpec, layer: int, saved: Saved) -> float:
     return layer_ops(model, layer).saved_activation_bytes(saved)
 
 
@@ -285,7 +297,8 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     optim = held(dense, experts, ob, s is not Sharding.NONE)
 
     tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
-    per_layer = np.array([layer_activation_bytes_per_token(model, plan, i) for i in layers]) * tokens
+    saved = saved_context(model, plan)
+    per_layer = np.array([layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers]) * tokens
     chunk_count = len(layers) / plan.vpp if layers else 0
     in_flight = chunks_in_flight(plan, rank)
     stored = float(per_layer.mean() * chunk_count * in_flight) if layers else 0.0
@@ -299,7 +312,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
     acts["backward_working_set"] = tokens * b * (model.hidden / sp + 2 * widest / plan.tp) if layers else 0.0
     if plan.recompute is Recompute.FULL and layers:
-        full = max(layer_activation_bytes_per_token(model, plan, i, stored=False) for i in layers)
+        full = max(layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved) for i in layers)
         acts["recompute_working_set"] = full * tokens
 
     other: dict[str, float] = {}
