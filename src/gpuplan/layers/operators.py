@@ -221,8 +221,23 @@ class AttentionCore:
         return 2.0 * self.forward_flops(seq_len, causal)
 
 
+class NoMatmul:
+    """Mixin of the operators that are not matmuls (norms, activations, residual adds, lookups):
+    0 FLOPs by the convention of the module docstring, no weights a token multiplies, no KV cache."""
+
+    active_params = 0.0
+    kv_cache_elements = 0
+    params = 0
+
+    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
+        return 0.0
+
+
 @dataclass(frozen=True)
-class Norm:
+class Norm(NoMatmul):
     """A normalisation over `width` features: RMSNorm owns `width` weights, LayerNorm 2 x width
     (weight + bias). `instances`: how many such norms (per-head q/k norms: 1 each of head_dim)."""
 
@@ -244,23 +259,10 @@ class Norm:
         div = saved.sp if self.name == "layer_norms" else 1.0
         return self.instances * saved.act_bytes * self.width / div
 
-    @property
-    def active_params(self) -> float:
-        return 0.0
-
-    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
-
-    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
-
-    @property
-    def kv_cache_elements(self) -> int:
-        return 0
 
 
 @dataclass(frozen=True)
-class Activation:
+class Activation(NoMatmul):
     """The FFN nonlinearity on `width` features (gated: gate and up, 2 x width inputs), on
     `active_instances` of `instances` copies per token (MoE experts): 0 FLOPs by convention. Saves
     its input for backward: b x (2 if gated else 1) x width / tp (/ etp for routed experts), per copy."""
@@ -271,15 +273,6 @@ class Activation:
     shard: Shard = Shard.COLUMN
     instances: int = 1
     active_instances: float = 1.0
-    params: int = 0
-    active_params: float = 0.0
-    kv_cache_elements: int = 0
-
-    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
-
-    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
 
     def forward_bytes(self, act_bytes: float = 2.0) -> float:
         """HBM bytes per token and copy, fused kernel: read the input(s), write the output:
@@ -292,7 +285,7 @@ class Activation:
 
 
 @dataclass(frozen=True)
-class ResidualAdd:
+class ResidualAdd(NoMatmul):
     """The residual add after a block, on `width` features, fused with dropout where the model has
     it (Megatron's bias-dropout-add). Forward bytes per token: read the two inputs and write the sum
     (3 b per element) plus a 1-byte mask with dropout. Saves the mask (width / sp) for backward."""
@@ -300,15 +293,6 @@ class ResidualAdd:
     name: str
     width: int
     dropout: bool = False
-    params: int = 0
-    active_params: float = 0.0
-    kv_cache_elements: int = 0
-
-    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
-
-    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
 
     def forward_bytes(self, act_bytes: float = 2.0, training: bool = True) -> float:
         """(3 b + 1 mask byte with dropout in training) x width; inference runs no dropout."""
@@ -319,7 +303,7 @@ class ResidualAdd:
 
 
 @dataclass(frozen=True)
-class Embedding:
+class Embedding(NoMatmul):
     """A lookup table of `rows` x `width` (token vocabulary or learned positions): params, 0 FLOPs."""
 
     name: str
@@ -330,19 +314,6 @@ class Embedding:
     def params(self) -> int:
         return self.rows * self.width
 
-    @property
-    def active_params(self) -> float:
-        return 0.0
-
-    def forward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
-
-    def backward_flops(self, seq_len: int = 1, causal: bool = True) -> float:
-        return 0.0
-
-    @property
-    def kv_cache_elements(self) -> int:
-        return 0
 
 
     def saved_bytes(self, saved: Saved) -> float:
@@ -352,4 +323,4 @@ class Embedding:
 Operator = Linear | AttentionCore | Norm | Activation | ResidualAdd | Embedding
 
 __all__ = ["attention_flops", "causal_pairs", "Activation", "AttentionCore", "Embedding", "FLASH_LSE_BYTES", "Linear", "MatmulClass", "Norm",
-           "Operator", "ResidualAdd", "Saved", "Shard", "mean_keys_per_query"]
+           "NoMatmul", "Operator", "ResidualAdd", "Saved", "Shard", "mean_keys_per_query"]
