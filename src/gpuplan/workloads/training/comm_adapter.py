@@ -19,7 +19,7 @@ from enum import Enum
 
 import numpy as np
 
-from gpuplan.primitives.collectives import collective_time
+from gpuplan.primitives.collectives import collective_time, knob_state
 from gpuplan.specs import System
 
 
@@ -58,10 +58,11 @@ _CACHE_LIMIT = 200_000
 
 def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System) -> float:
     """Time of one collective `op` of `size_bytes` (nccl-tests size) on a group of `n` GPUs with
-    `per_node` of them on each node of `system`; 0 for a group of one. Memoised per system content."""
+    `per_node` of them on each node of `system`; 0 for a group of one. Memoised per system content
+    and per overridden collective knob (`collectives.knob_state()`)."""
     if n <= 1 or size_bytes <= 0:
         return 0.0
-    key = (op, float(size_bytes), int(n), int(per_node), system.model_dump_json())
+    key = (op, float(size_bytes), int(n), int(per_node), system.model_dump_json(), knob_state())
     hit = _CACHE.get(key)
     if hit is None:
         if len(_CACHE) > _CACHE_LIMIT:
