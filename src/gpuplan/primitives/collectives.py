@@ -107,7 +107,8 @@ NVLINK_EFFICIENCY = knobs.register(
 NIC_EFFICIENCY = {
     kind: knobs.register(
         f"collectives.nic_efficiency.{kind}", unit="fraction of line rate", default=v, low=0.2, high=1.0, source=src,
-        scales=f"scale-out bandwidth of {kind} NICs (every collective that crosses scale-up domains)", fitted_on=fitted)
+        scales=f"scale-out bandwidth of {kind if kind != 'default' else 'other'} NICs (every collective that crosses"
+               " scale-up domains)", fitted_on=fitted)
     for kind, v, src, fitted in (
         ("infiniband", 0.93, "assumption: NDR nccl-tests multi-node busbw about 93-95% of line rate with 8 NICs per node, in line with the EFA figure", ()),
         ("roce", 0.93, "assumption: as InfiniBand", ()),
