@@ -100,16 +100,20 @@ def test_without_fitted_knobs_cv_equals_in_sample_equals_default():
 
 
 def test_cv_accuracy_gate_on_public_training_file(shared_dir):
-    """CV of record on ../shared/validation/training.csv (runs in ~5-10 s on 2 cores).
+    """CV of record on ../shared/validation/training.csv (runs in ~2-5 s on 2 cores).
 
-    Measured 2026-11-23 (knob refit: training.sustained_gemm_fraction, all families 0.780 +- 0.028;
-    default 0.85), per family CV / in-sample / default MAPE %:
-    meg21-t1 5.1/4.9/2.9, korth-abs 12.9/12.7/6.3, tt-a100 5.9/5.6/1.7, nemo2407 3.9/3.9/5.7,
-    mpt-h100 6.3/6.3/8.8, mpt-a100 10.9/10.0/7.0, vtrain 13.5/12.1/8.8, megft 21.7/21.2/23.0,
-    meg21-t2 162/155/170, meg24 21.8/21.6/20.1, meg24-ss 19.2/19.0/14.3, ttbench 25.3/25.1/27.2,
-    mbridge 18.6/18.5/17.6, dsv3 87/87/82, ttmem 40.4/40.4/40.4, mbr-moe 43/43/46 (4 of 9 predicted),
-    mbr-bw 13/13/20 (1 of 4 predicted); overall 19.7/18.9/18.6 (median 11.8/10.7/7.8), 96.6% of
-    the 238 scored rows predicted. Gates: the figures plus slack for model changes.
+    Measured 2026-11-23 (knob refit: training.sustained_gemm_fraction, all families 0.778 +- 0.028;
+    default 0.85; folds 0.751 (without vtrain) .. 0.815 (without meg21-t2)), per family
+    CV / in-sample / default MAPE % (predicted / scored rows):
+    meg21-t1 5.4/5.1/2.9 (10/10), korth-abs 13.1/12.9/6.3 (2/2), tt-a100 6.1/5.8/1.7 (8/8),
+    nemo2407 3.9/3.9/5.7 (12/12), mpt-h100 6.3/6.2/8.8 (35/35), mpt-a100 11.1/10.1/7.0 (30/30),
+    vtrain 13.7/12.2/8.8 (54/54), megft 21.6/21.2/23.0 (14/14), meg21-t2 162/154/170 (6/6),
+    meg24 21.9/21.7/20.1 (9/9), meg24-ss 19.3/19.1/14.3 (2/2), ttbench 25.2/25.0/27.2 (18/18),
+    mbridge 18.7/18.6/17.6 (6/6), dsv3 87/87/82 (1/1), ttmem 40.4/40.4/40.4 (18/18),
+    mbr-moe 42.9/42.7/46.4 (4/9), mbr-bw 12.7/12.6/19.9 (1/4); overall 19.8/19.0/18.6
+    (median 12.2/10.8/7.8), 96.6% of the 238 scored rows predicted. The default beats the refit
+    on MAPE: least squares on log error is pulled by the far-off rows (meg21-t2 +160%, dsv3), and
+    the default 0.85 was chosen on the Megatron A100 rows. Gates: these figures plus slack.
     """
     from gpuplan.interfaces.cross_validation import cross_validate_file
 

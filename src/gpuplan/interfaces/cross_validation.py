@@ -7,8 +7,9 @@ family of the file: those were tuned on these rows. (A knob fitted on another fi
 not refit: this file is already unseen data for it.)
 
 For each family F:
-1. fit the knobs on the scored rows of every other family (`gpuplan.interfaces.fitting`; the
-   leave-out refit starts from the fit on all rows with its Jacobian, see `KnobFitter.refit_without`);
+1. fit the knobs on the scored rows of every other family (`gpuplan.interfaces.fitting`: the
+   leave-out refit is one linearised step from the fit on all rows, with its Jacobian, see
+   `KnobFitter.refit_without`; the in-sample values are the same step on every row);
 2. predict F's rows with those values: F's *CV* error.
 
 Figures per family and overall: CV MAPE and median absolute % error; in-sample MAPE (the knobs
@@ -172,7 +173,8 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
 
     full = fitter.fit(scored)
     default_pred = fitter.base_predictions()
-    in_sample = full.predictions
+    ins = fitter.refit_without(full, scored)  # the same linearised step as the folds, on every row
+    in_sample = full.predictions if np.array_equal(ins.x, full.x) else fitter.predictions(ins.x)
     cv = np.full(len(rows), np.nan)
     fold_values: dict[str, dict[str, float]] = {}
     for fam in dict.fromkeys(families):
@@ -197,7 +199,7 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
         fam_blocks[str(fam)] = block
     registry = knobs.REGISTRY
     knobs_refit = [{**k.to_dict(), "default": registry[k.name].default, "fitted_on": list(registry[k.name].fitted_on),
-                    "in_sample_value": k.value} for k in full.knobs]
+                    "in_sample_value": v.value} for k, v in zip(full.knobs, ins.knobs)]
     notes = []
     if not names:
         notes.append("no fitted knob was tuned on these families: CV = in-sample = default")
