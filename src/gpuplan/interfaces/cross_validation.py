@@ -198,8 +198,10 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
         block["knob_values"] = fold_values[str(fam)]
         fam_blocks[str(fam)] = block
     registry = knobs.REGISTRY
-    knobs_refit = [{**k.to_dict(), "default": registry[k.name].default, "fitted_on": list(registry[k.name].fitted_on),
-                    "in_sample_value": v.value} for k, v in zip(full.knobs, ins.knobs)]
+    # value = in_sample_value: the knob fitted on every family; uncertainty (1 sigma, the knob's unit)
+    # from the full fit's Jacobian and residual variance
+    knobs_refit = [{**k.to_dict(), "value": v.value, "in_sample_value": v.value, "default": registry[k.name].default,
+                    "fitted_on": list(registry[k.name].fitted_on)} for k, v in zip(full.knobs, ins.knobs)]
     notes = []
     if not names:
         notes.append("no fitted knob was tuned on these families: CV = in-sample = default")

@@ -23,6 +23,10 @@ Peak numbers are never used as achieved numbers (DESIGN.md). Achieved = peak x e
 HBM: achievable fraction of peak memory bandwidth = 0.80, NVIDIA aiconfigurator's
 `mem_bw_empirical_scaling_factor: 0.8` (h200_sxm system YAML, ecosystem.md section 1.3), in line
 with STREAM-like copy kernels reaching 80-90% of datasheet bandwidth.
+
+Every ceiling, the fp8/bf16 ratio, K0 and the HBM fraction is a knob of the one registry
+(`efficiency.*` in `gpuplan.knobs`; `gpuplan calibrate knobs` lists them with their sources), read
+once per (vectorised) call, so a calibration profile or a cross-validation fold can override it.
 """
 
 from __future__ import annotations
