@@ -180,7 +180,7 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
     for fam in dict.fromkeys(families):
         in_fam = families == fam
         fold = fitter.refit_without(full, scored & ~in_fam)
-        same = np.array_equal(fold.x, full.x)
+        same = np.array_equal(fold.x, ins.x)  # e.g. a family without scored rows: nothing left out
         cv[in_fam] = in_sample[in_fam] if same else fitter.predictions(fold.x, subset=in_fam)[in_fam]
         fold_values[str(fam)] = fold.values
 
