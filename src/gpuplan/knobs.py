@@ -126,9 +126,18 @@ def active_overrides() -> dict[str, float]:
     return merged
 
 
+def overrides_key(prefix: str = "") -> tuple:
+    """The active overrides of knobs whose name starts with `prefix`, as a sorted tuple of
+    (name, value): a cache key that changes only when a knob that can matter changes (empty, and
+    free, when nothing is overridden)."""
+    if not _stack():
+        return ()
+    return tuple(sorted((k, v) for k, v in active_overrides().items() if k.startswith(prefix)))
+
+
 def fitted_knobs() -> list[Knob]:
     return [k for k in REGISTRY.values() if k.fitted]
 
 
 __all__ = ["Knob", "REGISTRY", "active_overrides", "check_values", "fitted_knobs", "generation", "overridden",
-           "register", "value"]
+           "overrides_key", "register", "value"]

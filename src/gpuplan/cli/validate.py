@@ -1,5 +1,6 @@
-"""CLI: `gpuplan validate FILE.csv [--json] [--summary]` - predicted vs measured per row, and error
-statistics per source family and overall (gpuplan.interfaces.validate)."""
+"""CLI: `gpuplan validate FILE.csv [--json] [--summary] [--cv family]` - predicted vs measured per row,
+and error statistics per source family and overall (gpuplan.interfaces.validate); with `--cv family`
+the leave-one-family-out cross-validated errors (gpuplan.interfaces.cross_validation)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,30 @@ def _summary_lines(summary: dict) -> list[str]:
     return out
 
 
+def _cv_line(name: str, b: dict) -> tuple:
+    frac = b["predicted_fraction"]
+    return (name, b["n"], b["low_confidence_rows"], None if frac is None else 100.0 * frac, b["mape_pct"],
+            b["median_ape_pct"], b["in_sample_mape_pct"], b["default_mape_pct"])
+
+
+def _print_cv(cv: dict) -> None:
+    """Per-family table (n: scored rows; low: low-confidence rows, listed in --json, not scored), overall
+    last, then the knobs refit and notes."""
+    rows = [_cv_line(f, b) for f, b in cv["families"].items()]
+    rows.append(_cv_line("overall", cv["overall"]))
+    console.print(table("leave-one-family-out cross-validation (low-confidence rows not scored)",
+                        ["family", "n", "low", "pred %", "CV MAPE %", "CV median %", "in-sample MAPE %",
+                         "default MAPE %"], rows, keep_whole=1))
+    for k in cv["knobs_refit"]:
+        unc = "" if k["uncertainty"] is None else f" +- {fmt(k['uncertainty'], 2)}"
+        state = "refit" if k["informed"] else "not informed by these rows"
+        typer.echo(f"knob {k['name']}: default {fmt(k['default'])}, all families {fmt(k['in_sample_value'])}{unc} "
+                   f"{k['unit']} ({state})")
+    for note in cv["notes"]:
+        typer.echo(f"note: {note}")
+    typer.echo(f"cv run time: {fmt(cv['run_time_s'], 3)} s")
+
+
 def register(app: typer.Typer) -> None:
     """Add `gpuplan validate`."""
 
@@ -29,8 +54,17 @@ def register(app: typer.Typer) -> None:
         file: str = typer.Argument(..., help="CSV of ../shared/validation/SCHEMA.md (training, inference, collectives)."),
         as_json: bool = typer.Option(False, "--json", help="JSON: {rows: [...], summary: {...}}."),
         summary_only: bool = typer.Option(False, "--summary", help="Only the compact per-family table; overall last."),
+        cv: str = typer.Option(None, "--cv", help="'family': refit the fitted knobs leaving each family (id without "
+                                                  "its final -N) out; report CV, in-sample and default errors."),
     ) -> None:
         """Predict every row of FILE and compare with the measurement."""
+        if cv is not None:
+            cv_result = api.validate_cv(file, cv)
+            if as_json:
+                print_json(cv_result.to_dict())
+            else:
+                _print_cv(cv_result.to_dict()["cv"])
+            return
         result = api.validate(file)
         if as_json:
             print_json(result.to_dict())

@@ -96,16 +96,40 @@ class Protocol(str, Enum):
 #: Achievable fraction of NVLink/NVSwitch line rate for NCCL's Simple protocol. nccl-tests ring
 #: all_reduce busbw on 8-GPU NVSwitch nodes: H100 about 370 of 450 GB/s (JAX scaling book: "it is
 #: difficult in practice to exceed 370 GB/s"), A100 235 of 300 (ml-engineering table): ~0.8.
-NVLINK_EFFICIENCY = 0.80
+NVLINK_EFFICIENCY = knobs.register(
+    "collectives.nvlink_efficiency", unit="fraction of line rate", default=0.80, low=0.3, high=1.0,
+    source="nccl-tests ring all_reduce busbw on 8-GPU NVSwitch nodes: H100 about 370 of 450 GB/s (JAX scaling book), A100 235 of 300 (ml-engineering)",
+    scales="every scale-up (NVLink / NVSwitch / xGMI) link's achievable rate: ring, tree, NVLS and p2p",
+    fitted_on=("sbook", "mleng"))
 #: Achievable fraction of NIC line rate (RDMA, large messages). InfiniBand/RoCE: NDR 400G carries
 #: 50 GB/s of line rate; nccl-tests multi-node busbw reaches about 93-95% of it with 8 NICs per node
 #: (assumption, in line with the EFA figure). EFA: ml-engineering P6-B200 4 nodes, 382 GB/s busbw at
 #: 16 GiB over 8x400 Gb/s = 400 GB/s per node: 0.955; p5en ring 4 GiB 365/400 = 0.91; mean 0.93.
 #: TCP (GPUDirect-TCPXO): no published busbw read; 0.7 assumed. Omni-Path: 0.85 assumed.
-NIC_EFFICIENCY = {"infiniband": 0.93, "roce": 0.93, "efa": 0.93, "omnipath": 0.85, "tcp": 0.70, "none": 0.0}
+NIC_EFFICIENCY = {
+    kind: knobs.register(
+        f"collectives.nic_efficiency.{kind}", unit="fraction of line rate", default=v, low=0.2, high=1.0, source=src,
+        scales=f"scale-out bandwidth of {kind if kind != 'default' else 'other'} NICs (every collective that crosses"
+               " scale-up domains)", fitted_on=fitted)
+    for kind, v, src, fitted in (
+        ("infiniband", 0.93, "assumption: NDR nccl-tests multi-node busbw about 93-95% of line rate with 8 NICs per node, in line with the EFA figure", ()),
+        ("roce", 0.93, "assumption: as InfiniBand", ()),
+        ("efa", 0.93, "ml-engineering P6-B200 4 nodes 382 GB/s busbw at 16 GiB over 400 GB/s per node (0.955); p5en ring 4 GiB 365/400 (0.91); mean", ("mleng",)),
+        ("omnipath", 0.85, "assumption", ()),
+        ("tcp", 0.70, "assumption (GPUDirect-TCPXO: no published busbw read)", ()),
+        ("default", 0.90, "assumption for NIC kinds without their own knob", ()),
+    )
+}
+NIC_EFFICIENCY["none"] = 0.0  # no NICs: nothing to scale (not a knob)
 
 #: NCCL tuning.cc nvlsEfficiency: NVLS reduction throughput relative to the link, per architecture.
-NVLS_EFFICIENCY = {"hopper": 0.85, "blackwell": 0.74}
+NVLS_EFFICIENCY = {
+    family: knobs.register(
+        f"collectives.nvls_efficiency.{family}", unit="fraction of NVLink rate", default=v, low=0.2, high=1.0,
+        source=f"NCCL src/graph/tuning.cc nvlsEfficiency ({family})",
+        scales=f"NVLink SHARP (NVLS) all_reduce reduction throughput on {family} (and other families: blackwell)")
+    for family, v in (("hopper", 0.85), ("blackwell", 0.74))
+}
 
 #: NCCL tuning.cc llMaxBws (GB/s busbw cap of the LL protocol) [1 node, 2 nodes, >= 4 nodes].
 LL_MAX_BUSBW = {
@@ -113,9 +137,15 @@ LL_MAX_BUSBW = {
     "hopper": (141.0, 45.0, 35.0), "blackwell": (282.0, 90.0, 70.0),
 }
 #: LL moves 8-byte lines carrying 4 bytes of data: half the bandwidth (NCCL: min(llMaxBw, 0.5 busBw)).
-LL_BANDWIDTH_FRACTION = 0.5
+LL_BANDWIDTH_FRACTION = knobs.register(
+    "collectives.ll_bandwidth_fraction", unit="fraction", default=0.5, low=0.05, high=0.5,
+    source="NCCL LL protocol: 8-byte lines carry 4 bytes of data (tuning.cc min(llMaxBw, 0.5 busBw))",
+    scales="bandwidth of the LL protocol (small messages)")
 #: NCCL tuning.cc: Tree all_reduce bandwidth is min(0.92 x busBw, ...).
-TREE_BANDWIDTH_FRACTION = 0.92
+TREE_BANDWIDTH_FRACTION = knobs.register(
+    "collectives.tree_bandwidth_fraction", unit="fraction", default=0.92, low=0.3, high=1.0,
+    source="NCCL src/graph/tuning.cc: Tree all_reduce bandwidth min(0.92 x busBw, ...)",
+    scales="bandwidth of NCCL Tree all_reduce")
 
 #: NCCL latencies, microseconds (tuning.cc): base per algorithm/protocol, hardware per step.
 BASE_LATENCY_US = {("ring", "LL"): 6.6, ("ring", "Simple"): 8.4, ("tree", "LL"): 6.8, ("tree", "Simple"): 8.4,
@@ -127,7 +157,10 @@ NET_STEP_US = {("ring", "LL"): 2.7, ("ring", "Simple"): 14.0, ("tree", "LL"): 5.
 #: all_to_all is a group of point-to-point sends that NCCL posts to all peers at once (ncclGroupStart/End),
 #: so their latencies overlap: alpha = base + one NVLink step (+ one network step across domains) + a
 #: per-peer issue cost. The per-peer cost (0.5 us) is a modelling assumption, not an NCCL constant.
-P2P_PER_PEER_US = 0.5
+P2P_PER_PEER_US = knobs.register(
+    "collectives.p2p_per_peer_us", unit="us", default=0.5, low=0.0, high=20.0,
+    source="modelling assumption (not an NCCL constant)",
+    scales="latency of all_to_all: per-peer issue cost of the grouped point-to-point sends")
 #: NCCL tuning.cc: ring Simple all_reduce across nodes pays its latency x 1.4.
 MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR = 1.4
 
@@ -139,9 +172,27 @@ NCCL_CHANNELS = 32
 #: count to the GPU's link bandwidth over a per-channel speed (search.cc speed arrays), so the
 #: channel count scales with the link rate. 450 GB/s / 32 channels from the H100 calibration
 #: (JAX scaling book: 150 GB/s busbw at 58 MB on 8xH100 = 32 channels of 4 MiB).
-DOMAIN_CHANNEL_GBPS = 450.0 / NCCL_CHANNELS
+DOMAIN_CHANNEL_GBPS = knobs.register(
+    "collectives.domain_channel_gbps", unit="GB/s per channel", default=450.0 / NCCL_CHANNELS, low=1.0, high=100.0,
+    source="H100 calibration: JAX scaling book 150 GB/s busbw at 58 MB on 8xH100 = 32 channels of 4 MiB over 450 GB/s",
+    scales="NCCL channel count inside a scale-up domain (link rate / this), hence the Simple protocol's fill bytes",
+    fitted_on=("sbook",))
 #: NCCL_NCHANNELS_PER_NET_PEER default (NCCL env docs): channels per NIC on rings that leave a node.
 NCCL_CHANNELS_PER_NIC = 2
+
+
+def _nic_efficiency(nic_kind: str) -> float:
+    """Knob `collectives.nic_efficiency.<kind>` (`.default` for other kinds; 0 without NICs)."""
+    if nic_kind == "none":
+        return 0.0
+    return knobs.value(f"collectives.nic_efficiency.{nic_kind if nic_kind in NIC_EFFICIENCY else 'default'}")
+
+
+def knob_state() -> tuple:
+    """The overridden `collectives.*` knobs in effect, as a hashable key for caches of collective
+    times (empty when none is overridden): an override of a knob that cannot change a collective
+    (e.g. a GEMM efficiency) keeps those caches valid."""
+    return knobs.overrides_key("collectives.")
 
 
 @dataclass(frozen=True)
@@ -208,7 +259,7 @@ def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
         switched=system.scaleup_switched,
         nvls=system.nvls,
         nic_gbps_per_gpu=system.scaleout_gbps_per_gpu,
-        nic_efficiency=NIC_EFFICIENCY.get(system.nic_kind, 0.9),
+        nic_efficiency=_nic_efficiency(system.nic_kind),
         sharp=system.sharp,
         nics_per_gpu=(system.nics_per_node or 0) / max(1, system.gpus_per_node),
     )
@@ -225,9 +276,9 @@ def _intra_limit_gbps(f: _Fabric, ranks_in_domain):
     """
     r = np.asarray(ranks_in_domain, dtype=np.float64)
     if f.switched or f.domain_gpus <= 1:
-        return np.full_like(r, f.scaleup_gbps * NVLINK_EFFICIENCY)
+        return np.full_like(r, f.scaleup_gbps * knobs.value("collectives.nvlink_efficiency"))
     usable = np.maximum(1.0, 2.0 * np.floor((r - 1.0) / 2.0))
-    return f.scaleup_gbps * usable / (f.domain_gpus - 1) * NVLINK_EFFICIENCY
+    return f.scaleup_gbps * usable / (f.domain_gpus - 1) * knobs.value("collectives.nvlink_efficiency")
 
 
 def _node_egress_gbps(f: _Fabric, ranks_in_domain):
@@ -239,7 +290,7 @@ def domain_channels(f: _Fabric) -> float:
     """Channels NCCL runs inside one scale-up domain: the GPU's link rate / DOMAIN_CHANNEL_GBPS,
     between 1 and NCCL_CHANNELS (H100 NVLink4 450 GB/s: 32; A100 NVLink3 300 GB/s: 21;
     B200 NVLink5 900 GB/s: capped at 32)."""
-    return float(min(NCCL_CHANNELS, max(1.0, round(f.scaleup_gbps / DOMAIN_CHANNEL_GBPS))))
+    return float(min(NCCL_CHANNELS, max(1.0, round(f.scaleup_gbps / knobs.value("collectives.domain_channel_gbps")))))
 
 
 def nccl_channels(f: _Fabric, ranks_in_domain, domains):
@@ -304,7 +355,7 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
     alpha_us = BASE_LATENCY_US[key] + (steps - net_steps) * NVLINK_STEP_US[key] + net_steps * NET_STEP_US[key]
     if op is Collective.ALL_TO_ALL:  # concurrent p2p: see P2P_PER_PEER_US
         alpha_us = (BASE_LATENCY_US[key] + NVLINK_STEP_US[key] + np.where(multi, NET_STEP_US[key], 0.0)
-                    + (n - 1) * P2P_PER_PEER_US)
+                    + (n - 1) * knobs.value("collectives.p2p_per_peer_us"))
     if protocol is Protocol.SIMPLE and op is Collective.ALL_REDUCE:
         alpha_us = np.where(multi, alpha_us * MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR, alpha_us)
     fill = fill_bytes(f, ppd, domains)
@@ -317,8 +368,9 @@ def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Pro
     the op's bottleneck is not the bus formula, whichever is larger)."""
     if protocol is Protocol.SIMPLE:
         return bw_s * (1.0 + fill / bus)
-    ll_bw = np.minimum(LL_BANDWIDTH_FRACTION * limit_bytes_s, _ll_cap(f, domains) * 1e9)
-    return np.maximum(bus / ll_bw, bw_s / LL_BANDWIDTH_FRACTION)
+    ll_fraction = knobs.value("collectives.ll_bandwidth_fraction")
+    ll_bw = np.minimum(ll_fraction * limit_bytes_s, _ll_cap(f, domains) * 1e9)
+    return np.maximum(bus / ll_bw, bw_s / ll_fraction)
 
 
 def _tree_time(f: _Fabric, size, n, ppd, domains, protocol: Protocol):
@@ -328,7 +380,7 @@ def _tree_time(f: _Fabric, size, n, ppd, domains, protocol: Protocol):
     bus = size * busbw_factor(Collective.ALL_REDUCE, n)
     intra = _intra_limit_gbps(f, ppd) * 1e9
     egress = np.where(domains > 1, _node_egress_gbps(f, ppd), np.inf) * 1e9
-    limit = TREE_BANDWIDTH_FRACTION * np.minimum(intra, egress)
+    limit = knobs.value("collectives.tree_bandwidth_fraction") * np.minimum(intra, egress)
     key = ("tree", protocol.value)
     alpha_us = BASE_LATENCY_US[key] + 2.0 * ((ppd - 1) * NVLINK_STEP_US[key] + np.log2(domains) * NET_STEP_US[key])
     return _apply_protocol(f, bus / limit, bus, limit, domains, protocol, fill_bytes(f, ppd, domains)), alpha_us * 1e-6
@@ -345,8 +397,8 @@ def _nvls_time(f: _Fabric, size, n, ppd, domains):
     sends its partial S once and receives the result once: S.
     Latency: 25 us NVLS + 2 log2(domains) x 20.9 us (tuning.cc NVLS/NVLSTree).
     """
-    eff = NVLS_EFFICIENCY.get(f.family, NVLS_EFFICIENCY["blackwell"])
-    nvls_bw = f.scaleup_gbps * NVLINK_EFFICIENCY * eff * 1e9
+    eff = knobs.value(f"collectives.nvls_efficiency.{f.family if f.family in NVLS_EFFICIENCY else 'blackwell'}")
+    nvls_bw = f.scaleup_gbps * knobs.value("collectives.nvlink_efficiency") * eff * 1e9
     intra_s = size * (ppd + 1.0) / ppd / nvls_bw
     egress = _node_egress_gbps(f, ppd) * 1e9
     net_bytes = np.where((domains == 2) | f.sharp, size, 2.0 * size)
@@ -456,9 +508,11 @@ def _candidates(op, algo, f, size, n, ppd, domains):
 
 
 @lru_cache(maxsize=1 << 16)
-def _best(op: Collective, algo: Algorithm, f: _Fabric, size: float, n: float, ppd: float, domains: float):
+def _best(op: Collective, algo: Algorithm, f: _Fabric, size: float, n: float, ppd: float, domains: float,
+          knob_key: tuple = ()):
     """(algorithm, protocol, time_s, latency_s) of the fastest candidate; memoised on the (hashable,
-    frozen) fabric and layout, so repeated scalar queries cost a dictionary lookup."""
+    frozen) fabric and layout and on `knob_key` (= `knob_state()`, the collective knobs in effect),
+    so repeated scalar queries cost a dictionary lookup."""
     cands = _candidates(op, algo, f, np.float64(size), np.float64(n), np.float64(ppd), np.float64(domains))
     best_algo, best_proto, best_t, best_a = min(cands, key=lambda c: float(c[2]))
     return best_algo, best_proto, float(best_t), float(best_a)
@@ -495,7 +549,8 @@ def collective_time(
     f = _fabric(system, gpu)
     n, ppd, domains = _layout(system, num_gpus, gpus_per_domain)
     _check(op, algo, f, num_gpus, int(ppd), int(domains), system)
-    best_algo, best_proto, t, latency = _best(op, algo, f, float(size_bytes), float(n), float(ppd), float(domains))
+    best_algo, best_proto, t, latency = _best(op, algo, f, float(size_bytes), float(n), float(ppd), float(domains),
+                                              knob_state())
     algbw = size_bytes / t / 1e9
     return CollectiveResult(
         collective=op, algorithm=best_algo, protocol=best_proto, size_bytes=float(size_bytes), num_gpus=int(num_gpus),
@@ -536,14 +591,30 @@ def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int,
                        gpu: Gpu | None = None) -> float:
     """Time of one collective `op` of `size_bytes` (nccl-tests size) on a group of `n` GPUs with
     `per_node` of them on each node of `system`; 0 for a group of one. `gpu` as in
-    `collective_time`. Memoised per system and GPU content and knob generation
-    (`knobs.generation()`: an override of any knob invalidates the entries)."""
+    `collective_time`. Memoised per system and GPU content and the collective knobs in effect
+    (`knob_state()`: an override of a collective knob keys new entries; other knobs keep them)."""
     return _cached_group_seconds(op, size_bytes, n, per_node, system, gpu, _specs_key(system, gpu))
 
 
+_SPEC_JSON: dict[int, tuple[object, str]] = {}
+
+
+def _content(spec) -> str | None:
+    """A spec's content as JSON, computed once per object (specs are frozen; the object is kept so
+    its id is not reused)."""
+    if spec is None:
+        return None
+    hit = _SPEC_JSON.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        if len(_SPEC_JSON) > 4096:
+            _SPEC_JSON.clear()
+        hit = _SPEC_JSON[id(spec)] = (spec, spec.model_dump_json())
+    return hit[1]
+
+
 def _specs_key(system: System, gpu: Gpu | None) -> tuple:
-    """Cache key of the inputs besides the group: system and GPU content, knob generation."""
-    return system.model_dump_json(), gpu.model_dump_json() if gpu is not None else None, knobs.generation()
+    """Cache key of the inputs besides the group: system and GPU content, the collective knobs in effect."""
+    return _content(system), _content(gpu), knob_state()
 
 
 def _cached_group_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,

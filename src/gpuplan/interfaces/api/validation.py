@@ -27,3 +27,21 @@ def validate(file: str | Path) -> ValidationResult:
     from gpuplan.interfaces.validate import validate_file
 
     return ValidationResult(validate_file(file))
+
+
+@dataclass(frozen=True)
+class CrossValidationResult(Result):
+    """`validate(..., cv="family")`: the leave-one-family-out report (interfaces.cross_validation)."""
+
+    report: Any
+
+    def json_data(self) -> dict:
+        return self.report.to_dict()
+
+
+def validate_cv(file: str | Path, cv: str = "family") -> CrossValidationResult:
+    """Leave-one-family-out cross-validation of `file`: the fitted knobs refit without each family,
+    that family predicted with the refit values; CV, in-sample and default errors per family."""
+    from gpuplan.interfaces.cross_validation import cross_validate_file
+
+    return CrossValidationResult(cross_validate_file(file, cv))

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
+from gpuplan import knobs
 from gpuplan.errors import Infeasible
 from gpuplan.layers import kv_cache_bytes_per_token
 from gpuplan.layers.inventory import model_ops
@@ -32,16 +33,28 @@ class KvBudgetRule(str, Enum):
 
 
 #: vLLM `gpu_memory_utilization` default 0.9 (vLLM engine arguments documentation).
-VLLM_GPU_MEMORY_UTILIZATION = 0.90
+VLLM_GPU_MEMORY_UTILIZATION = knobs.register(
+    "serving.memory.vllm_gpu_memory_utilization", unit="fraction", default=0.90, low=0.05, high=1.0,
+    source="vLLM gpu_memory_utilization default 0.9 (vLLM engine arguments documentation)",
+    scales="KV-cache budget under KvBudgetRule.TOTAL (vLLM-like engines) when no fraction is given")
 #: TensorRT-LLM `KvCacheConfig.free_gpu_memory_fraction` default 0.9 (TensorRT-LLM docs,
 #: "Useful runtime options"; trtllm-bench throughput runs in perf-overview.md used 0.95).
-TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.90
+TRTLLM_FREE_GPU_MEMORY_FRACTION = knobs.register(
+    "serving.memory.trtllm_free_gpu_memory_fraction", unit="fraction", default=0.90, low=0.05, high=1.0,
+    source="TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9 (TensorRT-LLM docs, 'Useful runtime options')",
+    scales="KV-cache budget under KvBudgetRule.FREE (TensorRT-LLM-like engines) when no fraction is given")
 #: Memory outside the allocator: CUDA context and kernels (~0.5 GiB on Hopper), cuBLAS workspaces and
 #: allocator slack. 1 GiB: estimate in line with vLLM's measured "non-torch memory" (~0.5-1 GiB per
 #: GPU in its startup log) and below aiconfigurator's catch-all `other_mem: 3.5 GB`.
-RUNTIME_RESERVE_BYTES = 1 * 2**30
+RUNTIME_RESERVE_BYTES = knobs.register(
+    "serving.memory.runtime_reserve_bytes", unit="bytes", default=1 * 2**30, low=0.0, high=16 * 2**30,
+    source="estimate: vLLM's measured non-torch memory ~0.5-1 GiB per GPU; below aiconfigurator's other_mem 3.5 GB",
+    scales="per-GPU serving memory outside the allocator (CUDA context, cuBLAS workspaces, slack)")
 #: NCCL buffers per GPU when tp > 1: aiconfigurator system YAMLs `nccl_mem` 342-392 MB (h100_sxm).
-NCCL_BUFFER_BYTES = 400 * 10**6
+NCCL_BUFFER_BYTES = knobs.register(
+    "serving.memory.nccl_buffer_bytes", unit="bytes", default=400 * 10**6, low=0.0, high=8 * 2**30,
+    source="aiconfigurator system YAMLs nccl_mem 342-392 MB (h100_sxm)",
+    scales="per-GPU serving memory of NCCL buffers (replicas of more than one GPU)")
 #: vLLM paged-attention block size default, tokens per block (vLLM CacheConfig block_size=16).
 VLLM_BLOCK_SIZE = 16
 #: TensorRT-LLM KV-cache `tokens_per_block` default 64 (TensorRT-LLM KV cache management docs).
@@ -147,10 +160,12 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
     m = dep.model
     total = dep.gpu.memory_bytes
     if memory_fraction is None:
-        memory_fraction = VLLM_GPU_MEMORY_UTILIZATION if rule == KvBudgetRule.TOTAL else TRTLLM_FREE_GPU_MEMORY_FRACTION
+        memory_fraction = knobs.value("serving.memory.vllm_gpu_memory_utilization" if rule == KvBudgetRule.TOTAL
+                                      else "serving.memory.trtllm_free_gpu_memory_fraction")
     weights = weights_bytes_per_gpu(dep)
     workspace = activation_workspace_bytes(dep, max_batch_tokens, max_batch_seqs)
-    reserve = RUNTIME_RESERVE_BYTES + (NCCL_BUFFER_BYTES if dep.num_gpus > 1 else 0)
+    reserve = (knobs.value("serving.memory.runtime_reserve_bytes")
+               + (knobs.value("serving.memory.nccl_buffer_bytes") if dep.num_gpus > 1 else 0.0))
     if rule == KvBudgetRule.TOTAL:
         budget = total * memory_fraction - weights - workspace - reserve
     else:

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.layers.inventory import layer_ops
 from gpuplan.layers.operators import AttentionCore, Saved, Shard
@@ -73,13 +74,22 @@ from gpuplan.units import GIB, MIB
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
 #: allocator. PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12
 #: processes typically show ~500-600 MiB in nvidia-smi before any tensor. Estimate, not measured here.
-CUDA_CONTEXT_BYTES = 512 * MIB
+CUDA_CONTEXT_BYTES = knobs.register(
+    "training.memory.cuda_context_bytes", unit="bytes", default=512 * MIB, low=0.0, high=8 * GIB,
+    source="estimate: PyTorch CUDA semantics notes 'hundreds of MiB'; H100 + CUDA 12 processes show ~500-600 MiB in nvidia-smi",
+    scales="per-GPU training memory outside PyTorch's allocator (CUDA context, library handles, kernel images)")
 #: NCCL communicator buffers per process: NCCL_BUFFSIZE default 4 MiB per channel and peer
 #: (NCCL env docs); a TP + DP + PP job holds a few communicators with up to 32 channels. Estimate.
-NCCL_BUFFER_BYTES = 512 * MIB
+NCCL_BUFFER_BYTES = knobs.register(
+    "training.memory.nccl_buffer_bytes", unit="bytes", default=512 * MIB, low=0.0, high=8 * GIB,
+    source="estimate: NCCL_BUFFSIZE 4 MiB per channel and peer (NCCL env docs), a few communicators of up to 32 channels",
+    scales="per-GPU training memory of NCCL communicator buffers (jobs of more than one GPU)")
 #: PyTorch caching-allocator slack: reserved / allocated at peak. Estimate from the allocator
 #: rounding (blocks rounded to 512 B / 2 MiB and split-block reuse); used only for reserved figures.
-ALLOCATOR_RESERVED_FRACTION = 0.05
+ALLOCATOR_RESERVED_FRACTION = knobs.register(
+    "training.memory.allocator_reserved_fraction", unit="fraction", default=0.05, low=0.0, high=1.0,
+    source="estimate from the caching allocator's rounding (512 B / 2 MiB blocks) and split-block reuse",
+    scales="PyTorch-reserved training memory = allocated x (1 + this)")
 #: bytes of the fp32 copy of the logits the cross-entropy keeps for backward (Megatron-LM
 #: vocab_parallel_cross_entropy casts logits.float()).
 LOGITS_FP32_BYTES = 4
@@ -319,8 +329,8 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     if zero3:
         biggest = max((layer_params(model, i).total for i in layers), default=0)
         other["zero3_gather_buffer"] = 2 * biggest / plan.tp * wb
-    other["cuda_context"] = float(CUDA_CONTEXT_BYTES)
-    other["nccl_buffers"] = float(NCCL_BUFFER_BYTES) if plan.num_gpus > 1 else 0.0
+    other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")
+    other["nccl_buffers"] = knobs.value("training.memory.nccl_buffer_bytes") if plan.num_gpus > 1 else 0.0
     return {
         "weights": weights, "gradients": grads, "optimizer": optim,
         "acts": acts, "other": other, "params": dense + experts,
@@ -373,7 +383,7 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         peak_pipeline_rank=best_rank,
         microbatches_in_flight=chunks_in_flight(plan, best_rank) / plan.vpp,
         allocated_bytes=allocated,
-        reserved_bytes=allocated * (1 + ALLOCATOR_RESERVED_FRACTION),
+        reserved_bytes=allocated * (1 + knobs.value("training.memory.allocator_reserved_fraction")),
         capacity_bytes=capacity,
         fits=fits,
         headroom_bytes=headroom,

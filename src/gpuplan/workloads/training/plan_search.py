@@ -30,6 +30,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.training.step_time import (
@@ -207,7 +208,7 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     weights = np.where(sh == 3, params_sharded, params_all) * wb
     grads = np.where(sh >= 2, params_sharded, params_all) * gb
     optim = np.where(sh >= 1, params_sharded, params_all) * ob
-    other = mem.CUDA_CONTEXT_BYTES + mem.NCCL_BUFFER_BYTES
+    other = knobs.value("training.memory.cuda_context_bytes") + knobs.value("training.memory.nccl_buffer_bytes")
     return weights + grads + optim + acts + other
 
 

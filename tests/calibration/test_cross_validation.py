@@ -1,0 +1,126 @@
+"""`gpuplan validate FILE --cv family` (gpuplan.interfaces.cross_validation): per-family CV,
+in-sample and default errors on a small file built so that the answer is known, and the CV
+accuracy gate on the public training file."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from gpuplan.cli.main import app
+from gpuplan.interfaces.cross_validation import cross_validate, knobs_to_refit, schema_family
+
+from .conftest import SGF, measured_at, synthetic_training_rows
+
+COLUMNS = ["id", "source", "confidence", "notes", "model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab",
+           "seq_len", "ffn_kind", "system", "num_gpus", "tp", "pp", "dp", "micro_batch", "global_batch", "recompute",
+           "sequence_parallel", "precision", "sharding", "framework", "metric", "value"]
+
+
+def test_schema_family():
+    # SCHEMA.md: the id without its final -N
+    assert schema_family("meg21-t2-7") == "meg21-t2"
+    assert schema_family("trtllm1x-po-11") == "trtllm1x-po"
+    assert schema_family("vtrain-12") == "vtrain"
+    assert schema_family("sbook") == "sbook"
+
+
+def _two_family_rows() -> list[dict[str, str]]:
+    """Family meg21-t1 measured as the model predicts with sustained_gemm_fraction 0.75, family
+    korth-abs as with 0.95 (both in the knob's fitted_on, so `--cv family` refits it); plus a
+    low-confidence row (listed, not scored) and a high row on an unknown system (a miss)."""
+    base = synthetic_training_rows()
+    a = measured_at(base[:6], {SGF: 0.75})
+    b = measured_at(base[6:], {SGF: 0.95})
+    rows = [{**r, "id": f"meg21-t1-{i}"} for i, r in enumerate(a, start=1)]
+    rows += [{**r, "id": f"korth-abs-{i}"} for i, r in enumerate(b, start=1)]
+    rows.append({**a[0], "id": "meg21-t1-7", "confidence": "low", "value": "999"})
+    rows.append({**a[1], "id": "korth-abs-7", "system": "no-such-system"})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def two_family_csv(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cv") / "two_families.csv"
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(_two_family_rows())
+    return path
+
+
+def test_cv_two_families_by_construction(runner, two_family_csv):
+    res = runner.invoke(app, ["validate", str(two_family_csv), "--cv", "family", "--json"])
+    assert res.exit_code == 0, res.output
+    cv = json.loads(res.stdout)["cv"]
+    fams = cv["families"]
+    assert set(fams) == {"meg21-t1", "korth-abs"}
+    for block in fams.values():
+        assert {"n", "mape_pct", "median_ape_pct", "in_sample_mape_pct", "predicted_fraction"} <= set(block)
+    # scored rows: 6 + 7 (the low row is listed, not scored); the unknown-system row is a miss
+    assert (fams["meg21-t1"]["n"], fams["meg21-t1"]["low_confidence_rows"]) == (6, 1)
+    assert fams["korth-abs"]["n"] == 7 and fams["korth-abs"]["predicted"] == 6
+    assert fams["korth-abs"]["predicted_fraction"] == pytest.approx(6 / 7)
+    assert cv["overall"]["n"] == 13 and cv["overall"]["predicted"] == 12
+    assert [k["name"] for k in cv["knobs_refit"]] == [SGF]
+    # The in-sample fit compromises between 0.75 and 0.95; leaving a family out fits the other
+    # family's value (pulled a little toward the default 0.85 by the prior): the fold without
+    # meg21-t1 sits high (near 0.95), the fold without korth-abs low (near 0.75).
+    # (measured: in-sample 0.853, without meg21-t1 0.923, without korth-abs 0.776)
+    in_sample = cv["knobs_refit"][0]["in_sample_value"]
+    assert fams["meg21-t1"]["knob_values"][SGF] > 0.9 > in_sample > 0.8 > fams["korth-abs"]["knob_values"][SGF]
+    # so each family's CV error exceeds its in-sample error, and in aggregate too
+    # (measured: meg21-t1 14.1 vs 8.6 %, korth-abs 13.2 vs 7.2 %)
+    for block in fams.values():
+        assert block["mape_pct"] > block["in_sample_mape_pct"] + 3.0
+    assert cv["overall"]["mape_pct"] > cv["overall"]["in_sample_mape_pct"]
+    rows = {r["id"]: r for r in json.loads(res.stdout)["rows"]}
+    assert rows["meg21-t1-7"]["scored"] is False and rows["meg21-t1-7"]["predicted_cv"] is not None
+    assert rows["korth-abs-7"]["skipped"] is True and "no-such-system" in rows["korth-abs-7"]["reason"]
+
+
+def test_cv_table_and_bad_mode(runner, two_family_csv):
+    res = runner.invoke(app, ["validate", str(two_family_csv), "--cv", "family"])
+    assert res.exit_code == 0, res.output
+    assert "meg21-t1" in res.output and "overall" in res.output and f"knob {SGF}" in res.output
+    bad = runner.invoke(app, ["validate", str(two_family_csv), "--cv", "row"])
+    assert bad.exit_code == 2 and "cv: unknown mode 'row'; allowed: family" in bad.output
+
+
+def test_without_fitted_knobs_cv_equals_in_sample_equals_default():
+    rows = [{**r, "id": f"fam{'ab'[i % 2]}-{i}"} for i, r in enumerate(measured_at(synthetic_training_rows()[:4],
+                                                                                     {SGF: 0.8}))]
+    assert knobs_to_refit(rows) == []
+    cv = cross_validate(rows).to_dict()["cv"]
+    for block in list(cv["families"].values()) + [cv["overall"]]:
+        assert block["mape_pct"] == block["in_sample_mape_pct"] == block["default_mape_pct"]
+    assert cv["notes"] == ["no fitted knob was tuned on these families: CV = in-sample = default"]
+
+
+def test_cv_accuracy_gate_on_public_training_file(shared_dir):
+    """CV of record on ../shared/validation/training.csv (runs in ~2-5 s on 2 cores).
+
+    Measured 2026-11-23 (knob refit: training.sustained_gemm_fraction, all families 0.778 +- 0.028;
+    default 0.85; folds 0.751 (without vtrain) .. 0.815 (without meg21-t2)), per family
+    CV / in-sample / default MAPE % (predicted / scored rows):
+    meg21-t1 5.4/5.1/2.9 (10/10), korth-abs 13.1/12.9/6.3 (2/2), tt-a100 6.1/5.8/1.7 (8/8),
+    nemo2407 3.9/3.9/5.7 (12/12), mpt-h100 6.3/6.2/8.8 (35/35), mpt-a100 11.1/10.1/7.0 (30/30),
+    vtrain 13.7/12.2/8.8 (54/54), megft 21.6/21.2/23.0 (14/14), meg21-t2 162/154/170 (6/6),
+    meg24 21.9/21.7/20.1 (9/9), meg24-ss 19.3/19.1/14.3 (2/2), ttbench 25.2/25.0/27.2 (18/18),
+    mbridge 18.7/18.6/17.6 (6/6), dsv3 87/87/82 (1/1), ttmem 40.4/40.4/40.4 (18/18),
+    mbr-moe 42.9/42.7/46.4 (4/9), mbr-bw 12.7/12.6/19.9 (1/4); overall 19.8/19.0/18.6
+    (median 12.2/10.8/7.8), 96.6% of the 238 scored rows predicted. The default beats the refit
+    on MAPE: least squares on log error is pulled by the far-off rows (meg21-t2 +160%, dsv3), and
+    the default 0.85 was chosen on the Megatron A100 rows. Gates: these figures plus slack.
+    """
+    from gpuplan.interfaces.cross_validation import cross_validate_file
+
+    cv = cross_validate_file(str(shared_dir / "validation" / "training.csv")).to_dict()["cv"]
+    overall = cv["overall"]
+    assert overall["predicted_fraction"] >= 0.90  # SCHEMA.md: at least 90% of high/medium rows predicted
+    assert overall["mape_pct"] <= 22.0
+    assert overall["median_ape_pct"] <= 14.0
+    assert overall["mape_pct"] >= overall["in_sample_mape_pct"] - 0.5
+    assert SGF in [k["name"] for k in cv["knobs_refit"]]
