@@ -4,8 +4,14 @@ Given measured rows (../shared/validation/SCHEMA.md dicts), a predictor (row -> 
 the unit of the row's metric, raising `SkipRow` when the row is not expressible) and the names of
 registry knobs (`gpuplan.knobs`), find the knob values v that minimise
 
-    C(v) = sum_rows log(pred_i(v) / measured_i)^2 + lambda sum_knobs (log(v_j / v0_j) / w)^2,
+    C(v) = sum_rows rho(log(pred_i(v) / measured_i)) + lambda sum_knobs (log(v_j / v0_j) / w)^2,
     low_j <= v_j <= high_j,
+
+with the robust soft-L1 loss rho(r) = 2 c^2 (sqrt(1 + (r / c)^2) - 1) (quadratic, r^2, for |r| << c;
+linear beyond): a row whose error comes from physics the model lacks (a factor 2 off) must not set
+an efficiency that the rows the model does describe agree on. c = `robust_scale` (log units; 0.25
+by default, a 28% error); None gives plain least squares. Implemented as least squares on the
+transformed residual sign(r) sqrt(rho(r)) (the scaling scipy.optimize.least_squares uses).
 
 v0 = the value in effect when the fit starts (the registry default, or a profile's override),
 w = `prior_width` (log units; the default 1.0 makes a factor e = 2.7 one prior standard deviation).
@@ -196,13 +202,21 @@ class FitResult:
                 "evaluations": self.evaluations}
 
 
+#: Scale c of the robust soft-L1 loss, in log error (module docstring): 0.25 = a 28% error.
+ROBUST_SCALE = 0.25
+
+
 class KnobFitter:
     """Fits `names` to `rows` with `predictor` (module docstring); keeps its evaluator so that a
     cross-validation can refit on subsets of the rows cheaply."""
 
     def __init__(self, rows: Sequence[Mapping[str, str]], predictor: Predictor, names: Sequence[str], *,
-                 lam: float = 1.0, prior_width: float = 1.0, min_sensitivity: float = 1e-3):
+                 lam: float = 1.0, prior_width: float = 1.0, min_sensitivity: float = 1e-3,
+                 robust_scale: float | None = ROBUST_SCALE):
         load_all()
+        if robust_scale is not None and not (robust_scale > 0 and math.isfinite(robust_scale)):
+            raise InputError(f"robust_scale: must be a finite number > 0 or None, got {robust_scale}", field="robust_scale")
+        self.robust_scale = robust_scale
         unknown = [n for n in names if n not in knobs.REGISTRY]
         if unknown:
             raise InputError(f"knobs: unknown knob(s) {', '.join(unknown)}; see `gpuplan calibrate knobs`", field="knobs")
@@ -243,7 +257,12 @@ class KnobFitter:
         return self._base
 
     def _residuals(self, preds: np.ndarray) -> np.ndarray:
-        return np.log(preds / self.evaluator.measured)
+        """sign(r) sqrt(rho(r)) of the log errors r (plain r without a robust scale)."""
+        r = np.log(preds / self.evaluator.measured)
+        c = self.robust_scale
+        if c is None:
+            return r
+        return np.sign(r) * math.sqrt(2.0) * c * np.sqrt(np.sqrt(1.0 + (r / c) ** 2) - 1.0)
 
     def _jacobian(self, x: np.ndarray, r: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """Forward differences d r / d x_j for the knobs of `cols` (others 0); NaN entries -> 0."""
@@ -395,11 +414,12 @@ class KnobFitter:
 
 def fit_knobs(rows: Sequence[Mapping[str, str]], predictor: Predictor, names: Sequence[str], *, lam: float = 1.0,
               prior_width: float = 1.0, min_sensitivity: float = 1e-3, max_iter: int = 30,
-              tol: float = 1e-4) -> FitResult:
+              tol: float = 1e-4, robust_scale: float | None = ROBUST_SCALE) -> FitResult:
     """Fit the knobs `names` to `rows` (module docstring). Knobs the rows do not inform stay at
     their start values and are listed in `FitResult.not_informed`."""
-    fitter = KnobFitter(rows, predictor, names, lam=lam, prior_width=prior_width, min_sensitivity=min_sensitivity)
+    fitter = KnobFitter(rows, predictor, names, lam=lam, prior_width=prior_width, min_sensitivity=min_sensitivity,
+                        robust_scale=robust_scale)
     return fitter.fit(max_iter=max_iter, tol=tol)
 
 
-__all__ = ["FD_STEP", "FitResult", "KnobFit", "KnobFitter", "RowEvaluator", "error_figures", "fit_knobs"]
+__all__ = ["FD_STEP", "ROBUST_SCALE", "FitResult", "KnobFit", "KnobFitter", "RowEvaluator", "error_figures", "fit_knobs"]
