@@ -78,19 +78,19 @@ def test_non_numeric_size_names_row_and_column(tmp_path):
 
 def test_every_row_is_reported_never_dropped(tmp_path):
     text = HEADER + (
-        "c1,fam-a x,busbw_gbps,350,dgx-h100,8,1,all_reduce,1073741824,ring,,,\n"
-        "c2,fam-a x,busbw_gbps,350,no-such-system,8,1,all_reduce,1073741824,ring,,,\n"
-        "u1,fam-b y,tokens_per_s_per_gpu,1000,dgx-h100,8,,,,,,,\n"
+        "fam-a-1,src x,busbw_gbps,350,dgx-h100,8,1,all_reduce,1073741824,ring,,,\n"
+        "fam-a-2,src x,busbw_gbps,350,no-such-system,8,1,all_reduce,1073741824,ring,,,\n"
+        "fam-b-1,src y,tokens_per_s_per_gpu,1000,dgx-h100,8,,,,,,,\n"
     )
     report = validate_file(_write(tmp_path, text))
-    assert [r.id for r in report.rows] == ["c1", "c2", "u1"]
+    assert [r.id for r in report.rows] == ["fam-a-1", "fam-a-2", "fam-b-1"]
     c1, c2, u1 = report.rows
     # c1: ring 1 GiB on dgx-h100 = 332.67 GB/s busbw (hand derivation in tests/collectives) -> -4.95%
     assert c1.predicted == pytest.approx(332.67, abs=0.01)
     assert c1.error_pct == pytest.approx((332.67 - 350) / 350 * 100, abs=0.01)
     assert c2.skipped and "system" in c2.reason
     assert u1.skipped and u1.reason
-    fam = report.summary["families"]
+    fam = report.summary["families"]  # SCHEMA.md family: the id without its final -N
     assert fam["fam-a"]["count"] == 1 and fam["fam-a"]["skipped"] == 1
     assert report.summary["overall"]["skipped"] == 2
 

@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(result.to_dict())
             return
-        _render(result.estimate, result.run, result.assumptions)
+        _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {})
 
 
 class _progress_bar:
@@ -116,7 +116,7 @@ class _progress_bar:
             self._bar.stop()
 
 
-def _render(est, run, assumptions) -> None:
+def _render(est, run, assumptions, band: dict) -> None:
     st = est.step
     console.print(f"[bold]{est.model}[/bold] on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -138,6 +138,11 @@ def _render(est, run, assumptions) -> None:
                  ["CO2 tonnes", run.energy.co2_tonnes], ["electricity USD", run.energy.electricity_usd]]
     rows += [["cost USD (rented)", run.cost_usd]]
     console.print(table("training estimate", ["quantity", "value"], rows))
+    if band.get("step_time_s"):
+        (t0, t1), (d0, d1) = band["step_time_s"], band["days"]
+        state = "" if band["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
+        console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
+                      f"step {fmt(t0)} - {fmt(t1)} s, {fmt(d0)} - {fmt(d1)} days{state}")
     console.print(f"power: PUE {assumptions.pue:g}, grid {assumptions.grid_kg_co2_per_kwh:g} kg CO2/kWh, "
                   f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
     if run.note:

@@ -33,7 +33,7 @@ from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.interfaces.fitting import KnobFitter, error_figures
 from gpuplan.interfaces.knob_catalog import load_all
-from gpuplan.interfaces.validate import row_kind
+from gpuplan.interfaces.validate import row_kind, schema_family
 from gpuplan.interfaces.validation_types import Prediction, SkipRow
 
 CV_MODES = ("family",)
@@ -44,11 +44,6 @@ _PREDICTOR_MODULES = {
     "inference": "gpuplan.interfaces.validation_inference",
     "collectives": "gpuplan.interfaces.validation_collectives",
 }
-
-
-def schema_family(row_id: str) -> str:
-    """SCHEMA.md family: the id without its final `-N` ('meg21-t2-7' -> 'meg21-t2', 'vtrain-12' -> 'vtrain')."""
-    return re.sub(r"-\d+$", "", (row_id or "").strip())
 
 
 def _resolve(kind: str) -> Callable[[dict], Prediction]:

@@ -26,6 +26,7 @@ from gpuplan.facilities.pricing import cloud_price, gpu_hour_price, system_price
 from gpuplan.facilities.racks import RackLayout, rack_layout
 from gpuplan.facilities.tco import TcoEstimate, estimate_tco, workload_cost_usd
 from gpuplan.facilities.run_cost import RunCost, run_cost_dict, serving_day_cost, training_run_cost
+from gpuplan.interfaces.error_bands import training_band
 from gpuplan.models import load_model
 from gpuplan.specs import ModelSpec
 
@@ -125,6 +126,7 @@ class PlanReport:
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS  # the one set every figure of the report used
     training_run: RunCost | None = None  # energy, CO2 and cost of the training run (goal train)
     serving_day: RunCost | None = None  # energy, CO2 and cost of one day of serving (goal serve)
+    band_80pct: dict | None = None  # the training run's 80% band (interfaces.error_bands.training_band)
 
     def to_dict(self) -> dict:
         """The `plan --json` document: ONE `assumptions` object (pue, grid_kg_co2_per_kwh,
@@ -141,6 +143,7 @@ class PlanReport:
             "power": {k: v for k, v in vars(c.power).items() if k not in shared},
             "training_run": run_cost_dict(self.training_run) if self.training_run is not None else None,
             "serving_day": run_cost_dict(self.serving_day) if self.serving_day is not None else None,
+            "band_80pct": self.band_80pct,
             "tco": {k: getattr(t, k) for k in ("capex_usd", "opex_usd_per_year", "on_prem_usd_per_gpu_hour",
                                              "cloud_usd_per_gpu_hour", "breakeven_months", "breakeven_utilization",
                                              "capex_breakdown_usd", "opex_breakdown_usd_per_year")} if t else None,
@@ -260,12 +263,19 @@ def plan(
         system_price_usd=system_price_usd, assumptions=assumptions,
     )
     cost = workload_cost_usd(work.gpu_hours or 0.0, cluster.tco) if cluster.tco else {}
-    run = None
+    run = band = None
     if est is not None:  # the run on this cluster: same power model, PUE, grid and switches as `cluster.power`
         run = training_run_cost(est, system, gpu, assumptions=assumptions, switches=cluster.fabric.switches,
                                 usd_per_gpu_hour=cloud_usd_per_gpu_hour)
         if run.energy is not None:
             work.details["energy_mwh"] = run.energy.energy_mwh
+        band = training_band(est, model.moe is not None, run)
+        if band.get("days"):
+            lo, hi = band["days"]
+            work.details["days_80pct_band"] = f"{lo:.1f} - {hi:.1f}"
+            if not band["validated"]:
+                notes.append(f"regime {band['regime']} borrowed for this model: no validation rows of its own "
+                             "(an extrapolation)")
     day = None
     if goal is Goal.SERVE:  # a day of serving on this cluster's GPUs, same model and assumptions
         day = serving_day_cost(system, gpu, work.gpus, switches=cluster.fabric.switches, assumptions=assumptions,
@@ -286,7 +296,8 @@ def plan(
             else ""
         )
     )
-    return PlanReport(goal, model_id, system.id, work, cluster, cost, answer, tuple(notes), assumptions, run, day)
+    return PlanReport(goal, model_id, system.id, work, cluster, cost, answer, tuple(notes), assumptions, run, day,
+                      band if est is not None else None)
 
 
 # ---- HTML report ----------------------------------------------------------------------------------

@@ -54,6 +54,9 @@ class RowResult:
     notes: str = ""  # defaults the predictor used
     group: str = ""  # Spearman group key
     confidence: str = ""  # high / medium / low, as the file states
+    predicted_low: float | None = None  # the 80% band (interfaces.error_bands), None when no regime has one
+    predicted_high: float | None = None
+    band_regime: str = ""
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,13 @@ def row_kind(row: dict[str, str]) -> str:
     if any(filled(c) for c in TRAINING_COLUMNS):
         return "training"
     return "unknown"
+
+
+def schema_family(row_id: str) -> str:
+    """SCHEMA.md family: the id without its final `-N` ('meg21-t2-7' -> 'meg21-t2')."""
+    import re
+
+    return re.sub(r"-\d+$", "", (row_id or "").strip())
 
 
 def read_rows(path: str | Path) -> list[dict[str, str]]:
@@ -123,6 +133,18 @@ def _group_key(row: dict[str, str], kind: str) -> str:
     return f"{model}|{row.get('num_gpus', '')}|{row.get('metric', '')}"
 
 
+def _band(row: dict[str, str], kind: str, value: float) -> tuple[float | None, float | None, str]:
+    """(low, high, regime) of the row's 80% band from the shipped CV-residual table."""
+    from gpuplan.interfaces.error_bands import THROUGHPUT_METRICS, band_for, load_bands, row_regime
+
+    keys = row_regime(row, kind)
+    band = band_for(load_bands()["regimes"], keys) if keys else None
+    if band is None:
+        return None, None, ""
+    low, high = band.interval(value, inverse=kind == "training" and row.get("metric", "") in THROUGHPUT_METRICS)
+    return low, high, band.regime + ("" if band.validated else f" (borrowed for {band.requested})")
+
+
 def validate_rows(rows: list[dict[str, str]]) -> ValidationReport:
     """Predict every row and summarise (see module doc)."""
     predictors: dict[str, tuple] = {}
@@ -132,7 +154,7 @@ def validate_rows(rows: list[dict[str, str]]) -> ValidationReport:
         if kind not in predictors:
             predictors[kind] = _predictor(kind)
         fn, why = predictors[kind]
-        base = dict(id=row["id"], kind=kind, family=source_family(row.get("source", "")), metric=row.get("metric", ""),
+        base = dict(id=row["id"], kind=kind, family=schema_family(row["id"]), metric=row.get("metric", ""),
                     measured=float(row["value"]), group=_group_key(row, kind), confidence=row.get("confidence", ""))
         if fn is None:
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True, reason=why))
@@ -153,8 +175,10 @@ def validate_rows(rows: list[dict[str, str]]) -> ValidationReport:
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True,
                                      reason="predictor returned a non-finite value", notes=pred.notes))
             continue
+        low, high, regime = _band(row, kind, value)
         results.append(RowResult(**base, predicted=value, error_pct=error_pct(value, base["measured"]),
-                                 skipped=False, notes=pred.notes))
+                                 skipped=False, notes=pred.notes, predicted_low=low, predicted_high=high,
+                                 band_regime=regime))
     return ValidationReport(rows=results, summary=summarize(results))
 
 
@@ -200,10 +224,12 @@ def report_json(report: ValidationReport) -> dict:
     """The stable JSON shape: {"rows": [{id, kind, family, metric, measured, predicted, error_pct,
     skipped, reason, notes, confidence}], "summary": {...}}."""
     rows = [{"id": r.id, "kind": r.kind, "family": r.family, "metric": r.metric, "measured": r.measured,
-             "predicted": r.predicted, "error_pct": r.error_pct, "skipped": r.skipped, "reason": r.reason,
+             "predicted": r.predicted, "predicted_low": r.predicted_low, "predicted_high": r.predicted_high,
+             "band_regime": r.band_regime, "error_pct": r.error_pct, "skipped": r.skipped, "reason": r.reason,
              "notes": r.notes, "confidence": r.confidence} for r in report.rows]
     return {"rows": rows, "summary": report.summary}
 
 
-__all__ = ["RowResult", "ValidationReport", "read_rows", "report_json", "row_kind", "source_family", "summarize",
+__all__ = ["RowResult", "ValidationReport", "read_rows", "report_json", "row_kind", "schema_family", "source_family",
+           "summarize",
            "validate_file", "validate_rows"]

@@ -57,6 +57,7 @@ class TrainResult(Result):
     estimate: Any  # gpuplan.workloads.training.totals.TrainingEstimate
     run: Any = None  # gpuplan.facilities.run_cost.RunCost
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
+    moe: bool = False  # whether the model routes experts (the regime of the error band)
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -81,6 +82,9 @@ class TrainResult(Result):
         }
         if self.run is not None:
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
+        from gpuplan.interfaces.error_bands import training_band
+
+        out["band_80pct"] = training_band(est, self.moe, self.run)
         a = self.assumptions
         if a is not None:
             out.update({"pue": a.pue, "grid_kg_co2_per_kwh": a.grid_kg_co2_per_kwh,
@@ -197,7 +201,7 @@ def train(
         framework=fw, progress=progress if plan is None else None, top=top,
     )
     run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions, usd_per_gpu_hour=usd_per_gpu_hour)
-    return TrainResult(est, run, assumptions)
+    return TrainResult(est, run, assumptions, spec.moe is not None)
 
 
 # ---- fit ------------------------------------------------------------------------------------------

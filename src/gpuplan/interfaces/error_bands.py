@@ -1,0 +1,244 @@
+"""80% error bands from cross-validated residuals: how far off the model is, per regime.
+
+Every prediction carries a band (DESIGN.md). The band of a regime is the 10th and 90th percentile of
+the *cross-validated* residuals of the public rows in that regime (`interfaces.cross_validation`:
+each family predicted with knobs refit without it), so it estimates the error on workloads the model
+was not tuned on.
+
+Residuals are oriented so that one band serves every metric of a class:
+
+- training time class (iteration_time_s, tokens_per_s_per_gpu, tflops_per_gpu_model, mfu_pct,
+  gpu_hours_per_1t_tokens): r = log(measured time / predicted time), where a throughput metric's
+  time ratio is predicted / measured. A step time t has the band [t e^q10, t e^q90]; days and cost
+  scale with it.
+- training memory class and the serving metrics: r = log(measured / predicted) in the metric's unit.
+
+Regimes, most specific first (a key with fewer than MIN_ROWS scored rows falls back to its parent):
+`training/time/<dense|moe>/<stack>` (stack: megatron for Megatron-core / DeepSpeed / other, fsdp for
+FSDP / torchtitan) -> `training/time/<dense|moe>` -> `training/time`; `training/memory` ...;
+`inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. A prediction
+whose regime key has no rows of its own says so (`validated: false`): an extrapolation.
+
+The shipped table (`catalog/data/error_bands.json`) is written by `benchmarks/accuracy_cv.py
+--write` from the public files; its provenance (date, gpuplan version, rows) is in the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+#: Scored rows a regime needs for its own percentiles (else its parent's band is used).
+MIN_ROWS = 8
+#: The band's coverage: the 10th and 90th percentiles of the residuals.
+LOWER_Q, UPPER_Q = 10.0, 90.0
+
+TRAINING_TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct",
+                         "gpu_hours_per_1t_tokens")
+#: metrics whose value is inversely proportional to the time (their time ratio is predicted / measured)
+THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct")
+INFERENCE_LATENCY_METRICS = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
+BANDS_FILE = "catalog/data/error_bands.json"
+
+
+def regime_keys(kind: str, metric_class: str, moe: bool | None = None, stack: str | None = None) -> list[str]:
+    """Regime keys of a prediction, most specific first (module docstring)."""
+    keys = [f"{kind}/{metric_class}"]
+    if moe is not None:
+        keys.insert(0, f"{keys[0]}/{'moe' if moe else 'dense'}")
+        if stack is not None:
+            keys.insert(0, f"{keys[0]}/{stack}")
+    return keys
+
+
+def stack_of(framework: str) -> str:
+    """`fsdp` for PyTorch FSDP stacks (fsdp, torchtitan), `megatron` for the rest."""
+    return "fsdp" if framework in ("fsdp", "torchtitan") else "megatron"
+
+
+def metric_class(kind: str, metric: str) -> str | None:
+    if kind == "training":
+        return "time" if metric in TRAINING_TIME_METRICS else "memory"
+    if kind == "inference":
+        return "latency" if metric in INFERENCE_LATENCY_METRICS else "throughput"
+    return None
+
+
+def oriented_residual(kind: str, metric: str, measured: float, predicted: float) -> float:
+    """r of the module docstring: log(measured time / predicted time) for training time metrics,
+    log(measured / predicted) otherwise."""
+    r = math.log(measured / predicted)
+    return -r if kind == "training" and metric in THROUGHPUT_METRICS else r
+
+
+def row_regime(row: Mapping[str, str], kind: str) -> list[str]:
+    """Regime keys of a validation row (MoE from its model; stack from its framework column)."""
+    cls = metric_class(kind, (row.get("metric") or "").strip())
+    if cls is None:
+        return []
+    moe = None
+    try:
+        from gpuplan.models import model_from_arch_row
+
+        moe = model_from_arch_row(dict(row)).moe is not None
+    except Exception:  # noqa: BLE001 - a row whose model cannot be built has no finer regime
+        moe = None
+    stack = stack_of((row.get("framework") or "megatron").strip().lower()) if kind == "training" and cls == "time" else None
+    return regime_keys(kind, cls, moe, stack)
+
+
+@dataclass(frozen=True)
+class Band:
+    """An 80% band: the prediction times exp(q10) .. exp(q90) (oriented: module docstring)."""
+
+    regime: str  # the key whose percentiles are used
+    requested: str  # the most specific key of the prediction
+    q10: float
+    q90: float
+    rows: int  # scored rows behind the percentiles
+
+    @property
+    def validated(self) -> bool:
+        """Whether the prediction's own regime had rows (False: the band is borrowed from a parent)."""
+        return self.regime == self.requested
+
+    def interval(self, predicted: float, inverse: bool = False) -> tuple[float, float]:
+        """(low, high) of `predicted`; `inverse` for a quantity inversely proportional to the
+        oriented one (a throughput under a time band)."""
+        if inverse:
+            return predicted * math.exp(-self.q90), predicted * math.exp(-self.q10)
+        return predicted * math.exp(self.q10), predicted * math.exp(self.q90)
+
+    def to_dict(self) -> dict:
+        return {"regime": self.regime, "validated": self.validated, "q10_log": self.q10, "q90_log": self.q90,
+                "rows": self.rows}
+
+
+def fit_bands(residuals: Sequence[float], regimes: Sequence[Sequence[str]]) -> dict[str, dict]:
+    """{regime key: {q10, q90, rows}} for every key with at least MIN_ROWS residuals."""
+    by_key: dict[str, list[float]] = {}
+    for r, keys in zip(residuals, regimes):
+        if r is None or not math.isfinite(r):
+            continue
+        for k in keys:
+            by_key.setdefault(k, []).append(float(r))
+    return {k: {"q10": float(np.percentile(v, LOWER_Q)), "q90": float(np.percentile(v, UPPER_Q)), "rows": len(v)}
+            for k, v in sorted(by_key.items()) if len(v) >= MIN_ROWS}
+
+
+def band_for(table: Mapping[str, Mapping], keys: Sequence[str]) -> Band | None:
+    """The band of the most specific key in `table` (None when no key of the prediction has one)."""
+    for k in keys:
+        if k in table:
+            e = table[k]
+            return Band(k, keys[0], float(e["q10"]), float(e["q90"]), int(e["rows"]))
+    return None
+
+
+def family_out_coverage(residuals: Sequence[float], regimes: Sequence[Sequence[str]],
+                        families: Sequence[str]) -> float | None:
+    """Share of rows inside the band fit WITHOUT their own family (an honest coverage estimate)."""
+    inside = total = 0
+    res = list(residuals)
+    for fam in dict.fromkeys(families):
+        train = [(r, k) for r, k, f in zip(res, regimes, families) if f != fam]
+        table = fit_bands([r for r, _ in train], [k for _, k in train])
+        for r, keys, f in zip(res, regimes, families):
+            if f != fam or r is None or not math.isfinite(r):
+                continue
+            b = band_for(table, keys)
+            if b is None:
+                continue
+            total += 1
+            inside += b.q10 <= r <= b.q90
+    return inside / total if total else None
+
+
+def _bands_path() -> Path:
+    return Path(str(resources.files("gpuplan").joinpath(BANDS_FILE)))
+
+
+def load_bands() -> dict:
+    """The shipped table {"regimes": {...}, "provenance": {...}}; empty regimes when none is shipped."""
+    path = _bands_path()
+    if not path.is_file():
+        return {"regimes": {}, "provenance": {}}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping) -> Path:
+    """Write the shipped table atomically (temporary file + rename)."""
+    import os
+    import tempfile
+
+    path = _bands_path()
+    text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes)}, indent=1, sort_keys=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".error_bands.", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def training_time_band(moe: bool, framework: str) -> Band | None:
+    """The shipped 80% band of a training step time (regime from the model and the stack)."""
+    return band_for(load_bands()["regimes"], regime_keys("training", "time", moe, stack_of(framework)))
+
+
+def training_memory_band(moe: bool) -> Band | None:
+    return band_for(load_bands()["regimes"], regime_keys("training", "memory", moe))
+
+
+def serving_band(metric: str, moe: bool) -> Band | None:
+    cls = metric_class("inference", metric)
+    return band_for(load_bands()["regimes"], regime_keys("inference", cls, moe)) if cls else None
+
+
+def training_band(est, moe: bool, run=None) -> dict:
+    """The 80% band (interfaces.error_bands: cross-validated residuals of the public rows of this
+    regime) of the step time and what scales with it (days, GPU-hours, cost, energy; tokens/s
+    inversely), and of the memory per GPU. `validated: false` marks a regime without rows of its own."""
+    out: dict = {}
+    time_band = training_time_band(moe, est.step.framework.value)
+    if time_band is not None:
+        def scaled(v):
+            return None if v is None else list(time_band.interval(v))
+
+        out.update({
+            "regime": time_band.regime, "validated": time_band.validated, "rows": time_band.rows,
+            "step_time_s": scaled(est.step.step_time_s), "days": scaled(est.days), "gpu_hours": scaled(est.gpu_hours),
+            "tokens_per_s": list(time_band.interval(est.step.tokens_per_s, inverse=True)),
+            "mfu_pct": list(time_band.interval(est.step.mfu_pct, inverse=True)),
+            "cost_usd": scaled(getattr(run, "cost_usd", None)),
+            "energy_mwh": scaled(run.energy.energy_mwh) if run is not None and run.energy is not None else None,
+        })
+    mem_band = training_memory_band(moe)
+    if mem_band is not None:
+        out["memory_per_gpu_gib"] = list(mem_band.interval(est.memory_per_gpu_gib))
+        out["memory_regime"] = mem_band.regime
+    return out
+
+
+def bands_from_cv_rows(rows: Iterable, raw_rows: Sequence[Mapping[str, str]]) -> tuple[list, list, list]:
+    """(residuals, regimes, families) of the scored, predicted rows of a CV report (`CvRow`s with
+    their source rows): the inputs of `fit_bands` and `family_out_coverage`."""
+    residuals, regimes, families = [], [], []
+    for cv_row, raw in zip(rows, raw_rows):
+        if not cv_row.scored or cv_row.predicted_cv is None or cv_row.kind not in ("training", "inference"):
+            continue
+        metric = (raw.get("metric") or "").strip()
+        residuals.append(oriented_residual(cv_row.kind, metric, cv_row.measured, cv_row.predicted_cv))
+        regimes.append(row_regime(raw, cv_row.kind))
+        families.append(cv_row.family)
+    return residuals, regimes, families
+
+
+__all__ = ["Band", "band_for", "bands_from_cv_rows", "family_out_coverage", "fit_bands", "load_bands",
+           "oriented_residual", "regime_keys", "row_regime", "serving_band", "training_memory_band",
+           "training_band", "training_time_band", "write_bands"]
