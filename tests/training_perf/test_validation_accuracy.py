@@ -86,14 +86,18 @@ def test_time_mape_per_family(results):
     # 82.2 -> 98.3 (the exact MLA core costs ~3x the column-derived MHA core; the row's 64-way EP
     # all-to-all is exposed where DeepSeek's DualPipe hides it: 18.6 of 39.5 s), mbr-moe 46.4 -> 37.9
     # (9 rows, 5 more), mbr-bw 19.9 -> 12.2 (3 rows), all time rows 17.65 -> 17.92 (242 rows).
+    # Legacy Megatron / Megatron-DeepSpeed rows with unstated recompute recompute every layer (the
+    # recipes' --checkpoint-activations; Narayanan et al. 2021 eq. 3 counts that pass): meg21-t2
+    # 102.1 -> 59.0, mtnlg 40.8 -> 21.1, mbridge 30.9 -> 33.2 (three rows with an empty precision cell
+    # read as the legacy stack), all time rows 17.92 -> 15.62.
     limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 6.5,
               "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 2.5, "megft": 38.0,
-              "meg21-t2": 112.0, "dsv3": 105.0, "mbr-moe": 42.0, "mtnlg": 45.0, "mbridge": 35.0,
+              "meg21-t2": 65.0, "dsv3": 105.0, "mbr-moe": 42.0, "mtnlg": 24.0, "mbridge": 36.5,
               "llama3": 32.0, "ttbench": 30.0, "meg24": 22.5, "mbr-bw": 14.0, "meg24-ss": 16.0,
               "megpr6429": 10.0, "bloom": 6.0, "llama1": 5.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 19.5
+    assert _mape(time_rows) <= 17.5
 
 
 def test_vtrain_strategy_ranking(results):

@@ -10,7 +10,10 @@ Defaults for empty cells (documented, the same for every row):
 - global_batch: one sequence per GPU (num_gpus sequences: the Megatron papers' choice, e.g.
   1536 on 1536 GPUs, 2520 on 2520, 3072 on 3072 in Narayanan et al. 2021 Table 1), rounded to
   whole micro-batches.
-- recompute: none; sharding: none; sequence_parallel: false, except on fp8 rows (below).
+- recompute: none, except on the pre-FlashAttention Megatron / Megatron-DeepSpeed rows (the
+  attention-kernel rule below): full. Those recipes checkpoint every layer (`--checkpoint-activations`);
+  Narayanan et al. 2021 count the recompute forward pass in their FLOPs (eq. 3: 4 passes, 96 B s l h^2)
+  because their runs recompute. sharding: none; sequence_parallel: false, except on fp8 rows (below).
 - fp8 rows ran TransformerEngine, whose published FP8 training recipes (NeMo / Megatron-core
   performance configs, e.g. NeMo-Framework-Launcher gpt3/175b, llama2/70b, nemotron/340b) run
   sequence parallelism with TP communication overlap (`sequence_parallel: True`,
@@ -149,6 +152,10 @@ def predict_row(row: dict[str, str]) -> Prediction:
     kernel = attention_kernel_from_row(row, framework)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
+    if not _cell(row, "recompute") and kernel is AttentionKernel.UNFUSED:
+        # the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes recompute every layer
+        plan = plan.model_copy(update={"recompute": Recompute.FULL})
+        notes[:] = [n for n in notes if n != "recompute=none"] + ["recompute=full (legacy Megatron recipe, unstated)"]
     if metric in MEMORY_METRICS:
         from gpuplan.workloads.training.memory import training_memory, to_gib
 
