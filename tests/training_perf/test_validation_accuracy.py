@@ -59,13 +59,14 @@ def test_memory_rows_per_family(results):
     fam = defaultdict(list)
     for x in mem:
         fam[_family(x[0]["id"])].append(x)
-    limits = {"megft": 13.0, "megpr6429": 44.0, "ttmem": 45.0}
+    # FSDP2 + pipeline keeps unsharded parameters and fp32 gradients (torchtitan): ttmem 40.4 -> 25.7
+    limits = {"megft": 13.0, "megpr6429": 44.0, "ttmem": 28.5}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 50.0), (name, _mape(items))
     for r, p, m in mem:
         if r["id"] in ("megft-2", "megft-4", "megft-6", "megft-8", "megft-10", "megft-12"):
             assert abs(p - m) / m <= 0.05, (r["id"], p, m)
-    assert _mape(mem) <= 36.0
+    assert _mape(mem) <= 26.0
 
 
 def test_time_mape_per_family(results):
@@ -89,11 +90,14 @@ def test_time_mape_per_family(results):
     # Legacy Megatron / Megatron-DeepSpeed rows with unstated recompute recompute every layer (the
     # recipes' --checkpoint-activations; Narayanan et al. 2021 eq. 3 counts that pass): meg21-t2
     # 102.1 -> 59.0, mtnlg 40.8 -> 21.1, mbridge 30.9 -> 33.2 (three rows with an empty precision cell
-    # read as the legacy stack), all time rows 17.92 -> 15.62.
+    # read as the legacy stack), all time rows 17.92 -> 15.62. FSDP2 under a pipeline schedule keeps
+    # parameters unsharded for the step and reduces gradients once (torchtitan's reshard policy):
+    # ttbench 27.2 -> 33.0 (its 405B pipeline rows were already too fast; the pipeline cost torchtitan
+    # pays is not modelled yet), all time rows 16.05.
     limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 6.5,
               "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 2.5, "megft": 38.0,
               "meg21-t2": 65.0, "dsv3": 105.0, "mbr-moe": 42.0, "mtnlg": 24.0, "mbridge": 36.5,
-              "llama3": 32.0, "ttbench": 30.0, "meg24": 22.5, "mbr-bw": 14.0, "meg24-ss": 16.0,
+              "llama3": 32.0, "ttbench": 36.0, "meg24": 22.5, "mbr-bw": 14.0, "meg24-ss": 16.0,
               "megpr6429": 10.0, "bloom": 6.0, "llama1": 5.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))

@@ -66,6 +66,7 @@ from gpuplan.layers.inventory import layer_ops
 from gpuplan.layers.operators import AttentionCore, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
+from gpuplan.specs.execution import Framework
 from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import FfnKind, ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
@@ -304,6 +305,16 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
 
     weights = held(dense, experts, wb, zero3)
     grads = held(dense, experts, gb, s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP))
+    # FSDP2 under a pipeline schedule (torchtitan): no reshard after forward (`fsdp_reshard_after_forward
+    # = not pp_enabled`, torchtitan's default policy, "to avoid per-microbatch all-gathers") and no
+    # gradient reduction until the last micro-batch (torch.distributed.pipelining stages run FSDP
+    # backward without gradient sync, then reduce once): the stage's parameters stay unsharded in the
+    # compute dtype, and its gradients accumulate unsharded in the fp32 reduce dtype
+    # (TORCHTITAN_REDUCE_BYTES, the mixed_precision_reduce default).
+    fsdp2_pp = zero3 and plan.pp > 1 and plan.framework is Framework.TORCHTITAN
+    if fsdp2_pp:
+        weights += (dense + experts) * activation_bytes(plan.precision)
+        grads = (dense + experts) * 4.0
     optim = held(dense, experts, ob, s is not Sharding.NONE)
 
     tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
@@ -326,7 +337,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
         acts["recompute_working_set"] = full * tokens
 
     other: dict[str, float] = {}
-    if zero3:
+    if zero3 and not fsdp2_pp:
         biggest = max((layer_params(model, i).total for i in layers), default=0)
         other["zero3_gather_buffer"] = 2 * biggest / plan.tp * wb
     other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")

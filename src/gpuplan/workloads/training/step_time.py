@@ -746,6 +746,11 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         zero3 = g.m * (2.0 * gather + reduce_scatter)
     if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
         zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
+        # under a pipeline schedule torchtitan keeps the parameters unsharded for the step (no reshard
+        # after forward) and reduces gradients once after the last micro-batch: one gather and one
+        # reduce-scatter per step, overlapped like ZeRO-1/2, one copy-out (4 B) and one copy-in (6 B)
+        zero3_pp = zero12 + (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
+        zero3 = np.where(g.pp > 1, zero3_pp, zero3)
     return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(g.shard == ShardingCode.NONE, unsharded, zero12))
 
 
