@@ -6,12 +6,17 @@ Load given by the row:
 - `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory;
 - `request_rate`: a Poisson open loop.
 The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
-`num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas).
+`num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas). With
+`attention_dp` = a, each replica is a attention groups that each serve their own requests (the
+load splits evenly over them: concurrency / a, rate / a, batch / a; TensorRT-LLM's attention-DP
+balance), simulated as one group whose MoE layers carry all a groups' tokens
+(workloads.inference.operators); throughput metrics scale by replicas x a.
 Latency metrics are means over requests (`ttft_ms`, `tpot_ms`, `e2e_latency_ms`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +51,7 @@ class EngineProfile:
     no_evict: bool
     max_batch_seqs: int
     max_batch_tokens: int
+    bench_limits: bool = False  # max-load runs size max_batch_size / max_num_tokens as trtllm-bench does
 
 
 ENGINES: dict[str, EngineProfile] = {
@@ -53,7 +59,7 @@ ENGINES: dict[str, EngineProfile] = {
     # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context (trtllm-bench
     # enables it); tokens_per_block 64; trtllm-bench throughput runs use
     # kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md "Reproducing").
-    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192),
+    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True),
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
@@ -65,6 +71,37 @@ ENGINES: dict[str, EngineProfile] = {
     "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
 }
 ENGINES["other"] = ENGINES["vllm"]
+
+
+def trtllm_bench_limits(kv_max_requests: float, input_len: int, output_len: int, pp: int = 1) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) that `trtllm-bench throughput` picks when the run does not
+    set them (TensorRT-LLM tensorrt_llm/bench/build/tuning.py, `finetune_setting`): from the number
+    of requests of input_len + output_len tokens that fit in the KV cache,
+
+        raw_bs = min(kv_max_requests, 4096) / pp;  raw_tokens = min(raw_bs x (1 + input_len / output_len), 32768)
+        max_batch_size = max(64, 32 ceil(raw_bs / 32)) below 256, 128 ceil(raw_bs / 128) below 1024,
+                         else 256 ceil(raw_bs / 256)
+        max_num_tokens = max(2048, 256 ceil(raw_tokens / 256)) below 4096, 512 ceil(raw_tokens / 512)
+                         below 8192, else 1024 ceil(raw_tokens / 1024)
+
+    kv_max_requests here is the simulator's own KV capacity (the engine estimates it from the
+    parameter count and the memory of all the run's GPUs: with attention DP the count over all
+    groups, so the per-rank limit is optimistic, as the engine intends)."""
+    raw_bs = min(kv_max_requests, 4096) / pp
+    raw_tokens = min(raw_bs * (1 + input_len / output_len), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return int(bs), int(tokens)
 
 _METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_ms", "tpot_ms", "e2e_latency_ms")
 
@@ -97,8 +134,10 @@ def predict_row(row: dict[str, str]) -> Prediction:
     tp = _int(row, "tp", 1) or 1
     pp = _int(row, "pp", 1) or 1
     ep = _int(row, "ep", 1) or 1
+    adp = _int(row, "attention_dp", 1) or 1
     num_gpus = _int(row, "num_gpus", tp * pp) or tp * pp
     replicas = max(1, num_gpus // (tp * pp))
+    groups = replicas * adp  # independent request streams: replicas x attention-DP groups
     wdt = (row.get("weight_dtype") or "").strip() or "bf16"
     kvdt = (row.get("kv_dtype") or "").strip()
     if not kvdt:
@@ -113,7 +152,11 @@ def predict_row(row: dict[str, str]) -> Prediction:
     rate = (row.get("request_rate") or "").strip()
     max_load = (row.get("max_load") or "").strip().lower() == "true"
     try:
-        dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, weight_dtype=wdt, kv_dtype=kvdt)
+        dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, attention_dp=adp, weight_dtype=wdt, kv_dtype=kvdt)
+        if batch:
+            batch = max(1, -(-batch // adp))
+        if conc:
+            conc = max(1, round(conc / adp))
         sched = SchedulerConfig(kind=engine.scheduler, max_batch_seqs=engine.max_batch_seqs,
                                 max_batch_tokens=engine.max_batch_tokens, no_evict=engine.no_evict)
         if batch:
@@ -121,6 +164,12 @@ def predict_row(row: dict[str, str]) -> Prediction:
         mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
                           max_batch_tokens=min(sched.max_batch_tokens, engine.max_batch_tokens),
                           max_batch_seqs=sched.max_batch_seqs)
+        if max_load and not batch and not conc and not rate and engine.bench_limits:
+            bs, tokens = trtllm_bench_limits(mem.max_concurrent_sequences(in_len + out_len) * adp, in_len, out_len, pp)
+            sched = SchedulerConfig(kind=engine.scheduler, max_batch_seqs=bs, max_batch_tokens=tokens, no_evict=engine.no_evict)
+            mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
+                              max_batch_tokens=tokens, max_batch_seqs=bs)
+            notes.append(f"trtllm-bench limits max_batch_size={bs} max_num_tokens={tokens}")
         steps = step_time_model(dep)
         rng = np.random.default_rng(VALIDATION_SEED)
         lens = dict(input_len=LengthDistribution(in_len), output_len=LengthDistribution(out_len))
@@ -129,7 +178,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         elif conc:
             wl = make_workload(rng, max(4 * conc, 200), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
         elif rate:
-            wl = make_workload(rng, MAX_LOAD_REQUESTS, ArrivalKind.POISSON, rate=float(rate) / replicas, **lens)
+            wl = make_workload(rng, MAX_LOAD_REQUESTS, ArrivalKind.POISSON, rate=float(rate) / groups, **lens)
         elif max_load:
             fit = mem.max_concurrent_sequences(in_len + out_len)
             n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))
@@ -142,13 +191,15 @@ def predict_row(row: dict[str, str]) -> Prediction:
     except GpuplanError as exc:
         raise SkipRow(str(exc)) from None
     value = {
-        "output_tokens_per_s": res.output_tokens_per_s * replicas,
-        "total_tokens_per_s": res.total_tokens_per_s * replicas,
-        "requests_per_s": res.requests_per_s * replicas,
+        "output_tokens_per_s": res.output_tokens_per_s * groups,
+        "total_tokens_per_s": res.total_tokens_per_s * groups,
+        "requests_per_s": res.requests_per_s * groups,
         "ttft_ms": res.ttft_ms.mean,
         "tpot_ms": res.tpot_ms.mean,
         "e2e_latency_ms": res.e2e_ms.mean,
     }[metric]
     if replicas > 1:
         notes.append(f"{replicas} replicas of tp={tp} pp={pp}")
+    if adp > 1:
+        notes.append(f"{adp} attention-DP groups of {tp // adp} GPU(s), load split evenly")
     return Prediction(float(value), "; ".join(notes))
