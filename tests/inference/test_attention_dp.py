@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
-from gpuplan.interfaces.validation_inference import predict_row, trtllm_bench_limits
+from gpuplan.interfaces.validation_inference import predict_row, trtllm_bench_limits, trtllm_bench_requests
 from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective
 from gpuplan.workloads.inference import operators
@@ -63,6 +63,16 @@ def test_dense_full_dp_equals_one_gpu():
     a, b = step_time_model(dp, table_tokens=64), step_time_model(one, table_tokens=64)
     np.testing.assert_allclose(a.linear_time(n), b.linear_time(n), rtol=1e-12)
     np.testing.assert_allclose(a.logits_time(n), b.logits_time(n), rtol=1e-12)
+
+
+def test_attention_dp_step_set_by_slowest_rank():
+    # TensorRT-LLM tech blog 10: achieved / speed-of-light throughput 33,499 / 38,312 = 0.874 with ADP
+    # balance: a step of the average group of tp=2 / attention_dp=2 lasts 1 / 0.874 x the 1-GPU step.
+    dp = step_time_model(_dep("llama-3-8b", tp=2, attention_dp=2), table_tokens=64)
+    one = step_time_model(_dep("llama-3-8b", tp=1), table_tokens=64)
+    assert dp.step_scale == pytest.approx(38_312 / 33_499, rel=1e-3)
+    assert dp.decode_step_time(32, 1000) == pytest.approx(one.decode_step_time(32, 1000) / 0.874)
+    assert one.step_scale == 1.0
 
 
 def test_moe_dispatch_combine_all_to_all(monkeypatch):
@@ -126,11 +136,12 @@ def _row(**kw):
 
 
 def test_validation_row_splits_load_over_groups():
-    # tp=2 as 2 attention groups at concurrency 16 = 2 independent 1-GPU groups at concurrency 8 each:
-    # the same as 2 replicas of tp=1 at concurrency 8 (rows count concurrency per replica).
+    # tp=2 as 2 attention groups at concurrency 16 = 2 1-GPU groups at concurrency 8 each, stepping in
+    # lock-step: 2 replicas of tp=1 at concurrency 8 (rows count concurrency per replica) with every step
+    # 1 / 0.874 longer (the closed loop has no think time, so the whole timeline stretches by that factor).
     adp = predict_row(_row(tp=2, num_gpus=2, attention_dp=2, concurrency=16)).value
     reps = predict_row(_row(tp=1, num_gpus=2, concurrency=8)).value
-    assert adp == pytest.approx(reps, rel=1e-9)
+    assert adp == pytest.approx(reps * 0.874, rel=1e-9)
 
 
 def test_trtllm_bench_limits_hand_values():
@@ -143,6 +154,14 @@ def test_trtllm_bench_limits_hand_values():
     assert trtllm_bench_limits(5000, 128, 128) == (4096, 8192)
     # 2300 requests, 202/214: 256 x ceil(2300/256) = 2304; tokens 2300 x (1 + 202/214) = 4471 -> 512 x 9 = 4608
     assert trtllm_bench_limits(2300, 202, 214) == (2304, 4608)
+
+
+def test_trtllm_bench_request_counts():
+    # perf-overview.md "Preparing a Dataset": 1024/1024 -> 3000, 8192/1024 and 1024/8192 -> 1500,
+    # 32768/1024 and 1024/32768 -> 1000
+    assert trtllm_bench_requests(1024, 1024) == 3000
+    assert trtllm_bench_requests(8192, 1024) == trtllm_bench_requests(1024, 8192) == 1500
+    assert trtllm_bench_requests(32768, 1024) == trtllm_bench_requests(1024, 32768) == 1000
 
 
 def test_cli_serve_attention_dp():

@@ -73,6 +73,15 @@ ENGINES: dict[str, EngineProfile] = {
 ENGINES["other"] = ENGINES["vllm"]
 
 
+def trtllm_bench_requests(input_len: int, output_len: int) -> int:
+    """Requests of the synthetic dataset of TensorRT-LLM's max-load benchmark for these lengths
+    (docs/source/developer-guide/perf-overview.md, "Preparing a Dataset": 3000 for 1024/1024, 1500
+    for 8192/1024 and 1024/8192, 1000 for 32768/1024 and 1024/32768): 3000 while the longer of the
+    two is below 8192 tokens, 1500 below 32768, else 1000."""
+    longest = max(input_len, output_len)
+    return 3000 if longest < 8192 else (1500 if longest < 32768 else 1000)
+
+
 def trtllm_bench_limits(kv_max_requests: float, input_len: int, output_len: int, pp: int = 1) -> tuple[int, int]:
     """(max_batch_size, max_num_tokens) that `trtllm-bench throughput` picks when the run does not
     set them (TensorRT-LLM tensorrt_llm/bench/build/tuning.py, `finetune_setting`): from the number
@@ -181,7 +190,10 @@ def predict_row(row: dict[str, str]) -> Prediction:
             wl = make_workload(rng, MAX_LOAD_REQUESTS, ArrivalKind.POISSON, rate=float(rate) / groups, **lens)
         elif max_load:
             fit = mem.max_concurrent_sequences(in_len + out_len)
-            n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))
+            if engine.bench_limits:  # trtllm-bench's documented request count, spread over the attention groups
+                n = max(1, -(-trtllm_bench_requests(in_len, out_len) // adp))
+            else:
+                n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))
             wl = make_workload(rng, n, ArrivalKind.BURST, **lens)
         else:
             raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")

@@ -29,6 +29,11 @@ ranks with dummy requests so every rank enters each MoE layer together; balanced
     sending its a x n_tokens / tp tokens x top_k x hidden activations (ep > 1), or an all-gather +
     reduce-scatter of the a x n_tokens x hidden activations over tp (ep = 1, experts TP-sharded).
 
+Attention-DP ranks step in lock-step, so each step lasts as long as the most loaded rank's
+(TensorRT-LLM tech blog 10, "ADP Balance Strategy": time_i = max over ranks of time_i,m; the
+balance ratio avg_tokens / max_tokens measures the loss). The simulated group is the average one;
+with a > 1 every step is scaled by 1 / ATTENTION_DP_BALANCE (`StepTimeModel.step_scale`).
+
 Sources of the constants are on each constant. Weight, KV and activation formats are independent
 (gpuplan.workloads.inference.dtypes). MoE layers read only the experts the step's tokens touch:
 with B tokens each choosing top-k of E experts uniformly, the expected number of distinct experts
@@ -81,6 +86,17 @@ GEMM_HALF_EFFICIENCY_TOKENS = knobs.register(
     source="estimate from lmdeploy A100 Llama-2-7B batch-1 TPOT (13.5 GB of weights at 0.8 x 2.04 TB/s + launches)",
     scales="serving GEMM efficiency m / (m + this) for m token rows",
     fitted_on=("lmdeploy",))
+
+
+#: Achieved / speed-of-light throughput of attention-DP in-flight batching with TensorRT-LLM's
+#: ADP balance scheduling (context wait, timeout_iters 50): 33,499 / 38,312 tokens/s = 0.874 on
+#: DeepSeek-V3 DEP8 on 8 x GB200 (TensorRT-LLM docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md,
+#: "Performance Summary"; round-robin baseline without balancing: 25,664 / 39,552 = 0.649).
+ATTENTION_DP_BALANCE = knobs.register(
+    "serving.attention_dp_balance", unit="fraction", default=0.874, low=0.5, high=1.0,
+    source="TensorRT-LLM tech blog 10 (ADP Balance Strategy), DeepSeek-V3 DEP8 GB200: actual / SOL TPS "
+           "33,499 / 38,312 with context wait (0.649 round-robin baseline)",
+    scales="step time of attention-DP deployments (attention_dp > 1) divided by this: the slowest rank sets each step")
 
 
 def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
@@ -168,6 +184,8 @@ class StepTimeModel:
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
         self.ops = dense_linear_ops(dep)
         self.layers = m.layers
+        #: multiplier of every step's time: 1 / ATTENTION_DP_BALANCE with attention DP (module docstring), else 1
+        self.step_scale = 1.0 / knobs.value("serving.attention_dp_balance") if dep.attention_dp > 1 else 1.0
         # --- attention coefficients (whole model, one GPU) --------------------------------------
         windows = [m.window(i) for i in range(m.layers)]
         self.window = max((w for w in windows if w is not None), default=0)
@@ -311,7 +329,7 @@ class StepTimeModel:
             t += float(self.attention_decode_time(decode_ctx_sum, dw))
         if prefill_tokens:
             t += float(self.attention_prefill_time(prefill_pairs, pw, prefill_kv_tokens))
-        return t
+        return t * self.step_scale
 
     # -------------------------------------------------------------------------------------------
     def prefill_time(self, batch: int, input_len: int) -> float:

@@ -57,7 +57,7 @@ def _linear(lin, n):
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
               budget, block, g_bytes, w_bytes, window, w_blocks_cap,
               lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
-              pf_flops_g, pf_flops_w, pf_bytes_tok):
+              pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale):
     n = arrival.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
@@ -212,6 +212,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
             dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm, (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
         if pairs_g > 0:
             dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
+        dt *= step_scale
         now += dt
         steps += 1
         # ---- advance sequences; compact the running set (static batches keep their slots) --------
@@ -330,7 +331,7 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
         float(st.hbm_bytes_per_s), float(st.attention_flops_per_s),
         float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),
-        float(st.layers * st.kv_bytes_per_token_layer),
+        float(st.layers * st.kv_bytes_per_token_layer), float(st.step_scale),
     )
     ok = np.isfinite(finish)
     start = float(arrival[ok].min()) if ok.any() else 0.0
