@@ -2,7 +2,8 @@
 
 Load given by the row:
 - `batch`: a static batch of that many requests (one batch: prefill, then decode to the end);
-- `concurrency`: a closed loop with that many requests in flight;
+- `concurrency`: a closed loop with that many requests in flight (latency means over its steady state:
+  the initial burst of `concurrency` requests, all arriving at t = 0, is left out);
 - `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory;
 - `request_rate`: a Poisson open loop.
 The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
@@ -197,7 +198,9 @@ def predict_row(row: dict[str, str]) -> Prediction:
             wl = make_workload(rng, n, ArrivalKind.BURST, **lens)
         else:
             raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")
-        res: SimResult = simulate(steps, mem, wl, sched)
+        # closed loop: latencies of the steady state, without the initial burst of `conc` requests
+        # (simulator.simulate, `warmup_requests`)
+        res: SimResult = simulate(steps, mem, wl, sched, warmup_requests=conc if (conc and not batch) else 0)
     except SkipRow:
         raise
     except GpuplanError as exc:

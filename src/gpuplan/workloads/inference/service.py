@@ -86,6 +86,7 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     steps = step_time_model(dep)
     rng = np.random.default_rng(seed)
     lens = dict(input_len=LengthDistribution(input_len), output_len=LengthDistribution(output_len))
+    conc = 0
     if batch is not None:
         wl, load = make_workload(rng, batch, ArrivalKind.BURST, **lens), f"static batch {batch * groups}"
     elif rate is not None:
@@ -97,7 +98,10 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         load = f"closed loop {conc * groups}"
     if groups > 1:
         load += f" over {groups} attention-DP groups"
-    res = simulate(steps, mem, wl, sched)
+    # a closed loop's latencies are those of its steady state: its initial burst (every slot filled at
+    # t = 0) is left out of the percentiles, as a long benchmark run dilutes it
+    warmup = conc if (batch is None and rate is None) else 0
+    res = simulate(steps, mem, wl, sched, warmup_requests=warmup)
     gib = 2.0**30
     return ServeReport(
         model=dep.model.name, gpu=dep.gpu.id, tp=dep.tp, pp=dep.pp, ep=dep.ep, attention_dp=groups, weight_dtype=dep.weight_dtype.value,

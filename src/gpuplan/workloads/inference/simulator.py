@@ -304,8 +304,12 @@ class SimResult:
         return float(self.kv_bytes.max()) if self.kv_bytes.size else 0.0
 
 
-def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig) -> SimResult:
-    """Run the serving simulation of `workload` on one replica; every request must eventually fit."""
+def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig,
+             warmup_requests: int = 0) -> SimResult:
+    """Run the serving simulation of `workload` on one replica; every request must eventually fit.
+    `warmup_requests`: the first requests (in arrival order) left out of the latency percentiles
+    (TTFT, TPOT, e2e), e.g. a closed loop's initial burst, which load generators that report steady
+    state do not count (throughput always counts every request)."""
     n = workload.arrival_s.shape[0]
     ins = workload.input_len.astype(np.int64)
     outs = workload.output_len.astype(np.int64)
@@ -343,9 +347,12 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     ttft = first - arrival
     tpot = np.where(outs > 1, (finish - first) / np.maximum(outs - 1, 1), np.nan)
     rps = ok.sum() / duration
+    lat = ok.copy()
+    if 0 < warmup_requests < int(ok.sum()):
+        lat[:warmup_requests] = False
     return SimResult(
         requests=n, completed=int(ok.sum()), duration_s=duration,
-        ttft_ms=_pct(ttft[ok], 1e3), tpot_ms=_pct(tpot[ok], 1e3), e2e_ms=_pct(e2e[ok], 1e3),
+        ttft_ms=_pct(ttft[lat], 1e3), tpot_ms=_pct(tpot[lat], 1e3), e2e_ms=_pct(e2e[lat], 1e3),
         output_tokens_per_s=out_tokens / duration, total_tokens_per_s=(out_tokens + in_tokens) / duration,
         requests_per_s=float(rps), mean_in_flight=float(rps * np.nanmean(e2e[ok])) if ok.any() else 0.0,
         steps=int(nsteps), preemptions=int(npre), kv_time_s=tr_t, kv_bytes=tr_b,
