@@ -175,3 +175,22 @@ def test_cli_serve_attention_dp():
     assert "2 attention-DP groups" in data["load"]
     bad = runner.invoke(app, ["serve", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", "2", "--attention-dp", "3"])
     assert bad.exit_code == 2 and "attention_dp" in bad.output
+
+
+def test_trtllm_bench_kv_estimate_hand_values():
+    from gpuplan.interfaces.validation_inference import trtllm_bench_kv_max_requests
+
+    # Llama-3-8B bf16 on one H100 (80 GiB in the catalog), 1024 + 1024 tokens, fraction 0.95:
+    # engine 8,030,261,248 params x 2 B; KV 2 x 32 layers x max(1, 8) x 128 x 2 B = 131,072 B per token
+    engine = 8_030_261_248 * 2 / 2**30
+    expected = (80 - engine) * 0.95 / (131_072 / 2**30 * 2048)
+    got = trtllm_bench_kv_max_requests(_dep("llama-3-8b", system="h100-sxm5-80gb"), 1024, 1024, 0.95)
+    assert got == pytest.approx(expected) and 245 < got < 250
+    # DeepSeek-V3 fp8 (FP8 block scales: 1 B per element) on 8 x H200 (141 GiB): the config's GQA fields,
+    # num_key_value_heads 128 and head size 7168 / 128 = 56: 2 x 61 x 128 x 56 x 1 B = 874,496 B per token
+    # (25x the 35,136 B MLA latent), so ~287 requests of 2048 tokens though the latent cache holds thousands
+    dep = _dep("deepseek-v3", system="dgx-h200", tp=8, ep=8, attention_dp=8, weight_dtype="fp8", kv_dtype="fp8")
+    expected = (8 * 141 - 671_026_419_200 / 2**30) * 0.95 / (874_496 / 2**30 * 2048)
+    assert trtllm_bench_kv_max_requests(dep, 1024, 1024, 0.95) == pytest.approx(expected, rel=1e-6)
+    # -> finetune_setting: raw_bs 286.5 -> 128 x ceil(286.5 / 128) = 384 per rank; tokens 573 -> 2048
+    assert trtllm_bench_limits(expected, 1024, 1024) == (384, 2048)

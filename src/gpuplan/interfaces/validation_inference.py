@@ -83,6 +83,45 @@ def trtllm_bench_requests(input_len: int, output_len: int) -> int:
     return 3000 if longest < 8192 else (1500 if longest < 32768 else 1000)
 
 
+#: bytes per weight / KV element by quantisation algorithm in trtllm-bench's estimate
+#: (tensorrt_llm/bench/build/tuning.py BYTES_PER_ELEM: FP8 and FP8 block scales 1, NVFP4 0.5; any
+#: other algorithm, W4A16 / W4A8 MXFP4 and INT4 AWQ included, falls back to 2)
+TRTLLM_BENCH_BYTES_PER_ELEM = {"fp8": 1.0, "nvfp4": 0.5}
+
+
+def trtllm_bench_kv_max_requests(dep: Deployment, input_len: int, output_len: int, memory_fraction: float) -> float:
+    """Requests of input_len + output_len tokens that `trtllm-bench` estimates fit in the KV cache
+    (tensorrt_llm/bench/build/tuning.py `calc_engine_setting`, from the Hugging Face config fields of
+    bench/build/dataclasses.py `ModelConfig`), the input of its max_batch_size / max_num_tokens rule:
+
+        engine_gib = stored parameters x BYTES_PER_ELEM[weight algorithm] / 2^30
+        cache_gib = (device memory x tp x pp - engine_gib) x kv_cache_free_gpu_mem_fraction
+        gib_per_token = 2 x layers x max(tp, num_key_value_heads) x head_size x BYTES_PER_ELEM[KV] / 2^30
+        kv_max_requests = cache_gib / (gib_per_token x (input_len + output_len))
+
+    Its KV estimate is the GQA formula of the config fields: head_size is the config's `head_dim`, or
+    hidden / heads where the config has none (MLA configs: DeepSeek-V3's num_key_value_heads 128 and
+    7168 / 128 = 56), so for MLA it is ~25x the latent cache. The stored parameter count is what the
+    safetensors metadata counts: packed 4-bit checkpoints store one uint8 per two elements plus their
+    block scales, i.e. bytes_per_element of the format per quantised weight."""
+    from gpuplan.layers.params import parameter_counts
+    from gpuplan.workloads.inference.dtypes import bytes_per_element
+
+    m = dep.model
+    counts = parameter_counts(m)
+    quantised = counts.total - counts.embedding - counts.components.get("norms", 0)
+    wd = dep.weight_dtype.value
+    stored = quantised * bytes_per_element(wd) + (counts.total - quantised) if wd in ("mxfp4", "nvfp4", "int4") \
+        else counts.total
+    engine_gib = stored * TRTLLM_BENCH_BYTES_PER_ELEM.get(wd, 2.0) / 2**30
+    total_gib = dep.gpu.memory_bytes / 2**30 * dep.tp * dep.pp
+    head_size = m.hidden // m.heads if m.mla is not None else m.head_dim
+    kv_elem = TRTLLM_BENCH_BYTES_PER_ELEM.get(dep.kv_dtype.value, 2.0)
+    gib_per_token = 2 * m.layers * max(dep.tp, m.kv_heads) * head_size * kv_elem / 2**30
+    cache_gib = (total_gib - engine_gib) * memory_fraction
+    return max(cache_gib / (gib_per_token * (input_len + output_len)), 1.0)
+
+
 def trtllm_bench_limits(kv_max_requests: float, input_len: int, output_len: int, pp: int = 1) -> tuple[int, int]:
     """(max_batch_size, max_num_tokens) that `trtllm-bench throughput` picks when the run does not
     set them (TensorRT-LLM tensorrt_llm/bench/build/tuning.py, `finetune_setting`): from the number
@@ -94,9 +133,9 @@ def trtllm_bench_limits(kv_max_requests: float, input_len: int, output_len: int,
         max_num_tokens = max(2048, 256 ceil(raw_tokens / 256)) below 4096, 512 ceil(raw_tokens / 512)
                          below 8192, else 1024 ceil(raw_tokens / 1024)
 
-    kv_max_requests here is the simulator's own KV capacity (the engine estimates it from the
-    parameter count and the memory of all the run's GPUs: with attention DP the count over all
-    groups, so the per-rank limit is optimistic, as the engine intends)."""
+    kv_max_requests: `trtllm_bench_kv_max_requests` (the engine's estimate over the memory of all the
+    run's GPUs; with attention DP the limits apply per rank, so they are optimistic, as the engine
+    intends, except where its GQA-formula KV estimate is far above the real cache, as for MLA)."""
     raw_bs = min(kv_max_requests, 4096) / pp
     raw_tokens = min(raw_bs * (1 + input_len / output_len), 32768)
     if raw_bs < 256:
@@ -175,7 +214,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
                           max_batch_tokens=min(sched.max_batch_tokens, engine.max_batch_tokens),
                           max_batch_seqs=sched.max_batch_seqs)
         if max_load and not batch and not conc and not rate and engine.bench_limits:
-            bs, tokens = trtllm_bench_limits(mem.max_concurrent_sequences(in_len + out_len) * adp, in_len, out_len, pp)
+            bs, tokens = trtllm_bench_limits(
+                trtllm_bench_kv_max_requests(dep, in_len, out_len, engine.memory_fraction), in_len, out_len, pp)
             sched = SchedulerConfig(kind=engine.scheduler, max_batch_seqs=bs, max_batch_tokens=tokens, no_evict=engine.no_evict)
             mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
                               max_batch_tokens=tokens, max_batch_seqs=bs)
