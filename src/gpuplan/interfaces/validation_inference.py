@@ -57,9 +57,10 @@ class EngineProfile:
 
 ENGINES: dict[str, EngineProfile] = {
     # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
-    # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context (trtllm-bench
-    # enables it); tokens_per_block 64; trtllm-bench throughput runs use
-    # kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md "Reproducing").
+    # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context; tokens_per_block 64;
+    # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
+    # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
+    # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
     "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True),
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
@@ -216,7 +217,11 @@ def predict_row(row: dict[str, str]) -> Prediction:
         if max_load and not batch and not conc and not rate and engine.bench_limits:
             bs, tokens = trtllm_bench_limits(
                 trtllm_bench_kv_max_requests(dep, in_len, out_len, engine.memory_fraction), in_len, out_len, pp)
-            sched = SchedulerConfig(kind=engine.scheduler, max_batch_seqs=bs, max_batch_tokens=tokens, no_evict=engine.no_evict)
+            # chunked prefill off (trtllm-bench's enable_chunked_prefill default): whole prompts, and
+            # max_num_tokens raised to max_isl + max_batch_size (bench/benchmark/utils/general.py get_settings)
+            tokens = max(tokens, in_len + bs)
+            sched = SchedulerConfig(kind=SchedulerKind.CONTINUOUS, max_batch_seqs=bs, max_batch_tokens=tokens,
+                                    no_evict=engine.no_evict)
             mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
                               max_batch_tokens=tokens, max_batch_seqs=bs)
             notes.append(f"trtllm-bench limits max_batch_size={bs} max_num_tokens={tokens}")
