@@ -53,7 +53,12 @@ class EngineProfile:
     max_batch_seqs: int
     max_batch_tokens: int
     bench_limits: bool = False  # max-load runs size max_batch_size / max_num_tokens as trtllm-bench does
+    cuda_graph_batch_sizes: tuple[int, ...] = ()  # padded CUDA-graph batch sizes of generation-only steps
 
+
+#: CUDA-graph batch sizes of TensorRT-LLM's perf-overview runs (llm_options `cuda_graph_config:
+#: enable_padding: true, batch_sizes: [...]`, docs/source/developer-guide/perf-overview.md)
+TRTLLM_CUDA_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
 
 ENGINES: dict[str, EngineProfile] = {
     # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
@@ -61,7 +66,8 @@ ENGINES: dict[str, EngineProfile] = {
     # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
     # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
     # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
-    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True),
+    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
+                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES),
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
@@ -245,7 +251,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
             raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")
         # closed loop: latencies of the steady state, without the initial burst of `conc` requests
         # (simulator.simulate, `warmup_requests`)
-        res: SimResult = simulate(steps, mem, wl, sched, warmup_requests=conc if (conc and not batch) else 0)
+        res: SimResult = simulate(steps, mem, wl, sched, warmup_requests=conc if (conc and not batch) else 0,
+                                  cuda_graph_batch_sizes=engine.cuda_graph_batch_sizes if not batch else ())
     except SkipRow:
         raise
     except GpuplanError as exc:
