@@ -194,3 +194,28 @@ def test_trtllm_bench_kv_estimate_hand_values():
     assert trtllm_bench_kv_max_requests(dep, 1024, 1024, 0.95) == pytest.approx(expected, rel=1e-6)
     # -> finetune_setting: raw_bs 286.5 -> 128 x ceil(286.5 / 128) = 384 per rank; tokens 573 -> 2048
     assert trtllm_bench_limits(expected, 1024, 1024) == (384, 2048)
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), adp=st.sampled_from([1, 2, 3, 4, 8]),
+       model=st.sampled_from(["llama-3-70b", "mixtral-8x7b", "qwen3-30b-a3b"]))
+def test_attention_dp_invariants(tp, adp, model):
+    # invariants of DP attention on a tp-GPU replica: either an InputError naming attention_dp (it must
+    # divide tp), or per-GPU weights and KV bytes per token at least those of plain TP (the non-expert
+    # weights are replicated over groups, the KV of a group's requests sharded over fewer GPUs) and at most
+    # those of attention_tp = tp / adp plain TP GPUs
+    if tp % adp:
+        with pytest.raises(InputError) as e:
+            _dep(model, tp=tp, attention_dp=adp)
+        assert e.value.field == "attention_dp"
+        return
+    dep = _dep(model, tp=tp, attention_dp=adp)
+    plain = _dep(model, tp=tp)
+    narrow = _dep(model, tp=tp // adp)
+    w, w_plain, w_narrow = (weights_bytes_per_gpu(d) for d in (dep, plain, narrow))
+    assert w_plain - 1 <= w <= w_narrow + 1
+    # fraction of a token's KV each GPU holds (memory_plan multiplies it by the model's bytes per token)
+    assert plain.kv_shard_fraction <= dep.kv_shard_fraction == narrow.kv_shard_fraction
