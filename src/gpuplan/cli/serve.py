@@ -42,6 +42,9 @@ def run(
     system: Optional[str] = typer.Option(None, "--system", help=_SYSTEM_HELP),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica."),
     pp: int = typer.Option(1, "--pp", help="Pipeline stages per replica."),
+    ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (MoE models; divides the experts, <= tp x pp)."),
+    attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel groups (divides tp): "
+                                     "attention over tp/attention-dp GPUs per group, each group its own requests."),
     input_len: int = typer.Option(api.DEFAULT_INPUT_LEN, "--input-len", help="Prompt tokens per request."),
     output_len: int = typer.Option(api.DEFAULT_OUTPUT_LEN, "--output-len", help="Generated tokens per request."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Poisson arrivals, requests/s."),
@@ -53,7 +56,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Estimate TTFT, TPOT, throughput and memory of MODEL served on --gpu with --tp."""
-    result = api.serve_run(model, gpu, system=system, tp=tp, pp=pp, input_len=input_len, output_len=output_len,
+    result = api.serve_run(model, gpu, system=system, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, input_len=input_len, output_len=output_len,
                            rate=rate, concurrency=concurrency, batch=batch, weight_dtype=weight_dtype,
                            kv_dtype=kv_dtype, scheduler=scheduler)
     rep = result.report

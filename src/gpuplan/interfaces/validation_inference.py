@@ -2,16 +2,22 @@
 
 Load given by the row:
 - `batch`: a static batch of that many requests (one batch: prefill, then decode to the end);
-- `concurrency`: a closed loop with that many requests in flight;
+- `concurrency`: a closed loop with that many requests in flight (latency means over its steady state:
+  the initial burst of `concurrency` requests, all arriving at t = 0, is left out);
 - `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory;
 - `request_rate`: a Poisson open loop.
 The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
-`num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas).
+`num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas). With
+`attention_dp` = a, each replica is a attention groups that each serve their own requests (the
+load splits evenly over them: concurrency / a, rate / a, batch / a; TensorRT-LLM's attention-DP
+balance), simulated as one group whose MoE layers carry all a groups' tokens
+(workloads.inference.operators); throughput metrics scale by replicas x a.
 Latency metrics are means over requests (`ttft_ms`, `tpot_ms`, `e2e_latency_ms`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,14 +52,22 @@ class EngineProfile:
     no_evict: bool
     max_batch_seqs: int
     max_batch_tokens: int
+    bench_limits: bool = False  # max-load runs size max_batch_size / max_num_tokens as trtllm-bench does
+    cuda_graph_batch_sizes: tuple[int, ...] = ()  # padded CUDA-graph batch sizes of generation-only steps
 
+
+#: CUDA-graph batch sizes of TensorRT-LLM's perf-overview runs (llm_options `cuda_graph_config:
+#: enable_padding: true, batch_sizes: [...]`, docs/source/developer-guide/perf-overview.md)
+TRTLLM_CUDA_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
 
 ENGINES: dict[str, EngineProfile] = {
     # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
-    # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context (trtllm-bench
-    # enables it); tokens_per_block 64; trtllm-bench throughput runs use
-    # kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md "Reproducing").
-    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192),
+    # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context; tokens_per_block 64;
+    # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
+    # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
+    # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
+    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
+                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES),
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
@@ -65,6 +79,85 @@ ENGINES: dict[str, EngineProfile] = {
     "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
 }
 ENGINES["other"] = ENGINES["vllm"]
+
+
+def trtllm_bench_requests(input_len: int, output_len: int) -> int:
+    """Requests of the synthetic dataset of TensorRT-LLM's max-load benchmark for these lengths
+    (docs/source/developer-guide/perf-overview.md, "Preparing a Dataset": 3000 for 1024/1024, 1500
+    for 8192/1024 and 1024/8192, 1000 for 32768/1024 and 1024/32768): 3000 while the longer of the
+    two is below 8192 tokens, 1500 below 32768, else 1000."""
+    longest = max(input_len, output_len)
+    return 3000 if longest < 8192 else (1500 if longest < 32768 else 1000)
+
+
+#: bytes per weight / KV element by quantisation algorithm in trtllm-bench's estimate
+#: (tensorrt_llm/bench/build/tuning.py BYTES_PER_ELEM: FP8 and FP8 block scales 1, NVFP4 0.5; any
+#: other algorithm, W4A16 / W4A8 MXFP4 and INT4 AWQ included, falls back to 2)
+TRTLLM_BENCH_BYTES_PER_ELEM = {"fp8": 1.0, "nvfp4": 0.5}
+
+
+def trtllm_bench_kv_max_requests(dep: Deployment, input_len: int, output_len: int, memory_fraction: float) -> float:
+    """Requests of input_len + output_len tokens that `trtllm-bench` estimates fit in the KV cache
+    (tensorrt_llm/bench/build/tuning.py `calc_engine_setting`, from the Hugging Face config fields of
+    bench/build/dataclasses.py `ModelConfig`), the input of its max_batch_size / max_num_tokens rule:
+
+        engine_gib = stored parameters x BYTES_PER_ELEM[weight algorithm] / 2^30
+        cache_gib = (device memory x tp x pp - engine_gib) x kv_cache_free_gpu_mem_fraction
+        gib_per_token = 2 x layers x max(tp, num_key_value_heads) x head_size x BYTES_PER_ELEM[KV] / 2^30
+        kv_max_requests = cache_gib / (gib_per_token x (input_len + output_len))
+
+    Its KV estimate is the GQA formula of the config fields: head_size is the config's `head_dim`, or
+    hidden / heads where the config has none (MLA configs: DeepSeek-V3's num_key_value_heads 128 and
+    7168 / 128 = 56), so for MLA it is ~25x the latent cache. The stored parameter count is what the
+    safetensors metadata counts: packed 4-bit checkpoints store one uint8 per two elements plus their
+    block scales, i.e. bytes_per_element of the format per quantised weight."""
+    from gpuplan.layers.params import parameter_counts
+    from gpuplan.workloads.inference.dtypes import bytes_per_element
+
+    m = dep.model
+    counts = parameter_counts(m)
+    quantised = counts.total - counts.embedding - counts.components.get("norms", 0)
+    wd = dep.weight_dtype.value
+    stored = quantised * bytes_per_element(wd) + (counts.total - quantised) if wd in ("mxfp4", "nvfp4", "int4") \
+        else counts.total
+    engine_gib = stored * TRTLLM_BENCH_BYTES_PER_ELEM.get(wd, 2.0) / 2**30
+    total_gib = dep.gpu.memory_bytes / 2**30 * dep.tp * dep.pp
+    head_size = m.hidden // m.heads if m.mla is not None else m.head_dim
+    kv_elem = TRTLLM_BENCH_BYTES_PER_ELEM.get(dep.kv_dtype.value, 2.0)
+    gib_per_token = 2 * m.layers * max(dep.tp, m.kv_heads) * head_size * kv_elem / 2**30
+    cache_gib = (total_gib - engine_gib) * memory_fraction
+    return max(cache_gib / (gib_per_token * (input_len + output_len)), 1.0)
+
+
+def trtllm_bench_limits(kv_max_requests: float, input_len: int, output_len: int, pp: int = 1) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) that `trtllm-bench throughput` picks when the run does not
+    set them (TensorRT-LLM tensorrt_llm/bench/build/tuning.py, `finetune_setting`): from the number
+    of requests of input_len + output_len tokens that fit in the KV cache,
+
+        raw_bs = min(kv_max_requests, 4096) / pp;  raw_tokens = min(raw_bs x (1 + input_len / output_len), 32768)
+        max_batch_size = max(64, 32 ceil(raw_bs / 32)) below 256, 128 ceil(raw_bs / 128) below 1024,
+                         else 256 ceil(raw_bs / 256)
+        max_num_tokens = max(2048, 256 ceil(raw_tokens / 256)) below 4096, 512 ceil(raw_tokens / 512)
+                         below 8192, else 1024 ceil(raw_tokens / 1024)
+
+    kv_max_requests: `trtllm_bench_kv_max_requests` (the engine's estimate over the memory of all the
+    run's GPUs; with attention DP the limits apply per rank, so they are optimistic, as the engine
+    intends, except where its GQA-formula KV estimate is far above the real cache, as for MLA)."""
+    raw_bs = min(kv_max_requests, 4096) / pp
+    raw_tokens = min(raw_bs * (1 + input_len / output_len), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_tokens < 4096:
+        tokens = max(2048, 256 * math.ceil(raw_tokens / 256))
+    elif raw_tokens < 8192:
+        tokens = 512 * math.ceil(raw_tokens / 512)
+    else:
+        tokens = 1024 * math.ceil(raw_tokens / 1024)
+    return int(bs), int(tokens)
 
 _METRICS = ("output_tokens_per_s", "total_tokens_per_s", "requests_per_s", "ttft_ms", "tpot_ms", "e2e_latency_ms")
 
@@ -97,8 +190,10 @@ def predict_row(row: dict[str, str]) -> Prediction:
     tp = _int(row, "tp", 1) or 1
     pp = _int(row, "pp", 1) or 1
     ep = _int(row, "ep", 1) or 1
+    adp = _int(row, "attention_dp", 1) or 1
     num_gpus = _int(row, "num_gpus", tp * pp) or tp * pp
     replicas = max(1, num_gpus // (tp * pp))
+    groups = replicas * adp  # independent request streams: replicas x attention-DP groups
     wdt = (row.get("weight_dtype") or "").strip() or "bf16"
     kvdt = (row.get("kv_dtype") or "").strip()
     if not kvdt:
@@ -113,7 +208,11 @@ def predict_row(row: dict[str, str]) -> Prediction:
     rate = (row.get("request_rate") or "").strip()
     max_load = (row.get("max_load") or "").strip().lower() == "true"
     try:
-        dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, weight_dtype=wdt, kv_dtype=kvdt)
+        dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, attention_dp=adp, weight_dtype=wdt, kv_dtype=kvdt)
+        if batch:
+            batch = max(1, -(-batch // adp))
+        if conc:
+            conc = max(1, round(conc / adp))
         sched = SchedulerConfig(kind=engine.scheduler, max_batch_seqs=engine.max_batch_seqs,
                                 max_batch_tokens=engine.max_batch_tokens, no_evict=engine.no_evict)
         if batch:
@@ -121,6 +220,17 @@ def predict_row(row: dict[str, str]) -> Prediction:
         mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
                           max_batch_tokens=min(sched.max_batch_tokens, engine.max_batch_tokens),
                           max_batch_seqs=sched.max_batch_seqs)
+        if max_load and not batch and not conc and not rate and engine.bench_limits:
+            bs, tokens = trtllm_bench_limits(
+                trtllm_bench_kv_max_requests(dep, in_len, out_len, engine.memory_fraction), in_len, out_len, pp)
+            # chunked prefill off (trtllm-bench's enable_chunked_prefill default): whole prompts, and
+            # max_num_tokens raised to max_isl + max_batch_size (bench/benchmark/utils/general.py get_settings)
+            tokens = max(tokens, in_len + bs)
+            sched = SchedulerConfig(kind=SchedulerKind.CONTINUOUS, max_batch_seqs=bs, max_batch_tokens=tokens,
+                                    no_evict=engine.no_evict)
+            mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
+                              max_batch_tokens=tokens, max_batch_seqs=bs)
+            notes.append(f"trtllm-bench limits max_batch_size={bs} max_num_tokens={tokens}")
         steps = step_time_model(dep)
         rng = np.random.default_rng(VALIDATION_SEED)
         lens = dict(input_len=LengthDistribution(in_len), output_len=LengthDistribution(out_len))
@@ -129,26 +239,34 @@ def predict_row(row: dict[str, str]) -> Prediction:
         elif conc:
             wl = make_workload(rng, max(4 * conc, 200), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
         elif rate:
-            wl = make_workload(rng, MAX_LOAD_REQUESTS, ArrivalKind.POISSON, rate=float(rate) / replicas, **lens)
+            wl = make_workload(rng, MAX_LOAD_REQUESTS, ArrivalKind.POISSON, rate=float(rate) / groups, **lens)
         elif max_load:
             fit = mem.max_concurrent_sequences(in_len + out_len)
-            n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))
+            if engine.bench_limits:  # trtllm-bench's documented request count, spread over the attention groups
+                n = max(1, -(-trtllm_bench_requests(in_len, out_len) // adp))
+            else:
+                n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))
             wl = make_workload(rng, n, ArrivalKind.BURST, **lens)
         else:
             raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")
-        res: SimResult = simulate(steps, mem, wl, sched)
+        # closed loop: latencies of the steady state, without the initial burst of `conc` requests
+        # (simulator.simulate, `warmup_requests`)
+        res: SimResult = simulate(steps, mem, wl, sched, warmup_requests=conc if (conc and not batch) else 0,
+                                  cuda_graph_batch_sizes=engine.cuda_graph_batch_sizes if not batch else ())
     except SkipRow:
         raise
     except GpuplanError as exc:
         raise SkipRow(str(exc)) from None
     value = {
-        "output_tokens_per_s": res.output_tokens_per_s * replicas,
-        "total_tokens_per_s": res.total_tokens_per_s * replicas,
-        "requests_per_s": res.requests_per_s * replicas,
+        "output_tokens_per_s": res.output_tokens_per_s * groups,
+        "total_tokens_per_s": res.total_tokens_per_s * groups,
+        "requests_per_s": res.requests_per_s * groups,
         "ttft_ms": res.ttft_ms.mean,
         "tpot_ms": res.tpot_ms.mean,
         "e2e_latency_ms": res.e2e_ms.mean,
     }[metric]
     if replicas > 1:
         notes.append(f"{replicas} replicas of tp={tp} pp={pp}")
+    if adp > 1:
+        notes.append(f"{adp} attention-DP groups of {tp // adp} GPU(s), load split evenly")
     return Prediction(float(value), "; ".join(notes))

@@ -42,6 +42,8 @@ def serve_run(
     system: str | System | None = None,
     tp: int = 1,
     pp: int = 1,
+    ep: int = 1,
+    attention_dp: int = 1,
     input_len: int = DEFAULT_INPUT_LEN,
     output_len: int = DEFAULT_OUTPUT_LEN,
     rate: float | None = None,
@@ -51,7 +53,8 @@ def serve_run(
     kv_dtype: str = "bf16",
     scheduler: str = "chunked",
 ) -> ServeResult:
-    """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated)."""
+    """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated); `ep`
+    experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment)."""
     from gpuplan.workloads.inference.deployment import Deployment
     from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
     from gpuplan.workloads.inference.service import serve_estimate
@@ -62,9 +65,12 @@ def serve_run(
         raise InputError(f"scheduler: unknown '{scheduler}'; allowed: static, continuous, chunked", field="scheduler") from None
     positive(tp, "tp")
     positive(pp, "pp")
+    positive(ep, "ep")
+    positive(attention_dp, "attention_dp")
     spec = resolve_model(model)
     sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=tp * pp)
-    dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
+                     weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind)))
 

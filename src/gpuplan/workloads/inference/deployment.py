@@ -30,6 +30,19 @@ class Deployment:
     pp: pipeline stages (layers split); ep: expert parallel degree inside the tp x pp group
     (ep = 1: every routed expert is tensor-sharded over tp GPUs; ep > 1: each GPU holds E/ep whole
     experts and tokens travel by all-to-all).
+
+    attention_dp: data-parallel degree of the attention inside the replica ("DP attention":
+    TensorRT-LLM `enable_attention_dp`, SGLang `--enable-dp-attention`, vLLM DP + EP;
+    ../shared/validation/SCHEMA.md). The tp GPUs form attention_dp groups of
+    attention_tp = tp / attention_dp GPUs; each group serves its own requests and holds their KV
+    cache, with attention (and every non-expert GEMM: dense FFN layers, shared experts, router, LM
+    head) tensor-parallel over its attention_tp GPUs, the weights replicated across groups.
+    TensorRT-LLM: "If using attention DP, the MLP also uses DP instead of TP"
+    (tensorrt_llm/_torch/models/modeling_deepseekv3.py, DeepseekV3DecoderLayer._compute_mlp_tp_size);
+    "Parallelism in TensorRT LLM" (nvidia.github.io/TensorRT-LLM/features/parallel-strategy.html):
+    attention DP replicates the attention weights, each rank its own requests and KV cache. The
+    routed experts keep tp and ep as given and see the tokens of all groups (dispatch / combine
+    all-to-all over ep).
     """
 
     model: ModelSpec
@@ -38,6 +51,7 @@ class Deployment:
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    attention_dp: int = 1
     weight_dtype: ServingDtype = ServingDtype.BF16
     kv_dtype: ServingDtype = ServingDtype.BF16
     activation_dtype: ServingDtype = field(default=None)  # type: ignore[assignment]
@@ -49,12 +63,15 @@ class Deployment:
             object.__setattr__(self, "activation_dtype", default_activation_dtype(self.weight_dtype))
         else:
             object.__setattr__(self, "activation_dtype", parse_dtype(self.activation_dtype, "activation_dtype"))
-        for name in ("tp", "pp", "ep"):
+        for name in ("tp", "pp", "ep", "attention_dp"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
                 raise InputError(f"{name}: must be a positive integer, got {v!r}", field=name)
-        if self.model.heads % self.tp:
-            raise InputError(f"tp: {self.tp} does not divide the model's {self.model.heads} attention heads", field="tp")
+        if self.tp % self.attention_dp:
+            raise InputError(f"attention_dp: {self.attention_dp} must divide tp = {self.tp}", field="attention_dp")
+        if self.model.heads % self.attention_tp:
+            raise InputError(f"tp: attention tensor parallelism {self.attention_tp} (tp / attention_dp) does not divide "
+                             f"the model's {self.model.heads} attention heads", field="tp")
         if self.pp > self.model.layers:
             raise InputError(f"pp: {self.pp} exceeds the model's {self.model.layers} layers", field="pp")
         if self.ep > 1:
@@ -71,20 +88,28 @@ class Deployment:
         return self.tp * self.pp
 
     @property
+    def attention_tp(self) -> int:
+        """GPUs one attention group spans: tp / attention_dp (the tensor-parallel degree of attention
+        and of every non-expert GEMM)."""
+        return self.tp // self.attention_dp
+
+    @property
     def layers_per_stage(self) -> int:
         return math.ceil(self.model.layers / self.pp)
 
     @property
     def kv_heads_per_gpu(self) -> int:
-        """KV heads each TP rank stores: kv_heads / tp, at least 1 (with tp > kv_heads the KV heads
-        are replicated, as vLLM and TensorRT-LLM do)."""
-        return max(1, math.ceil(self.model.kv_heads / self.tp))
+        """KV heads each attention-TP rank stores: kv_heads / attention_tp, at least 1 (with
+        attention_tp > kv_heads the KV heads are replicated, as vLLM and TensorRT-LLM do)."""
+        return max(1, math.ceil(self.model.kv_heads / self.attention_tp))
 
     @property
     def kv_shard_fraction(self) -> float:
-        """The fraction of one layer's KV bytes per token a TP rank holds. MLA's latent is one vector
-        per token shared by all heads, replicated on every TP rank (vLLM / SGLang without DP
-        attention), so the fraction is 1; GQA: kv_heads_per_gpu / kv_heads."""
+        """The fraction of one layer's KV bytes per token (of its own attention group's requests) an
+        attention-TP rank holds. MLA's latent is one vector per token shared by all heads,
+        replicated on every attention-TP rank, so the fraction is 1 (with attention_dp = tp each GPU
+        holds only its own requests' latents: the point of DP attention for MLA); GQA:
+        kv_heads_per_gpu / kv_heads."""
         if self.model.mla is not None:
             return 1.0
         return self.kv_heads_per_gpu / self.model.kv_heads

@@ -63,6 +63,13 @@ def matmul_precision(weight: ServingDtype, activation: ServingDtype, gpu_dtypes:
     GEMM runs at the activation's rate (the weight bytes still shrink). fp8 x fp8 runs at fp8 where
     the part has fp8 (Hopper, Ada, Blackwell, MI300), else at the 16-bit rate. fp4 x fp4 runs at
     fp4 where the part has fp4 (Blackwell).
+
+    gpt-oss MXFP4 experts on Hopper: TensorRT-LLM's Hopper default is W4A16_MXFP4 (TRITON MoE
+    backend, perf-overview.md llm_options "Hopper: use TRITON"); NVIDIA aiconfigurator's MoE quant
+    table lists it as `w4a16_mxfp4 = QuantMapping(0.5, 1, ...)`, 0.5 B per weight moved and the
+    16-bit compute rate (`nvfp4` on Blackwell: 0.5 B and 4x) -- what this rule gives (4.25-bit
+    storage, bf16 math). On Blackwell TensorRT-LLM runs the same checkpoint as W4A8_MXFP4_MXFP8
+    (fp8-rate math); with the default bf16 activation this function keeps the 16-bit rate there.
     """
     act = activation.value if activation not in (ServingDtype.INT4, ServingDtype.MXFP4, ServingDtype.NVFP4) else "bf16"
     if weight in (ServingDtype.MXFP4, ServingDtype.NVFP4) and activation in (ServingDtype.MXFP4, ServingDtype.NVFP4):

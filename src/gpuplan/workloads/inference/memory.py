@@ -8,7 +8,9 @@ what fits (maximum concurrent sequences, maximum context).
 
 KV bytes per token come from gpuplan.layers.kv_cache_bytes_per_token (GQA, MLA latent, sliding
 window); a TP rank holds kv_shard_fraction of them (replicated heads when tp > kv_heads, the whole
-MLA latent). Sliding-window layers keep at most `window` tokens (plus one block being filled).
+MLA latent). With attention data parallelism (Deployment.attention_dp) the plan is that of one
+attention group: its GPUs hold the KV of the group's own requests only, sharded over attention_tp,
+and the non-expert weights are sharded over attention_tp (replicated across groups). Sliding-window layers keep at most `window` tokens (plus one block being filled).
 """
 
 from __future__ import annotations
@@ -123,8 +125,8 @@ class MemoryPlan:
 
 def weights_bytes_per_gpu(dep: Deployment) -> float:
     """Weight bytes the most loaded GPU holds: each layer's GEMMs (TP-sharded shapes of
-    operators.dense_linear_ops) + routed experts (E/ep whole experts, or 1/tp of every expert) over
-    pp stages, + embedding and LM head (vocab-parallel over tp; kept in 16-bit, as ModelOpt / AWQ /
+    operators.dense_linear_ops, split over attention_tp) + routed experts (E/ep whole experts, or
+    1/tp of every expert) over pp stages, + embedding and LM head (vocab-parallel over attention_tp; kept in 16-bit, as ModelOpt / AWQ /
     GPTQ exclude them from quantisation), + norms."""
     m = dep.model
     wb = bytes_per_element(dep.weight_dtype)
@@ -137,7 +139,7 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
     layer_bytes = per_layer_total * wb / dep.pp
     emb_bytes = max(wb, 2.0)
     vocab_tables = 1 if m.tied_embeddings else 2
-    embed = vocab_tables * m.vocab * m.hidden / dep.tp * emb_bytes / (1 if dep.pp == 1 else 2)
+    embed = vocab_tables * m.vocab * m.hidden / dep.attention_tp * emb_bytes / (1 if dep.pp == 1 else 2)
     norms = (2 * m.layers + 1) * m.hidden * 2.0 / dep.pp
     return layer_bytes + embed + norms
 
@@ -145,12 +147,12 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
 def activation_workspace_bytes(dep: Deployment, max_batch_tokens: int, max_batch_seqs: int) -> float:
     """Peak transient activations of one step (the profile run vLLM does at start-up):
     tokens x (QKV out + gate/up out + activation out + 4 hidden-size buffers) x 2 B
-    + sampled sequences x vocab/tp x 4 B (fp32 logits)."""
+    + sampled sequences x vocab/attention_tp x 4 B (fp32 logits); per attention group (attention_tp GPUs)."""
     m = dep.model
     f = (m.moe.expert_ffn * m.moe.top_k if m.moe is not None else m.ffn) / dep.tp
-    qkv = (m.heads + 2 * m.kv_heads) * m.head_dim / dep.tp
+    qkv = (m.heads + 2 * m.kv_heads) * m.head_dim / dep.attention_tp
     per_token = (qkv + 3 * f + 4 * m.hidden) * 2.0
-    return max_batch_tokens * per_token + max_batch_seqs * m.vocab / dep.tp * 4.0
+    return max_batch_tokens * per_token + max_batch_seqs * m.vocab / dep.attention_tp * 4.0
 
 
 def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, memory_fraction: float | None = None,

@@ -19,6 +19,21 @@ simulator fast (tables + a few multiply-adds per step, no per-op work):
            + attention_decode            memory-bound: KV bytes read, sum over decoding sequences
            + attention_prefill           compute-bound FlashAttention: causal query-key pairs
 
+Attention data parallelism (Deployment.attention_dp = a > 1): the step is that of one attention
+group (its own requests; `n_tokens`, `n_seqs`, KV sums are the group's), with attention, dense
+GEMMs, norms, LM head and the TP all-reduce over the group's attention_tp = tp / a GPUs. The routed
+experts run once for the tokens of all a groups in lock-step (TensorRT-LLM pads idle attention-DP
+ranks with dummy requests so every rank enters each MoE layer together; balanced groups assumed):
+
+    MoE tokens = a x n_tokens;  per MoE layer: dispatch + combine all-to-all over ep, each rank
+    sending its a x n_tokens / tp tokens x top_k x hidden activations (ep > 1), or an all-gather +
+    reduce-scatter of the a x n_tokens x hidden activations over tp (ep = 1, experts TP-sharded).
+
+Attention-DP ranks step in lock-step, so each step lasts as long as the most loaded rank's
+(TensorRT-LLM tech blog 10, "ADP Balance Strategy": time_i = max over ranks of time_i,m; the
+balance ratio avg_tokens / max_tokens measures the loss). The simulated group is the average one;
+with a > 1 every step is scaled by 1 / ATTENTION_DP_BALANCE (`StepTimeModel.step_scale`).
+
 Sources of the constants are on each constant. Weight, KV and activation formats are independent
 (gpuplan.workloads.inference.dtypes). MoE layers read only the experts the step's tokens touch:
 with B tokens each choosing top-k of E experts uniformly, the expected number of distinct experts
@@ -73,6 +88,17 @@ GEMM_HALF_EFFICIENCY_TOKENS = knobs.register(
     fitted_on=("lmdeploy",))
 
 
+#: Achieved / speed-of-light throughput of attention-DP in-flight batching with TensorRT-LLM's
+#: ADP balance scheduling (context wait, timeout_iters 50): 33,499 / 38,312 tokens/s = 0.874 on
+#: DeepSeek-V3 DEP8 on 8 x GB200 (TensorRT-LLM docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md,
+#: "Performance Summary"; round-robin baseline without balancing: 25,664 / 39,552 = 0.649).
+ATTENTION_DP_BALANCE = knobs.register(
+    "serving.attention_dp_balance", unit="fraction", default=0.874, low=0.5, high=1.0,
+    source="TensorRT-LLM tech blog 10 (ADP Balance Strategy), DeepSeek-V3 DEP8 GB200: actual / SOL TPS "
+           "33,499 / 38,312 with context wait (0.649 round-robin baseline)",
+    scales="step time of attention-DP deployments (attention_dp > 1) divided by this: the slowest rank sets each step")
+
+
 def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
     """Achievable fraction of dense peak of a serving GEMM with m token rows (numpy array):
     primitives.efficiency.matmul_ceiling(gpu, dtype) (MAMF-sourced) x m / (m + GEMM_HALF_EFFICIENCY_TOKENS),
@@ -115,7 +141,8 @@ def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
     """The per-GPU shapes of the non-expert GEMMs of every layer: the operator inventory's
     (layers.inventory) attention projections for all layers, the dense FFN for dense layers, and the
     router and shared experts for MoE layers, each split by `layers.inventory.local_gemm_shape` at
-    the deployment's tp (replicated down-projections whole, as vLLM's ReplicatedLinear)."""
+    the deployment's attention_tp (= tp without attention data parallelism; replicated
+    down-projections whole, as vLLM's ReplicatedLinear)."""
     ops_inv = model_ops(dep.model)
     L = dep.model.layers
     moe_layers = ops_inv.num_moe_layers
@@ -130,7 +157,7 @@ def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
     out: list[LinearOp] = []
     for linears, count in groups:
         for op in linears:
-            n, k = local_gemm_shape(op, dep.tp)
+            n, k = local_gemm_shape(op, dep.attention_tp)
             out.append(LinearOp(op.name, int(n), int(k), count))
     return out
 
@@ -157,12 +184,14 @@ class StepTimeModel:
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
         self.ops = dense_linear_ops(dep)
         self.layers = m.layers
+        #: multiplier of every step's time: 1 / ATTENTION_DP_BALANCE with attention DP (module docstring), else 1
+        self.step_scale = 1.0 / knobs.value("serving.attention_dp_balance") if dep.attention_dp > 1 else 1.0
         # --- attention coefficients (whole model, one GPU) --------------------------------------
         windows = [m.window(i) for i in range(m.layers)]
         self.window = max((w for w in windows if w is not None), default=0)
         self.window_layers = sum(1 for w in windows if w is not None)
         self.global_layers = m.layers - self.window_layers
-        heads_pg = m.heads // dep.tp
+        heads_pg = m.heads // dep.attention_tp
         if m.mla is not None:
             a = m.mla
             kv_token_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kv_bytes  # latent, replicated
@@ -198,39 +227,49 @@ class StepTimeModel:
             flops = 2.0 * tok * op.n_out * op.k_in
             bytes_ = op.n_out * op.k_in * self.weight_bytes + tok * (op.k_in * self.act_in_bytes + op.n_out * ACTIVATION_IO_BYTES)
             total += op.layers * self._gemm_seconds(tok, flops, bytes_)
-        f_eff = m.ffn / dep.tp
+        f_eff = m.ffn / dep.attention_tp
+        ffn_tok = tok
         inventory = model_ops(m)
         moe_layers = inventory.num_moe_layers
         if moe_layers and m.moe is not None:
             moe = m.moe
+            a = dep.attention_dp
+            moe_tok = tok * a  # the experts see the tokens of every attention-DP group (module docstring)
             # weights of one routed expert: its fc1 + fc2 of the inventory (3 h f gated, 2 h f otherwise)
             expert_params = sum(op.in_features * op.out_features for op in inventory.moe_layer.linears
                                 if op.shard is Shard.EXPERT)
             shards = dep.ep if dep.ep > 1 else dep.tp  # EP: whole experts on E/ep GPUs; else TP-split
-            touched = expected_distinct_experts(moe.num_experts, moe.top_k, tok) / (dep.ep if dep.ep > 1 else 1)
+            touched = expected_distinct_experts(moe.num_experts, moe.top_k, moe_tok) / (dep.ep if dep.ep > 1 else 1)
             bytes_w = touched * expert_params / (1 if dep.ep > 1 else dep.tp) * self.weight_bytes
-            routed_tokens = tok * moe.top_k / shards
+            routed_tokens = moe_tok * moe.top_k / shards
             flops = 2.0 * routed_tokens * expert_params
             # per-expert GEMMs see tokens / touched rows each: their tile efficiency follows that
-            rows_per_expert = np.where(touched > 0, tok * moe.top_k / np.maximum(touched * (dep.ep if dep.ep > 1 else 1), 1e-9), 1.0)
+            rows_per_expert = np.where(touched > 0, moe_tok * moe.top_k / np.maximum(touched * (dep.ep if dep.ep > 1 else 1), 1e-9), 1.0)
             bytes_a = routed_tokens * m.hidden * (self.act_in_bytes + ACTIVATION_IO_BYTES) * 2
             eff = serving_matmul_efficiency(dep.gpu, self.precision, rows_per_expert)
             t_exp = np.maximum(flops / (self.peak_flops_per_s * eff), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
             total += moe_layers * t_exp
             f_eff = moe.expert_ffn * moe.top_k / shards
-            if dep.ep > 1:
+            ffn_tok = moe_tok
+            if dep.ep > 1:  # dispatch + combine: each rank sends its own tokens' top-k copies
                 a2a = collective_seconds(
-                    Collective.ALL_TO_ALL, tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.ep, dep.system, dep.ep, gpu=dep.gpu)
+                    Collective.ALL_TO_ALL, moe_tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.tp,
+                    dep.system, dep.ep, gpu=dep.gpu)
                 total += 2 * moe_layers * a2a
+            elif a > 1:  # TP-sharded experts: gather every group's tokens, reduce-scatter the outputs
+                gathered = moe_tok * m.hidden * ACTIVATION_IO_BYTES
+                total += moe_layers * (collective_seconds(Collective.ALL_GATHER, gathered, dep.system, dep.tp, gpu=dep.gpu)
+                                       + collective_seconds(Collective.REDUCE_SCATTER, gathered, dep.system, dep.tp, gpu=dep.gpu))
         # the inventory's norm + residual-add bytes (no dropout at inference) and activation bytes per
         # FFN element (layers.inventory.LayerOps), 16-bit activations
         layer = model_ops(m).layers[0]
-        elementwise_bytes = tok * (layer.hidden_elementwise_bytes(ACTIVATION_IO_BYTES, training=False)
-                                   + layer.activation_bytes_per_ffn_element(ACTIVATION_IO_BYTES) * f_eff)
+        elementwise_bytes = (tok * layer.hidden_elementwise_bytes(ACTIVATION_IO_BYTES, training=False)
+                             + ffn_tok * layer.activation_bytes_per_ffn_element(ACTIVATION_IO_BYTES) * f_eff)
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
         total += m.layers * KERNELS_PER_LAYER * knobs.value("serving.per_kernel_latency_s")
-        if dep.tp > 1:
-            ar = collective_seconds(Collective.ALL_REDUCE, tok * m.hidden * ACTIVATION_IO_BYTES, dep.system, dep.tp, gpu=dep.gpu)
+        if dep.attention_tp > 1:  # 2 all-reduces per layer over the attention group
+            ar = collective_seconds(Collective.ALL_REDUCE, tok * m.hidden * ACTIVATION_IO_BYTES, dep.system,
+                                    dep.attention_tp, gpu=dep.gpu)
             total += 2 * m.layers * ar
         if dep.pp > 1:
             send = collective_seconds(Collective.ALL_GATHER, tok * m.hidden * ACTIVATION_IO_BYTES * 2, dep.system, 2, gpu=dep.gpu)
@@ -238,11 +277,11 @@ class StepTimeModel:
         return np.where(tok > 0, total, 0.0)
 
     def logits_time(self, seqs) -> np.ndarray:
-        """Seconds for the LM head (vocab/tp x hidden GEMM, 16-bit weights as quantisers leave it)
+        """Seconds for the LM head (vocab/attention_tp x hidden GEMM, 16-bit weights as quantisers leave it)
         over one sampled token per sequence, plus the final norm and sampling kernels."""
         m, dep = self.dep.model, self.dep
         s = np.asarray(seqs, dtype=float)
-        n_out = m.vocab / dep.tp
+        n_out = m.vocab / dep.attention_tp
         flops = 2.0 * s * n_out * m.hidden
         bytes_ = n_out * m.hidden * max(self.weight_bytes, 2.0) + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
         t = self._gemm_seconds(s, flops, bytes_) + 3 * knobs.value("serving.per_kernel_latency_s")
@@ -290,7 +329,7 @@ class StepTimeModel:
             t += float(self.attention_decode_time(decode_ctx_sum, dw))
         if prefill_tokens:
             t += float(self.attention_prefill_time(prefill_pairs, pw, prefill_kv_tokens))
-        return t
+        return t * self.step_scale
 
     # -------------------------------------------------------------------------------------------
     def prefill_time(self, batch: int, input_len: int) -> float:

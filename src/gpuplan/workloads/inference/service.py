@@ -3,6 +3,11 @@
 Load (exactly one): `rate` (Poisson open loop, requests/s), `concurrency` (closed loop) or
 `batch` (one static batch). With none, the closed loop runs at the largest concurrency that fits
 in memory and the scheduler's sequence cap (the replica's saturated throughput).
+
+With attention data parallelism (Deployment.attention_dp = a) the replica is a attention groups,
+each with its own requests: the load splits evenly over them (rate / a, ceil(concurrency / a),
+ceil(batch / a)), one group is simulated (its MoE layers carry all a groups' tokens, see
+operators.py) and the replica's throughput is a x the group's.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ class ServeReport:
     gpu: str
     tp: int
     pp: int
+    ep: int
+    attention_dp: int
     weight_dtype: str
     kv_dtype: str
     load: str
@@ -68,33 +75,42 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     if input_len < 1 or output_len < 1:
         raise InputError("input_len / output_len: must be >= 1 token", field="input_len")
     sched = scheduler or SchedulerConfig()
+    groups = dep.attention_dp
     if batch is not None:
         if batch < 1:
             raise InputError(f"batch: must be >= 1, got {batch}", field="batch")
+        batch = -(-batch // groups)
         sched = SchedulerConfig(kind=SchedulerKind.STATIC, max_batch_seqs=batch, max_batch_tokens=batch * input_len)
     mem = memory_plan(dep, max_batch_tokens=min(sched.max_batch_tokens, 65536), max_batch_seqs=sched.max_batch_seqs)
     fit = mem.max_concurrent_sequences(input_len + output_len)
     steps = step_time_model(dep)
     rng = np.random.default_rng(seed)
     lens = dict(input_len=LengthDistribution(input_len), output_len=LengthDistribution(output_len))
+    conc = 0
     if batch is not None:
-        wl, load = make_workload(rng, batch, ArrivalKind.BURST, **lens), f"static batch {batch}"
+        wl, load = make_workload(rng, batch, ArrivalKind.BURST, **lens), f"static batch {batch * groups}"
     elif rate is not None:
-        wl, load = make_workload(rng, requests, ArrivalKind.POISSON, rate=rate, **lens), f"poisson {rate:g} req/s"
+        wl = make_workload(rng, requests, ArrivalKind.POISSON, rate=rate / groups, **lens)
+        load = f"poisson {rate:g} req/s"
     else:
-        conc = concurrency if concurrency is not None else max(1, min(fit, sched.max_batch_seqs))
+        conc = -(-concurrency // groups) if concurrency is not None else max(1, min(fit, sched.max_batch_seqs))
         wl = make_workload(rng, max(requests, 4 * conc), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
-        load = f"closed loop {conc}"
-    res = simulate(steps, mem, wl, sched)
+        load = f"closed loop {conc * groups}"
+    if groups > 1:
+        load += f" over {groups} attention-DP groups"
+    # a closed loop's latencies are those of its steady state: its initial burst (every slot filled at
+    # t = 0) is left out of the percentiles, as a long benchmark run dilutes it
+    warmup = conc if (batch is None and rate is None) else 0
+    res = simulate(steps, mem, wl, sched, warmup_requests=warmup)
     gib = 2.0**30
     return ServeReport(
-        model=dep.model.name, gpu=dep.gpu.id, tp=dep.tp, pp=dep.pp, weight_dtype=dep.weight_dtype.value,
+        model=dep.model.name, gpu=dep.gpu.id, tp=dep.tp, pp=dep.pp, ep=dep.ep, attention_dp=groups, weight_dtype=dep.weight_dtype.value,
         kv_dtype=dep.kv_dtype.value, load=load, input_len=input_len, output_len=output_len,
         ttft_ms=res.ttft_ms.mean, ttft_p50_ms=res.ttft_ms.p50, ttft_p90_ms=res.ttft_ms.p90, ttft_p99_ms=res.ttft_ms.p99,
         tpot_ms=res.tpot_ms.mean, tpot_p50_ms=res.tpot_ms.p50, tpot_p90_ms=res.tpot_ms.p90, tpot_p99_ms=res.tpot_ms.p99,
         e2e_p50_ms=res.e2e_ms.p50, e2e_p90_ms=res.e2e_ms.p90, e2e_p99_ms=res.e2e_ms.p99,
-        output_tokens_per_s=res.output_tokens_per_s, requests_per_s=res.requests_per_s,
+        output_tokens_per_s=res.output_tokens_per_s * groups, requests_per_s=res.requests_per_s * groups,
         kv_cache_bytes_per_token=mem.kv_cache_bytes_per_token, kv_cache_gib_per_gpu=mem.kv_budget_bytes / gib,
-        weights_gib_per_gpu=mem.weights_bytes / gib, max_concurrent_sequences=fit,
+        weights_gib_per_gpu=mem.weights_bytes / gib, max_concurrent_sequences=fit * groups,
         max_context_tokens=min(mem.max_context(1), dep.model.max_position_embeddings or 1 << 62), peak_kv_gib_per_gpu=res.peak_kv_bytes / gib, preemptions=res.preemptions,
     )

@@ -57,7 +57,7 @@ def _linear(lin, n):
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
               budget, block, g_bytes, w_bytes, window, w_blocks_cap,
               lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
-              pf_flops_g, pf_flops_w, pf_bytes_tok):
+              pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes):
     n = arrival.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
@@ -207,11 +207,21 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 continue
             break
         # ---- step time ---------------------------------------------------------------------
-        dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
+        n_lin = n_tok
+        n_log = n_seq
+        if pf_tok == 0:
+            # generation-only step: replayed as the smallest captured CUDA graph that holds it (padded)
+            for gi in range(graph_sizes.shape[0]):
+                if graph_sizes[gi] >= n_tok:
+                    n_lin = graph_sizes[gi]
+                    n_log = graph_sizes[gi]
+                    break
+        dt = overhead + _linear(lin, n_lin) + _linear(logits, n_log)
         if ctx_g > 0:
             dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm, (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
         if pairs_g > 0:
             dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
+        dt *= step_scale
         now += dt
         steps += 1
         # ---- advance sequences; compact the running set (static batches keep their slots) --------
@@ -303,8 +313,16 @@ class SimResult:
         return float(self.kv_bytes.max()) if self.kv_bytes.size else 0.0
 
 
-def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig) -> SimResult:
-    """Run the serving simulation of `workload` on one replica; every request must eventually fit."""
+def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig,
+             warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = ()) -> SimResult:
+    """Run the serving simulation of `workload` on one replica; every request must eventually fit.
+    `warmup_requests`: the first requests (in arrival order) left out of the latency percentiles
+    (TTFT, TPOT, e2e), e.g. a closed loop's initial burst, which load generators that report steady
+    state do not count (throughput always counts every request).
+    `cuda_graph_batch_sizes`: batch sizes the engine captured as CUDA graphs with padding on
+    (TensorRT-LLM `cuda_graph_config: enable_padding`): a generation-only step of n sequences runs
+    the GEMMs, elementwise kernels and LM head of the smallest captured size >= n (the padded rows are
+    computed, they hold no KV, so attention is unchanged); above the largest size, n itself."""
     n = workload.arrival_s.shape[0]
     ins = workload.input_len.astype(np.int64)
     outs = workload.output_len.astype(np.int64)
@@ -330,7 +348,8 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
         float(st.hbm_bytes_per_s), float(st.attention_flops_per_s),
         float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),
-        float(st.layers * st.kv_bytes_per_token_layer),
+        float(st.layers * st.kv_bytes_per_token_layer), float(st.step_scale),
+        np.asarray(sorted(cuda_graph_batch_sizes), dtype=np.int64),
     )
     ok = np.isfinite(finish)
     start = float(arrival[ok].min()) if ok.any() else 0.0
@@ -342,9 +361,12 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     ttft = first - arrival
     tpot = np.where(outs > 1, (finish - first) / np.maximum(outs - 1, 1), np.nan)
     rps = ok.sum() / duration
+    lat = ok.copy()
+    if 0 < warmup_requests < int(ok.sum()):
+        lat[:warmup_requests] = False
     return SimResult(
         requests=n, completed=int(ok.sum()), duration_s=duration,
-        ttft_ms=_pct(ttft[ok], 1e3), tpot_ms=_pct(tpot[ok], 1e3), e2e_ms=_pct(e2e[ok], 1e3),
+        ttft_ms=_pct(ttft[lat], 1e3), tpot_ms=_pct(tpot[lat], 1e3), e2e_ms=_pct(e2e[lat], 1e3),
         output_tokens_per_s=out_tokens / duration, total_tokens_per_s=(out_tokens + in_tokens) / duration,
         requests_per_s=float(rps), mean_in_flight=float(rps * np.nanmean(e2e[ok])) if ok.any() else 0.0,
         steps=int(nsteps), preemptions=int(npre), kv_time_s=tr_t, kv_bytes=tr_b,
