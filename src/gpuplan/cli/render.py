@@ -10,8 +10,10 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
-err_console = Console(stderr=True)
+#: markup is off: every string printed (ids, paths, names from user files) is shown as written, so
+#: a path like `x[/y]` can neither crash rich nor restyle the output. Style with `style=` instead.
+console = Console(markup=False)
+err_console = Console(stderr=True, markup=False)
 
 
 def to_jsonable(obj: Any) -> Any:
@@ -41,7 +43,8 @@ def print_json(data: Any) -> None:
     """Write `data` as indented JSON to stdout (no rich markup, no wrapping)."""
     import sys
 
-    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+    # allow_nan=False: NaN/inf never reach the output as a quantity (to_jsonable maps them to null).
+    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
 def table(
