@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from gpuplan.errors import InputError, unknown_id
 from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
+from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8
 
 try:  # Python 3.11+
     import tomllib
@@ -40,6 +41,7 @@ def _convert_units(raw: dict[str, Any]) -> dict[str, Any]:
     for key, value in raw.items():
         for suffix, scale in _BYTES_SUFFIX.items():
             if key.endswith(suffix) and isinstance(value, (int, float)) and not isinstance(value, bool):
+                check_number(value, key, gt=0, le=INT64_MAX / scale)  # finite, and the bytes fit int64
                 out[key[: -len(suffix)] + "_bytes"] = int(round(value * scale))
                 break
         else:
@@ -93,26 +95,44 @@ class Catalog:
     def add_file(self, path: Path, origin: str | None = None) -> None:
         """Validate and add every entry of one TOML file (entries override existing ids)."""
         origin = origin or str(path)
+        if not str(path).strip():
+            raise InputError("catalog: empty path; give a .toml file", field="catalog", allowed="a TOML file")
+        if Path(path).is_dir():
+            raise InputError(f"catalog {origin}: is a folder; give a .toml file", field="catalog", allowed="a TOML file")
         try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+            raw_bytes = Path(path).read_bytes()
         except FileNotFoundError:
             raise InputError(f"catalog {origin}: file not found", field="catalog") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"catalog {origin}: not valid TOML: {exc}", field="catalog") from None
+        except OSError as exc:
+            raise InputError(f"catalog {origin}: cannot read: {exc.strerror}", field="catalog") from None
+        try:
+            data = tomllib.loads(decode_utf8(raw_bytes, f"catalog {origin}", "catalog"))
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise InputError(f"catalog {origin}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'too deeply nested'}",
+                             field="catalog") from None
+        sources = data.get("sources", {})
+        if not isinstance(sources, dict) or not all(isinstance(v, dict) for v in sources.values()):
+            raise InputError(f"catalog {origin}: `sources` must be a table of tables ([sources.KEY])", field="sources")
         unknown = set(data) - set(_TABLES) - {"sources"}
         if unknown:
             raise InputError(
                 f"catalog {origin}: unknown table(s) {sorted(unknown)}; allowed: {', '.join(sorted(_TABLES))}, sources",
                 field="catalog",
             )
-        self.sources.update(data.get("sources", {}))
+        self.sources.update(sources)
         for table, cls in _TABLES.items():
             entries = data.get(table, [])
             if not isinstance(entries, list):
                 raise InputError(f"catalog {origin}: `{table}` must be an array of tables ([[{table}]])", field=table)
             for raw in entries:
-                entry_id = str(raw.get("id", "?"))
-                entry = _convert_units(dict(raw))
+                if not isinstance(raw, dict):
+                    raise InputError(f"catalog {origin}: `{table}` must be an array of tables ([[{table}]])", field=table)
+                entry_id = str(raw.get("id", "?"))[:80]
+                try:
+                    entry = _convert_units(dict(raw))
+                except InputError as exc:
+                    raise InputError(f"catalog {origin}: {table} '{entry_id}': {exc}", field=exc.field,
+                                     allowed=exc.allowed) from None
                 _expand_sources(entry, self.sources)
                 try:
                     spec = cls.model_validate(entry)
@@ -221,6 +241,8 @@ def load_catalog() -> Catalog:
         clouds=dict(base.clouds), sources=dict(base.sources),
     )
     for path in user:
+        if not path.strip():
+            raise InputError("--catalog: empty path; give a .toml file", field="catalog", allowed="a TOML file")
         cat.add_file(Path(path))
     return cat
 

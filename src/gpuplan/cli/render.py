@@ -56,7 +56,7 @@ def table(
     cols = list(columns)
     for i, c in enumerate(cols):
         whole = i < keep_whole
-        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=whole, overflow="ignore" if whole else "ellipsis")
+        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=whole, overflow="ignore" if whole else "fold")  # numbers wrap, never cut
     for row in rows:
         t.add_row(*[fmt(v) for v in row])
     return t
