@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from gpuplan.errors import InputError
 from gpuplan.validation_rules import (
-    MAX_CONCURRENCY, MAX_GPUS, MAX_LAYERS, MAX_YEARS, check_number, describe_range, show,
+    MAX_CONCURRENCY, MAX_GPU_SCAN, MAX_GPUS, MAX_LAYERS, MAX_YEARS, check_number, describe_range, show,
 )
 
 #: options that may be negative (none yet: every number gpuplan takes is a size, count, rate,
@@ -44,7 +44,7 @@ POSITIVE: frozenset[str] = frozenset({
 #: upper bounds: option -> (largest allowed, why). Bounded work or the physics of the quantity.
 CAPS: dict[str, tuple[float, str]] = {
     "--gpus": (MAX_GPUS, "10x the largest announced cluster"),
-    "--max-gpus": (MAX_GPUS, "10x the largest announced cluster"),
+    "--max-gpus": (MAX_GPU_SCAN, "the scan tries every whole-node count up to it"),
     "--nodes": (MAX_GPUS, "10x the largest announced cluster"),
     "--scalable-units": (MAX_GPUS / 256, "10x the largest announced cluster, 256 GPUs per SU"),
     "--concurrency": (MAX_CONCURRENCY, "requests simulated one by one"),
