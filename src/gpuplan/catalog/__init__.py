@@ -31,6 +31,28 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 DATA_DIR = Path(__file__).with_name("data")
 ENV_VAR = "GPUPLAN_CATALOG"
 
+#: Short GPU names as NVIDIA's datasheets and the seed questions use them -> the catalog part they
+#: mean (documented in docs/hardware.md). Only names with one conventional reading: "H100" in
+#: NVIDIA's tables and MLPerf is the SXM5 80 GB part; the others of the family are named when the
+#: alias is used. An exact catalog id always wins over an alias.
+GPU_ALIASES: dict[str, str] = {
+    "h100": "h100-sxm5-80gb",
+    "h100-sxm": "h100-sxm5-80gb",
+    "h100-pcie": "h100-pcie-80gb",
+    "h100-nvl": "h100-nvl-94gb",
+    "h200": "h200-sxm-141gb",
+    "h200-nvl": "h200-nvl-141gb",
+    "a100": "a100-sxm4-80gb",
+    "a100-80gb": "a100-sxm4-80gb",
+    "a100-40gb": "a100-sxm4-40gb",
+    "v100": "v100-sxm2-32gb",
+    "h800": "h800-sxm5-80gb",
+}
+
+#: called with a one-line note when an alias is resolved (the CLI prints it to stderr).
+alias_listeners: list = []
+_announced: set[str] = set()
+
 _BYTES_SUFFIX = {"_gib": 2**30, "_mib": 2**20, "_kib": 2**10, "_gb": 10**9, "_tb": 10**12}
 _TABLES = {"gpu": Gpu, "interconnect": Interconnect, "system": System, "cloud": CloudPrice}
 
@@ -155,17 +177,35 @@ class Catalog:
 
     # -- lookups --------------------------------------------------------------------------------
     def gpu(self, gpu_id: str) -> Gpu:
+        key = self.resolve_gpu_id(gpu_id)
         try:
-            return self.gpus[gpu_id.lower()]
+            return self.gpus[key]
         except KeyError:
-            raise unknown_id("GPU", gpu_id, sorted(self.gpus)) from None
+            raise unknown_id("GPU", gpu_id, sorted(set(self.gpus) | set(GPU_ALIASES))) from None
+
+    def resolve_gpu_id(self, gpu_id: str) -> str:
+        """The catalog id for `gpu_id`: itself when it is an id, else its GPU_ALIASES target
+        (announced once to `alias_listeners`, naming the family's other parts)."""
+        key = str(gpu_id).strip().lower()
+        if key in self.gpus or key not in GPU_ALIASES or GPU_ALIASES[key] not in self.gpus:
+            return key
+        target = GPU_ALIASES[key]
+        if key not in _announced:
+            _announced.add(key)
+            family = key.split("-")[0]
+            others = sorted(g for g in self.gpus if g.startswith(family + "-") and g != target)
+            more = f" (other {family.upper()} parts: {', '.join(others)})" if others else ""
+            for listener in alias_listeners:
+                listener(f"'{gpu_id}' means {target}{more}")
+        return target
 
     def system(self, system_id: str) -> System:
         key = system_id.lower()
         if key in self.systems:
             return self.systems[key]
-        if key in self.gpus:  # a GPU id names a single-GPU box (validation/SYSTEMS.md convention)
-            return single_gpu_system(self.gpus[key])
+        gpu_key = self.resolve_gpu_id(key)
+        if gpu_key in self.gpus:  # a GPU id names a single-GPU box (validation/SYSTEMS.md convention)
+            return single_gpu_system(self.gpus[gpu_key])
         raise unknown_id("system", system_id, sorted(self.systems))
 
     def interconnect(self, interconnect_id: str) -> Interconnect:

@@ -72,7 +72,10 @@ def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (also GPUPLAN_DEBUG=1)."),
 ) -> None:
-    from gpuplan.catalog import load_catalog, set_user_catalogs
+    from gpuplan.catalog import alias_listeners, load_catalog, set_user_catalogs
+
+    if not alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
+        alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
 
     if catalog:
         set_user_catalogs(catalog)

@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from gpuplan.cli.render import console, print_json, table
+from gpuplan.cli.render import console, err_console, print_json, table
 
 mig = typer.Typer(help="Multi-Instance GPU: profiles, placement rules, fewest-GPU plans.", no_args_is_help=True)
 
@@ -32,12 +32,15 @@ def plan_cmd(
                             "compute_slices_used": g.compute_slices_used,
                             "instances": [vars(i) for i in g.instances]} for g in p.placements],
         })
+        if not p.feasible:
+            raise typer.Exit(code=2)  # infeasible request: the JSON says why, the exit code says no
         return
     rows = [(f"GPU {g.gpu_index}", " + ".join(f"{i.profile}@{i.start_slice}" for i in g.instances),
              f"{g.memory_slices_used}/8", f"{g.compute_slices_used}/7") for g in p.placements]
     console.print(table(f"{p.gpu_id} ({p.family}): {p.gpus_used} GPU(s)", ["GPU", "instances @ start slice", "memory", "compute"], rows))
     if not p.feasible:
-        console.print(f"infeasible: {p.reason}")
+        err_console.print(f"infeasible: {p.reason}")
+        raise typer.Exit(code=2)
 
 
 @mig.command("profiles")
