@@ -37,7 +37,11 @@ def plan_cmd(
     from gpuplan.errors import InputError
     from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, parse_overrides
     from gpuplan.interfaces.plan import Goal, html_report, plan
+    from gpuplan.output_files import check_output_path, write_atomic
     from gpuplan.units import parse_count
+
+    if html is not None:
+        check_output_path(html, "--html")  # before the work: a folder or unwritable path fails fast
 
     try:
         goal_enum = Goal(goal.lower())
@@ -49,7 +53,7 @@ def plan_cmd(
                years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
                system_price_usd=system_price_usd, assumptions=a)
     if html is not None:
-        html.write_text(html_report(rep), encoding="utf-8")
+        write_atomic(html, html_report(rep), field="--html")
     c, w = rep.cluster, rep.workload
     if as_json:
         t = c.tco

@@ -20,6 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from gpuplan.errors import InputError
+from gpuplan.output_files import atomic_output
 from gpuplan.validation_rules import MAX_ARRAY_ELEMENTS
 from gpuplan.safetensors_header import MAX_HEADER_BYTES, parse_header  # noqa: F401 - MAX_HEADER_BYTES stays a public name here
 
@@ -88,14 +89,11 @@ def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray], metadata
         arrays.append(a)
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # align the data buffer to 8 bytes, as the reference writer does
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    with tmp.open("wb") as fh:
+    with atomic_output(path, "output") as tmp, tmp.open("wb") as fh:
         fh.write(struct.pack("<Q", len(raw)))
         fh.write(raw)
         for a in arrays:
             fh.write(a.tobytes())
-    tmp.replace(p)
 
 
 def read_tensor(path: str | Path, tensor: str | None = None) -> np.ndarray:
