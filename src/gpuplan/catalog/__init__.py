@@ -254,8 +254,10 @@ _user_files: tuple[str, ...] = ()
 def set_user_catalogs(paths: list[str] | tuple[str, ...]) -> None:
     """Set the user catalog files (from `--catalog`); they are applied after GPUPLAN_CATALOG."""
     global _user_files
-    _user_files = tuple(str(p) for p in paths)
-    load_catalog.cache_clear()
+    files = tuple(str(p) for p in paths)
+    if files != _user_files:  # each CLI invocation sets them (to none, too): nothing leaks between runs
+        _user_files = files
+        load_catalog.cache_clear()
 
 
 @lru_cache(maxsize=4)

@@ -73,7 +73,7 @@ def register(app: typer.Typer) -> None:
         rule = parse_rule(scale_rule)
         if (file is None) == (random is None):
             raise InputError("give exactly one input: FILE (.npy/.safetensors) or --random KIND:COUNT", field="file")
-        x = _random_input(random, seed) if random else read_tensor(file, tensor)
+        x = _random_input(random, seed) if random is not None else read_tensor(file, tensor)
         reports = compare(x, formats.split(","), rule)
         source = random and f"random {random} seed {seed}" or f"{file}" + (f" [{tensor}]" if tensor else "")
         if json_out:

@@ -77,8 +77,8 @@ def root(
     if not alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
         alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
 
+    set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
     if catalog:
-        set_user_catalogs(catalog)
         load_catalog()  # validate the user files now, before any command runs
 
 

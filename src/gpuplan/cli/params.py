@@ -54,6 +54,9 @@ CAPS: dict[str, tuple[float, str]] = {
     "--utilization": (1.0, "a fraction of the hours in a year"),
     "--parallel-fraction": (1.0, "a fraction of the work"),
     "--top": (10_000, "rows printed"),
+    "--stride": (2**31, "an index within the 32-bit range kernels use"),
+    "--offset": (2**31, "an index within the 32-bit range kernels use"),
+    "--pad": (2**31, "an index within the 32-bit range kernels use"),
     "--pue": (10.0, "power usage effectiveness: facility power / IT power, 1.0-3.0 in practice"),
 }
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from gpuplan.errors import InputError
+from gpuplan.validation_rules import check_number
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,7 @@ class Assumptions:
         for key, value in overrides.items():
             if key not in items:
                 raise InputError(f"set: unknown assumption '{key}'; known: {', '.join(sorted(items))}", field="set")
-            value = float(value)
-            if value < 0:
-                raise InputError(f"set: {key} must be >= 0, got {value}", field="set")
+            value = float(check_number(value, f"set: {key}", ge=0))  # finite: NaN passes `< 0`
             items[key] = replace(items[key], value=value, source=source, date="(given)")
         return Assumptions(items)
 
