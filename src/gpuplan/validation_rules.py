@@ -38,6 +38,15 @@ MAX_GPUS = 10_000_000
 #: 1e6 in flight took 36 s and 590 MB for llama-3-8b; 1e5 stays within a few seconds).
 MAX_CONCURRENCY = 100_000
 
+#: tokens generated per request in the serving simulator: decode is simulated step by step
+#: (measured: `serve frontier` of gpt3-125m takes ~0.4 ms per output token over its ladder, 14 s at
+#: 32,768; a fuzz case with 290,978 ran past 30 s).
+MAX_OUTPUT_TOKENS = 32_768
+
+#: prompt tokens per request in the serving simulator (prefill is simulated chunk by chunk; 2^20
+#: = 1M tokens, the longest context windows in common use, takes ~5 s in `serve frontier`).
+MAX_INPUT_TOKENS = 2**20
+
 #: `fit min-gpus --max-gpus`: the scan tries every whole-node GPU count up to it, each with every
 #: (tp, pp) layout (workloads/training/memory.min_gpus; 16,384 takes ~20 s for a 405B model).
 MAX_GPU_SCAN = 131_072

@@ -79,6 +79,8 @@ def judge(args: list[str], result) -> str | None:
     out = result.output or ""
     if result.exit_code not in (0, 2):
         exc = result.exception
+        if "CPUDispatcher" in out:  # the time limit's signal fired inside a numba-compiled loop
+            return f"hang: ran past {CASE_TIMEOUT_S} s"
         return f"exit {result.exit_code}: {type(exc).__name__ if exc else ''} {out[-300:]!r}"
     if "Traceback (most recent call last)" in out or "internal error" in out:
         return f"traceback/internal error: {out[-300:]!r}"

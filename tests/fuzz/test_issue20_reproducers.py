@@ -199,10 +199,10 @@ def test_markup_in_paths_and_names(tmp_path):
     result = _run("model", "show", str(cfg))
     assert result.exit_code == 0 and "x[/y]" in result.stdout.replace("\n", "")
     cat = folder / "c[x].toml"
-    cat.write_text('[[gpu]]\nid = "x1"\nname = "X [/x] [bold]"\nvendor = "x"\narchitecture = "x"\nmemory_type = "HBM3"\nmemory_gib = 80\n'
+    cat.write_text('[[gpu]]\nid = "x1"\nname = "X [/x] [bold] :smile:"\nvendor = "x"\narchitecture = "x"\nmemory_type = "HBM3"\nmemory_gib = 80\n'
                    'memory_bandwidth_gbps = 1000\npeak_tflops = { bf16 = { dense = 100 } }\nsources = { default = "[/x]" }\n')
     result = _run("--catalog", str(cat), "hw", "show", "x1")
-    assert result.exit_code == 0 and "X [/x] [bold]" in result.stdout
+    assert result.exit_code == 0 and "X [/x] [bold] :smile:" in result.stdout  # no markup, no emoji codes
     csv_path = folder / "rows[z].csv"
     csv_path.write_text("id,source,metric,value\nr[/x],me,busbw_gbps,1\n")
     assert _run("validate", str(csv_path)).exit_code == 0

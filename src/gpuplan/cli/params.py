@@ -24,7 +24,8 @@ from typing import Any, Callable
 
 from gpuplan.errors import InputError
 from gpuplan.validation_rules import (
-    MAX_CONCURRENCY, MAX_GPU_SCAN, MAX_GPUS, MAX_LAYERS, MAX_YEARS, check_number, describe_range, show,
+    MAX_CONCURRENCY, MAX_GPU_SCAN, MAX_GPUS, MAX_INPUT_TOKENS, MAX_LAYERS, MAX_OUTPUT_TOKENS, MAX_YEARS,
+    check_number, describe_range, show,
 )
 
 #: options that may be negative (none yet: every number gpuplan takes is a size, count, rate,
@@ -49,6 +50,8 @@ CAPS: dict[str, tuple[float, str]] = {
     "--scalable-units": (MAX_GPUS / 256, "10x the largest announced cluster, 256 GPUs per SU"),
     "--concurrency": (MAX_CONCURRENCY, "requests simulated one by one"),
     "--batch": (MAX_CONCURRENCY, "requests simulated one by one"),
+    "--output-len": (MAX_OUTPUT_TOKENS, "decode is simulated token by token"),
+    "--input-len": (MAX_INPUT_TOKENS, "prefill is simulated chunk by chunk; 1M-token context"),
     "--years": (MAX_YEARS, "a facility horizon; the TCO sums year by year"),
     "--layers": (MAX_LAYERS, "per-layer work"),
     "--utilization": (1.0, "a fraction of the hours in a year"),

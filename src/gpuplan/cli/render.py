@@ -10,10 +10,10 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.table import Table
 
-#: markup is off: every string printed (ids, paths, names from user files) is shown as written, so
+#: markup and emoji codes are off: every string printed (ids, paths, names from user files) is shown as written, so
 #: a path like `x[/y]` can neither crash rich nor restyle the output. Style with `style=` instead.
-console = Console(markup=False)
-err_console = Console(stderr=True, markup=False)
+console = Console(markup=False, emoji=False)
+err_console = Console(stderr=True, markup=False, emoji=False)
 
 
 def to_jsonable(obj: Any) -> Any:
