@@ -14,11 +14,13 @@ class GpuplanError(Exception):
 
 
 class InputError(GpuplanError, ValueError):
-    """Bad input. `field` names what was wrong; the message says what is allowed."""
+    """Bad input. `field` names what was wrong; the message says what is allowed; `allowed`
+    (optional) is that rule alone, for the JSON error object `{"error": {field, allowed, message}}`."""
 
-    def __init__(self, message: str, *, field: str | None = None):
+    def __init__(self, message: str, *, field: str | None = None, allowed: str | None = None):
         super().__init__(message)
         self.field = field
+        self.allowed = allowed
 
 
 class UnknownIdError(InputError, KeyError):

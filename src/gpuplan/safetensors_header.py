@@ -8,19 +8,22 @@ after the header.
 Parsing is bounded: nothing larger than the header is ever read, and a file shorter than 8 bytes,
 a header length above the file size or above MAX_HEADER_BYTES, a header that is not a UTF-8 JSON
 object, or a tensor entry lacking a string dtype, a shape of non-negative integers or two integer
-data_offsets inside the data buffer raise InputError naming the file and what is wrong. Whether a
+data_offsets inside the data buffer raise InputError naming the file and what is wrong; so do
+JSON nested deeper than MAX_JSON_DEPTH (a deep `__metadata__` would crash Python's recursive
+parser), a shape whose element count exceeds int64, and two tensors whose byte ranges overlap
+(the format requires disjoint ranges; overlapping ones would be counted twice). Whether a
 dtype is known and whether the offsets match the shape is left to the caller (a reader of tensor
 data needs both; a parameter counter accepts dtypes it has never seen).
 """
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplan.errors import InputError
+from gpuplan.validation_rules import INT64_MAX, decode_utf8, load_json_text
 
 #: headers above this are refused (real checkpoints: a few MB; the reference implementation caps at 100 MB).
 MAX_HEADER_BYTES = 100_000_000
@@ -67,16 +70,14 @@ def parse_header(path: str | Path, field: str = "file") -> SafetensorsHeader:
             raw = fh.read(n)
     except OSError as exc:
         raise InputError(f"cannot read safetensors file '{p}': {exc.strerror}", field=field) from None
-    try:
-        entries = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{p}: safetensors header is not valid UTF-8 JSON ({exc.__class__.__name__})", field=field) from None
+    entries = load_json_text(decode_utf8(raw, f"{p}: safetensors header", field), f"{p}: safetensors header", field)
     if not isinstance(entries, dict):
         raise InputError(f"{p}: safetensors header must be a JSON object", field=field)
     data_bytes = size - 8 - n
     for name, info in entries.items():
         if name != METADATA_KEY:
             _check_entry(p, name, info, data_bytes, field)
+    _check_disjoint(p, entries, field)
     return SafetensorsHeader(path=p, entries=entries, data_start=8 + n, data_bytes=data_bytes)
 
 
@@ -89,8 +90,27 @@ def _check_entry(p: Path, name: str, info: object, data_bytes: int, field: str) 
         raise InputError(f"{where} needs a string dtype", field=field)
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise InputError(f"{where} shape must be a list of non-negative integers", field=field)
+    numel = 1
+    for d in shape:
+        numel *= d
+        if numel > INT64_MAX:
+            raise InputError(f"{where} shape {shape!r} holds more than 2^63-1 elements", field=field,
+                             allowed="element count within int64")
     if (
         not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets)
         or not 0 <= offsets[0] <= offsets[1] <= data_bytes
     ):
         raise InputError(f"{where} data_offsets {offsets!r} fall outside the data section ({data_bytes} bytes)", field=field)
+
+
+def _check_disjoint(p: Path, entries: dict, field: str) -> None:
+    """InputError when two non-empty tensors share bytes of the data section (sorted sweep)."""
+    spans = sorted(
+        (info["data_offsets"][0], info["data_offsets"][1], name)
+        for name, info in entries.items()
+        if name != METADATA_KEY and info["data_offsets"][1] > info["data_offsets"][0]
+    )
+    for (b0, e0, n0), (b1, e1, n1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise InputError(f"{p}: tensors '{n0}' [{b0}, {e0}) and '{n1}' [{b1}, {e1}) overlap in the data section",
+                             field=field, allowed="disjoint data_offsets")

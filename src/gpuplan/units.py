@@ -7,9 +7,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from gpuplan.errors import InputError
+from gpuplan.validation_rules import INT64_MAX, check_number, show
 
 KIB = 1024
 MIB = 1024**2
@@ -31,27 +33,43 @@ _NUM = r"([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)"
 
 def parse_bytes(text: str | int | float, field: str = "size") -> int:
     """'1GiB' -> 1073741824, '48KiB' -> 49152, '2GB' -> 2e9, '4096' -> 4096 bytes."""
+    allowed = "a size >= 0 bytes and < 2^63, e.g. 80GiB, 48KiB, 2GB or 4096"
     if isinstance(text, (int, float)):
-        return int(text)
-    m = re.fullmatch(_NUM + r"\s*([a-zA-Z]*)", text.strip())
-    unit = m.group(2).lower() if m else None
-    if not m or unit not in _BYTE_UNITS:
-        raise InputError(
-            f"{field}: cannot read '{text}' as a size; use a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB",
-            field=field,
-        )
-    return int(round(float(m.group(1)) * _BYTE_UNITS[unit]))
+        value = float(text) if isinstance(text, float) else text
+    else:
+        if not isinstance(text, str):
+            raise InputError(f"{field}: must be {allowed}, got {show(text)}", field=field, allowed=allowed)
+        m = re.fullmatch(_NUM + r"\s*([a-zA-Z]*)", text.strip())
+        unit = m.group(2).lower() if m else None
+        if not m or unit not in _BYTE_UNITS:
+            raise InputError(
+                f"{field}: cannot read '{text}' as a size; use a number with B, KB, MB, GB, TB, KiB, MiB, GiB or TiB",
+                field=field, allowed=allowed,
+            )
+        value = float(m.group(1)) * _BYTE_UNITS[unit]
+    if isinstance(value, float) and (not math.isfinite(value) or value < 0 or value >= 2.0**63):
+        raise InputError(f"{field}: must be {allowed}, got {show(text)}", field=field, allowed=allowed)
+    if isinstance(value, int) and not 0 <= value <= INT64_MAX:
+        raise InputError(f"{field}: must be {allowed}, got {show(text)}", field=field, allowed=allowed)
+    return int(round(value))
 
 
 def parse_count(text: str | int | float, field: str = "count") -> float:
     """'15T' -> 1.5e13, '300B' -> 3e11, '2.5M' -> 2.5e6, '1e12' -> 1e12 (tokens, FLOPs, params)."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    m = re.fullmatch(_NUM + r"\s*([a-zA-Z]?)", text.strip())
-    unit = m.group(2).lower() if m else None
-    if not m or unit not in _COUNT_SUFFIX:
-        raise InputError(f"{field}: cannot read '{text}' as a count; use e.g. 300B, 15T, 2.5M or 1e12", field=field)
-    return float(m.group(1)) * _COUNT_SUFFIX[unit]
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        value = float(text) if abs(text) < 2.0**1023 else math.inf
+    else:
+        if not isinstance(text, str):
+            raise InputError(f"{field}: must be a count like 300B or 1e12, got {show(text)}", field=field)
+        m = re.fullmatch(_NUM + r"\s*([a-zA-Z]?)", text.strip())
+        unit = m.group(2).lower() if m else None
+        if not m or unit not in _COUNT_SUFFIX:
+            raise InputError(f"{field}: cannot read '{text}' as a count; use e.g. 300B, 15T, 2.5M or 1e12", field=field,
+                             allowed="a finite count >= 0, e.g. 300B, 15T, 2.5M or 1e12")
+        value = float(m.group(1)) * _COUNT_SUFFIX[unit]
+    if not math.isfinite(value):
+        raise InputError(f"{field}: must be a finite count >= 0, got {show(text)}", field=field, allowed="a finite count >= 0")
+    return float(check_number(value, field, ge=0))
 
 
 def to_gib(n_bytes: float) -> float:

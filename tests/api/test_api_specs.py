@@ -58,16 +58,17 @@ def test_bad_types_name_the_field():
         api.hw_show(3.5)
 
 
-@pytest.mark.parametrize("model,expected", [
-    ("gpt3-175b", 2048),  # GPT-3's context is 2048 tokens (Brown et al. 2020, sec. 2.1)
-    ("gpt2", 1024),  # GPT-2's n_positions = 1024 (its config.json)
-    ("llama-3-8b", 4096),  # max positions 8192, capped at 4096
+@pytest.mark.parametrize("model,expected,degrees", [
+    ("gpt3-175b", 2048, dict(gpus=64, tp=8, pp=8, recompute="full")),  # GPT-3's context is 2048 tokens (Brown et al. 2020, sec. 2.1)
+    ("gpt2", 1024, dict(gpus=8, tp=1)),  # GPT-2's n_positions = 1024 (its config.json)
+    ("llama-3-8b", 4096, dict(gpus=8, tp=8)),  # max positions 8192, capped at 4096
 ])
-def test_one_seq_len_default(model, expected):
-    """--seq-len defaults to min(max positions, 4096) in train, fit and model show alike."""
+def test_one_seq_len_default(model, expected, degrees):
+    """--seq-len defaults to min(max positions, 4096) in train, fit and model show alike (the plans
+    given to `train` fit in 80 GiB: a plan that does not fit is refused)."""
     assert api.model_show(model).to_dict()["flops_per_token"]["seq_len"] == expected
     assert api.fit_train(model, gpus=1).to_dict()["plan"]["seq_len"] == expected
-    assert api.train(model, gpus=8, tp=1).to_dict()["best_plan"]["seq_len"] == expected
+    assert api.train(model, **degrees).to_dict()["best_plan"]["seq_len"] == expected
 
 
 def test_fit_sequence_parallel_default_follows_tp():

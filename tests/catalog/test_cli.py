@@ -51,11 +51,11 @@ def test_hw_list_unknown_vendor(runner):
 
 
 def test_unknown_gpu_id_is_one_line_with_closest(runner):
-    result = _run(runner, "hw", "show", "h100-sxm")
+    result = _run(runner, "hw", "show", "h100-sxm9")  # ("h100-sxm" is now an alias, docs/hardware.md)
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.output
-    assert lines[0].startswith("error: unknown GPU 'h100-sxm'")
+    assert lines[0].startswith("error: unknown GPU 'h100-sxm9'")
     assert "h100-sxm5-80gb" in lines[0]
 
 

@@ -33,7 +33,7 @@ def test_offsets_and_metadata(tmp_path):
         ({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}}, b"", "non-negative"),
         ({"w": {"dtype": "F32", "shape": [1], "data_offsets": [4, 0]}}, b"\0" * 4, "outside"),
         ([1, 2], b"", "JSON object"),
-        (b"\xff\xfe", b"", "UTF-8 JSON"),
+        (b"\xff\xfe", b"", "not UTF-8 text"),
     ],
 )
 def test_malformed_headers_name_the_file_and_field(tmp_path, header, data, wanted):

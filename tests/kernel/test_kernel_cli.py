@@ -48,7 +48,7 @@ def test_occupancy_smem_parsing(runner):
         (["access", "--index", "lane; import os"], "index"),
         (["banks", "--pad", "-2"], "pad"),
         (["divergence", "--predicate", "open('x')"], "predicate"),
-        (["amdahl", "-p", "2", "-n", "4"], "parallel_fraction"),
+        (["amdahl", "-p", "2", "-n", "4"], "parallel-fraction"),  # the CLI option guard names the option
         (["little", "--latency-ns", "600"], "bandwidth"),
     ],
 )

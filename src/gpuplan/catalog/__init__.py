@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from gpuplan.errors import InputError, unknown_id
 from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
+from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8
 
 try:  # Python 3.11+
     import tomllib
@@ -29,6 +30,28 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 DATA_DIR = Path(__file__).with_name("data")
 ENV_VAR = "GPUPLAN_CATALOG"
+
+#: Short GPU names as NVIDIA's datasheets and the seed questions use them -> the catalog part they
+#: mean (documented in docs/hardware.md). Only names with one conventional reading: "H100" in
+#: NVIDIA's tables and MLPerf is the SXM5 80 GB part; the others of the family are named when the
+#: alias is used. An exact catalog id always wins over an alias.
+GPU_ALIASES: dict[str, str] = {
+    "h100": "h100-sxm5-80gb",
+    "h100-sxm": "h100-sxm5-80gb",
+    "h100-pcie": "h100-pcie-80gb",
+    "h100-nvl": "h100-nvl-94gb",
+    "h200": "h200-sxm-141gb",
+    "h200-nvl": "h200-nvl-141gb",
+    "a100": "a100-sxm4-80gb",
+    "a100-80gb": "a100-sxm4-80gb",
+    "a100-40gb": "a100-sxm4-40gb",
+    "v100": "v100-sxm2-32gb",
+    "h800": "h800-sxm5-80gb",
+}
+
+#: called with a one-line note when an alias is resolved (the CLI prints it to stderr).
+alias_listeners: list = []
+_announced: set[str] = set()
 
 _BYTES_SUFFIX = {"_gib": 2**30, "_mib": 2**20, "_kib": 2**10, "_gb": 10**9, "_tb": 10**12}
 _TABLES = {"gpu": Gpu, "interconnect": Interconnect, "system": System, "cloud": CloudPrice}
@@ -40,6 +63,7 @@ def _convert_units(raw: dict[str, Any]) -> dict[str, Any]:
     for key, value in raw.items():
         for suffix, scale in _BYTES_SUFFIX.items():
             if key.endswith(suffix) and isinstance(value, (int, float)) and not isinstance(value, bool):
+                check_number(value, key, gt=0, le=INT64_MAX / scale)  # finite, and the bytes fit int64
                 out[key[: -len(suffix)] + "_bytes"] = int(round(value * scale))
                 break
         else:
@@ -93,26 +117,44 @@ class Catalog:
     def add_file(self, path: Path, origin: str | None = None) -> None:
         """Validate and add every entry of one TOML file (entries override existing ids)."""
         origin = origin or str(path)
+        if not str(path).strip():
+            raise InputError("catalog: empty path; give a .toml file", field="catalog", allowed="a TOML file")
+        if Path(path).is_dir():
+            raise InputError(f"catalog {origin}: is a folder; give a .toml file", field="catalog", allowed="a TOML file")
         try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+            raw_bytes = Path(path).read_bytes()
         except FileNotFoundError:
             raise InputError(f"catalog {origin}: file not found", field="catalog") from None
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"catalog {origin}: not valid TOML: {exc}", field="catalog") from None
+        except OSError as exc:
+            raise InputError(f"catalog {origin}: cannot read: {exc.strerror}", field="catalog") from None
+        try:
+            data = tomllib.loads(decode_utf8(raw_bytes, f"catalog {origin}", "catalog"))
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise InputError(f"catalog {origin}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'too deeply nested'}",
+                             field="catalog") from None
+        sources = data.get("sources", {})
+        if not isinstance(sources, dict) or not all(isinstance(v, dict) for v in sources.values()):
+            raise InputError(f"catalog {origin}: `sources` must be a table of tables ([sources.KEY])", field="sources")
         unknown = set(data) - set(_TABLES) - {"sources"}
         if unknown:
             raise InputError(
                 f"catalog {origin}: unknown table(s) {sorted(unknown)}; allowed: {', '.join(sorted(_TABLES))}, sources",
                 field="catalog",
             )
-        self.sources.update(data.get("sources", {}))
+        self.sources.update(sources)
         for table, cls in _TABLES.items():
             entries = data.get(table, [])
             if not isinstance(entries, list):
                 raise InputError(f"catalog {origin}: `{table}` must be an array of tables ([[{table}]])", field=table)
             for raw in entries:
-                entry_id = str(raw.get("id", "?"))
-                entry = _convert_units(dict(raw))
+                if not isinstance(raw, dict):
+                    raise InputError(f"catalog {origin}: `{table}` must be an array of tables ([[{table}]])", field=table)
+                entry_id = str(raw.get("id", "?"))[:80]
+                try:
+                    entry = _convert_units(dict(raw))
+                except InputError as exc:
+                    raise InputError(f"catalog {origin}: {table} '{entry_id}': {exc}", field=exc.field,
+                                     allowed=exc.allowed) from None
                 _expand_sources(entry, self.sources)
                 try:
                     spec = cls.model_validate(entry)
@@ -135,17 +177,35 @@ class Catalog:
 
     # -- lookups --------------------------------------------------------------------------------
     def gpu(self, gpu_id: str) -> Gpu:
+        key = self.resolve_gpu_id(gpu_id)
         try:
-            return self.gpus[gpu_id.lower()]
+            return self.gpus[key]
         except KeyError:
-            raise unknown_id("GPU", gpu_id, sorted(self.gpus)) from None
+            raise unknown_id("GPU", gpu_id, sorted(set(self.gpus) | set(GPU_ALIASES))) from None
+
+    def resolve_gpu_id(self, gpu_id: str) -> str:
+        """The catalog id for `gpu_id`: itself when it is an id, else its GPU_ALIASES target
+        (announced once to `alias_listeners`, naming the family's other parts)."""
+        key = str(gpu_id).strip().lower()
+        if key in self.gpus or key not in GPU_ALIASES or GPU_ALIASES[key] not in self.gpus:
+            return key
+        target = GPU_ALIASES[key]
+        if key not in _announced:
+            _announced.add(key)
+            family = key.split("-")[0]
+            others = sorted(g for g in self.gpus if g.startswith(family + "-") and g != target)
+            more = f" (other {family.upper()} parts: {', '.join(others)})" if others else ""
+            for listener in alias_listeners:
+                listener(f"'{gpu_id}' means {target}{more}")
+        return target
 
     def system(self, system_id: str) -> System:
         key = system_id.lower()
         if key in self.systems:
             return self.systems[key]
-        if key in self.gpus:  # a GPU id names a single-GPU box (validation/SYSTEMS.md convention)
-            return single_gpu_system(self.gpus[key])
+        gpu_key = self.resolve_gpu_id(key)
+        if gpu_key in self.gpus:  # a GPU id names a single-GPU box (validation/SYSTEMS.md convention)
+            return single_gpu_system(self.gpus[gpu_key])
         raise unknown_id("system", system_id, sorted(self.systems))
 
     def interconnect(self, interconnect_id: str) -> Interconnect:
@@ -194,8 +254,10 @@ _user_files: tuple[str, ...] = ()
 def set_user_catalogs(paths: list[str] | tuple[str, ...]) -> None:
     """Set the user catalog files (from `--catalog`); they are applied after GPUPLAN_CATALOG."""
     global _user_files
-    _user_files = tuple(str(p) for p in paths)
-    load_catalog.cache_clear()
+    files = tuple(str(p) for p in paths)
+    if files != _user_files:  # each CLI invocation sets them (to none, too): nothing leaks between runs
+        _user_files = files
+        load_catalog.cache_clear()
 
 
 @lru_cache(maxsize=4)
@@ -221,6 +283,8 @@ def load_catalog() -> Catalog:
         clouds=dict(base.clouds), sources=dict(base.sources),
     )
     for path in user:
+        if not path.strip():
+            raise InputError("--catalog: empty path; give a .toml file", field="catalog", allowed="a TOML file")
         cat.add_file(Path(path))
     return cat
 

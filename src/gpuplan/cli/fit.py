@@ -51,7 +51,7 @@ def _plan_kw(args: dict) -> dict:
 
 def _print_memory(rec: dict) -> None:
     p = rec["plan"]
-    console.print(f"[bold]{rec['model']}[/bold] on {rec['num_gpus']} x {rec['gpu']}: tp {p['tp']} pp {p['pp']} dp {p['dp']} cp {p['cp']} ep {p['ep']}"
+    console.print(f"{rec['model']} on {rec['num_gpus']} x {rec['gpu']}: tp {p['tp']} pp {p['pp']} dp {p['dp']} cp {p['cp']} ep {p['ep']}"
                   f" vpp {p['vpp']}, micro-batch {p['micro_batch']} x {p['seq_len']} tokens, recompute {p['recompute']}, "
                   f"sharding {p['sharding']}, {p['precision']} (grads {p['grad_precision']})")
     gib = rec["per_gpu_gib"]

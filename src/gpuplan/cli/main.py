@@ -1,11 +1,22 @@
 """`gpuplan` root command. Each command group lives in its own module with a `register(app)`.
 
-Errors: every GpuplanError (bad input, infeasible plan) becomes one line on stderr and exit
-code 2; nothing else is printed, no traceback.
+The one error path of the CLI (`GpuplanGroup.main`):
+
+- GpuplanError (bad input, infeasible plan), pydantic ValidationError and click usage errors:
+  one line `error: ...` on stderr, exit code 2, no traceback. Under `--json` the error is JSON on
+  stdout instead: `{"error": {"field": ..., "allowed": ..., "message": ...}}` (what the HTTP API
+  returns).
+- `--debug` (root option) or `GPUPLAN_DEBUG=1`: the traceback as well, for bug reports.
+- a closed pipe (`gpuplan ... | head`): exit 0, quietly.
+- anything else is a bug in gpuplan: `internal error: ... (run with --debug ...)`, exit code 1.
+
+Every numeric option of every command passes the checks of cli/params.py (finite, int64,
+non-negative, per-option range and caps) before the command runs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional
 
@@ -13,18 +24,27 @@ import typer
 from typer.core import TyperGroup
 
 from gpuplan import __version__
-from gpuplan.errors import GpuplanError
+from gpuplan.cli.errors import exit_on_error
+from gpuplan.cli.params import guard_numeric_options
 
 
 class GpuplanGroup(TyperGroup):
-    """Root group: a GpuplanError anywhere below becomes `error: ...` on stderr and exit code 2."""
+    """Root group: numeric options guarded, every error turned into one line (see module doc)."""
 
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except GpuplanError as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(code=2) from None
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        guard_numeric_options(self)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode:
+            return super().main(args=argv, prog_name=prog_name, complete_var=complete_var,
+                                standalone_mode=False, **extra)
+        debug = "--debug" in argv or os.environ.get("GPUPLAN_DEBUG", "") not in ("", "0")
+        with exit_on_error(as_json="--json" in argv, debug=debug):
+            code = super().main(args=argv, prog_name=prog_name or "gpuplan", complete_var=complete_var,
+                                standalone_mode=False, **extra)
+            sys.exit(code if isinstance(code, int) else 0)
 
 
 app = typer.Typer(
@@ -50,11 +70,15 @@ def root(
         None, "--catalog", help="Extra catalog TOML file(s) adding or overriding GPUs, systems, interconnects, prices."
     ),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (also GPUPLAN_DEBUG=1)."),
 ) -> None:
-    from gpuplan.catalog import load_catalog, set_user_catalogs
+    from gpuplan.catalog import alias_listeners, load_catalog, set_user_catalogs
 
+    if not alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
+        alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
+
+    set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
     if catalog:
-        set_user_catalogs(catalog)
         load_catalog()  # validate the user files now, before any command runs
 
 
@@ -72,14 +96,8 @@ _register_all()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point: run the app, turning gpuplan errors into one-line messages (exit 2)."""
-    try:
-        app(args=argv, standalone_mode=True)
-    except GpuplanError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except BrokenPipeError:  # `gpuplan ... | head`
-        sys.exit(0)
+    """Console entry point (errors handled by GpuplanGroup.main)."""
+    app(args=argv)
 
 
 if __name__ == "__main__":

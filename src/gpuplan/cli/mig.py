@@ -8,7 +8,7 @@ from typing import List, Optional
 import typer
 
 from gpuplan import api
-from gpuplan.cli.render import console, print_json, table
+from gpuplan.cli.render import console, err_console, print_json, table
 
 mig = typer.Typer(help="Multi-Instance GPU: profiles, placement rules, fewest-GPU plans.", no_args_is_help=True)
 
@@ -24,13 +24,16 @@ def plan_cmd(
     result = api.mig_plan(profiles, gpu, gpus)
     if as_json:
         print_json(result.to_dict())
+        if not result.plan.feasible:
+            raise typer.Exit(code=2)  # infeasible request: the JSON says why, the exit code says no
         return
     p = result.plan
     rows = [(f"GPU {g.gpu_index}", " + ".join(f"{i.profile}@{i.start_slice}" for i in g.instances),
              f"{g.memory_slices_used}/8", f"{g.compute_slices_used}/7") for g in p.placements]
     console.print(table(f"{p.gpu_id} ({p.family}): {p.gpus_used} GPU(s)", ["GPU", "instances @ start slice", "memory", "compute"], rows))
     if not p.feasible:
-        console.print(f"infeasible: {p.reason}")
+        err_console.print(f"infeasible: {p.reason}")
+        raise typer.Exit(code=2)
 
 
 @mig.command("profiles")

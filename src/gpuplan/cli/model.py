@@ -24,7 +24,7 @@ def show(
         print_json(rec)
         return
     a, f, kv = rec["architecture"], rec["flops_per_token"], rec["kv_cache"]
-    console.print(f"[bold]{rec['name']}[/bold] ({rec['family']}): {a['layers']} layers, hidden {a['hidden']}, "
+    console.print(f"{rec['name']} ({rec['family']}): {a['layers']} layers, hidden {a['hidden']}, "
                   f"{a['heads']} heads / {a['kv_heads']} KV heads of {a['head_dim']}, FFN {a['ffn']} ({a['ffn_kind']}), vocab {a['vocab']}")
     rows = [
         ("total", rec["total_params"]), ("active per token", rec["active_params"]),

@@ -11,6 +11,7 @@ import typer
 from gpuplan import api
 from gpuplan.cli.aliases import renamed
 from gpuplan.cli.render import console, print_json, table
+from gpuplan.output_files import check_output_path, write_atomic
 
 
 def plan_cmd(
@@ -43,6 +44,8 @@ def plan_cmd(
 
     With no arguments: the seed question 'design a DGX-based infrastructure for training a 175B
     parameter model' (GPT-3 175B, 300B tokens, DGX H100)."""
+    if html is not None:
+        check_output_path(html, "--html")  # before the work: a folder or unwritable path fails fast
     result = api.plan(
         renamed(model, model_option, "MODEL", "--model", default=api.DEFAULT_MODEL), system, goal=goal, tokens=tokens,
         gpus=gpus, days=days, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
@@ -51,7 +54,7 @@ def plan_cmd(
         grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
     )
     if html is not None:
-        html.write_text(result.html(), encoding="utf-8")
+        write_atomic(html, result.html(), field="--html")
     if as_json:
         print_json(result.to_dict())
         return

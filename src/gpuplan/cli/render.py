@@ -11,15 +11,18 @@ from rich.table import Table
 
 from gpuplan.api import to_jsonable
 
-console = Console()
-err_console = Console(stderr=True)
+#: markup and emoji codes are off: every string printed (ids, paths, names from user files) is shown as written, so
+#: a path like `x[/y]` can neither crash rich nor restyle the output. Style with `style=` instead.
+console = Console(markup=False, emoji=False)
+err_console = Console(stderr=True, markup=False, emoji=False)
 
 
 def print_json(data: Any) -> None:
     """Write `data` (e.g. `result.to_dict()`) as indented JSON to stdout (no rich markup, no wrapping)."""
     import sys
 
-    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
+    # allow_nan=False: NaN/inf never reach the output as a quantity (to_jsonable maps them to null).
+    sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n")
 
 
 def table(
@@ -31,7 +34,7 @@ def table(
     cols = list(columns)
     for i, c in enumerate(cols):
         whole = i < keep_whole
-        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=whole, overflow="ignore" if whole else "ellipsis")
+        t.add_column(c, justify="left" if i == 0 else "right", no_wrap=whole, overflow="ignore" if whole else "fold")  # numbers wrap, never cut
     for row in rows:
         t.add_row(*[fmt(v) for v in row])
     return t

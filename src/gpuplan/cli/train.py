@@ -118,7 +118,7 @@ class _progress_bar:
 
 def _render(est, run, assumptions, band: dict) -> None:
     st = est.step
-    console.print(f"[bold]{est.model}[/bold] on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
+    console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
         s = est.search
         console.print(

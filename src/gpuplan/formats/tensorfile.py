@@ -20,6 +20,8 @@ import ml_dtypes
 import numpy as np
 
 from gpuplan.errors import InputError
+from gpuplan.output_files import atomic_output
+from gpuplan.validation_rules import MAX_ARRAY_ELEMENTS
 from gpuplan.safetensors_header import MAX_HEADER_BYTES, parse_header  # noqa: F401 - MAX_HEADER_BYTES stays a public name here
 
 DTYPES: dict[str, np.dtype] = {
@@ -87,14 +89,11 @@ def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray], metadata
         arrays.append(a)
     raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
     raw += b" " * (-len(raw) % 8)  # align the data buffer to 8 bytes, as the reference writer does
-    p = Path(path)
-    tmp = p.with_name(p.name + ".tmp")
-    with tmp.open("wb") as fh:
+    with atomic_output(path, "output") as tmp, tmp.open("wb") as fh:
         fh.write(struct.pack("<Q", len(raw)))
         fh.write(raw)
         for a in arrays:
             fh.write(a.tobytes())
-    tmp.replace(p)
 
 
 def read_tensor(path: str | Path, tensor: str | None = None) -> np.ndarray:
@@ -103,10 +102,7 @@ def read_tensor(path: str | Path, tensor: str | None = None) -> np.ndarray:
     if not p.is_file():
         raise InputError(f"no such file: {p}", field="file")
     if p.suffix == ".npy":
-        try:
-            return np.load(p, allow_pickle=False)
-        except ValueError as exc:
-            raise InputError(f"{p}: not a readable .npy file ({exc})", field="file") from None
+        return _read_npy(p)
     if p.suffix == ".safetensors":
         if tensor is None:
             header, _ = read_header(p)
@@ -116,3 +112,41 @@ def read_tensor(path: str | Path, tensor: str | None = None) -> np.ndarray:
             tensor = names[0]
         return read_safetensors(p, [tensor])[tensor]
     raise InputError(f"{p}: unsupported file type '{p.suffix}'; allowed: .npy, .safetensors", field="file")
+
+
+def _read_npy(p: Path) -> np.ndarray:
+    """A .npy array, its header checked first (numpy format spec, `numpy.lib.format`): a numeric
+    dtype, at least one element and at most MAX_ARRAY_ELEMENTS, and the file long enough, so a
+    crafted shape never allocates and an empty or truncated file is a one-line InputError."""
+    from numpy.lib import format as npy
+
+    try:
+        with p.open("rb") as fh:
+            version = npy.read_magic(fh)
+            read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+            shape, fortran, dtype = read(fh, max_header_size=10_000)
+            header_end = fh.tell()
+    except (ValueError, EOFError, OSError, SyntaxError, TypeError) as exc:
+        raise InputError(f"{p}: not a readable .npy file ({one_line(exc)})", field="file") from None
+    if dtype.hasobject or dtype.kind not in "biuf" and dtype not in NAMES:
+        raise InputError(f"{p}: .npy dtype {dtype} is not numeric; allowed: integer or floating-point", field="file")
+    count = 1
+    for dim in shape:
+        count *= dim
+    if count == 0:
+        raise InputError(f"{p}: .npy array is empty (shape {shape}); give at least one element", field="file",
+                         allowed="at least one element")
+    if count > MAX_ARRAY_ELEMENTS:
+        raise InputError(f"{p}: .npy array has {count:,} elements; the limit is {MAX_ARRAY_ELEMENTS:,} "
+                         f"(arrays are held in memory)", field="file", allowed=f"<= {MAX_ARRAY_ELEMENTS} elements")
+    if p.stat().st_size - header_end < count * dtype.itemsize:
+        raise InputError(f"{p}: .npy file is truncated: shape {shape} x {dtype} needs {count * dtype.itemsize} bytes",
+                         field="file")
+    try:
+        return np.load(p, allow_pickle=False)
+    except (ValueError, EOFError, OSError) as exc:
+        raise InputError(f"{p}: not a readable .npy file ({one_line(exc)})", field="file") from None
+
+
+def one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200]

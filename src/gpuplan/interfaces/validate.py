@@ -17,15 +17,19 @@ of at least 3 rows (collectives rows: model = system/collective).
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from pydantic import ValidationError
+
 from gpuplan.errors import InputError
 from gpuplan.interfaces.validation_stats import error_pct, error_summary, spearman
 from gpuplan.interfaces.validation_types import Prediction, SkipRow
+from gpuplan.validation_rules import decode_utf8
 
 REQUIRED_COLUMNS = ("id", "metric", "value")
 MIN_SPEARMAN_GROUP = 3
@@ -98,7 +102,12 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"file: no such file '{path}'", field="file")
-    with path.open(newline="", encoding="utf-8-sig") as fh:  # tolerate a byte-order mark
+    try:
+        raw_bytes = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"file: cannot read '{path}': {exc.strerror}", field="file") from None
+    text = decode_utf8(raw_bytes, f"{path.name}", "file")  # UTF-8 (a byte-order mark is tolerated)
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in REQUIRED_COLUMNS if c not in header]
@@ -166,6 +175,12 @@ def validate_rows(rows: list[dict[str, str]]) -> ValidationReport:
             continue
         except InputError as exc:
             raise InputError(f"row {row['id']}: {exc}", field=exc.field) from None
+        except ValidationError as exc:  # a value past a spec's range or cap (e.g. 1e9 layers): skip, say why
+            err = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in err["loc"])
+            results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True,
+                                     reason=f"out of range: {exc.title}.{where}: {err['msg']}"))
+            continue
         except Exception as exc:  # a predictor bug must not hide the other rows; reported, never silent
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True,
                                      reason=f"predictor error {type(exc).__name__}: {exc}"))

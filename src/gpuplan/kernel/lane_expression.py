@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplan.errors import InputError
+from gpuplan.validation_rules import INT64_MAX
 
 _TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()<>!~&|^]))")
 _WORD_OPS = {"and": "&&", "or": "||", "not": "!"}
@@ -101,6 +102,8 @@ class _Parser:
     def atom(self) -> Node:
         tok = self.take()
         if tok.isdigit():
+            if int(tok) > INT64_MAX:  # evaluated over int64 arrays
+                raise self.error(f"integer {tok[:20]}... exceeds int64 (allowed: 0 .. 2^63-1)")
             return Node("num", value=int(tok))
         if tok == "(":
             node = self.binary(0)

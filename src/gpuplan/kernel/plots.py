@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuplan.errors import InputError
+from gpuplan.output_files import atomic_output, check_output_path
 from gpuplan.kernel.compute_capability import ComputeCapabilityLimits
 from gpuplan.kernel.occupancy import block_limits
 from gpuplan.kernel.roofline import Roofline, RooflinePoint
@@ -31,9 +32,7 @@ def _check_path(path: str | Path) -> Path:
     path = Path(path)
     if path.suffix.lower() not in (".png", ".svg", ".pdf"):
         raise InputError(f"plot: '{path}' must end in .png, .svg or .pdf", field="plot")
-    if not path.parent.exists():
-        raise InputError(f"plot: folder '{path.parent}' does not exist", field="plot")
-    return path
+    return check_output_path(path, "plot")
 
 
 def occupancy_curves(limits: ComputeCapabilityLimits, threads: int, regs: int, smem_bytes: int) -> dict[str, tuple]:
@@ -70,7 +69,8 @@ def plot_occupancy(path: str | Path, limits: ComputeCapabilityLimits, threads: i
     axes[0].set_ylabel("occupancy (active warps / max warps)")
     fig.suptitle(f"CC {limits.compute_capability}: {threads} threads x {regs} regs, {smem_bytes} B smem per block")
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_output(path, "plot") as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
     return path
 
@@ -100,6 +100,7 @@ def plot_roofline(path: str | Path, roof: Roofline, points: list[RooflinePoint])
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path)
+    with atomic_output(path, "plot") as tmp:
+        fig.savefig(tmp)
     plt.close(fig)
     return path

@@ -16,7 +16,6 @@ Traps handled here, each with the family that sets it:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,11 @@ from pydantic import ValidationError
 
 from gpuplan.errors import InputError
 from gpuplan.specs.model import FfnKind, MlaSpec, ModelSpec, MoeSpec, NormKind
+from gpuplan.validation_rules import MAX_LAYERS, MAX_WIDTH, decode_utf8, load_json_text
+
+#: config fields that count layers (capped at MAX_LAYERS); every other integer field is a width
+#: or a count capped at MAX_WIDTH (see gpuplan.validation_rules for why).
+_LAYER_FIELDS = {"num_hidden_layers", "n_layer", "num_layers", "first_k_dense_replace", "num_nextn_predict_layers"}
 
 #: activations whose MLP is gated (three matrices); everything else is two matrices.
 _GATED_ACTS = {"silu", "swiglu", "swish"}
@@ -36,20 +40,41 @@ KNOWN_FAMILIES = (
 )
 
 
-def _field(cfg: dict[str, Any], *names: str, default: Any = ..., kind: type = int) -> Any:
-    """The first present, non-null field among `names`, checked to be of `kind`."""
+def _field(cfg: dict[str, Any], *names: str, default: Any = ..., kind: type = int, minimum: int = 1) -> Any:
+    """The first present, non-null field among `names`, checked to be of `kind` (an int: between
+    `minimum` and MAX_LAYERS / MAX_WIDTH)."""
     for name in names:
         if name in cfg and cfg[name] is not None:
             value = cfg[name]
             if kind is int:
-                if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                    raise InputError(f"config field `{name}` must be a positive integer, got {value!r}", field=name)
+                cap = MAX_LAYERS if name in _LAYER_FIELDS else MAX_WIDTH
+                if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= cap:
+                    allowed = f"an integer >= {minimum} and <= {cap:,}"
+                    raise InputError(f"config field `{name}` must be {allowed}, got {_short(value)}", field=name,
+                                     allowed=allowed)
             elif kind is bool and not isinstance(value, bool):
                 raise InputError(f"config field `{name}` must be true or false, got {value!r}", field=name)
             return value
     if default is ...:
         raise InputError(f"config is missing `{names[0]}` (needed to size the model)", field=names[0])
     return default
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fraction(cfg: dict[str, Any], *names: str) -> float:
+    """The first truthy field among `names` as a dropout probability in [0, 1); 0.0 if none."""
+    for name in names:
+        value = cfg.get(name)
+        if value:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+                raise InputError(f"config field `{name}` must be a number >= 0 and < 1, got {_short(value)}", field=name,
+                                 allowed=">= 0 and < 1")
+            return float(value)
+    return 0.0
 
 
 def _ffn_kind(cfg: dict[str, Any], family: str) -> FfnKind:
@@ -70,8 +95,7 @@ def _layer_windows(cfg: dict[str, Any], family: str, layers: int) -> tuple[int |
         return ()
     if not window:
         return ()
-    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
-        raise InputError(f"config field `sliding_window` must be a positive integer, got {window!r}", field="sliding_window")
+    window = _field(cfg, "sliding_window")
     types = cfg.get("layer_types")
     if types is not None:
         if not isinstance(types, list) or len(types) != layers:
@@ -82,27 +106,28 @@ def _layer_windows(cfg: dict[str, Any], family: str, layers: int) -> tuple[int |
     if family == "gemma2":  # Gemma2DecoderLayer: even-indexed layers are sliding
         return tuple(window if i % 2 == 0 else None for i in range(layers))
     if family in ("gemma3", "gemma3_text"):  # 5 local : 1 global
-        pattern = cfg.get("sliding_window_pattern", 6)
+        pattern = _field(cfg, "sliding_window_pattern", default=6)
         return tuple(None if (i + 1) % pattern == 0 else window for i in range(layers))
-    if window >= cfg.get("max_position_embeddings", window + 1):
+    if window >= _field(cfg, "max_position_embeddings", default=window + 1):
         return ()
     return tuple(window for _ in range(layers))
 
 
 def _moe(cfg: dict[str, Any], family: str, layers: int) -> MoeSpec | None:
-    experts = cfg.get("num_local_experts") or cfg.get("num_experts") or cfg.get("n_routed_experts")
-    if not experts:
+    names = [n for n in ("num_local_experts", "num_experts", "n_routed_experts") if cfg.get(n)]
+    if not names:
         return None
+    experts = _field(cfg, names[0])
     top_k = _field(cfg, "num_experts_per_tok", "experts_per_token")
     if family == "mixtral" or family == "gpt_oss":
         expert_ffn = _field(cfg, "intermediate_size")
     else:
         expert_ffn = _field(cfg, "moe_intermediate_size")
-    dense_layers = cfg.get("first_k_dense_replace") or 0
-    layer_freq = cfg.get("moe_layer_freq") or cfg.get("decoder_sparse_step") or 1
+    dense_layers = _field(cfg, "first_k_dense_replace", default=0, minimum=0)
+    layer_freq = _field(cfg, "moe_layer_freq", "decoder_sparse_step", default=1)
     if cfg.get("mlp_only_layers"):
         raise InputError("config field `mlp_only_layers` (dense layers inside a MoE stack) is not supported", field="mlp_only_layers")
-    shared = cfg.get("n_shared_experts") or 0
+    shared = _field(cfg, "n_shared_experts", default=0, minimum=0)
     try:
         return MoeSpec(
             num_experts=experts, top_k=top_k, expert_ffn=expert_ffn, shared_experts=shared,
@@ -118,7 +143,7 @@ def _mla(cfg: dict[str, Any]) -> MlaSpec | None:
     if not cfg.get("kv_lora_rank"):
         return None
     return MlaSpec(
-        q_lora_rank=cfg.get("q_lora_rank") or None,
+        q_lora_rank=_field(cfg, "q_lora_rank", default=None, minimum=0) or None,
         kv_lora_rank=_field(cfg, "kv_lora_rank"),
         qk_nope_head_dim=_field(cfg, "qk_nope_head_dim"),
         qk_rope_head_dim=_field(cfg, "qk_rope_head_dim"),
@@ -159,17 +184,17 @@ def model_from_hf_config(cfg: dict[str, Any], name: str, source: str = "") -> Mo
         head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim
     tied_default = is_gpt2 or family.startswith("gemma")
     tied = _field(cfg, "tie_word_embeddings", default=tied_default, kind=bool)
-    max_pos = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    max_pos = _field(cfg, "max_position_embeddings", "n_positions", default=None, minimum=0) or None
     layernorm = family in ("gpt2", "gpt_neox")
     attention_bias = bool(cfg.get("attention_bias", False))
     qkv_bias = family == "qwen2" or attention_bias or layernorm
     moe = _moe(cfg, family, layers)
     if family == "gpt2":
-        hidden_dropout = float(cfg.get("resid_pdrop") or 0.0)
-        attention_dropout = float(cfg.get("attn_pdrop") or 0.0)
+        hidden_dropout = _fraction(cfg, "resid_pdrop")
+        attention_dropout = _fraction(cfg, "attn_pdrop")
     else:
-        hidden_dropout = float(cfg.get("hidden_dropout") or cfg.get("resid_pdrop") or 0.0)
-        attention_dropout = float(cfg.get("attention_dropout") or 0.0)
+        hidden_dropout = _fraction(cfg, "hidden_dropout", "resid_pdrop")
+        attention_dropout = _fraction(cfg, "attention_dropout")
     try:
         return ModelSpec(
             name=name,
@@ -194,7 +219,7 @@ def model_from_hf_config(cfg: dict[str, Any], name: str, source: str = "") -> Mo
             moe=moe,
             layer_windows=_layer_windows(cfg, family, layers),
             attention_sinks=family == "gpt_oss",
-            mtp_layers=cfg.get("num_nextn_predict_layers") or 0,
+            mtp_layers=_field(cfg, "num_nextn_predict_layers", default=0, minimum=0),
             norms_per_layer=4 if family in ("gemma2", "gemma3") else 2,
             hidden_dropout=hidden_dropout,
             attention_dropout=attention_dropout,
@@ -209,10 +234,8 @@ def model_from_hf_config(cfg: dict[str, Any], name: str, source: str = "") -> Mo
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a config.json; unreadable or invalid JSON -> InputError naming the file."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read model config '{path}': {exc.strerror}", field="model") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"model config '{path}' is not valid JSON: {exc.msg} at line {exc.lineno}", field="model") from None
+    what = f"model config '{path}'"
+    return load_json_text(decode_utf8(raw, what, "model"), what, "model")

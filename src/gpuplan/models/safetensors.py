@@ -23,12 +23,12 @@ Every tensor's bytes are reported per dtype whether or not it counts as a parame
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuplan.errors import InputError
 from gpuplan.safetensors_header import MAX_HEADER_BYTES, parse_header
+from gpuplan.validation_rules import decode_utf8, load_json_text
 
 #: bytes per element of each safetensors dtype (safetensors Dtype enum; F4/F6 are sub-byte).
 DTYPE_BYTES: dict[str, float] = {
@@ -89,8 +89,10 @@ def read_header(path: Path) -> list[TensorInfo]:
 
 def _quant_bits(config: dict | None) -> int:
     q = (config or {}).get("quantization_config") or {}
+    if not isinstance(q, dict):
+        raise InputError("config field `quantization_config` must be an object", field="quantization_config")
     bits = q.get("bits") or q.get("w_bit") or 4
-    if not isinstance(bits, int) or bits <= 0 or 32 % bits:
+    if not isinstance(bits, int) or isinstance(bits, bool) or bits <= 0 or 32 % bits:
         raise InputError(f"quantization_config.bits must divide 32, got {bits!r}", field="quantization_config.bits")
     return bits
 
@@ -145,11 +147,10 @@ def _read_json(path: Path, what: str) -> dict:
     try:
         if path.stat().st_size > MAX_HEADER_BYTES:
             raise InputError(f"{what} '{path}' is larger than {MAX_HEADER_BYTES} bytes", field="path")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = path.read_bytes()
     except OSError as exc:
         raise InputError(f"cannot read {what} '{path}': {exc.strerror}", field="path") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise InputError(f"{what} '{path}' is not valid JSON", field="path") from None
+    data = load_json_text(decode_utf8(raw, f"{what} '{path}'", "path"), f"{what} '{path}'", "path")
     if not isinstance(data, dict):
         raise InputError(f"{what} '{path}' must hold a JSON object", field="path")
     return data

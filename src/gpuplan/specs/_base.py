@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from gpuplan.validation_rules import INT64_MAX
 
 
 class Spec(BaseModel):
-    """Strict frozen pydantic model: unknown or missing keys are errors that name the field."""
+    """Strict frozen pydantic model: unknown or missing keys are errors that name the field.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Numbers at the boundary (gpuplan.validation_rules): NaN and +-inf are rejected in every float
+    field (`allow_inf_nan=False`; pydantic's `gt=0` alone accepts inf), and every integer field
+    must fit in int64 (numpy arrays downstream are int64)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _ints_within_int64(cls, value):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
+            raise ValueError("must be an integer within int64 (|x| <= 2^63-1)")
+        return value
 
 
 class SourcedSpec(Spec):

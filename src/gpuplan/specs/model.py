@@ -11,6 +11,8 @@ from enum import Enum
 
 from pydantic import Field, model_validator
 
+from gpuplan.validation_rules import MAX_LAYERS, MAX_WIDTH
+
 from gpuplan.specs._base import Spec
 
 
@@ -35,9 +37,9 @@ class MlaSpec(Spec):
 
 
 class MoeSpec(Spec):
-    num_experts: int = Field(gt=0)  # routed experts per MoE layer
+    num_experts: int = Field(gt=0, le=MAX_WIDTH)  # routed experts per MoE layer
     top_k: int = Field(gt=0)  # routed experts per token
-    expert_ffn: int = Field(gt=0)  # intermediate size of one routed expert
+    expert_ffn: int = Field(gt=0, le=MAX_WIDTH)  # intermediate size of one routed expert
     shared_experts: int = Field(default=0, ge=0)
     shared_expert_ffn: int | None = Field(default=None, gt=0)  # intermediate size of ONE shared expert; None = expert_ffn
     dense_layers: int = Field(default=0, ge=0)  # the first k layers use a dense FFN of size `ffn`
@@ -54,14 +56,14 @@ class MoeSpec(Spec):
 class ModelSpec(Spec):
     name: str
     family: str = "generic"  # llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v3, gemma2, gpt2, ...
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)  # == heads for MHA, 1 for MQA
-    head_dim: int = Field(gt=0)  # from config when given (Gemma, Qwen3): may differ from hidden / heads
-    ffn: int = Field(gt=0)  # dense FFN intermediate size
+    layers: int = Field(gt=0, le=MAX_LAYERS)  # cap: gpuplan.validation_rules.MAX_LAYERS (per-layer work)
+    hidden: int = Field(gt=0, le=MAX_WIDTH)
+    heads: int = Field(gt=0, le=MAX_WIDTH)
+    kv_heads: int = Field(gt=0, le=MAX_WIDTH)  # == heads for MHA, 1 for MQA
+    head_dim: int = Field(gt=0, le=MAX_WIDTH)  # from config when given (Gemma, Qwen3): may differ from hidden / heads
+    ffn: int = Field(gt=0, le=MAX_WIDTH)  # dense FFN intermediate size
     ffn_kind: FfnKind = FfnKind.GELU
-    vocab: int = Field(gt=0)
+    vocab: int = Field(gt=0, le=MAX_WIDTH)
     tied_embeddings: bool = False
     max_position_embeddings: int | None = Field(default=None, gt=0)
     learned_position_embeddings: bool = False  # GPT-2/GPT-3: a (max_pos x hidden) table
@@ -75,7 +77,7 @@ class ModelSpec(Spec):
     #: per-layer attention window in tokens (None = global); empty tuple = all layers global
     layer_windows: tuple[int | None, ...] = ()
     attention_sinks: bool = False  # gpt-oss: one learned sink logit per head per layer
-    mtp_layers: int = Field(default=0, ge=0)  # DeepSeek-V3 multi-token-prediction modules (reported apart)
+    mtp_layers: int = Field(default=0, ge=0, le=MAX_LAYERS)  # DeepSeek-V3 multi-token-prediction modules (reported apart)
     norms_per_layer: int = Field(default=2, ge=0)  # 2 (pre-attn, pre-MLP); Gemma 2/3: 4 (pre and post each)
     hidden_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # residual dropout (GPT-2/Megatron GPT: 0.1); masks cost memory
     attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # dropout on attention probabilities

@@ -7,6 +7,8 @@ from enum import Enum
 import numpy as np
 from pydantic import Field, model_validator
 
+from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
+
 from gpuplan.specs._base import Spec
 from gpuplan.specs.execution import AttentionKernel, Execution, Framework
 
@@ -48,11 +50,11 @@ def default_expert_tp(tp, dp, cp, ep):
 
 
 class TrainPlan(Spec):
-    tp: int = Field(default=1, gt=0)
-    pp: int = Field(default=1, gt=0)
-    dp: int = Field(default=1, gt=0)
-    cp: int = Field(default=1, gt=0)
-    ep: int = Field(default=1, gt=0)  # expert parallel degree (Megatron-core MoE parallel folding, see expert_tp)
+    tp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    pp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    dp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    cp: int = Field(default=1, gt=0, le=MAX_GPUS)
+    ep: int = Field(default=1, gt=0, le=MAX_GPUS)  # expert parallel degree (Megatron-core MoE parallel folding, see expert_tp)
     #: Expert tensor parallel degree (Megatron-core `--expert-tensor-parallel-size`). None = Megatron's
     #: default, tp, where that is valid (ep x tp divides tp x cp x dp, i.e. ep divides dp x cp), else 1
     #: (the folded layout MoE recipes use, e.g. tp 2 with ep 32 on 16-way data parallelism).
@@ -60,7 +62,7 @@ class TrainPlan(Spec):
     vpp: int = Field(default=1, gt=0)  # virtual pipeline stages per GPU (interleaved 1F1B)
     micro_batch: int = Field(default=1, gt=0)
     global_batch: int | None = Field(default=None, gt=0)  # sequences per optimizer step
-    seq_len: int = Field(default=2048, gt=0)
+    seq_len: int = Field(default=2048, gt=0, le=MAX_WIDTH)
     recompute: Recompute = Recompute.NONE
     sequence_parallel: bool = False
     #: TransformerEngine TP communication overlap (userbuffers, Megatron-core/NeMo `tp_comm_overlap`):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplan.errors import GpuplanError, Infeasible, InputError
+from gpuplan.validation_rules import check_number
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, make_workload
 from gpuplan.workloads.inference.deployment import Deployment
@@ -127,10 +128,14 @@ def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, outp
              scheduler: SchedulerConfig | None = None) -> list[FrontierPoint]:
     """Throughput-vs-interactivity points over tp and closed-loop concurrency (Pareto filtering is
     left to the reader: every simulated point is returned, sorted by tokens/s per user)."""
+    check_number(input_len, "input_len", gt=0, integer=True)
+    check_number(output_len, "output_len", gt=0, integer=True)
     sched = scheduler or SchedulerConfig()
     out: list[FrontierPoint] = []
+    why_not: list[str] = []
     for tp in tps:
         if tp > system.scaleup_domain_gpus or model.heads % tp:
+            why_not.append(f"tp={tp}: {'exceeds the scale-up domain' if tp > system.scaleup_domain_gpus else 'does not divide the heads'}")
             continue
         try:
             dep = Deployment(model, gpu, system, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
@@ -139,7 +144,12 @@ def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, outp
                     break
                 res = _run(dep, conc, input_len, output_len, sched)
                 out.append(FrontierPoint(tp, conc, res.output_tokens_per_s / tp, 1e3 / res.tpot_ms.mean, res.ttft_ms.p90))
-        except GpuplanError:
+        except InputError:  # bad input (unknown dtype ...) is the user's to fix, not a tp that does not fit
+            raise
+        except GpuplanError as exc:
+            why_not.append(f"tp={tp}: {exc}")
             continue
+    if not out:
+        raise Infeasible(f"no frontier point for {model.name} on {gpu.id}: " + "; ".join(why_not[:4]))
     out.sort(key=lambda p: -p.tokens_per_s_per_user)
     return out

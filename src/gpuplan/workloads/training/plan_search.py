@@ -118,7 +118,21 @@ def _powers_of_two_dividing(n: int, cap: int) -> list[int]:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Every divisor of n >= 1, ascending, from its prime factorisation (trial division up to
+    sqrt(n)): O(sqrt(n)) work, not a loop to n (n is a user's GPU count)."""
+    factors: dict[int, int] = {}
+    rest, p = n, 2
+    while p * p <= rest:
+        while rest % p == 0:
+            factors[p] = factors.get(p, 0) + 1
+            rest //= p
+        p += 1 if p == 2 else 2
+    if rest > 1:
+        factors[rest] = factors.get(rest, 0) + 1
+    divs = [1]
+    for prime, power in factors.items():
+        divs = [d * prime**k for d in divs for k in range(power + 1)]
+    return sorted(divs)
 
 
 def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchSpace) -> dict[str, np.ndarray]:
@@ -324,9 +338,18 @@ def search_plans(
         st = step_time_result(ctx, plan, {k: float(np.broadcast_to(v, shape).ravel()[i]) for k, v in arrays.parts().items()})
         best.append(RankedPlan(len(best) + 1, plan, st, memory.per_gpu_bytes["total"] / 2**30))
     if not best:
+        over_memory = rejected["does not fit in GPU memory"] + exact_rejects
+        if over_memory:
+            raise Infeasible(
+                f"no plan of {model.name} fits on {num_gpus} x {gpu.id} "
+                f"({over_memory} plans exceed memory); add GPUs or a larger-memory GPU"
+            )
+        # nothing was too big: every layout broke a divisibility rule; name the commonest ones
+        common = sorted(((n, r) for r, n in rejected.items() if n), reverse=True)[:2]
+        why = "; ".join(f"{r} ({n} layouts)" for n, r in common) or "no layout to try"
         raise Infeasible(
-            f"no plan of {model.name} fits on {num_gpus} x {gpu.id} "
-            f"({rejected['does not fit in GPU memory'] + exact_rejects} plans exceed memory); add GPUs or a larger-memory GPU"
+            f"no valid layout of {model.name} on {num_gpus} GPUs: {why}; "
+            f"choose a GPU count with more small factors (e.g. a multiple of {system.gpus_per_node}) or set --global-batch"
         )
     p = best[0].plan
     index_of = {"tp": p.tp, "pp": p.pp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}

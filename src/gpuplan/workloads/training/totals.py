@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gpuplan.errors import InputError
+from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, System, TrainPlan
 from gpuplan.workloads.training.plan_search import SearchResult, SearchSpace, search_plans
 from gpuplan.workloads.training.step_time import Framework, StepTime, estimate_step_time
@@ -81,7 +81,14 @@ def estimate_training(
         if plan.num_gpus != num_gpus:
             raise InputError(f"tp x pp x dp x cp = {plan.num_gpus} does not equal --gpus {num_gpus}", field="gpus")
         step = estimate_step_time(model, system, plan, gpu, framework)
-        mem_gib = training_memory(model, plan, gpu).per_gpu_bytes["total"] / 2**30
+        memory = training_memory(model, plan, gpu)
+        mem_gib = memory.per_gpu_bytes["total"] / 2**30
+        if memory.fits is False:  # the user's own plan: report it, never cost a plan that cannot run
+            raise Infeasible(
+                f"plan tp={plan.tp} pp={plan.pp} dp={plan.dp} cp={plan.cp} needs {mem_gib:,.1f} GiB per GPU, "
+                f"more than the {gpu.memory_bytes / 2**30:,.0f} GiB of {gpu.id}; raise tp/pp, shard "
+                f"(--sharding zero3), recompute, or add GPUs"
+            )
     if flop_budget is not None:
         tokens = flop_budget / step.model_flops_per_token
     steps = max(1, math.ceil(tokens / step.tokens_per_step))
