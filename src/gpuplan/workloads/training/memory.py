@@ -459,6 +459,13 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def layer_params_total(model: ModelSpec) -> int:
+    """All parameters of the main model (layers.params.parameter_counts)."""
+    from gpuplan.layers.params import parameter_counts
+
+    return parameter_counts(model).total
+
+
 def candidate_gpu_counts(limit: int) -> list[int]:
     """1..8, then multiples of 8 (whole 8-GPU nodes) up to `limit`."""
     return sorted({*range(1, min(8, limit) + 1), *range(8, limit + 1, 8)})
@@ -476,6 +483,16 @@ def min_gpus(
     tps = [t for t in _divisors(model.heads) if t <= max_tp and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
     pps = _divisors(model.layers)
     tried = 0
+    total_params = float(layer_params_total(model))
+    s = plan.sharding
+    wb, gb, ob = weight_bytes_per_param(plan.precision), grad_bytes_per_param(plan), adam_bytes_per_param(plan.precision)
+    zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
+
+    def states_lower_bound(tp: int, pp: int, dp: int) -> float:
+        """Model states per GPU averaged over the tp x pp x dp ranks: the most loaded rank holds at least this."""
+        per_rank = total_params / (tp * pp)
+        return per_rank * (wb / (dp if zero3 else 1) + gb / (dp if s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP) else 1)
+                           + ob / (dp if s is not Sharding.NONE else 1))
     for n in candidate_gpu_counts(max_gpus):
         if n % plan.cp:
             continue
@@ -489,6 +506,8 @@ def min_gpus(
                     continue
                 if plan.vpp > 1 and (pp == 1 or pp * plan.vpp > model.layers):
                     continue
+                if states_lower_bound(tp, pp, dp) > gpu.memory_bytes:
+                    continue  # cannot fit: skip the exact (per-layer) evaluation
                 candidate = plan.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "global_batch": None,
                                                     "sequence_parallel": plan.sequence_parallel and tp > 1})
                 tried += 1
