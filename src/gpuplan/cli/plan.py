@@ -22,6 +22,9 @@ def plan_cmd(
     goal: str = typer.Option("train", "--goal", help="train or serve."),
     tokens: str = typer.Option("300B", "--tokens", help="Training tokens (e.g. 300B, 15T)."),
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Fix the GPU count (default: smallest that meets --days)."),
+    seq_len: Optional[int] = typer.Option(
+        None, "--seq-len", help="Training tokens per sequence (default: min(the model's max positions, 4096))."),
+    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Training sequences per step (default ~4M tokens)."),
     days: float = typer.Option(30.0, "--days", help="Target training time in days."),
     rate: float = typer.Option(api.DEFAULT_RATE, "--rate", help="Serving: requests per second."),
     ttft_ms: float = typer.Option(api.DEFAULT_TTFT_MS, "--ttft-ms", help="Serving: p90 time-to-first-token objective (ms)."),
@@ -52,6 +55,7 @@ def plan_cmd(
         years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
         system_price_usd=system_price_usd, overrides=set_, pue=pue, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh,
         grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
+        seq_len=seq_len, global_batch=global_batch,
     )
     if html is not None:
         write_atomic(html, result.html(), field="--html")

@@ -153,12 +153,16 @@ class PlanReport:
         }
 
 
-def _training_summary(model, system, gpu, gpus: int, tokens: float):
-    """The training run from the step-time model and plan search (`estimate_training`): (summary, estimate)."""
-    from gpuplan.workloads.training.plan_search import default_seq_len
+def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int | None = None,
+                      global_batch: int | None = None):
+    """The training run from the step-time model and plan search (`estimate_training`): (summary, estimate).
+    `seq_len` defaults to min(max positions, 4096); `global_batch` (sequences) to about 4M tokens."""
+    from gpuplan.workloads.training.plan_search import SearchSpace, default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
 
-    est = estimate_training(model, system, gpus, tokens, gpu=gpu, seq_len=default_seq_len(model))
+    seq = seq_len or default_seq_len(model)
+    est = estimate_training(model, system, gpus, tokens, gpu=gpu, seq_len=seq, global_batch=global_batch,
+                            space=SearchSpace(seq_len=seq, global_batch=global_batch))
     details = {
         "step_time_s": est.step.step_time_s,
         "tokens_per_s": est.step.tokens_per_s,
@@ -220,6 +224,8 @@ def plan(
     cloud_usd_per_gpu_hour: float | None = None,
     system_price_usd: float | None = None,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    seq_len: int | None = None,
+    global_batch: int | None = None,
 ) -> PlanReport:
     """Size and cost a cluster for one workload. Training: with `gpus` given, that many; otherwise the
     smallest power-of-two number of scalable-unit quarters (64, 128, 256, ... GPUs) that finishes in
@@ -239,13 +245,13 @@ def plan(
         if gpus is not None:
             if gpus < 1:
                 raise InputError("gpus: must be >= 1", field="gpus")
-            work, est = _training_summary(model, system, gpu, gpus, tokens)
+            work, est = _training_summary(model, system, gpu, gpus, tokens, seq_len, global_batch)
         else:
             candidates = [system.gpus_per_node * 2**k for k in range(3, 14)]  # 64 ... 65,536 GPUs for 8-GPU nodes
             work = None
             for n in candidates:
                 try:
-                    work, est = _training_summary(model, system, gpu, n, tokens)
+                    work, est = _training_summary(model, system, gpu, n, tokens, seq_len, global_batch)
                 except Infeasible:
                     continue
                 if work.days is not None and work.days <= target_days:

@@ -64,6 +64,8 @@ def plan(
     grid_kg_co2_per_kwh: float | None = None,
     electricity_usd_per_kwh: float | None = None,
     grid_kg_per_kwh: float | None = None,
+    seq_len: int | None = None,
+    global_batch: int | None = None,
 ) -> PlanResult:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs
     cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 within 30 days."""
@@ -78,7 +80,8 @@ def plan(
                        assumptions=assumptions_with(
                            overrides, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh,
                            grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh,
-                                                           "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh")))
+                                                           "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh")),
+                       seq_len=seq_len, global_batch=global_batch)
     return PlanResult(rep)
 
 
