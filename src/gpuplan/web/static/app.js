@@ -315,13 +315,11 @@ const PAGES = {
         ["on_prem_usd", "run cost on-prem", c.on_prem_usd, "", usd], ["cloud_usd", "run cost in the cloud", c.cloud_usd, "", usd],
         ["breakeven_months", "buying breaks even after", d.tco && d.tco.breakeven_months, "months"],
       ]);
-      if (d.tco) {
-        plot("Cost of the cluster over its life (on-prem) vs renting it", [
-          ...Object.entries(d.tco.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", name: "capex: " + k, x: ["on-prem"], y: [x] })),
-          ...Object.entries(d.tco.opex_breakdown_usd_per_year).map(([k, x]) => ({ type: "bar", name: `opex: ${k} x ${d.tco.years ?? v.years ?? 4} y`, x: ["on-prem"], y: [x * (d.tco.years ?? Number(v.years ?? 4))] })),
-          { type: "bar", name: "cloud (same GPU-hours)", x: ["cloud"], y: [d.tco.cloud_total_usd] },
-        ], { barmode: "stack", yaxis: { title: "USD" } });
+      if (c.on_prem_usd !== undefined) {
+        plot("This run: on-prem vs cloud", [{ type: "bar", x: ["on-prem", "cloud"], y: [c.on_prem_usd, c.cloud_usd], marker: { color: ["#2756c5", "#e07b00"] },
+          text: [usd(c.on_prem_usd), usd(c.cloud_usd)], textposition: "auto", hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 280);
       }
+      if (d.tco) kv("Cost of ownership of the cluster", d.tco, { id: "tco" });
       if (d.workload_details) kv("Workload", d.workload_details);
       if (d.fabric) kv("Fabric (rail-optimised fat tree)", d.fabric);
       if (d.racks) kv("Racks and cooling", d.racks);
@@ -465,8 +463,8 @@ const PAGES = {
           .then((r) => r.data, (e) => { if (e.name === "AbortError") throw e; return { system: s, error: e.message }; })));
         const ok = runs.filter((r) => !r.error);
         plot(`Training ${v.model} on ${v.num_gpus} GPUs: days and cost`, [
-          { type: "bar", name: "days", x: ok.map((r) => r.system), y: ok.map((r) => r.days), yaxis: "y" },
-          { type: "bar", name: "cost (USD)", x: ok.map((r) => r.system), y: ok.map((r) => r.cost_usd), yaxis: "y2" },
+          { type: "bar", name: "days", x: ok.map((r) => r.system), y: ok.map((r) => r.days), yaxis: "y", offsetgroup: "days" },
+          { type: "bar", name: "cost (USD, right axis)", x: ok.map((r) => r.system), y: ok.map((r) => r.cost_usd), yaxis: "y2", offsetgroup: "cost" },
         ], { barmode: "group", yaxis: { title: "days" }, yaxis2: { title: "USD", overlaying: "y", side: "right" } });
         table("One workload on each system", [["system", "system"], ["days", "days"], ["mfu_pct", "MFU %"], ["cost_usd", "cost", usd], ["usd_per_gpu_hour", "$/GPU-h"], ["energy_mwh", "MWh"], [(r) => r.best_plan && planLabel(r.best_plan), "best plan"], ["price_source", "price source"], ["error", "error"]], runs, { id: "workload" });
       }
@@ -495,9 +493,9 @@ const PAGES = {
       ], { xaxis: { title: "threads per block" }, yaxis: { title: "occupancy", range: [0, 1.05] } });
       const split = (s) => (s || "").split(";").map((x) => x.trim()).filter(Boolean);
       const { data: r } = await api("kernel/roofline", { ...pick(v, ["gpu", "dtype"]), gemm: split(v.gemm), elementwise: split(v.elementwise) });
-      const xs = [0.01, 0.1, 1, 10, 100, 1000, 10000, 100000];
+      const xs = (c) => [0.01, c.ridge_flop_per_byte, 1e5]; // the roof bends at the ridge point
       plot(`Roofline: ${r.gpu} ${r.dtype}`, [
-        ...r.ceilings.map((c) => ({ type: "scatter", mode: "lines", name: `${c.name} (${fmt(c.bandwidth_gbps)} GB/s)`, x: xs, y: xs.map((x) => Math.min(r.peak_tflops, c.bandwidth_gbps * x / 1000)) })),
+        ...r.ceilings.map((c) => ({ type: "scatter", mode: "lines", name: `${c.name} (${fmt(c.bandwidth_gbps)} GB/s)`, x: xs(c), y: xs(c).map((x) => Math.min(r.peak_tflops, c.bandwidth_gbps * x / 1000)) })),
         { type: "scatter", mode: "markers+text", name: "your kernels (attainable)", x: r.workloads.map((w) => w.intensity_flop_per_byte), y: r.workloads.map((w) => w.achieved_tflops ?? w.attainable_tflops),
           text: r.workloads.map((w) => w.name), textposition: "bottom right", marker: { size: 11, color: "#c00" } },
       ], { xaxis: { title: "arithmetic intensity, FLOP/byte", type: "log" }, yaxis: { title: "TFLOP/s", type: "log" } }, 420);
@@ -573,13 +571,11 @@ const PAGES = {
         ["leaf switches", f.leaf_switches], ["spine switches", f.spine_switches], ["core switches", f.core_switches], ["node-leaf cables", f.node_leaf_cables],
         ["leaf-spine cables", f.leaf_spine_cables], ["spine-core cables", f.spine_core_cables], ["transceivers", f.transceivers], ["racks", f.racks.racks]].map(([item, count]) => ({ item, count })),
         { id: "bom", note: `${f.tiers_count}-tier rail-optimised fat tree, radix ${f.switch_radix_ports}, ${fmt(f.bisection_tbps)} TB/s bisection, ${fmt(f.scaleout_gbps_per_gpu)} GB/s per GPU` });
-      stacked("Facility power", { nodes_kw: p.nodes_power_kw, switches_kw: p.switch_power_kw, storage_kw: p.storage_power_kw, cooling_and_losses_kw: p.facility_power_kw - p.it_power_kw }, "kW", { y: "facility" });
-      plot(`Total cost over ${t.years} years: on-prem vs cloud`, [
-        ...Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", name: "capex: " + k, x: ["on-prem"], y: [x] })),
-        ...Object.entries(t.opex_breakdown_usd_per_year).map(([k, x]) => ({ type: "bar", name: `opex: ${k}`, x: ["on-prem"], y: [x * t.years] })),
-        { type: "bar", name: "residual value", x: ["on-prem"], y: [-t.residual_value_usd] },
-        { type: "bar", name: "cloud on-demand", x: ["cloud"], y: [t.cloud_total_usd] },
-      ], { barmode: "relative", yaxis: { title: "USD" } });
+      stacked(`Facility power (PUE ${fmt(p.pue)})`, { nodes_kw: p.nodes_power_kw, switches_kw: p.switch_power_kw, storage_kw: p.storage_power_kw, "cooling and losses (facility - IT)_kw": p.facility_power_kw - p.it_power_kw }, "kW", { y: "facility" });
+      plot(`Total cost over ${t.years} years at ${fmt(t.utilization * 100)}% utilisation`, [{ type: "bar", x: ["on-prem", "cloud on-demand", "cloud reserved"],
+        y: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd], text: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd].map(usd),
+        textposition: "auto", marker: { color: ["#2756c5", "#e07b00", "#b8860b"] }, hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 300);
+      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 200);
       kv("Power", p, { id: "power" });
       table("Prices and their sources", [["key", "item"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]], t.prices, { id: "prices" });
     },
