@@ -114,7 +114,7 @@ def test_wrong_json_types_are_422_naming_the_field(client):
     assert r.status_code == 422 and "\n" not in r.json()["error"]
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False)
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
                            | st.text(max_size=12), lambda c: st.lists(c, max_size=3), max_leaves=4)
 
 

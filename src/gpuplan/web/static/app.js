@@ -82,7 +82,7 @@ function stats(items) {
   const row = h("div", { class: "stats" });
   for (const [key, lab, value, unit, f] of items) {
     row.append(h("div", { class: "stat", "data-key": key, "data-value": value === null ? "" : String(value) },
-      h("div", { class: "v", text: (f || fmt)(value) + (unit ? " " + unit : "") }), h("div", { class: "l", text: lab })));
+      h("div", { class: typeof value === "string" && value.length > 12 ? "v long" : "v", text: (f || fmt)(value) + (unit ? " " + unit : "") }), h("div", { class: "l", text: lab })));
   }
   out().append(row);
   return row;
@@ -125,7 +125,7 @@ function kv(title, obj, opts = {}) {
 }
 
 const LAYOUT = {
-  margin: { l: 60, r: 20, t: 30, b: 50 }, font: { family: "system-ui, sans-serif", size: 12 },
+  margin: { l: 60, r: 60, t: 30, b: 50 }, font: { family: "system-ui, sans-serif", size: 12 },
   paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd", legend: { orientation: "h", y: -0.2 },
 };
 
@@ -507,7 +507,7 @@ const PAGES = {
     fields: [
       { name: "file", type: "file", accept: ".npy,.safetensors", label: "tensor file (.npy / .safetensors, up to 5 MiB)" },
       { name: "tensor", type: "text", label: "tensor name (safetensors)" },
-      { name: "random", type: "text", def: "normal:65536", help: "without a file: KIND:COUNT" },
+      { name: "random", type: "text", def: "normal:16384", help: "without a file: KIND:COUNT" },
       { name: "seed", type: "number", def: "0" },
       { name: "formats", type: "text", placeholder: "default set", help: "comma-separated" },
       { name: "scale_rule", type: "select", options: ["floor", "rceil", "ceil", "even"], def: "floor" },
