@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shlex
 
 import numpy as np
 import pytest
@@ -102,6 +103,9 @@ def test_bad_input_is_400_with_the_cli_line(client, path, body, cli_args):
     assert res.exit_code == 2
     assert r.status_code == 400
     assert "error: " + r.json()["error"] == res.output.strip().splitlines()[-1]
+    # the line the page shows for it gives the same error
+    again = cli(shlex.split(r.headers["x-gpuplan-command"])[1:])
+    assert again.exit_code == 2 and again.output.strip().splitlines()[-1] == "error: " + r.json()["error"]
     assert r.json()["field"]
 
 
@@ -191,3 +195,25 @@ def test_formats_compare_upload_matches_the_cli_but_for_the_path(client, tmp_pat
     got = r.json()
     assert got.pop("input").endswith("w.npy") and want.pop("input").endswith("w.npy")  # the server's temporary copy
     assert got == want
+
+
+def test_gpuplan_web_command_binds_loopback_and_warns_for_another_host(monkeypatch):
+    import uvicorn
+
+    seen = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, port, **kw: seen.append((app, host, port)))
+    res = cli(["web"])
+    assert res.exit_code == 0 and "warning" not in res.output
+    app, host, port = seen[-1]
+    assert (host, port) == ("127.0.0.1", 8000)
+    from fastapi.testclient import TestClient
+
+    assert TestClient(app, base_url="http://127.0.0.1:8000").get("/plan").status_code == 200
+    assert TestClient(app, base_url="http://example.org:8000").get("/plan").status_code == 403
+
+    res = cli(["web", "--host", "0.0.0.0", "--port", "8123", "--allow-host", "gpu-box.lan"])
+    assert res.exit_code == 0 and "warning: binding 0.0.0.0" in res.output
+    app, host, port = seen[-1]
+    assert (host, port) == ("0.0.0.0", 8123)
+    assert TestClient(app, base_url="http://gpu-box.lan:8123").get("/plan").status_code == 200
+    assert TestClient(app, base_url="http://evil.example:8123").get("/plan").status_code == 403

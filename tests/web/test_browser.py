@@ -121,6 +121,7 @@ def test_bad_input_gets_a_field_message(server, page):
     assert "invalid" in field.get_attribute("class")
     assert field.locator(".msg").text_content() == "--gpus must be >= 1"  # the CLI's line after "error: "
     assert page.text_content("#error") == "error: --gpus must be >= 1"
+    assert page.text_content("#command") == "gpuplan train gpt3-175b --gpus 0 --json"  # the CLI line of that error
 
 
 def test_validate_upload_shows_rows_and_scatter(server, page):

@@ -61,7 +61,9 @@ def run(fn, kwargs: dict[str, Any], cmd: str) -> Response:
     try:
         data = fn(**kwargs).to_dict()
     except Exception as exc:  # noqa: BLE001 - every error becomes one line (module docstring)
-        return gpuplan_error(exc)
+        resp = gpuplan_error(exc)
+        resp.headers["X-Gpuplan-Command"] = cmd  # the line that prints the same error
+        return resp
     return JSONResponse(data, headers={"X-Gpuplan-Command": cmd})
 
 

@@ -26,7 +26,11 @@ let controller = null; // the calls of the current update (aborted by the next o
 async function answer(r) {
   let data;
   try { data = await r.json(); } catch { throw new ApiError(`HTTP ${r.status}`, null, r.status); }
-  if (!r.ok) throw new ApiError(data.error || `HTTP ${r.status}`, data.field, r.status);
+  if (!r.ok) {
+    const e = new ApiError(data.error || `HTTP ${r.status}`, data.field, r.status);
+    e.command = r.headers.get("X-Gpuplan-Command"); // the line that prints the same error
+    throw e;
+  }
   return { data, command: r.headers.get("X-Gpuplan-Command") };
 }
 
@@ -264,7 +268,11 @@ async function update(page) {
   } catch (e) {
     if (mine !== controller) return;
     if (e.name === "AbortError") { $("#status").textContent = "cancelled"; }
-    else { $("#status").textContent = ""; showError(e); }
+    else {
+      $("#status").textContent = "";
+      showError(e);
+      if (e.command) calls.push({ command: e.command, data: { error: e.message, field: e.field } });
+    }
   } finally {
     if (mine === controller) { $("#cancel").hidden = true; document.body.classList.remove("busy"); }
   }
@@ -455,10 +463,17 @@ const PAGES = {
         const { data: c } = await api("hw/compare", { gpus: v.gpus });
         table("GPUs side by side (ratio to the first)", [["label", "metric"], ["unit", "unit"],
           ...c.gpus.map((g) => [(m) => m.values[g], g]), ...c.gpus.slice(1).map((g) => [(m) => m.ratio_to_baseline[g], "x " + g])], c.metrics, { id: "hw-compare" });
-        const all = (await call("hw/list")).data;
+        const all = (await api("hw/list")).data;
         table("Sources", [["id", "GPU"], [(g) => g.sources && g.sources.default, "source"]], all.filter((g) => v.gpus.includes(g.id)), { id: "gpu-sources" });
       }
       if (v.systems.length) {
+        const sys = (await api("systems/list")).data.filter((x) => v.systems.includes(x.id));
+        const rows = [["gpu", "GPU"], ["gpus_per_node", "GPUs per node"], ["scaleup_domain_gpus", "scale-up domain, GPUs"], ["scaleup_interconnect", "scale-up link"],
+          ["scaleup_bandwidth_gbps", "scale-up GB/s per GPU per direction"], ["nic_gbit_s", "NIC Gbit/s"], ["nics_per_node", "NICs per node"], ["scaleout_interconnect", "scale-out fabric"],
+          ["scaleout_gbps_per_gpu", "scale-out GB/s per GPU"], ["node_gpu_memory_gib", "GPU memory per node, GiB"], ["system_power_w", "power, W"], ["rack_units", "rack units"],
+          ["price_usd", "price, USD"]].map(([key, lab]) => ({ metric: lab, ...Object.fromEntries(sys.map((x) => [x.id, x[key]])) }));
+        table("Systems side by side", [["metric", "metric"], ...sys.map((x) => [x.id, x.id])], rows, { id: "systems-compare" });
+        table("System sources", [["id", "system"], [(x) => x.sources && x.sources.default, "source"]], sys, { id: "system-sources" });
         const runs = await Promise.all(v.systems.map((s) => api("train", { system: s, ...pick(v, ["model", "tokens"]), ...pick(v, ["num_gpus"], { num_gpus: "gpus" }) })
           .then((r) => r.data, (e) => { if (e.name === "AbortError") throw e; return { system: s, error: e.message }; })));
         const ok = runs.filter((r) => !r.error);
