@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -57,9 +58,15 @@ def validation_message(exc: ValidationError) -> tuple[str, str]:
     return f"--{field.replace('_', '-')}: {err['msg']}", field
 
 
+#: one api call at a time: the calls are CPU-bound Python (the GIL serialises them anyway), and
+#: library state such as knob overrides and catalog caches is process-wide, not per request
+API_LOCK = threading.Lock()
+
+
 def run(fn, kwargs: dict[str, Any], cmd: str) -> Response:
     try:
-        data = fn(**kwargs).to_dict()
+        with API_LOCK:
+            data = fn(**kwargs).to_dict()
     except Exception as exc:  # noqa: BLE001 - every error becomes one line (module docstring)
         resp = gpuplan_error(exc)
         resp.headers["X-Gpuplan-Command"] = cmd  # the line that prints the same error
