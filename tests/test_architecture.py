@@ -19,7 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PYPROJECT = REPO / "pyproject.toml"
-CONTRACT_IDS = ("layers", "acyclic", "specs-not-catalog")
+CONTRACT_IDS = ("layers", "acyclic", "specs-not-catalog", "web-over-api")
 
 
 def _lint_imports(config: Path, *contracts: str, pythonpath: Path | None = None) -> subprocess.CompletedProcess:

@@ -90,6 +90,9 @@ def _register_all() -> None:
     for module in (hw, systems, model, fit, comm, train, validate, serve, formats, kernel, datacenter, mig, plan):
         module.register(app)
     from gpuplan.cli import calibrate; calibrate.register(app)  # noqa: E702 - one line, merges cleanly
+    from gpuplan.cli import web  # `gpuplan web` (the web extra is imported only when it runs)
+
+    web.register(app)
 
 
 _register_all()

@@ -1,0 +1,204 @@
+"""`gpuplan web`: the FastAPI application (HTTP API + pages), a thin shell over `gpuplan.api`.
+
+- `POST /api/v1/<command words>` (endpoints.ENDPOINTS): the body is the api function's keyword
+  arguments as JSON, the answer is `result.to_dict()` (the command's `--json`), and the header
+  `X-Gpuplan-Command` is the `gpuplan ... --json` line that prints the same JSON.
+  `POST /api/v1/validate` and `POST /api/v1/formats/compare-file` take an uploaded file
+  (multipart, at most MAX_UPLOAD_BYTES, kept in a temporary directory removed after the call).
+- Bad input: HTTP 400 (gpuplan InputError) or 422 (an infeasible request, or a body that is not
+  the right JSON type), body `{"error": <the CLI's one line after "error: ">, "field": ...}`;
+  never a 500 or a traceback.
+- Local means local: a request whose Host header is not the bound host:port is refused (403;
+  DNS-rebinding defence); no CORS headers are sent, so other origins cannot read answers.
+- Pages: GET `/`, `/plan`, `/train`, ... (pages.PAGES), one HTML shell + static/app.js.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from fastapi import FastAPI, File, Form, Request, UploadFile
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from pydantic import ConfigDict, ValidationError, create_model
+
+from gpuplan import api
+from gpuplan.errors import GpuplanError, Infeasible, InputError
+from gpuplan.web.endpoints import ENDPOINTS, Endpoint, command
+from gpuplan.web.pages import PAGES, page_html
+
+MAX_UPLOAD_BYTES = 5 * 2**20  # 5 MiB: a validation CSV is ~100 kB; a tensor for `formats compare` a few MB
+STATIC = Path(__file__).parent / "static"
+log = logging.getLogger("gpuplan.web")
+
+
+def error_response(message: str, field: str | None, status: int, allowed: str | None = None) -> JSONResponse:
+    """`{"error": {"field", "allowed", "message"}}`: the object `gpuplan ... --json` prints for the same error."""
+    message = "; ".join(p.strip() for p in str(message).splitlines() if p.strip())
+    return JSONResponse({"error": {"field": field, "allowed": allowed, "message": message}}, status_code=status)
+
+
+def gpuplan_error(exc: Exception) -> JSONResponse:
+    """The CLI's one line (cli/main.py prints `error: {exc}`) as JSON, 400 for bad input, 422 else."""
+    if isinstance(exc, InputError):
+        return error_response(str(exc), exc.field, 400, getattr(exc, "allowed", None))
+    if isinstance(exc, GpuplanError):
+        return error_response(str(exc), getattr(exc, "field", None), 422)
+    log.exception("unexpected error")  # on the server's console; the page gets one line
+    return error_response(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'unexpected error'}",
+                          None, 400)
+
+
+def validation_message(exc: ValidationError) -> tuple[str, str]:
+    """One line naming the field, as the api's own checks do: `--gpus: Input should be a valid integer`."""
+    err = exc.errors()[0]
+    field = str(err["loc"][0]) if err["loc"] else "body"
+    return f"--{field.replace('_', '-')}: {err['msg']}", field
+
+
+#: one api call at a time: the calls are CPU-bound Python (the GIL serialises them anyway), and
+#: library state such as knob overrides and catalog caches is process-wide, not per request
+API_LOCK = threading.Lock()
+
+
+def run(fn, kwargs: dict[str, Any], cmd: str) -> Response:
+    try:
+        with API_LOCK:
+            data = fn(**kwargs).to_dict()
+    except Exception as exc:  # noqa: BLE001 - every error becomes one line (module docstring)
+        resp = gpuplan_error(exc)
+        resp.headers["X-Gpuplan-Command"] = cmd  # the line that prints the same error
+        return resp
+    return JSONResponse(data, headers={"X-Gpuplan-Command": cmd})
+
+
+def request_model(ep: Endpoint):
+    fields = {name: (typ, default) for name, (typ, default) in ep.fields().items()}
+    name = "".join(w.title().replace("-", "") for w in ep.words) + "Request"
+    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def add_endpoint(app: FastAPI, ep: Endpoint) -> None:
+    model = request_model(ep)
+
+    async def handler(request: Request) -> Response:
+        raw = await request.body()
+        try:
+            body = model.model_validate_json(raw or b"{}")
+        except ValidationError as exc:
+            msg, field = validation_message(exc)
+            return error_response(msg, field, 422)
+        values = body.model_dump(exclude_unset=True)
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(run, ep.fn, values, command(ep, values))
+
+    handler.__doc__ = (ep.fn.__doc__ or "").strip() + f"\n\nSame JSON as `gpuplan {' '.join(ep.words)} ... --json`."
+    app.add_api_route(ep.path, handler, methods=["POST"], name=ep.fn_name, summary=f"gpuplan {' '.join(ep.words)}",
+                      openapi_extra={"requestBody": {"content": {"application/json": {
+                          "schema": model.model_json_schema()}}, "required": False}},
+                      tags=[ep.words[0]])
+
+
+async def read_upload(upload: UploadFile) -> bytes:
+    """The uploaded bytes, InputError past MAX_UPLOAD_BYTES (read in bounded chunks)."""
+    chunks, size = [], 0
+    while chunk := await upload.read(2**16):
+        size += len(chunk)
+        if size > MAX_UPLOAD_BYTES:
+            raise InputError(f"file: larger than the {MAX_UPLOAD_BYTES // 2**20} MiB upload limit", field="file")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def safe_name(name: str | None, default: str) -> str:
+    """A plain file name for the temporary copy (no directories)."""
+    base = Path(name or default).name
+    return "".join(c for c in base if c.isalnum() or c in "._-") or default
+
+
+def host_allowed(host_header: str | None, allowed: frozenset[str]) -> bool:
+    return host_header is not None and host_header.lower() in allowed
+
+
+def create_app(host: str = "127.0.0.1", port: int = 8000, *, extra_hosts: Iterable[str] = ()) -> FastAPI:
+    """The app for a server bound to host:port; requests naming another Host are refused."""
+    names = {host} | ({"localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else set())
+    allowed = frozenset({f"{n}:{port}" for n in names} | ({*names} if port == 80 else set()) | set(extra_hosts))
+    app = FastAPI(title="gpuplan", description="gpuplan's HTTP API: each endpoint answers exactly the JSON of the "
+                  "`gpuplan` command of the same name with --json (both come from gpuplan.api).",
+                  version=getattr(__import__("gpuplan"), "__version__", "0"))
+
+    @app.middleware("http")
+    async def local_only(request: Request, call_next):
+        if not host_allowed(request.headers.get("host"), allowed):
+            return error_response(f"host: '{request.headers.get('host')}' is not this server's address "
+                                  f"(allowed: {', '.join(sorted(allowed))})", "host", 403)
+        try:
+            return await call_next(request)
+        except Exception as exc:  # noqa: BLE001 - never a 500 with a traceback
+            return gpuplan_error(exc)
+
+    for ep in ENDPOINTS:
+        add_endpoint(app, ep)
+
+    @app.post("/api/v1/validate", tags=["validate"], summary="gpuplan validate FILE")
+    async def validate(file: UploadFile = File(...)) -> Response:
+        """Upload a CSV of ../shared/validation/SCHEMA.md; the answer is `gpuplan validate FILE --json`."""
+        try:
+            data = await read_upload(file)
+        except InputError as exc:
+            return gpuplan_error(exc)
+        name = safe_name(file.filename, "upload.csv")
+        with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            from starlette.concurrency import run_in_threadpool
+
+            return await run_in_threadpool(run, api.validate, {"file": str(path)}, f"gpuplan validate {name} --json")
+
+    @app.post("/api/v1/formats/compare-file", tags=["formats"], summary="gpuplan formats compare FILE")
+    async def formats_compare_file(file: UploadFile = File(...), tensor: Optional[str] = Form(None),
+                                   formats: Optional[str] = Form(None), scale_rule: str = Form("floor")) -> Response:
+        """Upload a .npy / .safetensors tensor; the answer is `gpuplan formats compare FILE --json`."""
+        try:
+            data = await read_upload(file)
+        except InputError as exc:
+            return gpuplan_error(exc)
+        name = safe_name(file.filename, "tensor.npy")
+        kwargs: dict[str, Any] = {"scale_rule": scale_rule}
+        if tensor:
+            kwargs["tensor"] = tensor
+        if formats:
+            kwargs["formats"] = formats
+        ep = next(e for e in ENDPOINTS if e.fn_name == "formats_compare")
+        cmd = command(ep, kwargs, file_arg=name)
+        with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            from starlette.concurrency import run_in_threadpool
+
+            return await run_in_threadpool(run, api.formats_compare, {"file": str(path), **kwargs}, cmd)
+
+    @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
+    def plotly_js() -> Response:
+        """plotly.js as bundled in the `plotly` Python package (offline: no CDN)."""
+        import plotly
+
+        return FileResponse(Path(plotly.__file__).parent / "package_data" / "plotly.min.js",
+                            media_type="application/javascript")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    for page in PAGES:
+        def serve_page(name: str = page.name) -> HTMLResponse:
+            return HTMLResponse(page_html(name))
+
+        app.add_api_route(page.path, serve_page, methods=["GET"], include_in_schema=False, name=f"page_{page.name}")
+        if page.path == "/plan":
+            app.add_api_route("/", serve_page, methods=["GET"], include_in_schema=False, name="page_root")
+    return app

@@ -1,0 +1,613 @@
+// gpuplan web: one small module for every page (no build step). Each page declares its inputs
+// (named as gpuplan.api's keyword arguments, so an error's `field` finds its input), the API calls
+// it makes and how it draws the answers. The URL's query string holds every input that differs
+// from its default, so a URL restores a page; each call's `gpuplan ... --json` line is shown.
+
+const $ = (sel, el = document) => el.querySelector(sel);
+
+function h(tag, attrs = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "text") el.textContent = v;
+    else el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat()) if (kid !== null && kid !== undefined) el.append(kid);
+  return el;
+}
+
+class ApiError extends Error {
+  constructor(message, field, status) { super(message); this.field = field; this.status = status; }
+}
+
+let controller = null; // the calls of the current update (aborted by the next one or Cancel)
+
+async function answer(r) {
+  let data;
+  try { data = await r.json(); } catch { throw new ApiError(`HTTP ${r.status}`, null, r.status); }
+  if (!r.ok) {
+    const err = data.error || {}; // {field, allowed, message}: the object `gpuplan ... --json` prints
+    const e = new ApiError(err.message || `HTTP ${r.status}`, err.field, r.status);
+    e.command = r.headers.get("X-Gpuplan-Command"); // the line that prints the same error
+    throw e;
+  }
+  return { data, command: r.headers.get("X-Gpuplan-Command") };
+}
+
+async function call(path, body = {}) {
+  const r = await fetch(`/api/v1/${path}`, {
+    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
+    signal: controller && controller.signal,
+  });
+  return answer(r);
+}
+
+async function upload(path, file, form = {}) {
+  const fd = new FormData();
+  fd.append("file", file);
+  for (const [k, v] of Object.entries(form)) if (v !== undefined && v !== "") fd.append(k, v);
+  return answer(await fetch(`/api/v1/${path}`, { method: "POST", body: fd, signal: controller && controller.signal }));
+}
+
+const cache = {};
+async function listOf(path, key) {
+  if (!cache[path]) cache[path] = call(path).then((r) => r.data.map((x) => x[key]));
+  return cache[path];
+}
+const MODELS = () => listOf("model/list", "name");
+const SYSTEMS = () => listOf("systems/list", "id");
+const GPUS = () => listOf("hw/list", "id");
+
+// ---- formatting -----------------------------------------------------------------------------
+function fmt(v, digits = 3) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "boolean") return v ? "yes" : "no";
+  if (typeof v !== "number") return String(v);
+  if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
+  const a = Math.abs(v);
+  if (a !== 0 && (a >= 1e9 || a < 1e-3)) return v.toExponential(digits - 1);
+  const d = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : digits;
+  return v.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: 0 });
+}
+const usd = (v) => (v === null || v === undefined ? "–" : "$" + Math.round(v).toLocaleString("en-US"));
+const label = (k) => k.replace(/_/g, " ");
+
+// ---- outputs --------------------------------------------------------------------------------
+const out = () => $("#results");
+
+function section(title, ...kids) {
+  const s = h("section", { class: "card" }, title ? h("h2", { text: title }) : null, ...kids);
+  out().append(s);
+  return s;
+}
+
+function stats(items) {
+  // items: [key, label, value, unit, formatter]; data-value holds the number as the API gave it
+  const row = h("div", { class: "stats" });
+  for (const [key, lab, value, unit, f] of items) {
+    row.append(h("div", { class: "stat", "data-key": key, "data-value": value === null ? "" : String(value) },
+      h("div", { class: typeof value === "string" && value.length > 12 ? "v long" : "v", text: (f || fmt)(value) + (unit ? " " + unit : "") }), h("div", { class: "l", text: lab })));
+  }
+  out().append(row);
+  return row;
+}
+
+function csvCell(v) {
+  const s = v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
+  return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+}
+
+function download(name, text, type = "text/csv") {
+  const a = h("a", { href: URL.createObjectURL(new Blob([text], { type })), download: name });
+  document.body.append(a); a.click(); a.remove();
+}
+
+function table(title, columns, rows, opts = {}) {
+  // columns: [key, label, formatter?]; rows: objects (a key may be a function of the row)
+  const get = (r, c) => (typeof c[0] === "function" ? c[0](r) : r[c[0]]);
+  const t = h("table", { "data-table": opts.id || title },
+    h("thead", {}, h("tr", {}, columns.map((c) => h("th", { text: c[1] })))),
+    h("tbody", {}, rows.map((r) => h("tr", { class: opts.rowClass ? opts.rowClass(r) : null },
+      columns.map((c) => { const v = get(r, c); return h("td", { class: typeof v === "number" ? "num" : null, text: (c[2] || fmt)(v) }); })))));
+  const csv = () => [columns.map((c) => csvCell(c[1])).join(","),
+    ...rows.map((r) => columns.map((c) => csvCell(get(r, c))).join(","))].join("\n");
+  const btn = h("button", { type: "button", class: "export", onclick: () => download(`${(opts.id || title || "table").replace(/\W+/g, "-")}.csv`, csv()), text: "CSV" });
+  return section(title, btn, h("div", { class: "scroll" }, t), opts.note ? h("p", { class: "note", text: opts.note }) : null);
+}
+
+function flatten(obj, prefix = "") {
+  const rows = [];
+  for (const [k, v] of Object.entries(obj || {})) {
+    if (v && typeof v === "object" && !Array.isArray(v)) rows.push(...flatten(v, prefix + k + "."));
+    else rows.push({ key: prefix + k, value: Array.isArray(v) ? v.join("; ") : v });
+  }
+  return rows;
+}
+
+function kv(title, obj, opts = {}) {
+  return table(title, [["key", "quantity", label], ["value", "value"]], flatten(obj), { id: opts.id || title, note: opts.note });
+}
+
+const LAYOUT = {
+  margin: { l: 60, r: 60, t: 30, b: 50 }, font: { family: "system-ui, sans-serif", size: 12 },
+  paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd", legend: { orientation: "h", y: -0.2 },
+};
+
+function plot(title, traces, layout = {}, height = 340) {
+  const div = h("div", { class: "plot", style: `height:${height}px` });
+  const s = section(title, div);
+  Plotly.newPlot(div, traces, { ...LAYOUT, ...layout }, {
+    responsive: true, displaylogo: false,
+    toImageButtonOptions: { format: "png", filename: (title || "plot").replace(/\W+/g, "-"), scale: 2 },
+  });
+  return s;
+}
+
+function stacked(title, parts, unit, opts = {}) {
+  // one horizontal bar split into named parts (a breakdown that sums to its total)
+  const traces = Object.entries(parts).filter(([, v]) => v > 0).map(([k, v]) => ({
+    type: "bar", orientation: "h", name: label(k), x: [v], y: [opts.y || ""],
+    hovertemplate: `${label(k)}: %{x:.4g} ${unit}<extra></extra>`,
+  }));
+  const shapes = opts.limit ? [{ type: "line", x0: opts.limit, x1: opts.limit, yref: "paper", y0: 0, y1: 1, line: { color: "#c00", width: 2, dash: "dash" } }] : [];
+  const annotations = opts.limit ? [{ x: opts.limit, yref: "paper", y: 1, text: opts.limitLabel, showarrow: false, yanchor: "bottom", font: { color: "#c00" } }] : [];
+  return plot(title, traces, { barmode: "stack", xaxis: { title: unit }, shapes, annotations, showlegend: true }, 220);
+}
+
+// ---- inputs ---------------------------------------------------------------------------------
+// field: {name, label, type: text|number|select|check|multi|file, def, options (array or async fn), help}
+const params = new URLSearchParams(location.search);
+
+function initial(f) {
+  if (f.type === "file") return null;
+  if (params.has(f.name)) {
+    const v = params.get(f.name);
+    if (f.type === "check") return v === "1" || v === "true";
+    if (f.type === "multi") return v ? v.split(",") : [];
+    return v;
+  }
+  return f.def ?? (f.type === "multi" ? [] : f.type === "check" ? false : "");
+}
+
+async function buildForm(page) {
+  const form = $("#inputs");
+  for (const f of page.fields) {
+    const id = `f-${f.name}`;
+    const v = initial(f);
+    let input;
+    const opts = typeof f.options === "function" ? await f.options() : f.options || [];
+    if (f.type === "select") {
+      input = h("select", { id, name: f.name }, opts.map((o) => h("option", { value: o, text: o === "" ? "(auto)" : o })));
+      input.value = v;
+    } else if (f.type === "multi") {
+      input = h("div", { id, class: "multi", "data-name": f.name },
+        opts.map((o) => h("label", {}, h("input", { type: "checkbox", value: o, checked: v.includes(o) }), " " + o)));
+    } else if (f.type === "check") {
+      input = h("input", { id, name: f.name, type: "checkbox", checked: v });
+    } else if (f.type === "file") {
+      input = h("input", { id, name: f.name, type: "file", accept: f.accept });
+    } else {
+      input = h("input", { id, name: f.name, type: f.type === "number" ? "number" : "text", value: v, step: f.step || "any", placeholder: f.placeholder || "" });
+    }
+    form.append(h("div", { class: "field", "data-field": f.name },
+      h("label", { for: id, text: f.label || label(f.name) }), input,
+      f.help ? h("small", { class: "help", text: f.help }) : null, h("small", { class: "msg" })));
+  }
+  form.append(h("div", { class: "buttons" },
+    h("button", { type: "button", id: "cancel", hidden: true, onclick: () => { if (controller) controller.abort(); }, text: "Cancel" }),
+    h("button", { type: "button", id: "reset", onclick: () => { location.search = ""; }, text: "Defaults" })));
+}
+
+function values(page) {
+  const v = {};
+  for (const f of page.fields) {
+    const el = document.getElementById(`f-${f.name}`);
+    if (f.type === "multi") v[f.name] = [...el.querySelectorAll("input:checked")].map((i) => i.value);
+    else if (f.type === "check") v[f.name] = el.checked;
+    else if (f.type === "file") v[f.name] = el.files && el.files[0];
+    else if (f.type === "number") v[f.name] = el.value === "" ? undefined : Number(el.value);
+    else v[f.name] = el.value === "" ? undefined : el.value;
+  }
+  return v;
+}
+
+function syncUrl(page, v) {
+  const q = new URLSearchParams();
+  for (const f of page.fields) {
+    if (f.type === "file") continue;
+    const x = v[f.name];
+    const d = f.def ?? (f.type === "multi" ? [] : f.type === "check" ? false : "");
+    const same = Array.isArray(x) ? x.join(",") === d.join(",") : String(x ?? "") === String(d);
+    if (!same) q.set(f.name, Array.isArray(x) ? x.join(",") : f.type === "check" ? (x ? "1" : "0") : x);
+  }
+  const s = q.toString();
+  history.replaceState(null, "", location.pathname + (s ? "?" + s : ""));
+}
+
+/** The body of an API call: the named inputs that are set (undefined ones left to the API's defaults). */
+function pick(v, names, rename = {}) {
+  const b = {};
+  for (const n of names) if (v[n] !== undefined && v[n] !== "" && !(Array.isArray(v[n]) && !v[n].length)) b[rename[n] || n] = v[n];
+  return b;
+}
+
+// ---- one update -----------------------------------------------------------------------------
+let calls = [];
+function track(promise) { return promise.then((r) => { calls.push(r); return r; }); }
+const api = (path, body) => track(call(path, body));
+const apiUpload = (path, file, form) => track(upload(path, file, form));
+
+function showError(e) {
+  const box = $("#error");
+  box.hidden = false;
+  box.textContent = "error: " + e.message;
+  if (e.field) {
+    const f = document.querySelector(`.field[data-field="${e.field}"]`);
+    if (f) { f.classList.add("invalid"); $(".msg", f).textContent = e.message; }
+  }
+}
+
+async function update(page) {
+  if (controller) controller.abort();
+  controller = new AbortController();
+  const mine = controller;
+  const v = values(page);
+  syncUrl(page, v);
+  document.querySelectorAll(".field.invalid").forEach((f) => { f.classList.remove("invalid"); $(".msg", f).textContent = ""; });
+  $("#error").hidden = true;
+  $("#status").textContent = "computing…";
+  $("#cancel").hidden = false;
+  document.body.classList.add("busy");
+  calls = [];
+  const results = out();
+  results.replaceChildren();
+  try {
+    await page.run(v);
+    if (mine !== controller) return;
+    $("#status").textContent = "";
+  } catch (e) {
+    if (mine !== controller) return;
+    if (e.name === "AbortError") { $("#status").textContent = "cancelled"; }
+    else {
+      $("#status").textContent = "";
+      showError(e);
+      if (e.command) calls.push({ command: e.command, data: { error: e.message, field: e.field } });
+    }
+  } finally {
+    if (mine === controller) { $("#cancel").hidden = true; document.body.classList.remove("busy"); }
+  }
+  $("#command").textContent = calls.map((c) => c.command).join("\n");
+  $("#json").textContent = calls.length === 1 ? JSON.stringify(calls[0].data, null, 2)
+    : JSON.stringify(calls.map((c) => ({ command: c.command, json: c.data })), null, 2);
+  document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
+}
+
+// ---- pages ----------------------------------------------------------------------------------
+const PRECISIONS = ["bf16", "fp16", "fp8"];
+const SERVE_DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"];
+const PLAN_FIELDS = [
+  { name: "tp", type: "number" }, { name: "pp", type: "number" }, { name: "dp", type: "number" }, { name: "cp", type: "number" },
+  { name: "ep", type: "number" }, { name: "vpp", type: "number" }, { name: "micro_batch", type: "number" },
+  { name: "global_batch", type: "number" }, { name: "seq_len", type: "number" },
+];
+const planLabel = (p) => `tp=${p.tp} pp=${p.pp} dp=${p.dp} cp=${p.cp}${p.ep > 1 ? " ep=" + p.ep : ""}${p.vpp > 1 ? " vpp=" + p.vpp : ""} mb=${p.micro_batch} ${p.recompute} ${p.sharding}`;
+
+function memoryBar(title, rec) {
+  const parts = { ...rec.per_gpu_gib };
+  delete parts.total;
+  stacked(title, parts, "GiB", { limit: rec.capacity_gib, limitLabel: `${rec.gpu}: ${fmt(rec.capacity_gib)} GiB`, y: "per GPU" });
+}
+
+const PAGES = {
+  plan: {
+    fields: [
+      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
+      { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
+      { name: "goal", type: "select", options: ["train", "serve"], def: "train" },
+      { name: "tokens", type: "text", def: "300B", help: "training tokens, e.g. 300B, 15T" },
+      { name: "days", type: "number", def: "30", help: "target training time" },
+      { name: "gpus", type: "number", help: "fix the GPU count (default: fewest meeting --days)" },
+      { name: "rate", type: "number", def: "10", label: "rate (req/s, serve)" },
+      { name: "years", type: "number", def: "4" }, { name: "utilization", type: "number", def: "0.7" },
+      { name: "cloud_usd_per_gpu_hour", type: "number", label: "cloud $/GPU-hour" },
+      { name: "pue", type: "number" },
+    ],
+    async run(v) {
+      const { data: d } = await api("plan", pick(v, ["model", "system", "goal", "tokens", "days", "gpus", "rate", "years", "utilization", "cloud_usd_per_gpu_hour", "pue"]));
+      section(null, h("p", { class: "answer", text: d.answer }));
+      const c = d.workload_cost_usd || {};
+      stats([
+        ["gpus", "GPUs", d.gpus], ["nodes", "nodes", d.nodes], ["days", "days", d.days],
+        ["facility_power_kw", "facility power", d.power && d.power.facility_power_kw, "kW"],
+        ["racks", "racks", d.racks && d.racks.racks],
+        ["on_prem_usd", "run cost on-prem", c.on_prem_usd, "", usd], ["cloud_usd", "run cost in the cloud", c.cloud_usd, "", usd],
+        ["breakeven_months", "buying breaks even after", d.tco && d.tco.breakeven_months, "months"],
+      ]);
+      if (c.on_prem_usd !== undefined) {
+        plot("This run: on-prem vs cloud", [{ type: "bar", x: ["on-prem", "cloud"], y: [c.on_prem_usd, c.cloud_usd], marker: { color: ["#2756c5", "#e07b00"] },
+          text: [usd(c.on_prem_usd), usd(c.cloud_usd)], textposition: "auto", hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 280);
+      }
+      if (d.tco) kv("Cost of ownership of the cluster", d.tco, { id: "tco" });
+      if (d.workload_details) kv("Workload", d.workload_details);
+      if (d.fabric) kv("Fabric (rail-optimised fat tree)", d.fabric);
+      if (d.racks) kv("Racks and cooling", d.racks);
+      if (d.power) kv("Power", d.power);
+      if (d.serving_day) kv("One day of serving", d.serving_day);
+      if (d.notes && d.notes.length) section("Notes", h("ul", {}, d.notes.map((n) => h("li", { text: n }))));
+    },
+  },
+
+  train: {
+    fields: [
+      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
+      { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
+      { name: "gpus", type: "number", def: "1024" },
+      { name: "tokens", type: "text", placeholder: "300B" },
+      { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
+      { name: "framework", type: "select", options: ["megatron", "deepspeed", "fsdp", "torchtitan"], def: "megatron" },
+      ...PLAN_FIELDS,
+      { name: "recompute", type: "select", options: ["", "none", "selective", "full"], def: "" },
+      { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
+      { name: "top", type: "number", def: "5", help: "plans to list" },
+    ],
+    async run(v) {
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top"];
+      const { data: d } = await api("train", pick(v, names));
+      const p = d.best_plan;
+      stats([
+        ["days", "days", d.days], ["step_time_s", "step time", d.step_time_s, "s"], ["mfu_pct", "MFU", d.mfu_pct, "%"],
+        ["tokens_per_s", "tokens/s", d.tokens_per_s], ["memory_per_gpu_gib", "memory per GPU", d.memory_per_gpu_gib, "GiB"],
+        ["gpu_hours", "GPU-hours", d.gpu_hours], ["cost_usd", "cost", d.cost_usd, "", usd], ["energy_mwh", "energy", d.energy_mwh, "MWh"],
+        ["co2_tonnes", "CO2", d.co2_tonnes, "t"],
+      ]);
+      section("Best plan", h("p", { class: "plan", "data-key": "best_plan", text: planLabel(p) + (p.sequence_parallel ? " +SP" : "") + ` · global batch ${p.global_batch} x ${p.seq_len} tokens · ${p.precision}` }));
+      stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
+      // memory per GPU of the chosen plan: `gpuplan fit train` with the best plan's degrees
+      const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]) };
+      try {
+        const { data: m } = await api("fit/train", fitBody);
+        memoryBar(`Memory per GPU of the best plan (${m.gpu})`, m);
+      } catch (e) { if (e.name === "AbortError") throw e; section("Memory per GPU", h("p", { class: "note", text: "fit: " + e.message })); }
+      if (d.search) {
+        const s = d.search;
+        table("Top plans", [["rank", "#"], [(r) => planLabel(r.plan), "plan"], ["step_time_s", "step s"], ["mfu_pct", "MFU %"], ["memory_per_gpu_gib", "GiB/GPU"]],
+          s.top_plans, { id: "top-plans", note: `${fmt(s.plans_evaluated)} plans evaluated, ${fmt(s.plans_valid)} valid, ${fmt(s.plans_fitting)} fit in memory` });
+        section("Why the others lose", h("ul", { class: "why" }, s.why_others_lose.map((w) => h("li", { text: w }))));
+        table("Plans rejected, by reason", [["key", "reason"], ["value", "plans"]], Object.entries(s.rejected).map(([key, value]) => ({ key, value })), { id: "rejected" });
+      }
+    },
+  },
+
+  fit: {
+    fields: [
+      { name: "question", type: "select", options: ["train", "max-batch", "max-seq", "min-gpus"], def: "train", label: "question" },
+      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
+      { name: "gpu", type: "select", options: GPUS, def: "h100-sxm5-80gb" },
+      { name: "gpus", type: "number", def: "1024", help: "= tp x pp x dp x cp (not for min-gpus)" },
+      { name: "max_gpus", type: "number", def: "16384", help: "min-gpus: search limit" },
+      ...PLAN_FIELDS.map((f) => ({ ...f, def: f.name === "tp" || f.name === "pp" ? "8" : f.def })),
+      { name: "recompute", type: "select", options: ["none", "selective", "full"], def: "none" },
+      { name: "sharding", type: "select", options: ["none", "zero1", "zero2", "zero3", "fsdp"], def: "none" },
+      { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
+    ],
+    async run(v) {
+      const q = v.question;
+      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision"];
+      if (q === "min-gpus") names.push("max_gpus"); else names.push("gpus");
+      const { data: d } = await api(`fit/${q}`, pick(v, names));
+      const rec = d.memory || d;
+      if (q === "train") stats([["fits", "fits", d.fits], ["total_gib", "memory per GPU", d.per_gpu_gib.total, "GiB"], ["capacity_gib", "GPU memory", d.capacity_gib, "GiB"], ["headroom_gib", "headroom", d.headroom_gib, "GiB"]]);
+      if (q === "max-batch") stats([["max_micro_batch", "largest micro-batch", d.max_micro_batch], ["seq_len", "at sequence length", d.seq_len]]);
+      if (q === "max-seq") stats([["max_seq_len", "longest sequence", d.max_seq_len, "tokens"], ["micro_batch", "at micro-batch", d.micro_batch]]);
+      if (q === "min-gpus") stats([["min_gpus", "fewest GPUs", d.min_gpus], ["layouts_tried", "layouts tried", d.layouts_tried]]);
+      if (rec && rec.per_gpu_gib) memoryBar(`Memory per GPU (${rec.plan ? planLabel(rec.plan) : ""})`, rec);
+      if (rec && rec.per_gpu_bytes) kv("Memory per GPU, bytes", { ...rec.per_gpu_bytes, ...{ activations: rec.activations_bytes, other: rec.other_bytes } });
+    },
+  },
+
+  serve: {
+    fields: [
+      { name: "model", type: "select", options: MODELS, def: "llama-3-8b" },
+      { name: "gpu", type: "select", options: GPUS, def: "h100-sxm5-80gb" },
+      { name: "tp", type: "number", def: "1" },
+      { name: "input_len", type: "number", def: "2048" }, { name: "output_len", type: "number", def: "256" },
+      { name: "rate", type: "number", help: "Poisson req/s (blank: saturated closed loop)" },
+      { name: "concurrency", type: "number" },
+      { name: "weight_dtype", type: "select", options: SERVE_DTYPES, def: "bf16" },
+      { name: "kv_dtype", type: "select", options: SERVE_DTYPES, def: "bf16" },
+      { name: "capacity", type: "check", label: "capacity plan (slow: ~20 s)" },
+      { name: "plan_rate", type: "number", def: "10", label: "capacity: req/s to serve" },
+      { name: "ttft_ms", type: "number", def: "2000", label: "capacity: p90 TTFT ms" },
+      { name: "tpot_ms", type: "number", def: "50", label: "capacity: p90 TPOT ms" },
+    ],
+    async run(v) {
+      const common = pick(v, ["model", "input_len", "output_len", "weight_dtype", "kv_dtype"]);
+      const [run, fr] = await Promise.all([
+        api("serve/run", { ...common, ...pick(v, ["gpu", "tp", "rate", "concurrency"]) }),
+        api("serve/frontier", { ...common, ...pick(v, ["gpu"]) }),
+      ]);
+      const d = run.data;
+      stats([["ttft_p90_ms", "TTFT p90", d.ttft_p90_ms, "ms"], ["tpot_p90_ms", "TPOT p90", d.tpot_p90_ms, "ms"],
+        ["output_tokens_per_s", "output tokens/s", d.output_tokens_per_s], ["requests_per_s", "requests/s", d.requests_per_s],
+        ["kv_cache_gib_per_gpu", "KV cache per GPU", d.kv_cache_gib_per_gpu, "GiB"], ["max_concurrent_sequences", "max sequences", d.max_concurrent_sequences]]);
+      const pts = fr.data.points;
+      const tps = [...new Set(pts.map((p) => p.tp))].sort((a, b) => a - b);
+      plot("Latency-throughput frontier (each point: tp x concurrency)", tps.map((tp) => {
+        const q = pts.filter((p) => p.tp === tp).sort((a, b) => a.concurrency - b.concurrency);
+        return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.tokens_per_s_per_user), y: q.map((p) => p.tokens_per_s_per_gpu),
+          text: q.map((p) => `concurrency ${p.concurrency}, TTFT p90 ${fmt(p.ttft_p90_ms)} ms`), hovertemplate: "%{text}<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/GPU<extra></extra>" };
+      }), { xaxis: { title: "tokens/s per user (interactivity)" }, yaxis: { title: "tokens/s per GPU (throughput)" } });
+      plot("TTFT p90 against load", tps.map((tp) => {
+        const q = pts.filter((p) => p.tp === tp).sort((a, b) => a.concurrency - b.concurrency);
+        return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.concurrency), y: q.map((p) => p.ttft_p90_ms) };
+      }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" } });
+      kv("This deployment", d, { id: "serve-run" });
+      if (v.capacity) {
+        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined });
+        stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)]]);
+        table("Capacity plan: candidates", [["gpu", "GPU"], ["tp", "tp"], ["replicas", "replicas"], ["gpus", "GPUs"], ["ttft_p90_ms", "TTFT p90 ms"], ["tpot_p90_ms", "TPOT p90 ms"], ["usd_per_million_output_tokens", "$/M out tok"], ["meets_slo", "meets SLO"]], c.candidates, { id: "capacity" });
+      }
+    },
+  },
+
+  compare: {
+    fields: [
+      { name: "gpus", type: "multi", options: GPUS, def: ["h100-sxm5-80gb", "h200-sxm-141gb", "b200", "mi300x"], label: "GPUs" },
+      { name: "systems", type: "multi", options: SYSTEMS, def: ["dgx-h100", "dgx-h200", "dgx-b200"], label: "systems (for the workload)" },
+      { name: "model", type: "select", options: MODELS, def: "gpt3-175b", label: "workload: model" },
+      { name: "num_gpus", type: "number", def: "1024", label: "workload: GPUs" },
+      { name: "tokens", type: "text", def: "300B", label: "workload: tokens" },
+    ],
+    async run(v) {
+      if (v.gpus.length) {
+        const { data: c } = await api("hw/compare", { gpus: v.gpus });
+        table("GPUs side by side (ratio to the first)", [["label", "metric"], ["unit", "unit"],
+          ...c.gpus.map((g) => [(m) => m.values[g], g]), ...c.gpus.slice(1).map((g) => [(m) => m.ratio_to_baseline[g], "x " + g])], c.metrics, { id: "hw-compare" });
+        const all = (await api("hw/list")).data;
+        table("Sources", [["id", "GPU"], [(g) => g.sources && g.sources.default, "source"]], all.filter((g) => v.gpus.includes(g.id)), { id: "gpu-sources" });
+      }
+      if (v.systems.length) {
+        const sys = (await api("systems/list")).data.filter((x) => v.systems.includes(x.id));
+        const rows = [["gpu", "GPU"], ["gpus_per_node", "GPUs per node"], ["scaleup_domain_gpus", "scale-up domain, GPUs"], ["scaleup_interconnect", "scale-up link"],
+          ["scaleup_bandwidth_gbps", "scale-up GB/s per GPU per direction"], ["nic_gbit_s", "NIC Gbit/s"], ["nics_per_node", "NICs per node"], ["scaleout_interconnect", "scale-out fabric"],
+          ["scaleout_gbps_per_gpu", "scale-out GB/s per GPU"], ["node_gpu_memory_gib", "GPU memory per node, GiB"], ["system_power_w", "power, W"], ["rack_units", "rack units"],
+          ["price_usd", "price, USD"]].map(([key, lab]) => ({ metric: lab, ...Object.fromEntries(sys.map((x) => [x.id, x[key]])) }));
+        table("Systems side by side", [["metric", "metric"], ...sys.map((x) => [x.id, x.id])], rows, { id: "systems-compare" });
+        table("System sources", [["id", "system"], [(x) => x.sources && x.sources.default, "source"]], sys, { id: "system-sources" });
+        const runs = await Promise.all(v.systems.map((s) => api("train", { system: s, ...pick(v, ["model", "tokens"]), ...pick(v, ["num_gpus"], { num_gpus: "gpus" }) })
+          .then((r) => r.data, (e) => { if (e.name === "AbortError") throw e; return { system: s, error: e.message }; })));
+        const ok = runs.filter((r) => !r.error);
+        plot(`Training ${v.model} on ${v.num_gpus} GPUs: days and cost`, [
+          { type: "bar", name: "days", x: ok.map((r) => r.system), y: ok.map((r) => r.days), yaxis: "y", offsetgroup: "days" },
+          { type: "bar", name: "cost (USD, right axis)", x: ok.map((r) => r.system), y: ok.map((r) => r.cost_usd), yaxis: "y2", offsetgroup: "cost" },
+        ], { barmode: "group", yaxis: { title: "days" }, yaxis2: { title: "USD", overlaying: "y", side: "right" } });
+        table("One workload on each system", [["system", "system"], ["days", "days"], ["mfu_pct", "MFU %"], ["cost_usd", "cost", usd], ["usd_per_gpu_hour", "$/GPU-h"], ["energy_mwh", "MWh"], [(r) => r.best_plan && planLabel(r.best_plan), "best plan"], ["price_source", "price source"], ["error", "error"]], runs, { id: "workload" });
+      }
+    },
+  },
+
+  kernel: {
+    fields: [
+      { name: "gpu", type: "select", options: GPUS, def: "h100-sxm5-80gb" },
+      { name: "threads", type: "number", def: "256", label: "threads per block" },
+      { name: "regs", type: "number", def: "64", label: "registers per thread" },
+      { name: "smem", type: "text", def: "0", label: "shared memory per block", help: "e.g. 48KiB" },
+      { name: "dtype", type: "select", options: ["bf16", "fp16", "fp8", "tf32", "fp32", "fp64"], def: "bf16" },
+      { name: "gemm", type: "text", def: "4096x4096x4096;8x4096x4096", label: "GEMMs MxNxK[@TFLOP/s]", help: "separated by ;" },
+      { name: "elementwise", type: "text", label: "elementwise N[:BYTES[:FLOPS]][@TFLOP/s]", help: "separated by ;" },
+    ],
+    async run(v) {
+      const occ = pick(v, ["gpu", "threads", "regs", "smem"]);
+      const { data: o } = await api("kernel/occupancy", occ);
+      stats([["occupancy", "occupancy", o.occupancy], ["active_warps_per_sm", "warps per SM", o.active_warps_per_sm], ["active_blocks_per_sm", "blocks per SM", o.active_blocks_per_sm], ["limiters", "limited by", o.limiters.join(", ")]]);
+      const sizes = Array.from({ length: 32 }, (_, i) => 32 * (i + 1));
+      const curve = await Promise.all(sizes.map((t) => call("kernel/occupancy", { ...occ, threads: t }).then((r) => r.data)));
+      plot("Occupancy against block size", [
+        { type: "scatter", mode: "lines+markers", name: "occupancy", x: sizes, y: curve.map((c) => c.occupancy), text: curve.map((c) => c.limiters.join(", ")), hovertemplate: "%{x} threads: %{y:.3f} (%{text})<extra></extra>" },
+        { type: "scatter", mode: "markers", name: "this kernel", x: [o.threads_per_block], y: [o.occupancy], marker: { size: 14, color: "#c00" } },
+      ], { xaxis: { title: "threads per block" }, yaxis: { title: "occupancy", range: [0, 1.05] } });
+      const split = (s) => (s || "").split(";").map((x) => x.trim()).filter(Boolean);
+      const { data: r } = await api("kernel/roofline", { ...pick(v, ["gpu", "dtype"]), gemm: split(v.gemm), elementwise: split(v.elementwise) });
+      const xs = (c) => [0.01, c.ridge_flop_per_byte, 1e5]; // the roof bends at the ridge point
+      plot(`Roofline: ${r.gpu} ${r.dtype}`, [
+        ...r.ceilings.map((c) => ({ type: "scatter", mode: "lines", name: `${c.name} (${fmt(c.bandwidth_gbps)} GB/s)`, x: xs(c), y: xs(c).map((x) => Math.min(r.peak_tflops, c.bandwidth_gbps * x / 1000)) })),
+        { type: "scatter", mode: "markers+text", name: "your kernels (attainable)", x: r.workloads.map((w) => w.intensity_flop_per_byte), y: r.workloads.map((w) => w.achieved_tflops ?? w.attainable_tflops),
+          text: r.workloads.map((w) => w.name), textposition: "bottom right", marker: { size: 11, color: "#c00" } },
+      ], { xaxis: { title: "arithmetic intensity, FLOP/byte", type: "log" }, yaxis: { title: "TFLOP/s", type: "log" } }, 420);
+      table("Kernels on the roofline", [["name", "kernel"], ["intensity_flop_per_byte", "FLOP/byte"], ["attainable_tflops", "attainable TFLOP/s"], ["bound", "bound"], ["min_time_s", "min time s"], ["achieved_tflops", "achieved"], ["fraction_of_roof", "of roof"]], r.workloads, { id: "roofline", note: `peak ${fmt(r.peak_tflops)} TFLOP/s: ${r.peak_source}` });
+    },
+  },
+
+  formats: {
+    fields: [
+      { name: "file", type: "file", accept: ".npy,.safetensors", label: "tensor file (.npy / .safetensors, up to 5 MiB)" },
+      { name: "tensor", type: "text", label: "tensor name (safetensors)" },
+      { name: "random", type: "text", def: "normal:16384", help: "without a file: KIND:COUNT" },
+      { name: "seed", type: "number", def: "0" },
+      { name: "formats", type: "text", placeholder: "default set", help: "comma-separated" },
+      { name: "scale_rule", type: "select", options: ["floor", "rceil", "ceil", "even"], def: "floor" },
+    ],
+    async run(v) {
+      const { data: d } = v.file ? await apiUpload("formats/compare-file", v.file, pick(v, ["tensor", "formats", "scale_rule"]))
+        : await api("formats/compare", pick(v, ["random", "seed", "formats", "scale_rule"]));
+      stats([["input", "input", d.input], ["elements", "elements", d.shape.reduce((a, b) => a * b, 1)], ["dtype", "dtype", d.dtype]]);
+      plot("Signal-to-noise ratio per format (higher is better)", [
+        { type: "bar", name: "SNR dB", x: d.results.map((r) => r.format), y: d.results.map((r) => r.snr_db), yaxis: "y" },
+        { type: "scatter", mode: "markers", name: "bits per element", x: d.results.map((r) => r.format), y: d.results.map((r) => r.bits_per_element), yaxis: "y2", marker: { size: 12 } },
+      ], { yaxis: { title: "SNR, dB" }, yaxis2: { title: "bits/element", overlaying: "y", side: "right" } });
+      table("Quantisation error per format", [["format", "format"], ["snr_db", "SNR dB"], ["mse", "MSE"], ["max_abs_error", "max abs err"], ["fraction_saturated", "saturated"], ["fraction_flushed_to_zero", "flushed to 0"], ["bits_per_element", "bits/elem"], ["storage_bytes", "bytes"]], d.results, { id: "formats" });
+    },
+  },
+
+  validate: {
+    fields: [{ name: "file", type: "file", accept: ".csv", label: "measurements CSV (../shared/validation/SCHEMA.md, up to 5 MiB)" }],
+    async run(v) {
+      if (!v.file) { section(null, h("p", { class: "note", text: "Choose a CSV of measurements (e.g. validation/training.csv). An upload is not kept in the URL: choose it again after reloading." })); return; }
+      const { data: d } = await apiUpload("validate", v.file);
+      const rows = d.rows.filter((r) => !r.skipped && r.predicted !== null && r.measured !== null);
+      const fams = Object.entries(d.summary.families || {}).map(([family, b]) => ({ family, ...b }));
+      const overall = d.summary.overall || {};
+      stats([["rows", "rows", d.rows.length], ["compared", "compared", rows.length], ["mape_pct", "MAPE", overall.mape_pct, "%"], ["median_abs_error_pct", "median |error|", overall.median_abs_error_pct, "%"]]);
+      const band = overall.median_abs_error_pct;
+      const lo = Math.min(...rows.map((r) => Math.min(r.measured, r.predicted))), hi = Math.max(...rows.map((r) => Math.max(r.measured, r.predicted)));
+      const line = (f, name, dash) => ({ type: "scatter", mode: "lines", name, x: [lo, hi], y: [lo * f, hi * f], line: { dash, color: "#888" }, hoverinfo: "skip" });
+      const groups = [...new Set(rows.map((r) => r.family))];
+      plot("Predicted against measured", [
+        line(1, "predicted = measured", "solid"),
+        ...(band ? [line(1 + band / 100, `± median |error| (${fmt(band)}%)`, "dot"), { ...line(1 - band / 100, "", "dot"), showlegend: false }] : []),
+        ...groups.map((g) => { const q = rows.filter((r) => r.family === g); return { type: "scatter", mode: "markers", name: g, x: q.map((r) => r.measured), y: q.map((r) => r.predicted), text: q.map((r) => `${r.id} ${r.metric}: ${fmt(r.error_pct)}%`), hovertemplate: "%{text}<extra></extra>" }; }),
+      ], { xaxis: { title: "measured", type: "log" }, yaxis: { title: "predicted", type: "log" }, legend: { orientation: "v", x: 1.02, y: 1 } }, 480);
+      table("Per family", [["family", "family"], ["count", "rows"], ["mape_pct", "MAPE %"], ["median_abs_error_pct", "median |err| %"], ["max_abs_error_pct", "max |err| %"], ["mean_error_pct", "mean err %"], ["skipped", "skipped"]], fams, { id: "families" });
+      table("Per row", [["id", "id"], ["family", "family"], ["metric", "metric"], ["measured", "measured"], ["predicted", "predicted"], ["error_pct", "error %"], ["skipped", "skipped"], ["reason", "reason"]], d.rows, { id: "rows", rowClass: (r) => (r.skipped ? "skipped" : Math.abs(r.error_pct) > 25 ? "far" : null) });
+    },
+  },
+
+  datacenter: {
+    fields: [
+      { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
+      { name: "nodes", type: "number", help: "default: one scalable unit (32 nodes)" },
+      { name: "scalable_units", type: "number" },
+      { name: "oversubscription", type: "number", def: "1" },
+      { name: "years", type: "number", def: "4" }, { name: "utilization", type: "number", def: "0.7" },
+      { name: "pue", type: "number" }, { name: "electricity_usd_per_kwh", type: "number", label: "electricity $/kWh" },
+      { name: "cloud_usd_per_gpu_hour", type: "number", label: "cloud $/GPU-hour" },
+    ],
+    async run(v) {
+      const size = pick(v, ["system", "nodes", "scalable_units"]);
+      const [fab, pow, tco] = await Promise.all([
+        api("dc/fabric", { ...size, ...pick(v, ["oversubscription"]) }),
+        api("dc/power", { ...size, ...pick(v, ["pue", "electricity_usd_per_kwh"]) }),
+        api("dc/tco", { ...size, ...pick(v, ["years", "utilization", "pue", "electricity_usd_per_kwh", "cloud_usd_per_gpu_hour"]) }),
+      ]);
+      const f = fab.data, p = pow.data, t = tco.data;
+      stats([["gpus", "GPUs", f.gpus], ["switches", "switches", f.switches], ["cables", "cables", f.cables], ["facility_power_kw", "facility power", p.facility_power_kw, "kW"],
+        ["racks", "racks", p.racks], ["capex_usd", "capex", t.capex_usd, "", usd], ["on_prem_usd_per_gpu_hour", "on-prem $/GPU-h", t.on_prem_usd_per_gpu_hour], ["breakeven_months", "break-even", t.breakeven_months, "months"]]);
+      table("Fabric bill of materials", [["item", "item"], ["count", "count"]], [
+        ["leaf switches", f.leaf_switches], ["spine switches", f.spine_switches], ["core switches", f.core_switches], ["node-leaf cables", f.node_leaf_cables],
+        ["leaf-spine cables", f.leaf_spine_cables], ["spine-core cables", f.spine_core_cables], ["transceivers", f.transceivers], ["racks", f.racks.racks]].map(([item, count]) => ({ item, count })),
+        { id: "bom", note: `${f.tiers_count}-tier rail-optimised fat tree, radix ${f.switch_radix_ports}, ${fmt(f.bisection_tbps)} TB/s bisection, ${fmt(f.scaleout_gbps_per_gpu)} GB/s per GPU` });
+      stacked(`Facility power (PUE ${fmt(p.pue)})`, { nodes_kw: p.nodes_power_kw, switches_kw: p.switch_power_kw, storage_kw: p.storage_power_kw, "cooling and losses (facility - IT)_kw": p.facility_power_kw - p.it_power_kw }, "kW", { y: "facility" });
+      plot(`Total cost over ${t.years} years at ${fmt(t.utilization * 100)}% utilisation`, [{ type: "bar", x: ["on-prem", "cloud on-demand", "cloud reserved"],
+        y: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd], text: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd].map(usd),
+        textposition: "auto", marker: { color: ["#2756c5", "#e07b00", "#b8860b"] }, hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 300);
+      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 200);
+      kv("Power", p, { id: "power" });
+      table("Prices and their sources", [["key", "item"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]], t.prices, { id: "prices" });
+    },
+  },
+};
+
+// ---- start ----------------------------------------------------------------------------------
+async function start() {
+  const name = document.body.dataset.page;
+  const page = PAGES[name];
+  await buildForm(page);
+  let timer = null;
+  const later = () => { clearTimeout(timer); timer = setTimeout(() => update(page), 350); };
+  $("#inputs").addEventListener("input", (e) => { if (e.target.type !== "file" && e.target.type !== "checkbox" && e.target.tagName !== "SELECT") later(); });
+  $("#inputs").addEventListener("change", (e) => { if (e.target.type === "file" || e.target.tagName === "SELECT" || e.target.type === "checkbox") update(page); });
+  await update(page);
+}
+
+start().catch((e) => showError(e));

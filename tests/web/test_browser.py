@@ -1,0 +1,137 @@
+"""`gpuplan web` end to end in a real headless Chromium (Debian's /usr/bin/chromium driven by
+Playwright; `.ci/run` installs it with apt). Every page loads without console errors, changing an
+input updates the numbers, and a number on the page equals the CLI's JSON. No skipping: without
+the browser these tests fail."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import DATA, cli_json
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def server():
+    import uvicorn
+
+    from gpuplan.web.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(create_app("127.0.0.1", port), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not srv.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}"
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: apt-get install -y chromium chromium-driver (.ci/run does it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1300, "height": 900})
+    pg = context.new_page()
+    pg.problems = []  # console errors and uncaught exceptions
+    pg.on("console", lambda m: m.type == "error" and pg.problems.append(m.text))
+    pg.on("pageerror", lambda e: pg.problems.append(str(e)))
+    yield pg
+    context.close()
+
+
+def updates(pg) -> int:
+    return int(pg.evaluate("Number(document.body.dataset.ready || 0)"))
+
+
+def wait_updates(pg, n: int) -> None:
+    pg.wait_for_function(f"Number(document.body.dataset.ready || 0) >= {n}", timeout=60_000)
+
+
+def stat(pg, key: str) -> float:
+    return float(pg.get_attribute(f'.stat[data-key="{key}"]', "data-value"))
+
+
+# "/" is the Plan page (its path /plan is checked in test_api.py); a handful of loads keeps CI short
+PAGES = ["/", "/train", "/fit", "/serve", "/compare", "/kernel", "/formats", "/validate", "/datacenter"]
+
+
+def test_every_page_loads_without_console_errors(server, page):
+    for path in PAGES:
+        page.goto(server + path)
+        wait_updates(page, 1)
+        assert page.is_hidden("#error"), (path, page.text_content("#error"))
+        assert page.text_content("#command").startswith("gpuplan ") or path == "/validate"
+        assert page.problems == [], (path, page.problems)
+    # the pages drew their plots with the bundled plotly.js
+    page.goto(server + "/datacenter")
+    wait_updates(page, 1)
+    assert page.locator(".plot .main-svg").count() >= 2
+
+
+def test_train_numbers_equal_the_cli_and_follow_the_inputs(server, page):
+    page.goto(server + "/train?model=gpt3-6.7b&gpus=64&tokens=10B")  # the URL restores the inputs
+    wait_updates(page, 1)
+    assert page.input_value("#f-gpus") == "64"
+    first = page.text_content("#command").splitlines()[0]
+    assert first == "gpuplan train gpt3-6.7b --gpus 64 --tokens 10B --json"
+    days_64 = stat(page, "days")
+    assert days_64 == cli_json(first)["days"]  # JS prints a double's shortest round-trip text: exact
+
+    n = updates(page)
+    page.fill("#f-gpus", "128")
+    wait_updates(page, n + 1)
+    assert "gpus=128" in page.url
+    line = page.text_content("#command").splitlines()[0]
+    assert line == "gpuplan train gpt3-6.7b --gpus 128 --tokens 10B --json"
+    days_128 = stat(page, "days")
+    assert days_128 == cli_json(line)["days"]
+    assert days_128 < days_64  # twice the GPUs: fewer days
+    assert page.locator('[data-table="top-plans"] tbody tr').count() == 5
+    assert page.problems == []
+
+
+def test_bad_input_gets_a_field_message(server, page):
+    page.goto(server + "/train?gpus=0")
+    wait_updates(page, 1)
+    field = page.locator('.field[data-field="gpus"]')
+    assert "invalid" in field.get_attribute("class")
+    assert field.locator(".msg").text_content() == "--gpus must be >= 1"  # the CLI's line after "error: "
+    assert page.text_content("#error") == "error: --gpus must be >= 1"
+    assert page.text_content("#command") == "gpuplan train gpt3-175b --gpus 0 --json"  # the CLI line of that error
+
+
+def test_validate_upload_shows_rows_and_scatter(server, page):
+    page.goto(server + "/validate")
+    wait_updates(page, 1)
+    page.set_input_files("#f-file", str(DATA / "sample_training.csv"))
+    wait_updates(page, 2)
+    want = cli_json(f"gpuplan validate {DATA / 'sample_training.csv'} --json")
+    assert stat(page, "rows") == len(want["rows"]) == 4
+    assert stat(page, "mape_pct") == want["summary"]["overall"]["mape_pct"]
+    assert page.locator('[data-table="rows"] tbody tr').count() == 4
+    assert page.text_content("#command") == "gpuplan validate sample_training.csv --json"
+    assert page.problems == []
