@@ -65,6 +65,8 @@ def _register_all() -> None:
 
     for module in (hw, systems, model, fit, comm, train, validate, serve, formats, kernel, datacenter, mig, plan):
         module.register(app)
+    from gpuplan.cli.sweep import register as register_sweep  # `gpuplan sweep` (docs/sweeps.md)
+    register_sweep(app)
 
 
 _register_all()
