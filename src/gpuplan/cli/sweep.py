@@ -51,6 +51,8 @@ def register(app: typer.Typer) -> None:
         address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local instance on 127.0.0.1)."),
         workers: Optional[int] = typer.Option(None, "--workers", help="Parallel workers (default: CPUs)."),
         out: Optional[str] = typer.Option(None, "--out", help="results.parquet or results.csv; reruns resume from OUT.parts/."),
+        chunk_points: Optional[int] = typer.Option(None, "--chunk-points",
+                                                    help="Points per task (default: sized to ~2 s of work)."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the point count and an ETA; run nothing."),
         as_json: bool = typer.Option(False, "--json", help="JSON summary."),
     ) -> None:
@@ -60,8 +62,9 @@ def register(app: typer.Typer) -> None:
         from gpuplan.errors import InputError
         from gpuplan.interfaces import sweep
 
-        if workers is not None and workers < 1:
-            raise InputError("--workers must be >= 1", field="workers")
+        for name, value in (("workers", workers), ("chunk_points", chunk_points)):
+            if value is not None and value < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be >= 1", field=name)
         prep = sweep.prepare(spec, out)
         if dry_run:
             d = sweep.dry_run(prep, workers or os.cpu_count() or 1)
@@ -73,7 +76,7 @@ def register(app: typer.Typer) -> None:
             return
         bar = None if as_json else _Bar()
         try:
-            summary, _ = sweep.run(prep, backend, workers, address, progress=bar)
+            summary, _ = sweep.run(prep, backend, workers, address, progress=bar, chunk_points=chunk_points)
         except KeyboardInterrupt:
             if bar:
                 bar.close()

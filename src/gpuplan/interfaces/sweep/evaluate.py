@@ -67,7 +67,7 @@ def _meets(row: dict, bounds: dict) -> bool:
 
 
 def train_row(ctx: Context, p: dict) -> dict:
-    from gpuplan import api
+    from gpuplan.interfaces import api
     from gpuplan.interfaces.api._common import default_seq_len
     from gpuplan.interfaces.api.training import DEFAULT_TOKENS
     from gpuplan.units import parse_count
@@ -97,7 +97,7 @@ def train_row(ctx: Context, p: dict) -> dict:
 
 
 def serve_row(ctx: Context, p: dict) -> dict:
-    from gpuplan import api
+    from gpuplan.interfaces import api
 
     model, hw = ctx.models[p["model"]], ctx.hardware[p["hardware"]]
     opts = ctx.serve

@@ -8,7 +8,8 @@ is told apart by its name (the `hardware` column). What each field changes:
     memory_scale            Gpu.memory_bytes x s
     hbm_bandwidth_scale     Gpu.memory_bandwidth_gbps x s
     dense_flops_scale       Gpu.peak_tflops[dtype].dense (and .sparse) x s, every dtype or per dtype
-    nvlink_domain_gpus      System.scaleup_domain_gpus = n (and gpus_per_node = n when n is smaller)
+    nvlink_domain_gpus      System.scaleup_domain_gpus = gpus_per_node = n; NICs, power and price per
+                            node x n / base gpus_per_node (per GPU unchanged)
     nvlink_bandwidth_scale  System.scaleup_bandwidth_gbps and Gpu.scaleup_bandwidth_gbps x s
     nics_per_node           System.nics_per_node = n
     nic_gbit_s              System.nic_gbit_s = v
@@ -80,8 +81,13 @@ def build_variant(variant) -> Hardware:
         "system_power_w": _scaled(system.system_power_w, v.power_scale),
     }
     if v.nvlink_domain_gpus is not None:
-        sys_update["scaleup_domain_gpus"] = v.nvlink_domain_gpus
-        sys_update["gpus_per_node"] = min(system.gpus_per_node, v.nvlink_domain_gpus)
+        # the step-time model places groups per node: the domain becomes the node, and the per-node
+        # figures (NICs, power, price) scale with it so that per GPU they stay the base's
+        ratio = v.nvlink_domain_gpus / system.gpus_per_node
+        sys_update.update(scaleup_domain_gpus=v.nvlink_domain_gpus, gpus_per_node=v.nvlink_domain_gpus,
+                          nics_per_node=int(round(system.nics_per_node * ratio)),
+                          system_power_w=_scaled(sys_update["system_power_w"], ratio),
+                          price_usd=_scaled(system.price_usd, ratio))
     if v.nics_per_node is not None:
         sys_update["nics_per_node"] = v.nics_per_node
     if v.nic_gbit_s is not None:

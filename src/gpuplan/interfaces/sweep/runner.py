@@ -143,9 +143,16 @@ class ChunkSizer:
 
 
 def run(prep: Prepared, backend: str = "local", workers: int | None = None, address: str | None = None,
-        progress: Callable[[int, int], None] | None = None) -> tuple[SweepSummary, list[dict]]:
+        progress: Callable[[int, int], None] | None = None,
+        chunk_points: int | None = None) -> tuple[SweepSummary, list[dict]]:
     """Run the pending points of `prep`; (summary, every row sorted by point). Rows are written as
-    chunks finish and the output file at the end (when `prep` has one)."""
+    chunks finish and the output file at the end (when `prep` has one). `chunk_points`: a fixed
+    chunk size instead of the adaptive one (ChunkSizer)."""
+    from gpuplan.errors import InputError
+
+    for name, value in (("workers", workers), ("chunk_points", chunk_points)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1", field=name)
     t0 = time.perf_counter()
     rows = dict(prep.finished)
     pending = prep.pending
@@ -163,7 +170,7 @@ def run(prep: Prepared, backend: str = "local", workers: int | None = None, addr
         try:
             while queue or in_flight:
                 while queue and in_flight < 2 * be.workers:
-                    n = sizer.size(len(queue))
+                    n = chunk_points or sizer.size(len(queue))
                     chunk = [queue.pop() for _ in range(min(n, len(queue)))]
                     be.submit([prep.points.point(i) for i in chunk], len(chunk))
                     in_flight += 1
@@ -194,6 +201,7 @@ def run(prep: Prepared, backend: str = "local", workers: int | None = None, addr
 
 def run_sweep(spec: SweepSpec | str | Path, out: str | Path | None = None, *, backend: str = "local",
               workers: int | None = None, address: str | None = None,
-              progress: Callable[[int, int], None] | None = None) -> tuple[SweepSummary, list[dict]]:
+              progress: Callable[[int, int], None] | None = None,
+              chunk_points: int | None = None) -> tuple[SweepSummary, list[dict]]:
     """Prepare and run a sweep in one call (the Python entry point of `gpuplan sweep run`)."""
-    return run(prepare(spec, out), backend, workers, address, progress)
+    return run(prepare(spec, out), backend, workers, address, progress, chunk_points)
