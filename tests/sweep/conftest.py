@@ -26,7 +26,7 @@ def docs_spec_path(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def ray_local():
     """One local Ray instance for the session (the sweep's Ray backend uses it as it finds it)."""
-    ray = pytest.importorskip("ray")  # installed by the `test` extra (gpuplan[sweep,ray])
+    import ray  # installed by the `test` extra (gpuplan[sweep,ray]): never skipped
     from gpuplan.interfaces.sweep.backends import local_ray_options
 
     ray.init(**local_ray_options(2))

@@ -76,3 +76,33 @@ def test_kill_and_resume(tmp_path):
     spec.write_text(SPEC.replace("gpus = [8,", "gpus = [4, 8,"))
     with pytest.raises(InputError, match="another spec"):
         run_sweep(spec, out, workers=1)
+
+
+def test_ctrl_c_keeps_finished_chunks(tmp_path):
+    # Ctrl-C (SIGINT to the whole process group, as a terminal sends it): exit 130, one line on
+    # stderr, no output file, the finished parts kept for the rerun.
+    spec = tmp_path / "resume.toml"
+    spec.write_text(SPEC)
+    out = tmp_path / "resume.parquet"
+    parts = tmp_path / "resume.parquet.parts"
+    proc = subprocess.Popen([sys.executable, "-m", "gpuplan.cli.main", "sweep", "run", str(spec), "--out", str(out),
+                             "--workers", "1", "--chunk-points", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(parts.glob("part-*.json"))) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    lines = [ln for ln in err.decode().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("interrupted: finished chunks are kept in"), lines
+    assert not out.exists()
+    kept = _part_rows(parts)
+    summary, rows = run_sweep(spec, out, workers=1)
+    assert summary.resumed == len(kept) >= 2 and [r["point"] for r in rows] == list(range(16))

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import multiprocessing
+import signal
+import threading
 import time
+from contextlib import contextmanager
 from typing import Any
 
 from gpuplan.errors import InputError
@@ -36,6 +39,19 @@ def run_chunk(ctx: Context | None, points: list[dict]) -> tuple[list[dict], floa
     return rows, time.perf_counter() - t0
 
 
+@contextmanager
+def _sigint_ignored():
+    """SIGINT ignored in this block (inherited by processes started in it); main thread only."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 class LocalBackend:
     name = "local"
 
@@ -46,7 +62,10 @@ class LocalBackend:
         self._futures: dict[cf.Future, Any] = {}
 
     def submit(self, points: list[dict], tag: Any) -> None:
-        self._futures[self._pool.submit(run_chunk, None, points)] = tag
+        # worker processes start (lazily, here) with Ctrl-C ignored: the driver alone handles it,
+        # cancels the pool and keeps what finished; workers do not print their own tracebacks
+        with _sigint_ignored():
+            self._futures[self._pool.submit(run_chunk, None, points)] = tag
 
     def wait_any(self) -> list[tuple[Any, list[dict], float]]:
         done, _ = cf.wait(self._futures, return_when=cf.FIRST_COMPLETED)
