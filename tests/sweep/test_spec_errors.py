@@ -75,3 +75,18 @@ def test_fuzzed_specs_validate_or_name_a_field(key, value, section):
         parse_spec(data)
     except InputError as exc:
         assert exc.field and ":" in str(exc)
+
+
+def test_dry_run_counts_points_and_writes_nothing(runner, tmp_path):
+    import json
+
+    spec = tmp_path / "ok.toml"
+    spec.write_text(GOOD.replace("gpus = [8]", "gpus = [8, 16, 32]"))
+    result = runner.invoke(app, ["sweep", "run", str(spec), "--out", str(tmp_path / "o.csv"), "--dry-run", "--json",
+                                 "--workers", "3"])
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    # 1 model x 1 hardware x 3 GPU counts; ETA = pending x seconds per point / workers
+    assert (d["points"], d["finished"], d["pending"]) == (3, 0, 3)
+    assert d["eta_s"] == pytest.approx(3 * d["seconds_per_point"] / 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.toml"]

@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         for name, value in (("workers", workers), ("chunk_points", chunk_points)):
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be >= 1", field=name)
-        prep = sweep.prepare(spec, out)
+        prep = sweep.prepare(spec, out, create=not dry_run)
         if dry_run:
             d = sweep.dry_run(prep, workers or os.cpu_count() or 1)
             if as_json:

@@ -86,8 +86,9 @@ def manifest(spec: SweepSpec, points: Points) -> dict:
             "points": len(points), "sampler": points.sampler}
 
 
-def prepare(spec: SweepSpec | str | Path, out: str | Path | None) -> Prepared:
-    """Validate everything before any work: spec, output path, models, hardware (InputError)."""
+def prepare(spec: SweepSpec | str | Path, out: str | Path | None, *, create: bool = True) -> Prepared:
+    """Validate everything before any work: spec, output path, models, hardware (InputError).
+    `create=False` (a dry run) reads an earlier run's parts but writes nothing."""
     from gpuplan.errors import InputError
     from gpuplan.interfaces.api._common import resolve_model
 
@@ -105,7 +106,7 @@ def prepare(spec: SweepSpec | str | Path, out: str | Path | None) -> Prepared:
     ctx = Context(spec.goal, models, hardware, spec.train.model_dump(mode="json"), spec.serve.model_dump(mode="json"),
                   spec.constraints.model_dump(mode="json"))
     store = PartStore(out_path, manifest(spec, points)) if out_path is not None else None
-    finished = store.open() if store is not None else {}
+    finished = store.open(create) if store is not None else {}
     return Prepared(spec, points, ctx, store, finished)
 
 

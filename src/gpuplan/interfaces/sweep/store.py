@@ -57,10 +57,13 @@ class PartStore:
         self.dir = out.with_name(out.name + ".parts")
         self.manifest = manifest
 
-    def open(self) -> dict[int, dict]:
-        """Create the folder (or check its manifest) and return the finished rows by point."""
+    def open(self, create: bool = True) -> dict[int, dict]:
+        """Create the folder (or check its manifest) and return the finished rows by point;
+        `create=False` (a dry run) writes nothing."""
         path = self.dir / "manifest.json"
         if not path.exists():
+            if not create:
+                return {}
             self.dir.mkdir(parents=True, exist_ok=True)
             atomic_write(path, lambda t: t.write_text(json.dumps(self.manifest, indent=1, sort_keys=True)))
             return {}
