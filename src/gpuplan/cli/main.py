@@ -93,6 +93,8 @@ def _register_all() -> None:
     from gpuplan.cli import web  # `gpuplan web` (the web extra is imported only when it runs)
 
     web.register(app)
+    from gpuplan.cli.sweep import register as register_sweep  # `gpuplan sweep` (docs/sweeps.md)
+    register_sweep(app)
 
 
 _register_all()

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
-    DEFAULT_GPU, Result, catalog, positive, resolve_gpu, resolve_model, system_and_gpu, widest_system,
+    DEFAULT_GPU, Result, catalog, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
 )
 from gpuplan.specs import Gpu, ModelSpec, System
 
@@ -129,10 +129,15 @@ def serve_plan(
     kv_dtype: str = "bf16",
     pue: float | None = None,
     overrides=None,
+    system: str | System | None = None,
+    usd_per_gpu_hour: float | None = None,
 ) -> CapacityResult:
     """Fewest GPUs (type from `gpus`, and TP) serving `rate` req/s within p90 TTFT / TPOT, with cost
     (facilities.pricing.gpu_hour_price per GPU type) and the best layout's energy for one day of
-    serving (facilities.run_cost, under one assumptions set: `pue`, `overrides`)."""
+    serving (facilities.run_cost, under one assumptions set: `pue`, `overrides`). `system`: the node
+    whose scale-up fabric every GPU type is served on (default: each GPU's widest catalog system);
+    `usd_per_gpu_hour`: the price of every GPU type (default: gpu_hour_price). `gpuplan sweep` passes
+    both for hypothetical hardware variants."""
     from gpuplan.facilities.assumptions import assumptions_from_options
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
@@ -141,14 +146,15 @@ def serve_plan(
     pairs = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides
     a = assumptions_from_options(pairs, pue=pue)
     cands, systems = [], {}
+    node = resolve_system(system) if system is not None else None
     for g in gpu_list(gpus):
-        price = gpu_hour_price(g, required=False)
-        systems[g.id] = (g, widest_system(g))
+        price = gpu_hour_price(g, usd_per_gpu_hour, required=False)
+        systems[g.id] = (g, node if node is not None else widest_system(g))
         cands.append((g, systems[g.id][1], price.value if price is not None else None))
     res = plan_capacity(resolve_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                         input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     g, sys_spec = systems[res.best.gpu]
-    day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a)
+    day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour)
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a)
 
 

@@ -156,12 +156,14 @@ def train(
     grid_kg_per_kwh: float | None = None,
     top: int = 5,
     progress: Callable[[str, float], None] | None = None,
+    gpu: str | Gpu | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
     days, GPU-hours, energy, cost and CO2. Power and cost use ONE assumptions set
     (facilities.assumptions: defaults, `overrides` {KEY: VALUE} or ["KEY=VALUE"], then the named
-    values; `grid_kg_per_kwh` is the old spelling of `grid_kg_co2_per_kwh`)."""
+    values; `grid_kg_per_kwh` is the old spelling of `grid_kg_co2_per_kwh`). `gpu`: the system's GPU
+    (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given."""
     from gpuplan.facilities.assumptions import assumptions_from_options, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.plan_search import SearchSpace
@@ -179,7 +181,7 @@ def train(
         grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh, "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
     spec = resolve_model(model)
     sys_spec = resolve_system(system)
-    gpu = gpu_of(sys_spec)
+    gpu = gpu_of(sys_spec) if gpu is None else resolve_gpu(gpu)
     prec = parse_enum(Precision, precision, "precision")
     fw = parse_enum(Framework, framework, "framework")
     n_tokens = None if flops is not None else count(tokens if tokens is not None else DEFAULT_TOKENS, "tokens")

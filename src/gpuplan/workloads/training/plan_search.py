@@ -25,8 +25,8 @@ over SCREEN_MARGIN x capacity are dropped; the ranked survivors are confirmed on
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from gpuplan.workloads.training.step_time import (
     SHARDING_CODE,
     AttentionKernel,
     Framework,
+    StepArrays,
     StepContext,
     StepTime,
     step_time_arrays,
@@ -226,49 +227,51 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     return weights + grads + optim + acts + other
 
 
-def _explain(best: RankedPlan, step_flat: np.ndarray, parts_flat: dict[str, np.ndarray], ok: np.ndarray,
-             full: dict[str, np.ndarray], index_of: dict[str, int]) -> list[str]:
-    """For each other value of tp, pp, recompute and sharding: how much slower its best plan is and
-    which part of the step grows most (or that its faster plans do not fit in memory)."""
-    lines = []
-    base = best.step.step_time_s
-    shown = {"rc": {0: "none", 1: "selective", 2: "full"}, "sh": {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}}
-    for name, label in (("tp", "tp"), ("pp", "pp"), ("rc", "recompute"), ("sh", "sharding")):
-        vals = full[name]
-        for v in np.unique(vals[ok]):
-            if v == index_of[name]:
-                continue
-            sel = np.flatnonzero(ok & (vals == v))
-            i = sel[np.argmin(step_flat[sel])]
-            value = shown.get(name, {}).get(int(v), int(v))
-            slower = step_flat[i] / base - 1
-            if slower < 0:
-                lines.append(f"{label}={value}: its faster plans exceed GPU memory (exact check)")
-                continue
-            worst = max(parts_flat, key=lambda k: parts_flat[k][i] - best.step.breakdown_s.get(k, 0.0))
-            lines.append(f"{label}={value}: best such plan {100 * slower:+.1f}% step time, mostly more {worst.removesuffix('_s')}")
-    return lines
+#: Grid points scored at once. The search streams its grid in C-order blocks of about this many
+#: points (each point holds ~215 bytes of arrays while its block is scored: ~55 MiB a block), so a
+#: search's memory is bounded at any grid size, while a block is still large enough for numpy's
+#: per-call overhead not to matter (benchmarks/plan_search.py).
+CHUNK_POINTS = 1 << 18
+#: the axes `why_others_lose` explains, with the labels it prints
+EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("rc", "recompute"), ("sh", "sharding"))
 
 
-def search_plans(
-    model: ModelSpec,
-    system: System,
-    gpu: Gpu,
-    num_gpus: int,
-    space: SearchSpace = SearchSpace(),
-    top: int = 5,
-    framework: Framework = Framework.MEGATRON,
-    progress: Callable[[str, float], None] | None = None,
-) -> SearchResult:
-    """Every valid plan on `num_gpus` GPUs of `system`, screened for memory and ranked by step time."""
-    t0 = time.perf_counter()
-    if num_gpus < 1:
-        raise InputError("num_gpus must be >= 1", field="gpus")
-    if num_gpus > system.gpus_per_node and not system.nics_per_node:
-        raise InputError(f"{system.id} has no scale-out NICs: at most {system.gpus_per_node} GPUs", field="gpus")
-    gb = space.global_batch or max(1, DEFAULT_BATCH_TOKENS // space.seq_len)
-    axes = default_axes(model, system, num_gpus, space)
-    g = _grid(axes)
+def grid_blocks(sizes: tuple[int, ...], target: int) -> Iterator[tuple[int, tuple[slice, ...]]]:
+    """Consecutive C-order blocks of a grid with axis lengths `sizes`, each of about `target` points:
+    (flat index of the block's first point, one slice per axis). The leading axes are fixed to one
+    index, one axis is cut into a range, the trailing axes are whole: each block is a sub-grid, and
+    the blocks in order are exactly the grid in flat order (so "first in flat order" is preserved)."""
+    n = len(sizes)
+    cut, tail = n - 1, 1  # the axis cut into ranges; points per index of it (product of the axes after it)
+    while cut > 0 and tail * sizes[cut] <= target:
+        tail *= sizes[cut]
+        cut -= 1
+    step = max(1, target // tail)
+    for lead in np.ndindex(*sizes[:cut]):
+        for start in range(0, sizes[cut], step):
+            offset = int(np.ravel_multi_index(lead + (start,) + (0,) * (n - cut - 1), sizes))
+            yield offset, tuple(slice(i, i + 1) for i in lead) + (slice(start, start + step),) + (slice(None),) * (n - cut - 1)
+
+
+@dataclass
+class _Block:
+    """One scored block of the grid: its axes (as a broadcastable sub-grid), dp, m, step-time parts,
+    the step time of each fitting plan (inf elsewhere) and its rejection counts."""
+
+    g: dict[str, np.ndarray]
+    shape: tuple[int, ...]
+    dp: np.ndarray
+    m: np.ndarray
+    parts: dict[str, np.ndarray]
+    step: np.ndarray  # shape `shape`; inf where the plan is invalid or does not fit
+    rejected: dict[str, int]
+    valid: int
+    fitting: int
+
+
+def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan, g: dict[str, np.ndarray],
+                 num_gpus: int, gb: int) -> _Block:
+    """Validity (module docstring), vectorised step time and memory screen of one block of the grid."""
     tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
     etp = _expert_tp(tp, et)
     dp_f = num_gpus / (tp * pp * cp)
@@ -290,52 +293,171 @@ def search_plans(
     rejected: dict[str, int] = {}
     for reason, mask in reasons.items():
         mask = np.broadcast_to(mask, shape)
-        new = mask & ~invalid
-        rejected[reason] = int(new.sum())
+        rejected[reason] = int(np.count_nonzero(mask & ~invalid))
         invalid |= mask
-    if progress:
-        progress("step time", 0.1)
+    arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
+    mem = memory_bytes_arrays(model, proto, g, dp, m)
+    too_big = np.broadcast_to(mem > SCREEN_MARGIN * gpu.memory_bytes, shape) & ~invalid
+    rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
+    invalid |= too_big
+    step = np.where(invalid, np.inf, arrays.step_s)
+    valid = int(np.prod(shape)) - int(np.count_nonzero(invalid)) + rejected["does not fit in GPU memory"]
+    return _Block(g, shape, dp, m, arrays.parts(), np.broadcast_to(step, shape), rejected, valid,
+                  int(np.prod(shape)) - int(np.count_nonzero(invalid)))
+
+
+class _Leaders:
+    """The `k` fastest fitting plans seen so far, in (step time, flat index) order: exactly the first
+    `k` of a stable argsort of the whole grid's step times, kept as small arrays (axis values, dp, m
+    and step-time parts of each) while the grid streams past."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.cols: dict[str, np.ndarray] | None = None
+
+    def add(self, block: _Block, offset: int) -> None:
+        flat = block.step.ravel()
+        n_ok = int(np.count_nonzero(np.isfinite(flat)))
+        if n_ok == 0:
+            return
+        if n_ok <= self.k:
+            pos = np.flatnonzero(np.isfinite(flat))
+        else:  # every plan at or below the k-th smallest step (ties included: the index breaks them)
+            pos = np.flatnonzero(flat <= np.partition(flat, self.k - 1)[self.k - 1])
+        where = np.unravel_index(pos, block.shape)
+        cols = {"step": flat[pos], "index": pos + offset}
+        for name, arr in (*((a, block.g[a]) for a in AXES), ("dp", block.dp), ("m", block.m), *block.parts.items()):
+            cols[name] = np.broadcast_to(arr, block.shape)[where]
+        if self.cols is not None:
+            cols = {name: np.concatenate([self.cols[name], col]) for name, col in cols.items()}
+        keep = np.lexsort((cols["index"], cols["step"]))[: self.k]
+        self.cols = {name: col[keep] for name, col in cols.items()}
+
+    def rows(self) -> Iterator[dict[str, float]]:
+        """The leaders in order, one dict per plan."""
+        if self.cols is None:
+            return
+        for i in range(len(self.cols["step"])):
+            yield {name: col[i] for name, col in self.cols.items()}
+
+
+class _FastestPerValue:
+    """For each explained axis (EXPLAINED) and each of its values: the fastest fitting plan's step time
+    and parts (the first in flat order among equals), kept as the grid streams past."""
+
+    def __init__(self):
+        self.best: dict[tuple[str, int], tuple[float, dict[str, float]]] = {}
+
+    def add(self, block: _Block) -> None:
+        for name, _ in EXPLAINED:
+            axis = AXES.index(name)
+            values = block.g[name].ravel()
+            # one row per value of the axis; the rest of each row stays in flat order
+            rows = np.moveaxis(block.step, axis, 0).reshape(len(values), -1)
+            first = np.argmin(rows, axis=1)
+            rest_shape = block.shape[:axis] + block.shape[axis + 1:]
+            for k, j in enumerate(first):
+                step = float(rows[k, j])
+                key = (name, int(values[k]))
+                if not np.isfinite(step) or (key in self.best and self.best[key][0] <= step):
+                    continue
+                rest = np.unravel_index(int(j), rest_shape)
+                where = rest[:axis] + (k,) + rest[axis:]
+                self.best[key] = (step, {p: float(np.broadcast_to(v, block.shape)[where]) for p, v in block.parts.items()})
+
+
+def _explain(best: RankedPlan, fastest: _FastestPerValue) -> list[str]:
+    """For each other value of tp, pp, recompute and sharding: how much slower its best plan is and
+    which part of the step grows most (or that its faster plans do not fit in memory)."""
+    lines = []
+    base = best.step.step_time_s
+    p = best.plan
+    index_of = {"tp": p.tp, "pp": p.pp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
+    shown = {"rc": {0: "none", 1: "selective", 2: "full"}, "sh": {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}}
+    for name, label in EXPLAINED:
+        for v in sorted(value for axis, value in fastest.best if axis == name):
+            if v == index_of[name]:
+                continue
+            step, parts = fastest.best[(name, v)]
+            value = shown.get(name, {}).get(v, v)
+            slower = step / base - 1
+            if slower < 0:
+                lines.append(f"{label}={value}: its faster plans exceed GPU memory (exact check)")
+                continue
+            worst = max(parts, key=lambda k: parts[k] - best.step.breakdown_s.get(k, 0.0))
+            lines.append(f"{label}={value}: best such plan {100 * slower:+.1f}% step time, mostly more {worst.removesuffix('_s')}")
+    return lines
+
+
+def search_plans(
+    model: ModelSpec,
+    system: System,
+    gpu: Gpu,
+    num_gpus: int,
+    space: SearchSpace = SearchSpace(),
+    top: int = 5,
+    framework: Framework = Framework.MEGATRON,
+    progress: Callable[[str, float], None] | None = None,
+    chunk_points: int = CHUNK_POINTS,
+) -> SearchResult:
+    """Every valid plan on `num_gpus` GPUs of `system`, screened for memory and ranked by step time.
+
+    The grid is scored in blocks of about `chunk_points` points (`grid_blocks`); only the leading
+    plans, the fastest plan per explained axis value and the counts survive a block, so memory is
+    bounded and the result is the same for any block size."""
+    t0 = time.perf_counter()
+    if num_gpus < 1:
+        raise InputError("num_gpus must be >= 1", field="gpus")
+    if num_gpus > system.gpus_per_node and not system.nics_per_node:
+        raise InputError(f"{system.id} has no scale-out NICs: at most {system.gpus_per_node} GPUs", field="gpus")
+    gb = space.global_batch or max(1, DEFAULT_BATCH_TOKENS // space.seq_len)
+    axes = default_axes(model, system, num_gpus, space)
+    sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
     )
-    arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
-    if progress:
-        progress("memory", 0.6)
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision)
-    mem = np.broadcast_to(memory_bytes_arrays(model, proto, g, dp, m), shape)
-    too_big = (mem > SCREEN_MARGIN * gpu.memory_bytes) & ~invalid
-    rejected["does not fit in GPU memory"] = int(too_big.sum())
-    ok = ~invalid & ~too_big
-    step = np.where(ok, arrays.step_s, np.inf).ravel()
-    order = np.argsort(step, kind="stable")
-    n_ok = int(ok.sum())
+    leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
+    rejected: dict[str, int] = {}
+    valid = fitting = 0
+    total = int(np.prod(sizes))
+    for offset, slices in grid_blocks(sizes, chunk_points):
+        if progress:
+            progress("step time", 0.1 + 0.8 * offset / max(1, total))
+        block = _score_block(model, gpu, ctx, proto, _grid({a: axes[a][s] for a, s in zip(AXES, slices)}), num_gpus, gb)
+        for reason, n in block.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + n
+        valid, fitting = valid + block.valid, fitting + block.fitting
+        leaders.add(block, offset)
+        fastest.add(block)
+        del block
+    rejected.setdefault("does not fit in GPU memory", 0)
     if progress:
         progress("confirm", 0.9)
     from gpuplan.workloads.training.memory import training_memory
 
-    full = {a: np.broadcast_to(g[a], shape).ravel() for a in AXES}
-    dp_flat, m_flat = np.broadcast_to(dp, shape).ravel(), np.broadcast_to(m, shape).ravel()
     codes_rc = {v: k for k, v in RECOMPUTE_CODE.items()}
     codes_sh = {0: Sharding.NONE, 1: Sharding.ZERO1, 2: Sharding.ZERO2, 3: Sharding.ZERO3}
+    part_names = [f.name for f in fields(StepArrays) if f.name != "step_s"]  # as StepArrays.parts()
     best: list[RankedPlan] = []
     exact_rejects = 0
-    for i in order[: max(top * 50, 200)]:
-        if not np.isfinite(step[i]) or len(best) >= top:
+    for row in leaders.rows():
+        if not np.isfinite(row["step"]) or len(best) >= top:
             break
         plan = TrainPlan(
-            tp=int(full["tp"][i]), pp=int(full["pp"][i]), dp=int(dp_flat[i]), cp=int(full["cp"][i]),
-            ep=int(full["ep"][i]), vpp=int(full["vpp"][i]), micro_batch=int(full["mb"][i]), global_batch=gb,
-            seq_len=space.seq_len, recompute=codes_rc[int(full["rc"][i])], sequence_parallel=bool(full["sp"][i]),
-            precision=space.precision, sharding=codes_sh[int(full["sh"][i])],
-            tp_comm_overlap=space.tp_comm_overlap and bool(full["sp"][i]),
-            etp=int(_expert_tp(full["tp"][i], full["et"][i])) if model.moe is not None else None,
+            tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]),
+            ep=int(row["ep"]), vpp=int(row["vpp"]), micro_batch=int(row["mb"]), global_batch=gb,
+            seq_len=space.seq_len, recompute=codes_rc[int(row["rc"])], sequence_parallel=bool(row["sp"]),
+            precision=space.precision, sharding=codes_sh[int(row["sh"])],
+            tp_comm_overlap=space.tp_comm_overlap and bool(row["sp"]),
+            etp=int(_expert_tp(row["tp"], row["et"])) if model.moe is not None else None,
             framework=ctx.framework, attention_kernel=ctx.attention_kernel,
         )
         memory = training_memory(model, plan, gpu)
         if not memory.fits:
             exact_rejects += 1
             continue
-        st = step_time_result(ctx, plan, {k: float(np.broadcast_to(v, shape).ravel()[i]) for k, v in arrays.parts().items()})
+        st = step_time_result(ctx, plan, {k: float(row[k]) for k in part_names})
         best.append(RankedPlan(len(best) + 1, plan, st, memory.per_gpu_bytes["total"] / 2**30))
     if not best:
         over_memory = rejected["does not fit in GPU memory"] + exact_rejects
@@ -351,20 +473,18 @@ def search_plans(
             f"no valid layout of {model.name} on {num_gpus} GPUs: {why}; "
             f"choose a GPU count with more small factors (e.g. a multiple of {system.gpus_per_node}) or set --global-batch"
         )
-    p = best[0].plan
-    index_of = {"tp": p.tp, "pp": p.pp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
-    parts_flat = {k: np.broadcast_to(v, shape).ravel() for k, v in arrays.parts().items()}
-    why = _explain(best[0], np.broadcast_to(arrays.step_s, shape).ravel(), parts_flat, ok.ravel(), full, index_of)
+    why = _explain(best[0], fastest)
     notes = []
     if exact_rejects:
         notes.append(f"{exact_rejects} screened plans failed the exact memory check")
     if progress:
         progress("done", 1.0)
     return SearchResult(
-        plans_evaluated=int(np.prod(shape)), plans_valid=int((~invalid).sum()), plans_fitting=n_ok,
+        plans_evaluated=total, plans_valid=valid, plans_fitting=fitting,
         best=tuple(best), rejected=rejected, why_others_lose=tuple(why), elapsed_s=time.perf_counter() - t0,
         global_batch=gb, notes=tuple(notes),
     )
 
 
-__all__ = ["DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "default_seq_len", "RankedPlan", "SearchResult", "SearchSpace", "memory_bytes_arrays", "search_plans"]
+__all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "default_seq_len", "grid_blocks", "RankedPlan",
+           "SearchResult", "SearchSpace", "memory_bytes_arrays", "search_plans"]
