@@ -46,8 +46,13 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
+    ctx: typer.Context,
     catalog: Optional[List[str]] = typer.Option(
         None, "--catalog", help="Extra catalog TOML file(s) adding or overriding GPUs, systems, interconnects, prices."
+    ),
+    calibration: Optional[str] = typer.Option(
+        None, "--calibration", envvar="GPUPLAN_CALIBRATION",
+        help="Calibration profile (TOML, from `gpuplan calibrate fit` or `gpuplan bench`) applied to every prediction.",
     ),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
@@ -56,6 +61,10 @@ def root(
     if catalog:
         set_user_catalogs(catalog)
         load_catalog()  # validate the user files now, before any command runs
+    if calibration:  # knobs.overridden for the whole command (validated here: bad profile -> exit 2)
+        from gpuplan.interfaces.calibration_profile import apply_profile
+
+        ctx.with_resource(apply_profile(calibration))
 
 
 def _register_all() -> None:

@@ -16,8 +16,15 @@ err_console = Console(stderr=True)
 
 
 def print_json(data: Any) -> None:
-    """Write `data` (e.g. `result.to_dict()`) as indented JSON to stdout (no rich markup, no wrapping)."""
+    """Write `data` (e.g. `result.to_dict()`) as indented JSON to stdout (no rich markup, no wrapping).
+    While a calibration profile is applied, a dict gets its `calibration: {profile, knobs}` key."""
     import sys
+
+    from gpuplan.interfaces.calibration_profile import calibration_block
+
+    block = calibration_block()
+    if block is not None and isinstance(data, dict) and "calibration" not in data:
+        data = {**data, "calibration": block}
 
     sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False) + "\n")
 

@@ -1,11 +1,20 @@
-"""`gpuplan.api.calibrate_knobs`: the registry of efficiency knobs (gpuplan.knobs), every module that
-declares knobs loaded (interfaces.knob_catalog)."""
+"""`gpuplan.api` calibration: the knob registry (`calibrate_knobs`), fitting a profile to measured
+rows (`calibrate_fit`), using a profile (`load_profile`, `apply`), turning tools' logs into rows
+(`calibrate_import`) and measuring this machine (`bench`).
+
+    >>> from gpuplan import api
+    >>> with api.apply("profile.toml"):            # doctest: +SKIP
+    ...     api.train("gpt3-175b", "dgx-h100", 1024).to_dict()["calibration"]
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
 
 from gpuplan.interfaces.api._common import Result
+from gpuplan.interfaces.calibration_profile import Profile, apply_profile, load_profile
 
 
 @dataclass(frozen=True)
@@ -25,3 +34,50 @@ def calibrate_knobs(fitted: bool = False) -> KnobsResult:
     from gpuplan.interfaces.knob_catalog import load_all
 
     return KnobsResult(tuple(k for k in load_all().values() if k.fitted or not fitted))
+
+
+@dataclass(frozen=True)
+class FitProfileResult(Result):
+    """`calibrate_fit`: the fit (interfaces.calibration.CalibrationResult) and where the profile and
+    plot were written (None when not asked)."""
+
+    calibration: object
+    profile_path: str | None
+    plot_path: str | None
+
+    def json_data(self) -> dict:
+        return {**self.calibration.to_dict(), "profile_path": self.profile_path, "plot_path": self.plot_path}
+
+
+def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Path | None = None, *,
+                  knobs: Sequence[str] | str | None = None, plot: str | Path | None = None, lam: float = 1.0,
+                  prior_width: float = 1.0) -> FitProfileResult:
+    """Fit the knobs the measured rows inform (docs/calibration.md) and write the profile to `out`
+    (atomically; nothing is written when the fit is refused). `knobs`: names (a list or
+    "a,b") restricting the fit; default every knob the rows' predictions read."""
+    from gpuplan.interfaces.calibration import calibrate_files
+    from gpuplan.interfaces.calibration_plot import check_plot_path, plot_fit
+    from gpuplan.interfaces.calibration_profile import check_out_path
+
+    paths = [measurements] if isinstance(measurements, (str, Path)) else list(measurements)
+    names = [n.strip() for n in knobs.split(",") if n.strip()] if isinstance(knobs, str) else (list(knobs) if knobs else None)
+    if out is not None:
+        check_out_path(out)
+    if plot is not None:
+        check_plot_path(plot)
+    result = calibrate_files(paths, knob_names=names, lam=lam, prior_width=prior_width)
+    if out is not None:
+        result.write_profile(out)
+    if plot is not None:
+        err = result.error_block()
+        plot_fit(plot, result.rows, err["mape_before_pct"], err["mape_after_pct"])
+    return FitProfileResult(result, None if out is None else str(out), None if plot is None else str(plot))
+
+
+def apply(profile: Profile | str | Path):
+    """Context manager: within it every prediction uses the profile's knob values, and every
+    result's JSON carries `calibration: {profile, knobs}` (interfaces.calibration_profile)."""
+    return apply_profile(profile)
+
+
+__all__ = ["FitProfileResult", "KnobsResult", "apply", "calibrate_fit", "calibrate_knobs", "load_profile"]
