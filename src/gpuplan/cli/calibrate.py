@@ -82,6 +82,30 @@ def fit_command(
         typer.echo(f"plot written: {result.plot_path}")
 
 
+@calibrate_app.command("import")
+def import_command(
+    kind: str = typer.Argument(..., help="nccl-tests, mamf, vllm, sglang, torchtitan or megatron."),
+    file: str = typer.Argument(..., help="The tool's output: stdout log, result JSON / JSONL."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write the rows here as CSV (atomically)."),
+    config: Optional[str] = typer.Option(None, "--config", help="Run configuration TOML (keys = SCHEMA.md columns: "
+                                                                "system, num_gpus, layers, hidden, tp, ...)."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="column=value, repeatable (wins over --config)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON: {kind, file, count, rows, out_path}."),
+) -> None:
+    """Turn a tool's output into measured rows that `calibrate fit` and `validate` read."""
+    result = api.calibrate_import(kind, file, out, config=config, sets=sets or ())
+    if as_json:
+        print_json(result.to_dict())
+        return
+    typer.echo(f"{len(result.rows)} row(s) from {kind} output {file}:")
+    for r in result.rows:
+        where = " ".join(f"{c}={r[c]}" for c in ("system", "collective", "size_bytes", "m", "n", "k", "concurrency",
+                                                  "request_rate", "num_gpus") if r.get(c))
+        typer.echo(f"  {r['id']}: {r['metric']} = {r['value']}   {where}")
+    if result.out_path:
+        typer.echo(f"rows written: {result.out_path}  (next: gpuplan calibrate fit {result.out_path} --out profile.toml)")
+
+
 def register(app: typer.Typer) -> None:
     """Add `gpuplan calibrate ...` to the root app."""
     app.add_typer(calibrate_app, name="calibrate")

@@ -74,10 +74,41 @@ def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Pa
     return FitProfileResult(result, None if out is None else str(out), None if plot is None else str(plot))
 
 
+@dataclass(frozen=True)
+class ImportRowsResult(Result):
+    """`calibrate_import`: the rows made from a tool's output (SCHEMA.md columns) and where they were written."""
+
+    kind: str
+    path: str
+    rows: tuple
+    out_path: str | None
+
+    def json_data(self) -> dict:
+        return {"kind": self.kind, "file": self.path, "count": len(self.rows), "rows": list(self.rows),
+                "out_path": self.out_path}
+
+
+def calibrate_import(kind: str, file: str | Path, out: str | Path | None = None, *, config: str | Path | None = None,
+                     sets: Sequence[str] = ()) -> ImportRowsResult:
+    """Turn a tool's output into measured rows (interfaces.importers: nccl-tests, mamf, vllm, sglang,
+    torchtitan, megatron); `config` (TOML) and `sets` ("column=value") give the run's configuration.
+    With `out`, the rows are written there as CSV, atomically."""
+    from gpuplan.interfaces.calibration_profile import check_out_path, write_atomically
+    from gpuplan.interfaces.importers import import_file, parse_config
+
+    if out is not None:
+        check_out_path(out)
+    result = import_file(kind, file, parse_config(config, sets))
+    if out is not None:
+        write_atomically(out, result.csv_text())
+    return ImportRowsResult(kind, str(file), tuple(result.rows), None if out is None else str(out))
+
+
 def apply(profile: Profile | str | Path):
     """Context manager: within it every prediction uses the profile's knob values, and every
     result's JSON carries `calibration: {profile, knobs}` (interfaces.calibration_profile)."""
     return apply_profile(profile)
 
 
-__all__ = ["FitProfileResult", "KnobsResult", "apply", "calibrate_fit", "calibrate_knobs", "load_profile"]
+__all__ = ["FitProfileResult", "ImportRowsResult", "KnobsResult", "apply", "calibrate_fit", "calibrate_import",
+           "calibrate_knobs", "load_profile"]
