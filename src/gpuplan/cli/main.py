@@ -75,6 +75,7 @@ def _register_all() -> None:
     for module in (hw, systems, model, fit, comm, train, validate, serve, formats, kernel, datacenter, mig, plan):
         module.register(app)
     from gpuplan.cli import calibrate; calibrate.register(app)  # noqa: E702 - one line, merges cleanly
+    from gpuplan.cli import bench; bench.register(app)  # noqa: E702 - one line, merges cleanly
 
 
 _register_all()

@@ -104,11 +104,47 @@ def calibrate_import(kind: str, file: str | Path, out: str | Path | None = None,
     return ImportRowsResult(kind, str(file), tuple(result.rows), None if out is None else str(out))
 
 
+@dataclass(frozen=True)
+class BenchResult(Result):
+    """`bench`: the measurements (interfaces.bench.BenchReport) and the files written."""
+
+    report: object
+    rows_path: str | None
+    profile_path: str | None
+
+    def json_data(self) -> dict:
+        return {**self.report.to_dict(), "rows_path": self.rows_path, "profile_path": self.profile_path}
+
+
+def bench(device: str | None = None, quick: bool = False, out: str | Path | None = None,
+          profile: str | Path | None = None, progress=None) -> BenchResult:
+    """Measure this machine (interfaces.bench): GEMM sweep per dtype, memory bandwidth, attention and
+    host-device copies (torch), compared with the catalog's peak. `out`: the GEMM rows as CSV;
+    `profile`: the fitted matmul ceilings (only for a catalog GPU). Files are written atomically."""
+    from gpuplan.errors import InputError
+    from gpuplan.interfaces.bench import run_bench
+    from gpuplan.interfaces.calibration_profile import check_out_path, write_atomically
+    from gpuplan.interfaces.importers import rows_csv
+
+    for path in (out, profile):
+        if path is not None:
+            check_out_path(path)
+    report = run_bench(device, quick, progress, fit_profile=profile is not None)
+    if profile is not None and report.calibration is None:
+        raise InputError(f"profile: {report.device_name} is not a catalog GPU, so no knob of the registry describes "
+                         "it; nothing to write (the rows can still be written with --out)", field="profile")
+    if out is not None:
+        write_atomically(out, rows_csv(report.rows()))
+    if profile is not None:
+        report.calibration.write_profile(profile)
+    return BenchResult(report, None if out is None else str(out), None if profile is None else str(profile))
+
+
 def apply(profile: Profile | str | Path):
     """Context manager: within it every prediction uses the profile's knob values, and every
     result's JSON carries `calibration: {profile, knobs}` (interfaces.calibration_profile)."""
     return apply_profile(profile)
 
 
-__all__ = ["FitProfileResult", "ImportRowsResult", "KnobsResult", "apply", "calibrate_fit", "calibrate_import",
+__all__ = ["BenchResult", "FitProfileResult", "ImportRowsResult", "KnobsResult", "apply", "bench", "calibrate_fit", "calibrate_import",
            "calibrate_knobs", "load_profile"]
