@@ -231,6 +231,47 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
                              rows=out_rows, sources=list(sources), created=created)
 
 
+def split_odd_even(rows: Sequence[Mapping[str, str]]) -> tuple[list[dict], list[dict]]:
+    """(odd, even): rows whose id ends in an odd / even number N (`family-N`, SCHEMA.md). When one
+    side would be empty (a family numbered only 2, 4, 6, ...), alternate rows in id-number order."""
+    def number(r) -> int:
+        tail = str(r.get("id", "")).rsplit("-", 1)[-1]
+        return int(tail) if tail.isdigit() else -1
+
+    ordered = sorted((dict(r) for r in rows), key=number)
+    odd = [r for r in ordered if number(r) % 2 == 1]
+    even = [r for r in ordered if number(r) % 2 == 0]
+    if not odd or not even:
+        odd, even = ordered[0::2], ordered[1::2]
+    return odd, even
+
+
+def holdout_errors(train: Sequence[Mapping[str, str]], test: Sequence[Mapping[str, str]], *,
+                   knob_names: Sequence[str] | None = None) -> dict:
+    """Calibrate on `train`, predict `test`: its MAPE with the values in effect (before) and with
+    the fitted profile (after), and the fitted values."""
+    result = calibrate_rows(train, knob_names=knob_names)
+    predictor = row_predictor()
+    measured = np.array([float(r["value"]) for r in test], dtype=np.float64)
+
+    def predict(values: Mapping[str, float]) -> np.ndarray:
+        out = np.full(len(test), np.nan)
+        with knobs.overridden(values):
+            for i, r in enumerate(test):
+                try:
+                    out[i] = float(getattr(predictor(dict(r)), "value"))
+                except Exception:  # noqa: BLE001 - skipped rows count as not predicted
+                    pass
+        return out
+
+    before, after = predict({}), predict(result.values)
+    both = np.isfinite(before) & np.isfinite(after)
+    return {"train_rows": result.fit.rows_used, "test_rows": int(both.sum()),
+            "mape_before_pct": error_figures(np.where(both, before, np.nan), measured)["mape_pct"],
+            "mape_after_pct": error_figures(np.where(both, after, np.nan), measured)["mape_pct"],
+            "values": result.values}
+
+
 def calibrate_files(paths: Sequence[str | Path], *, knob_names: Sequence[str] | None = None, lam: float = 1.0,
                     prior_width: float = 1.0) -> CalibrationResult:
     """`calibrate_rows` over the rows of CSV files (read_measurements)."""
@@ -238,4 +279,5 @@ def calibrate_files(paths: Sequence[str | Path], *, knob_names: Sequence[str] | 
     return calibrate_rows(rows, knob_names=knob_names, sources=sources, lam=lam, prior_width=prior_width)
 
 
-__all__ = ["CalibrationResult", "SourceFile", "calibrate_files", "calibrate_rows", "knobs_read_by", "read_measurements"]
+__all__ = ["CalibrationResult", "SourceFile", "calibrate_files", "calibrate_rows", "holdout_errors", "knobs_read_by",
+           "read_measurements", "split_odd_even"]
