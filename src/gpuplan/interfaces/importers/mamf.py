@@ -22,8 +22,8 @@ from typing import Mapping
 from gpuplan.interfaces.importers import MATMUL, base_row, check_config, number_text
 
 EXPECTED = "mamf-finder lines such as '1 | 756.1(mean) 758.2(median) 762.3(max) @ 256x4096x4096'"
-_SHAPE = re.compile(r"\|\s*([\d.]+)\(mean\)\s+([\d.]+)\(median\)\s+([\d.]+)\(max\)\s*@\s*(\d+)x(\d+)x(\d+)")
-_SUMMARY = re.compile(r"^\s*mean:\s*([\d.]+)\s*TFLOPS\s*@\s*(\d+)x(\d+)x(\d+)", re.MULTILINE)
+_SHAPE = re.compile(r"\|\s*(\d+(?:\.\d*)?)\(mean\)\s+(\d+(?:\.\d*)?)\(median\)\s+(\d+(?:\.\d*)?)\(max\)\s*@\s*(\d+)x(\d+)x(\d+)")
+_SUMMARY = re.compile(r"^\s*mean:\s*(\d+(?:\.\d*)?)\s*TFLOPS\s*@\s*(\d+)x(\d+)x(\d+)", re.MULTILINE)
 _DTYPE = re.compile(r"\*\*\s*Dtype:\s*(?:torch\.)?(\w+)")
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
            "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8", "tf32": "tf32"}

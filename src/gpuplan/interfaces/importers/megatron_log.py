@@ -22,10 +22,10 @@ from gpuplan.interfaces.importers.training_log import check, median_after_warmup
 
 EXPECTED = "Megatron-LM lines with 'elapsed time per iteration (ms):' or '[Rank N] ... memory (MB)'"
 _ITER = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|")
-_TIME = re.compile(r"elapsed time per iteration \(ms\):\s*([\d.]+)")
-_TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*([\d.]+)")
-_MEM = re.compile(r"memory \(MB\)\s*\|\s*allocated:\s*([\d.]+)\s*\|\s*max allocated:\s*([\d.]+)"
-                  r"(?:\s*\|\s*reserved:\s*([\d.]+)\s*\|\s*max reserved:\s*([\d.]+))?")
+_TIME = re.compile(r"elapsed time per iteration \(ms\):\s*(\d+(?:\.\d*)?)")
+_TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\):\s*(\d+(?:\.\d*)?)")
+_MEM = re.compile(r"memory \(MB\)\s*\|\s*allocated:\s*(\d+(?:\.\d*)?)\s*\|\s*max allocated:\s*(\d+(?:\.\d*)?)"
+                  r"(?:\s*\|\s*reserved:\s*(\d+(?:\.\d*)?)\s*\|\s*max reserved:\s*(\d+(?:\.\d*)?))?")
 
 
 def parse(text: str, config: Mapping[str, str], prefix: str, filename: str) -> list[dict[str, str]]:

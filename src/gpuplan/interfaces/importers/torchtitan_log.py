@@ -22,8 +22,9 @@ from gpuplan.interfaces.importers.training_log import check, median_after_warmup
 
 EXPECTED = "torchtitan lines such as 'step: 10  loss: 7.89  memory: 12.34GiB(12.98%)  tps: 1,234  tflops: 123.4  mfu: 39.5%'"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_STEP = re.compile(r"\bstep:\s*(\d+)\b.*?\bmemory:\s*([\d.]+)\s*GiB.*?\b(?:tps|wps):\s*([\d,]+(?:\.\d+)?)"
-                   r"(?:.*?\btflops:\s*([\d,]+(?:\.\d+)?))?(?:.*?\bmfu:\s*([\d.]+)\s*%)?")
+_NUM = r"(\d[\d,]*(?:\.\d+)?)"  # 1,234 or 123.45 (torchtitan prints thousands separators)
+_STEP = re.compile(r"\bstep:\s*(\d+)\b.*?\bmemory:\s*" + _NUM + r"\s*GiB.*?\b(?:tps|wps):\s*" + _NUM
+                   + r"(?:.*?\btflops:\s*" + _NUM + r")?(?:.*?\bmfu:\s*" + _NUM + r"\s*%)?")
 
 
 def _f(text: str | None) -> float | None:
