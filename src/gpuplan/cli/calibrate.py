@@ -18,7 +18,7 @@ from typing import List, Optional
 from gpuplan.cli.render import fmt, print_json
 
 calibrate_app = typer.Typer(
-    help="Efficiency knobs and calibration: list the registry of knobs every prediction reads.",
+    help="Efficiency knobs and calibration: list the knobs, fit them to your measurements, import tool logs.",
     no_args_is_help=True,
 )
 
