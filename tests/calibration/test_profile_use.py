@@ -62,3 +62,22 @@ def test_api_apply_scopes_the_profile(profile):
     outside = api.train("gpt3-175b", "dgx-h100", 1024, tokens="300B").to_dict()
     assert inside["calibration"]["knobs"] == {SGF: 0.6} and "calibration" not in outside
     assert api.load_profile(profile).values == {SGF: 0.6}
+
+
+def test_fit_then_validate_with_the_profile(shared_dir, tmp_path, runner):
+    # torchtitan's H100 table (ttbench, 18 rows, default MAPE 27%): a profile fitted on it, applied
+    # to `validate` of the same rows, gives validate's MAPE = the fit's "after" figure.
+    from gpuplan.interfaces.importers import rows_csv
+    from gpuplan.interfaces.validate import read_rows
+
+    rows = [r for r in read_rows(shared_dir / "validation" / "training.csv") if r["id"].startswith("ttbench-")]
+    data = tmp_path / "tt.csv"
+    data.write_text(rows_csv(rows))
+    prof = tmp_path / "tt.toml"
+    fit = json.loads(runner.invoke(app, ["calibrate", "fit", str(data), "--out", str(prof), "--json"]).stdout)
+    plain = json.loads(runner.invoke(app, ["validate", str(data), "--json"]).stdout)
+    res = runner.invoke(app, ["--calibration", str(prof), "validate", str(data), "--json"])
+    calibrated = json.loads(res.stdout)
+    assert calibrated["summary"]["overall"]["mape_pct"] == pytest.approx(fit["error"]["mape_after_pct"], rel=1e-6)
+    assert plain["summary"]["overall"]["mape_pct"] == pytest.approx(fit["error"]["mape_before_pct"], rel=1e-6)
+    assert set(calibrated["calibration"]["knobs"]) == set(fit["values"])
