@@ -80,21 +80,26 @@ class Backend:
             elif self.torch_device == "mps":
                 self.torch.mps.synchronize()
 
-    def best_time(self, fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 2.0) -> float:
-        """The shortest of `repeats` timed calls (after `warmup` untimed ones), stopping early once
-        `budget_s` of timed calls have run: best-of-N, the figure least disturbed by other load."""
+    def best_time(self, fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 2.0,
+                  min_time_s: float = 0.25) -> float:
+        """The shortest of the timed calls (after `warmup` untimed ones): at least `repeats` calls
+        and at least `min_time_s` of them (short calls are repeated over a window long enough to
+        catch a moment without other load), stopping once `budget_s` of timed calls have run.
+        Best-of-N is the figure least disturbed by other processes."""
         for _ in range(warmup):
             fn()
         self.synchronize()
         best = float("inf")
         spent = 0.0
-        for _ in range(max(1, repeats)):
+        calls = 0
+        while calls < max(1, repeats) or spent < min_time_s:
             t0 = time.perf_counter()
             fn()
             self.synchronize()
             dt = time.perf_counter() - t0
             best = min(best, dt)
             spent += dt
+            calls += 1
             if spent > budget_s:
                 break
         return best
