@@ -79,6 +79,9 @@ def _stack() -> list[dict[str, float]]:
 
 def value(name: str) -> float:
     """The knob's value in effect: the innermost override, else its default. KeyError if unknown."""
+    reads = getattr(_LOCAL, "reads", None)
+    if reads is not None:
+        reads.add(name)
     for layer in reversed(_stack()):
         if name in layer:
             return layer[name]
@@ -118,6 +121,22 @@ def overridden(values: Mapping[str, float]) -> Iterator[None]:
         _GENERATION[0] += 1
 
 
+@contextmanager
+def recording_reads() -> Iterator[set[str]]:
+    """Within the block, collect in the yielded set the name of every knob `value()` is asked for:
+    the knobs a computation reads (calibration screens candidates with it; a cached result that
+    skips its computation skips its reads too, so screen under fresh overrides)."""
+    outer = getattr(_LOCAL, "reads", None)
+    reads: set[str] = set()
+    _LOCAL.reads = reads
+    try:
+        yield reads
+    finally:
+        _LOCAL.reads = outer
+        if outer is not None:
+            outer |= reads
+
+
 def active_overrides() -> dict[str, float]:
     """Every knob whose value differs from its default right now (innermost wins)."""
     merged: dict[str, float] = {}
@@ -140,4 +159,4 @@ def fitted_knobs() -> list[Knob]:
 
 
 __all__ = ["Knob", "REGISTRY", "active_overrides", "check_values", "fitted_knobs", "generation", "overridden",
-           "overrides_key", "register", "value"]
+           "overrides_key", "recording_reads", "register", "value"]

@@ -89,7 +89,10 @@ def _toy_rows(true_eff: float, scale: float = 1.0) -> list[dict]:
 @settings(max_examples=40, deadline=None)
 @given(true_eff=st.floats(0.3, 1.4), noise=st.floats(0.5, 2.0), lam=st.floats(0.0, 10.0))
 def test_property_fit_within_bounds_and_data_error_never_rises(true_eff, noise, lam):
-    res = fit_knobs(_toy_rows(true_eff, noise), _toy_predictor, [SGF], lam=lam)
+    # plain least squares (robust_scale=None): then the data cost IS the rms log error; under the
+    # default soft-L1 loss the rms log error may rise while the robust cost falls (hypothesis found
+    # true_eff, noise, lam where it rises by 0.1%)
+    res = fit_knobs(_toy_rows(true_eff, noise), _toy_predictor, [SGF], lam=lam, robust_scale=None)
     k = knobs.REGISTRY[SGF]
     assert k.low <= res.knobs[0].value <= k.high
     # the start (prior cost 0) is a candidate and the solver accepts only cost decreases, so

@@ -1,16 +1,24 @@
-"""CLI: `gpuplan calibrate knobs [--json] [--fitted]` - the registry of efficiency knobs: name, unit,
-default and its source, the value in effect, the range physics allows, what it scales, and the
-validation families a fitted knob was chosen on (gpuplan.knobs, gpuplan.interfaces.knob_catalog)."""
+"""CLI: `gpuplan calibrate ...` (parse + render only; the work is in gpuplan.api / interfaces):
+
+- `knobs [--json] [--fitted]`: the registry of efficiency knobs: name, unit, default and its source,
+  the value in effect, the range physics allows, what it scales, and the validation families a
+  fitted knob was chosen on (gpuplan.knobs, gpuplan.interfaces.knob_catalog);
+- `fit ROWS.csv [...] --out profile.toml [--knobs a,b] [--plot fit.png] [--json]`: fit the knobs
+  the rows inform and write a profile (interfaces.calibration; docs/calibration.md);
+- `import KIND FILE [--out rows.csv] [--json]`: turn a tool's output into rows (interfaces.importers).
+"""
 
 from __future__ import annotations
 
 import typer
 
 from gpuplan import api
+from typing import List, Optional
+
 from gpuplan.cli.render import fmt, print_json
 
 calibrate_app = typer.Typer(
-    help="Efficiency knobs and calibration: list the registry of knobs every prediction reads.",
+    help="Efficiency knobs and calibration: list the knobs, fit them to your measurements, import tool logs.",
     no_args_is_help=True,
 )
 
@@ -36,6 +44,66 @@ def knobs_command(
         typer.echo(f"    source: {k.source}")
         if k.fitted:
             typer.echo(f"    fitted on: {', '.join(k.fitted_on)}")
+
+
+@calibrate_app.command("fit")
+def fit_command(
+    measurements: List[str] = typer.Argument(..., help="CSV file(s) of measured rows (SCHEMA.md: training, "
+                                                       "inference, collectives; matmul rows of the importers)."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write the profile (TOML) here, atomically."),
+    knob_names: Optional[str] = typer.Option(None, "--knobs", help="Comma-separated knob names to fit (default: "
+                                                                  "every knob the rows' predictions read)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Predicted vs measured before/after (.png/.svg/.pdf)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON: {knobs, values, not_informed, error, rows, sources, ...}."),
+) -> None:
+    """Fit the efficiency knobs your measurements inform; print value +- uncertainty and the error before/after."""
+    result = api.calibrate_fit(measurements, out, knobs=knob_names, plot=plot)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    cal = result.calibration
+    err = cal.error_block()
+    typer.echo(f"fitted knobs ({err['rows_used']} rows used): value +- 1 sigma (start)")
+    for k in cal.fit.knobs:
+        if k.informed:
+            bound = "  [at its bound]" if k.at_bound else ""
+            typer.echo(f"  {k.name} = {fmt(k.value)} +- {fmt(k.uncertainty)} {k.unit} (start {fmt(k.start)}){bound}")
+    if cal.fit.not_informed:
+        typer.echo(f"not informed by these rows (left as they were): {', '.join(cal.fit.not_informed)}")
+    typer.echo(f"MAPE on the rows used: {fmt(err['mape_before_pct'])}% before -> {fmt(err['mape_after_pct'])}% after")
+    typer.echo(f"leave-one-out (per {err['loo_mode']}) MAPE: {fmt(err['loo_mape_before_pct'])}% before -> "
+               f"{fmt(err['loo_mape_after_pct'])}% after")
+    if cal.fit.rows_skipped:
+        typer.echo(f"rows skipped: {len(cal.fit.rows_skipped)} (first: {cal.fit.rows_skipped[0][0]}: "
+                   f"{cal.fit.rows_skipped[0][1]})")
+    if result.profile_path:
+        typer.echo(f"profile written: {result.profile_path}  (use: gpuplan --calibration {result.profile_path} ...)")
+    if result.plot_path:
+        typer.echo(f"plot written: {result.plot_path}")
+
+
+@calibrate_app.command("import")
+def import_command(
+    kind: str = typer.Argument(..., help="nccl-tests, mamf, vllm, sglang, torchtitan or megatron."),
+    file: str = typer.Argument(..., help="The tool's output: stdout log, result JSON / JSONL."),
+    out: Optional[str] = typer.Option(None, "--out", help="Write the rows here as CSV (atomically)."),
+    config: Optional[str] = typer.Option(None, "--config", help="Run configuration TOML (keys = SCHEMA.md columns: "
+                                                                "system, num_gpus, layers, hidden, tp, ...)."),
+    sets: Optional[List[str]] = typer.Option(None, "--set", help="column=value, repeatable (wins over --config)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON: {kind, file, count, rows, out_path}."),
+) -> None:
+    """Turn a tool's output into measured rows that `calibrate fit` and `validate` read."""
+    result = api.calibrate_import(kind, file, out, config=config, sets=sets or ())
+    if as_json:
+        print_json(result.to_dict())
+        return
+    typer.echo(f"{len(result.rows)} row(s) from {kind} output {file}:")
+    for r in result.rows:
+        where = " ".join(f"{c}={r[c]}" for c in ("system", "collective", "size_bytes", "m", "n", "k", "concurrency",
+                                                  "request_rate", "num_gpus") if r.get(c))
+        typer.echo(f"  {r['id']}: {r['metric']} = {r['value']}   {where}")
+    if result.out_path:
+        typer.echo(f"rows written: {result.out_path}  (next: gpuplan calibrate fit {result.out_path} --out profile.toml)")
 
 
 def register(app: typer.Typer) -> None:

@@ -66,8 +66,13 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
+    ctx: typer.Context,
     catalog: Optional[List[str]] = typer.Option(
         None, "--catalog", help="Extra catalog TOML file(s) adding or overriding GPUs, systems, interconnects, prices."
+    ),
+    calibration: Optional[str] = typer.Option(
+        None, "--calibration", envvar="GPUPLAN_CALIBRATION",
+        help="Calibration profile (TOML, from `gpuplan calibrate fit` or `gpuplan bench`) applied to every prediction.",
     ),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (also GPUPLAN_DEBUG=1)."),
@@ -80,6 +85,10 @@ def root(
     set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
     if catalog:
         load_catalog()  # validate the user files now, before any command runs
+    if calibration:  # knobs.overridden for the whole command (validated here: bad profile -> exit 2)
+        from gpuplan.interfaces.calibration_profile import apply_profile
+
+        ctx.with_resource(apply_profile(calibration))
 
 
 def _register_all() -> None:
@@ -95,6 +104,7 @@ def _register_all() -> None:
     web.register(app)
     from gpuplan.cli.sweep import register as register_sweep  # `gpuplan sweep` (docs/sweeps.md)
     register_sweep(app)
+    from gpuplan.cli import bench; bench.register(app)  # noqa: E702 - one line, merges cleanly
 
 
 _register_all()

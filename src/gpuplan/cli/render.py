@@ -18,9 +18,15 @@ err_console = Console(stderr=True, markup=False, emoji=False)
 
 
 def print_json(data: Any) -> None:
-    """Write `data` (e.g. `result.to_dict()`) as indented JSON to stdout (no rich markup, no wrapping)."""
+    """Write `data` (e.g. `result.to_dict()`) as indented JSON to stdout (no rich markup, no wrapping).
+    While a calibration profile is applied, a dict gets its `calibration: {profile, knobs}` key."""
     import sys
 
+    from gpuplan.interfaces.calibration_profile import calibration_block
+
+    block = calibration_block()
+    if block is not None and isinstance(data, dict) and "calibration" not in data:
+        data = {**data, "calibration": block}
     # allow_nan=False: NaN/inf never reach the output as a quantity (to_jsonable maps them to null).
     sys.stdout.write(json.dumps(to_jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n")
 

@@ -43,6 +43,7 @@ _PREDICTOR_MODULES = {
     "training": "gpuplan.interfaces.validation_training",
     "inference": "gpuplan.interfaces.validation_inference",
     "collectives": "gpuplan.interfaces.validation_collectives",
+    "matmul": "gpuplan.interfaces.validation_matmul",
 }
 
 

@@ -35,13 +35,15 @@ REQUIRED_COLUMNS = ("id", "metric", "value")
 MIN_SPEARMAN_GROUP = 3
 INFERENCE_COLUMNS = ("engine", "input_len", "output_len", "weight_dtype", "concurrency", "max_load")
 TRAINING_COLUMNS = ("layers", "hidden")
+MATMUL_COLUMNS = ("m", "n", "k")  # one GEMM (validation_matmul.py): mamf-finder and `gpuplan bench` rows
 def _predictors() -> dict[str, Callable[[dict], Prediction]]:
     """Row kind -> the workload's predictor (imported on first use: the workloads are heavy)."""
     from gpuplan.interfaces.validation_collectives import predict_row as collectives
     from gpuplan.interfaces.validation_inference import predict_row as inference
+    from gpuplan.interfaces.validation_matmul import predict_row as matmul
     from gpuplan.interfaces.validation_training import predict_row as training
 
-    return {"collectives": collectives, "training": training, "inference": inference}
+    return {"collectives": collectives, "training": training, "inference": inference, "matmul": matmul}
 
 
 @dataclass(frozen=True)
@@ -76,12 +78,14 @@ def source_family(source: str) -> str:
 
 
 def row_kind(row: dict[str, str]) -> str:
-    """training / inference / collectives / unknown, from which columns the row fills."""
+    """training / inference / collectives / matmul / unknown, from which columns the row fills."""
     def filled(col: str) -> bool:
         return bool((row.get(col) or "").strip())
 
     if filled("collective"):
         return "collectives"
+    if all(filled(c) for c in MATMUL_COLUMNS) and not any(filled(c) for c in TRAINING_COLUMNS):
+        return "matmul"
     if any(filled(c) for c in INFERENCE_COLUMNS):
         return "inference"
     if any(filled(c) for c in TRAINING_COLUMNS):

@@ -12,7 +12,7 @@ at the boundary. Options and their defaults: docs/options.md.
 
 from gpuplan.facilities.run_cost import price_source
 from gpuplan.interfaces.api._common import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, to_jsonable
-from gpuplan.interfaces.api.calibration import calibrate_knobs
+from gpuplan.interfaces.api.calibration import apply, bench, calibrate_fit, calibrate_import, calibrate_knobs, load_profile
 from gpuplan.interfaces.api.comm import comm
 from gpuplan.interfaces.api.formats import (
     formats_compare, formats_decode, formats_encode, formats_matmul, formats_table,
@@ -40,7 +40,7 @@ __all__ = [
     "DEFAULT_RATE", "DEFAULT_TTFT_MS", "DEFAULT_TPOT_MS",
     "train", "fit_train", "fit_max_batch", "fit_max_seq", "fit_min_gpus",
     "serve", "serve_run", "serve_plan", "serve_frontier",
-    "plan", "validate", "validate_cv", "calibrate_knobs", "comm",
+    "plan", "validate", "validate_cv", "calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench", "comm",
     "model_show", "model_params", "model_list",
     "hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "systems_list", "systems_show",
     "dc_fabric", "dc_power", "dc_tco", "dc_assumptions",

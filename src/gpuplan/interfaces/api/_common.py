@@ -53,7 +53,16 @@ class Result:
         raise NotImplementedError
 
     def to_dict(self) -> Any:
-        return to_jsonable(self.json_data())
+        """The JSON data; while a calibration profile is applied (`--calibration`, `api.apply`), a
+        dict result also carries `calibration: {profile, knobs: {name: value}}`."""
+        data = to_jsonable(self.json_data())
+        if isinstance(data, dict) and "calibration" not in data:
+            from gpuplan.interfaces.calibration_profile import calibration_block
+
+            block = calibration_block()
+            if block is not None:
+                data["calibration"] = block
+        return data
 
 
 # -- ids -> specs -------------------------------------------------------------------------------
