@@ -362,6 +362,12 @@ const PAGES = {
         ["co2_tonnes", "CO2", d.co2_tonnes, "t"],
       ]);
       section("Best plan", h("p", { class: "plan", "data-key": "best_plan", text: planLabel(p) + (p.sequence_parallel ? " +SP" : "") + ` · global batch ${p.global_batch} x ${p.seq_len} tokens · ${p.precision}` }));
+      const band = d.band_80pct || {};
+      if (band.days) {
+        // the 80% band of this regime's cross-validated errors (gpuplan.interfaces.error_bands)
+        const state = band.validated ? "" : " (unvalidated regime: band borrowed from a broader one)";
+        section("80% band", h("p", { class: "note", "data-key": "band_80pct", text: `${fmt(band.days[0])} - ${fmt(band.days[1])} days, step ${fmt(band.step_time_s[0])} - ${fmt(band.step_time_s[1])} s, from the cross-validated errors of ${band.rows} public rows of ${band.regime}${state}` }));
+      }
       stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
       // memory per GPU of the chosen plan: `gpuplan fit train` with the best plan's degrees
       const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]) };
