@@ -293,6 +293,54 @@ const PLAN_FIELDS = [
 ];
 const planLabel = (p) => `tp=${p.tp} pp=${p.pp} dp=${p.dp} cp=${p.cp}${p.ep > 1 ? " ep=" + p.ep : ""}${p.vpp > 1 ? " vpp=" + p.vpp : ""} mb=${p.micro_batch} ${p.recompute} ${p.sharding}`;
 
+function pipelineTimeline(d) {
+  // The 1F1B schedule (Narayanan et al. 2021 sec. 2.2) of the chosen plan, drawn from its own step
+  // terms: per micro-batch and stage, forward = compute / m / 3 (backward = 2 x forward, the step-time
+  // model's rule) and backward adds the recompute. Stage s runs min(pp - s - 1, m) warm-up forwards,
+  // then one forward / one backward, then the remaining backwards; F(s,i) waits for F(s-1,i) and
+  // B(s,i) for B(s+1,i). Interleaving (vpp > 1) is not drawn; at most 24 micro-batches are shown.
+  const p = d.best_plan, b = d.step_breakdown_s, mAll = d.num_micro_batches;
+  const pp = p.pp, m = Math.min(mAll, 24);
+  if (pp < 2) return;
+  const f = b.compute_s / mAll / 3, bw = 2 * f + (b.recompute_s || 0) / mAll;
+  const order = [];
+  for (let s = 0; s < pp; s++) {
+    const w = Math.min(pp - s - 1, m), ops = [];
+    for (let i = 0; i < w; i++) ops.push(["F", i]);
+    for (let i = 0; i < m - w; i++) { ops.push(["F", w + i]); ops.push(["B", i]); }
+    for (let i = m - w; i < m; i++) ops.push(["B", i]);
+    order.push(ops);
+  }
+  const done = {}, free = new Array(pp).fill(0), next = new Array(pp).fill(0), bars = { F: [], B: [] };
+  let progress = true;
+  while (progress) {
+    progress = false;
+    for (let s = 0; s < pp; s++) {
+      while (next[s] < order[s].length) {
+        const [k, i] = order[s][next[s]];
+        const dep = k === "F" ? (s > 0 ? done[`F${s - 1},${i}`] : 0) : (s < pp - 1 ? done[`B${s + 1},${i}`] : done[`F${s},${i}`]);
+        if (dep === undefined) break;
+        const start = Math.max(free[s], dep), dur = k === "F" ? f : bw;
+        done[`${k}${s},${i}`] = start + dur;
+        free[s] = start + dur;
+        bars[k].push({ s, i, start, dur });
+        next[s]++;
+        progress = true;
+      }
+    }
+  }
+  const trace = (k, name, color) => ({
+    type: "bar", orientation: "h", name, base: bars[k].map((x) => x.start), x: bars[k].map((x) => x.dur),
+    y: bars[k].map((x) => `stage ${x.s}`), marker: { color, line: { color: "#fff", width: 1 } },
+    text: bars[k].map((x) => String(x.i)), textposition: "inside", insidetextanchor: "middle",
+    hovertemplate: `${name} of micro-batch %{text} on %{y}: %{base:.3g} .. +%{x:.3g} s<extra></extra>`,
+  });
+  const shown = m < mAll ? ` (first ${m} of ${mAll} micro-batches)` : "";
+  plot(`Pipeline timeline: 1F1B over ${pp} stages${shown}${p.vpp > 1 ? `; interleaving (vpp ${p.vpp}) not drawn` : ""}`,
+    [trace("F", "forward", "#4c78a8"), trace("B", "backward", "#f58518")],
+    { barmode: "overlay", xaxis: { title: "s" }, yaxis: { autorange: "reversed" }, showlegend: true }, Math.max(220, 26 * pp + 120));
+}
+
 function memoryBar(title, rec) {
   const parts = { ...rec.per_gpu_gib };
   delete parts.total;
@@ -369,6 +417,7 @@ const PAGES = {
         section("80% band", h("p", { class: "note", "data-key": "band_80pct", text: `${fmt(band.days[0])} - ${fmt(band.days[1])} days, step ${fmt(band.step_time_s[0])} - ${fmt(band.step_time_s[1])} s, from the cross-validated errors of ${band.rows} public rows of ${band.regime}${state}` }));
       }
       stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
+      pipelineTimeline(d);
       // memory per GPU of the chosen plan: `gpuplan fit train` with the best plan's degrees
       const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]) };
       try {
