@@ -59,6 +59,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
               lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
               pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes):
     n = arrival.shape[0]
+    n_graphs = graph_sizes.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
     prefilled = np.zeros(n, np.int64)  # prompt(+recompute) tokens whose KV exists
@@ -207,21 +208,22 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 continue
             break
         # ---- step time ---------------------------------------------------------------------
-        n_lin = n_tok
-        n_log = n_seq
-        if pf_tok == 0:
+        if n_graphs > 0 and pf_tok == 0:
             # generation-only step: replayed as the smallest captured CUDA graph that holds it (padded)
-            for gi in range(graph_sizes.shape[0]):
+            n_lin = n_tok
+            for gi in range(n_graphs):
                 if graph_sizes[gi] >= n_tok:
                     n_lin = graph_sizes[gi]
-                    n_log = graph_sizes[gi]
                     break
-        dt = overhead + _linear(lin, n_lin) + _linear(logits, n_log)
+            dt = overhead + _linear(lin, n_lin) + _linear(logits, n_lin)
+        else:
+            dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
         if ctx_g > 0:
             dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm, (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
         if pairs_g > 0:
             dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
-        dt *= step_scale
+        if step_scale != 1.0:
+            dt *= step_scale
         now += dt
         steps += 1
         # ---- advance sequences; compact the running set (static batches keep their slots) --------
