@@ -31,6 +31,11 @@ global_batch = 1024
 """
 
 
+#: the Ctrl-C test needs a sweep that cannot finish between two polls: 48 points, some of them
+#: 175B searches (seconds each), so the interrupt always lands mid-run
+SPEC_LONG = SPEC.replace('models = ["llama-3-8b"]', 'models = ["llama-3-8b", "gpt3-175b", "llama-3-70b"]')
+
+
 def _part_rows(parts: Path) -> dict[int, dict]:
     rows = {}
     for p in parts.glob("part-*.json"):
@@ -82,7 +87,7 @@ def test_ctrl_c_keeps_finished_chunks(tmp_path):
     # Ctrl-C (SIGINT to the whole process group, as a terminal sends it): exit 130, one line on
     # stderr, no output file, the finished parts kept for the rerun.
     spec = tmp_path / "resume.toml"
-    spec.write_text(SPEC)
+    spec.write_text(SPEC_LONG)
     out = tmp_path / "resume.parquet"
     parts = tmp_path / "resume.parquet.parts"
     proc = subprocess.Popen([sys.executable, "-m", "gpuplan.cli.main", "sweep", "run", str(spec), "--out", str(out),
@@ -105,4 +110,4 @@ def test_ctrl_c_keeps_finished_chunks(tmp_path):
     assert not out.exists()
     kept = _part_rows(parts)
     summary, rows = run_sweep(spec, out, workers=1)
-    assert summary.resumed == len(kept) >= 2 and [r["point"] for r in rows] == list(range(16))
+    assert summary.resumed == len(kept) >= 2 and [r["point"] for r in rows] == list(range(48))
