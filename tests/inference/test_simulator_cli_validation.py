@@ -176,3 +176,16 @@ def test_cuda_graph_padding_of_generation_steps(h100_8b):
     assert plain.steps == padded.steps == 2
     assert padded.duration_s - plain.duration_s == pytest.approx(extra, rel=1e-9)
     assert exact.duration_s == pytest.approx(plain.duration_s, rel=1e-12)
+
+
+def test_overloaded_open_loop_is_flagged(runner):
+    # an A10-class load far above capacity: Llama-3-8B on one A100 at 200 requests/s of 2048 in / 256
+    # out needs ~200 x 2304 = 460k tokens/s, several times what one GPU serves -> the served rate
+    # falls below 95% of the offered one and `warnings` says so; at 0.5 requests/s it does not
+    out = runner.invoke(app, ["serve", "llama-3-8b", "--gpu", "a100-sxm4-80gb", "--rate", "200", "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    assert d["requests_per_s"] < 0.95 * 200 and d["warnings"] and d["warnings"][0].startswith("overloaded")
+    calm = json.loads(runner.invoke(app, ["serve", "llama-3-8b", "--gpu", "a100-sxm4-80gb", "--rate", "0.5",
+                                          "--json"]).stdout)
+    assert calm["warnings"] == []

@@ -15,7 +15,7 @@ from typer.core import TyperGroup
 
 from gpuplan import api
 from gpuplan.cli.aliases import renamed
-from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.cli.render import console, err_console, fmt, print_json, table
 
 
 class ServeGroup(TyperGroup):
@@ -65,6 +65,8 @@ def run(
         return
     rows = [(k, v) for k, v in rep.__dict__.items()]
     console.print(table(f"gpuplan serve {model} on {rep.tp} x {rep.gpu} ({rep.load})", ["quantity", "value"], rows))
+    for warning in result.warnings:
+        err_console.print(f"warning: {warning}")
 
 
 @serve_app.command("plan")

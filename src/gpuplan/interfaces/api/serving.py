@@ -25,14 +25,33 @@ DEFAULT_TTFT_MS = 2000.0
 DEFAULT_TPOT_MS = 50.0
 
 
+#: Served / offered requests per second below which an open-loop run is reported as overloaded.
+OVERLOAD_FRACTION = 0.95
+
+
 @dataclass(frozen=True)
 class ServeResult(Result):
     """`serve_run`: `report` is the workload's ServeReport."""
 
     report: Any  # gpuplan.workloads.inference.service.ServeReport
+    offered_rate: float | None = None  # requests/s offered by an open-loop (Poisson) load
+
+    @property
+    def warnings(self) -> list[str]:
+        """Overload: an open loop offered more requests/s than the replica completes (queues grow
+        without bound, so the latencies depend on how long the run is, not on the deployment)."""
+        r = self.report
+        if self.offered_rate is not None and r.requests_per_s < OVERLOAD_FRACTION * self.offered_rate:
+            return [f"overloaded: {self.offered_rate:g} requests/s offered, {r.requests_per_s:.3g} served; "
+                    f"latencies grow with the queue (add replicas or GPUs: `gpuplan serve plan`)"]
+        return []
 
     def json_data(self) -> Any:
-        return self.report
+        from gpuplan.interfaces.api._common import to_jsonable
+
+        out = to_jsonable(self.report)
+        out["warnings"] = self.warnings
+        return out
 
 
 def serve_run(
@@ -72,7 +91,8 @@ def serve_run(
     dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
                      weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
-                                      concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind)))
+                                      concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind)),
+                       rate if concurrency is None and batch is None else None)
 
 
 serve = serve_run  # `gpuplan serve MODEL ...` is `gpuplan serve run MODEL ...`
