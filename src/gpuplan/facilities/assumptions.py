@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from gpuplan.errors import InputError
-from gpuplan.validation_rules import check_number
 
 
 @dataclass(frozen=True)

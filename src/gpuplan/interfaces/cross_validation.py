@@ -22,7 +22,6 @@ scored rows. With no knob to refit, CV = in-sample = default.
 from __future__ import annotations
 
 import importlib
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence

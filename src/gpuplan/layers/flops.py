@@ -26,8 +26,6 @@ import numpy as np
 
 from gpuplan.errors import InputError
 from gpuplan.layers.inventory import model_ops
-from gpuplan.layers.operators import mean_keys_per_query
-from gpuplan.layers.params import ffn_params
 from gpuplan.specs.model import ModelSpec
 
 
@@ -79,4 +77,4 @@ def flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> Flop
     )
 
 
-__all__ = ["FlopsPerToken", "flops_per_token", "matmul_params_per_token", "mean_keys_per_query", "ffn_params"]
+__all__ = ["FlopsPerToken", "flops_per_token", "matmul_params_per_token"]

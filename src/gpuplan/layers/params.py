@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from gpuplan.layers.inventory import layer_ops, model_ops
-from gpuplan.specs.model import FfnKind, ModelSpec
+from gpuplan.specs.model import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -73,19 +73,6 @@ class ParamCounts:
 def norm_params(model: ModelSpec) -> int:
     """Parameters of one norm of width h: RMSNorm h (weight), LayerNorm 2h (weight + bias)."""
     return model_ops(model).final_norm.params
-
-
-def attention_params(model: ModelSpec, layer: int = 0) -> int:
-    """Parameters of one attention block: the sum of its operators (layers.inventory)."""
-    return sum(op.params for op in layer_ops(model, layer).attention)
-
-
-def ffn_params(model: ModelSpec, ffn: int) -> int:
-    """One FFN of intermediate size `ffn`: gelu 2hf (+f+h bias), gated 3hf (+2f+h bias)."""
-    h = model.hidden
-    if model.ffn_kind is FfnKind.SWIGLU:
-        return 3 * h * ffn + ((2 * ffn + h) if model.mlp_bias else 0)
-    return 2 * h * ffn + ((ffn + h) if model.mlp_bias else 0)
 
 
 def _component(op) -> str:

@@ -27,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import ConfigDict, ValidationError, create_model
 
 from gpuplan import api
-from gpuplan.errors import GpuplanError, Infeasible, InputError
+from gpuplan.errors import GpuplanError, InputError
 from gpuplan.web.endpoints import ENDPOINTS, Endpoint, command
 from gpuplan.web.pages import PAGES, page_html
 

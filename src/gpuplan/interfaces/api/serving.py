@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
-    DEFAULT_GPU, Result, catalog, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
+    DEFAULT_GPU, Result, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
 )
 from gpuplan.specs import Gpu, ModelSpec, System
 

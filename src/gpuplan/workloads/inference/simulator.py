@@ -25,7 +25,7 @@ from gpuplan.workloads.inference.arrivals import ArrivalKind, Workload
 from gpuplan.workloads.inference.memory import MemoryPlan
 from gpuplan import knobs
 from gpuplan.workloads.inference.operators import StepTimeModel
-from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerConfig
 
 _TRACE_POINTS = 4096
 

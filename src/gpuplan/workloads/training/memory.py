@@ -68,7 +68,7 @@ from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.gpu import Gpu
-from gpuplan.specs.model import FfnKind, ModelSpec
+from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
 

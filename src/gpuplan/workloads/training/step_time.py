@@ -274,7 +274,6 @@ class StepContext:
     layers: int
     dense_layers: int
     moe_layers: int
-    ffn_up_mats: int  # 2 for gated (gate + up), 1 otherwise
     # parameters
     body_params: int  # transformer layers (all experts)
     expert_params: int  # routed experts, all layers (sharded by ep)
@@ -324,7 +323,6 @@ class StepContext:
             hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
             hidden=model.hidden, q_dim=q_dim, kv_dim=kv_dim, head_dim=head_dim, heads=model.heads,
             vocab=model.vocab, layers=model.layers, dense_layers=model.layers - moe_layers, moe_layers=moe_layers,
-            ffn_up_mats=2 if model.ffn_kind is FfnKind.SWIGLU else 1,
             body_params=counts.non_embedding, expert_params=expert_params,
             input_embedding_params=counts.components.get("embedding", 0) + pos,
             output_head_params=head,
