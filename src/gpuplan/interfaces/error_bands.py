@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -164,8 +165,10 @@ def _bands_path() -> Path:
     return Path(str(resources.files("gpuplan").joinpath(BANDS_FILE)))
 
 
+@lru_cache(maxsize=1)
 def load_bands() -> dict:
-    """The shipped table {"regimes": {...}, "provenance": {...}}; empty regimes when none is shipped."""
+    """The shipped table {"regimes": {...}, "provenance": {...}}; empty regimes when none is shipped.
+    Read once per process (validate looks up a band per row)."""
     path = _bands_path()
     if not path.is_file():
         return {"regimes": {}, "provenance": {}}
@@ -183,6 +186,7 @@ def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping) -> Path:
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text + "\n")
     os.replace(tmp, path)
+    load_bands.cache_clear()
     return path
 
 
