@@ -82,3 +82,30 @@ def test_train_json_band_brackets_its_figures(runner):
     assert lo / d["step_time_s"] == pytest.approx(band["days"][0] / d["days"], rel=1e-9)
     assert hi / d["step_time_s"] == pytest.approx(band["days"][1] / d["days"], rel=1e-9)
     assert band["regime"].startswith("training/time")
+
+
+def _shipped_regime(name: str) -> dict:
+    from gpuplan.interfaces.error_bands import load_bands
+
+    return load_bands()["regimes"][name]
+
+
+def test_serve_run_json_carries_the_regimes_bands(runner):
+    # Mixtral is MoE: its throughput takes the inference/throughput/moe band, its latencies the
+    # inference/latency band (the public MoE latency rows are too few for their own key); a band is
+    # the prediction times exp(q10) .. exp(q90) of that regime in the shipped table
+    out = runner.invoke(app, ["serve", "run", "mixtral-8x7b", "--gpu", "h100-sxm5-80gb", "--tp", "2",
+                              "--concurrency", "16", "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    band = d["band_80pct"]
+    assert band["regimes"]["throughput"]["regime"] == "inference/throughput/moe"
+    thr = _shipped_regime(band["regimes"]["throughput"]["regime"])
+    lo, hi = band["output_tokens_per_s"]
+    assert lo == pytest.approx(d["output_tokens_per_s"] * math.exp(thr["q10"]), rel=1e-9)
+    assert hi == pytest.approx(d["output_tokens_per_s"] * math.exp(thr["q90"]), rel=1e-9)
+    lat = _shipped_regime(band["regimes"]["latency"]["regime"])
+    assert band["ttft_p90_ms"][1] == pytest.approx(d["ttft_p90_ms"] * math.exp(lat["q90"]), rel=1e-9)
+    # a dense model's throughput uses the dense key
+    out = runner.invoke(app, ["serve", "run", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--concurrency", "8", "--json"])
+    assert json.loads(out.stdout)["band_80pct"]["regimes"]["throughput"]["regime"] == "inference/throughput/dense"

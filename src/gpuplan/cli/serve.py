@@ -63,8 +63,13 @@ def run(
     if as_json:
         print_json(result.to_dict())
         return
-    rows = [(k, v) for k, v in rep.__dict__.items()]
-    console.print(table(f"gpuplan serve {model} on {rep.tp} x {rep.gpu} ({rep.load})", ["quantity", "value"], rows))
+    band = result.to_dict().get("band_80pct") or {}
+    rows = [(k, v, f"{fmt(band[k][0])} .. {fmt(band[k][1])}" if k in band else "") for k, v in rep.__dict__.items()]
+    console.print(table(f"gpuplan serve {model} on {rep.tp} x {rep.gpu} ({rep.load})",
+                        ["quantity", "value", "80% band"], rows))
+    for cls, info in (band.get("regimes") or {}).items():
+        state = "" if info["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
+        console.print(f"80% {cls} band: cross-validated errors of {info['rows']} public rows ({info['regime']}){state}")
     for warning in result.warnings:
         err_console.print(f"warning: {warning}")
 

@@ -204,6 +204,36 @@ def serving_band(metric: str, moe: bool) -> Band | None:
     return band_for(load_bands()["regimes"], regime_keys("inference", cls, moe)) if cls else None
 
 
+#: serve-run outputs and the validation metric whose band each one takes (percentile latencies take
+#: the band of the mean latency of the same kind: the public rows give means)
+SERVING_BAND_KEYS = {
+    "ttft_ms": "ttft_ms", "ttft_p50_ms": "ttft_ms", "ttft_p90_ms": "ttft_ms", "ttft_p99_ms": "ttft_ms",
+    "tpot_ms": "tpot_ms", "tpot_p50_ms": "tpot_ms", "tpot_p90_ms": "tpot_ms", "tpot_p99_ms": "tpot_ms",
+    "e2e_p50_ms": "e2e_latency_ms", "e2e_p90_ms": "e2e_latency_ms", "e2e_p99_ms": "e2e_latency_ms",
+    "output_tokens_per_s": "output_tokens_per_s", "requests_per_s": "requests_per_s",
+}
+
+
+def serving_bands(values: Mapping[str, float], moe: bool) -> dict:
+    """The 80% bands of a serving prediction's latencies and throughputs (`values`: the keys of
+    SERVING_BAND_KEYS that are present): the latency band for latencies, the throughput band for
+    throughputs, each from the regime `inference/<latency|throughput>/<dense|moe>` (module
+    docstring). `validated: false` where the regime borrowed its parent's band."""
+    out: dict = {}
+    regimes: dict = {}
+    for key, metric in SERVING_BAND_KEYS.items():
+        v = values.get(key)
+        band = serving_band(metric, moe)
+        if v is None or band is None or not math.isfinite(float(v)):
+            continue
+        out[key] = list(band.interval(float(v)))
+        regimes[metric_class("inference", metric)] = {"regime": band.regime, "validated": band.validated,
+                                                       "rows": band.rows}
+    if out:
+        out["regimes"] = regimes
+    return out
+
+
 def training_band(est, moe: bool, run=None) -> dict:
     """The 80% band (interfaces.error_bands: cross-validated residuals of the public rows of this
     regime) of the step time and what scales with it (days, GPU-hours, cost, energy; tokens/s

@@ -35,6 +35,7 @@ class ServeResult(Result):
 
     report: Any  # gpuplan.workloads.inference.service.ServeReport
     offered_rate: float | None = None  # requests/s offered by an open-loop (Poisson) load
+    moe: bool = False  # the served model has routed experts (selects the error band's regime)
 
     @property
     def warnings(self) -> list[str]:
@@ -49,7 +50,10 @@ class ServeResult(Result):
     def json_data(self) -> Any:
         from gpuplan.interfaces.api._common import to_jsonable
 
+        from gpuplan.interfaces.error_bands import serving_bands
+
         out = to_jsonable(self.report)
+        out["band_80pct"] = serving_bands(out, self.moe)
         out["warnings"] = self.warnings
         return out
 
@@ -92,7 +96,7 @@ def serve_run(
                      weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind)),
-                       rate if concurrency is None and batch is None else None)
+                       rate if concurrency is None and batch is None else None, spec.moe is not None)
 
 
 serve = serve_run  # `gpuplan serve MODEL ...` is `gpuplan serve run MODEL ...`
