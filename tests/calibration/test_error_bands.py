@@ -109,3 +109,19 @@ def test_serve_run_json_carries_the_regimes_bands(runner):
     # a dense model's throughput uses the dense key
     out = runner.invoke(app, ["serve", "run", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--concurrency", "8", "--json"])
     assert json.loads(out.stdout)["band_80pct"]["regimes"]["throughput"]["regime"] == "inference/throughput/dense"
+
+
+def test_fit_train_json_carries_the_memory_band(runner):
+    # Llama 3 8B, 8 GPUs, ZeRO-3: the band is total GiB per GPU times exp(q10) .. exp(q90) of the
+    # shipped training/memory/dense regime, and `fits_at_band_high` compares its top with capacity
+    out = runner.invoke(app, ["fit", "train", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "8",
+                              "--sharding", "zero3", "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    band = d["band_80pct"]
+    assert band["regime"] == "training/memory/dense"
+    mem = _shipped_regime("training/memory/dense")
+    lo, hi = band["per_gpu_gib"]
+    assert lo == pytest.approx(d["per_gpu_gib"]["total"] * math.exp(mem["q10"]), rel=1e-9)
+    assert hi == pytest.approx(d["per_gpu_gib"]["total"] * math.exp(mem["q90"]), rel=1e-9)
+    assert band["fits_at_band_high"] == (hi <= d["capacity_gib"])

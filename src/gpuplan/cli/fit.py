@@ -70,6 +70,13 @@ def _print_memory(rec: dict) -> None:
                   f"({rec['activation_bytes_per_param']:.2f} B per parameter held) at this micro-batch and sequence length.")
     verdict = "fits" if rec["fits"] else "does NOT fit"
     console.print(f"{verdict}: {gib['total']:.2f} of {rec['capacity_gib']:.2f} GiB, headroom {rec['headroom_gib']:.2f} GiB")
+    band = rec.get("band_80pct") or {}
+    if band:
+        lo, hi = band["per_gpu_gib"]
+        state = "" if band["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
+        at_high = "still fits" if band["fits_at_band_high"] else "would NOT fit"
+        console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
+                      f"{lo:.1f} .. {hi:.1f} GiB; at the band's top it {at_high}{state}")
     for note in rec["notes"]:
         console.print(f"note: {note}")
 

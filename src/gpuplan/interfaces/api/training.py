@@ -272,7 +272,21 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
         "bytes_per_param": {**states, "model_states": sum(states.values())},
         "activation_bytes_per_param": mem.per_gpu_bytes["activations"] / max(1, mem.params_per_gpu),
         "notes": list(mem.notes),
+        "band_80pct": memory_band(model, mem),
     }
+
+
+def memory_band(model: ModelSpec, mem) -> dict:
+    """The 80% band of the predicted memory per GPU (interfaces.error_bands: cross-validated residuals
+    of the public memory rows of the regime), and whether the plan still fits at the band's top."""
+    from gpuplan.interfaces.error_bands import training_memory_band
+
+    band = training_memory_band(model.moe is not None)
+    if band is None:
+        return {}
+    lo, hi = band.interval(mem.per_gpu_bytes["total"] / GIB)
+    return {"per_gpu_gib": [lo, hi], "fits_at_band_high": hi * GIB <= mem.capacity_bytes,
+            "regime": band.regime, "validated": band.validated, "rows": band.rows}
 
 
 @dataclass(frozen=True)
