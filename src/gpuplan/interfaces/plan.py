@@ -325,6 +325,11 @@ def plan(
                 work.details["gpu_counts_tried"] = ", ".join(f"{n:,}" for n in tried)
                 if work.days is not None and work.days > target_days:
                     notes.append(f"even {work.gpus} GPUs need {work.days:.1f} days (> target {target_days:g})")
+                    if est is not None and est.search is not None:
+                        gb, seq = est.search.global_batch, est.plan.seq_len
+                        notes.append(f"the global batch of {gb:,} sequences x {seq:,} tokens caps data parallelism; "
+                                     "a larger --global-batch lets more GPUs work on one step (Llama 3 405B: 16M "
+                                     "tokens after 2.87T, Dubey et al. 2024, sec. 3.4.1)")
         else:
             work = _serving_summary(model, system, gpu, rate_per_s, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                     input_len=input_len, output_len=output_len)
