@@ -189,3 +189,57 @@ def decode_utf8(raw: bytes, what: str, field: str) -> str:
     except UnicodeDecodeError as exc:
         raise InputError(f"{what}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
                          f"save it as UTF-8", field=field, allowed="UTF-8 text") from None
+
+
+# -- per-option rules (the CLI's options and gpuplan.api's keyword arguments share them) --------------
+#: options that may be negative (none yet: every number gpuplan takes is a size, count, rate,
+#: price or fraction).
+NEGATIVE_ALLOWED: frozenset[str] = frozenset()
+
+#: options that must be > 0: parallel degrees, counts that divide, lengths, rates, durations, ratios.
+POSITIVE: frozenset[str] = frozenset({
+    "--gpus", "--gpus-per-node", "--nodes", "--scalable-units", "--max-gpus", "--seq-len", "--global-batch",
+    "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp", "--etp", "--micro-batch", "--top", "--days", "--years",
+    "--rate", "--ttft-ms", "--tpot-ms", "--input-len", "--output-len", "--utilization", "--pue",
+    "--concurrency", "--batch", "--m", "--k", "--n", "--threads", "--regs", "--elem-bytes", "--workers",
+    "--latency-ns", "--bandwidth-gbps", "--sms", "--bytes-per-load", "--loads-in-flight", "--radix",
+    "--oversubscription", "--kv-bytes", "--layers",
+})
+
+#: upper bounds: option -> (largest allowed, why). Bounded work or the physics of the quantity.
+CAPS: dict[str, tuple[float, str]] = {
+    "--gpus": (MAX_GPUS, "10x the largest announced cluster"),
+    "--max-gpus": (MAX_GPU_SCAN, "the scan tries every whole-node count up to it"),
+    "--nodes": (MAX_GPUS, "10x the largest announced cluster"),
+    "--scalable-units": (MAX_GPUS / 256, "10x the largest announced cluster, 256 GPUs per SU"),
+    "--concurrency": (MAX_CONCURRENCY, "requests simulated one by one"),
+    "--batch": (MAX_CONCURRENCY, "requests simulated one by one"),
+    "--output-len": (MAX_OUTPUT_TOKENS, "decode is simulated token by token"),
+    "--input-len": (MAX_INPUT_TOKENS, "prefill is simulated chunk by chunk; 1M-token context"),
+    "--years": (MAX_YEARS, "a facility horizon; the TCO sums year by year"),
+    "--layers": (MAX_LAYERS, "per-layer work"),
+    "--utilization": (1.0, "a fraction of the hours in a year"),
+    "--parallel-fraction": (1.0, "a fraction of the work"),
+    "--top": (10_000, "rows printed"),
+    "--stride": (2**31, "an index within the 32-bit range kernels use"),
+    "--offset": (2**31, "an index within the 32-bit range kernels use"),
+    "--pad": (2**31, "an index within the 32-bit range kernels use"),
+    "--pue": (10.0, "power usage effectiveness: facility power / IT power, 1.0-3.0 in practice"),
+}
+
+
+def check_option(name: str, value: Any, integer: bool) -> Any:
+    """Apply the rules above to one value of option `name` (`--seq-len`; None = not given, passes);
+    returns the value (an integral float as an int when `integer`)."""
+    if value is None:
+        return None
+    lower = {} if name in NEGATIVE_ALLOWED else ({"gt": 0} if name in POSITIVE else {"ge": 0})
+    value = check_number(value, name, integer=integer, **lower)
+    cap = CAPS.get(name)
+    if cap and value > cap[0]:
+        rng = describe_range(**lower, le=cap[0])
+        allowed = f"{'an integer' if integer else 'a number'} {rng}"
+        raise InputError(f"{name}: must be {allowed} ({cap[1]}), got {show(value)}", field=name, allowed=allowed)
+    return value
+
+

@@ -39,7 +39,12 @@ def test_seed_question_7b_adam_fp16():
 
 
 def test_inverse_commands():
-    d = run_json("fit", "max-batch", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--sharding", "zero1", "--seq-len", "4096")
+    # seq 2048: at 4096 one micro-batch needs 77.4 GiB, past the 72 GiB usable of 80 at the 10% memory headroom
+    d = run_json("fit", "max-batch", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--sharding", "zero1", "--seq-len", "2048")
+    assert d["max_micro_batch"] >= 1 and d["memory"]["fits"]
+    # with no headroom (--memory-headroom 0) the 4096 case fits at micro-batch 1 (77.4 <= 80 GiB)
+    d = run_json("fit", "max-batch", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--sharding", "zero1", "--seq-len",
+                 "4096", "--memory-headroom", "0")
     assert d["max_micro_batch"] >= 1 and d["memory"]["fits"]
     d = run_json("fit", "max-seq", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--sharding", "zero1")
     assert d["max_seq_len"] % 128 == 0 and d["memory"]["fits"]

@@ -84,9 +84,9 @@ def test_every_api_command_has_an_endpoint(client):
     # validate_cv reads a CSV the server would have to be given a path to (the upload endpoint serves
     # `validate`; cross-validation of an upload is not offered yet)
     # calibrate_fit / calibrate_import / bench read or write files on the server or measure its machine;
-    # load_profile / apply are Python-only scopes
+    # load_profile / apply / memory_headroom are Python-only scopes
     not_served = {"model_params", "serve", "to_jsonable", "price_source", "validate_cv", "calibrate_fit",
-                  "calibrate_import", "bench", "load_profile", "apply"}
+                  "calibrate_import", "bench", "load_profile", "apply", "memory_headroom"}
     commands = {n for n in api.__all__ if callable(getattr(api, n)) and not isinstance(getattr(api, n), type)}
     assert commands - not_served == served
     paths = set(client.get("/openapi.json").json()["paths"])

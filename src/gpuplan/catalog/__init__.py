@@ -11,6 +11,8 @@ Units are converted once, here: a key ending in `_gib`, `_mib`, `_kib` (binary) 
 
 from __future__ import annotations
 
+import typing
+
 import os
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -97,6 +99,35 @@ def _expand_sources(entry: dict[str, Any], registry: dict[str, dict[str, str]]) 
             srcs[key] = cite + (f": {rest.strip()}" if sep else "")
 
 
+def _numeric(annotation: Any) -> bool:
+    """True for int, float and their optional forms (`int | None`)."""
+    args = typing.get_args(annotation) or (annotation,)
+    return any(a in (int, float) for a in args) and not any(a in (str, bool) for a in args)
+
+
+def _check_number_types(cls: Any, data: Any, where: str) -> None:
+    """InputError for a TOML string or boolean where the spec takes a number (`tdp_w = "700"`,
+    `sm_count = true`): pydantic would coerce them ("700" -> 700.0, true -> 1), a file's typo
+    silently becoming a figure. Recurses into nested specs (`peak_tflops.bf16.dense`)."""
+    fields = getattr(cls, "model_fields", None)
+    if fields is None or not isinstance(data, dict):
+        return
+    for name, value in data.items():
+        f = fields.get(name)
+        if f is None:
+            continue
+        ann = f.annotation
+        if _numeric(ann) and isinstance(value, (str, bool)):
+            raise InputError(f"{where}: field {name}: must be a number, got {value!r}"[:300], field=name,
+                             allowed="a number")
+        inner = typing.get_args(ann)
+        if typing.get_origin(ann) is dict and len(inner) == 2 and isinstance(value, dict):
+            for key, item in value.items():
+                _check_number_types(inner[1], item, f"{where}: {name}.{key}")
+        elif hasattr(ann, "model_fields"):
+            _check_number_types(ann, value, f"{where}: {name}")
+
+
 def _format_validation_error(origin: str, table: str, entry_id: str, exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(entry)"
@@ -156,6 +187,7 @@ class Catalog:
                     raise InputError(f"catalog {origin}: {table} '{entry_id}': {exc}", field=exc.field,
                                      allowed=exc.allowed) from None
                 _expand_sources(entry, self.sources)
+                _check_number_types(cls, entry, f"catalog {origin}: {table} '{entry_id}'")
                 try:
                     spec = cls.model_validate(entry)
                 except ValidationError as exc:

@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from gpuplan import api
-from gpuplan.cli.render import err_console, fmt, print_json
+from gpuplan.cli.progress import progress_bar
+from gpuplan.cli.render import fmt, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -25,16 +26,8 @@ def register(app: typer.Typer) -> None:
                                                            "attention, host_device, catalog_peak_tflops, rows, ..."),
     ) -> None:
         """Measure this machine: GEMM per dtype, memory bandwidth, attention, host-device copies."""
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(TextColumn("{task.description:<36}"), BarColumn(), TimeElapsedColumn(), console=err_console,
-                      transient=True) as bar:
-            task = bar.add_task("bench", total=1)
-
-            def progress(label: str, done: int, total: int) -> None:
-                bar.update(task, description=label, completed=done, total=total)
-
-            result = api.bench(device, quick, out, profile, progress=progress)
+        with progress_bar("bench", delay_s=0.0) as bar:
+            result = api.bench(device, quick, out, profile, progress=bar)
         data = result.to_dict()
         if as_json:
             print_json(data)

@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from gpuplan import api
+from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
 from gpuplan.specs.plan import Precision, Recompute, Sharding
 
@@ -114,7 +115,8 @@ def _max_seq(args: dict, gpus: int, as_json: bool) -> None:
 
 
 def _min_gpus(args: dict, max_gpus: int, as_json: bool) -> None:
-    result = api.fit_min_gpus(args["model"], args["gpu"], max_gpus, **_plan_kw(args))
+    with progress_bar("fit min-gpus") as bar:
+        result = api.fit_min_gpus(args["model"], args["gpu"], max_gpus, progress=bar, **_plan_kw(args))
     rec = result.to_dict()
     if as_json:
         print_json(rec)

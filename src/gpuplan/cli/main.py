@@ -6,6 +6,7 @@ The one error path of the CLI (`GpuplanGroup.main`):
   one line `error: ...` on stderr, exit code 2, no traceback. Under `--json` the error is JSON on
   stdout instead: `{"error": {"field": ..., "allowed": ..., "message": ...}}` (what the HTTP API
   returns).
+- `--format json` / `--output-format json` count as `--json` for the error object.
 - `--debug` (root option) or `GPUPLAN_DEBUG=1`: the traceback as well, for bug reports.
 - a closed pipe (`gpuplan ... | head`): exit 0, quietly.
 - anything else is a bug in gpuplan: `internal error: ... (run with --debug ...)`, exit code 1.
@@ -25,7 +26,9 @@ from typer.core import TyperGroup
 
 from gpuplan import __version__
 from gpuplan.cli.errors import exit_on_error
+from gpuplan.cli.output_options import add_shared_options, wants_json
 from gpuplan.cli.params import guard_numeric_options
+from gpuplan.cli.render import set_output_format
 
 
 class GpuplanGroup(TyperGroup):
@@ -33,6 +36,7 @@ class GpuplanGroup(TyperGroup):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        add_shared_options(self)  # --format, --memory-headroom (cli/output_options.py)
         guard_numeric_options(self)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -41,7 +45,8 @@ class GpuplanGroup(TyperGroup):
             return super().main(args=argv, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
         debug = "--debug" in argv or os.environ.get("GPUPLAN_DEBUG", "") not in ("", "0")
-        with exit_on_error(as_json="--json" in argv, debug=debug):
+        set_output_format("table")  # this invocation's --format (an earlier in-process one may have set it)
+        with exit_on_error(as_json=wants_json(argv), debug=debug):
             code = super().main(args=argv, prog_name=prog_name or "gpuplan", complete_var=complete_var,
                                 standalone_mode=False, **extra)
             sys.exit(code if isinstance(code, int) else 0)

@@ -10,6 +10,7 @@ import typer
 
 from gpuplan import api
 from gpuplan.cli.aliases import renamed
+from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
 from gpuplan.output_files import check_output_path, write_atomic
 
@@ -49,14 +50,15 @@ def plan_cmd(
     parameter model' (GPT-3 175B, 300B tokens, DGX H100)."""
     if html is not None:
         check_output_path(html, "--html")  # before the work: a folder or unwritable path fails fast
-    result = api.plan(
-        renamed(model, model_option, "MODEL", "--model", default=api.DEFAULT_MODEL), system, goal=goal, tokens=tokens,
-        gpus=gpus, days=days, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
-        years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
-        system_price_usd=system_price_usd, overrides=set_, pue=pue, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh,
-        grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
-        seq_len=seq_len, global_batch=global_batch,
-    )
+    with progress_bar("plan: GPU counts") as bar:
+        result = api.plan(
+            renamed(model, model_option, "MODEL", "--model", default=api.DEFAULT_MODEL), system, goal=goal, tokens=tokens,
+            gpus=gpus, days=days, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
+            years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
+            system_price_usd=system_price_usd, overrides=set_, pue=pue, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh,
+            grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
+            seq_len=seq_len, global_batch=global_batch, progress=bar,
+        )
     if html is not None:
         write_atomic(html, result.html(), field="--html")
     if as_json:

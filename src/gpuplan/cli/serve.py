@@ -15,7 +15,8 @@ from typer.core import TyperGroup
 
 from gpuplan import api
 from gpuplan.cli.aliases import renamed
-from gpuplan.cli.render import console, err_console, fmt, print_json, table
+from gpuplan.cli.progress import progress_bar
+from gpuplan.cli.render import console, echo, err_console, fmt, print_json, table
 
 
 class ServeGroup(TyperGroup):
@@ -93,15 +94,17 @@ def plan(
 ) -> None:
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy."""
     gpus = renamed(gpu or None, [gpus_from] if gpus_from else None, "--gpu", "--gpus-from", default=[api.DEFAULT_GPU])
-    result = api.serve_plan(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
-                            output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pue=pue, overrides=set_)
+    with progress_bar("serve plan") as bar:
+        result = api.serve_plan(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
+                                output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pue=pue,
+                                overrides=set_, progress=bar)
     if as_json:
         print_json(result.to_dict())
         return
     res = result.plan
     a, kwh_per_m = result.assumptions, result.kwh_per_million_output_tokens
     b = res.best
-    typer.echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} replicas of tp={b.tp}, concurrency {b.concurrency} each); "
+    echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} replicas of tp={b.tp}, concurrency {b.concurrency} each); "
                f"${fmt(b.usd_per_million_output_tokens)} per million output tokens"
                + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))
     rows = [(c.gpu, c.tp, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.replica_requests_per_s, c.replicas, c.gpus,
@@ -122,8 +125,9 @@ def frontier_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Tokens/s per GPU against tokens/s per user over TP and concurrency."""
-    result = api.serve_frontier(model, gpu, system=system, input_len=input_len, output_len=output_len,
-                                weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    with progress_bar("serve frontier") as bar:
+        result = api.serve_frontier(model, gpu, system=system, input_len=input_len, output_len=output_len,
+                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, progress=bar)
     if as_json:
         print_json(result.to_dict())
         return

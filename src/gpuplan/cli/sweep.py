@@ -7,35 +7,8 @@ from typing import Optional
 
 import typer
 
+from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, fmt, print_json, table
-
-
-class _Bar:
-    """A rich progress bar: points done of all, points/s, ETA (hidden with --json)."""
-
-    def __init__(self):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=console, transient=True)
-        self._task = None
-        self._first: tuple[int, float] | None = None
-
-    def __call__(self, done: int, total: int) -> None:
-        import time
-
-        now = time.perf_counter()
-        if self._task is None:
-            self._bar.start()
-            self._task = self._bar.add_task("sweep", total=total, rate="")
-            self._first = (done, now)
-        d0, t0 = self._first
-        rate = f"{(done - d0) / (now - t0):.2f} points/s" if now > t0 and done > d0 else ""
-        self._bar.update(self._task, completed=done, rate=rate)
-
-    def close(self) -> None:
-        if self._task is not None:
-            self._bar.stop()
 
 
 def register(app: typer.Typer) -> None:
@@ -74,18 +47,13 @@ def register(app: typer.Typer) -> None:
             console.print(f"{d.points} points ({d.sampler}), {d.finished} finished, {d.pending} to run; "
                           f"{fmt(d.seconds_per_point, 3)} s per point -> ETA {fmt(d.eta_s, 3)} s on {d.workers} workers")
             return
-        bar = None if as_json else _Bar()
         try:
-            summary, _ = sweep.run(prep, backend, workers, address, progress=bar, chunk_points=chunk_points)
+            with progress_bar("sweep points") as bar:
+                summary, _ = sweep.run(prep, backend, workers, address, progress=bar, chunk_points=chunk_points)
         except KeyboardInterrupt:
-            if bar:
-                bar.close()
             typer.echo(f"interrupted: finished chunks are kept in {prep.store.dir if prep.store else '(no --out)'}; "
                        "rerun the same command to resume", err=True)
             raise typer.Exit(code=130) from None
-        finally:
-            if bar:
-                bar.close()
         if as_json:
             print_json(summary.to_dict())
             return

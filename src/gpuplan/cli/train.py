@@ -13,6 +13,7 @@ from typing import List, Optional
 import typer
 
 from gpuplan import api
+from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, fmt, print_json, table
 
 
@@ -70,8 +71,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     ) -> None:
         """Best parallelism plan, step time, MFU, days, GPU-hours, energy, cost and CO2 of a training run."""
-        bar = None if as_json else _progress_bar()
-        try:
+        with progress_bar("plan search") as bar:
             result = api.train(
                 model, system, gpus, tokens=tokens, flops=flops, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, framework=framework, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp,
@@ -80,40 +80,10 @@ def register(app: typer.Typer) -> None:
                 grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar,
             )
-        finally:
-            if bar is not None:
-                bar.close()
         if as_json:
             print_json(result.to_dict())
             return
         _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {})
-
-
-class _progress_bar:
-    """A rich progress bar shown only if the search is still running after one second."""
-
-    def __init__(self):
-        import time
-
-        self._t0 = time.perf_counter()
-        self._bar = None
-        self._task = None
-
-    def __call__(self, stage: str, fraction: float) -> None:
-        import time
-
-        if self._bar is None and time.perf_counter() - self._t0 > 1.0:
-            from rich.progress import Progress
-
-            self._bar = Progress(transient=True, console=console)
-            self._bar.start()
-            self._task = self._bar.add_task("plan search", total=1.0)
-        if self._bar is not None:
-            self._bar.update(self._task, completed=fraction, description=f"plan search: {stage}")
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.stop()
 
 
 def _render(est, run, assumptions, band: dict) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import typer
 
 from gpuplan import api
-from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.cli.progress import progress_bar
+from gpuplan.cli.render import console, echo, fmt, output_format, print_json, table
 
 
 def _summary_lines(summary: dict) -> list[str]:
@@ -20,6 +21,15 @@ def _summary_lines(summary: dict) -> list[str]:
     out = [line(f, b) for f, b in summary["families"].items()]
     out.append(line("overall", summary["overall"]))
     return out
+
+
+def _summary_table(summary: dict):
+    """The per-family summary (overall last) as a table, for `--format md|csv`."""
+    blocks = [*summary["families"].items(), ("overall", summary["overall"])]
+    return table("summary per family", ["family", "n", "skipped", "MAPE %", "median abs error %", "max abs error %",
+                                        "spearman"],
+                 [(f, b["count"], b["skipped"], b["mape_pct"], b["median_abs_error_pct"], b["max_abs_error_pct"],
+                   b.get("spearman_mean")) for f, b in blocks], keep_whole=1)
 
 
 def _cv_line(name: str, b: dict) -> tuple:
@@ -39,11 +49,11 @@ def _print_cv(cv: dict) -> None:
     for k in cv["knobs_refit"]:
         unc = "" if k["uncertainty"] is None else f" +- {fmt(k['uncertainty'], 2)}"
         state = "refit" if k["informed"] else "not informed by these rows"
-        typer.echo(f"knob {k['name']}: default {fmt(k['default'])}, all families {fmt(k['in_sample_value'])}{unc} "
+        echo(f"knob {k['name']}: default {fmt(k['default'])}, all families {fmt(k['in_sample_value'])}{unc} "
                    f"{k['unit']} ({state})")
     for note in cv["notes"]:
-        typer.echo(f"note: {note}")
-    typer.echo(f"cv run time: {fmt(cv['run_time_s'], 3)} s")
+        echo(f"note: {note}")
+    echo(f"cv run time: {fmt(cv['run_time_s'], 3)} s")
 
 
 def register(app: typer.Typer) -> None:
@@ -59,13 +69,15 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict every row of FILE and compare with the measurement."""
         if cv is not None:
-            cv_result = api.validate_cv(file, cv)
+            with progress_bar("cross-validation") as bar:
+                cv_result = api.validate_cv(file, cv, progress=bar)
             if as_json:
                 print_json(cv_result.to_dict())
             else:
                 _print_cv(cv_result.to_dict()["cv"])
             return
-        result = api.validate(file)
+        with progress_bar("validate rows") as bar:
+            result = api.validate(file, progress=bar)
         if as_json:
             print_json(result.to_dict())
             return
@@ -75,5 +87,8 @@ def register(app: typer.Typer) -> None:
                      ("SKIPPED: " + r.reason) if r.skipped else r.notes[:60]) for r in report.rows]
             console.print(table(f"validate {file}", ["id", "metric", "measured", "predicted", "error_pct", "notes"],
                                 rows))
-        for text in _summary_lines(report.summary):
-            typer.echo(text)
+        if output_format() == "table":
+            for text in _summary_lines(report.summary):
+                typer.echo(text)
+        else:  # md / csv: the same figures as a table
+            console.print(_summary_table(report.summary))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from gpuplan.errors import InputError
+from gpuplan.workloads.memory_headroom import KNOB as USABLE_MEMORY_KNOB, USABLE_MEMORY_FRACTION
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,11 @@ _DEFAULTS: tuple[Assumption, ...] = (
     Assumption("busy_activity_fraction", 1.0, "math-kernel activity of a node while it is busy (1 = nameplate maximum power)",
                f"conservative: nameplate maximum, as the seed's arithmetic uses ({_SEED}); a training run uses its own "
                "activity from the step time", "2024"),
+    # ---- GPU memory -------------------------------------------------------------------------
+    Assumption("usable_memory_fraction", USABLE_MEMORY_FRACTION, "fraction of each GPU's memory a plan may use "
+               "(the rest is headroom: allocator fragmentation, workspaces, transient peaks); = 1 - --memory-headroom",
+               "vLLM gpu_memory_utilization default 0.9; PyTorch caching allocator reserves more than it allocates "
+               "(gpuplan.workloads.memory_headroom)", "2025", min_value=0.1, max_value=1.0),
     # ---- cost -------------------------------------------------------------------------------
     Assumption("storage_capex_usd_per_node", 25000.0, "share of the storage system per compute node",
                "gpuplan estimate (no primary source read)", "2024"),
@@ -213,6 +219,19 @@ def parse_overrides(pairs: Iterable[str] | None) -> dict[str, float]:
         except ValueError:
             raise InputError(f"set: expected KEY=NUMBER, got '{pair}'", field="set") from None
     return out
+
+
+def memory_scope(assumptions: "Assumptions"):
+    """A context in which plans use `usable_memory_fraction` of GPU memory when it was given with
+    `--set` (a no-op for the default, so an outer `--memory-headroom` stays in force)."""
+    import contextlib
+
+    from gpuplan import knobs
+
+    a = assumptions.get("usable_memory_fraction")
+    if a.source != "user override":
+        return contextlib.nullcontext()
+    return knobs.overridden({USABLE_MEMORY_KNOB: a.value})
 
 
 def merge_alias(value: float | None, old_value: float | None, name: str, old_name: str) -> float | None:

@@ -146,9 +146,10 @@ def _opt(v: float) -> float | None:
 
 
 def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[dict], object] | None = None,
-                   knob_names: Sequence[str] | None = None, lam: float = 1.0, prior_width: float = 1.0) -> CvReport:
+                   knob_names: Sequence[str] | None = None, lam: float = 1.0, prior_width: float = 1.0,
+                   progress: Callable[[str, float], None] | None = None) -> CvReport:
     """Leave-one-family-out cross-validation of `rows` (module docstring). `predictor` defaults to
-    `row_predictor()`; `knob_names` to `knobs_to_refit(rows)`."""
+    `row_predictor()`; `knob_names` to `knobs_to_refit(rows)`; `progress(stage, fraction)` per fold."""
     t0 = time.perf_counter()
     rows = [dict(r) for r in rows]
     if not rows:
@@ -159,13 +160,18 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
     families = np.array([schema_family(r.get("id", "")) for r in rows])
     scored = np.array([(r.get("confidence") or "").strip().lower() != "low" for r in rows])
 
+    if progress:
+        progress("fit on every family", 0.0)
     full = fitter.fit(scored)
     default_pred = fitter.base_predictions()
     ins = fitter.refit_without(full, scored)  # the same linearised step as the folds, on every row
     in_sample = full.predictions if np.array_equal(ins.x, full.x) else fitter.predictions(ins.x)
     cv = np.full(len(rows), np.nan)
     fold_values: dict[str, dict[str, float]] = {}
-    for fam in dict.fromkeys(families):
+    folds = list(dict.fromkeys(families))
+    for i_fold, fam in enumerate(folds):
+        if progress:
+            progress(f"leave out {fam}", 0.2 + 0.8 * i_fold / len(folds))
         in_fam = families == fam
         fold = fitter.refit_without(full, scored & ~in_fam)
         same = np.array_equal(fold.x, ins.x)  # e.g. a family without scored rows: nothing left out

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuplan.catalog import load_catalog
 from gpuplan.errors import Infeasible, InputError
-from gpuplan.facilities.assumptions import Assumptions, DEFAULT_ASSUMPTIONS
+from gpuplan.facilities.assumptions import Assumptions, DEFAULT_ASSUMPTIONS, memory_scope
 from gpuplan.facilities.fabric import FabricDesign, design_fabric
 from gpuplan.facilities.power import PowerEstimate, estimate_power
 from gpuplan.facilities.pricing import cloud_price, gpu_hour_price, system_price
@@ -202,6 +202,77 @@ def _serving_summary(model, system, gpu, rate_per_s: float, *, ttft_ms: float, t
                            best.gpus * 24.0, details)
 
 
+#: GPU counts of the first pass: whole nodes x 2^k, 8 ... 8,192 nodes (64 ... 65,536 GPUs of 8-GPU nodes)
+LADDER_NODE_EXPONENTS = range(3, 14)
+#: searches that narrow the bracket between the last count of the ladder that misses the target and
+#: the first that meets it: each halves it, so 6 steps land within 1/64 of the doubling (~1.6%)
+REFINE_STEPS = 6
+
+
+def roundest_between(lo: int, hi: int) -> int | None:
+    """The integer strictly between `lo` and `hi` with the most factors of two (None if there is none).
+
+    There is exactly one: take the largest power of two p with a multiple in (lo, hi); two
+    multiples would be consecutive and one of them a multiple of 2p. Node counts found this way are
+    the ones a layout divides best (384 = 3 x 128 nodes between 256 and 512), found by arithmetic."""
+    if hi - lo < 2:
+        return None
+    p = 1 << (hi - lo).bit_length()
+    while p > 1 and (lo // p + 1) * p >= hi:
+        p //= 2
+    return (lo // p + 1) * p
+
+
+def _smallest_cluster(model, system, gpu, tokens: float, target_days: float, seq_len, global_batch, progress=None):
+    """The fewest GPUs in whole nodes that train within `target_days`: (summary, estimate, counts tried).
+
+    First the ladder nodes x 2^k (`LADDER_NODE_EXPONENTS`) up to the first count that meets the
+    target; then a bisection over every whole-node count between that count and the ladder's
+    previous one (`roundest_between` picks the next node count by arithmetic), `REFINE_STEPS`
+    searches at most. Training days fall with GPUs but not strictly (a count whose factors suit no
+    layout is slower), so the answer is the smallest count *tried* that meets the target: within
+    ~2% of the smallest such count, and never a count the search did not evaluate."""
+    gpn = system.gpus_per_node
+    total_steps = len(LADDER_NODE_EXPONENTS) + REFINE_STEPS
+    tried: list[int] = []
+
+    def attempt(nodes: int):
+        if progress:
+            progress(f"{nodes * gpn:,} GPUs", len(tried) / total_steps)
+        tried.append(nodes * gpn)
+        try:
+            return _training_summary(model, system, gpu, nodes * gpn, tokens, seq_len, global_batch)
+        except Infeasible:
+            return None
+
+    def meets(result) -> bool:
+        return result is not None and result[0].days is not None and result[0].days <= target_days
+
+    lo_nodes, best, best_nodes, last = 0, None, None, None
+    for k in LADDER_NODE_EXPONENTS:
+        result = attempt(2**k)
+        if result is not None:
+            last = result
+        if meets(result):
+            best, best_nodes = result, 2**k
+            break
+        lo_nodes = 2**k
+    if best is None:
+        if last is None:
+            raise Infeasible(f"model: no cluster up to {2 ** LADDER_NODE_EXPONENTS[-1] * gpn:,} GPUs can train {model.name}")
+        return (*last, tried)
+    for _ in range(REFINE_STEPS):
+        nodes = roundest_between(lo_nodes, best_nodes)
+        if nodes is None:
+            break
+        result = attempt(nodes)
+        if meets(result):
+            best, best_nodes = result, nodes
+        else:
+            lo_nodes = nodes
+    return (*best, tried)
+
+
 def _round_up_nodes(gpus: int, gpus_per_node: int) -> int:
     return max(1, math.ceil(gpus / gpus_per_node))
 
@@ -226,10 +297,11 @@ def plan(
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
     seq_len: int | None = None,
     global_batch: int | None = None,
+    progress=None,
 ) -> PlanReport:
     """Size and cost a cluster for one workload. Training: with `gpus` given, that many; otherwise the
-    smallest power-of-two number of scalable-unit quarters (64, 128, 256, ... GPUs) that finishes in
-    `target_days`. See module docstring."""
+    smallest whole-node GPU count found that finishes in `target_days` (`_smallest_cluster`).
+    `progress(stage, fraction)` is called as GPU counts are tried. See module docstring."""
     if tokens <= 0:
         raise InputError("tokens: must be > 0", field="tokens")
     if target_days <= 0:
@@ -241,28 +313,26 @@ def plan(
     model_id = model.name if isinstance(model_id, ModelSpec) else model_id
     notes: list[str] = []
     est = None
-    if goal is Goal.TRAIN:
-        if gpus is not None:
-            if gpus < 1:
-                raise InputError("gpus: must be >= 1", field="gpus")
-            work, est = _training_summary(model, system, gpu, gpus, tokens, seq_len, global_batch)
+    with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
+        if goal is Goal.TRAIN:
+            if gpus is not None:
+                if gpus < 1:
+                    raise InputError("gpus: must be >= 1", field="gpus")
+                work, est = _training_summary(model, system, gpu, gpus, tokens, seq_len, global_batch)
+            else:
+                work, est, tried = _smallest_cluster(model, system, gpu, tokens, target_days, seq_len, global_batch,
+                                                     progress)
+                work.details["gpu_counts_tried"] = ", ".join(f"{n:,}" for n in tried)
+                if work.days is not None and work.days > target_days:
+                    notes.append(f"even {work.gpus} GPUs need {work.days:.1f} days (> target {target_days:g})")
+                    if est is not None and est.search is not None:
+                        gb, seq = est.search.global_batch, est.plan.seq_len
+                        notes.append(f"the global batch of {gb:,} sequences x {seq:,} tokens caps data parallelism; "
+                                     "a larger --global-batch lets more GPUs work on one step (Llama 3 405B: 16M "
+                                     "tokens after 2.87T, Dubey et al. 2024, sec. 3.4.1)")
         else:
-            candidates = [system.gpus_per_node * 2**k for k in range(3, 14)]  # 64 ... 65,536 GPUs for 8-GPU nodes
-            work = None
-            for n in candidates:
-                try:
-                    work, est = _training_summary(model, system, gpu, n, tokens, seq_len, global_batch)
-                except Infeasible:
-                    continue
-                if work.days is not None and work.days <= target_days:
-                    break
-            if work is None:
-                raise Infeasible(f"model: no cluster up to {candidates[-1]} GPUs can train {model_id}")
-            if work.days is not None and work.days > target_days:
-                notes.append(f"even {work.gpus} GPUs need {work.days:.1f} days (> target {target_days:g})")
-    else:
-        work = _serving_summary(model, system, gpu, rate_per_s, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                                input_len=input_len, output_len=output_len)
+            work = _serving_summary(model, system, gpu, rate_per_s, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                                    input_len=input_len, output_len=output_len)
     nodes = _round_up_nodes(work.gpus, system.gpus_per_node)
     cluster = size_cluster(
         system.id, nodes, years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,

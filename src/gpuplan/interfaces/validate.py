@@ -158,11 +158,13 @@ def _band(row: dict[str, str], kind: str, value: float) -> tuple[float | None, f
     return low, high, band.regime + ("" if band.validated else f" (borrowed for {band.requested})")
 
 
-def validate_rows(rows: list[dict[str, str]]) -> ValidationReport:
-    """Predict every row and summarise (see module doc)."""
+def validate_rows(rows: list[dict[str, str]], progress: Callable[[int, int], None] | None = None) -> ValidationReport:
+    """Predict every row and summarise (see module doc); `progress(rows done, rows)` before each row."""
     predictors: dict[str, tuple] = {}
     results = []
-    for row in rows:
+    for done, row in enumerate(rows):
+        if progress:
+            progress(done, len(rows))
         kind = row_kind(row)
         if kind not in predictors:
             predictors[kind] = _predictor(kind)
@@ -234,9 +236,9 @@ def summarize(results: list[RowResult]) -> dict:
     }
 
 
-def validate_file(path: str | Path) -> ValidationReport:
+def validate_file(path: str | Path, progress: Callable[[int, int], None] | None = None) -> ValidationReport:
     """Read a SCHEMA.md CSV and validate every row (InputError for a malformed file)."""
-    return validate_rows(read_rows(path))
+    return validate_rows(read_rows(path), progress)
 
 
 def report_json(report: ValidationReport) -> dict:

@@ -8,10 +8,14 @@ at the boundary. Options and their defaults: docs/options.md.
 
     >>> from gpuplan import api
     >>> api.train("gpt3-175b", "dgx-h100", 1024, tokens="300B").to_dict()["days"]  # doctest: +SKIP
+
+`with api.memory_headroom(0.05): ...` runs the block with 5% of each GPU's memory kept free instead
+of the default 10% (gpuplan.workloads.memory_headroom; `overrides={"usable_memory_fraction": 0.95}`
+does the same for one call of train / plan / serve_plan).
 """
 
 from gpuplan.facilities.run_cost import price_source
-from gpuplan.interfaces.api._common import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, to_jsonable
+from gpuplan.interfaces.api._common import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, checked_numbers, to_jsonable
 from gpuplan.interfaces.api.calibration import apply, bench, calibrate_fit, calibrate_import, calibrate_knobs, load_profile
 from gpuplan.interfaces.api.comm import comm
 from gpuplan.interfaces.api.formats import (
@@ -33,6 +37,7 @@ from gpuplan.interfaces.api.serving import (
 )
 from gpuplan.interfaces.api.training import DEFAULT_GPUS, fit_max_batch, fit_max_seq, fit_min_gpus, fit_train, train
 from gpuplan.interfaces.api.validation import validate, validate_cv
+from gpuplan.workloads.memory_headroom import headroom_scope as memory_headroom
 
 __all__ = [
     "Result", "to_jsonable", "price_source",
@@ -48,4 +53,14 @@ __all__ = [
     "kernel_occupancy", "kernel_roofline", "kernel_access", "kernel_banks", "kernel_divergence", "kernel_amdahl",
     "kernel_gustafson", "kernel_little",
     "formats_table", "formats_compare", "formats_encode", "formats_decode", "formats_matmul",
+    "memory_headroom",
 ]
+
+# Every function above checks its numeric arguments with the CLI's rules and messages at the call
+# (`checked_numbers`: finite, int64, ranges, caps), so a script gets the same one-line InputError a
+# command line does.
+for _name in __all__:
+    _fn = globals()[_name]
+    if callable(_fn) and not isinstance(_fn, type) and _name not in ("to_jsonable", "price_source", "memory_headroom"):
+        globals()[_name] = checked_numbers(_fn)
+del _name, _fn

@@ -171,3 +171,47 @@ def positive(value: int | None, name: str) -> None:
     """InputError unless `value` is None or an integer >= 1."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise InputError(f"--{name.replace('_', '-')} must be >= 1", field=name)
+
+
+# -- numbers at the boundary ------------------------------------------------------------------------
+#: keyword arguments that are not user quantities (callbacks, element values to encode, codes)
+_UNCHECKED = frozenset({"progress", "values", "codes"})
+#: integer keywords passed through `**plan_kw` (no annotation to read them from)
+_INTEGER_KEYWORDS = frozenset({"tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "gpus"})
+
+
+def _integer_param(annotation: Any) -> bool:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    return "int" in text.replace("Sequence", "") and "float" not in text
+
+
+def checked_numbers(fn):
+    """`fn` with every numeric argument (keywords of `**kwargs` too) checked by the CLI's rules
+    (gpuplan.validation_rules.check_option: finite, int64, non-negative, > 0 for counts and degrees,
+    the caps) before it runs, with the CLI's one-line message naming the option (`--seq-len: must be
+    an integer > 0, got nan`); an integral float given for an integer becomes the int."""
+    import functools
+    import inspect
+    import numbers
+
+    from gpuplan.validation_rules import check_option
+
+    sig = inspect.signature(fn)
+    integer = {name: _integer_param(p.annotation) for name, p in sig.parameters.items()}
+
+    def check(name: str, value: Any, is_int: bool) -> Any:
+        if name in _UNCHECKED or isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return value
+        return check_option("--" + name.replace("_", "-"), value, is_int or isinstance(value, numbers.Integral))
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        bound = sig.bind(*args, **kwargs)
+        for name, value in list(bound.arguments.items()):
+            if sig.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                bound.arguments[name] = {k: check(k, v, k in _INTEGER_KEYWORDS) for k, v in value.items()}
+            elif sig.parameters[name].kind is not inspect.Parameter.VAR_POSITIONAL:
+                bound.arguments[name] = check(name, value, integer.get(name, False))
+        return fn(*bound.args, **bound.kwargs)
+
+    return wrapper

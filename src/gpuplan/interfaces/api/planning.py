@@ -66,9 +66,11 @@ def plan(
     grid_kg_per_kwh: float | None = None,
     seq_len: int | None = None,
     global_batch: int | None = None,
+    progress=None,
 ) -> PlanResult:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs
-    cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 within 30 days."""
+    cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 within 30 days.
+    `progress(stage, fraction)`: called as GPU counts are tried."""
     from gpuplan.facilities.assumptions import merge_alias
     from gpuplan.interfaces.plan import Goal, plan as plan_cluster
 
@@ -81,7 +83,7 @@ def plan(
                            overrides, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh,
                            grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh,
                                                            "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh")),
-                       seq_len=seq_len, global_batch=global_batch)
+                       seq_len=seq_len, global_batch=global_batch, progress=progress)
     return PlanResult(rep)
 
 

@@ -155,14 +155,15 @@ def serve_plan(
     overrides=None,
     system: str | System | None = None,
     usd_per_gpu_hour: float | None = None,
+    progress=None,
 ) -> CapacityResult:
     """Fewest GPUs (type from `gpus`, and TP) serving `rate` req/s within p90 TTFT / TPOT, with cost
     (facilities.pricing.gpu_hour_price per GPU type) and the best layout's energy for one day of
     serving (facilities.run_cost, under one assumptions set: `pue`, `overrides`). `system`: the node
     whose scale-up fabric every GPU type is served on (default: each GPU's widest catalog system);
     `usd_per_gpu_hour`: the price of every GPU type (default: gpu_hour_price). `gpuplan sweep` passes
-    both for hypothetical hardware variants."""
-    from gpuplan.facilities.assumptions import assumptions_from_options
+    both for hypothetical hardware variants. `progress(stage, fraction)` before each (GPU, tp)."""
+    from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
     from gpuplan.workloads.inference.capacity import plan_capacity
@@ -175,8 +176,10 @@ def serve_plan(
         price = gpu_hour_price(g, usd_per_gpu_hour, required=False)
         systems[g.id] = (g, node if node is not None else widest_system(g))
         cands.append((g, systems[g.id][1], price.value if price is not None else None))
-    res = plan_capacity(resolve_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                        input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
+        res = plan_capacity(resolve_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                            input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                            progress=progress)
     g, sys_spec = systems[res.best.gpu]
     day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour)
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a)
@@ -201,12 +204,15 @@ def serve_frontier(
     output_len: int = DEFAULT_OUTPUT_LEN,
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
+    progress=None,
 ) -> FrontierResult:
-    """Tokens/s per GPU against tokens/s per user over TP and closed-loop concurrency."""
+    """Tokens/s per GPU against tokens/s per user over TP and closed-loop concurrency;
+    `progress(stage, fraction)` before each tp."""
     from gpuplan.workloads.inference.capacity import frontier
 
     sys_spec, gpu_spec = system_and_gpu(system, gpu)
     return FrontierResult(tuple(frontier(resolve_model(model), gpu_spec, sys_spec, input_len=input_len,
-                                         output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype)))
+                                         output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                                         progress=progress)))
 
 

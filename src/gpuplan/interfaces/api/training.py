@@ -164,7 +164,7 @@ def train(
     (facilities.assumptions: defaults, `overrides` {KEY: VALUE} or ["KEY=VALUE"], then the named
     values; `grid_kg_per_kwh` is the old spelling of `grid_kg_co2_per_kwh`). `gpu`: the system's GPU
     (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given."""
-    from gpuplan.facilities.assumptions import assumptions_from_options, merge_alias
+    from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.plan_search import SearchSpace
     from gpuplan.workloads.training.step_time import check_plan
@@ -196,12 +196,13 @@ def train(
         plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
     if plan is not None:
         check_plan(spec, sys_spec, plan, gpus)
-    est = estimate_training(
-        spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
-        precision=prec, plan=plan,
-        space=SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap),
-        framework=fw, progress=progress if plan is None else None, top=top,
-    )
+    with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
+        est = estimate_training(
+            spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
+            precision=prec, plan=plan,
+            space=SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap),
+            framework=fw, progress=progress if plan is None else None, top=top,
+        )
     run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions, usd_per_gpu_hour=usd_per_gpu_hour)
     return TrainResult(est, run, assumptions, spec.moe is not None)
 
@@ -395,10 +396,11 @@ def fit_max_seq(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int 
 
 
 def fit_min_gpus(model: str | ModelSpec, gpu: str | Gpu | None = None, max_gpus: int = 16384, *,
-                 system: str | System | None = None, **plan_kw: Any) -> MinGpusResult:
-    """Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from `plan_kw`)."""
+                 system: str | System | None = None, progress=None, **plan_kw: Any) -> MinGpusResult:
+    """Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from `plan_kw`);
+    `progress(GPUs reached, max_gpus)` as counts are tried."""
     from gpuplan.workloads.training.memory import min_gpus
 
     positive(max_gpus, "max_gpus")
     spec, g, plan = _fit_inputs(model, gpu, system, None, plan_kw)
-    return MinGpusResult(spec, g, max_gpus, min_gpus(spec, plan, g, max_gpus=max_gpus))
+    return MinGpusResult(spec, g, max_gpus, min_gpus(spec, plan, g, max_gpus=max_gpus, progress=progress))

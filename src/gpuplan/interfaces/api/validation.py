@@ -22,11 +22,12 @@ class ValidationResult(Result):
         return report_json(self.report)
 
 
-def validate(file: str | Path) -> ValidationResult:
-    """Predicted vs measured for every row of `file`, with error statistics per source family."""
+def validate(file: str | Path, progress=None) -> ValidationResult:
+    """Predicted vs measured for every row of `file`, with error statistics per source family;
+    `progress(rows done, rows)` before each row."""
     from gpuplan.interfaces.validate import validate_file
 
-    return ValidationResult(validate_file(file))
+    return ValidationResult(validate_file(file, progress))
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,9 @@ class CrossValidationResult(Result):
         return self.report.to_dict()
 
 
-def validate_cv(file: str | Path, cv: str = "family") -> CrossValidationResult:
+def validate_cv(file: str | Path, cv: str = "family", progress=None) -> CrossValidationResult:
     """Leave-one-family-out cross-validation of `file`: the fitted knobs refit without each family,
     that family predicted with the refit values; CV, in-sample and default errors per family."""
     from gpuplan.interfaces.cross_validation import cross_validate_file
 
-    return CrossValidationResult(cross_validate_file(file, cv))
+    return CrossValidationResult(cross_validate_file(file, cv, progress=progress))

@@ -76,18 +76,22 @@ def _run(dep: Deployment, conc: int, input_len: int, output_len: int, sched: Sch
 
 def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | None]], *, rate: float,
                   ttft_ms: float, tpot_ms: float, input_len: int, output_len: int, tps: tuple[int, ...] = (1, 2, 4, 8),
-                  weight_dtype: str = "bf16", kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None) -> CapacityPlan:
+                  weight_dtype: str = "bf16", kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None,
+                  progress=None) -> CapacityPlan:
     """Fewest GPUs (then lowest cost) serving `rate` requests/s within p90 TTFT / TPOT objectives.
 
-    `candidates`: (gpu, system for its scale-up fabric, usd_per_gpu_hour or None)."""
+    `candidates`: (gpu, system for its scale-up fabric, usd_per_gpu_hour or None); `progress(stage,
+    fraction)` before each (gpu, tp)."""
     if not rate > 0:
         raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
     if not (ttft_ms > 0 and tpot_ms > 0):
         raise InputError("ttft_ms / tpot_ms: objectives must be > 0 ms", field="ttft_ms")
     sched = scheduler or SchedulerConfig()
     results: list[CandidateResult] = []
-    for gpu, system, price in candidates:
-        for tp in tps:
+    for i_gpu, (gpu, system, price) in enumerate(candidates):
+        for i_tp, tp in enumerate(tps):
+            if progress:
+                progress(f"{gpu.id} tp={tp}", (i_gpu * len(tps) + i_tp) / (len(candidates) * len(tps)))
             if tp > system.scaleup_domain_gpus or model.heads % tp:
                 continue
             try:
@@ -125,15 +129,18 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
 
 def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, output_len: int,
              tps: tuple[int, ...] = (1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-             scheduler: SchedulerConfig | None = None) -> list[FrontierPoint]:
+             scheduler: SchedulerConfig | None = None, progress=None) -> list[FrontierPoint]:
     """Throughput-vs-interactivity points over tp and closed-loop concurrency (Pareto filtering is
-    left to the reader: every simulated point is returned, sorted by tokens/s per user)."""
+    left to the reader: every simulated point is returned, sorted by tokens/s per user);
+    `progress(stage, fraction)` before each tp."""
     check_number(input_len, "input_len", gt=0, integer=True)
     check_number(output_len, "output_len", gt=0, integer=True)
     sched = scheduler or SchedulerConfig()
     out: list[FrontierPoint] = []
     why_not: list[str] = []
-    for tp in tps:
+    for i_tp, tp in enumerate(tps):
+        if progress:
+            progress(f"tp={tp}", i_tp / len(tps))
         if tp > system.scaleup_domain_gpus or model.heads % tp:
             why_not.append(f"tp={tp}: {'exceeds the scale-up domain' if tp > system.scaleup_domain_gpus else 'does not divide the heads'}")
             continue

@@ -26,6 +26,7 @@ from gpuplan.layers.inventory import model_ops
 from gpuplan.layers.operators import Shard
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element
+from gpuplan.workloads.memory_headroom import usable_fraction
 from gpuplan.workloads.inference.operators import dense_linear_ops
 
 
@@ -34,11 +35,10 @@ class KvBudgetRule(str, Enum):
     FREE = "free"  # TensorRT-LLM: free_gpu_memory_fraction of what is free after weights + workspace
 
 
-#: vLLM `gpu_memory_utilization` default 0.9 (vLLM engine arguments documentation).
-VLLM_GPU_MEMORY_UTILIZATION = knobs.register(
-    "serving.memory.vllm_gpu_memory_utilization", unit="fraction", default=0.90, low=0.05, high=1.0,
-    source="vLLM gpu_memory_utilization default 0.9 (vLLM engine arguments documentation)",
-    scales="KV-cache budget under KvBudgetRule.TOTAL (vLLM-like engines) when no fraction is given")
+#: vLLM `gpu_memory_utilization` default 0.9 (vLLM engine arguments documentation): what a published
+#: vLLM benchmark ran at (validation's engine profile). gpuplan's own plans use the one memory headroom
+#: knob of training and serving, `memory.usable_fraction` (workloads.memory_headroom; default 0.9 too).
+VLLM_GPU_MEMORY_UTILIZATION = 0.90
 #: TensorRT-LLM `KvCacheConfig.free_gpu_memory_fraction` default 0.9 (TensorRT-LLM docs,
 #: "Useful runtime options"; trtllm-bench throughput runs in perf-overview.md used 0.95).
 TRTLLM_FREE_GPU_MEMORY_FRACTION = knobs.register(
@@ -162,8 +162,8 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
     m = dep.model
     total = dep.gpu.memory_bytes
     if memory_fraction is None:
-        memory_fraction = knobs.value("serving.memory.vllm_gpu_memory_utilization" if rule == KvBudgetRule.TOTAL
-                                      else "serving.memory.trtllm_free_gpu_memory_fraction")
+        memory_fraction = (usable_fraction() if rule == KvBudgetRule.TOTAL
+                           else knobs.value("serving.memory.trtllm_free_gpu_memory_fraction"))
     weights = weights_bytes_per_gpu(dep)
     workspace = activation_workspace_bytes(dep, max_batch_tokens, max_batch_seqs)
     reserve = (knobs.value("serving.memory.runtime_reserve_bytes")

@@ -71,6 +71,7 @@ from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
+from gpuplan.workloads.memory_headroom import usable_memory_bytes
 
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
 #: allocator. PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12
@@ -139,7 +140,7 @@ class TrainingMemory:
     reserved_bytes: float  # allocated plus caching-allocator slack
     capacity_bytes: float | None = None
     fits: bool | None = None
-    headroom_bytes: float | None = None
+    headroom_bytes: float | None = None  # usable memory (workloads.memory_headroom) less the total
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -376,7 +377,7 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
     capacity = fits = headroom = None
     if gpu is not None:
         capacity = float(gpu.memory_bytes)
-        headroom = capacity - per_gpu["total"]
+        headroom = usable_memory_bytes(capacity) - per_gpu["total"]  # what is left of the usable part
         fits = headroom >= 0
     notes = []
     if plan.precision.low_precision_matmul:
@@ -411,7 +412,7 @@ def to_gib(n: float) -> float:
 
 
 def _fits(model: ModelSpec, plan: TrainPlan, gpu: Gpu) -> bool:
-    return training_memory(model, plan).per_gpu_bytes["total"] <= gpu.memory_bytes
+    return training_memory(model, plan).per_gpu_bytes["total"] <= usable_memory_bytes(gpu.memory_bytes)
 
 
 def _largest_fitting(lo: int, hi: int, fits) -> int:
@@ -472,7 +473,7 @@ def candidate_gpu_counts(limit: int) -> list[int]:
 
 
 def min_gpus(
-    model: ModelSpec, plan: TrainPlan, gpu: Gpu, max_gpus: int = 16384, max_tp: int = 8
+    model: ModelSpec, plan: TrainPlan, gpu: Gpu, max_gpus: int = 16384, max_tp: int = 8, progress=None
 ) -> GpuCountAnswer | None:
     """Fewest GPUs with a (tp, pp, dp) layout that fits; among layouts at that count the least memory.
 
@@ -494,6 +495,8 @@ def min_gpus(
         return per_rank * (wb / (dp if zero3 else 1) + gb / (dp if s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP) else 1)
                            + ob / (dp if s is not Sharding.NONE else 1))
     for n in candidate_gpu_counts(max_gpus):
+        if progress:  # progress(GPUs reached, max_gpus)
+            progress(n, max_gpus)
         if n % plan.cp:
             continue
         best: tuple[float, TrainPlan, TrainingMemory] | None = None
@@ -506,7 +509,7 @@ def min_gpus(
                     continue
                 if plan.vpp > 1 and (pp == 1 or pp * plan.vpp > model.layers):
                     continue
-                if states_lower_bound(tp, pp, dp) > gpu.memory_bytes:
+                if states_lower_bound(tp, pp, dp) > usable_memory_bytes(gpu.memory_bytes):
                     continue  # cannot fit: skip the exact (per-layer) evaluation
                 candidate = plan.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "global_batch": None,
                                                     "sequence_parallel": plan.sequence_parallel and tp > 1})

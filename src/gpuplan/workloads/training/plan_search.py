@@ -33,6 +33,7 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
+from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.step_time import (
     RECOMPUTE_CODE,
     SHARDING_CODE,
@@ -297,7 +298,7 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
         invalid |= mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     mem = memory_bytes_arrays(model, proto, g, dp, m)
-    too_big = np.broadcast_to(mem > SCREEN_MARGIN * gpu.memory_bytes, shape) & ~invalid
+    too_big = np.broadcast_to(mem > SCREEN_MARGIN * usable_memory_bytes(gpu.memory_bytes), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid |= too_big
     step = np.where(invalid, np.inf, arrays.step_s)
@@ -464,7 +465,7 @@ def search_plans(
         if over_memory:
             raise Infeasible(
                 f"no plan of {model.name} fits on {num_gpus} x {gpu.id} "
-                f"({over_memory} plans exceed memory); add GPUs or a larger-memory GPU"
+                f"({over_memory} plans exceed {headroom_note(gpu.memory_bytes)}); add GPUs or a larger-memory GPU"
             )
         # nothing was too big: every layout broke a divisibility rule; name the commonest ones
         common = sorted(((n, r) for r, n in rejected.items() if n), reverse=True)[:2]

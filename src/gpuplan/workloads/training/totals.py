@@ -19,6 +19,7 @@ from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, System, TrainPlan
 from gpuplan.workloads.training.plan_search import SearchResult, SearchSpace, search_plans
 from gpuplan.workloads.training.step_time import Framework, StepTime, estimate_step_time
+from gpuplan.workloads.memory_headroom import headroom_note
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def estimate_training(
         if memory.fits is False:  # the user's own plan: report it, never cost a plan that cannot run
             raise Infeasible(
                 f"plan tp={plan.tp} pp={plan.pp} dp={plan.dp} cp={plan.cp} needs {mem_gib:,.1f} GiB per GPU, "
-                f"more than the {gpu.memory_bytes / 2**30:,.0f} GiB of {gpu.id}; raise tp/pp, shard "
+                f"more than the {headroom_note(gpu.memory_bytes)} on {gpu.id}; raise tp/pp, shard "
                 f"(--sharding zero3), recompute, or add GPUs"
             )
     if flop_budget is not None:

@@ -1,0 +1,59 @@
+"""`gpuplan plan` GPU counts in whole nodes (interfaces/plan.py `_smallest_cluster`, `roundest_between`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuplan import api
+from gpuplan.cli.main import app
+from gpuplan.interfaces.plan import roundest_between
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize("lo, hi, want", [
+    (256, 512, 384),  # 384 = 3 x 128: the only count in between divisible by 128
+    (384, 512, 448),  # 7 x 64
+    (256, 384, 320),  # 5 x 64
+    (0, 8, 4),
+    (4, 8, 6),
+    (6, 8, 7),
+    (7, 8, None),  # no integer strictly between
+    (1000, 1024, 1008),  # 63 x 16; 1016 = 127 x 8 has fewer factors of two
+])
+def test_roundest_between(lo, hi, want):
+    assert roundest_between(lo, hi) == want
+
+
+def test_roundest_between_is_arithmetic_for_huge_ranges():
+    # no loop over the range: a 2^62-wide bracket answers at once with the power of two inside it
+    assert roundest_between(0, 2**62) == 2**61
+
+
+def test_plan_finds_a_whole_node_count_between_powers_of_two():
+    # gpt3-125m, 300B tokens at a 1,536-sequence batch (2^9 x 3, so dp = 96 divides it): 64 GPUs take
+    # ~0.12 days and 128 ~0.06 (`train`), so a 0.1-day target lies between the ladder's 64 and 128
+    args = ["plan", "gpt3-125m", "--tokens", "300B", "--days", "0.1", "--global-batch", "1536", "--json"]
+    d = json.loads(runner.invoke(app, args).stdout)
+    gpus, days = d["gpus"], d["days"]
+    tried = [int(x.replace(",", "")) for x in d["workload_details"]["gpu_counts_tried"].split(", ")]
+    assert gpus % 8 == 0 and 64 < gpus < 128 and days <= 0.1
+    assert tried[:3] == [64, 128, 96] and gpus in tried  # 96 = roundest_between(8, 16) nodes x 8
+    # every smaller count the search tried misses the target (the answer is the smallest tried that meets it)
+    for n in sorted(t for t in tried if t < gpus):
+        assert api.train("gpt3-125m", "dgx-h100", n, tokens="300B", global_batch=1536).to_dict()["days"] > 0.1
+
+
+def test_plan_keeps_the_power_of_two_when_no_count_between_is_faster():
+    # the default 2,048-sequence batch has no factor 3: 96 GPUs can only use tp=3 and are slower than 64,
+    # so no count between 64 and 128 meets 0.1 days and the answer stays 128
+    d = json.loads(runner.invoke(app, ["plan", "gpt3-125m", "--tokens", "300B", "--days", "0.1", "--json"]).stdout)
+    assert d["gpus"] == 128 and d["days"] <= 0.1
+
+
+def test_plan_with_gpus_given_uses_them():
+    d = json.loads(runner.invoke(app, ["plan", "gpt3-125m", "--tokens", "1B", "--gpus", "24", "--json"]).stdout)
+    assert d["gpus"] == 24 and "gpu_counts_tried" not in d["workload_details"]
