@@ -282,7 +282,7 @@ class ServingOption:
     gpus: int | None
     pd_ratio: str | None
     kv_link: str | None
-    kv_bytes_per_request: float | None
+    kv_per_request_bytes: float | None
     kv_transfer_ms: float | None
     kv_link_wait_ms: float | None
     ttft_p90_ms: float | None
@@ -485,7 +485,7 @@ class _Search:
         g = math.gcd(n_p, n_d)
         return ServingOption(
             ServingMode.DISAGGREGATED, f"{n_p}P {p.label} + {n_d}D {d.label}", tuple(pools), gpus,
-            f"{n_p // g}:{n_d // g}", link.value, xfer.kv_bytes_per_request, xfer.time_s * 1e3,
+            f"{n_p // g}:{n_d // g}", link.value, xfer.kv_per_request_bytes, xfer.time_s * 1e3,
             wait * 1e3 if math.isfinite(wait) else None, ttft * 1e3, tpot * 1e3, self.rate * self.output_len / gpus,
             _cost(pools, self.rate, self.output_len), ttft <= self.ttft_s and tpot <= self.tpot_s, False)
 

@@ -63,7 +63,7 @@ class KvTransfer:
     """One request's KV move: bytes (one copy, and what the busiest GPU link carries), link, seconds."""
 
     link: KvLink
-    kv_bytes_per_request: float
+    kv_per_request_bytes: float
     bytes_per_link: float
     time_s: float
 
@@ -111,7 +111,7 @@ def kv_transfer(prefill: Deployment, decode: Deployment, input_len: int, link: K
             times.append(collective_time(Collective.SEND_RECV, size, dep.system, 2, gpu=dep.gpu,
                                          gpus_per_domain=1).time_s)
         t = max(times)
-    return KvTransfer(link=link, kv_bytes_per_request=kv_bytes_per_request(decode, input_len), bytes_per_link=size,
+    return KvTransfer(link=link, kv_per_request_bytes=kv_bytes_per_request(decode, input_len), bytes_per_link=size,
                       time_s=float(t))
 
 
