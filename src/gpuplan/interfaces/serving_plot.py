@@ -68,7 +68,7 @@ def plot_plan(path: str | Path, options: Sequence, *, ttft_slo_ms: float, tpot_s
                 transform=ax.get_xaxis_transform())
         ax.set_xlabel(f"p90 {name} (ms)")
         ax.grid(True, alpha=0.3)
-        ax.set_xlim(left=0)
+        ax.set_xlim(0, max(ax.get_xlim()[1], 1.3 * slo))  # room for the objective's label
     axes[0].set_ylim(bottom=0)
     axes[0].set_ylabel("output tokens/s per GPU")
     handles, labels = axes[0].get_legend_handles_labels()

@@ -29,7 +29,8 @@ Search (DistServe sec. 4, Algorithm 1: per-phase goodput, then replicate to the 
    `pd_ratio` P:D fixed: the smallest k with k P >= n_p and k D >= n_d). Co-located: r = the
    largest rate meeting both objectives, replicas = ceil(rate / r).
 3. Cost = sum over pools of instances x GPUs x $/GPU-hour / (3600 x rate x output_len) x 1e6 per
-   million output tokens. The cheapest few options are re-simulated at their actual per-instance
+   million output tokens; options are ranked by it (then GPUs, then TTFT), options with a GPU that
+   has no catalog price after the priced ones, by GPUs. The cheapest few options are re-simulated at their actual per-instance
    rates (`simulated`); an option whose simulation misses an objective gets one more instance in
    the pool that misses it, until it meets it.
 
@@ -592,6 +593,9 @@ def _why(o: ServingOption, best: ServingOption, ttft_ms: float, tpot_ms: float) 
             missed.append(f"TPOT {o.tpot_p90_ms:.1f} ms")
         return "misses " + (" and ".join(missed) if missed else "the objectives")
     a, b = o.usd_per_million_output_tokens, best.usd_per_million_output_tokens
+    if a is None and b is not None:
+        unpriced = sorted({p.gpu for p in o.pools if p.usd_per_gpu_hour is None})
+        return f"no $/GPU-hour for {', '.join(unpriced)} ({o.gpus} GPUs vs {best.gpus})"
     if a is not None and b is not None and b > 0 and abs(a - b) <= 1e-9 * b:
         return "same cost, higher TTFT" if o.gpus == best.gpus else "same cost, more GPUs"
     if a is not None and b is not None and b > 0:
