@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 from typer.testing import CliRunner
 
 from gpuplan import api, knobs
@@ -275,3 +276,39 @@ def test_plain_plan_and_frontier_plots(tmp_path):
     fr = api.serve_frontier("llama-3-8b", input_len=512, output_len=64, plot=str(front_png))
     assert fr.to_dict()["plot_file"] == str(front_png)
     assert b"<svg" in front_png.read_bytes()[:2000]
+
+
+# ------------------------------------------------------------------------------------ properties
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 1_000_000))
+def test_kv_bytes_linear_in_prompt_for_global_attention(length):
+    # every Llama-3-8B layer is global: bytes = L x 131,072 exactly
+    assert kv_bytes_per_request(_dep("llama-3-8b"), length) == length * 131_072
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0, 100), st.floats(0, 100), st.floats(1e-4, 1.0))
+def test_link_wait_is_monotone_and_finite_below_saturation(r1, r2, t):
+    lo, hi = sorted((r1, r2))
+    a, b = link_wait_s(lo, t), link_wait_s(hi, t)
+    assert a <= b
+    assert math.isfinite(a) == (lo * t < 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-5, 50), st.integers(-5, 50))
+def test_pd_ratio_parses_exactly_the_positive_pairs(p, d):
+    if p >= 1 and d >= 1:
+        assert parse_pd_ratio(f"{p}:{d}") == (p, d)
+        assert parse_pd_ratio(f" {p} : {d} ") == (p, d)
+    else:
+        with pytest.raises(InputError):
+            parse_pd_ratio(f"{p}:{d}")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 100_000), st.integers(1, 100_000))
+def test_transfer_time_grows_with_the_prompt(a, b):
+    p = _dep("llama-3-8b", 1)
+    lo, hi = sorted((a, b))
+    assert kv_transfer(p, p, lo, KvLink.NETWORK).time_s <= kv_transfer(p, p, hi, KvLink.NETWORK).time_s
