@@ -54,6 +54,21 @@ def test_link_bytes_split_over_the_ranks():
     assert link_bytes(_dep("llama-3-70b", 4), _dep("llama-3-70b", 4), 2048) == 167_772_160
     # tp2 -> tp8: the 8 decode ranks receive 1 head each (8 x 1/8 = one copy), 2 senders: busiest link 1/2 of it
     assert link_bytes(_dep("llama-3-70b", 2), _dep("llama-3-70b", 8), 2048) == 671_088_640 / 2
+    # MLA into attention-DP decode (DeepSeek-V3, fp8): the request lives in one attention group of ONE GPU,
+    # which must receive the whole latent: 1000 tokens x 35,136 B = 35,136,000 B on one link, whatever
+    # the prefill tp (each of its 8 ranks holds the full latent, one of them sends)
+    pre = _dep("deepseek-v3", 8, gpu="h200-sxm-141gb", ep=8, weight_dtype="fp8", kv_dtype="fp8")
+    dec = _dep("deepseek-v3", 8, gpu="h200-sxm-141gb", ep=8, attention_dp=8, weight_dtype="fp8", kv_dtype="fp8")
+    assert link_bytes(pre, dec, 1000) == 35_136_000
+
+
+def test_forced_network_link_is_slower_than_nvlink_on_one_node():
+    common = dict(tps=(1,), rate=4, ttft_ms=3000, tpot_ms=10, input_len=8192, output_len=32)
+    net = plan_disaggregated(resolve_model("llama-3-8b"), _hw(), kv_link="network", **common).best_disaggregated
+    nvl = plan_disaggregated(resolve_model("llama-3-8b"), _hw(), kv_link="nvlink", **common).best_disaggregated
+    assert (net.kv_link, nvl.kv_link) == ("network", "nvlink")
+    # 1 GiB over one 50 GB/s NIC at 0.93 (>= 21 ms) vs one 450 GB/s NVLink at 0.8 (<= 4 ms incl. the 128 MiB fill)
+    assert net.kv_transfer_ms > 21.0 > 4.0 > nvl.kv_transfer_ms
 
 
 def test_transfer_time_over_infiniband_and_nvlink():

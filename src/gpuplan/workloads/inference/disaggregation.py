@@ -363,7 +363,7 @@ class _Search:
                 self.instances[lay] = _Instance(lay, model, weight_dtype, kv_dtype, input_len, output_len, sched)
             except InputError:
                 raise
-            except GpuplanError as exc:
+            except GpuplanError:
                 self.unusable.append(_infeasible(ServingMode.COLOCATED, lay.label, "does not fit in GPU memory"))
         self._curves: dict[tuple[str, InstanceLayout], RoleCurve] = {}
         self.transfers: dict[tuple, KvTransfer] = {}
