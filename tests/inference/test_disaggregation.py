@@ -255,6 +255,11 @@ def test_cli_bad_input_exits_2(args, field, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing written half-way
 
 
+def test_cli_energy_options_are_refused_with_disaggregated():
+    res = runner.invoke(app, ["serve", "plan", "llama-3-8b", "--disaggregated", "--pue", "1.2"])
+    assert res.exit_code == 2 and "pue" in res.output and "Traceback" not in res.output
+
+
 def test_cli_disaggregated_options_need_the_flag():
     res = runner.invoke(app, ["serve", "plan", "llama-3-8b", "--pd-ratio", "1:1"])
     assert res.exit_code == 2 and "--disaggregated" in res.output

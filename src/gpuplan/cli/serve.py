@@ -96,14 +96,13 @@ def plan(
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy;
     with --disaggregated the cheapest of co-located and disaggregated prefill/decode serving."""
     gpus = renamed(gpu or None, [gpus_from] if gpus_from else None, "--gpu", "--gpus-from", default=[api.DEFAULT_GPU])
-    if disaggregated:
-        _plan_disaggregated(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
-                            output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pd_ratio=pd_ratio,
-                            kv_link=kv_link, prefill_gpus=prefill_gpu, decode_gpus=decode_gpu, plot=plot, as_json=as_json)
-        return
     result = api.serve_plan(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                             output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pue=pue, overrides=set_,
-                            pd_ratio=pd_ratio, kv_link=kv_link, prefill_gpus=prefill_gpu, decode_gpus=decode_gpu, plot=plot)
+                            disaggregated=disaggregated, pd_ratio=pd_ratio, kv_link=kv_link, prefill_gpus=prefill_gpu,
+                            decode_gpus=decode_gpu, plot=plot)
+    if disaggregated:
+        _print_disaggregated(model, result, as_json)
+        return
     if as_json:
         print_json(result.to_dict())
         return
@@ -125,9 +124,8 @@ def plan(
 PLAN_TABLE_ROWS = 14
 
 
-def _plan_disaggregated(model: str, gpus: List[str], *, plot: Optional[str], as_json: bool, **kw) -> None:
+def _print_disaggregated(model: str, result, as_json: bool) -> None:
     """`serve plan --disaggregated`: one table of co-located and disaggregated options."""
-    result = api.serve_plan_disaggregated(model, gpus, plot=plot, **kw)
     if as_json:
         print_json(result.to_dict())
         return

@@ -177,6 +177,10 @@ def serve_plan(
     from gpuplan.workloads.inference.capacity import plan_capacity
 
     if disaggregated:
+        for name, value in (("pue", pue), ("overrides", overrides)):
+            if value:  # the energy of a two-pool plan is not reported yet: refuse rather than ignore
+                raise InputError(f"{name}: not used by the disaggregated plan (it reports no energy); drop "
+                                 f"--{'set' if name == 'overrides' else name} or --disaggregated", field=name)
         return serve_plan_disaggregated(
             model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, system=system, usd_per_gpu_hour=usd_per_gpu_hour,
