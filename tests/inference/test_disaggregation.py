@@ -255,9 +255,17 @@ def test_cli_bad_input_exits_2(args, field, tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing written half-way
 
 
-def test_cli_energy_options_are_refused_with_disaggregated():
-    res = runner.invoke(app, ["serve", "plan", "llama-3-8b", "--disaggregated", "--pue", "1.2"])
-    assert res.exit_code == 2 and "pue" in res.output and "Traceback" not in res.output
+def test_best_option_energy_sums_its_pools():
+    args = dict(rate=4, ttft_ms=3000, tpot_ms=10, input_len=8192, output_len=32, tps=(1,))
+    d = api.serve_plan_disaggregated("llama-3-8b", pue=1.5, **args).to_dict()
+    pools = d["best_serving_day_per_pool"]
+    assert [p["role"] for p in pools] == ["prefill", "decode"] and [p["gpus"] for p in pools] == [1, 1]
+    assert d["assumptions"]["pue"] == 1.5
+    # facility kWh per million output tokens = sum of the pools' facility kW / (4 req/s x 32 tokens x 3600 s/h) x 1e6
+    kw = sum(p["facility_power_w"] for p in pools) / 1e3
+    assert d["best_kwh_per_million_output_tokens"] == pytest.approx(kw / (4 * 32 * 3600) * 1e6)
+    # PUE 1.5: facility power = 1.5 x IT power (the definition of PUE)
+    assert pools[0]["facility_power_w"] == pytest.approx(1.5 * pools[0]["it_power_w"])
 
 
 def test_cli_disaggregated_options_need_the_flag():

@@ -177,14 +177,11 @@ def serve_plan(
     from gpuplan.workloads.inference.capacity import plan_capacity
 
     if disaggregated:
-        for name, value in (("pue", pue), ("overrides", overrides)):
-            if value:  # the energy of a two-pool plan is not reported yet: refuse rather than ignore
-                raise InputError(f"{name}: not used by the disaggregated plan (it reports no energy); drop "
-                                 f"--{'set' if name == 'overrides' else name} or --disaggregated", field=name)
         return serve_plan_disaggregated(
             model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, system=system, usd_per_gpu_hour=usd_per_gpu_hour,
-            pd_ratio=pd_ratio, kv_link=kv_link, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, plot=plot)
+            pd_ratio=pd_ratio, kv_link=kv_link, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, plot=plot,
+            pue=pue, overrides=overrides)
     for name, value in (("pd_ratio", pd_ratio), ("kv_link", kv_link), ("prefill_gpus", prefill_gpus),
                         ("decode_gpus", decode_gpus)):
         if value is not None:
@@ -240,11 +237,23 @@ class DisaggregatedPlanResult(Result):
 
     plan: Any  # gpuplan.workloads.inference.disaggregation.DisaggregationPlan
     plot_file: str | None = None
+    #: one day of serving per pool of the best option (role, gpu, gpus, RunCost), as `serve plan`'s best_serving_day
+    serving_days: tuple = ()
+    kwh_per_million_output_tokens: float | None = None
+    assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
 
     def json_data(self) -> Any:
+        from gpuplan.facilities.run_cost import run_cost_dict
         from gpuplan.interfaces.api._common import to_jsonable
 
         out = to_jsonable(self.plan)
+        out["best_serving_day_per_pool"] = [{"role": role, "gpu": gpu, "gpus": n, **run_cost_dict(day)}
+                                            for role, gpu, n, day in self.serving_days]
+        out["best_kwh_per_million_output_tokens"] = self.kwh_per_million_output_tokens
+        if self.assumptions is not None:
+            values = self.assumptions.values()
+            out["assumptions"] = {k: values[k] for k in ("pue", "grid_kg_co2_per_kwh", "electricity_usd_per_kwh",
+                                                        "busy_activity_fraction")}
         out["plot_file"] = self.plot_file
         return out
 
@@ -268,18 +277,26 @@ def serve_plan_disaggregated(
     decode_gpus: str | Gpu | Sequence[str | Gpu] | None = None,
     tps: Sequence[int] = (1, 2, 4, 8),
     plot: str | None = None,
+    pue: float | None = None,
+    overrides=None,
 ) -> DisaggregatedPlanResult:
     """The cheapest way to serve `rate` req/s within p90 TTFT / TPOT: disaggregated prefill / decode
     pools (GPU type and layout each, the P:D ratio; `pd_ratio` 'P:D' fixes it) or co-located
     replicas, compared in one list with $/M output tokens and why each other option loses
     (workloads.inference.disaggregation). `prefill_gpus` / `decode_gpus` restrict a pool's GPU types
     (default `gpus`); `kv_link` 'nvlink' or 'network' forces the KV path (default: NVLink when both
-    pools fit in one scale-up domain)."""
+    pools fit in one scale-up domain). The best option's energy: one day of serving per pool
+    (facilities.run_cost at busy_activity_fraction, under `pue` / `overrides`), and facility kWh per
+    million output tokens summed over the pools."""
+    from gpuplan.facilities.assumptions import assumptions_from_options
     from gpuplan.facilities.pricing import gpu_hour_price
+    from gpuplan.facilities.run_cost import serving_day_cost
     from gpuplan.workloads.inference.disaggregation import parse_pd_ratio, plan_disaggregated
     from gpuplan.workloads.inference.kv_transfer import KvLink
 
     parse_pd_ratio(pd_ratio)
+    a = assumptions_from_options([f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides,
+                                 pue=pue)
     if kv_link is not None and kv_link not in ("auto",):
         try:
             KvLink(kv_link)
@@ -295,11 +312,14 @@ def serve_plan_disaggregated(
         check_plot_file(plot)
     node = resolve_system(system) if system is not None else None
 
+    specs: dict[str, tuple[Gpu, System]] = {}
+
     def hardware(items):
         out = []
         for g in gpu_list(items):
             price = gpu_hour_price(g, usd_per_gpu_hour, required=False)
-            out.append((g, node if node is not None else widest_system(g), price.value if price is not None else None))
+            specs[g.id] = (g, node if node is not None else widest_system(g))
+            out.append((g, specs[g.id][1], price.value if price is not None else None))
         return out
 
     spec = resolve_model(model)
@@ -314,7 +334,14 @@ def serve_plan_disaggregated(
 
         title = (f"gpuplan serve plan --disaggregated {spec.name}: {rate:g} req/s, {input_len} in / {output_len} out tokens")
         plot_file = str(plot_plan(plot, res.options, ttft_slo_ms=ttft_ms, tpot_slo_ms=tpot_ms, title=title))
-    return DisaggregatedPlanResult(res, plot_file)
+    days = tuple((pool.role, pool.gpu, pool.gpus, serving_day_cost(specs[pool.gpu][1], specs[pool.gpu][0], pool.gpus,
+                                                                   assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour))
+                 for pool in res.best.pools)
+    kwh = None
+    if days and all(d.power is not None for *_, d in days):
+        facility_kw = sum(d.power.facility_power_w for *_, d in days) / 1e3
+        kwh = facility_kw / (rate * output_len * 3600.0) * 1e6  # kW / (tokens/s x 3600 s/h) x 1e6
+    return DisaggregatedPlanResult(res, plot_file, days, kwh, a)
 
 
 @dataclass(frozen=True)
