@@ -20,19 +20,22 @@ simulation.
 
 Search (DistServe sec. 4, Algorithm 1: per-phase goodput, then replicate to the rate):
 1. Every candidate instance layout is simulated as a prefill instance, a decode instance and a
-   co-located instance at a ladder of per-instance Poisson rates (fractions of its saturated
-   throughput), stopping once the objective is missed: a curve rate -> p90 latency per role.
+   co-located instance at a ladder of per-instance Poisson rates (LOAD_FRACTIONS of its saturated
+   throughput), stopping once the p90 passes twice the objective: a curve rate -> p90 latency
+   per role (computed once per layout and role, shared by every pairing).
 2. Decode goodput r_d = the largest rate whose p90 TPOT meets the objective (linear interpolation
-   between ladder points); n_d = ceil(rate / r_d). The prefill's TTFT budget is the objective
-   less the KV transfer, the link wait and the decode side's p90 first-token delay at rate / n_d;
+   between ladder points); n_d = ceil(rate / r_d), or up to DECODE_EXTRA more when their shorter
+   admission queue lets the prefill pool shrink. The prefill's TTFT budget is the objective less
+   the KV transfer, the link wait and the decode side's p90 first-token delay at rate / n_d;
    r_p = the largest rate meeting it; n_p = ceil(rate / r_p). The P:D ratio is n_p : n_d (with
    `pd_ratio` P:D fixed: the smallest k with k P >= n_p and k D >= n_d). Co-located: r = the
    largest rate meeting both objectives, replicas = ceil(rate / r).
 3. Cost = sum over pools of instances x GPUs x $/GPU-hour / (3600 x rate x output_len) x 1e6 per
-   million output tokens; options are ranked by it (then GPUs, then TTFT), options with a GPU that
-   has no catalog price after the priced ones, by GPUs. The cheapest few options are re-simulated at their actual per-instance
-   rates (`simulated`); an option whose simulation misses an objective gets one more instance in
-   the pool that misses it, until it meets it.
+   million output tokens; options are ranked by it (then GPUs, then TTFT); options with a GPU
+   that has no catalog price come after the priced ones, by GPUs. The VERIFY_TOP cheapest
+   options of each mode are re-simulated at their actual per-instance rates (`simulated`); one
+   whose simulation misses an objective gets one more instance in the pool that misses it (at
+   most VERIFY_BUMPS times).
 
 KV path (`kv_link` None = automatic): NVLink when both pools are on one system whose scale-up
 domain holds all their GPUs (an NVL72 rack; a DGX node holding one tp4 prefill and one tp4 decode
