@@ -28,6 +28,8 @@ CASES = [
     ("fit/min-gpus", {"model": "gpt3-13b", "tp": 2, "gpu": "a100-sxm4-80gb"}),
     ("serve/run", {"model": "llama-3-8b", "concurrency": 8, "output_len": 64}),
     ("serve/frontier", {"model": "llama-3-8b", "gpu": "h200-sxm-141gb", "input_len": 512}),
+    ("serve/plan", {"model": "llama-3-8b", "disaggregated": True, "rate": 4, "ttft_ms": 3000, "tpot_ms": 10,
+                    "input_len": 8192, "output_len": 32, "pd_ratio": "1:1"}),
     ("comm", {"collective": "all_reduce", "gpus": 16, "size": "256MiB"}),
     ("model/show", {"model": "llama-3-8b", "seq_len": 8192}),
     ("hw/compare", {"gpus": ["h100-sxm5-80gb", "b200"]}),
@@ -84,9 +86,10 @@ def test_every_api_command_has_an_endpoint(client):
     # validate_cv reads a CSV the server would have to be given a path to (the upload endpoint serves
     # `validate`; cross-validation of an upload is not offered yet)
     # calibrate_fit / calibrate_import / bench read or write files on the server or measure its machine;
-    # load_profile / apply / memory_headroom are Python-only scopes
+    # load_profile / apply / memory_headroom are Python-only scopes; serve_plan_disaggregated is served
+    # as serve/plan with `disaggregated: true` (the CLI's `serve plan --disaggregated`)
     not_served = {"model_params", "serve", "to_jsonable", "price_source", "validate_cv", "calibrate_fit",
-                  "calibrate_import", "bench", "load_profile", "apply", "memory_headroom"}
+                  "calibrate_import", "bench", "load_profile", "apply", "memory_headroom", "serve_plan_disaggregated"}
     commands = {n for n in api.__all__ if callable(getattr(api, n)) and not isinstance(getattr(api, n), type)}
     assert commands - not_served == served
     paths = set(client.get("/openapi.json").json()["paths"])

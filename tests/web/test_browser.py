@@ -135,3 +135,17 @@ def test_validate_upload_shows_rows_and_scatter(server, page):
     assert page.locator('[data-table="rows"] tbody tr').count() == 4
     assert page.text_content("#command") == "gpuplan validate sample_training.csv --json"
     assert page.problems == []
+
+
+def test_serve_disaggregated_capacity_table_equals_the_cli(server, page):
+    page.goto(server + "/serve?model=llama-3-8b&capacity=true&disaggregated=true&plan_rate=4&ttft_ms=3000&tpot_ms=10"
+                       "&input_len=8192&output_len=32")
+    wait_updates(page, 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    line = next(ln for ln in page.text_content("#command").splitlines() if "--disaggregated" in ln)
+    want = cli_json(line)
+    assert stat(page, "capacity_gpus") == want["best"]["gpus"]
+    assert stat(page, "disaggregated_saving_percent") == want["disaggregated_saving_percent"]
+    rows = page.locator('[data-table="disaggregated"] tbody tr')
+    assert rows.count() == min(20, len(want["options"]))
+    assert page.problems == []

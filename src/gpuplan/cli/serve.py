@@ -90,14 +90,26 @@ def plan(
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness, >= 1 (default 1.3; same as --set pue=)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override an assumption KEY=VALUE (see `gpuplan dc assumptions`)."),
+    disaggregated: bool = typer.Option(False, "--disaggregated", help="Also search disaggregated prefill/decode pools "
+                                       "(GPU type, layout and P:D ratio) and compare them with co-located serving."),
+    pd_ratio: Optional[str] = typer.Option(None, "--pd-ratio", help="With --disaggregated: fix prefill:decode instances, e.g. 2:1."),
+    kv_link: Optional[str] = typer.Option(None, "--kv-link", help="With --disaggregated: auto (default), nvlink or network."),
+    prefill_gpu: Optional[List[str]] = typer.Option(None, "--prefill-gpu", help="With --disaggregated: GPU id(s) of the prefill pool."),
+    decode_gpu: Optional[List[str]] = typer.Option(None, "--decode-gpu", help="With --disaggregated: GPU id(s) of the decode pool."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write a latency-throughput plot (.png/.svg/.pdf)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy."""
+    """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy;
+    with --disaggregated the cheapest of co-located and disaggregated prefill/decode serving."""
     gpus = renamed(gpu or None, [gpus_from] if gpus_from else None, "--gpu", "--gpus-from", default=[api.DEFAULT_GPU])
     with progress_bar("serve plan") as bar:
         result = api.serve_plan(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                                 output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pue=pue,
-                                overrides=set_, progress=bar)
+                                overrides=set_, progress=bar, disaggregated=disaggregated, pd_ratio=pd_ratio,
+                                kv_link=kv_link, prefill_gpus=prefill_gpu, decode_gpus=decode_gpu, plot=plot)
+    if disaggregated:
+        _print_disaggregated(model, result, as_json)
+        return
     if as_json:
         print_json(result.to_dict())
         return
@@ -111,6 +123,51 @@ def plan(
              c.usd_per_million_output_tokens) for c in res.candidates]
     console.print(table("candidates", ["gpu", "tp", "concurrency", "ttft_p90_ms", "tpot_p90_ms", "replica_req_per_s",
                                        "replicas", "gpus", "usd_per_m_tokens"], rows))
+    if result.plot_file:
+        typer.echo(f"plot written: {result.plot_file}")
+
+
+#: rows of the disaggregated plan's table (the JSON has every option)
+PLAN_TABLE_ROWS = 14
+
+
+def _print_disaggregated(model: str, result, as_json: bool) -> None:
+    """`serve plan --disaggregated`: one table of co-located and disaggregated options."""
+    if as_json:
+        print_json(result.to_dict())
+        return
+    res = result.plan
+    b = res.best
+    energy = "" if result.kwh_per_million_output_tokens is None else (
+        f"; {fmt(result.kwh_per_million_output_tokens)} kWh per million output tokens at PUE {result.assumptions.pue:g}")
+    typer.echo(f"best: {b.mode.value} {b.layout}: {b.gpus} GPUs, ${fmt(b.usd_per_million_output_tokens)} per million "
+               f"output tokens (p90 TTFT {fmt(b.ttft_p90_ms)} ms, TPOT {fmt(b.tpot_p90_ms)} ms){energy}")
+    if res.best_colocated is not None and res.best_disaggregated is not None and res.disaggregated_saving_percent is not None:
+        pct = res.disaggregated_saving_percent
+        verdict = "same cost" if abs(pct) < 0.5 else f"{abs(pct):.0f}% {'cheaper' if pct > 0 else 'costlier'}"
+        typer.echo(f"best disaggregated vs best co-located: {verdict} "
+                   f"({res.best_disaggregated.gpus} vs {res.best_colocated.gpus} GPUs)")
+    elif res.best_disaggregated is None:
+        typer.echo("no disaggregated layout meets the objectives")
+    elif res.best_colocated is None:
+        typer.echo("no co-located layout meets the objectives")
+    keep = [o for o in res.options if o.meets_slo][:PLAN_TABLE_ROWS]
+    for extra in (res.best_colocated, res.best_disaggregated):
+        if extra is not None and extra not in keep:
+            keep.append(extra)
+    unfit = [o.layout for o in res.options if o.gpus is None and o.why_not_best.startswith("does not fit")]
+    keep += [o for o in res.options if not o.meets_slo and o.layout not in unfit][:max(0, PLAN_TABLE_ROWS + 4 - len(keep))]
+    rows = [(f"{'co-loc' if o.mode.value == 'colocated' else 'disagg'} {o.layout}", o.gpus, o.kv_link or "-",
+             o.ttft_p90_ms, o.tpot_p90_ms, o.usd_per_million_output_tokens, o.why_not_best) for o in keep]
+    console.print(table(f"serving options for {model} at {res.rate_requests_per_s:g} req/s (p90 TTFT <= {res.ttft_slo_ms:g} ms, "
+                        f"TPOT <= {res.tpot_slo_ms:g} ms)",
+                        ["option", "gpus", "kv", "ttft_p90_ms", "tpot_p90_ms", "usd_per_m_out", "why"], rows))
+    if unfit:
+        typer.echo("do not fit in GPU memory: " + ", ".join(unfit))
+    if len(res.options) > len(keep) + len(unfit):
+        typer.echo(f"{len(res.options) - len(keep) - len(unfit)} more options in --json")
+    if result.plot_file:
+        typer.echo(f"plot written: {result.plot_file}")
 
 
 @serve_app.command("frontier")
@@ -122,12 +179,13 @@ def frontier_cmd(
     output_len: int = typer.Option(api.DEFAULT_OUTPUT_LEN, "--output-len", help="Generated tokens per request."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Write the frontier plot (.png/.svg/.pdf)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Tokens/s per GPU against tokens/s per user over TP and concurrency."""
     with progress_bar("serve frontier") as bar:
         result = api.serve_frontier(model, gpu, system=system, input_len=input_len, output_len=output_len,
-                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, progress=bar)
+                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, progress=bar, plot=plot)
     if as_json:
         print_json(result.to_dict())
         return
@@ -135,6 +193,8 @@ def frontier_cmd(
     console.print(table(f"frontier {model} on {gpu or api.DEFAULT_GPU}", ["tp", "concurrency", "tokens_per_s_per_gpu",
                                                                           "tokens_per_s_per_user", "ttft_p90_ms"],
                         [(p.tp, p.concurrency, p.tokens_per_s_per_gpu, p.tokens_per_s_per_user, p.ttft_p90_ms) for p in pts]))
+    if result.plot_file:
+        typer.echo(f"plot written: {result.plot_file}")
 
 
 def register(app: typer.Typer) -> None:

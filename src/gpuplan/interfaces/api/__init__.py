@@ -33,7 +33,7 @@ from gpuplan.interfaces.api.models import model_list, model_params, model_show
 from gpuplan.interfaces.api.planning import dc_assumptions, dc_fabric, dc_power, dc_tco, plan
 from gpuplan.interfaces.api.serving import (
     DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS, serve, serve_frontier, serve_plan,
-    serve_run,
+    serve_plan_disaggregated, serve_run,
 )
 from gpuplan.interfaces.api.training import DEFAULT_GPUS, fit_max_batch, fit_max_seq, fit_min_gpus, fit_train, train
 from gpuplan.interfaces.api.validation import validate, validate_cv
@@ -44,7 +44,7 @@ __all__ = [
     "DEFAULT_MODEL", "DEFAULT_SYSTEM", "DEFAULT_GPU", "DEFAULT_GPUS", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN",
     "DEFAULT_RATE", "DEFAULT_TTFT_MS", "DEFAULT_TPOT_MS",
     "train", "fit_train", "fit_max_batch", "fit_max_seq", "fit_min_gpus",
-    "serve", "serve_run", "serve_plan", "serve_frontier",
+    "serve", "serve_run", "serve_plan", "serve_plan_disaggregated", "serve_frontier",
     "plan", "validate", "validate_cv", "calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench", "comm",
     "model_show", "model_params", "model_list",
     "hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "systems_list", "systems_show",

@@ -1,5 +1,7 @@
 """`gpuplan.api` for serving: `serve_run` (one deployment under one load), `serve_plan` (fewest GPUs
-meeting latency objectives), `serve_frontier` (throughput vs interactivity).
+meeting latency objectives; with `disaggregated=True` the cheapest of co-located and disaggregated
+prefill/decode serving, `serve_plan_disaggregated`), `serve_frontier` (throughput vs interactivity).
+`plot=` on plan and frontier writes a latency-throughput figure (interfaces.serving_plot).
 
 Hardware rule (one for the three, `_common.system_and_gpu`): `--system` names the node and its
 GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
@@ -110,12 +112,15 @@ class CapacityResult(Result):
     serving_day: Any = None  # gpuplan.facilities.run_cost.RunCost of the best layout for one day
     kwh_per_million_output_tokens: float | None = None
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
+    plot_file: str | None = None  # the --plot figure written, if any
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
         from gpuplan.interfaces.api._common import to_jsonable
 
         out = to_jsonable(self.plan)
+        if self.plot_file is not None:
+            out["plot_file"] = self.plot_file
         if self.serving_day is not None:
             out["best_serving_day"] = run_cost_dict(self.serving_day)
             out["best_kwh_per_million_output_tokens"] = self.kwh_per_million_output_tokens
@@ -156,18 +161,41 @@ def serve_plan(
     system: str | System | None = None,
     usd_per_gpu_hour: float | None = None,
     progress=None,
-) -> CapacityResult:
+    disaggregated: bool = False,
+    pd_ratio: str | None = None,
+    kv_link: str | None = None,
+    prefill_gpus: str | Gpu | Sequence[str | Gpu] | None = None,
+    decode_gpus: str | Gpu | Sequence[str | Gpu] | None = None,
+    plot: str | None = None,
+) -> "CapacityResult | DisaggregatedPlanResult":
     """Fewest GPUs (type from `gpus`, and TP) serving `rate` req/s within p90 TTFT / TPOT, with cost
     (facilities.pricing.gpu_hour_price per GPU type) and the best layout's energy for one day of
     serving (facilities.run_cost, under one assumptions set: `pue`, `overrides`). `system`: the node
     whose scale-up fabric every GPU type is served on (default: each GPU's widest catalog system);
     `usd_per_gpu_hour`: the price of every GPU type (default: gpu_hour_price). `gpuplan sweep` passes
-    both for hypothetical hardware variants. `progress(stage, fraction)` before each (GPU, tp)."""
+    both for hypothetical hardware variants. `progress(stage, fraction)` before each (GPU, tp).
+    `disaggregated=True`: `serve_plan_disaggregated` (with
+    `pd_ratio`, `kv_link`, `prefill_gpus`, `decode_gpus`). `plot`: write the latency-throughput figure
+    of the candidates (interfaces.serving_plot) to this .png/.svg/.pdf."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
     from gpuplan.workloads.inference.capacity import plan_capacity
 
+    if disaggregated:
+        return serve_plan_disaggregated(
+            model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype, system=system, usd_per_gpu_hour=usd_per_gpu_hour,
+            pd_ratio=pd_ratio, kv_link=kv_link, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, plot=plot,
+            pue=pue, overrides=overrides)
+    for name, value in (("pd_ratio", pd_ratio), ("kv_link", kv_link), ("prefill_gpus", prefill_gpus),
+                        ("decode_gpus", decode_gpus)):
+        if value is not None:
+            raise InputError(f"{name}: only with disaggregated serving (--disaggregated)", field=name)
+    if plot is not None:
+        from gpuplan.interfaces.serving_plot import check_plot_file
+
+        check_plot_file(plot)
     pairs = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides
     a = assumptions_from_options(pairs, pue=pue)
     cands, systems = [], {}
@@ -182,7 +210,147 @@ def serve_plan(
                             progress=progress)
     g, sys_spec = systems[res.best.gpu]
     day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour)
-    return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a)
+    plot_file = None
+    if plot is not None:
+        plot_file = _plot_capacity(plot, resolve_model(model), res, systems, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                                   input_len=input_len, output_len=output_len, weight_dtype=weight_dtype,
+                                   kv_dtype=kv_dtype)
+    return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file)
+
+
+def _plot_capacity(path: str, spec: ModelSpec, res, systems: dict, **kw) -> str:
+    """The plain plan's figure: each candidate's co-located curve at its replica count (Poisson)."""
+    from gpuplan.interfaces.serving_plot import plot_plan
+    from gpuplan.workloads.inference.disaggregation import InstanceLayout, colocated_latency_curves
+
+    picks = [(InstanceLayout(systems[c.gpu][0], systems[c.gpu][1], c.tp, usd_per_gpu_hour=c.usd_per_gpu_hour), c.replicas)
+             for c in res.candidates]
+    opts = colocated_latency_curves(spec, picks, **kw)
+    best = res.best
+    opts = [o if o.layout != f"{best.replicas} x {best.gpu} tp{best.tp}" else _replace(o, why_not_best="best") for o in opts]
+    title = (f"gpuplan serve plan {spec.name}: {kw['rate']:g} req/s, {kw['input_len']} in / {kw['output_len']} out tokens, "
+             f"Poisson arrivals")
+    return str(plot_plan(path, opts, ttft_slo_ms=kw["ttft_ms"], tpot_slo_ms=kw["tpot_ms"], title=title))
+
+
+def _replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+@dataclass(frozen=True)
+class DisaggregatedPlanResult(Result):
+    """`serve_plan(..., disaggregated=True)`: `plan` is the workload's DisaggregationPlan."""
+
+    plan: Any  # gpuplan.workloads.inference.disaggregation.DisaggregationPlan
+    plot_file: str | None = None
+    #: one day of serving per pool of the best option (role, gpu, gpus, RunCost), as `serve plan`'s best_serving_day
+    serving_days: tuple = ()
+    kwh_per_million_output_tokens: float | None = None
+    assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
+
+    def json_data(self) -> Any:
+        from gpuplan.facilities.run_cost import run_cost_dict
+        from gpuplan.interfaces.api._common import to_jsonable
+
+        out = to_jsonable(self.plan)
+        out["best_serving_day_per_pool"] = [{"role": role, "gpu": gpu, "gpus": n, **run_cost_dict(day)}
+                                            for role, gpu, n, day in self.serving_days]
+        out["best_kwh_per_million_output_tokens"] = self.kwh_per_million_output_tokens
+        if self.assumptions is not None:
+            values = self.assumptions.values()
+            out["assumptions"] = {k: values[k] for k in ("pue", "grid_kg_co2_per_kwh", "electricity_usd_per_kwh",
+                                                        "busy_activity_fraction")}
+        out["plot_file"] = self.plot_file
+        return out
+
+
+def serve_plan_disaggregated(
+    model: str | ModelSpec,
+    gpus: str | Gpu | Sequence[str | Gpu] = DEFAULT_GPU,
+    *,
+    rate: float = DEFAULT_RATE,
+    ttft_ms: float = DEFAULT_TTFT_MS,
+    tpot_ms: float = DEFAULT_TPOT_MS,
+    input_len: int = DEFAULT_INPUT_LEN,
+    output_len: int = DEFAULT_OUTPUT_LEN,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+    system: str | System | None = None,
+    usd_per_gpu_hour: float | None = None,
+    pd_ratio: str | None = None,
+    kv_link: str | None = None,
+    prefill_gpus: str | Gpu | Sequence[str | Gpu] | None = None,
+    decode_gpus: str | Gpu | Sequence[str | Gpu] | None = None,
+    tps: Sequence[int] = (1, 2, 4, 8),
+    plot: str | None = None,
+    pue: float | None = None,
+    overrides=None,
+) -> DisaggregatedPlanResult:
+    """The cheapest way to serve `rate` req/s within p90 TTFT / TPOT: disaggregated prefill / decode
+    pools (GPU type and layout each, the P:D ratio; `pd_ratio` 'P:D' fixes it) or co-located
+    replicas, compared in one list with $/M output tokens and why each other option loses
+    (workloads.inference.disaggregation). `prefill_gpus` / `decode_gpus` restrict a pool's GPU types
+    (default `gpus`); `kv_link` 'nvlink' or 'network' forces the KV path (default: NVLink when both
+    pools fit in one scale-up domain). The best option's energy: one day of serving per pool
+    (facilities.run_cost at busy_activity_fraction, under `pue` / `overrides`), and facility kWh per
+    million output tokens summed over the pools."""
+    from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
+    from gpuplan.facilities.pricing import gpu_hour_price
+    from gpuplan.facilities.run_cost import serving_day_cost
+    from gpuplan.workloads.inference.disaggregation import parse_pd_ratio, plan_disaggregated
+    from gpuplan.workloads.inference.kv_transfer import KvLink
+
+    parse_pd_ratio(pd_ratio)
+    a = assumptions_from_options([f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides,
+                                 pue=pue)
+    if kv_link is not None and kv_link not in ("auto",):
+        try:
+            KvLink(kv_link)
+        except ValueError:
+            raise InputError(f"kv_link: unknown '{kv_link}'; allowed: auto, nvlink, network", field="kv_link",
+                             allowed="auto, nvlink, network") from None
+    link = None if kv_link in (None, "auto") else kv_link
+    for t in tps:
+        positive(t, "tp")
+    if plot is not None:
+        from gpuplan.interfaces.serving_plot import check_plot_file
+
+        check_plot_file(plot)
+    node = resolve_system(system) if system is not None else None
+
+    specs: dict[str, tuple[Gpu, System]] = {}
+
+    def hardware(items):
+        out = []
+        for g in gpu_list(items):
+            price = gpu_hour_price(g, usd_per_gpu_hour, required=False)
+            specs[g.id] = (g, node if node is not None else widest_system(g))
+            out.append((g, specs[g.id][1], price.value if price is not None else None))
+        return out
+
+    spec = resolve_model(model)
+    with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
+        res = plan_disaggregated(
+            spec, hardware(gpus), rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
+            weight_dtype=weight_dtype, kv_dtype=kv_dtype, tps=tuple(tps), pd_ratio=pd_ratio, kv_link=link,
+            prefill_hardware=hardware(prefill_gpus) if prefill_gpus is not None else None,
+            decode_hardware=hardware(decode_gpus) if decode_gpus is not None else None)
+    plot_file = None
+    if plot is not None:
+        from gpuplan.interfaces.serving_plot import plot_plan
+
+        title = (f"gpuplan serve plan --disaggregated {spec.name}: {rate:g} req/s, {input_len} in / {output_len} out tokens")
+        plot_file = str(plot_plan(plot, res.options, ttft_slo_ms=ttft_ms, tpot_slo_ms=tpot_ms, title=title))
+    days = tuple((pool.role, pool.gpu, pool.gpus, serving_day_cost(specs[pool.gpu][1], specs[pool.gpu][0], pool.gpus,
+                                                                   assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour))
+                 for pool in res.best.pools)
+    kwh = None
+    if days and all(d.power is not None for *_, d in days):
+        facility_kw = sum(d.power.facility_power_w for *_, d in days) / 1e3
+        kwh = facility_kw / (rate * output_len * 3600.0) * 1e6  # kW / (tokens/s x 3600 s/h) x 1e6
+    return DisaggregatedPlanResult(res, plot_file, days, kwh, a)
 
 
 @dataclass(frozen=True)
@@ -190,9 +358,13 @@ class FrontierResult(Result):
     """`serve_frontier`: every simulated (tp, concurrency) point."""
 
     points: tuple
+    plot_file: str | None = None
 
     def json_data(self) -> dict:
-        return {"points": list(self.points)}
+        out: dict = {"points": list(self.points)}
+        if self.plot_file is not None:
+            out["plot_file"] = self.plot_file
+        return out
 
 
 def serve_frontier(
@@ -205,14 +377,27 @@ def serve_frontier(
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
     progress=None,
+    plot: str | None = None,
 ) -> FrontierResult:
     """Tokens/s per GPU against tokens/s per user over TP and closed-loop concurrency;
-    `progress(stage, fraction)` before each tp."""
+    `progress(stage, fraction)` before each tp; `plot`: write them as a figure (.png/.svg/.pdf,
+    interfaces.serving_plot)."""
     from gpuplan.workloads.inference.capacity import frontier
 
+    if plot is not None:
+        from gpuplan.interfaces.serving_plot import check_plot_file
+
+        check_plot_file(plot)
     sys_spec, gpu_spec = system_and_gpu(system, gpu)
-    return FrontierResult(tuple(frontier(resolve_model(model), gpu_spec, sys_spec, input_len=input_len,
-                                         output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                                         progress=progress)))
+    spec = resolve_model(model)
+    pts = tuple(frontier(spec, gpu_spec, sys_spec, input_len=input_len, output_len=output_len,
+                         weight_dtype=weight_dtype, kv_dtype=kv_dtype, progress=progress))
+    plot_file = None
+    if plot is not None:
+        from gpuplan.interfaces.serving_plot import plot_frontier
+
+        plot_file = str(plot_frontier(plot, pts, title=f"gpuplan serve frontier {spec.name} on {gpu_spec.id} "
+                                                        f"({input_len} in / {output_len} out tokens)"))
+    return FrontierResult(pts, plot_file)
 
 

@@ -475,6 +475,7 @@ const PAGES = {
       { name: "plan_rate", type: "number", def: "10", label: "capacity: req/s to serve" },
       { name: "ttft_ms", type: "number", def: "2000", label: "capacity: p90 TTFT ms" },
       { name: "tpot_ms", type: "number", def: "50", label: "capacity: p90 TPOT ms" },
+      { name: "disaggregated", type: "check", label: "capacity: also disaggregated prefill/decode" },
     ],
     async run(v) {
       const common = pick(v, ["model", "input_len", "output_len", "weight_dtype", "kv_dtype"]);
@@ -498,7 +499,13 @@ const PAGES = {
         return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.concurrency), y: q.map((p) => p.ttft_p90_ms) };
       }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" } });
       kv("This deployment", d, { id: "serve-run" });
-      if (v.capacity) {
+      if (v.capacity && v.disaggregated) {
+        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined, disaggregated: true });
+        stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)],
+          ["disaggregated_saving_percent", "disaggregated saving vs co-located", c.disaggregated_saving_percent, "%"]]);
+        table("Serving options: co-located and disaggregated", [["mode", "mode"], ["layout", "layout"], ["gpus", "GPUs"], ["kv_link", "KV link"], ["ttft_p90_ms", "TTFT p90 ms"], ["tpot_p90_ms", "TPOT p90 ms"],
+          ["usd_per_million_output_tokens", "$/M out tok"], ["why_not_best", "why not"]], c.options.slice(0, 20), { id: "disaggregated" });
+      } else if (v.capacity) {
         const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)]]);
         table("Capacity plan: candidates", [["gpu", "GPU"], ["tp", "tp"], ["replicas", "replicas"], ["gpus", "GPUs"], ["ttft_p90_ms", "TTFT p90 ms"], ["tpot_p90_ms", "TPOT p90 ms"], ["usd_per_million_output_tokens", "$/M out tok"], ["meets_slo", "meets SLO"]], c.candidates, { id: "capacity" });

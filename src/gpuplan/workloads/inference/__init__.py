@@ -8,5 +8,7 @@ Modules, each one concept:
 - memory: weights, KV cache per token, paged blocks, workspace, reserve, what fits
 - arrivals, schedulers, simulator: the serving simulation
 - capacity: fewest GPUs under TTFT/TPOT objectives, cost per million tokens, frontier
+- kv_transfer, decode_pool, disaggregation: disaggregated prefill / decode pools (KV moved over
+  NVLink or the network, decode-only instances) and the plan comparing them with co-located serving
 - validation: the predictor `gpuplan validate` calls for inference.csv rows
 """
