@@ -112,3 +112,14 @@ def test_1f1b_in_flight_per_stage():
     assert [chunks_in_flight(plan, r) for r in range(4)] == [4.0, 3.0, 2.0, 1.0]
     few = plan.model_copy(update={"global_batch": 2})
     assert [chunks_in_flight(few, r) for r in range(4)] == [2.0, 2.0, 2.0, 1.0]
+
+
+def test_transformer_engine_fp8_weight_and_transpose_cache(llama8b):
+    # Megatron + TE FP8, tp 1, one rank: every block weight cached as fp8 (1 B) and its fp8 transpose
+    # (1 B); 32 layers x 218,112,000 params (norms included: the split counts the layer's params)
+    plan = TrainPlan(seq_len=2048, precision=Precision.FP8)
+    t = training_memory(llama8b, plan)
+    assert t.other_bytes_detail["fp8_weight_cache"] == 2 * 1 * 32 * 218_112_000
+    # torchtitan's torchao float8 re-casts per GEMM: no cache; bf16 training: none either
+    assert "fp8_weight_cache" not in training_memory(llama8b, plan.model_copy(update={"framework": TITAN})).other_bytes_detail
+    assert "fp8_weight_cache" not in training_memory(llama8b, TrainPlan(seq_len=2048)).other_bytes_detail

@@ -58,7 +58,9 @@ Framework differences (`plan.framework`):
   (`linear_input_bytes`); FSDP2's root (embedding, final norm, output head) stays unsharded in bf16
   (it is never resharded after forward); with pp > 1 a stage keeps its parameters unsharded and
   accumulates unsharded fp32 gradients.
-- Megatron-LM and the others: the Korthikanti accounting above, 18 B/param with fp32 gradients.
+- Megatron-LM and the others: the Korthikanti accounting above, 18 B/param with fp32 gradients;
+  FP8 / MXFP8 / NVFP4 through Transformer Engine also caches each block weight's quantised copy and
+  its transpose across the step's micro-batches (`fp8_weight_cache`).
 
 Other: ZeRO-3 / FSDP parameter gather buffer (two layers' unsharded weights in the compute dtype:
 the one computing and the one prefetched), the FSDP2 root (torchtitan), and framework memory
@@ -486,6 +488,14 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
             # torchtitan's root holds what no block does: the embedding, final norm and output head.
             block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
             other["fsdp_root_unsharded"] = max(0.0, dense - block_dense) * b
+    if plan.precision.low_precision_matmul and plan.framework is not Framework.TORCHTITAN and layers:
+        # Transformer Engine keeps each linear's quantised weight and its transpose (row-wise and
+        # column-wise copies) across the micro-batches of a step (TE pytorch/module/linear.py
+        # `_Linear.forward(weight, weight_fp8, weight_t_fp8, ...)`, cached while Megatron-core passes
+        # `is_first_microbatch`, i.e. unless `disable_parameter_transpose_cache`): 2 x the format's
+        # bytes per block weight held here (fp8 1, mxfp8 1.03125 with scales); the output head stays bf16.
+        block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
+        other["fp8_weight_cache"] = 2 * number_format(plan.precision.value).bytes_per_element * (block_dense + experts)
     other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")
     other["nccl_buffers"] = knobs.value("training.memory.nccl_buffer_bytes") if plan.num_gpus > 1 else 0.0
     return {
