@@ -123,3 +123,17 @@ def test_transformer_engine_fp8_weight_and_transpose_cache(llama8b):
     # torchtitan's torchao float8 re-casts per GEMM: no cache; bf16 training: none either
     assert "fp8_weight_cache" not in training_memory(llama8b, plan.model_copy(update={"framework": TITAN})).other_bytes_detail
     assert "fp8_weight_cache" not in training_memory(llama8b, TrainPlan(seq_len=2048)).other_bytes_detail
+
+
+def test_op_sac_rematerialises_the_rest_of_one_layer_in_backward(llama8b):
+    # tiny vocabulary: the layer-backward phase is the peak. Its recompute working set under per-op
+    # SAC is one layer's full saved set less what SAC kept: Korthikanti with flash attention, GQA,
+    # SwiGLU, no dropout, tp 1 (per token: norms 2 x 2 x 4096, QKV input 2 x 4096, Q/K/V 2 x 6144,
+    # LSE 4 x 32, wo input 2 x 4096, fc1 input 2 x 4096, fc1 output 2 x 28672, w2 input 2 x 14336
+    # = 2 x 69,632 + 128 = 139,392 B) minus 63,616 B = 75,776 B
+    small_vocab = llama8b.model_copy(update={"vocab": 256})
+    plan = TrainPlan(seq_len=2048, recompute=Recompute.SELECTIVE, framework=TITAN)
+    t = training_memory(small_vocab, plan)
+    full = layer_activation_bytes_per_token(small_vocab, plan, 0, stored=False)
+    assert full == 2 * (2 * 4096 + 4096 + 6144 + 4096 + 4096 + 28672 + 14336) + 4 * 32 == 139_392
+    assert t.activations_bytes_detail["recompute_working_set"] == 2048 * 75_776

@@ -471,6 +471,12 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     if plan.recompute is Recompute.FULL and layers:
         full = max(layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved) for i in layers)
         backward_phase["recompute_working_set"] = full * tokens
+    elif plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN and layers:
+        # per-op SAC re-runs the ops it did not save when the layer's backward starts: the layer's
+        # full saved set less what SAC kept is alive again for that one layer
+        backward_phase["recompute_working_set"] = tokens * max(
+            layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved)
+            - layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers)
     loss_phase = {}
     if last:
         loss_phase["logits"] = (tokens * model.vocab / plan.tp * loss_bytes_per_vocab_entry(plan)
