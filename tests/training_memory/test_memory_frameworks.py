@@ -137,3 +137,18 @@ def test_op_sac_rematerialises_the_rest_of_one_layer_in_backward(llama8b):
     full = layer_activation_bytes_per_token(small_vocab, plan, 0, stored=False)
     assert full == 2 * (2 * 4096 + 4096 + 6144 + 4096 + 4096 + 28672 + 14336) + 4 * 32 == 139_392
     assert t.activations_bytes_detail["recompute_working_set"] == 2048 * 75_776
+
+
+def test_mtp_modules_on_the_last_stage(llama8b):
+    # one MTP depth on a Llama 3 8B shape, tp 1, pp 1, bf16, no recompute, 2048 tokens:
+    # params: a layer (218,112,000) + the 2h -> h projection (2 x 4096 x 4096 = 33,554,432) + its two
+    # input norms and head norm (3 x 4096 = 12,288) = 251,678,720 more on the last (only) rank;
+    # stored activations: the layer's saved set (139,392 B) + the projection input (2 B x 2h = 16,384 B)
+    # + the two norm inputs (2 x 2 B x h = 16,384 B) = 172,160 B per token; the loss keeps one more fp32 softmax
+    # (4 B per vocabulary entry per token)
+    mtp = llama8b.model_copy(update={"mtp_layers": 1})
+    plan = TrainPlan(seq_len=2048)
+    base, with_mtp = training_memory(llama8b, plan), training_memory(mtp, plan)
+    assert with_mtp.params_per_gpu - base.params_per_gpu == 251_678_720
+    assert with_mtp.activations_bytes_detail["mtp_layers"] == 2048 * 172_160
+    assert with_mtp.activations_bytes_detail["logits"] - base.activations_bytes_detail["logits"] == 2048 * 128_256 * 4

@@ -33,8 +33,12 @@ l = bytes of a saved linear input (1 under FP8, else b), sp = tp if sequence par
   output l*f/tp, dropout mask h/sp. With f = 4h, no GQA, dropout and no flash attention this
   reproduces Korthikanti's sbh(34 + 5as/h) per layer exactly (tests check it).
 - MoE: router input and fp32 probabilities 4*E, top_k dispatched copies of the token and their
-  expert intermediates (the per-GPU routed load averages tokens x top_k after all-to-all),
-  shared experts as a dense FFN.
+  expert intermediates (the per-GPU routed load averages tokens x top_k after all-to-all), the
+  experts' down-projection outputs Megatron's unpermute keeps for the probabilities' gradient
+  (b*h per routed copy), shared experts as a dense FFN.
+- MTP (DeepSeek-V3 sec. 2.2; Megatron-core puts the modules on the last stage): their parameters
+  and states, per depth a layer's saved set plus the projection and norm inputs, and one more
+  fp32 softmax of the logits in the loss phase.
 - recompute: none stores all of the above; selective recomputes the attention core (drops the
   s^2 term; identical to none when flash attention is used); full keeps only each layer's input
   (b*h/sp) and re-materialises one layer at a time in backward (`recompute_working_set`).
@@ -81,7 +85,7 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
-from gpuplan.layers.inventory import layer_ops
+from gpuplan.layers.inventory import layer_ops, model_ops
 from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
@@ -274,8 +278,18 @@ def _layer_param_split(model: ModelSpec, layer: int) -> tuple[int, int, int]:
     inventory's shards: COLUMN / ROW linears and the attention core's per-head sinks are split over
     tp; REPLICATED linears (MLA down-projections, the router) and norms are whole on every rank;
     routed experts are split over ep x etp."""
+    return _ops_param_split(layer_ops(model, layer).ops)
+
+
+@lru_cache(maxsize=1024)
+def _mtp_param_split(model: ModelSpec) -> tuple[int, int, int]:
+    """`_layer_param_split` of all multi-token-prediction modules (their projection, norms and layer)."""
+    return _ops_param_split(model_ops(model).mtp)
+
+
+def _ops_param_split(ops) -> tuple[int, int, int]:
     split = replicated = experts = 0
-    for op in layer_ops(model, layer).ops:
+    for op in ops:
         shard = getattr(op, "shard", None)
         if shard is Shard.EXPERT:
             experts += op.params
@@ -303,6 +317,10 @@ def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: boo
         dense += norm_params(model)
         if not model.tied_embeddings or plan.pp > 1:
             dense += table
+        if model.mtp_layers:  # Megatron-core places the MTP modules on the last pipeline stage
+            split, replicated, routed = _mtp_param_split(model)
+            dense += split / plan.tp + replicated
+            experts += routed / (plan.ep * plan.expert_tp)
     return dense, experts
 
 
@@ -479,8 +497,18 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
             - layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers)
     loss_phase = {}
     if last:
-        loss_phase["logits"] = (tokens * model.vocab / plan.tp * loss_bytes_per_vocab_entry(plan)
+        # each MTP depth computes its own loss on the shared output head; its fp32 softmax stays for
+        # backward beside the main loss's (Megatron-core multi_token_prediction.py)
+        loss_phase["logits"] = (tokens * model.vocab / plan.tp * (loss_bytes_per_vocab_entry(plan)
+                                                                  + model.mtp_layers * LOGITS_FP32_BYTES)
                                 + tokens * 2 * b * model.hidden / sp)
+        if model.mtp_layers:
+            # MTP modules (DeepSeek-V3 sec. 2.2): per depth, the saved set of a layer like the last one
+            # plus the projection's input (the normed hidden state and the normed embedding, 2h)
+            # and its two norms' inputs, for the one micro-batch the last stage holds when it runs them
+            per_depth = (layer_activation_bytes_per_token(model, plan, model.layers - 1, saved=saved)
+                         + 2 * b * 2 * model.hidden / sp)
+            acts["mtp_layers"] = model.mtp_layers * per_depth * tokens
     acts.update(loss_phase if sum(loss_phase.values()) > sum(backward_phase.values()) else backward_phase)
 
     other: dict[str, float] = {}
