@@ -11,8 +11,14 @@ from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.workloads.training import memory as mem
 from gpuplan.workloads.training.memory import (
-    chunks_in_flight, layer_activation_bytes_per_token, linear_input_bytes, loss_bytes_per_vocab_entry,
-    op_sac_bytes_per_token, saved_context, state_bytes_per_param, training_memory,
+    chunks_in_flight,
+    layer_activation_bytes_per_token,
+    linear_input_bytes,
+    loss_bytes_per_vocab_entry,
+    op_sac_bytes_per_token,
+    saved_context,
+    state_bytes_per_param,
+    training_memory,
 )
 
 TITAN = Framework.TORCHTITAN
