@@ -165,21 +165,23 @@ def test_saved_activation_bytes_of_a_moe_layer_by_hand():
     #   two norm inputs 2 x 2 x 4096 = 16,384; QKV input 2 x 4096 = 8,192;
     #   Q, K, V 2 x (32 + 16) x 128 = 12,288; FlashAttention LSE 4 x 32 = 128; out-proj input 8,192;
     #   router input 2 x 4096 + fp32 probabilities 4 x 8 = 8,224;
-    #   per routed copy (x 2): expert input 2 x 4096, gate+up output 2 x 2 x 14336, down input 2 x 14336
-    #   = 2 x (8,192 + 57,344 + 28,672) = 188,416
-    # total 241,824 bytes
+    #   per routed copy (x 2): expert input 2 x 4096, gate+up output 2 x 2 x 14336, down input 2 x 14336,
+    #   down output 2 x 4096 (kept by Megatron's unpermute for the probabilities' gradient)
+    #   = 2 x (8,192 + 57,344 + 28,672 + 8,192) = 204,800
+    # total 258,208 bytes
     from gpuplan.layers.operators import Saved
     from gpuplan.specs.plan import TrainPlan
     from gpuplan.workloads.training.memory import layer_activation_bytes_per_token
 
     m = load_model("mixtral-8x7b")
-    assert layer_ops(m, 0).saved_activation_bytes(Saved()) == 241_824
-    assert layer_activation_bytes_per_token(m, TrainPlan(seq_len=4096), 0) == 241_824
+    assert layer_ops(m, 0).saved_activation_bytes(Saved()) == 258_208
+    assert layer_activation_bytes_per_token(m, TrainPlan(seq_len=4096), 0) == 258_208
     # tp 2 with sequence parallelism, ep 1 (etp defaults to tp = 2): the norm, QKV-input and router-
     # input terms halve (sequence shards), Q/K/V, LSE and out-proj input halve (heads), the routed
-    # copies' intermediates halve over etp, their inputs do not, the router probabilities do not:
-    # 8,192 + 4,096 + 6,144 + 64 + 4,096 + (4,096 + 32) + 2 x (8,192 + 28,672 + 14,336) = 129,120
-    assert layer_ops(m, 0).saved_activation_bytes(Saved(tp=2, sp=2, etp=2)) == 129_120
+    # copies' intermediates halve over etp, their inputs and the kept down outputs (reduced over etp
+    # before the unpermute) do not, the router probabilities do not:
+    # 8,192 + 4,096 + 6,144 + 64 + 4,096 + (4,096 + 32) + 2 x (8,192 + 28,672 + 14,336 + 8,192) = 145,504
+    assert layer_ops(m, 0).saved_activation_bytes(Saved(tp=2, sp=2, etp=2)) == 145_504
 
 
 def test_elementwise_bytes_of_a_layer_by_hand():

@@ -210,7 +210,7 @@ def test_validation_memory_rows_within_5_percent(shared_dir, capsys):
 def test_fsdp2_under_pipeline_keeps_unsharded_params_and_fp32_grads():
     # torchtitan: with pp > 1 FSDP2 does not reshard after forward (its default policy) and reduces
     # gradients once after the last micro-batch, so a stage holds its P parameters unsharded in bf16
-    # (2 P) beside the fp32-sharded copy (2 P / dp for the bf16 weight shard as the model counts it)
+    # (2 P) beside its fp32 parameter shard (4 P / dp: torchtitan's parameters are the fp32 master)
     # and accumulates unsharded fp32 gradients (4 P), where Megatron-style ZeRO-3 holds 4 P / dp.
     from gpuplan.specs.execution import Framework
 
@@ -222,6 +222,6 @@ def test_fsdp2_under_pipeline_keeps_unsharded_params_and_fp32_grads():
     assert megatron.params_per_gpu == p
     assert titan.per_gpu_bytes["gradients"] == pytest.approx(4.0 * p, rel=1e-9)
     assert megatron.per_gpu_bytes["gradients"] == pytest.approx(4.0 * p / 4, rel=1e-9)
-    assert titan.per_gpu_bytes["weights"] == pytest.approx(2.0 * p / 4 + 2.0 * p, rel=1e-9)
+    assert titan.per_gpu_bytes["weights"] == pytest.approx(4.0 * p / 4 + 2.0 * p, rel=1e-9)
     assert "zero3_gather_buffer" not in titan.other_bytes_detail
     assert "zero3_gather_buffer" in megatron.other_bytes_detail

@@ -60,13 +60,18 @@ def test_memory_rows_per_family(results):
     for x in mem:
         fam[_family(x[0]["id"])].append(x)
     # FSDP2 + pipeline keeps unsharded parameters and fp32 gradients (torchtitan): ttmem 40.4 -> 25.7
-    limits = {"megft": 13.0, "megpr6429": 44.0, "ttmem": 28.5}
+    # torchtitan memory physics (issue 15 item 4: per-op SAC, PyTorch / loss-parallel cross entropy,
+    # fp32 parameters + Adam 16 B/param, FSDP2 root and gather buffers, torchao float8 saving bf16
+    # inputs, loss phase vs layer-backward phase, reserved slack refit to 0.12; MoE expert outputs
+    # kept by the unpermute): ttmem 25.7 -> 7.3, megft 11.8 -> 11.1 (megft-14 -70.3%: unfused
+    # attention and MLA, neither in its columns), megpr6429 39.5 -> 38.1, all memory rows 22.96 -> 10.6
+    limits = {"megft": 13.0, "megpr6429": 42.0, "ttmem": 8.5}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 50.0), (name, _mape(items))
     for r, p, m in mem:
         if r["id"] in ("megft-2", "megft-4", "megft-6", "megft-8", "megft-10", "megft-12"):
             assert abs(p - m) / m <= 0.05, (r["id"], p, m)
-    assert _mape(mem) <= 26.0
+    assert _mape(mem) <= 12.0
 
 
 def test_time_mape_per_family(results):

@@ -159,7 +159,7 @@ def _mlp(model: ModelSpec, prefix: str, ffn: int, shard_up: Shard, shard_down: S
         Activation(f"{prefix}act", ffn * (1 if expert else instances), gated, Shard.EXPERT if expert else Shard.COLUMN,
                    instances=instances if expert else 1, active_instances=active if expert else 1.0),
         Linear(f"{prefix}fc2", ffn, h, shard_down, bias=model.mlp_bias, instances=instances,
-               active_instances=active, expert_shard=Shard.ROW if expert else None),
+               active_instances=active, expert_shard=Shard.ROW if expert else None, keeps_routed_output=expert),
     )
 
 

@@ -103,16 +103,23 @@ class Linear:
     input_shared: bool = False
     #: bytes per output element also kept (the router's fp32 probabilities: 4)
     saved_output_bytes: float = 0.0
+    #: its output is also kept, in the activation dtype, per routed copy: a routed expert's down
+    #: projection, whose output Megatron-core's `unpermute` multiplies by the routing probabilities
+    #: (moe_utils.py: `permuted_tokens = permuted_tokens * permuted_probs.unsqueeze(-1)`), so
+    #: autograd keeps it for the probabilities' gradient (TE's fused unpermute keeps it likewise)
+    keeps_routed_output: bool = False
 
     def saved_bytes(self, saved: Saved) -> float:
         """The input the weight gradient needs (li bytes per element): h / sp for a layer-input GEMM,
         k / tp for a ROW GEMM (its input is TP-split), k for GEMMs on replicated latents; routed
         experts keep one copy per routed token (active_instances copies of k, the fc2 input split
-        over etp); plus `saved_output_bytes` per output element."""
+        over etp, and with `keeps_routed_output` the down projection's output b x out per copy);
+        plus `saved_output_bytes` per output element."""
         li = saved.linear_input_bytes
         if self.shard is Shard.EXPERT:
             k = self.in_features / (saved.etp if self.expert_shard is Shard.ROW else 1.0)
-            return li * k * self.active_instances
+            kept = saved.act_bytes * self.out_features if self.keeps_routed_output else 0.0
+            return (li * k + kept) * self.active_instances
         out = self.saved_output_bytes * self.out_features
         if self.input_shared:
             return out

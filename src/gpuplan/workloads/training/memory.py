@@ -33,8 +33,12 @@ l = bytes of a saved linear input (1 under FP8, else b), sp = tp if sequence par
   output l*f/tp, dropout mask h/sp. With f = 4h, no GQA, dropout and no flash attention this
   reproduces Korthikanti's sbh(34 + 5as/h) per layer exactly (tests check it).
 - MoE: router input and fp32 probabilities 4*E, top_k dispatched copies of the token and their
-  expert intermediates (the per-GPU routed load averages tokens x top_k after all-to-all),
-  shared experts as a dense FFN.
+  expert intermediates (the per-GPU routed load averages tokens x top_k after all-to-all), the
+  experts' down-projection outputs Megatron's unpermute keeps for the probabilities' gradient
+  (b*h per routed copy), shared experts as a dense FFN.
+- MTP (DeepSeek-V3 sec. 2.2; Megatron-core puts the modules on the last stage): their parameters
+  and states, per depth a layer's saved set plus the projection and norm inputs, and one more
+  fp32 softmax of the logits in the loss phase.
 - recompute: none stores all of the above; selective recomputes the attention core (drops the
   s^2 term; identical to none when flash attention is used); full keeps only each layer's input
   (b*h/sp) and re-materialises one layer at a time in backward (`recompute_working_set`).
@@ -42,14 +46,33 @@ l = bytes of a saved linear input (1 under FP8, else b), sp = tp if sequence par
   schedules.py warm-up counts): 1F1B min(p - r, m); interleaved with v chunks
   min((p - r - 1) * 2 + (v - 1) * p + 1, m * v) chunks of L / (p v) layers; m = micro-batches per
   step (unbounded when no global batch is given).
-- the last rank also holds the logits of the micro-batch in its loss: b (compute dtype) + 4
-  (fp32 copy for the cross entropy) bytes per vocabulary entry / tp.
+- the last rank also holds the logits of the micro-batch in its loss (`loss_bytes_per_vocab_entry`,
+  per vocabulary entry / tp): Megatron's fused vocab-parallel cross entropy b (compute dtype) + 4
+  (the fp32 copy it turns into the softmax and the gradient in place); torchtitan's PyTorch cross
+  entropy on fp32-cast logits 12 (16 with loss parallel, tp > 1).
 - backward working set: the gradient of a layer output and of its FFN intermediates while one
-  layer's backward runs, b*(h/sp + 2f/tp) per token.
+  layer's backward runs, b*(h/sp + 2f/tp) per token (+ one re-materialised layer under full
+  recompute). The peak is the stored layers plus the larger of the two phases, loss or layer
+  backward: the loss tensors are freed when the output layer's backward has run.
 
-Other: ZeRO-3 / FSDP parameter gather buffer (two layers' unsharded weights: the one computing
-and the one prefetched), and framework memory outside PyTorch's allocator (CUDA context and
-library handles, NCCL buffers), named constants below.
+Framework differences (`plan.framework`):
+- torchtitan: fp32 parameters (the master copy; FSDP2 casts to bf16 in the all-gather), fp32
+  gradients and Adam m + v: 4 + 4 + 8 = 16 B/param (`state_bytes_per_param`); `selective` recompute
+  is its per-op SAC (`op_sac_bytes_per_token`); torchao float8 saves bf16 linear inputs
+  (`linear_input_bytes`); FSDP2's root (embedding, final norm, output head) stays unsharded in bf16
+  (it is never resharded after forward); with pp > 1 a stage keeps its parameters unsharded and
+  accumulates unsharded fp32 gradients.
+- Megatron-LM and the others: the Korthikanti accounting above, 18 B/param with fp32 gradients;
+  FP8 / MXFP8 / NVFP4 through Transformer Engine also caches each block weight's quantised copy and
+  its transpose across the step's micro-batches (`fp8_weight_cache`).
+
+Other: ZeRO-3 / FSDP parameter gather buffer (two layers' unsharded weights in the compute dtype:
+the one computing and the one prefetched), the FSDP2 root (torchtitan), and framework memory
+outside PyTorch's allocator (CUDA context and library handles, NCCL buffers), named constants below.
+
+Allocated vs reserved: `allocated_bytes` is what torch.cuda.max_memory_allocated reports (the total
+less the CUDA context and NCCL buffers); `reserved_bytes` adds the caching allocator's slack
+(`training.memory.allocator_reserved_fraction`, a fitted knob), as torchtitan's memory log reports.
 """
 
 from __future__ import annotations
@@ -62,8 +85,8 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
-from gpuplan.layers.inventory import layer_ops
-from gpuplan.layers.operators import AttentionCore, Saved, Shard
+from gpuplan.layers.inventory import layer_ops, model_ops
+from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
 from gpuplan.specs.execution import Framework
@@ -88,15 +111,70 @@ NCCL_BUFFER_BYTES = knobs.register(
     scales="per-GPU training memory of NCCL communicator buffers (jobs of more than one GPU)")
 #: PyTorch caching-allocator slack: reserved / allocated at peak. Estimate from the allocator
 #: rounding (blocks rounded to 512 B / 2 MiB and split-block reuse); used only for reserved figures.
+#: Fitted on the torchtitan reserved peaks (ttmem): after the allocated peak is modelled term by term
+#: (op-SAC, PyTorch cross entropy, FSDP2 root and gather buffers), reserved / allocated of those
+#: runs is 1.0-1.2 (torch.compile runs at the low end: fewer eager temporaries to fragment the cache).
+#: Where the slack comes from (PyTorch CUDA semantics notes, "Memory management"): blocks are rounded
+#: (512 B; 2 MiB segments for allocations over 1 MiB), freed blocks stay cached per stream (FSDP2
+#: all-gathers and reduce-scatters run on their own streams) and a cached block is reused only by a
+#: request it can hold, so segments split by the transient loss tensors stay reserved afterwards.
+#: No other family measures reserved memory, so leaving ttmem out cannot inform this knob: its
+#: cross-validated ttmem figure keeps this value (the limit of a one-family knob, reported as such).
 ALLOCATOR_RESERVED_FRACTION = knobs.register(
-    "training.memory.allocator_reserved_fraction", unit="fraction", default=0.05, low=0.0, high=1.0,
-    source="estimate from the caching allocator's rounding (512 B / 2 MiB blocks) and split-block reuse",
-    scales="PyTorch-reserved training memory = allocated x (1 + this)")
+    "training.memory.allocator_reserved_fraction", unit="fraction", default=0.12, low=0.0, high=1.0,
+    source="fitted: torchtitan reserved peaks (ttmem) over the modelled allocated peak; slack from the caching "
+           "allocator's block rounding, per-stream pools and split-block reuse (PyTorch CUDA semantics notes)",
+    scales="PyTorch-reserved training memory = allocated x (1 + this)", fitted_on=("ttmem",))
 #: bytes of the fp32 copy of the logits the cross-entropy keeps for backward (Megatron-LM
 #: vocab_parallel_cross_entropy casts logits.float()).
 LOGITS_FP32_BYTES = 4
+#: bytes per vocabulary entry per token at the peak of PyTorch's own cross-entropy on fp32-cast
+#: logits (torchtitan: `cross_entropy(pred.flatten(0, 1).float(), labels)`, then `del pred` before
+#: `loss.backward()`): in backward the saved fp32 log-softmax output (4), the fp32 gradient of it
+#: that nll_loss_backward writes (4) and the fp32 gradient log_softmax_backward writes (4) are alive
+#: together (12); the forward peak is 10 (bf16 logits 2 + fp32 copy 4 + log-softmax output 4).
+#: Megatron's fused vocab-parallel cross entropy instead turns the fp32 copy into the softmax and
+#: then the gradient in place: b + 4 (`LOGITS_FP32_BYTES`).
+PYTORCH_CROSS_ENTROPY_BYTES = 12.0
+#: the same under tensor parallelism, where torchtitan computes the loss on vocabulary-sharded
+#: logits (`loss_parallel`, torch/distributed/tensor/parallel/loss.py): forward `_log_softmax`
+#: holds bf16 logits 2 + fp32 logits 4 + `shifted` 4 + `exp(shifted)` 4 (14); the fused backward
+#: `_nll_loss_and_log_softmax_backward` computes `(grad_input + torch.exp(x)) * grad_output` with
+#: the saved output x 4, `grad_input = zeros_like(x)` 4, `exp(x)` 4 and their sum 4 alive (16).
+LOSS_PARALLEL_CROSS_ENTROPY_BYTES = 16.0
+#: Adam state bytes per parameter besides the parameter itself under torchtitan: fp32 exp_avg and
+#: exp_avg_sq (torch.optim.AdamW). torchtitan keeps the (sharded) parameters themselves in fp32 and
+#: all-gathers them in bf16 (FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), so
+#: there is no separate master copy: 4 (param) + 4 (fp32 grad) + 8 = 16 B per parameter.
+TORCHTITAN_ADAM_BYTES = 8
 
 _STATE_KEYS = ("weights", "gradients", "optimizer", "activations", "other", "total")
+
+
+def state_bytes_per_param(plan: TrainPlan) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer) bytes per parameter before sharding.
+
+    Megatron-LM / DeepSpeed / FSDP1 recipes: a working weight copy in the compute dtype, gradients in
+    `plan.grad_precision`, Adam m + v + an fp32 master copy (module docstring). torchtitan: the
+    parameter itself is the fp32 master (FSDP2 `MixedPrecisionPolicy(param_dtype=bf16,
+    reduce_dtype=fp32)` casts it to bf16 only in the all-gather), fp32 gradients (the reduce dtype)
+    and Adam m + v: 4 + 4 + 8 = 16 B per parameter (`TORCHTITAN_ADAM_BYTES`).
+    """
+    if plan.framework is Framework.TORCHTITAN:
+        return 4.0, 4.0, float(TORCHTITAN_ADAM_BYTES)
+    return (float(weight_bytes_per_param(plan.precision)), float(grad_bytes_per_param(plan)),
+            float(adam_bytes_per_param(plan.precision)))
+
+
+def loss_bytes_per_vocab_entry(plan: TrainPlan) -> float:
+    """Bytes per vocabulary entry (of the vocab / tp shard) per token at the loss's peak: Megatron's
+    fused vocab-parallel cross entropy b + 4 (logits in the compute dtype + the fp32 copy it turns
+    into the softmax and the gradient in place); torchtitan's PyTorch cross entropy on fp32-cast
+    logits 12 (`PYTORCH_CROSS_ENTROPY_BYTES`), 16 with tp > 1 (its loss-parallel implementation,
+    `LOSS_PARALLEL_CROSS_ENTROPY_BYTES`)."""
+    if plan.framework is Framework.TORCHTITAN:
+        return LOSS_PARALLEL_CROSS_ENTROPY_BYTES if plan.tp > 1 else PYTORCH_CROSS_ENTROPY_BYTES
+    return activation_bytes(plan.precision) + LOGITS_FP32_BYTES
 
 
 def weight_bytes_per_param(precision: Precision) -> int:
@@ -117,10 +195,13 @@ def activation_bytes(precision: Precision) -> int:
     return 4 if precision in (Precision.FP32, Precision.TF32) else 2
 
 
-def linear_input_bytes(precision: Precision) -> float:
-    """FP8 / MXFP8 / NVFP4 training saves the quantised input of each linear for its weight gradient:
-    its storage bytes with block scales (specs.dtypes: fp8 1, mxfp8 1.03125, nvfp4 0.5625)."""
-    if precision.low_precision_matmul:
+def linear_input_bytes(precision: Precision, framework: Framework = Framework.MEGATRON) -> float:
+    """Bytes of the input a linear saves for its weight gradient. FP8 / MXFP8 / NVFP4 training with
+    Transformer Engine saves the quantised input: its storage bytes with block scales (specs.dtypes:
+    fp8 1, mxfp8 1.03125, nvfp4 0.5625). torchtitan's float8 (torchao `Float8Linear`) saves the
+    high-precision input and re-casts it in backward (torchao float8_linear.py,
+    `matmul_with_hp_or_float8_args.forward`: `ctx.save_for_backward(input_hp, weight_hp_t)`): b."""
+    if precision.low_precision_matmul and framework is not Framework.TORCHTITAN:
         return number_format(precision.value).bytes_per_element
     return activation_bytes(precision)
 
@@ -198,8 +279,18 @@ def _layer_param_split(model: ModelSpec, layer: int) -> tuple[int, int, int]:
     inventory's shards: COLUMN / ROW linears and the attention core's per-head sinks are split over
     tp; REPLICATED linears (MLA down-projections, the router) and norms are whole on every rank;
     routed experts are split over ep x etp."""
+    return _ops_param_split(layer_ops(model, layer).ops)
+
+
+@lru_cache(maxsize=1024)
+def _mtp_param_split(model: ModelSpec) -> tuple[int, int, int]:
+    """`_layer_param_split` of all multi-token-prediction modules (their projection, norms and layer)."""
+    return _ops_param_split(model_ops(model).mtp)
+
+
+def _ops_param_split(ops) -> tuple[int, int, int]:
     split = replicated = experts = 0
-    for op in layer_ops(model, layer).ops:
+    for op in ops:
         shard = getattr(op, "shard", None)
         if shard is Shard.EXPERT:
             experts += op.params
@@ -227,6 +318,10 @@ def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: boo
         dense += norm_params(model)
         if not model.tied_embeddings or plan.pp > 1:
             dense += table
+        if model.mtp_layers:  # Megatron-core places the MTP modules on the last pipeline stage
+            split, replicated, routed = _mtp_param_split(model)
+            dense += split / plan.tp + replicated
+            experts += routed / (plan.ep * plan.expert_tp)
     return dense, experts
 
 
@@ -238,7 +333,7 @@ def saved_context(model: ModelSpec, plan: TrainPlan) -> Saved:
     """What decides the bytes operators save for backward under `plan` (layers.operators.Saved)."""
     b = activation_bytes(plan.precision)
     return Saved(
-        act_bytes=b, linear_input_bytes=linear_input_bytes(plan.precision), tp=plan.tp,
+        act_bytes=b, linear_input_bytes=linear_input_bytes(plan.precision, plan.framework), tp=plan.tp,
         sp=plan.tp if plan.sequence_parallel else 1, etp=plan.expert_tp, fused_attention=plan.flash_attention,
         keep_scores=not plan.flash_attention and plan.recompute is Recompute.NONE,
         score_keys=plan.seq_len / plan.cp, attention_dropout=model.attention_dropout > 0,
@@ -256,12 +351,71 @@ def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: i
     """
     if stored and plan.recompute is Recompute.FULL:
         return activation_bytes(plan.precision) * model.hidden / (plan.tp if plan.sequence_parallel else 1)
-    return _saved_activation_bytes(model, layer, saved or saved_context(model, plan))
+    saved = saved or saved_context(model, plan)
+    if stored and plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN:
+        return op_sac_bytes_per_token(model, layer, saved)
+    return _saved_activation_bytes(model, layer, saved)
 
 
 @lru_cache(maxsize=65536)
 def _saved_activation_bytes(model: ModelSpec, layer: int, saved: Saved) -> float:
     return layer_ops(model, layer).saved_activation_bytes(saved)
+
+
+def _mm_outputs(ops) -> list[tuple[float, Shard]]:
+    """The `aten.mm` calls of a layer's forward in order, as (output features, shard), the way
+    torchtitan's models issue them (one nn.Linear per projection): a fused grouped-query QKV is
+    wq, wk, wv (a d, g d, g d); a gated FFN's fc1 is w1 then w3 (f each: `w2(silu(w1(x)) * w3(x))`
+    evaluates w1 first); routed experts run as grouped GEMMs (`_grouped_mm`, not `aten.mm`) and
+    are not listed."""
+    out: list[tuple[float, Shard]] = []
+    for i, op in enumerate(ops):
+        if not isinstance(op, Linear) or op.shard is Shard.EXPERT:
+            continue
+        if op.grouped_heads is not None:
+            a, g, d = op.grouped_heads
+            out += [(a * d, op.shard), (g * d, op.shard), (g * d, op.shard)]
+            continue
+        follower = ops[i + 1] if i + 1 < len(ops) else None
+        if isinstance(follower, Activation) and follower.gated and follower.shard is not Shard.EXPERT:
+            half = op.out_features / 2
+            out += [(half, op.shard), (half, op.shard)]
+            continue
+        out.append((op.out_features * op.instances, op.shard))
+    return out
+
+
+@lru_cache(maxsize=65536)
+def op_sac_bytes_per_token(model: ModelSpec, layer: int, saved: Saved) -> float:
+    """Bytes one token keeps for one layer under torchtitan's per-op selective activation
+    checkpointing (`selective_ac_option = "op"`, its Llama 3 presets' default; torchtitan
+    activation_checkpoint.py `_custom_policy`: save the outputs of `aten.mm` except every second one,
+    of the SDPA kernels and of `reduce_scatter_tensor`; recompute everything else; the checkpointed
+    block's input is kept to re-run it).
+
+    Per token: the block input b h / sp; the output of the 1st, 3rd, 5th, ... mm of the block
+    (`_mm_outputs`): b x out / tp for a COLUMN projection, b x out for a ROW projection (the partial
+    sums before the reduction) plus b x out / tp for its reduce-scatter output under sequence
+    parallelism, b x out for a replicated one; the attention output b a d_v / tp and the fp32
+    log-sum-exp 4 a / tp. Llama 3 8B (tp 1): 2 x (4096 input + 4096 wq + 1024 wv + 4096 SDPA
+    + 14336 w1 + 4096 w2) + 4 x 32 = 63,616 B (tests derive it).
+    """
+    ops = layer_ops(model, layer).ops
+    b, tp, sp = saved.act_bytes, saved.tp, saved.sp
+    total = b * model.hidden / sp
+    for k, (features, shard) in enumerate(_mm_outputs(ops), start=1):
+        if k % 2 == 0:
+            continue
+        if shard is Shard.COLUMN:
+            total += b * features / tp
+        elif shard is Shard.ROW:
+            total += b * features + (b * features / tp if sp > 1 else 0.0)
+        else:
+            total += b * features
+    for op in ops:
+        if isinstance(op, AttentionCore):
+            total += (b * op.heads * op.v_head_dim + FLASH_LSE_BYTES * op.heads) / tp
+    return total
 
 
 def microbatches_per_step(plan: TrainPlan) -> float:
@@ -291,9 +445,7 @@ def chunks_in_flight(plan: TrainPlan, rank: int) -> float:
 def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]) -> dict[str, object]:
     first, last = rank == 0, rank == plan.pp - 1
     dense, experts = rank_params(model, plan, layers, first, last)
-    wb = weight_bytes_per_param(plan.precision)
-    gb = grad_bytes_per_param(plan)
-    ob = adam_bytes_per_param(plan.precision)
+    wb, gb, ob = state_bytes_per_param(plan)
     dense_shard = plan.dp * plan.cp
     expert_shard = plan.expert_dp
     s = plan.sharding
@@ -329,18 +481,56 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     sp = plan.tp if plan.sequence_parallel else 1
     if first and model.hidden_dropout > 0:  # embedding dropout mask of each micro-batch in flight on chunk 0
         acts["embedding_dropout_masks"] = tokens * model.hidden / sp * min(in_flight, plan.pp if plan.pp > 1 else 1)
-    if last:
-        acts["logits"] = tokens * model.vocab / plan.tp * (b + LOGITS_FP32_BYTES) + tokens * 2 * b * model.hidden / sp
+    # The peak is in one of two phases, both on top of the stored layers: the loss (forward end and
+    # backward start: logits and their gradient, last rank only) or a layer's backward (its gradient
+    # working set and, under full recompute, its re-materialised activations). The loss tensors are
+    # freed once the output layer's backward has run, before the first layer's backward starts.
     widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
-    acts["backward_working_set"] = tokens * b * (model.hidden / sp + 2 * widest / plan.tp) if layers else 0.0
+    backward_phase = {"backward_working_set": tokens * b * (model.hidden / sp + 2 * widest / plan.tp) if layers else 0.0}
     if plan.recompute is Recompute.FULL and layers:
         full = max(layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved) for i in layers)
-        acts["recompute_working_set"] = full * tokens
+        backward_phase["recompute_working_set"] = full * tokens
+    elif plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN and layers:
+        # per-op SAC re-runs the ops it did not save when the layer's backward starts: the layer's
+        # full saved set less what SAC kept is alive again for that one layer
+        backward_phase["recompute_working_set"] = tokens * max(
+            layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved)
+            - layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers)
+    loss_phase = {}
+    if last:
+        # each MTP depth computes its own loss on the shared output head; its fp32 softmax stays for
+        # backward beside the main loss's (Megatron-core multi_token_prediction.py)
+        loss_phase["logits"] = (tokens * model.vocab / plan.tp * (loss_bytes_per_vocab_entry(plan)
+                                                                  + model.mtp_layers * LOGITS_FP32_BYTES)
+                                + tokens * 2 * b * model.hidden / sp)
+        if model.mtp_layers:
+            # MTP modules (DeepSeek-V3 sec. 2.2): per depth, the saved set of a layer like the last one
+            # plus the projection's input (the normed hidden state and the normed embedding, 2h)
+            # and its two norms' inputs, for the one micro-batch the last stage holds when it runs them
+            per_depth = (layer_activation_bytes_per_token(model, plan, model.layers - 1, saved=saved)
+                         + 2 * b * 2 * model.hidden / sp)
+            acts["mtp_layers"] = model.mtp_layers * per_depth * tokens
+    acts.update(loss_phase if sum(loss_phase.values()) > sum(backward_phase.values()) else backward_phase)
 
     other: dict[str, float] = {}
     if zero3 and not fsdp2_pp:
         biggest = max((layer_params(model, i).total for i in layers), default=0)
-        other["zero3_gather_buffer"] = 2 * biggest / plan.tp * wb
+        other["zero3_gather_buffer"] = 2 * biggest / plan.tp * b
+        if plan.framework is Framework.TORCHTITAN:
+            # FSDP2 never reshards the root module after forward ("The root FSDP state has its value
+            # specially set to False as a heuristic since its parameters would typically be
+            # immediately all-gathered for backward", torch.distributed.fsdp.fully_shard docs);
+            # torchtitan's root holds what no block does: the embedding, final norm and output head.
+            block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
+            other["fsdp_root_unsharded"] = max(0.0, dense - block_dense) * b
+    if plan.precision.low_precision_matmul and plan.framework is not Framework.TORCHTITAN and layers:
+        # Transformer Engine keeps each linear's quantised weight and its transpose (row-wise and
+        # column-wise copies) across the micro-batches of a step (TE pytorch/module/linear.py
+        # `_Linear.forward(weight, weight_fp8, weight_t_fp8, ...)`, cached while Megatron-core passes
+        # `is_first_microbatch`, i.e. unless `disable_parameter_transpose_cache`): 2 x the format's
+        # bytes per block weight held here (fp8 1, mxfp8 1.03125 with scales); the output head stays bf16.
+        block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
+        other["fp8_weight_cache"] = 2 * number_format(plan.precision.value).bytes_per_element * (block_dense + experts)
     other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")
     other["nccl_buffers"] = knobs.value("training.memory.nccl_buffer_bytes") if plan.num_gpus > 1 else 0.0
     return {
@@ -387,11 +577,7 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         activations_bytes_detail=acts,
         other_bytes_detail=other,
         params_per_gpu=int(round(float(best["params"]))),
-        bytes_per_param={
-            "weights": weight_bytes_per_param(plan.precision),
-            "gradients": grad_bytes_per_param(plan),
-            "optimizer": adam_bytes_per_param(plan.precision),
-        },
+        bytes_per_param=dict(zip(("weights", "gradients", "optimizer"), state_bytes_per_param(plan))),
         peak_pipeline_rank=best_rank,
         microbatches_in_flight=chunks_in_flight(plan, best_rank) / plan.vpp,
         allocated_bytes=allocated,

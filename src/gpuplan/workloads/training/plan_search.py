@@ -203,8 +203,14 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     acts = per_token * tokens * (model.layers / pp / vpp) * chunks
     b = mem.activation_bytes(plan_proto.precision)
     widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
-    acts = acts + tokens * b * (model.hidden / np.where(sp, tp, 1) + 2 * widest / tp)
-    acts = acts + np.where(pp == 1, tokens * model.vocab / tp * (b + mem.LOGITS_FP32_BYTES), 0.0)
+    # the larger of the two peak phases (memory.training_memory): a layer's backward, or the loss
+    # (first stage only when pp == 1; the screen skips the full-recompute working set and the
+    # framework's FSDP root / gather buffers, which the exact check adds)
+    backward = tokens * b * (model.hidden / np.where(sp, tp, 1) + 2 * widest / tp)
+    loss_bytes = np.where(tp > 1, mem.loss_bytes_per_vocab_entry(plan_proto.model_copy(update={"tp": 2})),
+                          mem.loss_bytes_per_vocab_entry(plan_proto.model_copy(update={"tp": 1})))
+    loss = np.where(pp == 1, tokens * model.vocab / tp * loss_bytes, 0.0)
+    acts = acts + np.maximum(backward, loss)
     # states of the first stage
     from gpuplan.layers.params import parameter_counts
 
@@ -215,9 +221,7 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     dense = dense_body / pp / tp + table / tp + np.where(pp == 1, 0.0 if model.tied_embeddings else table / tp, 0.0)
     expert = experts / pp / (ep * etp)
     shard = dp * cp
-    wb = mem.weight_bytes_per_param(plan_proto.precision)
-    gb = mem.grad_bytes_per_param(plan_proto)
-    ob = mem.adam_bytes_per_param(plan_proto.precision)
+    wb, gb, ob = mem.state_bytes_per_param(plan_proto)
     expert_shard = np.maximum(1, tp * shard / (ep * etp))  # expert data-parallel group
     params_all = dense + expert
     params_sharded = dense / shard + expert / expert_shard
