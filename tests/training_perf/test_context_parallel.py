@@ -84,22 +84,33 @@ def test_kv_bytes_exchanged_per_layer_llama_8b_cp4_128k():
     assert width == 4096
     assert float(cpm.torch_allgather_kv_bytes(32768, width, 1, 4)) == 2_147_483_648
     assert cpm.kv_width(Framework.MEGATRON, 4096, 1024) == 1024
-    assert 3 * 32768 * 2 * 1024 * 2 == 384 * 2**20
+    assert float(cpm.kv_block_bytes(32768, 1024, 1)) == 128 * 2**20
+    # PyTorch's backward ring passes dK,dV in fp32: 32768 x 2 x 4096 x 4 B = 1 GiB per transfer
+    assert float(cpm.kv_block_bytes(32768, 4096, 1, 4.0)) == 2**30
 
 
-def test_ring_step_bytes_counted_from_the_torch_source():
-    # forward step: K,V cat 8 + mean of a full merge (to-fp32 6 + 32) and a partial one (19 + cat 8) = 40.5
-    assert cpm.TORCH_CP_FWD_STEP_BYTES == 40.5
-    # backward step: K,V cat 8 + dQ 11.5 + dK,dV 23 + fp32 dK,dV cat 16 = 58.5; per pass 3 x 4 + 3 x 6 = 30
-    assert cpm.TORCH_CP_BWD_STEP_BYTES == 58.5
-    assert cpm.TORCH_CP_BWD_PASS_BYTES == 30.0
+def test_p2p_ring_exposes_what_attention_does_not_hide(titan_node):
+    # TransformerEngine's ring: cp - 1 hops of the K,V block forward per pass, 2 (cp - 1) backward
+    # (K,V and dK,dV), each hidden behind the attention core; with no attention to hide behind, the
+    # whole ring is exposed: layers x (passes x (cp-1) hop + 2 (cp-1) hop); behind a long attention
+    # nothing is.
+    system, gpu = titan_node
+    t, cp = 16384.0, 4.0
+    hop = float(collective_seconds_array(Collective.P2P, t * 2 * 1024 * 2.0, 2, 2, system, gpu=gpu))
+    kw = dict(t=t, tp=1.0, cp=cp, q_dim=4096, kv_dim=1024, fwd_passes=1.0, layers=32.0, hbm_bytes_s=1.92e12)
+    bare = float(cpm.cp_exposed_seconds(Framework.MEGATRON, system, gpu, attn_fwd=0.0, attn_bwd=0.0, **kw))
+    assert bare == pytest.approx(32 * (3 * hop + 6 * hop), rel=1e-12)
+    assert float(cpm.cp_exposed_seconds(Framework.MEGATRON, system, gpu, attn_fwd=1.0, attn_bwd=2.5, **kw)) == 0.0
 
 
 def test_torch_ring_exposed_time_llama_8b_cp8_256k(titan_node):
     # Llama 3.1 8B at 256k on cp 8 (ttbench-7 shape), full recompute (2 forward passes), 32 layers.
     # With attention long enough to hide every transfer, what is exposed per layer is the eager
     # ring-step traffic plus the last fp32 dK,dV transfer (waited after the loop):
-    # q-sized elements t x q = 32768 x 4096 = 134,217,728; bytes per element
+    # q-sized elements t x q = 32768 x 4096 = 134,217,728; bytes per element, counted from
+    # torch's _templated_ring_attention(_backward): forward step = K,V cat 8 + the mean of a full
+    # merge (to-fp32 6 + 32) and a partial one (19 + fp32 re-cat 8) = 40.5; backward step = K,V cat 8
+    # + dQ 11.5 + dK,dV 23 + fp32 dK,dV cat 16 = 58.5; per backward pass fp32 zeros and casts 30:
     # 2 passes x 7 steps x 40.5 + 7 x 58.5 + 30 = 567 + 409.5 + 30 = 1006.5
     # -> 1.35090e11 B per layer at 0.8 x 2.4 TB/s (H100 96GB HBM2e) = 1.92e12 B/s: 70.36 ms.
     system, gpu = titan_node

@@ -108,10 +108,15 @@ def kv_width(framework: Framework, q_dim: int, kv_dim: int) -> int:
     return kv_dim
 
 
+def kv_block_bytes(t, width, tp, dtype_bytes: float = 2.0):
+    """Bytes of one rank's K and V block (or dK and dV): t tokens x 2 x width / tp x dtype bytes."""
+    return np.asarray(t, dtype=np.float64) * 2.0 * width / tp * dtype_bytes
+
+
 def torch_allgather_kv_bytes(t, width, tp, cp, dtype_bytes: float = 2.0):
     """Bytes of the all-gathered K,V per pass and layer (nccl-tests size: the whole output on each
-    rank): cp ranks x t tokens x 2 (K and V) x width / tp x dtype bytes."""
-    return np.asarray(cp, dtype=np.float64) * t * 2.0 * width / tp * dtype_bytes
+    rank): cp blocks of `kv_block_bytes`."""
+    return np.asarray(cp, dtype=np.float64) * kv_block_bytes(t, width, tp, dtype_bytes)
 
 
 def attention_passes(rc, full_code: int, selective_code: int, selective_fraction: float):
@@ -132,8 +137,7 @@ def cp_exposed_seconds(framework: Framework, system: System, gpu: Gpu, *, t, tp,
     cp_pn = group_per_node(cp, tp, system.gpus_per_node)
     cp_int = np.where(cp > 1, cp, 2).astype(np.int64)
     if framework.context_parallel_method is ContextParallelMethod.P2P_RING:
-        kv_block = t * 2.0 * kv_dim / tp * 2.0
-        hop = collective_seconds_array(Collective.P2P, kv_block, np.where(cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1),
+        hop = collective_seconds_array(Collective.P2P, kv_block_bytes(t, kv_dim, tp), np.where(cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1),
                                        system, gpu=gpu)
         ring_fwd = (cp - 1.0) * hop
         per_layer = fwd_passes * np.maximum(0.0, ring_fwd - attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - attn_bwd)
@@ -141,7 +145,7 @@ def cp_exposed_seconds(framework: Framework, system: System, gpu: Gpu, *, t, tp,
     width = kv_width(framework, q_dim, kv_dim)
     gather = collective_seconds_array(Collective.ALL_GATHER, torch_allgather_kv_bytes(t, width, tp, cp), cp_int, cp_pn,
                                       system, gpu=gpu)
-    dkv_hop = collective_seconds_array(Collective.P2P, t * 2.0 * width / tp * 4.0, np.where(cp > 1, 2, 1),
+    dkv_hop = collective_seconds_array(Collective.P2P, kv_block_bytes(t, width, tp, 4.0), np.where(cp > 1, 2, 1),
                                        np.where(cp_pn > 1, 2, 1), system, gpu=gpu)
     slow = knobs.value("training.torch_cp_attention_slowdown") - 1.0
     fwd_exposed = np.maximum(0.0, gather - attn_fwd / cp)
@@ -158,5 +162,6 @@ def cp_exposed_seconds(framework: Framework, system: System, gpu: Gpu, *, t, tp,
 
 __all__ = [
     "TORCH_CP_BWD_PASS_BYTES", "TORCH_CP_BWD_STEP_BYTES", "TORCH_CP_FWD_STEP_BYTES", "attention_passes",
-    "causal_imbalance", "causal_pairs_per_rank", "cp_exposed_seconds", "kv_width", "torch_allgather_kv_bytes",
+    "causal_imbalance", "causal_pairs_per_rank", "cp_exposed_seconds", "kv_block_bytes", "kv_width",
+    "torch_allgather_kv_bytes",
 ]
