@@ -32,11 +32,15 @@ the attention it hides behind: max(0, (cp-1) hop - a_f) + max(0, 2 (cp-1) hop - 
   of dK,dV (`_partial_update` re-concatenates a full tensor on half the steps):
   TORCH_CP_FWD_STEP_BYTES / TORCH_CP_BWD_STEP_BYTES per element of the rank's q-sized tensor
   (t x q / tp), per step after the first, at achievable HBM bandwidth.
-- `training.torch_cp_attention_slowdown` (fitted): the attention of PyTorch's ring runs slower than
-  one FlashAttention call over the same pairs; torchtitan restricts SDPA to the flash and
-  memory-efficient backends under CP, and each ring step is a separate SDPA call on a (t, t / 2)
-  block plus its merge. What the counted terms above leave of the torchtitan CP rows' error is
-  this factor on the ring's attention time (1 = no slowdown).
+- `training.torch_cp_attention_slowdown` (fitted): the ring steps after the first, (cp - 1) / cp of
+  the rank's attention, each a separate SDPA call on a (t, t / 2) or (t / 2, t) block of the
+  load-balanced chunks, run this many times slower than the model's FlashAttention rate. torchtitan
+  limits SDPA to the flash and memory-efficient backends under CP (`get_train_context`:
+  `sdpa_kernel([FLASH_ATTENTION, EFFICIENT_ATTENTION])`, "TODO: support cuDNN backend"), i.e.
+  PyTorch's FlashAttention-2, the kernel the Hopper training ceiling already assumes, so no sourced
+  figure explains the gap: the default 1 is the physics prior, and the value fitted on the torchtitan
+  rows (`--cv family` refits it, so the left-out torchtitan family sees the prior) measures what the
+  counted terms leave (about 1.5, i.e. the off-diagonal steps at two thirds of the rate).
 """
 
 from __future__ import annotations
