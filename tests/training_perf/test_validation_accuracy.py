@@ -99,10 +99,14 @@ def test_time_mape_per_family(results):
     # parameters unsharded for the step and reduces gradients once (torchtitan's reshard policy):
     # ttbench 27.2 -> 33.0 (its 405B pipeline rows were already too fast; the pipeline cost torchtitan
     # pays is not modelled yet), all time rows 16.05.
+    # Context parallelism per framework (workloads.training.context_parallel: PyTorch's all-gather
+    # ring with its fp32 merges and dK/dV ring under torchtitan, the fitted ring-step slowdown at its
+    # default 1) and the Blackwell training attention rate (cuDNN on B200 vs H100, FlashAttention-3/4
+    # papers: 0.311 of peak): ttbench 33.0 -> 28.6, mbr-bw 12.5 -> 10.3, all time rows 16.05 -> 15.69.
     limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 6.5,
               "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 2.5, "megft": 38.0,
               "meg21-t2": 65.0, "dsv3": 105.0, "mbr-moe": 42.0, "mtnlg": 24.0, "mbridge": 36.5,
-              "llama3": 32.0, "ttbench": 36.0, "meg24": 22.5, "mbr-bw": 14.0, "meg24-ss": 16.0,
+              "llama3": 32.0, "ttbench": 31.5, "meg24": 22.5, "mbr-bw": 11.5, "meg24-ss": 16.0,
               "megpr6429": 10.0, "bloom": 6.0, "llama1": 5.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))

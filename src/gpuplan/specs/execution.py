@@ -9,6 +9,11 @@ different things in two modules):
   unfused pre-2022 path that materialises the s x s score matrix. Fused kernels never store the
   scores for backward (memory) and run at the attention-kernel rate (time); unfused ones store and
   move them.
+- `ContextParallelMethod`: how the stack exchanges K and V between context-parallel ranks (a
+  property of the framework, `Framework.context_parallel_method`): TransformerEngine's p2p ring
+  overlapped with each step's attention (Megatron-core), or PyTorch's `context_parallel` with its
+  default all-gather rotation, fp32 merges and fp32 dK/dV ring (torchtitan). The formulas are in
+  `workloads.training.context_parallel`.
 - `Execution`: the bundle a plan carries (framework, attention kernel, TP-communication overlap,
   matmul precision, gradient dtype), built by `TrainPlan.execution`.
 """
@@ -28,6 +33,27 @@ class Framework(str, Enum):
     FSDP = "fsdp"  # PyTorch FSDP (llm-foundry/Composer): prefetched gathers overlapped per micro-batch
     TORCHTITAN = "torchtitan"  # FSDP2: as FSDP
     OTHER = "other"  # treated as MEGATRON
+
+    @property
+    def context_parallel_method(self) -> "ContextParallelMethod":
+        """How this stack runs context-parallel attention (`ContextParallelMethod`)."""
+        if self is Framework.TORCHTITAN:
+            return ContextParallelMethod.TORCH_ALLGATHER
+        return ContextParallelMethod.P2P_RING
+
+
+class ContextParallelMethod(str, Enum):
+    """K/V exchange of context-parallel attention (formulas: `workloads.training.context_parallel`)."""
+
+    #: TransformerEngine `cp_comm_type="p2p"` (Megatron-core default): each rank's K,V block passes
+    #: around the ring, each hop overlapped with the attention of the block already held;
+    #: sequence split in 2 cp chunks (rank r holds chunks r and 2cp-1-r) for causal balance.
+    P2P_RING = "p2p_ring"
+    #: torch.distributed.tensor.experimental.context_parallel (torchtitan): `_cp_options.rotate_method`
+    #: ALL_GATHER (default) gathers every rank's K,V once per pass, waited before the second ring
+    #: step; per-step SDPA calls merged in fp32 (`convert_to_f32=True`); dK,dV passed around the
+    #: ring in fp32 (ALL_TO_ALL rotater); round-robin load balance (`enable_load_balance=True`).
+    TORCH_ALLGATHER = "torch_allgather"
 
 
 class AttentionKernel(str, Enum):
@@ -51,4 +77,4 @@ class Execution(Spec):
     grad_precision: str = "fp32"
 
 
-__all__ = ["AttentionKernel", "Execution", "Framework"]
+__all__ = ["AttentionKernel", "ContextParallelMethod", "Execution", "Framework"]

@@ -57,8 +57,11 @@ Communication (times from `primitives.collectives`):
   the input-gradient GEMMs of the same shapes): a pair takes max(c, g) + min(c, g) / tp, so
   max(0, c - g) + min(c, g) / tp of c is exposed (the first / last chunk cannot overlap), and the
   overlapped part slows the GEMM by OVERLAP_CONTENTION.
-- CP: ring attention passes each rank's K,V block cp-1 times forward and K,V + dK,dV backward,
-  overlapped with the attention core; only the excess is exposed.
+- CP: per `ContextParallelMethod` of the framework (`workloads.training.context_parallel`):
+  TransformerEngine's p2p ring passes each rank's K,V block cp-1 times forward and K,V + dK,dV
+  backward, overlapped with the attention core (only the excess is exposed); PyTorch's
+  context_parallel (torchtitan) all-gathers K,V once per pass (hidden only behind the first ring
+  step), rings dK,dV in fp32 and merges each step's output in fp32 (eager, memory-bound).
 - EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward.
 - PP: one send of the boundary activation (t x h x 2 / tp bytes: Megatron's scatter-gather)
   forward and one backward per micro-batch and virtual stage. The interleaved schedule (vpp > 1)
@@ -115,6 +118,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.specs.model import FfnKind
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.plan import default_expert_tp
+from gpuplan.workloads.training.context_parallel import attention_passes, cp_exposed_seconds
 from gpuplan.primitives.collectives import (
     Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
 )
@@ -166,6 +170,29 @@ OVERLAP_CONTENTION = knobs.register(
 #: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
 #: instructions; training stacks of 2023-24 ran FA2 or cuDNN attention at similar rates).
 #: `efficiency.attention_ceiling` is the inference (forward, FA3) ceiling and is not used here.
+#: Blackwell: the Hopper value x the ratio of the fused-attention kernel's fraction of peak on B200 and
+#: H100 (the stacks of 2025 run TransformerEngine's cuDNN fused attention). B200: FlashAttention-4
+#: reaches 1613 TFLOP/s BF16 forward = 71% of 2250 and is "up to 1.3x" cuDNN 9.13 (Zadouri, Shah, Dao
+#: et al. 2026, arXiv 2603.05451), so cuDNN forward = 0.551; H100 cuDNN at head_dim 128, 16k tokens:
+#: forward 595, backward 516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, Fig. 5-6), and the
+#: same backward / forward ratio (0.867) is taken for B200. Forward + backward at the FLOP ratio 1 : 2.5:
+#: B200 3.5 / (1 / 0.551 + 2.5 / 0.478) = 0.497, H100 3.5 / (1 / 0.602 + 2.5 / 0.522) = 0.542; ratio 0.917
+#: (Blackwell doubled the tensor cores but not the exponential units or shared-memory bandwidth that
+#: attention also needs: FlashAttention-4 sec. 1), so 0.339 x 0.917 = 0.311.
+_B200_CUDNN_FWD = 1613.0 / 1.3 / 2250.0
+_H100_CUDNN_FWD, _CUDNN_BWD_OVER_FWD = 595.0 / 989.0, 516.0 / 595.0
+
+
+def _fwd_bwd_fraction(fwd: float) -> float:
+    """Forward + backward attention fraction of peak at the FLOP ratio 1 : FLASH_BACKWARD_RATIO."""
+    return (1.0 + FLASH_BACKWARD_RATIO) / (1.0 / fwd + FLASH_BACKWARD_RATIO / (fwd * _CUDNN_BWD_OVER_FWD))
+
+
+BLACKWELL_TRAINING_ATTENTION = 335.0 / 989.0 * _fwd_bwd_fraction(_B200_CUDNN_FWD) / _fwd_bwd_fraction(_H100_CUDNN_FWD)
+BLACKWELL_TRAINING_ATTENTION_SOURCE = (
+    "Hopper 0.339 x (B200 / H100 cuDNN fused-attention fwd+bwd fraction of peak): B200 forward 1613/1.3 of 2250"
+    " (arXiv 2603.05451, FlashAttention-4 vs cuDNN 9.13), H100 595 fwd / 516 bwd of 989 (FlashAttention-3 Fig. 5-6)"
+    " -> 0.497 / 0.542 = 0.917 -> 0.311")
 TRAINING_ATTENTION_CEILING = {
     family: knobs.register(
         f"training.attention_ceiling.{family}", unit="fraction of dense peak", default=v, low=0.05, high=1.0,
@@ -173,6 +200,7 @@ TRAINING_ATTENTION_CEILING = {
     for family, v, src in (
         ("ampere", 180.0 / 312.0, "Dao 2023 (FlashAttention-2) Fig. 4-7: about 180 of 312 TFLOP/s on A100"),
         ("hopper", 335.0 / 989.0, "Dao 2023 (FlashAttention-2): up to 335 TFLOP/s on H100 = 0.34 of 989"),
+        ("blackwell", BLACKWELL_TRAINING_ATTENTION, BLACKWELL_TRAINING_ATTENTION_SOURCE),
     )
 }
 DEFAULT_TRAINING_ATTENTION_CEILING = knobs.register(
@@ -641,15 +669,15 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
 
 
 def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
-    """Exposed context-parallel communication per micro-batch: ring attention passes each rank's K,V
-    block (t x 2 kv_dim / tp x 2 bytes) cp - 1 times forward and K,V + dK,dV backward, overlapped
-    with the attention core; only the excess over the core's time is exposed."""
-    cp_pn = group_per_node(g.cp, g.tp, ctx.system.gpus_per_node)
-    kv_block = g.t * 2.0 * ctx.kv_dim / g.tp * 2.0
-    hop = collective_seconds_array(Collective.P2P, kv_block, np.where(g.cp > 1, 2, 1), np.where(cp_pn > 1, 2, 1), ctx.system, gpu=ctx.gpu)
-    ring_fwd = (g.cp - 1.0) * hop
-    cp_mb = sc.layers_per_stage * (np.maximum(0.0, ring_fwd - lc.attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - lc.attn_bwd))
-    return np.where(g.cp > 1, cp_mb, 0.0)
+    """Exposed context-parallel time per micro-batch: the framework's K/V exchange not hidden behind
+    the attention core, and (PyTorch's ring) its per-step eager work; `workloads.training.context_parallel`
+    (`cp_exposed_seconds`) has the formulas per `ContextParallelMethod`."""
+    selective = (knobs.value("training.torchtitan_selective_recompute_fraction")
+                 if ctx.framework is Framework.TORCHTITAN else 1.0)
+    passes = attention_passes(g.rc, RecomputeCode.FULL, RecomputeCode.SELECTIVE, selective)
+    return cp_exposed_seconds(ctx.framework, ctx.system, ctx.gpu, t=g.t, tp=g.tp, cp=g.cp, q_dim=ctx.q_dim,
+                              kv_dim=ctx.kv_dim, attn_fwd=lc.attn_fwd, attn_bwd=lc.attn_bwd, fwd_passes=passes,
+                              layers=sc.layers_per_stage, hbm_bytes_s=ctx.hbm_bytes_s)
 
 
 def ep_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
