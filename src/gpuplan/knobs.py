@@ -37,16 +37,24 @@ class Knob:
     high: float
     scales: str  # which operators / collectives / engines it scales
     fitted_on: tuple[str, ...] = ()  # validation families the default was chosen on (empty: not fitted)
+    #: the value physics or sources give before any validation row is looked at (None: the default
+    #: itself). Cross-validation starts every fitted knob here, so a left-out family that is the only
+    #: one informing the knob is predicted with the prior, not with a default fitted on it.
+    prior: float | None = None
 
     @property
     def fitted(self) -> bool:
         return bool(self.fitted_on)
 
+    @property
+    def prior_value(self) -> float:
+        return self.default if self.prior is None else self.prior
+
     def to_dict(self) -> dict:
         return {
             "name": self.name, "unit": self.unit, "default": self.default, "source": self.source,
             "low": self.low, "high": self.high, "scales": self.scales, "fitted_on": list(self.fitted_on),
-            "value": value(self.name),
+            "prior": self.prior_value, "value": value(self.name),
         }
 
 
@@ -57,12 +65,16 @@ _GENERATION = [0]
 
 
 def register(name: str, *, unit: str, default: float, source: str, low: float, high: float, scales: str,
-             fitted_on: tuple[str, ...] | list[str] = ()) -> float:
+             fitted_on: tuple[str, ...] | list[str] = (), prior: float | None = None) -> float:
     """Declare a knob (idempotent for an identical declaration) and return its default, so a module
-    can keep a readable constant beside the declaration: `X = register("area.x", ...)`."""
+    can keep a readable constant beside the declaration: `X = register("area.x", ...)`. A fitted knob
+    whose default was fitted (not sourced) declares its unfitted `prior` (Knob.prior)."""
     if not (math.isfinite(default) and math.isfinite(low) and math.isfinite(high) and low <= default <= high):
         raise ValueError(f"knob {name}: default {default} outside its range [{low}, {high}]")
-    knob = Knob(name, unit, float(default), source, float(low), float(high), scales, tuple(fitted_on))
+    if prior is not None and not (math.isfinite(prior) and low <= prior <= high):
+        raise ValueError(f"knob {name}: prior {prior} outside its range [{low}, {high}]")
+    knob = Knob(name, unit, float(default), source, float(low), float(high), scales, tuple(fitted_on),
+                None if prior is None else float(prior))
     old = REGISTRY.get(name)
     if old is not None and old != knob:
         raise ValueError(f"knob {name} is declared twice with different values")

@@ -94,9 +94,10 @@ def test_torchtitan_fsdp2_llama3_8b_terms(llama8b):
     assert params == 8_030_261_248
     assert t.per_gpu_bytes["weights"] + t.per_gpu_bytes["gradients"] + t.per_gpu_bytes["optimizer"] == pytest.approx(
         params / 8 * 16, rel=1e-12)
-    # reserved = allocated x (1 + allocator slack); allocated excludes the CUDA context and NCCL buffers
-    slack = mem.knobs.value("training.memory.allocator_reserved_fraction")
-    assert t.reserved_bytes == pytest.approx(t.allocated_bytes * (1 + slack), rel=1e-12)
+    # reserved = allocated x the allocator's reserved/allocated ratio; allocated excludes the CUDA
+    # context and NCCL buffers
+    ratio = mem.knobs.value("training.memory.reserved_over_allocated")
+    assert t.reserved_bytes == pytest.approx(t.allocated_bytes * ratio, rel=1e-12)
     assert t.allocated_bytes == pytest.approx(t.per_gpu_bytes["total"] - t.other_bytes_detail["cuda_context"]
                                               - t.other_bytes_detail["nccl_buffers"], rel=1e-12)
 

@@ -7,7 +7,8 @@ family of the file: those were tuned on these rows. (A knob fitted on another fi
 not refit: this file is already unseen data for it.)
 
 For each family F:
-1. fit the knobs on the scored rows of every other family (`gpuplan.interfaces.fitting`: the
+1. fit the knobs on the scored rows of every other family, starting from and pulled toward each
+   knob's unfitted prior (`Knob.prior`; a knob only F informs stays at its prior) (`gpuplan.interfaces.fitting`: the
    leave-out refit is one linearised step from the fit on all rows, with its Jacobian, see
    `KnobFitter.refit_without`; the in-sample values are the same step on every row);
 2. predict F's rows with those values: F's *CV* error.
@@ -156,7 +157,11 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
         raise InputError("file: no rows to cross-validate", field="file")
     predictor = predictor or row_predictor()
     names = list(knob_names) if knob_names is not None else knobs_to_refit(rows)
-    fitter = KnobFitter(rows, predictor, names, lam=lam, prior_width=prior_width)
+    # every refit starts from (and is pulled toward) the knob's unfitted prior, unless a profile
+    # overrides it: a fold whose remaining rows do not inform a knob is predicted with the prior
+    start = {n: knobs.REGISTRY[n].prior_value for n in names
+             if n in knobs.REGISTRY and knobs.value(n) == knobs.REGISTRY[n].default}
+    fitter = KnobFitter(rows, predictor, names, lam=lam, prior_width=prior_width, start=start)
     families = np.array([schema_family(r.get("id", "")) for r in rows])
     scored = np.array([(r.get("confidence") or "").strip().lower() != "low" for r in rows])
 
@@ -164,6 +169,8 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
         progress("fit on every family", 0.0)
     full = fitter.fit(scored)
     default_pred = fitter.base_predictions()
+    if any(v != knobs.value(n) for n, v in start.items()):  # the registry values, as `gpuplan validate`
+        default_pred = fitter.evaluator.predict({n: knobs.value(n) for n in names})
     ins = fitter.refit_without(full, scored)  # the same linearised step as the folds, on every row
     in_sample = full.predictions if np.array_equal(ins.x, full.x) else fitter.predictions(ins.x)
     cv = np.full(len(rows), np.nan)

@@ -13,7 +13,8 @@ an efficiency that the rows the model does describe agree on. c = `robust_scale`
 by default, a 28% error); None gives plain least squares. Implemented as least squares on the
 transformed residual sign(r) sqrt(rho(r)) (the scaling scipy.optimize.least_squares uses).
 
-v0 = the value in effect when the fit starts (the registry default, or a profile's override),
+v0 = the value in effect when the fit starts (the registry default, or a profile's override; cross-
+validation passes each fitted knob's unfitted prior, `Knob.prior`),
 w = `prior_width` (log units; the default 1.0 makes a factor e = 2.7 one prior standard deviation).
 Every prediction is evaluated inside `knobs.overridden(...)`.
 
@@ -212,7 +213,7 @@ class KnobFitter:
 
     def __init__(self, rows: Sequence[Mapping[str, str]], predictor: Predictor, names: Sequence[str], *,
                  lam: float = 1.0, prior_width: float = 1.0, min_sensitivity: float = 1e-3,
-                 robust_scale: float | None = ROBUST_SCALE):
+                 robust_scale: float | None = ROBUST_SCALE, start: Mapping[str, float] | None = None):
         load_all()
         if robust_scale is not None and not (robust_scale > 0 and math.isfinite(robust_scale)):
             raise InputError(f"robust_scale: must be a finite number > 0 or None, got {robust_scale}", field="robust_scale")
@@ -226,7 +227,9 @@ class KnobFitter:
             raise InputError(f"prior_width: must be a finite number > 0, got {prior_width}", field="prior_width")
         self.evaluator = RowEvaluator(rows, predictor)
         self.names = list(dict.fromkeys(names))
-        self.start = np.array([knobs.value(n) for n in self.names], dtype=np.float64)
+        #: v0: the value in effect, or `start[name]` where given (cross-validation: the knob's prior)
+        start = dict(start or {})
+        self.start = np.array([start.get(n, knobs.value(n)) for n in self.names], dtype=np.float64)
         self.lam, self.prior_width, self.min_sensitivity = float(lam), float(prior_width), float(min_sensitivity)
         reg = [knobs.REGISTRY[n] for n in self.names]
         with np.errstate(divide="ignore"):
@@ -334,8 +337,9 @@ class KnobFitter:
         """The step and the cost decrease the linearised model predicts for it."""
         cols = self._informed
         step = np.zeros(len(self.names))
-        if cols is None or not cols.any() or not usable.any():
+        if cols is None or not cols.any():
             return step, 0.0
+        # (no usable row: the prior term alone, which returns every knob to its start value v0)
         ps2 = self._prior_scale() ** 2
         ju = jac[usable][:, cols]
         ru = np.nan_to_num(r[usable])
