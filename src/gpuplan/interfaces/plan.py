@@ -171,6 +171,10 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
         "activity_fraction": est.activity_fraction,
         "plan": _plan_text(est.plan),
     }
+    if model.moe is not None:  # where the chosen plan's expert all-to-all runs (NVLink domain or network)
+        from gpuplan.workloads.training.moe_time import ep_regime
+
+        details["ep_regime"] = ep_regime(est.plan.ep, est.plan.expert_tp, system.scaleup_domain_gpus)
     return WorkloadSummary(Goal.TRAIN, model.name, "gpuplan.workloads.training.estimate_training", gpus, est.days,
                            est.gpu_hours, details), est
 

@@ -59,7 +59,8 @@ Communication (times from `primitives.collectives`):
   overlapped part slows the GEMM by OVERLAP_CONTENTION.
 - CP: ring attention passes each rank's K,V block cp-1 times forward and K,V + dK,dV backward,
   overlapped with the attention core; only the excess is exposed.
-- EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward.
+- EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward,
+  inside / across scale-up domains, partly hidden behind another micro-batch (`moe_time`).
 - PP: one send of the boundary activation (t x h x 2 / tp bytes: Megatron's scatter-gather)
   forward and one backward per micro-batch and virtual stage. The interleaved schedule (vpp > 1)
   overlaps these sends with the next virtual stage's compute in Megatron-core (`overlap_p2p_comm`,
@@ -115,6 +116,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.specs.model import FfnKind
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.plan import default_expert_tp
+from gpuplan.workloads.training import moe_time
 from gpuplan.primitives.collectives import (
     Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
 )
@@ -653,18 +655,9 @@ def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
 
 
 def ep_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
-    """Expert-parallel communication per micro-batch (Megatron-core alltoall dispatcher): dispatch =
-    all-to-all of t_local x top_k x h x 2 bytes over ep, then an all-gather over etp (with SP);
-    combine the reverse; each again in backward: 4 per MoE layer, not overlapped."""
-    if not ctx.moe_layers:
-        return 0.0
-    gpn, h = ctx.system.gpus_per_node, float(ctx.hidden)
-    k_routed = ctx.model.moe.top_k
-    a2a = collective_seconds_array(Collective.ALL_TO_ALL, g.t_local * k_routed * h * 2.0, g.ep,
-                                   group_per_node(g.ep, g.etp, gpn), ctx.system, gpu=ctx.gpu)
-    etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k_routed * h * 2.0, g.etp,
-                                          group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
-    return sc.layers_per_stage * lc.moe_frac * 4.0 * (a2a + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
+    """Exposed expert-parallel time per micro-batch: `moe_time.ep_comm_seconds` (expert all-to-all
+    inside / across scale-up domains, its overlap with another micro-batch, per-layer host time)."""
+    return moe_time.ep_comm_seconds(ctx, g, lc, sc)
 
 
 def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
