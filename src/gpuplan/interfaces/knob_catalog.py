@@ -18,6 +18,7 @@ KNOB_MODULES = (
     "gpuplan.primitives.efficiency",
     "gpuplan.primitives.collectives",
     "gpuplan.workloads.training.step_time",
+    "gpuplan.workloads.training.moe_time",
     "gpuplan.workloads.training.memory",
     "gpuplan.workloads.inference.operators",
     "gpuplan.workloads.inference.memory",
