@@ -139,3 +139,21 @@ def test_network_bytes_invariants(ep_exp, dom_exp, k):
     per_copy = float(moe_time.network_bytes(1000, k, 64, ep, ep_d, dedup=0.0))
     assert per_domain <= per_copy * (1 + 1e-12) + 1e-9
     assert math.isfinite(per_domain) and np.isfinite(per_copy)
+
+
+def test_plan_search_reports_the_ep_regime_of_its_best_plan(catalog):
+    # DeepSeek-V3 on 512 H100 (8-GPU NVLink nodes; pp 8 leaves dp 64), ep restricted to 64: 64 / 8 = 8 domains and
+    # 1 - 8/64 = 87.5% of the routed copies cross the network; the same search on GB200 NVL72 with
+    # ep 64 keeps the all-to-all inside one 72-GPU domain.
+    from gpuplan.workloads.training.plan_search import SearchSpace, search_plans
+
+    model = load_model("deepseek-v3")
+    space = SearchSpace(seq_len=4096, global_batch=4608, tp=[1], pp=[8], cp=[1], ep=[64], vpp=[1], micro_batch=[1],
+                        recompute=["full"], sharding=["zero1"], sequence_parallel=[False], precision="fp8")
+    h100 = catalog.system("dgx-h100")
+    res = search_plans(model, h100, catalog.gpu(h100.gpu), 512, space, top=1)
+    assert res.best[0].plan.ep == 64
+    assert "best plan: EP 64 across 8 NVLink domains (8 ranks per domain): 88% of routed copies cross the network" in res.notes
+    nvl72 = catalog.system("gb200-nvl72")
+    res72 = search_plans(model, nvl72, catalog.gpu(nvl72.gpu), 512, space, top=1)
+    assert any(n.startswith("best plan: EP 64 within one NVLink domain (72 GPUs)") for n in res72.notes)

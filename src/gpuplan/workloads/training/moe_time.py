@@ -34,13 +34,16 @@ copy. Network bytes per GPU and all-to-all:
 legs run concurrently (DeepEP pipelines them): one all-to-all takes the longer of the two, each from
 `primitives.collectives` (all_to_all inside the domain, a send over the GPU's NIC share across).
 
-What overlaps: Megatron-core's batch-level EP overlap (`--overlap-moe-expert-parallel-comm`, MCore
+What overlaps (`overlap_window`): Megatron-core's batch-level EP overlap (`--overlap-moe-expert-parallel-comm`, MCore
 v0.14; `moe_a2a_overlap` in the Megatron-Bridge recipes) runs the all-to-all of one micro-batch
 while another micro-batch's attention / expert compute of the same layer runs (1F1B: the forward
 of micro-batch i+1 beside the backward of micro-batch i); DeepSeek's DualPipe does the same
 (DeepSeek-V3 report sec. 3.2.1: "both all-to-all and PP communication can be fully hidden"), and
-`--moe-shared-expert-overlap` hides part of it behind the shared expert. Per MoE layer and
-micro-batch, with c the layer's all-to-all time and w its forward + backward compute:
+`--moe-shared-expert-overlap` hides part of it behind the shared expert. Frameworks without
+batch-level overlap (torchtitan's DeepEP MoE overlaps the shared experts only; DeepSpeed-MoE)
+hide it behind the shared experts' compute alone. Per MoE layer and micro-batch, with c the
+layer's all-to-all time and w the window (the other micro-batch's forward + backward of the layer,
+or the shared experts'):
 
     exposed = max(0, c - a w) + s min(c, a w) + o
 
@@ -61,7 +64,16 @@ from __future__ import annotations
 import numpy as np
 
 from gpuplan import knobs
+from gpuplan.layers.inventory import local_gemm_shape
 from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
+from gpuplan.specs.execution import Framework
+
+#: Frameworks with batch-level EP overlap (another micro-batch's compute hides the all-to-all):
+#: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14) and DeepSeek's DualPipe (`other`).
+#: torchtitan's DeepEP MoE (torchtitan/distributed/deepep, `DeepEPMoE.forward`) overlaps only the
+#: shared experts' compute with dispatch / combine; DeepSpeed-MoE's all-to-all is synchronous; Composer
+#: FSDP has no EP.
+BATCH_OVERLAP_FRAMEWORKS = (Framework.MEGATRON, Framework.OTHER)
 
 #: SMs the dispatch / combine kernels hold while they overlap compute: DeepSeek-V3 technical report
 #: (arXiv 2412.19437) sec. 3.2.2, "only 20 SMs are sufficient to fully utilize the bandwidths of IB
@@ -191,11 +203,33 @@ def ep_regime(ep: int, etp: int, domain_gpus: int) -> str:
             f"{frac:.0%} of routed copies cross the network")
 
 
-def ep_comm_seconds(ctx, g, lc, sc):
+def shared_expert_seconds(ctx, g, gemm_seconds):
+    """Forward + backward GEMM seconds of the MoE layer's shared experts on one GPU and micro-batch
+    (3 x forward: input- and weight-gradient GEMMs of the same shapes); 0 without shared experts."""
+    total = 0.0
+    for op in ctx.ops.moe_layer.linears:
+        if op.name.startswith("shared"):
+            n, k = local_gemm_shape(op, g.tp, g.etp)
+            total = total + 3.0 * gemm_seconds(ctx, g.t, n, k)
+    return total
+
+
+def overlap_window(ctx, g, lc, gemm_seconds):
+    """The compute one MoE layer's all-to-alls can hide behind, per micro-batch, and whether it
+    needs another micro-batch in flight: with batch-level EP overlap (BATCH_OVERLAP_FRAMEWORKS) the
+    other micro-batch's forward + backward of the layer; otherwise the layer's own shared-expert
+    compute (which runs beside dispatch / combine in the same micro-batch)."""
+    if ctx.framework in BATCH_OVERLAP_FRAMEWORKS:
+        return lc.layer_fwd + lc.layer_bwd, (g.m > 1) | (g.pp > 1)
+    return shared_expert_seconds(ctx, g, gemm_seconds), True
+
+
+def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds):
     """Exposed expert-parallel time per micro-batch on the busiest stage: per MoE layer 4
     all-to-alls (`a2a_seconds`) plus, with expert TP and sequence parallelism, the all-gather /
     reduce-scatter of the routed tokens over etp, exposed as `exposed_ep_seconds` against the
-    layer's forward + backward compute. 0 for a dense model."""
+    framework's overlap window (`overlap_window`). `gemm_seconds(ctx, m, n, k)` is the step-time
+    model's GEMM time. 0 for a dense model."""
     if not ctx.moe_layers:
         return 0.0
     gpn, h, k = ctx.system.gpus_per_node, float(ctx.hidden), ctx.model.moe.top_k
@@ -203,15 +237,14 @@ def ep_comm_seconds(ctx, g, lc, sc):
     etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k * h * DISPATCH_BYTES, g.etp,
                                           group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
     comm = 4.0 * (np.where(g.ep > 1, a2a, 0.0) + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
-    window = lc.layer_fwd + lc.layer_bwd
-    other = (g.m > 1) | (g.pp > 1)
+    window, other = overlap_window(ctx, g, lc, gemm_seconds)
     local_experts = ctx.model.moe.num_experts / g.ep
     exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count or 132, other, local_experts)
     return sc.layers_per_stage * lc.moe_frac * exposed
 
 
 __all__ = [
-    "DISPATCH_BYTES", "EP_COMM_SMS", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
+    "BATCH_OVERLAP_FRAMEWORKS", "DISPATCH_BYTES", "EP_COMM_SMS", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
     "ep_comm_seconds", "ep_ranks_per_domain", "ep_regime", "fixed_seconds_per_layer", "exposed_ep_seconds", "network_bytes", "remote_domains_per_token",
     "routed_bytes", "tokens_per_expert",
 ]

@@ -657,7 +657,7 @@ def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
 def ep_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
     """Exposed expert-parallel time per micro-batch: `moe_time.ep_comm_seconds` (expert all-to-all
     inside / across scale-up domains, its overlap with another micro-batch, per-layer host time)."""
-    return moe_time.ep_comm_seconds(ctx, g, lc, sc)
+    return moe_time.ep_comm_seconds(ctx, g, lc, sc, _gemm)
 
 
 def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
