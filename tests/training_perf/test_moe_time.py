@@ -157,3 +157,17 @@ def test_plan_search_reports_the_ep_regime_of_its_best_plan(catalog):
     nvl72 = catalog.system("gb200-nvl72")
     res72 = search_plans(model, nvl72, catalog.gpu(nvl72.gpu), 512, space, top=1)
     assert any(n.startswith("best plan: EP 64 within one NVLink domain (72 GPUs)") for n in res72.notes)
+
+
+def test_validation_rows_of_moe_models_take_the_recipes_expert_tp():
+    # training.csv has no etp column. Megatron-core's argument default is etp = tp, but every
+    # Megatron-Bridge MoE performance recipe sets expert_tensor_parallel_size=1, so an MoE row with
+    # tp 2 runs its experts unsplit (etp 1); a dense row keeps no expert TP setting at all.
+    from gpuplan.interfaces.validation_training import plan_from_row
+
+    base = {"tp": "2", "pp": "1", "dp": "64", "ep": "64", "num_gpus": "128", "micro_batch": "1",
+            "global_batch": "128", "seq_len": "4096", "precision": "bf16", "framework": "megatron"}
+    plan, notes = plan_from_row({**base, "moe_experts": "256"})
+    assert plan.expert_tp == 1 and "etp=1 (published Megatron MoE recipes)" in notes
+    dense, _ = plan_from_row({**base, "ep": "1"})
+    assert dense.etp is None
