@@ -171,3 +171,14 @@ def test_validation_rows_of_moe_models_take_the_recipes_expert_tp():
     assert plan.expert_tp == 1 and "etp=1 (published Megatron MoE recipes)" in notes
     dense, _ = plan_from_row({**base, "ep": "1"})
     assert dense.etp is None
+
+
+def test_fp8_cast_elements_of_the_experts():
+    # DeepSeek-V3, one micro-batch of 4096 tokens, tp = etp = 1: the routed copies into the experts'
+    # up projection 4096 x 8 x 7168 and down projection 4096 x 8 x 2048, plus the shared expert's
+    # inputs 4096 x (7168 + 2048): 234,881,024 + 67,108,864 + 37,748,736 = 339,738,624 elements.
+    from types import SimpleNamespace
+
+    moe = load_model("deepseek-v3").moe
+    g = SimpleNamespace(t=4096.0, t_expert=4096.0, tp=1.0, etp=1.0)
+    assert moe_time.expert_cast_elements(g, moe, H) == 339_738_624

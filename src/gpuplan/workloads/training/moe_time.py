@@ -90,13 +90,13 @@ MOE_A2A_OVERLAP = knobs.register(
     scales="expert all-to-all time hidden behind the other micro-batch's layer compute",
     fitted_on=("mbr-moe", "dsv3", "mbridge", "megpr6429", "megft"))
 MOE_LAYER_OVERHEAD_S = knobs.register(
-    "training.moe_layer_overhead_s", unit="s", default=0.001, low=0.0, high=0.01,
+    "training.moe_layer_overhead_s", unit="s", default=0.0015, low=0.0, high=0.01,
     source="fitted: fixed time per MoE layer and micro-batch (forward + backward): router / top-k / token-count "
            "kernels and the token dispatcher's device-to-host copy of tokens_per_expert before the grouped GEMM",
     scales="exposed fixed time per MoE layer and micro-batch",
     fitted_on=("mbr-moe", "dsv3", "mbridge", "megpr6429", "megft"))
 MOE_EXPERT_LAUNCH_S = knobs.register(
-    "training.moe_expert_launch_s", unit="s", default=0.0005, low=0.0, high=0.001,
+    "training.moe_expert_launch_s", unit="s", default=0.0003, low=0.0, high=0.001,
     source="fitted: fixed time per local expert, MoE layer and micro-batch (forward + backward): TransformerEngine's "
            "GroupedLinear issues one GEMM (and, in FP8 / MXFP8, one quantize) per local expert (general_grouped_gemm "
            "loops over the experts), so launches grow with E / ep",
@@ -109,6 +109,19 @@ MOE_DISPATCH_DEDUP = knobs.register(
            "Megatron-Bridge MoE recipes); NCCL all-to-all (alltoall dispatcher) sends every routed copy (0)",
     scales="network bytes of the expert all-to-all across scale-up domains",
     fitted_on=("mbr-moe", "dsv3", "mbridge", "megpr6429", "megft"))
+
+
+def expert_cast_elements(g, moe, hidden: int):
+    """GEMM-input elements of one MoE layer that a low-precision (FP8 / MXFP8 / NVFP4) recipe
+    quantizes per micro-batch on one GPU, forward: the routed copies into the experts' up projection
+    (t_expert k h) and into their down projection (t_expert k f_e / etp), and the shared experts'
+    inputs (t h and t n_s f_s / tp), the same per-element cast + transpose TransformerEngine does for
+    every linear (`step_time.FP8_CAST_BYTES`)."""
+    h, k, fe = float(hidden), float(moe.top_k), float(moe.expert_ffn)
+    shared_ffn = float(moe.shared_experts * (moe.shared_expert_ffn or moe.expert_ffn))
+    routed = g.t_expert * k * (h + fe / g.etp)
+    shared = g.t * (h + shared_ffn / g.tp) if moe.shared_experts else 0.0
+    return routed + shared
 
 
 def tokens_per_expert(tokens, top_k, experts):
@@ -244,7 +257,7 @@ def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds):
 
 
 __all__ = [
-    "BATCH_OVERLAP_FRAMEWORKS", "DISPATCH_BYTES", "EP_COMM_SMS", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
+    "BATCH_OVERLAP_FRAMEWORKS", "DISPATCH_BYTES", "EP_COMM_SMS", "expert_cast_elements", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
     "ep_comm_seconds", "ep_ranks_per_domain", "ep_regime", "fixed_seconds_per_layer", "exposed_ep_seconds", "network_bytes", "remote_domains_per_token",
     "routed_bytes", "tokens_per_expert",
 ]

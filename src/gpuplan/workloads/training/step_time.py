@@ -559,6 +559,8 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     if ctx.moe_layers:
         k, fe = float(ctx.model.moe.top_k), float(ctx.model.moe.expert_ffn)
         elem_moe = (g.t_expert * k * fe / g.etp * ffn_bytes + 2 * g.t_local * k * h * 2 * act_bytes) / ctx.hbm_bytes_s
+        if ctx.low_precision:  # inputs of the routed and shared experts' GEMMs (moe_time)
+            elem_moe = elem_moe + moe_time.expert_cast_elements(g, ctx.model.moe, ctx.hidden) * FP8_CAST_BYTES / ctx.hbm_bytes_s
     return elem_attn, elem_dense, elem_moe
 
 
