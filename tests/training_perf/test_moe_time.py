@@ -182,3 +182,19 @@ def test_fp8_cast_elements_of_the_experts():
     moe = load_model("deepseek-v3").moe
     g = SimpleNamespace(t=4096.0, t_expert=4096.0, tp=1.0, etp=1.0)
     assert moe_time.expert_cast_elements(g, moe, H) == 339_738_624
+
+
+def test_per_expert_launch_time_only_where_experts_run_one_by_one(catalog):
+    # Mixtral 8x7B (32 MoE layers, 8 experts) on one DGX H100, tp 8, ep 1, one micro-batch: no
+    # all-to-all, so the EP term is the fixed time alone. Megatron-core (TE GroupedLinear, one GEMM
+    # per local expert): 32 x (o + 8 o_e) = 32 x (1 ms + 8 x 0.5 ms) = 0.160 s; torchtitan (one
+    # torch._grouped_mm for all experts): 32 x o = 0.032 s.
+    system = catalog.system("dgx-h100")
+    model = load_model("mixtral-8x7b")
+    out = {}
+    with knobs.overridden({"training.moe_layer_overhead_s": 0.001, "training.moe_expert_launch_s": 0.0005}):
+        for fw in ("megatron", "torchtitan"):
+            plan = TrainPlan(tp=8, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, framework=fw)
+            out[fw] = estimate_step_time(model, system, plan, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
+    assert out["megatron"] == pytest.approx(0.160, rel=1e-12)
+    assert out["torchtitan"] == pytest.approx(0.032, rel=1e-12)

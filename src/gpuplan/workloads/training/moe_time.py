@@ -54,8 +54,9 @@ o = `fixed_seconds_per_layer`: the latency-bound part of a MoE layer that no siz
 nothing hides: a fixed o per layer (router softmax / top-k, token counting, and the dispatcher's
 device-to-host copy of the per-expert token counts, after which the host must launch the grouped
 GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the recipes' CUDA-graph scopes "moe_router"
-/ "moe_preprocess" exist to cut it) plus o_e per local expert (TransformerEngine's GroupedLinear
-runs one GEMM, and in FP8 / MXFP8 one quantize, per local expert). Both fitted. With a single
+/ "moe_preprocess" exist to cut it) plus o_e per local expert where the framework issues the expert
+GEMMs one by one (PER_EXPERT_LAUNCH_FRAMEWORKS: TransformerEngine's GroupedLinear runs one GEMM,
+and in FP8 / MXFP8 one quantize, per local expert). Both fitted. With a single
 micro-batch and no pipeline there is no other micro-batch to hide behind (w = 0).
 """
 
@@ -74,6 +75,13 @@ from gpuplan.specs.execution import Framework
 #: shared experts' compute with dispatch / combine; DeepSpeed-MoE's all-to-all is synchronous; Composer
 #: FSDP has no EP.
 BATCH_OVERLAP_FRAMEWORKS = (Framework.MEGATRON, Framework.OTHER)
+#: Frameworks whose expert GEMMs are issued expert by expert: TransformerEngine's GroupedLinear
+#: (Megatron-core `--moe-grouped-gemm`: `general_grouped_gemm` takes one GEMM per local expert, with
+#: a quantize each in FP8 / MXFP8) and DeepSpeed-MoE (a Python loop over its local expert modules).
+#: torchtitan runs all local experts in one `torch._grouped_mm` kernel (GroupedExperts,
+#: use_grouped_mm), DeepSeek's stack in DeepGEMM's grouped kernels, Composer in MegaBlocks' grouped
+#: kernels: no per-expert launches.
+PER_EXPERT_LAUNCH_FRAMEWORKS = (Framework.MEGATRON, Framework.DEEPSPEED)
 
 #: SMs the dispatch / combine kernels hold while they overlap compute: DeepSeek-V3 technical report
 #: (arXiv 2412.19437) sec. 3.2.2, "only 20 SMs are sufficient to fully utilize the bandwidths of IB
@@ -251,13 +259,13 @@ def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds):
                                           group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
     comm = 4.0 * (np.where(g.ep > 1, a2a, 0.0) + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
     window, other = overlap_window(ctx, g, lc, gemm_seconds)
-    local_experts = ctx.model.moe.num_experts / g.ep
+    local_experts = ctx.model.moe.num_experts / g.ep if ctx.framework in PER_EXPERT_LAUNCH_FRAMEWORKS else 0.0
     exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count or 132, other, local_experts)
     return sc.layers_per_stage * lc.moe_frac * exposed
 
 
 __all__ = [
-    "BATCH_OVERLAP_FRAMEWORKS", "DISPATCH_BYTES", "EP_COMM_SMS", "expert_cast_elements", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
+    "BATCH_OVERLAP_FRAMEWORKS", "PER_EXPERT_LAUNCH_FRAMEWORKS", "DISPATCH_BYTES", "EP_COMM_SMS", "expert_cast_elements", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
     "ep_comm_seconds", "ep_ranks_per_domain", "ep_regime", "fixed_seconds_per_layer", "exposed_ep_seconds", "network_bytes", "remote_domains_per_token",
     "routed_bytes", "tokens_per_expert",
 ]
