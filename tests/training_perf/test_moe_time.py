@@ -198,3 +198,20 @@ def test_per_expert_launch_time_only_where_experts_run_one_by_one(catalog):
             out[fw] = estimate_step_time(model, system, plan, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
     assert out["megatron"] == pytest.approx(0.160, rel=1e-12)
     assert out["torchtitan"] == pytest.approx(0.032, rel=1e-12)
+
+
+def test_megatron_batch_overlap_needs_one_pipeline_stage_or_interleaving():
+    # Megatron-core's combined forward-backward step (schedules.py) exists for pp 1 with two
+    # micro-batches or more and for the interleaved schedule (vpp > 1), not for plain 1F1B with
+    # pp > 1; DualPipe-style stacks (`other`) overlap whenever another micro-batch is in flight.
+    from types import SimpleNamespace
+
+    from gpuplan.specs.execution import Framework
+
+    lc = SimpleNamespace(layer_fwd=1.0, layer_bwd=2.0)
+    pp, vpp, m = np.array([1, 1, 4, 4]), np.array([1, 1, 1, 2]), np.array([1, 8, 8, 8])
+    g = SimpleNamespace(pp=pp, vpp=vpp, m=m)
+    window, other = moe_time.overlap_window(SimpleNamespace(framework=Framework.MEGATRON), g, lc, None)
+    assert window == 3.0 and other.tolist() == [False, True, False, True]
+    _, other_dualpipe = moe_time.overlap_window(SimpleNamespace(framework=Framework.OTHER), g, lc, None)
+    assert other_dualpipe.tolist() == [False, True, True, True]

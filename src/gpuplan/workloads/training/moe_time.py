@@ -38,7 +38,9 @@ What overlaps (`overlap_window`): Megatron-core's batch-level EP overlap (`--ove
 v0.14; `moe_a2a_overlap` in the Megatron-Bridge recipes) runs the all-to-all of one micro-batch
 while another micro-batch's attention / expert compute of the same layer runs (1F1B: the forward
 of micro-batch i+1 beside the backward of micro-batch i); DeepSeek's DualPipe does the same
-(DeepSeek-V3 report sec. 3.2.1: "both all-to-all and PP communication can be fully hidden"), and
+(DeepSeek-V3 report sec. 3.2.1: "both all-to-all and PP communication can be fully hidden"). In
+Megatron-core the combined forward-backward step exists for pp = 1 (two micro-batches or more) and
+for the interleaved pipeline (vpp > 1), not for plain 1F1B with pp > 1 (schedules.py), and
 `--moe-shared-expert-overlap` hides part of it behind the shared expert. Frameworks without
 batch-level overlap (torchtitan's DeepEP MoE overlaps the shared experts only; DeepSpeed-MoE)
 hide it behind the shared experts' compute alone. Per MoE layer and micro-batch, with c the
@@ -240,6 +242,11 @@ def overlap_window(ctx, g, lc, gemm_seconds):
     needs another micro-batch in flight: with batch-level EP overlap (BATCH_OVERLAP_FRAMEWORKS) the
     other micro-batch's forward + backward of the layer; otherwise the layer's own shared-expert
     compute (which runs beside dispatch / combine in the same micro-batch)."""
+    if ctx.framework is Framework.MEGATRON:
+        # Megatron-core schedules.py: combined_1f1b_schedule_for_no_pipelining (pp 1, two micro-batches
+        # or more) or combined_1f1b_schedule_for_interleaving (interleaved pipeline, vpp > 1); the
+        # plain 1F1B pipeline schedule (pp > 1, vpp 1) has no combined forward-backward step
+        return lc.layer_fwd + lc.layer_bwd, np.where(g.pp > 1, g.vpp > 1, g.m > 1)
     if ctx.framework in BATCH_OVERLAP_FRAMEWORKS:
         return lc.layer_fwd + lc.layer_bwd, (g.m > 1) | (g.pp > 1)
     return shared_expert_seconds(ctx, g, gemm_seconds), True
