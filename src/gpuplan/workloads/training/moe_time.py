@@ -60,6 +60,14 @@ GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the recipes' CUDA-graph 
 GEMMs one by one (PER_EXPERT_LAUNCH_FRAMEWORKS: TransformerEngine's GroupedLinear runs one GEMM,
 and in FP8 / MXFP8 one quantize, per local expert). Both fitted. With a single
 micro-batch and no pipeline there is no other micro-batch to hide behind (w = 0).
+
+Charged elsewhere: the experts' GEMMs at their real per-expert shapes (`step_time.layer_gemm_calls`:
+E / ep local experts of `tokens_per_expert` rows each, so a small-M grouped GEMM pays the GEMM
+efficiency model's wave and memory-bound penalties), the permute / unpermute copies and the FP8 /
+MXFP8 casts of the experts' inputs (`step_time.elementwise_seconds`, `expert_cast_elements`), the
+MLA projections and core (the inventory). Not charged: DeepSeek-V3's MTP module; the published
+layouts give it (with the loss) a short last virtual stage (Megatron-Bridge `pp_layout`
+"...tmL"), so it does not load the busiest stage the step time follows.
 """
 
 from __future__ import annotations
