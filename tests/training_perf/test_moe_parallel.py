@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuplan import knobs
 from gpuplan.catalog import load_catalog
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
@@ -68,9 +69,12 @@ def test_all_to_all_carries_each_ranks_sequence_shard(h100, mixtral):
     # With sequence parallelism each rank routes its t / tp tokens; the dispatcher's all-to-all over
     # EP carries t/tp x top_k x h x 2 bytes, 4 times per MoE layer (dispatch + combine, fwd + bwd);
     # with etp = 1 there is no expert-TP all-gather. Mixtral: every one of its 32 layers is MoE.
+    # One micro-batch and no pipeline: no other micro-batch to hide behind (moe_time), and the fixed
+    # per-layer / per-expert times are zeroed so that only the bytes are checked.
     system, gpu = h100
     plan = TrainPlan(tp=2, dp=16, ep=8, etp=1, micro_batch=1, global_batch=16, seq_len=4096, sequence_parallel=True)
-    st_ = estimate_step_time(mixtral, system, plan, gpu)
+    with knobs.overridden({"training.moe_layer_overhead_s": 0.0, "training.moe_expert_launch_s": 0.0}):
+        st_ = estimate_step_time(mixtral, system, plan, gpu)
     t_local = 4096 / 2
     payload = t_local * 2 * 4096 * 2  # tokens x top_k x hidden x bf16
     per_node = group_per_node(8, 1, system.gpus_per_node)  # EP ranks consecutive when etp = 1

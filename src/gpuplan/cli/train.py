@@ -121,6 +121,9 @@ def _render(est, run, assumptions, band: dict) -> None:
         console.print(f"cost: {api.price_source(None)}")
     else:
         console.print(f"price: {fmt(run.price.value)} $/GPU-hour ({api.price_source(run.price)})")
+    if est.search is not None:
+        for note in est.search.notes:
+            console.print(f"note: {note}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")
         for line in est.search.why_others_lose:

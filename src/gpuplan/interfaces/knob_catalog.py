@@ -19,6 +19,7 @@ KNOB_MODULES = (
     "gpuplan.primitives.collectives",
     "gpuplan.workloads.training.step_time",
     "gpuplan.workloads.training.context_parallel",
+    "gpuplan.workloads.training.moe_time",
     "gpuplan.workloads.training.memory",
     "gpuplan.workloads.inference.operators",
     "gpuplan.workloads.inference.memory",

@@ -157,6 +157,7 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
                       global_batch: int | None = None):
     """The training run from the step-time model and plan search (`estimate_training`): (summary, estimate).
     `seq_len` defaults to min(max positions, 4096); `global_batch` (sequences) to about 4M tokens."""
+    from gpuplan.workloads.training.moe_time import ep_regime
     from gpuplan.workloads.training.plan_search import SearchSpace, default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
 
@@ -171,6 +172,8 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
         "activity_fraction": est.activity_fraction,
         "plan": _plan_text(est.plan),
     }
+    if model.moe is not None:  # where the chosen plan's expert all-to-all runs (NVLink domain or network)
+        details["ep_regime"] = ep_regime(est.plan.ep, est.plan.expert_tp, system.scaleup_domain_gpus)
     return WorkloadSummary(Goal.TRAIN, model.name, "gpuplan.workloads.training.estimate_training", gpus, est.days,
                            est.gpu_hours, details), est
 

@@ -7,6 +7,10 @@ catalog, and predicts the row's metric with `step_time.estimate_step_time` (time
 
 Defaults for empty cells (documented, the same for every row):
 - tp, pp, dp, cp, ep, vpp, micro_batch: 1; dp = num_gpus / (tp pp cp) when empty.
+- expert tensor parallelism (no column): 1 on MoE rows with tp > 1, what the published Megatron MoE
+  recipes set (Megatron-Bridge scripts/performance/configs/*_workload_base_configs.py:
+  `expert_tensor_parallel_size=1` for DeepSeek-V3, Qwen3, gpt-oss, Kimi; Megatron-core's MoE
+  parallel folding), not Megatron-core's argument default (etp = tp).
 - global_batch: one sequence per GPU (num_gpus sequences: the Megatron papers' choice, e.g.
   1536 on 1536 GPUs, 2520 on 2520, 3072 on 3072 in Narayanan et al. 2021 Table 1), rounded to
   whole micro-batches.
@@ -110,6 +114,9 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
         raise SkipRow(f"plan columns not expressible: {exc}") from None
     if num_gpus is not None and plan.num_gpus != num_gpus:
         raise SkipRow(f"tp*pp*dp*cp = {plan.num_gpus} differs from num_gpus {num_gpus}")
+    if _cell(row, "moe_experts") and tp > 1:
+        plan = plan.model_copy(update={"etp": 1})
+        notes.append("etp=1 (published Megatron MoE recipes)")
     return plan, notes
 
 

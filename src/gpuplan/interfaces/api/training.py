@@ -95,6 +95,7 @@ class TrainResult(Result):
             out["search"] = {
                 "plans_evaluated": s.plans_evaluated, "plans_valid": s.plans_valid, "plans_fitting": s.plans_fitting,
                 "elapsed_s": s.elapsed_s, "rejected": s.rejected, "why_others_lose": list(s.why_others_lose),
+                "notes": list(s.notes),
                 "top_plans": [
                     {"rank": r.rank, "plan": plan_dict(r.plan), "step_time_s": r.step.step_time_s,
                      "mfu_pct": r.step.mfu_pct, "memory_per_gpu_gib": r.memory_gib}

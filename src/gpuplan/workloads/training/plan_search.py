@@ -34,6 +34,7 @@ from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
+from gpuplan.workloads.training.moe_time import ep_regime
 from gpuplan.workloads.training.step_time import (
     RECOMPUTE_CODE,
     SHARDING_CODE,
@@ -482,6 +483,8 @@ def search_plans(
     notes = []
     if exact_rejects:
         notes.append(f"{exact_rejects} screened plans failed the exact memory check")
+    if model.moe is not None:  # where the best plan's expert all-to-all runs (NVLink domain or network)
+        notes.append("best plan: " + ep_regime(best[0].plan.ep, best[0].plan.expert_tp, system.scaleup_domain_gpus))
     if progress:
         progress("done", 1.0)
     return SearchResult(

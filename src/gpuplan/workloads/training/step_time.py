@@ -62,7 +62,8 @@ Communication (times from `primitives.collectives`):
   backward, overlapped with the attention core (only the excess is exposed); PyTorch's
   context_parallel (torchtitan) all-gathers K,V once per pass (hidden only behind the first ring
   step), rings dK,dV in fp32 and merges each step's output in fp32 (eager, memory-bound).
-- EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward.
+- EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward,
+  inside / across scale-up domains, partly hidden behind another micro-batch (`moe_time`).
 - PP: one send of the boundary activation (t x h x 2 / tp bytes: Megatron's scatter-gather)
   forward and one backward per micro-batch and virtual stage. The interleaved schedule (vpp > 1)
   overlaps these sends with the next virtual stage's compute in Megatron-core (`overlap_p2p_comm`,
@@ -119,6 +120,7 @@ from gpuplan.specs.model import FfnKind
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.plan import default_expert_tp
 from gpuplan.workloads.training.context_parallel import attention_passes, cp_exposed_seconds
+from gpuplan.workloads.training import moe_time
 from gpuplan.primitives.collectives import (
     Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
 )
@@ -585,6 +587,8 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     if ctx.moe_layers:
         k, fe = float(ctx.model.moe.top_k), float(ctx.model.moe.expert_ffn)
         elem_moe = (g.t_expert * k * fe / g.etp * ffn_bytes + 2 * g.t_local * k * h * 2 * act_bytes) / ctx.hbm_bytes_s
+        if ctx.low_precision:  # inputs of the routed and shared experts' GEMMs (moe_time)
+            elem_moe = elem_moe + moe_time.expert_cast_elements(g, ctx.model.moe, ctx.hidden) * FP8_CAST_BYTES / ctx.hbm_bytes_s
     return elem_attn, elem_dense, elem_moe
 
 
@@ -681,18 +685,9 @@ def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
 
 
 def ep_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
-    """Expert-parallel communication per micro-batch (Megatron-core alltoall dispatcher): dispatch =
-    all-to-all of t_local x top_k x h x 2 bytes over ep, then an all-gather over etp (with SP);
-    combine the reverse; each again in backward: 4 per MoE layer, not overlapped."""
-    if not ctx.moe_layers:
-        return 0.0
-    gpn, h = ctx.system.gpus_per_node, float(ctx.hidden)
-    k_routed = ctx.model.moe.top_k
-    a2a = collective_seconds_array(Collective.ALL_TO_ALL, g.t_local * k_routed * h * 2.0, g.ep,
-                                   group_per_node(g.ep, g.etp, gpn), ctx.system, gpu=ctx.gpu)
-    etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k_routed * h * 2.0, g.etp,
-                                          group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
-    return sc.layers_per_stage * lc.moe_frac * 4.0 * (a2a + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
+    """Exposed expert-parallel time per micro-batch: `moe_time.ep_comm_seconds` (expert all-to-all
+    inside / across scale-up domains, its overlap with another micro-batch, per-layer host time)."""
+    return moe_time.ep_comm_seconds(ctx, g, lc, sc, _gemm)
 
 
 def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
