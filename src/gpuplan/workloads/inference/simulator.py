@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
@@ -26,6 +27,10 @@ from gpuplan.workloads.inference.memory import MemoryPlan
 from gpuplan import knobs
 from gpuplan.workloads.inference.operators import StepTimeModel
 from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerConfig
+
+if TYPE_CHECKING:
+    from gpuplan.workloads.inference.prefix_cache import PrefixCache
+    from gpuplan.workloads.inference.speculative import DraftCost, SpeculativeDecoding
 
 _TRACE_POINTS = 4096
 
@@ -57,15 +62,19 @@ def _linear(lin, n):
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
               budget, block, g_bytes, w_bytes, window, w_blocks_cap,
               lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
-              pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes):
+              pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes,
+              cached, out_steps, spec_e, spec_q, draft_table, draft_ctx_s):
     n = arrival.shape[0]
     n_graphs = graph_sizes.shape[0]
+    spec_on = spec_q > 1
+    n_draft = draft_table.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
-    prefilled = np.zeros(n, np.int64)  # prompt(+recompute) tokens whose KV exists
+    prefilled = cached.copy()  # prompt(+recompute) tokens whose KV exists (a cached prefix exists from the start)
     target = in_len.copy()  # tokens to prefill before the next token is sampled
-    generated = np.zeros(n, np.int64)
-    alloc = np.zeros(n)  # KV bytes held
+    generated = np.zeros(n, np.int64)  # engine iterations that produced tokens (= tokens without speculation)
+    alloc = np.zeros(n)  # KV bytes held (private blocks: the cached prefix is the cache's)
+    cap = np.zeros(n, np.int64)  # tokens the held blocks can take (alloc = _seq_bytes(cap))
     run = np.empty(max_seqs, np.int64)
     nrun = 0
     preempted = np.empty(n, np.int64)
@@ -85,6 +94,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
     ntr = 0
     stride = 1
     chunk_q = np.zeros(max_seqs, np.int64)
+    n_dec = 0
     while done < n:
         # ---- admission -------------------------------------------------------------------
         if sched == 0:
@@ -96,7 +106,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 elif next_wait < released:
                     now = max(now, arrival[released - 1])
                 while nrun < max_seqs and next_wait < n and arrival[next_wait] <= now:
-                    cost = _seq_bytes(in_len[next_wait] + out_len[next_wait], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = _seq_bytes(in_len[next_wait] + out_len[next_wait] - cached[next_wait], block, g_bytes, w_bytes, w_blocks_cap)
                     if nrun > 0 and used + cost > budget:
                         break
                     used += cost
@@ -113,9 +123,9 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 else:
                     break
                 if no_evict:  # reserve the whole sequence's KV up front (TensorRT-LLM GUARANTEED_NO_EVICT)
-                    cost = _seq_bytes(in_len[r] + out_len[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 else:
-                    cost = _seq_bytes(target[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = _seq_bytes(target[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 if used + cost > budget and nrun > 0:
                     break
                 if no_evict:
@@ -141,12 +151,9 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         pairs_w = 0.0
         pf_kv = 0.0
         pf_tok = 0
-        n_dec = 0
-        for j in range(nrun):
-            r = run[j]
-            if prefilled[r] >= target[r] and generated[r] < out_len[r]:
-                n_dec += 1
-        budget_tok = max_tokens - (n_dec if sched == 2 else 0)
+        n_verify = 0  # decoding sequences this step (after any preemption)
+        # n_dec: decoding sequences, counted when the last step advanced (admissions add prefills only)
+        budget_tok = max_tokens - (n_dec * spec_q if sched == 2 else 0)
         # grow decode KV; preempt the latest admitted when out of blocks
         j = 0
         while j < nrun:
@@ -162,13 +169,14 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                     q = rem
                 if q > 0:
                     c = prefilled[r]
-                    newb = _seq_bytes(c + q, block, g_bytes, w_bytes, w_blocks_cap)
+                    newb = _seq_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                     if sched != 0 and not no_evict and used - alloc[r] + newb > budget:
                         q = 0
                     else:
                         if sched != 0 and not no_evict:
                             used += newb - alloc[r]
                             alloc[r] = newb
+                            cap[r] = (c + q - cached[r] + block - 1) // block * block
                         chunk_q[j] = q
                         budget_tok -= q
                         n_tok += q
@@ -178,26 +186,37 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                         pf_kv += c + q
                         if c + q >= target[r]:
                             n_seq += 1  # samples its next token this step
-            elif generated[r] < out_len[r]:
-                ctx = in_len[r] + generated[r]
+            elif generated[r] < out_steps[r]:
+                if spec_on:  # tokens so far: the prefill's one + spec_e per verify step (capped)
+                    ctx = in_len[r] + min(out_len[r], int(1.0 + (generated[r] - 1) * spec_e))
+                else:
+                    ctx = in_len[r] + generated[r]
                 if sched != 0 and not no_evict:
-                    newb = _seq_bytes(ctx + 1, block, g_bytes, w_bytes, w_blocks_cap)
+                    need = ctx + spec_q - cached[r]  # the step writes KV for spec_q positions
+                    newb = alloc[r] if need <= cap[r] else _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap)
                     while used - alloc[r] + newb > budget and nrun - 1 > j:
                         # preempt the most recently admitted sequence (recompute later)
                         v = run[nrun - 1]
                         used -= alloc[v]
                         alloc[v] = 0.0
-                        target[v] = in_len[v] + generated[v]
-                        prefilled[v] = 0
+                        cap[v] = 0
+                        if spec_on:
+                            target[v] = in_len[v] + min(out_len[v], int(1.0 + (generated[v] - 1) * spec_e))
+                        else:
+                            target[v] = in_len[v] + generated[v]
+                        prefilled[v] = cached[v]
                         preempted[npre] = v
                         npre += 1
                         nrun -= 1
                         preemptions += 1
                     used += newb - alloc[r]
                     alloc[r] = newb
+                    if need > cap[r]:
+                        cap[r] = (need + block - 1) // block * block
                 chunk_q[j] = 1
-                n_tok += 1
-                n_seq += 1
+                n_verify += 1
+                n_tok += spec_q
+                n_seq += spec_q
                 ctx_g += ctx
                 ctx_w += ctx if (window <= 0 or ctx < window) else window
             j += 1
@@ -219,7 +238,10 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         else:
             dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
         if ctx_g > 0:
-            dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm, (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
+            dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm,
+                      spec_q * (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
+            if n_draft > 0:  # speculative decoding: the draft's k autoregressive steps over the decoders
+                dt += _linear(draft_table, n_verify) + draft_ctx_s * ctx_g
         if pairs_g > 0:
             dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
         if step_scale != 1.0:
@@ -229,6 +251,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         # ---- advance sequences; compact the running set (static batches keep their slots) --------
         k = 0
         alldone = True
+        n_dec = 0
         for j in range(nrun):
             r = run[j]
             q = chunk_q[j]
@@ -241,7 +264,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                             first[r] = now
                 else:
                     generated[r] += 1
-            if generated[r] >= out_len[r] and finish[r] == np.inf:
+            if generated[r] >= out_steps[r] and finish[r] == np.inf:
                 finish[r] = now
                 done += 1
                 if closed_loop and released < n:
@@ -249,12 +272,15 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                     released += 1
             if finish[r] == np.inf:
                 alldone = False
+                if prefilled[r] >= target[r]:
+                    n_dec += 1
                 if sched != 0:
                     run[k] = r
                     k += 1
             elif sched != 0:
                 used -= alloc[r]
                 alloc[r] = 0.0
+                cap[r] = 0
         if sched != 0:
             nrun = k
         elif alldone:
@@ -262,6 +288,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 used -= alloc[run[j]]
                 alloc[run[j]] = 0.0
             nrun = 0
+            n_dec = 0
         if steps % stride == 0:
             if ntr == _TRACE_POINTS:
                 for t in range(_TRACE_POINTS // 2):
@@ -316,7 +343,9 @@ class SimResult:
 
 
 def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig,
-             warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = ()) -> SimResult:
+             warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = (), *,
+             speculative: "SpeculativeDecoding | None" = None, draft: "DraftCost | None" = None,
+             prefix_cache: "PrefixCache | None" = None) -> SimResult:
     """Run the serving simulation of `workload` on one replica; every request must eventually fit.
     `warmup_requests`: the first requests (in arrival order) left out of the latency percentiles
     (TTFT, TPOT, e2e), e.g. a closed loop's initial burst, which load generators that report steady
@@ -324,15 +353,39 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     `cuda_graph_batch_sizes`: batch sizes the engine captured as CUDA graphs with padding on
     (TensorRT-LLM `cuda_graph_config: enable_padding`): a generation-only step of n sequences runs
     the GEMMs, elementwise kernels and LM head of the smallest captured size >= n (the padded rows are
-    computed, they hold no KV, so attention is unchanged); above the largest size, n itself."""
+    computed, they hold no KV, so attention is unchanged); above the largest size, n itself.
+    `speculative` + `draft` (speculative.draft_cost): speculative decoding (speculative.py);
+    `prefix_cache`: prefix caching at a hit rate (prefix_cache.py). Both off: the plain simulation."""
     n = workload.arrival_s.shape[0]
     ins = workload.input_len.astype(np.int64)
     outs = workload.output_len.astype(np.int64)
-    biggest = memory.sequence_kv_bytes(float((ins + outs).max()))
-    if biggest > memory.kv_budget_bytes:
+    budget = float(memory.kv_budget_bytes)
+    g_bytes = float(memory.kv_bytes_per_token_per_gpu)
+    if speculative is not None:
+        if draft is None:
+            raise ValueError("simulate: speculative decoding needs its draft cost (speculative.draft_cost)")
+        budget -= draft.weights_bytes_per_gpu
+        g_bytes += draft.kv_bytes_per_token_per_gpu
+        out_steps = speculative.iterations(outs)
+        spec_e, spec_q = float(speculative.tokens_per_step), int(speculative.tokens + 1)
+        draft_table, draft_ctx = draft.table, float(draft.ctx_seconds_per_token)
+    else:
+        out_steps, spec_e, spec_q, draft_table, draft_ctx = outs, 1.0, 1, np.zeros(0), 0.0
+    if prefix_cache is not None and prefix_cache.hit_rate > 0:
+        cached = prefix_cache.cached_tokens(ins)
+        budget -= memory.sequence_kv_bytes(prefix_cache.pool(ins)) if prefix_cache.pool(ins) > 0 else 0.0
+    else:
+        cached = np.zeros(n, np.int64)
+    if budget <= 0:
+        raise Infeasible("no KV memory left: the draft model's weights or the prefix cache take the whole KV budget")
+    longest = int((ins + outs - cached).max())
+    biggest = memory.sequence_kv_bytes(float(longest))
+    if speculative is not None:  # the draft's KV of the same tokens
+        biggest += math.ceil(longest / memory.block_size) * memory.block_size * draft.kv_bytes_per_token_per_gpu
+    if biggest > budget:
         raise Infeasible(
             f"a request of {int((ins + outs).max())} tokens needs {biggest / 2**30:.2f} GiB of KV per GPU; "
-            f"only {memory.kv_budget_bytes / 2**30:.2f} GiB is free for the KV cache"
+            f"only {budget / 2**30:.2f} GiB is free for the KV cache"
         )
     st = steps
     w = st.window
@@ -344,7 +397,7 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
         workload.arrival_s.astype(float).copy(), ins, outs, workload.kind == ArrivalKind.CLOSED_LOOP,
         SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs), int(scheduler.max_batch_tokens),
-        float(memory.kv_budget_bytes), int(memory.block_size), float(memory.kv_bytes_per_token_per_gpu),
+        budget, int(memory.block_size), g_bytes,
         float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
         st.linear_table, st.logits_table, knobs.value("serving.step_overhead_s"), float(dec_g), float(dec_w),
         float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
@@ -352,6 +405,8 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),
         float(st.layers * st.kv_bytes_per_token_layer), float(st.step_scale),
         np.asarray(sorted(cuda_graph_batch_sizes), dtype=np.int64),
+        cached, np.ascontiguousarray(out_steps, dtype=np.int64), spec_e, spec_q,
+        np.ascontiguousarray(draft_table, dtype=float), draft_ctx,
     )
     ok = np.isfinite(finish)
     start = float(arrival[ok].min()) if ok.any() else 0.0
