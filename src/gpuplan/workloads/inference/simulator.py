@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 _TRACE_POINTS = 4096
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pairs_upto(n, w):
     """sum_{p=1..n} min(p, w): causal query-key pairs of n tokens under window w (w = 0: global)."""
     if w <= 0 or n <= w:
@@ -43,14 +43,14 @@ def _pairs_upto(n, w):
     return w * (w + 1) / 2.0 + (n - w) * w
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _seq_bytes(ctx, block, g_bytes, w_bytes, w_blocks_cap):
     blocks = (ctx + block - 1) // block
     wb = blocks if blocks < w_blocks_cap else w_blocks_cap
     return blocks * block * g_bytes + wb * block * w_bytes
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _linear(lin, n):
     top = lin.shape[0] - 1
     if n <= top:
@@ -58,15 +58,20 @@ def _linear(lin, n):
     return lin[top] + (lin[top] - lin[top - 1]) * (n - top)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
               budget, block, g_bytes, w_bytes, window, w_blocks_cap,
               lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
               pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes,
               cached, out_steps, spec_e, spec_q, draft_table, draft_ctx_s):
+    # Per-request state lives in request-indexed arrays while a request waits (never admitted, or
+    # preempted); while it runs it lives in slot-indexed arrays (s_*), contiguous in running order,
+    # so the per-step passes read memory sequentially. Slots are loaded on admission, written back
+    # on preemption and compacted (in order) when sequences finish.
     n = arrival.shape[0]
     n_graphs = graph_sizes.shape[0]
     spec_on = spec_q > 1
+    grow = sched != 0 and not no_evict  # KV blocks allocated as the sequence grows (may preempt)
     n_draft = draft_table.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
@@ -74,8 +79,18 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
     target = in_len.copy()  # tokens to prefill before the next token is sampled
     generated = np.zeros(n, np.int64)  # engine iterations that produced tokens (= tokens without speculation)
     alloc = np.zeros(n)  # KV bytes held (private blocks: the cached prefix is the cache's)
-    cap = np.zeros(n, np.int64)  # tokens the held blocks can take (alloc = _seq_bytes(cap))
-    run = np.empty(max_seqs, np.int64)
+    s_r = np.empty(max_seqs, np.int64)  # request of the slot
+    s_in = np.empty(max_seqs, np.int64)
+    s_out = np.empty(max_seqs, np.int64)
+    s_steps = np.empty(max_seqs, np.int64)
+    s_cached = np.empty(max_seqs, np.int64)
+    s_pref = np.empty(max_seqs, np.int64)
+    s_tgt = np.empty(max_seqs, np.int64)
+    s_gen = np.empty(max_seqs, np.int64)
+    s_alloc = np.empty(max_seqs)
+    s_cap = np.empty(max_seqs, np.int64)  # tokens the held blocks can take (s_alloc = _seq_bytes(s_cap))
+    s_fin = np.zeros(max_seqs, np.bool_)  # finished (static batches keep their slots until all finish)
+    s_q = np.zeros(max_seqs, np.int64)  # tokens the slot runs this step
     nrun = 0
     preempted = np.empty(n, np.int64)
     npre = 0
@@ -93,7 +108,6 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
     tr_b = np.empty(_TRACE_POINTS)
     ntr = 0
     stride = 1
-    chunk_q = np.zeros(max_seqs, np.int64)
     n_dec = 0
     while done < n:
         # ---- admission -------------------------------------------------------------------
@@ -106,12 +120,23 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 elif next_wait < released:
                     now = max(now, arrival[released - 1])
                 while nrun < max_seqs and next_wait < n and arrival[next_wait] <= now:
-                    cost = _seq_bytes(in_len[next_wait] + out_len[next_wait] - cached[next_wait], block, g_bytes, w_bytes, w_blocks_cap)
+                    r = next_wait
+                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                     if nrun > 0 and used + cost > budget:
                         break
                     used += cost
-                    alloc[next_wait] = cost
-                    run[nrun] = next_wait
+                    alloc[r] = cost
+                    s_r[nrun] = r
+                    s_in[nrun] = in_len[r]
+                    s_out[nrun] = out_len[r]
+                    s_steps[nrun] = out_steps[r]
+                    s_cached[nrun] = cached[r]
+                    s_pref[nrun] = prefilled[r]
+                    s_tgt[nrun] = target[r]
+                    s_gen[nrun] = generated[r]
+                    s_alloc[nrun] = cost
+                    s_cap[nrun] = 0
+                    s_fin[nrun] = False
                     nrun += 1
                     next_wait += 1
         else:
@@ -135,7 +160,17 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                     npre -= 1
                 else:
                     next_wait += 1
-                run[nrun] = r
+                s_r[nrun] = r
+                s_in[nrun] = in_len[r]
+                s_out[nrun] = out_len[r]
+                s_steps[nrun] = out_steps[r]
+                s_cached[nrun] = cached[r]
+                s_pref[nrun] = prefilled[r]
+                s_tgt[nrun] = target[r]
+                s_gen[nrun] = generated[r]
+                s_alloc[nrun] = alloc[r]
+                s_cap[nrun] = 0
+                s_fin[nrun] = False
                 nrun += 1
         if nrun == 0:
             if next_wait < n and arrival[next_wait] < np.inf:
@@ -157,10 +192,9 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         # grow decode KV; preempt the latest admitted when out of blocks
         j = 0
         while j < nrun:
-            r = run[j]
-            chunk_q[j] = 0
-            if prefilled[r] < target[r]:
-                rem = target[r] - prefilled[r]
+            s_q[j] = 0
+            if s_pref[j] < s_tgt[j]:
+                rem = s_tgt[j] - s_pref[j]
                 if sched == 2:
                     q = min(rem, budget_tok)
                 elif sched == 1:
@@ -168,52 +202,53 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 else:
                     q = rem
                 if q > 0:
-                    c = prefilled[r]
-                    newb = _seq_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
-                    if sched != 0 and not no_evict and used - alloc[r] + newb > budget:
+                    c = s_pref[j]
+                    newb = _seq_bytes(c + q - s_cached[j], block, g_bytes, w_bytes, w_blocks_cap)
+                    if grow and used - s_alloc[j] + newb > budget:
                         q = 0
                     else:
-                        if sched != 0 and not no_evict:
-                            used += newb - alloc[r]
-                            alloc[r] = newb
-                            cap[r] = (c + q - cached[r] + block - 1) // block * block
-                        chunk_q[j] = q
+                        if grow:
+                            used += newb - s_alloc[j]
+                            s_alloc[j] = newb
+                            s_cap[j] = (c + q - s_cached[j] + block - 1) // block * block
+                        s_q[j] = q
                         budget_tok -= q
                         n_tok += q
                         pf_tok += q
                         pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
                         pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
                         pf_kv += c + q
-                        if c + q >= target[r]:
+                        if c + q >= s_tgt[j]:
                             n_seq += 1  # samples its next token this step
-            elif generated[r] < out_steps[r]:
+            elif s_gen[j] < s_steps[j]:
                 if spec_on:  # tokens so far: the prefill's one + spec_e per verify step (capped)
-                    ctx = in_len[r] + min(out_len[r], int(1.0 + (generated[r] - 1) * spec_e))
+                    ctx = s_in[j] + min(s_out[j], int(1.0 + (s_gen[j] - 1) * spec_e))
                 else:
-                    ctx = in_len[r] + generated[r]
-                if sched != 0 and not no_evict:
-                    need = ctx + spec_q - cached[r]  # the step writes KV for spec_q positions
-                    newb = alloc[r] if need <= cap[r] else _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap)
-                    while used - alloc[r] + newb > budget and nrun - 1 > j:
+                    ctx = s_in[j] + s_gen[j]
+                if grow:
+                    need = ctx + spec_q - s_cached[j]  # the step writes KV for spec_q positions
+                    newb = s_alloc[j] if need <= s_cap[j] else _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap)
+                    while used - s_alloc[j] + newb > budget and nrun - 1 > j:
                         # preempt the most recently admitted sequence (recompute later)
-                        v = run[nrun - 1]
-                        used -= alloc[v]
-                        alloc[v] = 0.0
-                        cap[v] = 0
+                        v = nrun - 1
+                        rv = s_r[v]
+                        used -= s_alloc[v]
+                        alloc[rv] = 0.0
                         if spec_on:
-                            target[v] = in_len[v] + min(out_len[v], int(1.0 + (generated[v] - 1) * spec_e))
+                            target[rv] = s_in[v] + min(s_out[v], int(1.0 + (s_gen[v] - 1) * spec_e))
                         else:
-                            target[v] = in_len[v] + generated[v]
-                        prefilled[v] = cached[v]
-                        preempted[npre] = v
+                            target[rv] = s_in[v] + s_gen[v]
+                        prefilled[rv] = s_cached[v]
+                        generated[rv] = s_gen[v]
+                        preempted[npre] = rv
                         npre += 1
                         nrun -= 1
                         preemptions += 1
-                    used += newb - alloc[r]
-                    alloc[r] = newb
-                    if need > cap[r]:
-                        cap[r] = (need + block - 1) // block * block
-                chunk_q[j] = 1
+                    used += newb - s_alloc[j]
+                    s_alloc[j] = newb
+                    if need > s_cap[j]:
+                        s_cap[j] = (need + block - 1) // block * block
+                s_q[j] = 1
                 n_verify += 1
                 n_tok += spec_q
                 n_seq += spec_q
@@ -253,40 +288,48 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         alldone = True
         n_dec = 0
         for j in range(nrun):
-            r = run[j]
-            q = chunk_q[j]
+            q = s_q[j]
             if q > 0:
-                if prefilled[r] < target[r]:
-                    prefilled[r] += q
-                    if prefilled[r] >= target[r]:
-                        generated[r] += 1
-                        if first[r] == np.inf:
-                            first[r] = now
+                if s_pref[j] < s_tgt[j]:
+                    s_pref[j] += q
+                    if s_pref[j] >= s_tgt[j]:
+                        s_gen[j] += 1
+                        if first[s_r[j]] == np.inf:
+                            first[s_r[j]] = now
                 else:
-                    generated[r] += 1
-            if generated[r] >= out_steps[r] and finish[r] == np.inf:
-                finish[r] = now
+                    s_gen[j] += 1
+            if s_gen[j] >= s_steps[j] and not s_fin[j]:
+                s_fin[j] = True
+                finish[s_r[j]] = now
                 done += 1
                 if closed_loop and released < n:
                     arrival[released] = now
                     released += 1
-            if finish[r] == np.inf:
+            if not s_fin[j]:
                 alldone = False
-                if prefilled[r] >= target[r]:
+                if s_pref[j] >= s_tgt[j]:
                     n_dec += 1
                 if sched != 0:
-                    run[k] = r
+                    if k != j:
+                        s_r[k] = s_r[j]
+                        s_in[k] = s_in[j]
+                        s_out[k] = s_out[j]
+                        s_steps[k] = s_steps[j]
+                        s_cached[k] = s_cached[j]
+                        s_pref[k] = s_pref[j]
+                        s_tgt[k] = s_tgt[j]
+                        s_gen[k] = s_gen[j]
+                        s_alloc[k] = s_alloc[j]
+                        s_cap[k] = s_cap[j]
+                        s_fin[k] = False
                     k += 1
             elif sched != 0:
-                used -= alloc[r]
-                alloc[r] = 0.0
-                cap[r] = 0
+                used -= s_alloc[j]
         if sched != 0:
             nrun = k
         elif alldone:
             for j in range(nrun):
-                used -= alloc[run[j]]
-                alloc[run[j]] = 0.0
+                used -= s_alloc[j]
             nrun = 0
             n_dec = 0
         if steps % stride == 0:
