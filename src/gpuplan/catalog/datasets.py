@@ -25,6 +25,7 @@ class Dataset:
     output_source: str
     aliases: tuple[str, ...] = ()
     requests: int | None = None
+    shape: str = ""  # "mean-only": the sources state means, not the spread (lengths.dataset_lengths)
 
 
 @lru_cache(maxsize=1)
@@ -33,7 +34,7 @@ def datasets() -> dict[str, Dataset]:
     out = {}
     for key, d in raw.get("dataset", {}).items():
         out[key] = Dataset(key, d["title"], d["input"], d["output"], d["input_source"], d["output_source"],
-                           tuple(a.lower() for a in d.get("aliases", ())), d.get("requests"))
+                           tuple(a.lower() for a in d.get("aliases", ())), d.get("requests"), d.get("shape", ""))
     return out
 
 
@@ -47,6 +48,20 @@ def get_dataset(name: str, field: str = "lengths") -> Dataset:
             return d
     raise InputError(f"{field}: '{name}' is neither a .csv file nor a known dataset; allowed: a CSV of "
                      f"input_len,output_len pairs or one of {', '.join(sorted(table))}", field=field)
+
+
+def requests_in_text(text: str, ds: Dataset) -> int | None:
+    """A request count stated next to the dataset's name: "200 ShareGPT prompts", "ShareGPT 200
+    prompts", "OpenOrca 24,576 samples" (a number right before the name, or right after it when
+    followed by prompts / requests / samples / queries); None if there is none."""
+    low = (text or "").lower()
+    for alias in (ds.id, *ds.aliases):
+        a = re.escape(alias)
+        m = re.search(r"(?<![\d.,])(\d[\d,]*)\s+" + a + r"(?![a-z0-9])", low) or \
+            re.search(r"(?<![a-z0-9])" + a + r"\s+(\d[\d,]*)\s+(?:prompts|requests|samples|queries)\b", low)
+        if m:
+            return int(m.group(1).replace(",", ""))
+    return None
 
 
 def find_dataset_in_text(text: str) -> Dataset | None:

@@ -30,7 +30,19 @@ from pathlib import Path
 
 import numpy as np
 
+from gpuplan import knobs
 from gpuplan.errors import InputError
+
+#: Coefficient of variation (std / mean) of a dataset side whose sources state only its mean
+#: (catalog datasets with shape = "mean-only"): 1.0 is the exponential distribution's, the
+#: maximum-entropy law of a positive length with a given mean; drawn lognormal at that CV, capped at
+#: the sampler's bound. Fitted: chosen while looking at the vllmci ShareGPT max-load rows, whose
+#: 200-request runs last as long as their longest output (the tail, not the mean, sets them).
+MEAN_ONLY_CV = knobs.register(
+    "serving.lengths.mean_only_cv", unit="ratio", default=1.0, low=0.0, high=3.0,
+    source="maximum-entropy prior (exponential law: CV 1) for dataset lengths stated only by their mean; fitted",
+    scales="spread of catalog dataset lengths whose sources state only means (lognormal CV)",
+    fitted_on=("vllmci",))
 
 KINDS = ("fixed", "uniform", "normal", "lognormal")
 _ALLOWED = "N, fixed:N, uniform:LO:HI, normal:MEAN:STD, lognormal:MEAN:CV (optionally :max=M)"
@@ -204,8 +216,11 @@ def dataset_lengths(name: str, field: str = "lengths") -> RequestLengths:
     from gpuplan.catalog.datasets import get_dataset
 
     ds = get_dataset(name, field=field)
-    return RequestLengths(parse_length_spec(ds.input, f"{field}.input"), parse_length_spec(ds.output, f"{field}.output"),
-                          name=ds.id, sources=(ds.input_source, ds.output_source))
+    sides = [parse_length_spec(ds.input, f"{field}.input"), parse_length_spec(ds.output, f"{field}.output")]
+    cv = knobs.value("serving.lengths.mean_only_cv")
+    if ds.shape == "mean-only" and cv > 0:
+        sides = [LengthSpec("lognormal", s.mean, cv, s.max_tokens) if s.kind == "fixed" else s for s in sides]
+    return RequestLengths(sides[0], sides[1], name=ds.id, sources=(ds.input_source, ds.output_source))
 
 
 def request_lengths(input_len: int, output_len: int, *, input_dist: str | None = None, output_dist: str | None = None,
