@@ -189,7 +189,7 @@ def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | Non
     if ds is None:
         raise SkipRow("input_len and output_len are needed (or a dataset with known lengths: a `dataset` column or "
                       "a catalog dataset named in the notes)")
-    lengths = dataset_lengths(ds.id)
+    lengths = dataset_lengths(ds)
     return RequestLengths(lengths_fixed(in_len) if in_len else lengths.input,
                           lengths_fixed(out_len) if out_len else lengths.output, name=ds.id), ds
 

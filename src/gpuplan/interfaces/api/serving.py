@@ -61,13 +61,19 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
     """(RequestLengths or None, SpeculativeDecoding or None, PrefixCache or None) from the options
     shared by `serve run` and `serve plan` (docs/serving.md); None where the feature is off."""
     from gpuplan.validation_rules import check_number
-    from gpuplan.workloads.inference.lengths import request_lengths
+    from gpuplan.workloads.inference.lengths import is_pairs_file, request_lengths
     from gpuplan.workloads.inference.prefix_cache import PrefixCache
     from gpuplan.workloads.inference.speculative import SpeculativeDecoding
 
     lens = None
     if input_dist or output_dist or lengths:
-        lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths)
+        dataset = None
+        if lengths and not is_pairs_file(lengths):
+            from gpuplan.catalog.datasets import get_dataset
+
+            dataset, lengths = get_dataset(lengths), None
+        lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
+                               dataset=dataset)
     spec = None
     check_number(spec_tokens, "spec_tokens", ge=0, integer=True)
     check_number(mtp, "mtp", ge=0, integer=True)

@@ -13,8 +13,9 @@ Both sides together (`--lengths`):
 
     FILE.csv               (input, output) token pairs, columns `input_len,output_len` (or
                            `input,output`); requests draw rows uniformly with replacement
-    DATASET                a catalog dataset (catalog/data/datasets.toml: `gpuplan.catalog.datasets`),
-                           e.g. `sharegpt-vllm`, `openorca-mlperf`; its specs carry their sources
+    DATASET                a catalog dataset (catalog/data/datasets.toml: `gpuplan.catalog.datasets`,
+                           resolved by the interfaces layer), e.g. `sharegpt-vllm`, `openorca-mlperf`;
+                           its specs carry their sources
 
 Every draw uses the numpy Generator the caller passes (seeded); a fixed spec draws nothing, so a
 workload of fixed lengths is the same with or without this module. `length_stats` gives the
@@ -211,11 +212,10 @@ class RequestLengths:
         return out
 
 
-def dataset_lengths(name: str, field: str = "lengths") -> RequestLengths:
-    """The RequestLengths of a catalog dataset (catalog.datasets), with its sources."""
-    from gpuplan.catalog.datasets import get_dataset
-
-    ds = get_dataset(name, field=field)
+def dataset_lengths(ds, field: str = "lengths") -> RequestLengths:
+    """The RequestLengths of a catalog dataset `ds` (gpuplan.catalog.datasets.Dataset, resolved by the
+    caller: workloads do not read the catalog): its specs, with a "mean-only" side drawn lognormal at
+    its mean with CV knob `serving.lengths.mean_only_cv`, capped at the side's max."""
     sides = [parse_length_spec(ds.input, f"{field}.input"), parse_length_spec(ds.output, f"{field}.output")]
     cv = knobs.value("serving.lengths.mean_only_cv")
     if ds.shape == "mean-only" and cv > 0:
@@ -223,17 +223,23 @@ def dataset_lengths(name: str, field: str = "lengths") -> RequestLengths:
     return RequestLengths(sides[0], sides[1], name=ds.id, sources=(ds.input_source, ds.output_source))
 
 
+def is_pairs_file(text: str) -> bool:
+    """Whether a `--lengths` value names a CSV of pairs (else it names a dataset)."""
+    t = str(text).strip()
+    return t.lower().endswith(".csv") or Path(t).is_file()
+
+
 def request_lengths(input_len: int, output_len: int, *, input_dist: str | None = None, output_dist: str | None = None,
-                    lengths: str | None = None) -> RequestLengths:
-    """The workload's lengths from the options: `lengths` (a CSV of pairs or a catalog dataset) is
-    exclusive with `input_dist` / `output_dist`, which default to fixed input_len / output_len."""
-    if lengths:
+                    lengths: str | None = None, dataset=None) -> RequestLengths:
+    """The workload's lengths from the options: `lengths` (a CSV of pairs) or `dataset` (a catalog
+    Dataset the caller resolved) is exclusive with `input_dist` / `output_dist`, which default to
+    fixed input_len / output_len."""
+    if lengths or dataset is not None:
         if input_dist or output_dist:
             raise InputError("lengths: give --lengths or --input-dist/--output-dist, not both", field="lengths")
-        text = str(lengths).strip()
-        if text.lower().endswith(".csv") or Path(text).is_file():
-            return RequestLengths(pairs=load_pairs(text), name=text)
-        return dataset_lengths(text)
+        if dataset is not None:
+            return dataset_lengths(dataset)
+        return RequestLengths(pairs=load_pairs(str(lengths).strip()), name=str(lengths).strip())
     for v, f in ((input_len, "input_len"), (output_len, "output_len")):
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
             raise InputError(f"{f}: must be a whole number >= 1 token, got {v!r}", field=f)
