@@ -62,8 +62,8 @@ class SpeculativeDecoding:
         check_number(self.tokens, "spec_tokens", gt=0, integer=True)
         check_number(self.acceptance, "spec_acceptance", ge=0.0, le=1.0)
         if (self.draft_model is None) == (self.mtp_layers <= 0):
-            raise InputError("spec_tokens: speculative decoding needs a draft: --draft-model MODEL or --mtp N "
-                             "(MTP layers), not both", field="draft_model")
+            raise InputError("draft_model: speculative decoding needs one draft: --draft-model MODEL or --mtp N "
+                             "(MTP layers of the target), not both", field="draft_model")
 
     @property
     def tokens_per_step(self) -> float:
