@@ -180,8 +180,8 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         # ---- build the step ---------------------------------------------------------------
         n_tok = 0
         n_seq = 0
-        ctx_g = 0.0
-        ctx_w = 0.0
+        ctx_g = 0  # integer sums (exact; the float sum of these integers is the same number below 2^53)
+        ctx_w = 0
         pairs_g = 0.0
         pairs_w = 0.0
         pf_kv = 0.0
@@ -227,7 +227,8 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                     ctx = s_in[j] + s_gen[j]
                 if grow:
                     need = ctx + spec_q - s_cached[j]  # the step writes KV for spec_q positions
-                    newb = s_alloc[j] if need <= s_cap[j] else _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap)
+                    cross = need > s_cap[j]  # needs another block (else newb == s_alloc: `used` is unchanged)
+                    newb = _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else s_alloc[j]
                     while used - s_alloc[j] + newb > budget and nrun - 1 > j:
                         # preempt the most recently admitted sequence (recompute later)
                         v = nrun - 1
@@ -244,9 +245,9 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                         npre += 1
                         nrun -= 1
                         preemptions += 1
-                    used += newb - s_alloc[j]
-                    s_alloc[j] = newb
-                    if need > s_cap[j]:
+                    if cross:
+                        used += newb - s_alloc[j]
+                        s_alloc[j] = newb
                         s_cap[j] = (need + block - 1) // block * block
                 s_q[j] = 1
                 n_verify += 1
@@ -273,10 +274,12 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         else:
             dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
         if ctx_g > 0:
-            dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm,
-                      spec_q * (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
+            cg = float(ctx_g)
+            cw = float(ctx_w)
+            dt += max((dec_bytes_g * cg + dec_bytes_w * cw) / hbm,
+                      spec_q * (dec_flops_g * cg + dec_flops_w * cw) / attn_flops)
             if n_draft > 0:  # speculative decoding: the draft's k autoregressive steps over the decoders
-                dt += _linear(draft_table, n_verify) + draft_ctx_s * ctx_g
+                dt += _linear(draft_table, n_verify) + draft_ctx_s * cg
         if pairs_g > 0:
             dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
         if step_scale != 1.0:
