@@ -21,6 +21,7 @@ KNOB_MODULES = (
     "gpuplan.workloads.training.memory",
     "gpuplan.workloads.inference.operators",
     "gpuplan.workloads.inference.memory",
+    "gpuplan.workloads.inference.lengths",
 )
 
 

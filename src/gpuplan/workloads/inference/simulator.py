@@ -400,7 +400,8 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     (TensorRT-LLM `cuda_graph_config: enable_padding`): a generation-only step of n sequences runs
     the GEMMs, elementwise kernels and LM head of the smallest captured size >= n (the padded rows are
     computed, they hold no KV, so attention is unchanged); above the largest size, n itself.
-    `speculative` + `draft` (speculative.draft_cost): speculative decoding (speculative.py);
+    `speculative`: speculative decoding (speculative.py; `draft`: its speculative.draft_cost, built
+    from steps.dep when not given);
     `prefix_cache`: prefix caching at a hit rate (prefix_cache.py). Both off: the plain simulation."""
     n = workload.arrival_s.shape[0]
     ins = workload.input_len.astype(np.int64)
@@ -409,7 +410,9 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     g_bytes = float(memory.kv_bytes_per_token_per_gpu)
     if speculative is not None:
         if draft is None:
-            raise ValueError("simulate: speculative decoding needs its draft cost (speculative.draft_cost)")
+            from gpuplan.workloads.inference.speculative import draft_cost
+
+            draft = draft_cost(steps.dep, speculative)
         budget -= draft.weights_bytes_per_gpu
         g_bytes += draft.kv_bytes_per_token_per_gpu
         out_steps = speculative.iterations(outs)
