@@ -112,10 +112,16 @@ def test_cli_serve_plan_json(runner):
 #: state (the initial burst left out): MAPE 17.9% (23.5% before); per family trtllm014 32.0,
 #: aic 31.1, trtllm1x-po 26.5 (41.2 before), trtllm061 20.7, lmdeploy 16.3, trtllm10 14.3,
 #: vllmci 14.0, trtllm017 10.5, nim 6.5 (39.7 before). Limits carry ~10% relative slack.
-INFERENCE_MAPE_LIMIT_PCT = 19.5
+#: Re-set with the datasets' length distributions (catalog/data/datasets.toml, lengths.py): the 9
+#: rows without input/output lengths (mlperf40 OpenOrca, vllmci ShareGPT) are now predicted, 95 of
+#: 95 scored rows; MAPE 18.9% over 95 (17.9% over 86 before; no previously predicted row moved).
+#: mlperf40 20.0 (new; its Server TPOT row is -77%: the engine batches far deeper than a Poisson
+#: open loop at the offered rate needs), vllmci 24.2 (14.0 over 6 rows before; its 200-prompt
+#: ShareGPT max-load rows are +23..48%, set by the longest outputs of the lognormal tail).
+INFERENCE_MAPE_LIMIT_PCT = 20.5
 INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 29.0, "nim": 8.0, "trtllm014": 35.0, "aic": 34.5,
-                               "trtllm061": 23.0, "lmdeploy": 18.0, "trtllm10": 16.0, "vllmci": 15.5,
-                               "trtllm017": 12.0}
+                               "trtllm061": 23.0, "lmdeploy": 18.0, "trtllm10": 16.0, "vllmci": 27.0,
+                               "trtllm017": 12.0, "mlperf40": 22.0}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 
 

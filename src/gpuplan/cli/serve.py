@@ -54,12 +54,26 @@ def run(
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     scheduler: str = typer.Option("chunked", "--scheduler", help="static, continuous or chunked."),
+    input_dist: Optional[str] = typer.Option(None, "--input-dist", help="Prompt length distribution: N, uniform:LO:HI, "
+                                              "normal:MEAN:STD, lognormal:MEAN:CV (optionally :max=M)."),
+    output_dist: Optional[str] = typer.Option(None, "--output-dist", help="Output length distribution (as --input-dist)."),
+    lengths: Optional[str] = typer.Option(None, "--lengths", help="Both lengths: a CSV of input_len,output_len pairs "
+                                          "or a dataset (sharegpt-vllm, openorca-mlperf)."),
+    spec_tokens: int = typer.Option(0, "--spec-tokens", help="Speculative decoding: tokens drafted per step (k)."),
+    spec_acceptance: Optional[float] = typer.Option(None, "--spec-acceptance", help="Per-token acceptance rate of drafted tokens, 0-1."),
+    draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model (bundled name or config.json)."),
+    mtp: int = typer.Option(0, "--mtp", help="Draft with N MTP layers of the target instead of a draft model."),
+    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate", help="Prefix caching: fraction of prompt tokens found in the cache, 0-1."),
+    prefix_cache_tokens: Optional[int] = typer.Option(None, "--prefix-cache-tokens", help="Tokens of KV the prefix cache holds "
+                                                      "(default: one request's cached prefix)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Estimate TTFT, TPOT, throughput and memory of MODEL served on --gpu with --tp."""
     result = api.serve_run(model, gpu, system=system, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, input_len=input_len, output_len=output_len,
                            rate=rate, concurrency=concurrency, batch=batch, weight_dtype=weight_dtype,
-                           kv_dtype=kv_dtype, scheduler=scheduler)
+                           kv_dtype=kv_dtype, scheduler=scheduler, input_dist=input_dist, output_dist=output_dist, lengths=lengths, spec_tokens=spec_tokens,
+                           spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp, prefix_hit_rate=prefix_hit_rate,
+                           prefix_cache_tokens=prefix_cache_tokens)
     rep = result.report
     if as_json:
         print_json(result.to_dict())
@@ -97,6 +111,18 @@ def plan(
     prefill_gpu: Optional[List[str]] = typer.Option(None, "--prefill-gpu", help="With --disaggregated: GPU id(s) of the prefill pool."),
     decode_gpu: Optional[List[str]] = typer.Option(None, "--decode-gpu", help="With --disaggregated: GPU id(s) of the decode pool."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write a latency-throughput plot (.png/.svg/.pdf)."),
+    input_dist: Optional[str] = typer.Option(None, "--input-dist", help="Prompt length distribution: N, uniform:LO:HI, "
+                                              "normal:MEAN:STD, lognormal:MEAN:CV (optionally :max=M)."),
+    output_dist: Optional[str] = typer.Option(None, "--output-dist", help="Output length distribution (as --input-dist)."),
+    lengths: Optional[str] = typer.Option(None, "--lengths", help="Both lengths: a CSV of input_len,output_len pairs "
+                                          "or a dataset (sharegpt-vllm, openorca-mlperf)."),
+    spec_tokens: int = typer.Option(0, "--spec-tokens", help="Speculative decoding: tokens drafted per step (k)."),
+    spec_acceptance: Optional[float] = typer.Option(None, "--spec-acceptance", help="Per-token acceptance rate of drafted tokens, 0-1."),
+    draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model (bundled name or config.json)."),
+    mtp: int = typer.Option(0, "--mtp", help="Draft with N MTP layers of the target instead of a draft model."),
+    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate", help="Prefix caching: fraction of prompt tokens found in the cache, 0-1."),
+    prefix_cache_tokens: Optional[int] = typer.Option(None, "--prefix-cache-tokens", help="Tokens of KV the prefix cache holds "
+                                                      "(default: one request's cached prefix)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy;
@@ -106,7 +132,10 @@ def plan(
         result = api.serve_plan(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                                 output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pue=pue,
                                 overrides=set_, progress=bar, disaggregated=disaggregated, pd_ratio=pd_ratio,
-                                kv_link=kv_link, prefill_gpus=prefill_gpu, decode_gpus=decode_gpu, plot=plot)
+                                kv_link=kv_link, prefill_gpus=prefill_gpu, decode_gpus=decode_gpu, plot=plot,
+                                input_dist=input_dist, output_dist=output_dist, lengths=lengths,
+                                spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model,
+                                mtp=mtp, prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
     if disaggregated:
         _print_disaggregated(model, result, as_json)
         return

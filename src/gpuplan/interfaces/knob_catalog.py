@@ -24,6 +24,7 @@ KNOB_MODULES = (
     "gpuplan.workloads.inference.operators",
     "gpuplan.workloads.inference.memory",
     "gpuplan.workloads.memory_headroom",
+    "gpuplan.workloads.inference.lengths",
 )
 
 

@@ -25,7 +25,9 @@ import numpy as np
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.validation_types import Prediction, SkipRow
 from gpuplan.models import model_from_arch_row
-from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, make_workload
+from gpuplan.workloads.inference.arrivals import ArrivalKind, make_workload
+from gpuplan.workloads.inference.lengths import RequestLengths, dataset_lengths
+from gpuplan.workloads.inference.lengths import fixed as lengths_fixed
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.memory import (
     TRTLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, KvBudgetRule, memory_plan,
@@ -172,6 +174,34 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int | Non
         raise SkipRow(f"{key}: not a number ({v!r})") from None
 
 
+def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | None):
+    """(RequestLengths, Dataset) of a row without input_len / output_len: the catalog dataset
+    (catalog.datasets) named by a `dataset` column, else the first one its notes or source mention
+    (e.g. "200 ShareGPT prompts", "OpenOrca 24,576 samples"); a stated length overrides its side."""
+    from gpuplan.catalog.datasets import find_dataset_in_text, get_dataset
+
+    name = (row.get("dataset") or "").strip()
+    try:
+        ds = get_dataset(name, field="dataset") if name else \
+            find_dataset_in_text(" ".join((row.get("notes") or "", row.get("source") or "")))
+    except GpuplanError as exc:
+        raise SkipRow(str(exc)) from None
+    if ds is None:
+        raise SkipRow("input_len and output_len are needed (or a dataset with known lengths: a `dataset` column or "
+                      "a catalog dataset named in the notes)")
+    lengths = dataset_lengths(ds)
+    return RequestLengths(lengths_fixed(in_len) if in_len else lengths.input,
+                          lengths_fixed(out_len) if out_len else lengths.output, name=ds.id), ds
+
+
+def _dataset_requests(row: dict[str, str], ds) -> int | None:
+    """Requests of a max-load run on a dataset: a `requests` column, else a count the notes state
+    beside the dataset's name ("200 ShareGPT prompts"), else the dataset's own sample count."""
+    from gpuplan.catalog.datasets import requests_in_text
+
+    return _int(row, "requests") or requests_in_text(row.get("notes") or "", ds) or ds.requests
+
+
 def predict_row(row: dict[str, str]) -> Prediction:
     """Predicted value of one inference.csv row in its metric's unit (module docstring)."""
     from gpuplan.catalog import load_catalog
@@ -180,6 +210,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
     if metric not in _METRICS:
         raise SkipRow(f"metric '{metric}' is not an inference metric this model predicts ({', '.join(_METRICS)})")
     notes: list[str] = []
+    dataset = None
     try:
         model = model_from_arch_row(row)
         cat = load_catalog()
@@ -202,8 +233,11 @@ def predict_row(row: dict[str, str]) -> Prediction:
     engine_name = (row.get("engine") or "other").strip().lower()
     engine = ENGINES.get(engine_name, ENGINES["other"])
     in_len, out_len = _int(row, "input_len"), _int(row, "output_len")
-    if not in_len or not out_len:
-        raise SkipRow("input_len and output_len are needed")
+    lengths = RequestLengths(lengths_fixed(in_len), lengths_fixed(out_len)) if in_len and out_len else None
+    if lengths is None:
+        lengths, dataset = _dataset_lengths(row, in_len, out_len)
+        in_len, out_len = round(lengths.input.mean), round(lengths.output.mean)
+        notes.append(f"lengths of dataset {dataset.id}: input {lengths.input.describe()}, output {lengths.output.describe()}")
     batch, conc = _int(row, "batch"), _int(row, "concurrency")
     rate = (row.get("request_rate") or "").strip()
     max_load = (row.get("max_load") or "").strip().lower() == "true"
@@ -233,16 +267,21 @@ def predict_row(row: dict[str, str]) -> Prediction:
             notes.append(f"trtllm-bench limits max_batch_size={bs} max_num_tokens={tokens}")
         steps = step_time_model(dep)
         rng = np.random.default_rng(VALIDATION_SEED)
-        lens = dict(input_len=LengthDistribution(in_len), output_len=LengthDistribution(out_len))
+        lens = dict(lengths=lengths)
         if batch:
             wl = make_workload(rng, batch, ArrivalKind.BURST, **lens)
         elif conc:
             wl = make_workload(rng, max(4 * conc, 200), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
         elif rate:
-            wl = make_workload(rng, MAX_LOAD_REQUESTS, ArrivalKind.POISSON, rate=float(rate) / groups, **lens)
+            n = MAX_LOAD_REQUESTS
+            if dataset is not None and _dataset_requests(row, dataset):  # the run's / dataset's request count
+                n = max(1, -(-_dataset_requests(row, dataset) // groups))
+            wl = make_workload(rng, n, ArrivalKind.POISSON, rate=float(rate) / groups, **lens)
         elif max_load:
             fit = mem.max_concurrent_sequences(in_len + out_len)
-            if engine.bench_limits:  # trtllm-bench's documented request count, spread over the attention groups
+            if dataset is not None and _dataset_requests(row, dataset):  # the run's / dataset's request count
+                n = max(1, -(-_dataset_requests(row, dataset) // groups))
+            elif engine.bench_limits:  # trtllm-bench's documented request count, spread over the attention groups
                 n = max(1, -(-trtllm_bench_requests(in_len, out_len) // adp))
             else:
                 n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))

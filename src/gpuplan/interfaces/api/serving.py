@@ -60,6 +60,45 @@ class ServeResult(Result):
         return out
 
 
+def serving_features(*, input_len: int, output_len: int, input_dist: str | None = None, output_dist: str | None = None,
+                     lengths: str | None = None, spec_tokens: int = 0, spec_acceptance: float | None = None,
+                     draft_model: str | ModelSpec | None = None, mtp: int = 0, prefix_hit_rate: float = 0.0,
+                     prefix_cache_tokens: int | None = None):
+    """(RequestLengths or None, SpeculativeDecoding or None, PrefixCache or None) from the options
+    shared by `serve run` and `serve plan` (docs/serving.md); None where the feature is off."""
+    from gpuplan.validation_rules import check_number
+    from gpuplan.workloads.inference.lengths import is_pairs_file, request_lengths
+    from gpuplan.workloads.inference.prefix_cache import PrefixCache
+    from gpuplan.workloads.inference.speculative import SpeculativeDecoding
+
+    lens = None
+    if input_dist or output_dist or lengths:
+        dataset = None
+        if lengths and not is_pairs_file(lengths):
+            from gpuplan.catalog.datasets import get_dataset
+
+            dataset, lengths = get_dataset(lengths), None
+        lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
+                               dataset=dataset)
+    spec = None
+    check_number(spec_tokens, "spec_tokens", ge=0, integer=True)
+    check_number(mtp, "mtp", ge=0, integer=True)
+    if spec_tokens:
+        if spec_acceptance is None:
+            raise InputError("spec_acceptance: speculative decoding needs the per-token acceptance rate, 0-1 "
+                             "(--spec-acceptance)", field="spec_acceptance")
+        spec = SpeculativeDecoding(int(spec_tokens), float(spec_acceptance),
+                                   draft_model=resolve_model(draft_model) if draft_model is not None else None,
+                                   mtp_layers=int(mtp))
+    elif draft_model is not None or mtp or spec_acceptance is not None:
+        raise InputError("spec_tokens: --draft-model / --mtp / --spec-acceptance need --spec-tokens K >= 1", field="spec_tokens")
+    check_number(prefix_hit_rate, "prefix_hit_rate", ge=0.0, lt=1.0)
+    cache = PrefixCache(float(prefix_hit_rate), prefix_cache_tokens) if prefix_hit_rate > 0 else None
+    if cache is None and prefix_cache_tokens is not None:
+        raise InputError("prefix_cache_tokens: needs --prefix-hit-rate > 0", field="prefix_cache_tokens")
+    return lens, spec, cache
+
+
 def serve_run(
     model: str | ModelSpec,
     gpu: str | Gpu | None = None,
@@ -77,9 +116,21 @@ def serve_run(
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
     scheduler: str = "chunked",
+    input_dist: str | None = None,
+    output_dist: str | None = None,
+    lengths: str | None = None,
+    spec_tokens: int = 0,
+    spec_acceptance: float | None = None,
+    draft_model: str | ModelSpec | None = None,
+    mtp: int = 0,
+    prefix_hit_rate: float = 0.0,
+    prefix_cache_tokens: int | None = None,
 ) -> ServeResult:
     """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated); `ep`
-    experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment)."""
+    experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment).
+    Length distributions (`input_dist`, `output_dist` or `lengths`), speculative decoding
+    (`spec_tokens`, `spec_acceptance`, `draft_model` or `mtp`) and prefix caching
+    (`prefix_hit_rate`, `prefix_cache_tokens`): `serving_features`, docs/serving.md."""
     from gpuplan.workloads.inference.deployment import Deployment
     from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
     from gpuplan.workloads.inference.service import serve_estimate
@@ -96,9 +147,24 @@ def serve_run(
     sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=tp * pp)
     dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
                      weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    lens, specdec, cache = serving_features(
+        input_len=input_len, output_len=output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
+        spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
+        prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
+    if lens is not None:  # the memory fit and static token budget use the mean lengths
+        input_len = max(1, round(lens_mean(lens, "input")))
+        output_len = max(1, round(lens_mean(lens, "output")))
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
-                                      concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind)),
+                                      concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind),
+                                      lengths=lens, speculative=specdec, prefix_cache=cache),
                        rate if concurrency is None and batch is None else None, spec.moe is not None)
+
+
+def lens_mean(lens, side: str) -> float:
+    """Mean tokens of one side of a RequestLengths (analytic for specs, the file's mean for CSV pairs)."""
+    if lens.pairs is not None:
+        return float((lens.pairs.inputs if side == "input" else lens.pairs.outputs).mean())
+    return (lens.input if side == "input" else lens.output).mean
 
 
 serve = serve_run  # `gpuplan serve MODEL ...` is `gpuplan serve run MODEL ...`
@@ -113,6 +179,7 @@ class CapacityResult(Result):
     kwh_per_million_output_tokens: float | None = None
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
     plot_file: str | None = None  # the --plot figure written, if any
+    features: Any = None  # {lengths: mean/percentiles, spec_tokens_per_step, prefix_hit_rate} when any is on
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -124,6 +191,8 @@ class CapacityResult(Result):
         if self.serving_day is not None:
             out["best_serving_day"] = run_cost_dict(self.serving_day)
             out["best_kwh_per_million_output_tokens"] = self.kwh_per_million_output_tokens
+        if self.features:
+            out.update(self.features)
         if self.assumptions is not None:
             values = self.assumptions.values()
             out["assumptions"] = {k: values[k] for k in ("pue", "grid_kg_co2_per_kwh", "electricity_usd_per_kwh",
@@ -167,6 +236,15 @@ def serve_plan(
     prefill_gpus: str | Gpu | Sequence[str | Gpu] | None = None,
     decode_gpus: str | Gpu | Sequence[str | Gpu] | None = None,
     plot: str | None = None,
+    input_dist: str | None = None,
+    output_dist: str | None = None,
+    lengths: str | None = None,
+    spec_tokens: int = 0,
+    spec_acceptance: float | None = None,
+    draft_model: str | ModelSpec | None = None,
+    mtp: int = 0,
+    prefix_hit_rate: float = 0.0,
+    prefix_cache_tokens: int | None = None,
 ) -> "CapacityResult | DisaggregatedPlanResult":
     """Fewest GPUs (type from `gpus`, and TP) serving `rate` req/s within p90 TTFT / TPOT, with cost
     (facilities.pricing.gpu_hour_price per GPU type) and the best layout's energy for one day of
@@ -176,13 +254,22 @@ def serve_plan(
     both for hypothetical hardware variants. `progress(stage, fraction)` before each (GPU, tp).
     `disaggregated=True`: `serve_plan_disaggregated` (with
     `pd_ratio`, `kv_link`, `prefill_gpus`, `decode_gpus`). `plot`: write the latency-throughput figure
-    of the candidates (interfaces.serving_plot) to this .png/.svg/.pdf."""
+    of the candidates (interfaces.serving_plot) to this .png/.svg/.pdf.
+    Length distributions, speculative decoding and prefix caching: as `serve_run` (`serving_features`);
+    with a length distribution `output_len` is its mean (co-located plans only)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
     from gpuplan.workloads.inference.capacity import plan_capacity
 
     if disaggregated:
+        for name, value, off in (("input_dist", input_dist, None), ("output_dist", output_dist, None),
+                                 ("lengths", lengths, None), ("spec_tokens", spec_tokens, 0),
+                                 ("draft_model", draft_model, None), ("mtp", mtp, 0),
+                                 ("prefix_hit_rate", prefix_hit_rate, 0.0)):
+            if value != off:
+                raise InputError(f"{name}: not modelled with disaggregated serving yet (co-located plans only)",
+                                 field=name)
         return serve_plan_disaggregated(
             model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, system=system, usd_per_gpu_hour=usd_per_gpu_hour,
@@ -204,18 +291,25 @@ def serve_plan(
         price = gpu_hour_price(g, usd_per_gpu_hour, required=False)
         systems[g.id] = (g, node if node is not None else widest_system(g))
         cands.append((g, systems[g.id][1], price.value if price is not None else None))
+    lens, specdec, cache = serving_features(
+        input_len=input_len, output_len=output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
+        spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
+        prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
+    if lens is not None:
+        input_len, output_len = lens_mean(lens, "input"), lens_mean(lens, "output")
     with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         res = plan_capacity(resolve_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                             input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                            progress=progress)
+                            progress=progress, lengths=lens, speculative=specdec, prefix_cache=cache)
     g, sys_spec = systems[res.best.gpu]
     day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour)
     plot_file = None
     if plot is not None:
         plot_file = _plot_capacity(plot, resolve_model(model), res, systems, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                                   input_len=input_len, output_len=output_len, weight_dtype=weight_dtype,
-                                   kv_dtype=kv_dtype)
-    return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file)
+                                   input_len=max(1, round(input_len)), output_len=max(1, round(output_len)),
+                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+    return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
+                          _features_summary(lens, specdec, cache))
 
 
 def _plot_capacity(path: str, spec: ModelSpec, res, systems: dict, **kw) -> str:
@@ -351,6 +445,28 @@ def serve_plan_disaggregated(
         facility_kw = sum(d.power.facility_power_w for *_, d in days) / 1e3
         kwh = facility_kw / (rate * output_len * 3600.0) * 1e6  # kW / (tokens/s x 3600 s/h) x 1e6
     return DisaggregatedPlanResult(res, plot_file, days, kwh, a)
+
+def _features_summary(lens, specdec, cache) -> dict | None:
+    """JSON keys of the serving features of a plan: the length distribution's mean and percentiles
+    (10,000 draws at the plan's seed), tokens per verify step, prefix hit rate."""
+    import numpy as np
+
+    from gpuplan.workloads.inference.capacity import PLAN_SEED
+    from gpuplan.workloads.inference.lengths import length_stats
+
+    out: dict = {}
+    if lens is not None:
+        ins, outs = lens.sample(np.random.default_rng(PLAN_SEED), 10_000)
+        for side, x in (("input_len", ins), ("output_len", outs)):
+            st = length_stats(x)
+            out.update({f"{side}_mean": st.mean, f"{side}_p50": st.p50, f"{side}_p90": st.p90, f"{side}_p99": st.p99})
+        out["lengths"] = ", ".join(f"{k}={v}" for k, v in lens.describe().items())
+    if specdec is not None:
+        out.update(spec_tokens=specdec.tokens, spec_acceptance=specdec.acceptance,
+                   spec_tokens_per_step=specdec.tokens_per_step)
+    if cache is not None:
+        out["prefix_hit_rate"] = cache.hit_rate
+    return out or None
 
 
 @dataclass(frozen=True)

@@ -63,13 +63,18 @@ class Workload:
     concurrency: int = 0  # closed loop only
 
 
-def make_workload(rng: np.random.Generator, n: int, kind: ArrivalKind, *, input_len: LengthDistribution,
-                  output_len: LengthDistribution, rate: float | None = None, concurrency: int | None = None) -> Workload:
-    """n requests of the given arrival process (Poisson needs `rate` > 0, closed loop `concurrency` >= 1)."""
+def make_workload(rng: np.random.Generator, n: int, kind: ArrivalKind, *, input_len=None, output_len=None,
+                  rate: float | None = None, concurrency: int | None = None, lengths=None) -> Workload:
+    """n requests of the given arrival process (Poisson needs `rate` > 0, closed loop `concurrency` >= 1).
+    Lengths: `input_len` / `output_len` (LengthDistribution or lengths.LengthSpec, anything with
+    `.sample(rng, n)`), or `lengths` (lengths.RequestLengths: both sides, CSV pairs or a dataset)."""
     kind = ArrivalKind(kind)
     if n < 1:
         raise InputError(f"requests: need at least 1, got {n}", field="requests")
-    ins, outs = input_len.sample(rng, n), output_len.sample(rng, n)
+    if lengths is not None:
+        ins, outs = lengths.sample(rng, n)
+    else:
+        ins, outs = input_len.sample(rng, n), output_len.sample(rng, n)
     if kind == ArrivalKind.POISSON:
         if rate is None or not rate > 0:
             raise InputError(f"rate: a Poisson arrival process needs rate > 0 requests/s, got {rate}", field="rate")

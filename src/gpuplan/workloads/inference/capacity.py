@@ -65,23 +65,33 @@ class FrontierPoint:
     ttft_p90_ms: float
 
 
-def _run(dep: Deployment, conc: int, input_len: int, output_len: int, sched: SchedulerConfig) -> SimResult:
+def _run(dep: Deployment, conc: int, input_len: int, output_len: int, sched: SchedulerConfig,
+         lengths=None, speculative=None, prefix_cache=None) -> SimResult:
     mem = memory_plan(dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
     steps = step_time_model(dep)
     rng = np.random.default_rng(PLAN_SEED)
-    wl = make_workload(rng, max(4 * conc, 64), ArrivalKind.CLOSED_LOOP, concurrency=conc,
-                       input_len=LengthDistribution(input_len), output_len=LengthDistribution(output_len))
-    return simulate(steps, mem, wl, sched)
+    lens = dict(lengths=lengths) if lengths is not None else \
+        dict(input_len=LengthDistribution(input_len), output_len=LengthDistribution(output_len))
+    wl = make_workload(rng, max(4 * conc, 64), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
+    if speculative is None and prefix_cache is None:
+        return simulate(steps, mem, wl, sched)
+    from gpuplan.workloads.inference.speculative import draft_cost
+
+    draft = draft_cost(dep, speculative) if speculative is not None else None
+    return simulate(steps, mem, wl, sched, speculative=speculative, draft=draft, prefix_cache=prefix_cache)
 
 
 def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | None]], *, rate: float,
                   ttft_ms: float, tpot_ms: float, input_len: int, output_len: int, tps: tuple[int, ...] = (1, 2, 4, 8),
                   weight_dtype: str = "bf16", kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None,
-                  progress=None) -> CapacityPlan:
+                  progress=None, lengths=None, speculative=None, prefix_cache=None) -> CapacityPlan:
     """Fewest GPUs (then lowest cost) serving `rate` requests/s within p90 TTFT / TPOT objectives.
 
-    `candidates`: (gpu, system for its scale-up fabric, usd_per_gpu_hour or None); `progress(stage,
-    fraction)` before each (gpu, tp)."""
+    `candidates`: (gpu, system for its scale-up fabric, usd_per_gpu_hour or None). `lengths`
+    (lengths.RequestLengths; then `output_len` is its mean output, which prices the tokens),
+    `speculative` (speculative.SpeculativeDecoding), `prefix_cache` (prefix_cache.PrefixCache):
+    as in the simulator; None = fixed input_len / output_len, no speculation, no prefix cache.
+    `progress(stage, fraction)` before each (gpu, tp)."""
     if not rate > 0:
         raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
     if not (ttft_ms > 0 and tpot_ms > 0):
@@ -100,7 +110,7 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
                 for conc in CONCURRENCY_LADDER:
                     if conc > sched.max_batch_seqs:
                         break
-                    res = _run(dep, conc, input_len, output_len, sched)
+                    res = _run(dep, conc, input_len, output_len, sched, lengths, speculative, prefix_cache)
                     if res.ttft_ms.p90 <= ttft_ms and res.tpot_ms.p90 <= tpot_ms:
                         best = (conc, res)
                     else:

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplan.errors import InputError
-from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, make_workload
+from gpuplan.workloads.inference.arrivals import ArrivalKind, make_workload
+from gpuplan.workloads.inference.lengths import RequestLengths, fixed, length_stats
+from gpuplan.workloads.inference.prefix_cache import PrefixCache
+from gpuplan.workloads.inference.speculative import SpeculativeDecoding, draft_cost
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.memory import memory_plan
 from gpuplan.workloads.inference.operators import step_time_model
@@ -63,12 +66,35 @@ class ServeReport:
     max_context_tokens: int
     peak_kv_gib_per_gpu: float
     preemptions: int
+    # lengths the requests drew (lengths.py): mean and percentiles, tokens
+    input_len_mean: float = 0.0
+    input_len_p50: float = 0.0
+    input_len_p90: float = 0.0
+    input_len_p99: float = 0.0
+    output_len_mean: float = 0.0
+    output_len_p50: float = 0.0
+    output_len_p90: float = 0.0
+    output_len_p99: float = 0.0
+    lengths: str = ""  # the length specs (fixed:N, lognormal:..., a dataset or CSV)
+    # speculative decoding (speculative.py): k, alpha, the draft, expected tokens per verify step
+    spec_tokens: int = 0
+    spec_acceptance: float = 0.0
+    spec_draft: str = ""
+    spec_tokens_per_step: float = 1.0
+    # prefix caching (prefix_cache.py): hit rate and the KV the cache holds per GPU
+    prefix_hit_rate: float = 0.0
+    prefix_cache_gib_per_gpu: float = 0.0
 
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
                    concurrency: int | None = None, batch: int | None = None,
-                   scheduler: SchedulerConfig | None = None, requests: int = SERVE_REQUESTS, seed: int = 0) -> ServeReport:
-    """Simulate one replica under the given load and report (module docstring)."""
+                   scheduler: SchedulerConfig | None = None, requests: int = SERVE_REQUESTS, seed: int = 0,
+                   lengths: RequestLengths | None = None, speculative: SpeculativeDecoding | None = None,
+                   prefix_cache: PrefixCache | None = None) -> ServeReport:
+    """Simulate one replica under the given load and report (module docstring). `lengths`: request
+    lengths other than fixed input_len / output_len (then input_len / output_len are their means,
+    used for memory fit and the static batch's token budget); `speculative`, `prefix_cache`: see
+    speculative.py and prefix_cache.py."""
     given = [x is not None for x in (rate, concurrency, batch)]
     if sum(given) > 1:
         raise InputError("load: give at most one of --rate, --concurrency, --batch", field="load")
@@ -85,7 +111,7 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     fit = mem.max_concurrent_sequences(input_len + output_len)
     steps = step_time_model(dep)
     rng = np.random.default_rng(seed)
-    lens = dict(input_len=LengthDistribution(input_len), output_len=LengthDistribution(output_len))
+    lens = dict(lengths=lengths if lengths is not None else RequestLengths(fixed(input_len), fixed(output_len)))
     conc = 0
     if batch is not None:
         wl, load = make_workload(rng, batch, ArrivalKind.BURST, **lens), f"static batch {batch * groups}"
@@ -101,8 +127,12 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     # a closed loop's latencies are those of its steady state: its initial burst (every slot filled at
     # t = 0) is left out of the percentiles, as a long benchmark run dilutes it
     warmup = conc if (batch is None and rate is None) else 0
-    res = simulate(steps, mem, wl, sched, warmup_requests=warmup)
+    draft = draft_cost(dep, speculative) if speculative is not None else None
+    res = simulate(steps, mem, wl, sched, warmup_requests=warmup, speculative=speculative, draft=draft,
+                   prefix_cache=prefix_cache)
     gib = 2.0**30
+    li, lo = length_stats(wl.input_len), length_stats(wl.output_len)
+    pool = prefix_cache.pool(wl.input_len) if prefix_cache is not None and prefix_cache.hit_rate > 0 else 0
     return ServeReport(
         model=dep.model.name, gpu=dep.gpu.id, tp=dep.tp, pp=dep.pp, ep=dep.ep, attention_dp=groups, weight_dtype=dep.weight_dtype.value,
         kv_dtype=dep.kv_dtype.value, load=load, input_len=input_len, output_len=output_len,
@@ -113,4 +143,14 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         kv_cache_bytes_per_token=mem.kv_cache_bytes_per_token, kv_cache_gib_per_gpu=mem.kv_budget_bytes / gib,
         weights_gib_per_gpu=mem.weights_bytes / gib, max_concurrent_sequences=fit * groups,
         max_context_tokens=min(mem.max_context(1), dep.model.max_position_embeddings or 1 << 62), peak_kv_gib_per_gpu=res.peak_kv_bytes / gib, preemptions=res.preemptions,
+        input_len_mean=li.mean, input_len_p50=li.p50, input_len_p90=li.p90, input_len_p99=li.p99,
+        output_len_mean=lo.mean, output_len_p50=lo.p50, output_len_p90=lo.p90, output_len_p99=lo.p99,
+        lengths=", ".join(f"{k}={v}" for k, v in lens["lengths"].describe().items()),
+        spec_tokens=speculative.tokens if speculative else 0,
+        spec_acceptance=speculative.acceptance if speculative else 0.0,
+        spec_draft=(speculative.draft_model.name if speculative.draft_model is not None else f"mtp x{speculative.mtp_layers}")
+        if speculative else "",
+        spec_tokens_per_step=speculative.tokens_per_step if speculative else 1.0,
+        prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
+        prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
     )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numba import njit
@@ -27,10 +28,14 @@ from gpuplan import knobs
 from gpuplan.workloads.inference.operators import StepTimeModel
 from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerConfig
 
+if TYPE_CHECKING:
+    from gpuplan.workloads.inference.prefix_cache import PrefixCache
+    from gpuplan.workloads.inference.speculative import DraftCost, SpeculativeDecoding
+
 _TRACE_POINTS = 4096
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pairs_upto(n, w):
     """sum_{p=1..n} min(p, w): causal query-key pairs of n tokens under window w (w = 0: global)."""
     if w <= 0 or n <= w:
@@ -38,14 +43,14 @@ def _pairs_upto(n, w):
     return w * (w + 1) / 2.0 + (n - w) * w
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _seq_bytes(ctx, block, g_bytes, w_bytes, w_blocks_cap):
     blocks = (ctx + block - 1) // block
     wb = blocks if blocks < w_blocks_cap else w_blocks_cap
     return blocks * block * g_bytes + wb * block * w_bytes
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _linear(lin, n):
     top = lin.shape[0] - 1
     if n <= top:
@@ -53,20 +58,39 @@ def _linear(lin, n):
     return lin[top] + (lin[top] - lin[top - 1]) * (n - top)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
               budget, block, g_bytes, w_bytes, window, w_blocks_cap,
               lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
-              pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes):
+              pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes,
+              cached, out_steps, spec_e, spec_q, draft_table, draft_ctx_s):
+    # Per-request state lives in request-indexed arrays while a request waits (never admitted, or
+    # preempted); while it runs it lives in slot-indexed arrays (s_*), contiguous in running order,
+    # so the per-step passes read memory sequentially. Slots are loaded on admission, written back
+    # on preemption and compacted (in order) when sequences finish.
     n = arrival.shape[0]
     n_graphs = graph_sizes.shape[0]
+    spec_on = spec_q > 1
+    grow = sched != 0 and not no_evict  # KV blocks allocated as the sequence grows (may preempt)
+    n_draft = draft_table.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
-    prefilled = np.zeros(n, np.int64)  # prompt(+recompute) tokens whose KV exists
+    prefilled = cached.copy()  # prompt(+recompute) tokens whose KV exists (a cached prefix exists from the start)
     target = in_len.copy()  # tokens to prefill before the next token is sampled
-    generated = np.zeros(n, np.int64)
-    alloc = np.zeros(n)  # KV bytes held
-    run = np.empty(max_seqs, np.int64)
+    generated = np.zeros(n, np.int64)  # engine iterations that produced tokens (= tokens without speculation)
+    alloc = np.zeros(n)  # KV bytes held (private blocks: the cached prefix is the cache's)
+    s_r = np.empty(max_seqs, np.int64)  # request of the slot
+    s_in = np.empty(max_seqs, np.int64)
+    s_out = np.empty(max_seqs, np.int64)
+    s_steps = np.empty(max_seqs, np.int64)
+    s_cached = np.empty(max_seqs, np.int64)
+    s_pref = np.empty(max_seqs, np.int64)
+    s_tgt = np.empty(max_seqs, np.int64)
+    s_gen = np.empty(max_seqs, np.int64)
+    s_alloc = np.empty(max_seqs)
+    s_cap = np.empty(max_seqs, np.int64)  # tokens the held blocks can take (s_alloc = _seq_bytes(s_cap))
+    s_fin = np.zeros(max_seqs, np.bool_)  # finished (static batches keep their slots until all finish)
+    s_q = np.zeros(max_seqs, np.int64)  # tokens the slot runs this step
     nrun = 0
     preempted = np.empty(n, np.int64)
     npre = 0
@@ -84,7 +108,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
     tr_b = np.empty(_TRACE_POINTS)
     ntr = 0
     stride = 1
-    chunk_q = np.zeros(max_seqs, np.int64)
+    n_dec = 0
     while done < n:
         # ---- admission -------------------------------------------------------------------
         if sched == 0:
@@ -96,12 +120,23 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 elif next_wait < released:
                     now = max(now, arrival[released - 1])
                 while nrun < max_seqs and next_wait < n and arrival[next_wait] <= now:
-                    cost = _seq_bytes(in_len[next_wait] + out_len[next_wait], block, g_bytes, w_bytes, w_blocks_cap)
+                    r = next_wait
+                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                     if nrun > 0 and used + cost > budget:
                         break
                     used += cost
-                    alloc[next_wait] = cost
-                    run[nrun] = next_wait
+                    alloc[r] = cost
+                    s_r[nrun] = r
+                    s_in[nrun] = in_len[r]
+                    s_out[nrun] = out_len[r]
+                    s_steps[nrun] = out_steps[r]
+                    s_cached[nrun] = cached[r]
+                    s_pref[nrun] = prefilled[r]
+                    s_tgt[nrun] = target[r]
+                    s_gen[nrun] = generated[r]
+                    s_alloc[nrun] = cost
+                    s_cap[nrun] = 0
+                    s_fin[nrun] = False
                     nrun += 1
                     next_wait += 1
         else:
@@ -113,9 +148,9 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 else:
                     break
                 if no_evict:  # reserve the whole sequence's KV up front (TensorRT-LLM GUARANTEED_NO_EVICT)
-                    cost = _seq_bytes(in_len[r] + out_len[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 else:
-                    cost = _seq_bytes(target[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = _seq_bytes(target[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 if used + cost > budget and nrun > 0:
                     break
                 if no_evict:
@@ -125,7 +160,17 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                     npre -= 1
                 else:
                     next_wait += 1
-                run[nrun] = r
+                s_r[nrun] = r
+                s_in[nrun] = in_len[r]
+                s_out[nrun] = out_len[r]
+                s_steps[nrun] = out_steps[r]
+                s_cached[nrun] = cached[r]
+                s_pref[nrun] = prefilled[r]
+                s_tgt[nrun] = target[r]
+                s_gen[nrun] = generated[r]
+                s_alloc[nrun] = alloc[r]
+                s_cap[nrun] = 0
+                s_fin[nrun] = False
                 nrun += 1
         if nrun == 0:
             if next_wait < n and arrival[next_wait] < np.inf:
@@ -135,25 +180,21 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         # ---- build the step ---------------------------------------------------------------
         n_tok = 0
         n_seq = 0
-        ctx_g = 0.0
-        ctx_w = 0.0
+        ctx_g = 0  # integer sums (exact; the float sum of these integers is the same number below 2^53)
+        ctx_w = 0
         pairs_g = 0.0
         pairs_w = 0.0
         pf_kv = 0.0
         pf_tok = 0
-        n_dec = 0
-        for j in range(nrun):
-            r = run[j]
-            if prefilled[r] >= target[r] and generated[r] < out_len[r]:
-                n_dec += 1
-        budget_tok = max_tokens - (n_dec if sched == 2 else 0)
+        n_verify = 0  # decoding sequences this step (after any preemption)
+        # n_dec: decoding sequences, counted when the last step advanced (admissions add prefills only)
+        budget_tok = max_tokens - (n_dec * spec_q if sched == 2 else 0)
         # grow decode KV; preempt the latest admitted when out of blocks
         j = 0
         while j < nrun:
-            r = run[j]
-            chunk_q[j] = 0
-            if prefilled[r] < target[r]:
-                rem = target[r] - prefilled[r]
+            s_q[j] = 0
+            if s_pref[j] < s_tgt[j]:
+                rem = s_tgt[j] - s_pref[j]
                 if sched == 2:
                     q = min(rem, budget_tok)
                 elif sched == 1:
@@ -161,43 +202,57 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 else:
                     q = rem
                 if q > 0:
-                    c = prefilled[r]
-                    newb = _seq_bytes(c + q, block, g_bytes, w_bytes, w_blocks_cap)
-                    if sched != 0 and not no_evict and used - alloc[r] + newb > budget:
+                    c = s_pref[j]
+                    newb = _seq_bytes(c + q - s_cached[j], block, g_bytes, w_bytes, w_blocks_cap)
+                    if grow and used - s_alloc[j] + newb > budget:
                         q = 0
                     else:
-                        if sched != 0 and not no_evict:
-                            used += newb - alloc[r]
-                            alloc[r] = newb
-                        chunk_q[j] = q
+                        if grow:
+                            used += newb - s_alloc[j]
+                            s_alloc[j] = newb
+                            s_cap[j] = (c + q - s_cached[j] + block - 1) // block * block
+                        s_q[j] = q
                         budget_tok -= q
                         n_tok += q
                         pf_tok += q
                         pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
                         pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
                         pf_kv += c + q
-                        if c + q >= target[r]:
+                        if c + q >= s_tgt[j]:
                             n_seq += 1  # samples its next token this step
-            elif generated[r] < out_len[r]:
-                ctx = in_len[r] + generated[r]
-                if sched != 0 and not no_evict:
-                    newb = _seq_bytes(ctx + 1, block, g_bytes, w_bytes, w_blocks_cap)
-                    while used - alloc[r] + newb > budget and nrun - 1 > j:
+            elif s_gen[j] < s_steps[j]:
+                if spec_on:  # tokens so far: the prefill's one + spec_e per verify step (capped)
+                    ctx = s_in[j] + min(s_out[j], int(1.0 + (s_gen[j] - 1) * spec_e))
+                else:
+                    ctx = s_in[j] + s_gen[j]
+                if grow:
+                    need = ctx + spec_q - s_cached[j]  # the step writes KV for spec_q positions
+                    cross = need > s_cap[j]  # needs another block (else newb == s_alloc: `used` is unchanged)
+                    newb = _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else s_alloc[j]
+                    while used - s_alloc[j] + newb > budget and nrun - 1 > j:
                         # preempt the most recently admitted sequence (recompute later)
-                        v = run[nrun - 1]
-                        used -= alloc[v]
-                        alloc[v] = 0.0
-                        target[v] = in_len[v] + generated[v]
-                        prefilled[v] = 0
-                        preempted[npre] = v
+                        v = nrun - 1
+                        rv = s_r[v]
+                        used -= s_alloc[v]
+                        alloc[rv] = 0.0
+                        if spec_on:
+                            target[rv] = s_in[v] + min(s_out[v], int(1.0 + (s_gen[v] - 1) * spec_e))
+                        else:
+                            target[rv] = s_in[v] + s_gen[v]
+                        prefilled[rv] = s_cached[v]
+                        generated[rv] = s_gen[v]
+                        preempted[npre] = rv
                         npre += 1
                         nrun -= 1
                         preemptions += 1
-                    used += newb - alloc[r]
-                    alloc[r] = newb
-                chunk_q[j] = 1
-                n_tok += 1
-                n_seq += 1
+                    if cross:
+                        used += newb - s_alloc[j]
+                        s_alloc[j] = newb
+                        s_cap[j] = (need + block - 1) // block * block
+                s_q[j] = 1
+                n_verify += 1
+                n_tok += spec_q
+                n_seq += spec_q
                 ctx_g += ctx
                 ctx_w += ctx if (window <= 0 or ctx < window) else window
             j += 1
@@ -219,7 +274,12 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         else:
             dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
         if ctx_g > 0:
-            dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm, (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
+            cg = float(ctx_g)
+            cw = float(ctx_w)
+            dt += max((dec_bytes_g * cg + dec_bytes_w * cw) / hbm,
+                      spec_q * (dec_flops_g * cg + dec_flops_w * cw) / attn_flops)
+            if n_draft > 0:  # speculative decoding: the draft's k autoregressive steps over the decoders
+                dt += _linear(draft_table, n_verify) + draft_ctx_s * cg
         if pairs_g > 0:
             dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
         if step_scale != 1.0:
@@ -229,39 +289,52 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         # ---- advance sequences; compact the running set (static batches keep their slots) --------
         k = 0
         alldone = True
+        n_dec = 0
         for j in range(nrun):
-            r = run[j]
-            q = chunk_q[j]
+            q = s_q[j]
             if q > 0:
-                if prefilled[r] < target[r]:
-                    prefilled[r] += q
-                    if prefilled[r] >= target[r]:
-                        generated[r] += 1
-                        if first[r] == np.inf:
-                            first[r] = now
+                if s_pref[j] < s_tgt[j]:
+                    s_pref[j] += q
+                    if s_pref[j] >= s_tgt[j]:
+                        s_gen[j] += 1
+                        if first[s_r[j]] == np.inf:
+                            first[s_r[j]] = now
                 else:
-                    generated[r] += 1
-            if generated[r] >= out_len[r] and finish[r] == np.inf:
-                finish[r] = now
+                    s_gen[j] += 1
+            if s_gen[j] >= s_steps[j] and not s_fin[j]:
+                s_fin[j] = True
+                finish[s_r[j]] = now
                 done += 1
                 if closed_loop and released < n:
                     arrival[released] = now
                     released += 1
-            if finish[r] == np.inf:
+            if not s_fin[j]:
                 alldone = False
+                if s_pref[j] >= s_tgt[j]:
+                    n_dec += 1
                 if sched != 0:
-                    run[k] = r
+                    if k != j:
+                        s_r[k] = s_r[j]
+                        s_in[k] = s_in[j]
+                        s_out[k] = s_out[j]
+                        s_steps[k] = s_steps[j]
+                        s_cached[k] = s_cached[j]
+                        s_pref[k] = s_pref[j]
+                        s_tgt[k] = s_tgt[j]
+                        s_gen[k] = s_gen[j]
+                        s_alloc[k] = s_alloc[j]
+                        s_cap[k] = s_cap[j]
+                        s_fin[k] = False
                     k += 1
             elif sched != 0:
-                used -= alloc[r]
-                alloc[r] = 0.0
+                used -= s_alloc[j]
         if sched != 0:
             nrun = k
         elif alldone:
             for j in range(nrun):
-                used -= alloc[run[j]]
-                alloc[run[j]] = 0.0
+                used -= s_alloc[j]
             nrun = 0
+            n_dec = 0
         if steps % stride == 0:
             if ntr == _TRACE_POINTS:
                 for t in range(_TRACE_POINTS // 2):
@@ -316,7 +389,9 @@ class SimResult:
 
 
 def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig,
-             warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = ()) -> SimResult:
+             warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = (), *,
+             speculative: "SpeculativeDecoding | None" = None, draft: "DraftCost | None" = None,
+             prefix_cache: "PrefixCache | None" = None) -> SimResult:
     """Run the serving simulation of `workload` on one replica; every request must eventually fit.
     `warmup_requests`: the first requests (in arrival order) left out of the latency percentiles
     (TTFT, TPOT, e2e), e.g. a closed loop's initial burst, which load generators that report steady
@@ -324,15 +399,42 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     `cuda_graph_batch_sizes`: batch sizes the engine captured as CUDA graphs with padding on
     (TensorRT-LLM `cuda_graph_config: enable_padding`): a generation-only step of n sequences runs
     the GEMMs, elementwise kernels and LM head of the smallest captured size >= n (the padded rows are
-    computed, they hold no KV, so attention is unchanged); above the largest size, n itself."""
+    computed, they hold no KV, so attention is unchanged); above the largest size, n itself.
+    `speculative`: speculative decoding (speculative.py; `draft`: its speculative.draft_cost, built
+    from steps.dep when not given);
+    `prefix_cache`: prefix caching at a hit rate (prefix_cache.py). Both off: the plain simulation."""
     n = workload.arrival_s.shape[0]
     ins = workload.input_len.astype(np.int64)
     outs = workload.output_len.astype(np.int64)
-    biggest = memory.sequence_kv_bytes(float((ins + outs).max()))
-    if biggest > memory.kv_budget_bytes:
+    budget = float(memory.kv_budget_bytes)
+    g_bytes = float(memory.kv_bytes_per_token_per_gpu)
+    if speculative is not None:
+        if draft is None:
+            from gpuplan.workloads.inference.speculative import draft_cost
+
+            draft = draft_cost(steps.dep, speculative)
+        budget -= draft.weights_bytes_per_gpu
+        g_bytes += draft.kv_bytes_per_token_per_gpu
+        out_steps = speculative.iterations(outs)
+        spec_e, spec_q = float(speculative.tokens_per_step), int(speculative.tokens + 1)
+        draft_table, draft_ctx = draft.table, float(draft.ctx_seconds_per_token)
+    else:
+        out_steps, spec_e, spec_q, draft_table, draft_ctx = outs, 1.0, 1, np.zeros(0), 0.0
+    if prefix_cache is not None and prefix_cache.hit_rate > 0:
+        cached = prefix_cache.cached_tokens(ins)
+        budget -= memory.sequence_kv_bytes(prefix_cache.pool(ins)) if prefix_cache.pool(ins) > 0 else 0.0
+    else:
+        cached = np.zeros(n, np.int64)
+    if budget <= 0:
+        raise Infeasible("no KV memory left: the draft model's weights or the prefix cache take the whole KV budget")
+    longest = int((ins + outs - cached).max())
+    biggest = memory.sequence_kv_bytes(float(longest))
+    if speculative is not None:  # the draft's KV of the same tokens
+        biggest += math.ceil(longest / memory.block_size) * memory.block_size * draft.kv_bytes_per_token_per_gpu
+    if biggest > budget:
         raise Infeasible(
             f"a request of {int((ins + outs).max())} tokens needs {biggest / 2**30:.2f} GiB of KV per GPU; "
-            f"only {memory.kv_budget_bytes / 2**30:.2f} GiB is free for the KV cache"
+            f"only {budget / 2**30:.2f} GiB is free for the KV cache"
         )
     st = steps
     w = st.window
@@ -344,7 +446,7 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
         workload.arrival_s.astype(float).copy(), ins, outs, workload.kind == ArrivalKind.CLOSED_LOOP,
         SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs), int(scheduler.max_batch_tokens),
-        float(memory.kv_budget_bytes), int(memory.block_size), float(memory.kv_bytes_per_token_per_gpu),
+        budget, int(memory.block_size), g_bytes,
         float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
         st.linear_table, st.logits_table, knobs.value("serving.step_overhead_s"), float(dec_g), float(dec_w),
         float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
@@ -352,6 +454,8 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),
         float(st.layers * st.kv_bytes_per_token_layer), float(st.step_scale),
         np.asarray(sorted(cuda_graph_batch_sizes), dtype=np.int64),
+        cached, np.ascontiguousarray(out_steps, dtype=np.int64), spec_e, spec_q,
+        np.ascontiguousarray(draft_table, dtype=float), draft_ctx,
     )
     ok = np.isfinite(finish)
     start = float(arrival[ok].min()) if ok.any() else 0.0
