@@ -223,11 +223,11 @@ def test_flash_v1_attention_takes_twice_flash2(dgx, gpt175):
 
 
 def test_tp_comm_overlap_bounds(dgx, gpt175):
-    # TE userbuffers pipeline each AG/RS (c = half an all-reduce) with its GEMM in tp chunks:
-    # exposed per pair = max(0, c - g) + min(c, g) / tp + 0.05 min(c, g) (step_time docstring).
-    # Bounds that hold whatever c and g are: (1) the overlapped TP time is below the blocking
-    # model's and at least 8 pairs x c / tp per layer, and (2) the option has no effect without
-    # sequence parallelism (TE needs SP for it).
+    # TE userbuffers overlap each AG/RS (c = half an all-reduce) with a GEMM: ring exchange in tp
+    # chunks, pipeline in 4 splits, bulk beside an independent GEMM (step_time docstring and
+    # test_unstated_config_and_ub_overlap.py for the hand-derived terms). Bounds that hold whatever
+    # c and g are: (1) the overlapped TP time is below the blocking model's and at least 4 ring
+    # pairs x c / tp per layer, and (2) the option has no effect without sequence parallelism.
     system, gpu = dgx
     base = dict(tp=8, pp=8, dp=2, vpp=1, micro_batch=1, global_batch=32, seq_len=2048)
     sp_blocking = estimate_step_time(gpt175, system, TrainPlan(**base, sequence_parallel=True), gpu)

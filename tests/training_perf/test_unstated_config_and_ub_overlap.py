@@ -1,0 +1,82 @@
+"""Unstated configuration of validation rows (tuned Megatron-core recipes; the legacy fp16 stack
+only before Hopper) and the TE userbuffers overlap terms of the step-time model."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuplan import knobs
+from gpuplan.interfaces.validation_training import attention_kernel_from_row, plan_from_row, predict_row
+from gpuplan.specs import Precision, Recompute
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.step_time import (
+    userbuffers_bulk_exposed, userbuffers_pipeline_exposed, userbuffers_ring_exposed,
+)
+
+
+def _row(**cells):
+    row = dict(id="x-1", source="test", confidence="high", notes="", model="GPT 32B", layers="48", hidden="7168",
+               heads="56", kv_heads="", ffn="28672", vocab="131072", seq_len="4096", ffn_kind="gelu", hf_config="",
+               moe_experts="", moe_topk="", moe_ffn="", moe_shared_experts="", moe_dense_layers="",
+               system="dgx-h100", num_gpus="384", tp="8", pp="1", dp="48", cp="1", ep="1", vpp="", micro_batch="",
+               global_batch="192", recompute="", sequence_parallel="", precision="bf16", sharding="zero1",
+               framework="megatron", metric="tflops_per_gpu_model", value="459.6")
+    row.update(cells)
+    return row
+
+
+def test_tuned_megatron_core_bf16_row_runs_sp_with_tp_overlap_and_says_so():
+    # Megatron-LM README (2024 weak scaling): --tp-comm-overlap, which needs --sequence-parallel
+    plan, notes = plan_from_row(_row(), "Hopper GH100")
+    assert plan.sequence_parallel and plan.tp_comm_overlap
+    assert any("tuned Megatron-core recipe" in n for n in notes)
+    assert "tp_comm_overlap" in predict_row(_row()).notes
+
+
+@pytest.mark.parametrize("cells", [
+    dict(micro_batch="2"),            # a complete launch configuration: an absent --sequence-parallel is off
+    dict(sequence_parallel="false"),  # stated off
+    dict(tp="1", dp="384"),           # no tensor parallelism to overlap
+    dict(framework="torchtitan"),     # not Megatron
+])
+def test_the_megatron_core_default_stays_off_where_the_row_says_otherwise(cells):
+    plan, notes = plan_from_row(_row(**cells), "Hopper GH100")
+    assert not plan.tp_comm_overlap
+    assert not any("tuned Megatron-core" in n for n in notes)
+
+
+def test_empty_precision_is_the_legacy_fp16_stack_only_before_hopper():
+    row = _row(precision="")
+    # A100: the pre-FlashAttention Megatron recipe (fp16, unfused attention, full recompute)
+    plan_a, _ = plan_from_row(dict(row, system="dgx-a100-80gb"), "Ampere GA100")
+    assert plan_a.precision is Precision.FP16
+    assert attention_kernel_from_row(row, Framework.MEGATRON, "Ampere GA100") is AttentionKernel.UNFUSED
+    # H100: TransformerEngine era, bf16 with FlashAttention, no implied recompute
+    plan_h, _ = plan_from_row(row, "Hopper GH100")
+    assert plan_h.precision is Precision.BF16 and plan_h.recompute is Recompute.NONE
+    assert attention_kernel_from_row(row, Framework.MEGATRON, "Hopper GH100") is AttentionKernel.FLASH
+    assert "recompute=full" not in predict_row(row).notes
+
+
+def test_ring_exchange_exposes_one_chunk_and_the_copy_engine_contention():
+    # c = 1 ms all-gather, g = 3 ms GEMM, tp 8: max(0, 1 - 3) + 1/8 + 0.05 x 1 = 0.175 ms
+    assert float(userbuffers_ring_exposed(1e-3, 3e-3, 8)) == pytest.approx(0.175e-3)
+    with knobs.overridden({"training.overlap_contention": 0.0}):
+        assert float(userbuffers_ring_exposed(1e-3, 3e-3, 8)) == pytest.approx(0.125e-3)
+    # a collective longer than the GEMM: 5 - 3 = 2 exposed + 3/8 + 0.05 x 3 = 2.525 ms
+    assert float(userbuffers_ring_exposed(5e-3, 3e-3, 8)) == pytest.approx(2.525e-3)
+
+
+def test_pipeline_reduce_scatter_slows_the_gemm_by_its_sms_and_exposes_the_last_split():
+    # NeMo proj_fprop: 24 SMs of 132 for the reduction, GEMM on 108: 3 ms -> 3 x 132/108 = 3.6667 ms
+    # c = 1 ms: slowdown 0.6667 + max(0, 1 - 3.6667) + 1/4 (last of 4 splits) = 0.91667 ms
+    assert float(userbuffers_pipeline_exposed(1e-3, 3e-3, 24.0, 132.0)) == pytest.approx(0.916667e-3, rel=1e-5)
+    # c = 5 ms: 0.6667 + (5 - 3.6667) + 3.6667/4 = 2.91667 ms
+    assert float(userbuffers_pipeline_exposed(5e-3, 3e-3, 24.0, 132.0)) == pytest.approx(2.916667e-3, rel=1e-5)
+
+
+def test_bulk_overlap_costs_its_sms_while_both_run():
+    # qkv_wgrad: 24 SMs beside a 3 ms GEMM, c = 1 ms: 0 + 24/132 x 1 = 0.181818 ms
+    assert float(userbuffers_bulk_exposed(1e-3, 3e-3, 24.0, 132.0)) == pytest.approx(0.181818e-3, rel=1e-5)
+    # fc1_wgrad: 4 SMs, c = 4 ms > g = 3 ms: 1 + 4/132 x 3 = 1.090909 ms
+    assert float(userbuffers_bulk_exposed(4e-3, 3e-3, 4.0, 132.0)) == pytest.approx(1.090909e-3, rel=1e-5)
