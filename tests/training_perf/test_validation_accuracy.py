@@ -101,14 +101,19 @@ def test_time_mape_per_family(results):
     # meg24 20.1 -> 9.7, meg24-ss 14.3 -> 16.9 (the 96-GPU point is now 21% too fast: the steady
     # state of a 177B tp8 run), mbridge 33.2 -> 22.0 (the H100 rows with an empty precision cell are
     # bf16, not the legacy stack), nemo2407 5.8 -> 6.5, ttbench 33.0 -> 31.7, all time rows 15.22.
-    limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 7.2,
-              "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 2.5, "megft": 38.0,
-              "meg21-t2": 65.0, "dsv3": 105.0, "mbr-moe": 42.0, "mtnlg": 24.0, "mbridge": 24.5,
-              "llama3": 32.0, "ttbench": 35.0, "meg24": 11.0, "mbr-bw": 14.0, "meg24-ss": 19.0,
-              "megpr6429": 10.0, "bloom": 6.0, "llama1": 5.0}
+    # Hopper's sustained GEMM fraction as its own fitted ratio (0.92 of the A100 value, fitted on the
+    # H100 families; CV overall 16.80 -> 16.38): mpt-h100 8.76 -> 6.31, nemo2407 6.5 -> 4.8,
+    # ttbench 31.7 -> 28.9, megft 34.2 -> 32.9, meg24-ss 16.9 -> 15.4, megpr6429 9.1 -> 7.7; meg24
+    # 9.7 -> 11.5, mbridge 22.0 -> 23.8, llama3 28.5 -> 31.9 (their H100 runs were already too slow),
+    # dsv3 98.2 -> 102.8; all time rows 14.67.
+    limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 5.5,
+              "mpt-a100": 8.0, "mpt-h100": 7.2, "tt-a100": 2.5, "megft": 36.5,
+              "meg21-t2": 65.0, "dsv3": 108.0, "mbr-moe": 42.0, "mtnlg": 24.0, "mbridge": 26.5,
+              "llama3": 35.0, "ttbench": 32.0, "meg24": 13.0, "mbr-bw": 14.0, "meg24-ss": 17.5,
+              "megpr6429": 8.5, "bloom": 6.0, "llama1": 5.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 16.8
+    assert _mape(time_rows) <= 16.2
 
 
 def test_vtrain_strategy_ranking(results):

@@ -215,6 +215,18 @@ SUSTAINED_GEMM_FRACTION = knobs.register(
     source="fitted: one value for every GPU, set from the Megatron A100 rows (Narayanan et al. 2021, Korthikanti et al. 2022)",
     scales="every training GEMM (divides the mamf-finder-sourced GEMM rate)",
     fitted_on=("meg21-t1", "korth-t5", "korth-abs"))
+#: Hopper's sustained GEMM fraction relative to the one above (the A100-fitted value): the share of
+#: the short-benchmark (mamf-finder) rate a GEMM keeps inside a full training step depends on how
+#: far the part's clock falls under its sustained power draw (H100 SXM: 700 W; its 989 TFLOP/s
+#: peak is quoted at the 1830 MHz boost clock), so it is a property of the part, not one value for
+#: every GPU. Fitted on the H100 training families (0.917 +- 0.042 with the base refit on every
+#: family, `validate --cv family`, 2026-11-24); 1.0 would be the A100 value.
+SUSTAINED_GEMM_RATIO_HOPPER = knobs.register(
+    "training.sustained_gemm_ratio.hopper", unit="ratio", default=0.92, low=0.5, high=1.25,
+    source="fitted: the H100 families' steady-state throughput (Megatron-core 2024 weak / strong scaling, NeMo 24.07, "
+           "Megatron-Bridge, MosaicML llm-foundry, torchtitan)",
+    scales="every training GEMM on Hopper parts (x training.sustained_gemm_fraction)",
+    fitted_on=("meg24", "meg24-ss", "nemo2407", "mbridge", "mpt-h100", "ttbench", "megft"))
 #: Extra HBM bytes per GEMM-input element with FP8 (TransformerEngine): cast + transpose of the
 #: bf16 input (read 2 B, write 1 B twice) and of the output gradient in backward.
 FP8_CAST_BYTES = 4.0
@@ -371,8 +383,17 @@ class StepArrays:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "step_s"}
 
 
+def sustained_gemm_fraction(gpu: Gpu) -> float:
+    """Sustained fraction of the mamf-finder GEMM rate in a training step: `training.sustained_gemm_fraction`,
+    x `training.sustained_gemm_ratio.hopper` on Hopper parts."""
+    base = knobs.value("training.sustained_gemm_fraction")
+    if "hopper" in gpu.architecture.lower():
+        return base * knobs.value("training.sustained_gemm_ratio.hopper")
+    return base
+
+
 def _gemm(ctx: StepContext, m, n, k, dtype: str | None = None):
-    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / knobs.value("training.sustained_gemm_fraction")
+    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / sustained_gemm_fraction(ctx.gpu)
 
 
 def training_attention_ceiling(gpu: Gpu) -> float:
