@@ -80,3 +80,40 @@ def test_bulk_overlap_costs_its_sms_while_both_run():
     assert float(userbuffers_bulk_exposed(1e-3, 3e-3, 24.0, 132.0)) == pytest.approx(0.181818e-3, rel=1e-5)
     # fc1_wgrad: 4 SMs, c = 4 ms > g = 3 ms: 1 + 4/132 x 3 = 1.090909 ms
     assert float(userbuffers_bulk_exposed(4e-3, 3e-3, 4.0, 132.0)) == pytest.approx(1.090909e-3, rel=1e-5)
+
+
+def test_plan_search_leaves_the_caching_allocator_its_slack():
+    from types import SimpleNamespace
+
+    from gpuplan.catalog import load_catalog
+    from gpuplan.workloads.training.plan_search import runs_within_memory
+
+    gpu = load_catalog().gpu("h100-sxm5-80gb")  # 80 GiB
+    gib = 2**30
+    # allocated 77 GiB -> reserved 77 x 1.05 = 80.85 GiB, + 1 GiB outside the allocator = 81.85 > 80
+    edge = SimpleNamespace(per_gpu_bytes={"total": 78 * gib}, allocated_bytes=77 * gib, reserved_bytes=80.85 * gib)
+    assert not runs_within_memory(edge, gpu)
+    # allocated 73 GiB -> 76.65 + 1 = 77.65 <= 80
+    roomy = SimpleNamespace(per_gpu_bytes={"total": 74 * gib}, allocated_bytes=73 * gib, reserved_bytes=76.65 * gib)
+    assert runs_within_memory(roomy, gpu)
+
+
+def test_gpt3_175b_on_256_h100_picks_plans_whose_reserved_peak_fits():
+    # the seed question: every confirmed plan keeps PyTorch-reserved + outside-allocator memory
+    # within the 80 GiB (the allocated peak alone once let a 76.5 GiB plan through, whose reserved
+    # peak is 80.3 GiB)
+    from gpuplan.catalog import load_catalog
+    from gpuplan.models import load_model
+    from gpuplan.workloads.training.memory import training_memory
+    from gpuplan.workloads.training.plan_search import SearchSpace, search_plans
+
+    c = load_catalog()
+    system = c.system("dgx-h100")
+    gpu = c.gpu(system.gpu)
+    model = load_model("gpt3-175b")
+    result = search_plans(model, system, gpu, 256, SearchSpace(seq_len=2048), top=3)
+    assert result.best
+    for ranked in result.best:
+        mem = training_memory(model, ranked.plan, gpu)
+        outside = mem.per_gpu_bytes["total"] - mem.allocated_bytes
+        assert mem.reserved_bytes + outside <= gpu.memory_bytes

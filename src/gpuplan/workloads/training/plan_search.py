@@ -19,7 +19,9 @@ parameters of the first pipeline stage, bytes per parameter and the per-token ac
 a layer are taken *from that module's functions* (called once per unique (tp, sp, recompute)),
 and only the in-flight micro-batch count and the sharding divisions are computed on arrays. Plans
 over SCREEN_MARGIN x capacity are dropped; the ranked survivors are confirmed one by one with
-`training_memory` itself until `top` plans fit.
+`training_memory` itself until `top` plans fit. A confirmed plan must leave the caching
+allocator its slack (`runs_within_memory`): PyTorch-reserved memory, not the allocated peak, plus
+what lives outside the allocator, within the GPU's capacity.
 """
 
 from __future__ import annotations
@@ -53,6 +55,18 @@ SCREEN_MARGIN = 1.05
 DEFAULT_BATCH_TOKENS = 2**22
 #: Cap of the default training sequence length (`default_seq_len`).
 DEFAULT_SEQ_LEN_CAP = 4096
+
+
+def runs_within_memory(memory, gpu: Gpu) -> bool:
+    """A plan runs when PyTorch's reserved peak fits: `memory.reserved_bytes` (the allocated peak x
+    (1 + `training.memory.allocator_reserved_fraction`), the caching allocator's rounding and split
+    blocks) + the memory outside the allocator (CUDA context, NCCL buffers) <= capacity. The
+    allocated peak alone reaches capacity only without fragmentation: the caching allocator raises
+    out-of-memory when a request fits no reserved block and cudaMalloc of a new segment fails
+    (PyTorch "CUDA semantics: memory management"), so a plan at the edge of the allocated peak is not
+    a plan a tuned run uses."""
+    outside = memory.per_gpu_bytes["total"] - memory.allocated_bytes
+    return memory.reserved_bytes + outside <= gpu.memory_bytes
 
 
 def default_seq_len(model: ModelSpec) -> int:
@@ -454,7 +468,7 @@ def search_plans(
             framework=ctx.framework, attention_kernel=ctx.attention_kernel,
         )
         memory = training_memory(model, plan, gpu)
-        if not memory.fits:
+        if not runs_within_memory(memory, gpu):
             exact_rejects += 1
             continue
         st = step_time_result(ctx, plan, {k: float(row[k]) for k in part_names})
@@ -487,4 +501,4 @@ def search_plans(
 
 
 __all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "default_seq_len", "grid_blocks", "RankedPlan",
-           "SearchResult", "SearchSpace", "memory_bytes_arrays", "search_plans"]
+           "SearchResult", "SearchSpace", "memory_bytes_arrays", "runs_within_memory", "search_plans"]
