@@ -117,3 +117,29 @@ def test_gpt3_175b_on_256_h100_picks_plans_whose_reserved_peak_fits():
         mem = training_memory(model, ranked.plan, gpu)
         outside = mem.per_gpu_bytes["total"] - mem.allocated_bytes
         assert mem.reserved_bytes + outside <= gpu.memory_bytes
+
+
+@pytest.mark.parametrize("stage_layers, expected", [
+    (12, 6),   # 96 layers on pp 8 (NeMo GPT-3 175B: vp 6) -> 2 layers per virtual stage
+    (16, 8),   # 2 layers each
+    (21, 7),   # 3 x 7: the most chunks of >= 2 layers are 7 chunks of 3
+    (23, 23),  # prime: 1 layer per chunk
+    (4, 2),
+])
+def test_interleaved_virtual_stages_of_a_tuned_megatron_core_run(stage_layers, expected):
+    from gpuplan.interfaces.validation_training import interleaved_virtual_stages
+
+    assert interleaved_virtual_stages(stage_layers * 4, 4) == expected
+
+
+def test_unstated_vpp_of_a_tuned_megatron_core_pipeline_is_interleaved():
+    # GPT 177B on 2304 H100: 96 layers, pp 6 -> 16 layers per stage -> vpp 8 (2 layers each);
+    # m = 1152 / 48 = 24 micro-batches, divisible by pp 6
+    row = _row(layers="96", hidden="12288", heads="96", ffn="49152", num_gpus="2304", pp="6", dp="48",
+               global_batch="1152")
+    plan, notes = plan_from_row(row, "Hopper GH100")
+    assert plan.vpp == 8 and any("interleaved schedule" in n for n in notes)
+    # a stated vpp, a stated micro-batch or m not divisible by pp keep 1F1B
+    assert plan_from_row(dict(row, vpp="1"), "Hopper GH100")[0].vpp == 1
+    assert plan_from_row(dict(row, micro_batch="1"), "Hopper GH100")[0].vpp == 1
+    assert plan_from_row(dict(row, global_batch="1200"), "Hopper GH100")[0].vpp == 1  # m = 25

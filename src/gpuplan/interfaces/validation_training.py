@@ -30,7 +30,15 @@ Defaults for empty cells (documented, the same for every row):
   as well (a throughput table of a tuned run); a row that states its micro-batch was read from a
   complete configuration (e.g. a CI test's model_config.yaml), where an absent
   `--sequence-parallel` is off. There, an empty sequence_parallel cell with tp > 1 is true and TP
-  comm overlap on; the row's notes say so.
+  comm overlap on; the row's notes say so. With pp > 1 and an empty vpp cell such a run is
+  interleaved: Megatron-core overlaps pipeline sends only under the interleaved schedule
+  (arguments.py turns `overlap_p2p_comm` off without virtual stages, "non-interleaved schedule does
+  not support overlapping p2p communication"), and the README's runs overlap "pipeline-parallel
+  communication (enabled by default)". The virtual stages: 2 layers each, as NeMo's tuned recipes
+  (GPT-3 175B pp 8 vp 6 of 96 layers, Llama 3.1 405B pp 8 vp 8; Megatron-Bridge's tables here
+  state 2 layers per virtual stage), the most virtual stages whose chunks hold at least 2 layers
+  (`interleaved_virtual_stages`), 1 layer each where the stage's layer count is prime; only where
+  the micro-batches divide by pp (the interleaved schedule's requirement in Megatron-LM).
 - precision: fp16 for megatron / deepspeed rows on pre-Hopper GPUs (the same pre-FlashAttention
   recipes as the attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
   (the A100/H100 tensor-core peak is the same for both).
@@ -108,7 +116,7 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
             raise SkipRow("neither dp nor num_gpus given")
         dp = num_gpus // (tp * pp * cp)
         notes.append(f"dp={dp} from num_gpus")
-    ep, vpp = _int(row, "ep", 1), _int(row, "vpp", 1)
+    ep, vpp = _int(row, "ep", 1), _int(row, "vpp", None)
     mb = _int(row, "micro_batch", None)
     if mb is None:
         mb = 1
@@ -139,6 +147,14 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
         notes.append(f"sequence_parallel + tp_comm_overlap ({recipe}, unstated)")
     if not _cell(row, "precision"):
         notes.append(f"precision={default_prec}")
+    layers = _int(row, "layers", None)
+    if vpp is None:
+        vpp = 1
+        m = gb // (mb * dp)
+        if megatron_core and pp > 1 and layers and m % pp == 0:
+            vpp = interleaved_virtual_stages(layers, pp)
+            if vpp > 1:
+                notes.append(f"vpp={vpp} (interleaved schedule of a tuned Megatron-core run, unstated)")
     shard_raw = _cell(row, "sharding") or "none"
     seq = _int(row, "seq_len", 2048)
     try:
@@ -153,6 +169,17 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     if num_gpus is not None and plan.num_gpus != num_gpus:
         raise SkipRow(f"tp*pp*dp*cp = {plan.num_gpus} differs from num_gpus {num_gpus}")
     return plan, notes
+
+
+def interleaved_virtual_stages(layers: int, pp: int) -> int:
+    """Virtual stages per pipeline rank of a tuned Megatron-core run (module docstring): the most
+    whose chunks hold at least 2 layers of the stage's ceil(layers / pp), 1 layer per chunk where
+    only a single chunk would qualify (a prime layer count)."""
+    stage = -(-layers // pp)
+    for v in range(stage // 2, 1, -1):
+        if stage % v == 0:
+            return v
+    return stage
 
 
 def framework_from_row(row: dict[str, str]) -> Framework:
@@ -229,4 +256,5 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "legacy_stack", "plan_from_row", "predict_row"]
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "interleaved_virtual_stages", "legacy_stack",
+           "plan_from_row", "predict_row"]

@@ -219,10 +219,10 @@ SUSTAINED_GEMM_FRACTION = knobs.register(
 #: the short-benchmark (mamf-finder) rate a GEMM keeps inside a full training step depends on how
 #: far the part's clock falls under its sustained power draw (H100 SXM: 700 W; its 989 TFLOP/s
 #: peak is quoted at the 1830 MHz boost clock), so it is a property of the part, not one value for
-#: every GPU. Fitted on the H100 training families (0.917 +- 0.042 with the base refit on every
+#: every GPU. Fitted on the H100 training families (0.891 +- 0.040 with the base refit on every
 #: family, `validate --cv family`, 2026-11-24); 1.0 would be the A100 value.
 SUSTAINED_GEMM_RATIO_HOPPER = knobs.register(
-    "training.sustained_gemm_ratio.hopper", unit="ratio", default=0.92, low=0.5, high=1.25,
+    "training.sustained_gemm_ratio.hopper", unit="ratio", default=0.89, low=0.5, high=1.25,
     source="fitted: the H100 families' steady-state throughput (Megatron-core 2024 weak / strong scaling, NeMo 24.07, "
            "Megatron-Bridge, MosaicML llm-foundry, torchtitan)",
     scales="every training GEMM on Hopper parts (x training.sustained_gemm_fraction)",
