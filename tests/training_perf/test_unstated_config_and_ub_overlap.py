@@ -143,3 +143,13 @@ def test_unstated_vpp_of_a_tuned_megatron_core_pipeline_is_interleaved():
     assert plan_from_row(dict(row, vpp="1"), "Hopper GH100")[0].vpp == 1
     assert plan_from_row(dict(row, micro_batch="1"), "Hopper GH100")[0].vpp == 1
     assert plan_from_row(dict(row, global_batch="1200"), "Hopper GH100")[0].vpp == 1  # m = 25
+
+
+def test_cross_entropy_bytes_per_logit_by_framework():
+    from gpuplan.workloads.training.step_time import loss_bytes_per_logit
+
+    # Megatron-core vocab-parallel CE, op by op: float() 2+4, max 4, sub 4+4, exp 4+4, sum 4,
+    # div 4+4 = 38 forward; mul_ 4+4, cast back 4+2 = 14 backward -> 52
+    assert loss_bytes_per_logit(Framework.MEGATRON) == 38 + 14
+    # flash-attn fused CE (llm-foundry's default loss): read 2 forward, read 2 + write 2 backward
+    assert loss_bytes_per_logit(Framework.FSDP) == 2 + 2 + 2

@@ -111,14 +111,18 @@ def test_time_mape_per_family(results):
     # 10.2 (its pp rows were right only because the 1F1B bubble offset a too-fast steady state),
     # meg24-ss 15.4 -> 7.1, mbridge 23.8 -> 24.9, llama3 31.9 -> 33.3, dsv3 -> 104.8, ttbench 28.0;
     # all time rows 14.52.
-    limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 5.5,
-              "mpt-a100": 8.0, "mpt-h100": 7.2, "tt-a100": 2.5, "megft": 36.0,
-              "meg21-t2": 65.0, "dsv3": 110.0, "mbr-moe": 42.0, "mtnlg": 24.0, "mbridge": 27.5,
-              "llama3": 36.5, "ttbench": 31.0, "meg24": 11.5, "mbr-bw": 14.0, "meg24-ss": 8.5,
+    # Cross-entropy bytes counted op by op (Megatron-core vocab-parallel CE: 52 B per logit, was 16;
+    # llm-foundry's fused CE: 6 B): meg24 10.2 -> 8.9 (GPT-1.7B's 131k-vocab head), megft 32.4 ->
+    # 30.1, mbr-moe 37.1 -> 35.1, nemo2407 5.0 -> 5.4, mpt-a100 7.05 -> 7.20, dsv3 104.8 -> 109.1;
+    # all time rows 14.41 (CV overall 16.27 -> 16.12).
+    limits = {"meg21-t1": 3.4, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.9, "nemo2407": 6.0,
+              "mpt-a100": 8.0, "mpt-h100": 7.2, "tt-a100": 2.5, "megft": 33.5,
+              "meg21-t2": 65.0, "dsv3": 114.0, "mbr-moe": 39.0, "mtnlg": 24.0, "mbridge": 27.5,
+              "llama3": 36.5, "ttbench": 31.0, "meg24": 10.0, "mbr-bw": 13.0, "meg24-ss": 8.0,
               "megpr6429": 8.5, "bloom": 6.0, "llama1": 5.0}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 16.0
+    assert _mape(time_rows) <= 15.9
 
 
 def test_vtrain_strategy_ranking(results):

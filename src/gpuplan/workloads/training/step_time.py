@@ -40,7 +40,8 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   (TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION): layer mode checkpoints every 2nd block, op mode saves
   the outputs of every other matmul and recomputes the rest.
 - Output head + cross-entropy on the last stage: one GEMM t x V/tp x h (x3 for fwd+bwd) plus
-  LOSS_BYTES_PER_LOGIT bytes per logit. The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
+  `loss_bytes_per_logit` bytes per logit (Megatron's op-by-op cross entropy: 52 B; llm-foundry's
+  fused one: 6 B). The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
   recipes convert only the transformer layers' linears (TransformerEngine modules in Megatron-core,
   whose output layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`).
 
@@ -145,8 +146,20 @@ UNFUSED_SCORE_BYTES_FWD = 13.0
 UNFUSED_SCORE_BYTES_BWD = 26.0
 #: FlashAttention backward / forward FLOPs (Dao 2023, FlashAttention-2 sec. 3: 5 vs 2 GEMMs).
 FLASH_BACKWARD_RATIO = 2.5
-#: Cross-entropy over fp32 logits: write logits (4), softmax read+write (8), gradient write (4) = 16 B.
-LOSS_BYTES_PER_LOGIT = 16.0
+#: Cross-entropy over the logits, HBM bytes per logit (forward + backward), counted from Megatron-core's
+#: vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py, unfused): forward
+#: `.float()` of the bf16 logits (read 2, write 4), max over the vocabulary (read 4), in-place
+#: subtraction of the max (4 + 4), in-place exp (4 + 4), sum (4), in-place division into the softmax it
+#: saves (4 + 4) = 38 B; backward `grad_input.mul_(grad_output)` (4 + 4) and the cast of the fp32
+#: gradient back to bf16 for the output layer (read 4, write 2) = 14 B; 52 B in all. PyTorch's
+#: `cross_entropy(logits.float(), ...)` (torchtitan, HF) moves about as much (cast, log-softmax with
+#: its max / sum passes, its backward, the cast back).
+LOSS_BYTES_PER_LOGIT = 52.0
+#: llm-foundry's MPT (`Framework.FSDP`, Composer) takes flash-attn's fused cross entropy by default
+#: (ComposerMPTCausalLM: `om_model_config.get('loss_fn', 'fused_crossentropy')`, flash_attn.losses.
+#: cross_entropy): one forward kernel reads the bf16 logits (2 B), one backward kernel reads them
+#: again and writes their gradient (2 + 2): 6 B per logit.
+FUSED_LOSS_BYTES_PER_LOGIT = 6.0
 #: Adam: read master, m, v, grad (4 x 4 B), write master, m, v (3 x 4 B) and the bf16 weight (2 B).
 ADAM_BYTES_PER_PARAM = 30.0
 #: Fraction of backward TP collective time hidden behind weight-gradient GEMMs (Megatron async TP
@@ -635,17 +648,24 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
                         layer_fwd, layer_bwd, recompute)
 
 
+def loss_bytes_per_logit(framework: Framework) -> float:
+    """HBM bytes per logit of the cross-entropy, forward + backward: FUSED_LOSS_BYTES_PER_LOGIT under
+    `Framework.FSDP` (llm-foundry's fused cross entropy), else LOSS_BYTES_PER_LOGIT (Megatron-core's
+    vocab-parallel cross entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
+    return FUSED_LOSS_BYTES_PER_LOGIT if framework is Framework.FSDP else LOSS_BYTES_PER_LOGIT
+
+
 def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompute:
     """The busiest pipeline rank: ceil(L / (pp vpp)) x vpp layers (Megatron's uneven split; = L / pp
     when pp x vpp divides L) and, on the last stage, the output head + loss: one GEMM t x V / tp x h
     (x 3 for forward + backward) in the activation dtype also in FP8 runs (Megatron-core's output
     layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`) plus
-    LOSS_BYTES_PER_LOGIT bytes per logit."""
+    `loss_bytes_per_logit` bytes per logit."""
     L = float(ctx.layers)
     layers_per_stage = np.ceil(L / (g.pp * g.vpp)) * g.vpp
     head_n, head_k = local_gemm_shape(ctx.ops.head, g.tp)
     head = (3.0 * _gemm(ctx, g.t, head_n, head_k, ctx.act_dtype)
-            + g.t * ctx.vocab / g.tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s)
+            + g.t * ctx.vocab / g.tp * loss_bytes_per_logit(ctx.framework) / ctx.hbm_bytes_s)
     stage_fwd, stage_bwd = layers_per_stage * lc.layer_fwd, layers_per_stage * lc.layer_bwd
     return StageCompute(layers_per_stage, layers_per_stage / L, head, stage_fwd, stage_bwd,
                         stage_fwd + stage_bwd + head, layers_per_stage * lc.layer_recompute)
