@@ -153,3 +153,31 @@ def test_cross_entropy_bytes_per_logit_by_framework():
     assert loss_bytes_per_logit(Framework.MEGATRON) == 38 + 14
     # flash-attn fused CE (llm-foundry's default loss): read 2 forward, read 2 + write 2 backward
     assert loss_bytes_per_logit(Framework.FSDP) == 2 + 2 + 2
+
+
+def test_zero2_reduce_scatters_every_micro_batch():
+    # ZeRO-2 partitions gradients, so each micro-batch's gradients are reduce-scattered after its
+    # backward (deepspeedai/DeepSpeed#2252); ZeRO-1 reduces once per step. DeepSpeed's engine does not
+    # overlap them: ZeRO-2 - ZeRO-1 = (m - 1) x one reduce-scatter of the local fp32 gradients.
+    from gpuplan.catalog import load_catalog
+    from gpuplan.models import load_model
+    from gpuplan.primitives.collectives import Collective, collective_seconds
+    from gpuplan.workloads.training.step_time import StepContext, step_time_arrays
+
+    c = load_catalog()
+    system = c.system("dgx-a100-80gb")
+    gpu = c.gpu(system.gpu)
+    model = load_model("gpt3-175b").model_copy(update={"layers": 2, "name": "tiny"})
+    ctx = StepContext.build(model, system, gpu, 2048, framework=Framework.DEEPSPEED)
+    m, dp = 4, 8
+    dp_s = {}
+    for code in (1, 2):  # ShardingCode.ZERO1, ZERO2
+        arrays = step_time_arrays(ctx, 1, 1, dp, 1, 1, 1, 1, m, 0, False, code)
+        dp_s[code] = float(arrays.dp_comm_s)
+    params = ctx.body_params + ctx.input_embedding_params + ctx.output_head_params  # tp = pp = 1
+    rs = collective_seconds(Collective.REDUCE_SCATTER, params * 4.0, dp, 8, system, gpu)  # fp32 grads, 8 per node
+    assert dp_s[2] - dp_s[1] == pytest.approx((m - 1) * rs, rel=1e-9)
+    # Megatron-style overlap: still never cheaper than ZeRO-1
+    ctx_m = StepContext.build(model, system, gpu, 2048)
+    z1, z2 = (float(step_time_arrays(ctx_m, 1, 1, dp, 1, 1, 1, 1, m, 0, False, code).dp_comm_s) for code in (1, 2))
+    assert z2 >= z1

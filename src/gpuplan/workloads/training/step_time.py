@@ -797,8 +797,13 @@ def local_params(ctx: StepContext, g: PlanAxes, sc: StageCompute):
 
 def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense, local_experts):
     """Exposed data-parallel communication per step. Gradients reduce over dp x cp ranks (experts
-    over their expert-DP group tp x cp x dp / (ep x etp)). No sharding: all-reduce; ZeRO-1/2:
-    reduce-scatter + all-gather of the parameters; ZeRO-3/FSDP: per micro-batch two all-gathers and a
+    over their expert-DP group tp x cp x dp / (ep x etp)). No sharding: all-reduce; ZeRO-1:
+    reduce-scatter + all-gather of the parameters once per step; ZeRO-2: the reduce-scatter after
+    every micro-batch (gradients are partitioned, so a rank keeps only its shard and cannot wait for
+    the accumulation boundary: DeepSpeed engine "ZeRO stage >= 2 communicates during non gradient
+    accumulation boundaries as well", deepspeedai/DeepSpeed#2252), each behind that micro-batch's
+    backward, the gather once per step (every micro-batch under FSDP's SHARD_GRAD_OP, which frees
+    the parameters after each backward); ZeRO-3/FSDP: per micro-batch two all-gathers and a
     reduce-scatter. Megatron-core and FSDP overlap them (the reduce with the last backward, the
     gather with the first forward; ZeRO-3 per micro-batch with its compute), DeepSpeed's ZeRO-0/1
     engine does not. An overlapped NCCL collective holds one SM per channel, slowing the compute it
@@ -826,14 +831,19 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     if ctx.framework is not Framework.DEEPSPEED:
         contention = collective_sm_fraction(dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu)
         unsharded = np.maximum(0.0, reduce_all - last_bwd) + contention * np.minimum(reduce_all, last_bwd)
-        zero12 = (np.maximum(0.0, reduce_scatter - last_bwd) + np.maximum(0.0, gather - sc.stage_fwd)
-                  + contention * (np.minimum(reduce_scatter, last_bwd) + np.minimum(gather, sc.stage_fwd)))
+        reduce_mb = np.maximum(0.0, reduce_scatter - last_bwd) + contention * np.minimum(reduce_scatter, last_bwd)
+        gather_mb = np.maximum(0.0, gather - sc.stage_fwd) + contention * np.minimum(gather, sc.stage_fwd)
+        zero12 = reduce_mb + gather_mb
+        # ZeRO-2: each micro-batch's gradients are reduce-scattered behind its own backward; FSDP's
+        # SHARD_GRAD_OP also re-gathers the parameters it frees after each backward
+        zero2 = g.m * reduce_mb + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb
         per_mb = 2.0 * gather + reduce_scatter
         window = sc.compute_mb + sc.recompute_mb
         zero3 = g.m * (np.maximum(0.0, per_mb - window) + contention * np.minimum(per_mb, window))
     else:
         unsharded = reduce_all
         zero12 = reduce_scatter + gather
+        zero2 = g.m * reduce_scatter + gather
         zero3 = g.m * (2.0 * gather + reduce_scatter)
     if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
         zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
@@ -842,7 +852,8 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         # reduce-scatter per step, overlapped like ZeRO-1/2, one copy-out (4 B) and one copy-in (6 B)
         zero3_pp = zero12 + (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
         zero3 = np.where(g.pp > 1, zero3_pp, zero3)
-    return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(g.shard == ShardingCode.NONE, unsharded, zero12))
+    return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(
+        g.shard == ShardingCode.NONE, unsharded, np.where(g.shard == ShardingCode.ZERO2, zero2, zero12)))
 
 
 def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts):
