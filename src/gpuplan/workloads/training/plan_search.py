@@ -311,7 +311,9 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
         invalid |= mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     mem = memory_bytes_arrays(model, proto, g, dp, m)
-    too_big = np.broadcast_to(mem > SCREEN_MARGIN * gpu.memory_bytes, shape) & ~invalid
+    # the exact check asks for the reserved peak (`runs_within_memory`): screen on it too
+    reserved = mem * (1.0 + knobs.value("training.memory.allocator_reserved_fraction"))
+    too_big = np.broadcast_to(reserved > SCREEN_MARGIN * gpu.memory_bytes, shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid |= too_big
     step = np.where(invalid, np.inf, arrays.step_s)
