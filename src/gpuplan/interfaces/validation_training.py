@@ -23,15 +23,38 @@ Defaults for empty cells (documented, the same for every row):
   sequence parallelism with TP communication overlap (`sequence_parallel: True`,
   `tp_comm_overlap: True`) whenever tp > 1: an empty sequence_parallel cell is true there, and
   TP comm overlap is on; a stated `false` keeps both off.
-- precision: fp16 for megatron / deepspeed rows (the same pre-FlashAttention recipes as the
-  attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
+- Megatron-core rows in bf16 (framework megatron, FlashAttention era: not the legacy rule below)
+  follow the same rule: tuned Megatron-core runs overlap TP communication with TransformerEngine
+  userbuffers, which requires sequence parallelism (Megatron-LM README, 2024 weak-scaling runs:
+  "fine-grained overlapping of ... tensor-parallel (`--tp-comm-overlap`) ... communication";
+  Megatron-LM arguments.py refuses `--tp-comm-overlap` without `--sequence-parallel`; NeMo's
+  recipes ship userbuffers configs for bf16 as for fp8, nemo/collections/llm/recipes/
+  tp_overlap_configs/userbuffers.py `userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192`). This rule
+  is for published runs that omit their launch configuration, told by an empty micro_batch cell
+  as well (a throughput table of a tuned run); a row that states its micro-batch was read from a
+  complete configuration (e.g. a CI test's model_config.yaml), where an absent
+  `--sequence-parallel` is off. There, an empty sequence_parallel cell with tp > 1 is true and TP
+  comm overlap on; the row's notes say so. With pp > 1 and an empty vpp cell such a run is
+  interleaved: Megatron-core overlaps pipeline sends only under the interleaved schedule
+  (arguments.py turns `overlap_p2p_comm` off without virtual stages, "non-interleaved schedule does
+  not support overlapping p2p communication"), and the README's runs overlap "pipeline-parallel
+  communication (enabled by default)". The virtual stages: 2 layers each, as NeMo's tuned recipes
+  (GPT-3 175B pp 8 vp 6 of 96 layers, Llama 3.1 405B pp 8 vp 8; Megatron-Bridge's tables here
+  state 2 layers per virtual stage), the most virtual stages whose chunks hold at least 2 layers
+  (`interleaved_virtual_stages`), 1 layer each where the stage's layer count is prime; only where
+  the micro-batches divide by pp (the interleaved schedule's requirement in Megatron-LM).
+- precision: fp16 for megatron / deepspeed rows on pre-Hopper GPUs (the same pre-FlashAttention
+  recipes as the attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
   (the A100/H100 tensor-core peak is the same for both).
 - framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
   backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see specs.execution.Framework).
 - attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
-  or deepspeed, or empty precision with those frameworks: those are the pre-FlashAttention
-  Megatron / Megatron-DeepSpeed recipes (fp16 mixed precision, fused scale-mask-softmax with
-  materialised scores; FlashAttention entered Megatron-LM with bf16 TransformerEngine in 2023).
+  or deepspeed, or empty precision with those frameworks, on GPUs that predate Hopper (Volta,
+  Ampere): those are the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16 mixed
+  precision, fused scale-mask-softmax with materialised scores; FlashAttention entered
+  Megatron-LM with bf16 TransformerEngine in 2023). On Hopper and later those recipes never ran:
+  Megatron on H100 runs TransformerEngine (the library's FP8 path exists for Hopper), so an empty
+  precision there is bf16 with FlashAttention, no implied recompute.
   `fsdp` rows (PyTorch FSDP via Composer / llm-foundry, whose published MPT benchmark tables date
   from 2023) run FlashAttention v1: llm-foundry's `gpu` extra pinned flash-attn==1.0.3.post0 until
   its FlashAttention-2 extra was added. A user's own file can state other kernels only through
@@ -64,8 +87,30 @@ def _int(row: dict[str, str], key: str, default: int | None) -> int | None:
         raise SkipRow(f"column {key} is not a number: '{raw}'") from None
 
 
-def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
-    """The TrainPlan of a training.csv row and the notes on the defaults used."""
+#: GPU architectures the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16, unfused
+#: attention, full recompute) ran on; Hopper and later ran TransformerEngine (module docstring).
+LEGACY_STACK_ARCHITECTURES = ("volta", "ampere")
+
+
+def _legacy_gpu(gpu_architecture: str | None) -> bool:
+    """True when the row's GPU predates Hopper (or is unknown: the rule as it was before GPUs were told)."""
+    if gpu_architecture is None:
+        return True
+    arch = gpu_architecture.lower()
+    return any(name in arch for name in LEGACY_STACK_ARCHITECTURES)
+
+
+def legacy_stack(row: dict[str, str], framework: Framework, gpu_architecture: str | None = None) -> bool:
+    """The row is a pre-FlashAttention Megatron / Megatron-DeepSpeed recipe (module docstring):
+    framework megatron or deepspeed, precision fp16 or empty, on a pre-Hopper GPU."""
+    prec = _cell(row, "precision").lower()
+    return (framework in (Framework.MEGATRON, Framework.DEEPSPEED) and prec in ("", "fp16")
+            and _legacy_gpu(gpu_architecture))
+
+
+def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> tuple[TrainPlan, list[str]]:
+    """The TrainPlan of a training.csv row and the notes on the defaults used. `gpu_architecture`
+    (the row's GPU, `Gpu.architecture`) decides the legacy-stack rule; None: pre-Hopper."""
     notes: list[str] = []
     num_gpus = _int(row, "num_gpus", None)
     tp, pp, cp = (_int(row, k, 1) for k in ("tp", "pp", "cp"))
@@ -75,7 +120,7 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
             raise SkipRow("neither dp nor num_gpus given")
         dp = num_gpus // (tp * pp * cp)
         notes.append(f"dp={dp} from num_gpus")
-    ep, vpp = _int(row, "ep", 1), _int(row, "vpp", 1)
+    ep, vpp = _int(row, "ep", 1), _int(row, "vpp", None)
     mb = _int(row, "micro_batch", None)
     if mb is None:
         mb = 1
@@ -91,23 +136,36 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
     rc_raw = _cell(row, "recompute") or "none"
     if not _cell(row, "recompute"):
         notes.append("recompute=none")
-    legacy = framework_from_row(row) in (Framework.MEGATRON, Framework.DEEPSPEED)
+    framework = framework_from_row(row)
+    legacy = legacy_stack(row, framework, gpu_architecture)
     default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
     prec_raw = _cell(row, "precision") or default_prec
     te_fp8 = prec_raw.lower() in ("fp8", "mxfp8", "nvfp4")  # TransformerEngine low-precision recipes
+    # tuned Megatron-core runs (TE userbuffers recipes in bf16 too) whose launch configuration is unstated
+    megatron_core = framework is Framework.MEGATRON and not legacy and not _cell(row, "micro_batch")
     sp_raw = _cell(row, "sequence_parallel").lower()
-    sp = sp_raw == "true" or (te_fp8 and not sp_raw)
-    if te_fp8 and not sp_raw and tp > 1:
-        notes.append("sequence_parallel + tp_comm_overlap (fp8 TransformerEngine recipe)")
+    te_overlap = (te_fp8 or megatron_core) and not sp_raw
+    sp = sp_raw == "true" or te_overlap
+    if te_overlap and tp > 1:
+        recipe = "fp8 TransformerEngine recipe" if te_fp8 else "tuned Megatron-core recipe"
+        notes.append(f"sequence_parallel + tp_comm_overlap ({recipe}, unstated)")
     if not _cell(row, "precision"):
         notes.append(f"precision={default_prec}")
+    layers = _int(row, "layers", None)
+    if vpp is None:
+        vpp = 1
+        m = gb // (mb * dp)
+        if megatron_core and pp > 1 and layers and m % pp == 0:
+            vpp = interleaved_virtual_stages(layers, pp)
+            if vpp > 1:
+                notes.append(f"vpp={vpp} (interleaved schedule of a tuned Megatron-core run, unstated)")
     shard_raw = _cell(row, "sharding") or "none"
     seq = _int(row, "seq_len", 2048)
     try:
         plan = TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
             recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
-            tp_comm_overlap=te_fp8 and sp and tp > 1,
+            tp_comm_overlap=te_overlap and sp and tp > 1,
             sharding=Sharding(shard_raw),
         )
     except ValueError as exc:
@@ -120,6 +178,17 @@ def plan_from_row(row: dict[str, str]) -> tuple[TrainPlan, list[str]]:
     return plan, notes
 
 
+def interleaved_virtual_stages(layers: int, pp: int) -> int:
+    """Virtual stages per pipeline rank of a tuned Megatron-core run (module docstring): the most
+    whose chunks hold at least 2 layers of the stage's ceil(layers / pp), 1 layer per chunk where
+    only a single chunk would qualify (a prime layer count)."""
+    stage = -(-layers // pp)
+    for v in range(stage // 2, 1, -1):
+        if stage % v == 0:
+            return v
+    return stage
+
+
 def framework_from_row(row: dict[str, str]) -> Framework:
     raw = _cell(row, "framework").lower()
     try:
@@ -128,11 +197,12 @@ def framework_from_row(row: dict[str, str]) -> Framework:
         return Framework.OTHER
 
 
-def attention_kernel_from_row(row: dict[str, str], framework: Framework) -> AttentionKernel:
-    """Unfused attention for fp16 (or unstated precision) Megatron / DeepSpeed rows, FlashAttention
-    v1 for `fsdp` (Composer / llm-foundry) rows, FlashAttention-2 otherwise; see module doc."""
-    prec = _cell(row, "precision").lower()
-    if framework in (Framework.MEGATRON, Framework.DEEPSPEED) and prec in ("", "fp16"):
+def attention_kernel_from_row(row: dict[str, str], framework: Framework,
+                              gpu_architecture: str | None = None) -> AttentionKernel:
+    """Unfused attention for fp16 (or unstated precision) Megatron / DeepSpeed rows on pre-Hopper
+    GPUs (`legacy_stack`), FlashAttention v1 for `fsdp` (Composer / llm-foundry) rows,
+    FlashAttention-2 otherwise; see module doc."""
+    if legacy_stack(row, framework, gpu_architecture):
         return AttentionKernel.UNFUSED
     if framework is Framework.FSDP:
         return AttentionKernel.FLASH_V1
@@ -154,9 +224,9 @@ def predict_row(row: dict[str, str]) -> Prediction:
         gpu = catalog.gpu(system.gpu)
     except GpuplanError as exc:
         raise SkipRow(str(exc)) from None
-    plan, notes = plan_from_row(row)
+    plan, notes = plan_from_row(row, gpu.architecture)
     framework = framework_from_row(row)
-    kernel = attention_kernel_from_row(row, framework)
+    kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
     if not _cell(row, "recompute") and kernel is AttentionKernel.UNFUSED:
@@ -193,4 +263,5 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "plan_from_row", "predict_row"]
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "interleaved_virtual_stages", "legacy_stack",
+           "plan_from_row", "predict_row"]

@@ -19,7 +19,9 @@ parameters of the first pipeline stage, bytes per parameter and the per-token ac
 a layer are taken *from that module's functions* (called once per unique (tp, sp, recompute)),
 and only the in-flight micro-batch count and the sharding divisions are computed on arrays. Plans
 over SCREEN_MARGIN x capacity are dropped; the ranked survivors are confirmed one by one with
-`training_memory` itself until `top` plans fit.
+`training_memory` itself until `top` plans fit. A confirmed plan must leave the caching
+allocator its slack (`runs_within_memory`): PyTorch-reserved memory, not the allocated peak, plus
+what lives outside the allocator, within the GPU's capacity.
 """
 
 from __future__ import annotations
@@ -55,6 +57,19 @@ SCREEN_MARGIN = 1.05
 DEFAULT_BATCH_TOKENS = 2**22
 #: Cap of the default training sequence length (`default_seq_len`).
 DEFAULT_SEQ_LEN_CAP = 4096
+
+
+def runs_within_memory(memory, gpu: Gpu) -> bool:
+    """A plan runs when (1) its modelled total fits the usable part of the GPU (`memory.fits`: the
+    memory headroom, workloads.memory_headroom) and (2) PyTorch's reserved peak fits the GPU:
+    `memory.reserved_bytes` (the allocated peak x `training.memory.reserved_over_allocated`, the
+    caching allocator's rounding and split blocks) + the memory outside the allocator (CUDA context,
+    NCCL buffers) <= capacity. The allocated peak alone reaches capacity only without fragmentation:
+    the caching allocator raises out-of-memory when a request fits no reserved block and cudaMalloc of
+    a new segment fails (PyTorch "CUDA semantics: memory management"), so a plan at the edge of the
+    allocated peak is not a plan a tuned run uses."""
+    outside = memory.per_gpu_bytes["total"] - memory.allocated_bytes
+    return bool(memory.fits) and memory.reserved_bytes + outside <= gpu.memory_bytes
 
 
 def default_seq_len(model: ModelSpec) -> int:
@@ -303,7 +318,11 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
         invalid |= mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     mem = memory_bytes_arrays(model, proto, g, dp, m)
-    too_big = np.broadcast_to(mem > SCREEN_MARGIN * usable_memory_bytes(gpu.memory_bytes), shape) & ~invalid
+    # the exact checks (`runs_within_memory`) ask for the modelled total within the usable part and
+    # the reserved peak within capacity: screen on the tighter of the two
+    ratio = knobs.value("training.memory.reserved_over_allocated")
+    limit = min(usable_memory_bytes(gpu.memory_bytes), gpu.memory_bytes / ratio)
+    too_big = np.broadcast_to(mem > SCREEN_MARGIN * limit, shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid |= too_big
     step = np.where(invalid, np.inf, arrays.step_s)
@@ -460,7 +479,7 @@ def search_plans(
             framework=ctx.framework, attention_kernel=ctx.attention_kernel,
         )
         memory = training_memory(model, plan, gpu)
-        if not memory.fits:
+        if not runs_within_memory(memory, gpu):
             exact_rejects += 1
             continue
         st = step_time_result(ctx, plan, {k: float(row[k]) for k in part_names})
@@ -495,4 +514,4 @@ def search_plans(
 
 
 __all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "default_seq_len", "grid_blocks", "RankedPlan",
-           "SearchResult", "SearchSpace", "memory_bytes_arrays", "search_plans"]
+           "SearchResult", "SearchSpace", "memory_bytes_arrays", "runs_within_memory", "search_plans"]

@@ -40,7 +40,8 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   (TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION): layer mode checkpoints every 2nd block, op mode saves
   the outputs of every other matmul and recomputes the rest.
 - Output head + cross-entropy on the last stage: one GEMM t x V/tp x h (x3 for fwd+bwd) plus
-  LOSS_BYTES_PER_LOGIT bytes per logit. The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
+  `loss_bytes_per_logit` bytes per logit (Megatron's op-by-op cross entropy: 52 B; llm-foundry's
+  fused one: 6 B). The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
   recipes convert only the transformer layers' linears (TransformerEngine modules in Megatron-core,
   whose output layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`).
 
@@ -52,11 +53,14 @@ Communication (times from `primitives.collectives`):
   Narayanan et al. 2021 / Megatron-LM `--async-tensor-model-parallel-allreduce`).
   With `tp_comm_overlap` and sequence parallelism (TransformerEngine userbuffers; Wang et al. 2023,
   "Overlap Communication with Dependent Computation via Decomposition", ASPLOS; NeMo
-  `tp_comm_overlap`), each all-gather / reduce-scatter (half an all-reduce's time, c) is cut into tp
-  chunks pipelined with the GEMM it feeds or drains (QKV, output projection, FC1, FC2; in backward
-  the input-gradient GEMMs of the same shapes): a pair takes max(c, g) + min(c, g) / tp, so
-  max(0, c - g) + min(c, g) / tp of c is exposed (the first / last chunk cannot overlap), and the
-  overlapped part slows the GEMM by OVERLAP_CONTENTION.
+  `tp_comm_overlap`), each all-gather / reduce-scatter (half an all-reduce's time, c) overlaps a
+  GEMM by the method NeMo's tuned configs give it (UB_* constants): the all-gathers before QKV and
+  FC1 (and the backward all-gathers of the row-parallel dgrads) by ring exchange in tp chunks,
+  max(0, c - g) + min(c, g) / tp exposed + OVERLAP_CONTENTION x min(c, g); the reduce-scatters
+  after the output projection and FC2 by `pipeline` (4 splits, the GEMM on the SMs the reduction
+  leaves: slowed by SMs / (SMs - n_sm)), the last split exposed; in backward the re-gather of the
+  input beside the QKV / FC1 dgrad and the reduce-scatter of the input gradient beside their wgrad
+  by `bulk` (n_sm SMs lost while both run).
 - CP: per `ContextParallelMethod` of the framework (`workloads.training.context_parallel`):
   TransformerEngine's p2p ring passes each rank's K,V block cp-1 times forward and K,V + dK,dV
   backward, overlapped with the attention core (only the excess is exposed); PyTorch's
@@ -148,8 +152,20 @@ UNFUSED_SCORE_BYTES_FWD = 13.0
 UNFUSED_SCORE_BYTES_BWD = 26.0
 #: FlashAttention backward / forward FLOPs (Dao 2023, FlashAttention-2 sec. 3: 5 vs 2 GEMMs).
 FLASH_BACKWARD_RATIO = 2.5
-#: Cross-entropy over fp32 logits: write logits (4), softmax read+write (8), gradient write (4) = 16 B.
-LOSS_BYTES_PER_LOGIT = 16.0
+#: Cross-entropy over the logits, HBM bytes per logit (forward + backward), counted from Megatron-core's
+#: vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py, unfused): forward
+#: `.float()` of the bf16 logits (read 2, write 4), max over the vocabulary (read 4), in-place
+#: subtraction of the max (4 + 4), in-place exp (4 + 4), sum (4), in-place division into the softmax it
+#: saves (4 + 4) = 38 B; backward `grad_input.mul_(grad_output)` (4 + 4) and the cast of the fp32
+#: gradient back to bf16 for the output layer (read 4, write 2) = 14 B; 52 B in all. PyTorch's
+#: `cross_entropy(logits.float(), ...)` (torchtitan, HF) moves about as much (cast, log-softmax with
+#: its max / sum passes, its backward, the cast back).
+LOSS_BYTES_PER_LOGIT = 52.0
+#: llm-foundry's MPT (`Framework.FSDP`, Composer) takes flash-attn's fused cross entropy by default
+#: (ComposerMPTCausalLM: `om_model_config.get('loss_fn', 'fused_crossentropy')`, flash_attn.losses.
+#: cross_entropy): one forward kernel reads the bf16 logits (2 B), one backward kernel reads them
+#: again and writes their gradient (2 + 2): 6 B per logit.
+FUSED_LOSS_BYTES_PER_LOGIT = 6.0
 #: Adam: read master, m, v, grad (4 x 4 B), write master, m, v (3 x 4 B) and the bf16 weight (2 B).
 ADAM_BYTES_PER_PARAM = 30.0
 #: Fraction of backward TP collective time hidden behind weight-gradient GEMMs (Megatron async TP
@@ -167,6 +183,23 @@ OVERLAP_CONTENTION = knobs.register(
     "training.overlap_contention", unit="fraction", default=0.05, low=0.0, high=0.5,
     source="assumption; Calculon processor_usage is 0.15 on NVLink, 0.02 on InfiniBand",
     scales="compute slowdown while TE userbuffers or pipeline sends overlap it")
+#: TransformerEngine userbuffers TP-overlap methods and SM budgets per GEMM (NeMo's tuned H100
+#: configs, nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py,
+#: `userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192`, the same in its fp8 twin): the forward
+#: all-gathers before QKV and FC1 and the backward all-gathers of the row-parallel dgrads use
+#: `ring_exchange` (point-to-point, copy engines); the forward reduce-scatters after the output
+#: projection and FC2 use `pipeline` with num_splits 4 on 24 and 16 SMs (set_sm_margin: the GEMM
+#: runs on the rest); backward `bulk` overlaps run the re-gather of the input beside the QKV / FC1
+#: dgrad GEMMs on 4 / 2 SMs and the reduce-scatter of the input gradient beside the QKV / FC1 wgrad
+#: GEMMs on 24 / 4 SMs. TE's `comm_gemm_overlap` implements the three methods (ring exchange =
+#: SPLIT_PIPELINED_AG_P2P, pipeline = SPLIT_PIPELINED_RS, bulk = BULK_OVERLAP_AG / _RS).
+UB_PIPELINE_SPLITS = 4.0
+UB_PROJ_FPROP_SMS = 24.0
+UB_FC2_FPROP_SMS = 16.0
+UB_QKV_DGRAD_SMS = 4.0
+UB_QKV_WGRAD_SMS = 24.0
+UB_FC1_DGRAD_SMS = 2.0
+UB_FC1_WGRAD_SMS = 4.0
 #: Training attention (forward + backward, causal, head_dim 128) as a fraction of dense peak:
 #: FlashAttention-2 (Dao 2023, sec. 4.1 / Fig. 4-7): about 180 of 312 TFLOP/s on A100 at 2k-16k
 #: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
@@ -225,6 +258,18 @@ SUSTAINED_GEMM_FRACTION = knobs.register(
     source="fitted: one value for every GPU, set from the Megatron A100 rows (Narayanan et al. 2021, Korthikanti et al. 2022)",
     scales="every training GEMM (divides the mamf-finder-sourced GEMM rate)",
     fitted_on=("meg21-t1", "korth-t5", "korth-abs"))
+#: Hopper's sustained GEMM fraction relative to the one above (the A100-fitted value): the share of
+#: the short-benchmark (mamf-finder) rate a GEMM keeps inside a full training step depends on how
+#: far the part's clock falls under its sustained power draw (H100 SXM: 700 W; its 989 TFLOP/s
+#: peak is quoted at the 1830 MHz boost clock), so it is a property of the part, not one value for
+#: every GPU. Fitted on the H100 training families (0.891 +- 0.040 with the base refit on every
+#: family, `validate --cv family`, 2026-11-24); 1.0 would be the A100 value.
+SUSTAINED_GEMM_RATIO_HOPPER = knobs.register(
+    "training.sustained_gemm_ratio.hopper", unit="ratio", default=0.89, low=0.5, high=1.25,
+    source="fitted: the H100 families' steady-state throughput (Megatron-core 2024 weak / strong scaling, NeMo 24.07, "
+           "Megatron-Bridge, MosaicML llm-foundry, torchtitan)",
+    scales="every training GEMM on Hopper parts (x training.sustained_gemm_fraction)",
+    fitted_on=("meg24", "meg24-ss", "nemo2407", "mbridge", "mpt-h100", "ttbench", "megft"))
 #: Extra HBM bytes per GEMM-input element with FP8 (TransformerEngine): cast + transpose of the
 #: bf16 input (read 2 B, write 1 B twice) and of the output gradient in backward.
 FP8_CAST_BYTES = 4.0
@@ -381,8 +426,17 @@ class StepArrays:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "step_s"}
 
 
+def sustained_gemm_fraction(gpu: Gpu) -> float:
+    """Sustained fraction of the mamf-finder GEMM rate in a training step: `training.sustained_gemm_fraction`,
+    x `training.sustained_gemm_ratio.hopper` on Hopper parts."""
+    base = knobs.value("training.sustained_gemm_fraction")
+    if "hopper" in gpu.architecture.lower():
+        return base * knobs.value("training.sustained_gemm_ratio.hopper")
+    return base
+
+
 def _gemm(ctx: StepContext, m, n, k, dtype: str | None = None):
-    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / knobs.value("training.sustained_gemm_fraction")
+    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / sustained_gemm_fraction(ctx.gpu)
 
 
 def training_attention_ceiling(gpu: Gpu) -> float:
@@ -626,17 +680,24 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
                         layer_fwd, layer_bwd, recompute)
 
 
+def loss_bytes_per_logit(framework: Framework) -> float:
+    """HBM bytes per logit of the cross-entropy, forward + backward: FUSED_LOSS_BYTES_PER_LOGIT under
+    `Framework.FSDP` (llm-foundry's fused cross entropy), else LOSS_BYTES_PER_LOGIT (Megatron-core's
+    vocab-parallel cross entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
+    return FUSED_LOSS_BYTES_PER_LOGIT if framework is Framework.FSDP else LOSS_BYTES_PER_LOGIT
+
+
 def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompute:
     """The busiest pipeline rank: ceil(L / (pp vpp)) x vpp layers (Megatron's uneven split; = L / pp
     when pp x vpp divides L) and, on the last stage, the output head + loss: one GEMM t x V / tp x h
     (x 3 for forward + backward) in the activation dtype also in FP8 runs (Megatron-core's output
     layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`) plus
-    LOSS_BYTES_PER_LOGIT bytes per logit."""
+    `loss_bytes_per_logit` bytes per logit."""
     L = float(ctx.layers)
     layers_per_stage = np.ceil(L / (g.pp * g.vpp)) * g.vpp
     head_n, head_k = local_gemm_shape(ctx.ops.head, g.tp)
     head = (3.0 * _gemm(ctx, g.t, head_n, head_k, ctx.act_dtype)
-            + g.t * ctx.vocab / g.tp * LOSS_BYTES_PER_LOGIT / ctx.hbm_bytes_s)
+            + g.t * ctx.vocab / g.tp * loss_bytes_per_logit(ctx.framework) / ctx.hbm_bytes_s)
     stage_fwd, stage_bwd = layers_per_stage * lc.layer_fwd, layers_per_stage * lc.layer_bwd
     return StageCompute(layers_per_stage, layers_per_stage / L, head, stage_fwd, stage_bwd,
                         stage_fwd + stage_bwd + head, layers_per_stage * lc.layer_recompute)
@@ -648,9 +709,11 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     hides behind the weight-gradient GEMMs (Megatron's async TP all-reduce); with sequence
     parallelism the same count of all-gather + reduce-scatter pairs, which move the same bytes
     (Korthikanti et al. 2022 sec. 4.2.2). With TE userbuffers (`tp_comm_overlap` + SP; Wang et al.
-    2023 ASPLOS), each AG / RS (c = half an all-reduce) is cut into tp chunks pipelined with the GEMM
-    it feeds (g): max(0, c - g) + min(c, g) / tp is exposed, and the overlapped part slows the GEMM
-    by `training.overlap_contention`."""
+    2023 ASPLOS), each AG / RS (c = half an all-reduce) overlaps a GEMM by NeMo's method for it:
+    forward AG ring exchange (`userbuffers_ring_exposed`), forward RS pipeline
+    (`userbuffers_pipeline_exposed`, 24 / 16 SMs), backward AG of the row-parallel dgrads ring
+    exchange, and the column-parallel layers' re-gather and input-gradient RS bulk
+    (`userbuffers_bulk_exposed`, beside their dgrad / wgrad GEMMs)."""
     gpn = ctx.system.gpus_per_node
     ar = collective_seconds_array(Collective.ALL_REDUCE, g.t * float(ctx.hidden) * 2.0, g.tp,
                                   group_per_node(g.tp, 1, gpn), ctx.system, gpu=ctx.gpu)
@@ -659,17 +722,47 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     if not ctx.tp_comm_overlap:
         return tp_mb
     c = 0.5 * ar
-    contention = knobs.value("training.overlap_contention")
     mlp_half = lc.moe_frac * lc.moe_mlp / 2.0
-    pair_gemms = (lc.qkv, lc.out, lc.dense_frac * lc.dense_up + mlp_half, lc.dense_frac * lc.dense_down + mlp_half)
-
-    def exposed(gemm):
-        return np.maximum(0.0, c - gemm) + np.minimum(c, gemm) / g.tp + contention * np.minimum(c, gemm)
-
-    fwd_exp = sum(exposed(x) for x in pair_gemms)
-    bwd_exp = sum(exposed(2.0 * x) for x in pair_gemms)  # dgrad + wgrad GEMMs of the same shapes
+    qkv, out = lc.qkv, lc.out
+    up, down = lc.dense_frac * lc.dense_up + mlp_half, lc.dense_frac * lc.dense_down + mlp_half
+    sms = float(ctx.gpu.sm_count or 132)
+    ring = lambda gemm: userbuffers_ring_exposed(c, gemm, g.tp)  # noqa: E731
+    fwd_exp = (ring(qkv) + userbuffers_pipeline_exposed(c, out, UB_PROJ_FPROP_SMS, sms)
+               + ring(up) + userbuffers_pipeline_exposed(c, down, UB_FC2_FPROP_SMS, sms))
+    # backward: the row-parallel dgrads all-gather their input gradient (ring exchange); the
+    # column-parallel layers re-gather their input for the weight gradient (bulk, beside the dgrad
+    # GEMM) and reduce-scatter the input gradient (bulk, beside the wgrad GEMM)
+    bwd_exp = (ring(out) + ring(down)
+               + userbuffers_bulk_exposed(c, qkv, UB_QKV_DGRAD_SMS, sms) + userbuffers_bulk_exposed(c, qkv, UB_QKV_WGRAD_SMS, sms)
+               + userbuffers_bulk_exposed(c, up, UB_FC1_DGRAD_SMS, sms) + userbuffers_bulk_exposed(c, up, UB_FC1_WGRAD_SMS, sms))
     overlapped = sc.layers_per_stage * (np.where(g.rc == RecomputeCode.FULL, 2.0, 1.0) * fwd_exp + bwd_exp)
     return np.where(g.sp & (g.tp > 1), overlapped, tp_mb)
+
+
+def userbuffers_ring_exposed(c, gemm, tp):
+    """Exposed time of a TE userbuffers `ring_exchange` overlap (an all-gather of c seconds pipelined
+    in tp point-to-point steps with the GEMM of `gemm` seconds it feeds, copy engines moving the
+    data): max(0, c - g) + min(c, g) / tp (the first chunk cannot overlap) + the copy engines'
+    contention `training.overlap_contention` x min(c, g)."""
+    overlapped = np.minimum(c, gemm)
+    return np.maximum(0.0, c - gemm) + overlapped / tp + knobs.value("training.overlap_contention") * overlapped
+
+
+def userbuffers_pipeline_exposed(c, gemm, comm_sms, sms):
+    """Exposed time of a TE userbuffers `pipeline` overlap (a GEMM of `gemm` seconds split in
+    UB_PIPELINE_SPLITS chunks, each chunk's output reduce-scattered while the next computes, the
+    reduction kernel on `comm_sms` SMs and the GEMM launched on the others, `set_sm_margin`): the GEMM
+    slows to g' = g x SMs / (SMs - comm_sms); max(0, c - g') + min(c, g') / splits of the reduce-scatter
+    (c seconds) stays exposed (the last chunk's) + the slowdown g' - g."""
+    slowed = gemm * sms / (sms - comm_sms)
+    return (slowed - gemm) + np.maximum(0.0, c - slowed) + np.minimum(c, slowed) / UB_PIPELINE_SPLITS
+
+
+def userbuffers_bulk_exposed(c, gemm, comm_sms, sms):
+    """Exposed time of a TE userbuffers `bulk` overlap (a collective of c seconds run on `comm_sms` SMs
+    beside an independent GEMM of `gemm` seconds on all SMs): the excess max(0, c - g) + the GEMM's
+    loss of those SMs while both run, comm_sms / SMs x min(c, g)."""
+    return np.maximum(0.0, c - gemm) + comm_sms / sms * np.minimum(c, gemm)
 
 
 def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
@@ -727,8 +820,13 @@ def local_params(ctx: StepContext, g: PlanAxes, sc: StageCompute):
 
 def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense, local_experts):
     """Exposed data-parallel communication per step. Gradients reduce over dp x cp ranks (experts
-    over their expert-DP group tp x cp x dp / (ep x etp)). No sharding: all-reduce; ZeRO-1/2:
-    reduce-scatter + all-gather of the parameters; ZeRO-3/FSDP: per micro-batch two all-gathers and a
+    over their expert-DP group tp x cp x dp / (ep x etp)). No sharding: all-reduce; ZeRO-1:
+    reduce-scatter + all-gather of the parameters once per step; ZeRO-2: the reduce-scatter after
+    every micro-batch (gradients are partitioned, so a rank keeps only its shard and cannot wait for
+    the accumulation boundary: DeepSpeed engine "ZeRO stage >= 2 communicates during non gradient
+    accumulation boundaries as well", deepspeedai/DeepSpeed#2252), each behind that micro-batch's
+    backward, the gather once per step (every micro-batch under FSDP's SHARD_GRAD_OP, which frees
+    the parameters after each backward); ZeRO-3/FSDP: per micro-batch two all-gathers and a
     reduce-scatter. Megatron-core and FSDP overlap them (the reduce with the last backward, the
     gather with the first forward; ZeRO-3 per micro-batch with its compute), DeepSpeed's ZeRO-0/1
     engine does not. An overlapped NCCL collective holds one SM per channel, slowing the compute it
@@ -756,14 +854,19 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     if ctx.framework is not Framework.DEEPSPEED:
         contention = collective_sm_fraction(dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu)
         unsharded = np.maximum(0.0, reduce_all - last_bwd) + contention * np.minimum(reduce_all, last_bwd)
-        zero12 = (np.maximum(0.0, reduce_scatter - last_bwd) + np.maximum(0.0, gather - sc.stage_fwd)
-                  + contention * (np.minimum(reduce_scatter, last_bwd) + np.minimum(gather, sc.stage_fwd)))
+        reduce_mb = np.maximum(0.0, reduce_scatter - last_bwd) + contention * np.minimum(reduce_scatter, last_bwd)
+        gather_mb = np.maximum(0.0, gather - sc.stage_fwd) + contention * np.minimum(gather, sc.stage_fwd)
+        zero12 = reduce_mb + gather_mb
+        # ZeRO-2: each micro-batch's gradients are reduce-scattered behind its own backward; FSDP's
+        # SHARD_GRAD_OP also re-gathers the parameters it frees after each backward
+        zero2 = g.m * reduce_mb + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb
         per_mb = 2.0 * gather + reduce_scatter
         window = sc.compute_mb + sc.recompute_mb
         zero3 = g.m * (np.maximum(0.0, per_mb - window) + contention * np.minimum(per_mb, window))
     else:
         unsharded = reduce_all
         zero12 = reduce_scatter + gather
+        zero2 = g.m * reduce_scatter + gather
         zero3 = g.m * (2.0 * gather + reduce_scatter)
     if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
         zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
@@ -772,7 +875,8 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         # reduce-scatter per step, overlapped like ZeRO-1/2, one copy-out (4 B) and one copy-in (6 B)
         zero3_pp = zero12 + (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
         zero3 = np.where(g.pp > 1, zero3_pp, zero3)
-    return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(g.shard == ShardingCode.NONE, unsharded, zero12))
+    return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(
+        g.shard == ShardingCode.NONE, unsharded, np.where(g.shard == ShardingCode.ZERO2, zero2, zero12)))
 
 
 def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts):
