@@ -253,9 +253,7 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
         start = {n: float(v) for n, v in zip(fitter.names, fitter.start)}
         sites, fine = candidate_params(informed, start)
         r0 = fitter._residuals(fitter.base_predictions())
-        prior = (lam / prior_width**2)
-        chosen, selection = select_params(np.nan_to_num(r0[usable]), fitter._jac0[usable], fitter.names, sites, fine,
-                                          prior)
+        chosen, selection = select_params(np.nan_to_num(r0[usable]), fitter._jac0[usable], fitter.names, sites, fine)
         fitter = ParamFitter(fitter.evaluator, chosen, start, lam=lam, prior_width=prior_width,
                              robust_scale=fitter.robust_scale)
         fit = fitter.fit()

@@ -10,8 +10,9 @@ of rows: the fit describes the rows it saw, not the next ones (docs/calibration.
 table). So the fit is given a hierarchy:
 
 1. **Site factors** (`SITE_FACTORS`): each is one multiplier s on a group of registry knobs
-   (every member v_j -> v0_j * s, clamped to the member's own physical range); the parameter is
-   x = log s, prior and bounds as for a knob (the factor's physical range below).
+   (every member v_j -> v0_j * s, clamped to the member's own physical range; only the members
+   the rows read: hardware not measured is left alone); the parameter is x = log s, inside the
+   factor's physical range.
 2. **Fine knobs**: any single knob the rows read, as a further multiplier on top of its group's.
 
 Which parameters are fitted: forward selection by the small-sample Akaike information criterion
@@ -20,15 +21,21 @@ Multimodel Inference*, 2nd ed. 2002, eq. 2.14) on the linearised problem at the 
 
     AICc(S) = n ln(RSS_S / n) + 2k + 2k(k + 1) / (n - k - 1),     k = |S|,
 
-RSS_S = the robust residual sum of squares (fitting.py's transformed residuals) after the
-regularised linear least-squares step on the parameters S (the Jacobian of the flat screen: a
-site factor's column is the sum of its members' columns, exact to first order). Stage 1 adds site
-factors, stage 2 fine knobs, each time the one that lowers AICc most, while one does. The site
-factor the rows inform best (by AICc; the single knob when the rows read no site factor's
-member) is always fitted (the rows are the user's measurements; the prior keeps it at its start
-when they agree with it); with n < 3 rows AICc is undefined and that one parameter is all that is
-fitted. The selected parameters are then fitted by THE fitter's solver
-(`KnobFitter`, subclassed here to map parameters to knob values) with its prior and uncertainty.
+RSS_S = the robust residual sum of squares (fitting.py's transformed log errors; plus n times the
+square of MEASUREMENT_NOISE_LOG, the run-to-run spread below which a residual is no evidence) after
+the least-squares step on the parameters S (the Jacobian of the flat screen: a site factor's column
+is the sum of its members' columns, exact to first order), each parameter held inside its physical
+range (`bounded_least_squares`): a factor whose column is small cannot claim a large error by a
+step physics does not allow. The step has no prior: AICc compares maximum-likelihood fits (with
+the prior, a second parameter collinear with the first, e.g. a fine knob scaling the same
+operators as its site factor, would "explain" the prior's shrinkage and look like evidence).
+Stage 1 adds site factors, stage 2 fine knobs, each time the one that lowers AICc most, while one
+does. The site factor that explains the rows best (lowest RSS; the single knob when the rows read
+no site factor's member) is always fitted: the rows are the user's measurements, and the prior
+keeps it at its start when they agree with it; with n < 3 rows AICc is undefined and that one
+parameter is all that is fitted. The selected parameters are then fitted by THE fitter's solver
+(`KnobFitter`, subclassed here to map parameters to knob values) with its robust loss, prior
+(toward the start values) and bounds.
 
 Each knob's value is v0 * exp(sum of the x of the parameters that move it) and its 1-sigma
 uncertainty sigma_v = v sqrt(a^T C a), C the parameters' covariance (fitting.py:
@@ -151,22 +158,45 @@ def candidate_params(informed: Sequence[str], start: Mapping[str, float]) -> tup
     return sites, fine
 
 
-def _linear_rss(r: np.ndarray, cols: np.ndarray, prior: float) -> float:
-    """RSS of r + J theta at the minimiser of |r + J theta|^2 + prior |theta|^2 (data part only)."""
-    if cols.shape[1] == 0:
-        return float(r @ r)
-    h = cols.T @ cols + prior * np.eye(cols.shape[1])
-    theta = np.linalg.solve(h, -cols.T @ r)
-    res = r + cols @ theta
-    return float(res @ res)
+#: Log error below which a row carries no evidence: the run-to-run spread of a measurement (1%),
+#: added to the residual variance in `aicc`. Without it, rows the model reproduces exactly would
+#: make log(RSS) reward any extra parameter. An assumption about measurements, not chosen on
+#: validation rows.
+MEASUREMENT_NOISE_LOG = 0.01
+
+
+def bounded_least_squares(a: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sweeps: int = 200,
+                          tol: float = 1e-10) -> np.ndarray:
+    """argmin |a t - b|^2 subject to lo <= t <= hi, by cyclic coordinate descent: each coordinate
+    set to its exact 1-D minimiser, clipped to its bounds (a convex quadratic over a box: the sweeps
+    converge to a minimiser; a column of zero norm stays at the point of its interval nearest 0)."""
+    k = a.shape[1]
+    t = np.clip(np.zeros(k), lo, hi)
+    norms = (a * a).sum(axis=0)
+    res = b - a @ t
+    for _ in range(sweeps):
+        moved = 0.0
+        for j in range(k):
+            if norms[j] <= 0.0:
+                continue
+            new = float(np.clip(t[j] + a[:, j] @ res / norms[j], lo[j], hi[j]))
+            d = new - t[j]
+            if d:
+                res -= a[:, j] * d
+                t[j] = new
+                moved = max(moved, abs(d))
+        if moved < tol:
+            break
+    return t
 
 
 def aicc(rss: float, n: int, k: int) -> float:
-    """AICc of a least-squares fit with k parameters to n rows (module docstring); inf where undefined
-    (n - k - 1 <= 0)."""
+    """AICc of a least-squares fit of k parameters to n rows (module docstring), RSS plus
+    n MEASUREMENT_NOISE_LOG^2; inf where undefined (n - k - 1 <= 0)."""
     if n - k - 1 <= 0:
         return math.inf
-    return n * math.log(max(rss, 1e-300) / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+    rss = rss + n * MEASUREMENT_NOISE_LOG**2
+    return n * math.log(rss / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
 
 
 @dataclass
@@ -181,7 +211,7 @@ class SelectionStep:
 
 
 def select_params(r0: np.ndarray, jac: np.ndarray, knob_names: Sequence[str], sites: Sequence[Param],
-                  fine: Sequence[Param], prior: float) -> tuple[list[Param], list[SelectionStep]]:
+                  fine: Sequence[Param]) -> tuple[list[Param], list[SelectionStep]]:
     """Forward selection by AICc on the linearised problem (module docstring). `r0`, `jac`: the
     usable rows' residuals and Jacobian (columns = `knob_names`) at the start values."""
     index = {n: j for j, n in enumerate(knob_names)}
@@ -192,36 +222,36 @@ def select_params(r0: np.ndarray, jac: np.ndarray, knob_names: Sequence[str], si
     n = len(r0)
     chosen: list[Param] = []
     steps: list[SelectionStep] = []
-    current = aicc(float(r0 @ r0), n, 0)
 
     def score(p: Param) -> tuple[float, float]:
-        cols = np.column_stack([column(q) for q in chosen + [p]])
-        rss = _linear_rss(r0, cols, prior)
-        return aicc(rss, n, len(chosen) + 1), rss
+        params = chosen + [p]
+        cols = np.column_stack([column(q) for q in params])
+        lo = np.array([math.log(q.low / q.start) if q.low > 0 else -math.inf for q in params])
+        hi = np.array([math.log(q.high / q.start) for q in params])
+        theta = bounded_least_squares(cols, -r0, lo, hi)
+        res = r0 + cols @ theta
+        rss = float(res @ res)
+        return aicc(rss, n, len(params)), rss
 
-    # the site factor the rows inform best (no site factor: the single knob) is always fitted
+    # the site factor that explains the rows best (no site factor: the single knob) is always fitted
     first = list(sites) or list(fine)
-    if first:
-        scored = [(score(p), float(np.linalg.norm(column(p))), p) for p in first]
-        (a, rss), _, best = min(scored, key=lambda t: (t[0][0], -t[1]) if math.isfinite(t[0][0]) else (math.inf, -t[1]))
-        chosen.append(best)
-        steps.append(SelectionStep(best.name, best.stage, a if math.isfinite(a) else None, rss))
-        current = a
-    if n < 3:
+    if not first:
         return chosen, steps
+    (a, rss), best = min(((score(p), p) for p in first), key=lambda t: t[0][1])
+    chosen.append(best)
+    steps.append(SelectionStep(best.name, best.stage, a if math.isfinite(a) else None, rss))
+    current = a
     for stage, pool in (("site", sites), ("fine", fine)):
         while True:
-            options = [p for p in pool if p.name not in {q.name for q in chosen}]
-            best = None
-            for p in options:
-                a, rss = score(p)
-                if a < current - 1e-9 and (best is None or a < best[0]):
-                    best = (a, rss, p)
-            if best is None:
+            taken = {q.name for q in chosen}
+            options = [(score(p), p) for p in pool if p.name not in taken]
+            options = [o for o in options if o[0][0] < current - 1e-9]
+            if not options:
                 break
-            current = best[0]
-            chosen.append(best[2])
-            steps.append(SelectionStep(best[2].name, stage, best[0], best[1]))
+            (a, rss), p = min(options, key=lambda t: t[0][0])
+            current = a
+            chosen.append(p)
+            steps.append(SelectionStep(p.name, stage, a, rss))
     return chosen, steps
 
 
@@ -255,5 +285,6 @@ def knob_values_and_sigmas(fitter: ParamFitter, fit: FitResult, usable: np.ndarr
     return out
 
 
-__all__ = ["Param", "ParamFitter", "SITE_FACTORS", "SelectionStep", "SiteFactor", "aicc", "candidate_params",
-           "knob_values_and_sigmas", "select_params", "site_factor"]
+__all__ = ["MEASUREMENT_NOISE_LOG", "Param", "ParamFitter", "SITE_FACTORS", "SelectionStep", "SiteFactor",
+           "aicc", "bounded_least_squares", "candidate_params", "knob_values_and_sigmas", "select_params",
+           "site_factor"]

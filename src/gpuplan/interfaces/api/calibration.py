@@ -119,8 +119,9 @@ class BenchResult(Result):
 
 def bench(device: str | None = None, quick: bool = False, out: str | Path | None = None,
           profile: str | Path | None = None, progress=None) -> BenchResult:
-    """Measure this machine (interfaces.bench): GEMM sweep per dtype, memory bandwidth, attention and
-    host-device copies (torch), compared with the catalog's peak. `out`: the GEMM rows as CSV;
+    """Measure this machine (interfaces.bench): GEMM sweep per dtype, memory bandwidth, attention,
+    host-device copies and collectives (torch), compared with the catalog's peak. `out`: the GEMM
+    (matmul) and collectives rows as CSV;
     `profile`: the fitted matmul ceilings (only for a catalog GPU). Files are written atomically."""
     from gpuplan.errors import InputError
     from gpuplan.interfaces.bench import run_bench
