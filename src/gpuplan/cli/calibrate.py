@@ -54,9 +54,9 @@ def fit_command(
     knob_names: Optional[str] = typer.Option(None, "--knobs", help="Comma-separated knob names to fit (default: "
                                                                   "every knob the rows' predictions read)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Predicted vs measured before/after (.png/.svg/.pdf)."),
-    method: str = typer.Option("auto", "--method", help="hierarchical (site factors, then single knobs selected "
-                                                        "by AICc), flat (every informed knob free) or auto "
-                                                        "(hierarchical unless --knobs names knobs)."),
+    method: str = typer.Option("auto", "--method", help="hierarchical (site factors, then single knobs, chosen "
+                                                        "by leave-one-out error), flat (every informed knob "
+                                                        "free) or auto (hierarchical unless --knobs names knobs)."),
     as_json: bool = typer.Option(False, "--json", help="JSON: {method, knobs, values, parameters, selection, "
                                                        "not_informed, error, rows, sources, ...}."),
 ) -> None:
@@ -69,7 +69,8 @@ def fit_command(
     err = cal.error_block()
     d = cal.to_dict()
     if cal.method == "hierarchical":
-        typer.echo(f"parameters fitted ({err['rows_used']} rows used; site factors first, then single knobs by AICc):")
+        typer.echo(f"parameters fitted ({err['rows_used']} rows used; site factors first, then single knobs, "
+                   "chosen by leave-one-out error):")
         for k in cal.fit.knobs:
             if k.informed:
                 typer.echo(f"  {k.name} = {fmt(k.value)} +- {fmt(k.uncertainty)} {k.unit} (start {fmt(k.start)})")
@@ -81,7 +82,7 @@ def fit_command(
             typer.echo(f"  {k['name']} = {fmt(k['value'])} +- {fmt(k['uncertainty'])} {k['unit']} "
                        f"(start {fmt(k['start'])}){via}{bound}")
     if d["not_selected"]:
-        typer.echo(f"informed, but no evidence to move them alone (AICc): {', '.join(d['not_selected'])}")
+        typer.echo(f"informed, but not worth a parameter of their own (leave-one-out): {', '.join(d['not_selected'])}")
     if d["not_informed"]:
         typer.echo(f"not informed by these rows (left as they were): {', '.join(d['not_informed'])}")
     typer.echo(f"MAPE on the rows used: {fmt(err['mape_before_pct'])}% before -> {fmt(err['mape_after_pct'])}% after")

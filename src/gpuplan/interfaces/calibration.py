@@ -12,7 +12,7 @@ of which the fitter keeps the ones whose Jacobian column moves (the others are r
 informed). No informed knob at all -> InputError (exit 2).
 
 Method. `hierarchical` (the default when no knob is named): a few site factors first, then
-single knobs only where the rows' evidence (AICc) asks for them (interfaces.calibration_hierarchy);
+single knobs only where they lower the leave-one-out error (interfaces.calibration_hierarchy);
 the profile holds the resulting knob values. `flat` (the default when `knob_names` is given, and
 on request): every informed knob of the set is a free parameter (interfaces.fitting).
 
@@ -175,7 +175,7 @@ class CalibrationResult:
     def profile_text(self) -> str:
         """The profile TOML (calibration_profile.profile_toml) of the informed knobs."""
         entries = self.knob_entries()
-        how = ("hierarchical: site factors, then single knobs selected by AICc (gpuplan.interfaces."
+        how = ("hierarchical: site factors, then single knobs selected by leave-one-out error (gpuplan.interfaces."
                "calibration_hierarchy); " if self.knob_fits is not None else "flat: ")
         meta = {"created": self.created, "gpuplan_version": __version__,
                 "method": "gpuplan calibrate fit, " + how + "robust soft-L1 least squares on log error, prior toward "
@@ -253,7 +253,8 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
         start = {n: float(v) for n, v in zip(fitter.names, fitter.start)}
         sites, fine = candidate_params(informed, start)
         r0 = fitter._residuals(fitter.base_predictions())
-        chosen, selection = select_params(np.nan_to_num(r0[usable]), fitter._jac0[usable], fitter.names, sites, fine)
+        chosen, selection = select_params(np.nan_to_num(r0[usable]), fitter._jac0[usable], fitter.names, sites, fine,
+                                          lam / prior_width**2)
         fitter = ParamFitter(fitter.evaluator, chosen, start, lam=lam, prior_width=prior_width,
                              robust_scale=fitter.robust_scale)
         fit = fitter.fit()

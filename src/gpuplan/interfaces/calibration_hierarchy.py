@@ -15,25 +15,29 @@ table). So the fit is given a hierarchy:
    factor's physical range.
 2. **Fine knobs**: any single knob the rows read, as a further multiplier on top of its group's.
 
-Which parameters are fitted: forward selection by the small-sample Akaike information criterion
-(AICc; Hurvich & Tsai, Biometrika 76 (1989) 297; Burnham & Anderson, *Model Selection and
-Multimodel Inference*, 2nd ed. 2002, eq. 2.14) on the linearised problem at the start values,
+Which parameters are fitted: forward selection by leave-one-out error (PRESS; Allen,
+Technometrics 16 (1974) 125) of the estimator that will be used, the regularised fit, linearised
+at the start values: with J_S the Jacobian columns of the parameters S (from the flat screen: a
+site factor's column is the sum of its members' columns, exact to first order), r the usable rows'
+residuals (fitting.py's robust transform of the log errors) and the fitter's prior lambda / w^2,
 
-    AICc(S) = n ln(RSS_S / n) + 2k + 2k(k + 1) / (n - k - 1),     k = |S|,
+    theta = -(J_S^T J_S + lambda / w^2 I)^-1 J_S^T r,   e = r + J_S theta,
+    PRESS(S) = sum_i (e_i / (1 - h_ii))^2,   h = diag of J_S (J_S^T J_S + lambda / w^2 I)^-1 J_S^T,
 
-RSS_S = the robust residual sum of squares (fitting.py's transformed log errors; plus n times the
-square of MEASUREMENT_NOISE_LOG, the run-to-run spread below which a residual is no evidence) after
-the least-squares step on the parameters S (the Jacobian of the flat screen: a site factor's column
-is the sum of its members' columns, exact to first order), each parameter held inside its physical
-range (`bounded_least_squares`): a factor whose column is small cannot claim a large error by a
-step physics does not allow. The step has no prior: AICc compares maximum-likelihood fits (with
-the prior, a second parameter collinear with the first, e.g. a fine knob scaling the same
-operators as its site factor, would "explain" the prior's shrinkage and look like evidence).
-Stage 1 adds site factors, stage 2 fine knobs, each time the one that lowers AICc most, while one
-does. The site factor that explains the rows best (lowest RSS; the single knob when the rows read
-no site factor's member) is always fitted: the rows are the user's measurements, and the prior
-keeps it at its start when they agree with it; with n < 3 rows AICc is undefined and that one
-parameter is all that is fitted. The selected parameters are then fitted by THE fitter's solver
+exact leave-one-out residuals for this linear smoother: the prior is part of the estimator, so a
+weakly informed parameter that could explain the rows only by a step the prior will not allow
+does not look useful. The forward path: the site factor with the lowest PRESS (the single knob
+when the rows read no site factor's member), then more site factors, then fine knobs, each time
+the one that lowers PRESS most, while one lowers it by more than n MEASUREMENT_NOISE_LOG^2 (a gain
+below the run-to-run spread of the measurements is no evidence) and fewer than n - 1 parameters
+are on it. On that path the *one-standard-error rule* (Breiman, Friedman, Olshen & Stone,
+*Classification and Regression Trees* (1984) sec. 3.4.3; Hastie, Tibshirani & Friedman sec. 7.10):
+the shortest prefix whose PRESS is within one standard error of the lowest (SE = sqrt(n) x the
+standard deviation of the squared leave-one-out residuals): a longer model must predict left-out
+rows clearly better, not just by the luck of a few rows. The first parameter is always fitted (the
+rows are the user's measurements; the prior keeps it at its start when they agree with it); with
+n < 3 rows it is the only one, chosen by the in-sample residual of the regularised step (leaving
+out one of two rows tells nothing). The selected parameters are then fitted by THE fitter's solver
 (`KnobFitter`, subclassed here to map parameters to knob values) with its robust loss, prior
 (toward the start values) and bounds.
 
@@ -158,101 +162,103 @@ def candidate_params(informed: Sequence[str], start: Mapping[str, float]) -> tup
     return sites, fine
 
 
-#: Log error below which a row carries no evidence: the run-to-run spread of a measurement (1%),
-#: added to the residual variance in `aicc`. Without it, rows the model reproduces exactly would
-#: make log(RSS) reward any extra parameter. An assumption about measurements, not chosen on
-#: validation rows.
+#: Log error below which a row carries no evidence: the run-to-run spread of a measurement (1%).
+#: The forward path grows only while a parameter lowers the leave-one-out sum of squares by more
+#: than n times its square: a smaller gain is within what repeating the measurements would change. An
+#: assumption about measurements, not chosen on validation rows.
 MEASUREMENT_NOISE_LOG = 0.01
 
 
-def bounded_least_squares(a: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, sweeps: int = 200,
-                          tol: float = 1e-10) -> np.ndarray:
-    """argmin |a t - b|^2 subject to lo <= t <= hi, by cyclic coordinate descent: each coordinate
-    set to its exact 1-D minimiser, clipped to its bounds (a convex quadratic over a box: the sweeps
-    converge to a minimiser; a column of zero norm stays at the point of its interval nearest 0)."""
-    k = a.shape[1]
-    t = np.clip(np.zeros(k), lo, hi)
-    norms = (a * a).sum(axis=0)
-    res = b - a @ t
-    for _ in range(sweeps):
-        moved = 0.0
-        for j in range(k):
-            if norms[j] <= 0.0:
-                continue
-            new = float(np.clip(t[j] + a[:, j] @ res / norms[j], lo[j], hi[j]))
-            d = new - t[j]
-            if d:
-                res -= a[:, j] * d
-                t[j] = new
-                moved = max(moved, abs(d))
-        if moved < tol:
-            break
-    return t
+def loo_residuals(r: np.ndarray, cols: np.ndarray, prior: float) -> np.ndarray:
+    """Leave-one-out residuals of the regularised linear step (module docstring): with
+    A = J^T J + prior I, e = r - J A^-1 J^T r and h_ii the diagonal of the hat matrix J A^-1 J^T,
+    the residual of row i when it is left out is e_i / (1 - h_ii) (Allen, Technometrics 16 (1974)
+    125; exact for ridge regression: Hastie, Tibshirani & Friedman, *The Elements of Statistical
+    Learning*, 2nd ed. (2009), sec. 7.10, eq. 7.52). A row the fit cannot leave out (h_ii = 1) counts
+    as a miss of 1000 (log units)."""
+    if cols.shape[1] == 0:
+        return r.copy()
+    ainv = np.linalg.pinv(cols.T @ cols + prior * np.eye(cols.shape[1]))
+    e = r - cols @ (ainv @ (cols.T @ r))
+    h = np.einsum("ij,jk,ik->i", cols, ainv, cols)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loo = e / (1.0 - h)
+    return np.where(np.isfinite(loo), loo, 1e3)
 
 
-def aicc(rss: float, n: int, k: int) -> float:
-    """AICc of a least-squares fit of k parameters to n rows (module docstring), RSS plus
-    n MEASUREMENT_NOISE_LOG^2; inf where undefined (n - k - 1 <= 0)."""
-    if n - k - 1 <= 0:
-        return math.inf
-    rss = rss + n * MEASUREMENT_NOISE_LOG**2
-    return n * math.log(rss / n) + 2 * k + 2 * k * (k + 1) / (n - k - 1)
+def press(r: np.ndarray, cols: np.ndarray, prior: float) -> float:
+    """PRESS: the sum of squared leave-one-out residuals (`loo_residuals`)."""
+    loo = loo_residuals(r, cols, prior)
+    return float(loo @ loo)
 
 
 @dataclass
 class SelectionStep:
     param: str
     stage: str
-    aicc: float | None
-    rss: float
+    press: float  # leave-one-out sum of squares (log units) of the parameters up to this one
+    press_se: float  # its standard error: sqrt(n) x the standard deviation of the squared LOO residuals
+    selected: bool = False
 
     def to_dict(self) -> dict:
-        return {"parameter": self.param, "stage": self.stage, "aicc": self.aicc, "rss": self.rss}
+        return {"parameter": self.param, "stage": self.stage, "loo_sum_squares": self.press,
+                "loo_sum_squares_se": self.press_se, "selected": self.selected}
 
 
 def select_params(r0: np.ndarray, jac: np.ndarray, knob_names: Sequence[str], sites: Sequence[Param],
-                  fine: Sequence[Param]) -> tuple[list[Param], list[SelectionStep]]:
-    """Forward selection by AICc on the linearised problem (module docstring). `r0`, `jac`: the
-    usable rows' residuals and Jacobian (columns = `knob_names`) at the start values."""
+                  fine: Sequence[Param], prior: float = 1.0) -> tuple[list[Param], list[SelectionStep]]:
+    """The forward path and the one-standard-error choice on it (module docstring). `r0`, `jac`:
+    the usable rows' residuals and Jacobian (columns = `knob_names`) at the start values; `prior`:
+    the fitter's lambda / w^2. Returns the selected parameters and every step of the path."""
     index = {n: j for j, n in enumerate(knob_names)}
 
     def column(p: Param) -> np.ndarray:
         return sum((jac[:, index[m]] for m in p.members), np.zeros(len(r0)))
 
     n = len(r0)
-    chosen: list[Param] = []
+    path: list[Param] = []
     steps: list[SelectionStep] = []
 
-    def score(p: Param) -> tuple[float, float]:
-        params = chosen + [p]
-        cols = np.column_stack([column(q) for q in params])
-        lo = np.array([math.log(q.low / q.start) if q.low > 0 else -math.inf for q in params])
-        hi = np.array([math.log(q.high / q.start) for q in params])
-        theta = bounded_least_squares(cols, -r0, lo, hi)
-        res = r0 + cols @ theta
-        rss = float(res @ res)
-        return aicc(rss, n, len(params)), rss
+    def score(params: list[Param]) -> tuple[float, float]:
+        loo2 = loo_residuals(r0, np.column_stack([column(q) for q in params]), prior) ** 2
+        return float(loo2.sum()), float(math.sqrt(n) * loo2.std(ddof=1)) if n > 1 else 0.0
 
-    # the site factor that explains the rows best (no site factor: the single knob) is always fitted
     first = list(sites) or list(fine)
     if not first:
-        return chosen, steps
-    (a, rss), best = min(((score(p), p) for p in first), key=lambda t: t[0][1])
-    chosen.append(best)
-    steps.append(SelectionStep(best.name, best.stage, a if math.isfinite(a) else None, rss))
-    current = a
-    for stage, pool in (("site", sites), ("fine", fine)):
-        while True:
-            taken = {q.name for q in chosen}
-            options = [(score(p), p) for p in pool if p.name not in taken]
-            options = [o for o in options if o[0][0] < current - 1e-9]
-            if not options:
-                break
-            (a, rss), p = min(options, key=lambda t: t[0][0])
-            current = a
-            chosen.append(p)
-            steps.append(SelectionStep(p.name, stage, a, rss))
-    return chosen, steps
+        return [], steps
+    if n < 3:
+        # leaving one of two rows out (or the only one) tells nothing: the in-sample residual of the
+        # regularised step chooses the one parameter
+        def in_sample(p: Param) -> float:
+            c = column(p)[:, None]
+            e = r0 - c @ (np.linalg.pinv(c.T @ c + prior * np.eye(1)) @ (c.T @ r0))
+            return float(e @ e)
+
+        best = min(first, key=in_sample)
+        current, se = score([best])
+    else:
+        (current, se), best = min(((score([p]), p) for p in first), key=lambda t: t[0][0])
+    path.append(best)
+    steps.append(SelectionStep(best.name, best.stage, current, se))
+    if n >= 3:
+        gain = n * MEASUREMENT_NOISE_LOG**2
+        for stage, pool in (("site", sites), ("fine", fine)):
+            while len(path) < n - 1:
+                taken = {q.name for q in path}
+                options = [(score(path + [p]), p) for p in pool if p.name not in taken]
+                options = [o for o in options if o[0][0] < current - gain]
+                if not options:
+                    break
+                (current, se), p = min(options, key=lambda t: t[0][0])
+                path.append(p)
+                steps.append(SelectionStep(p.name, stage, current, se))
+    # one-standard-error rule: the shortest prefix of the path within one SE of the best PRESS
+    best_i = min(range(len(steps)), key=lambda i: steps[i].press)
+    limit = steps[best_i].press + steps[best_i].press_se
+    k = next(i for i in range(len(steps)) if steps[i].press <= limit) + 1
+    for s in steps[:k]:
+        s.selected = True
+    return path[:k], steps
 
 
 def knob_values_and_sigmas(fitter: ParamFitter, fit: FitResult, usable: np.ndarray) -> dict[str, dict]:
@@ -286,5 +292,5 @@ def knob_values_and_sigmas(fitter: ParamFitter, fit: FitResult, usable: np.ndarr
 
 
 __all__ = ["MEASUREMENT_NOISE_LOG", "Param", "ParamFitter", "SITE_FACTORS", "SelectionStep", "SiteFactor",
-           "aicc", "bounded_least_squares", "candidate_params", "knob_values_and_sigmas", "select_params",
+           "candidate_params", "knob_values_and_sigmas", "loo_residuals", "press", "select_params",
            "site_factor"]
