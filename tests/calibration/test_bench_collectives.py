@@ -116,3 +116,30 @@ def test_bench_without_torch_says_collectives_are_skipped(monkeypatch):
     report = bench.run_bench("cpu", quick=True, fit_profile=False)
     assert report.backend == "numpy" and report.collectives == []
     assert "needs torch" in report.skipped["collectives"] and report.to_dict()["collectives"] == []
+
+
+@pytest.mark.skipif(torch_or_none() is None, reason="torch not installed (pip install 'gpuplan[bench]')")
+@pytest.mark.parametrize("quick", [True, False])
+def test_bench_reports_collectives_as_rows(monkeypatch, quick):
+    # The bench's own wiring, with tiny sweeps and the ranks replaced by two measured points (the
+    # real ranks: test_gloo_collectives_over_two_spawned_ranks): --quick on a CPU leaves them out
+    # and says why; the full bench reports them and writes them as collectives rows.
+    import gpuplan.interfaces.bench as bench
+
+    for mode in ("quick", "full"):
+        monkeypatch.setitem(bench.GEMM_SIZES, (mode, "cpu"), (64,))
+        monkeypatch.setitem(bench.STREAM_ELEMENTS, mode, 1024)
+    monkeypatch.setattr(bench, "attention", lambda *a, **k: {"prefill_tflops": 1.0})
+    fake = [CollectivePoint("all_reduce", 2**20, 2, 1e-3), CollectivePoint("all_to_all", 2**20, 2, 2e-3)]
+    monkeypatch.setattr(bench, "run_collectives", lambda device, quick, gpus: (fake, ""))
+    report = bench.run_bench("cpu", quick=quick, fit_profile=False)
+    d = report.to_dict()
+    coll_rows = [r for r in d["rows"] if r.get("collective")]
+    if quick:
+        assert d["collectives"] == [] and "--quick" in d["skipped"]["collectives"] and not coll_rows
+    else:
+        assert [c["collective"] for c in d["collectives"]] == ["all_reduce", "all_to_all"]
+        assert "collectives" not in d["skipped"]
+        # 1 MiB in 1 ms: algbw 1.048576 GB/s; busbw x 1 (all_reduce, 2 ranks), x 1/2 (all_to_all, 2 ms)
+        assert [float(r["value"]) for r in coll_rows] == pytest.approx([1.048576, 0.262144])
+        assert {r["system"] for r in coll_rows} == {"local-cpu"} and coll_rows[0]["id"] == "bench-coll-local-cpu-1"

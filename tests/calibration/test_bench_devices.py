@@ -116,3 +116,17 @@ def test_gpu_report_compares_with_the_catalog_peak():
     assert "80.9%" in d["peak_comparison"]
     assert d["hbm_fraction_of_peak"] == pytest.approx(2680.0 / 3350.0)  # H100 SXM HBM3: 3.35 TB/s
     assert d["rows"][0]["system"] == "h100-sxm5-80gb" and d["rows"][0]["metric"] == "matmul_tflops"
+
+
+@pytest.mark.skipif(backend_mod.torch_or_none() is None, reason="torch not installed (pip install 'gpuplan[bench]')")
+def test_attention_prefill_and_decode_on_cpu_torch():
+    # Real torch SDPA on the CPU: the figures are FLOPs / time and bytes / time as the docstring of
+    # measurements.py counts them: causal prefill 4 B H S^2 D / 2, decode K and V read 2 B H L D s
+    from gpuplan.interfaces.bench.measurements import attention
+
+    b = select_backend("cpu")
+    a = attention(b, seq=128, kv_len=256, repeats=2, heads=2, kv_heads=2, head_dim=32)
+    assert a["dtype"] == "float32"
+    assert a["prefill_tflops"] * 1e12 * a["prefill_time_s"] == pytest.approx(4 * 1 * 2 * 128**2 * 32 / 2)
+    assert a["decode_kv_gbps"] * 1e9 * a["decode_time_s"] == pytest.approx(2 * 1 * 2 * 256 * 32 * 4)
+    assert a["prefill_time_s"] > 0 and a["decode_time_s"] > 0

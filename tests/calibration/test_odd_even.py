@@ -1,7 +1,8 @@
 """Done-when of issue 17: calibrating on the odd-numbered rows of a family and predicting the even
 ones cuts their MAPE by at least 40% (relative) where the default is off by more than 10%.
-docs/calibration.md has the table over every family (benchmarks/calibration_odd_even.py); these
-are three public families where it holds, with the knobs each informs."""
+docs/calibration.md has the table over every family (benchmarks/calibration_odd_even.py, with a
+floor per family showing where no calibration of the knobs can reach it). Checked here: the default
+(hierarchical) method on two public families, and the flat fit of named knobs on three."""
 
 from __future__ import annotations
 
@@ -22,13 +23,32 @@ FAMILIES = [
 ]
 
 
+def family_rows(shared_dir, family: str, file: str) -> list[dict]:
+    return [r for r in read_rows(shared_dir / "validation" / f"{file}.csv")
+            if r["id"].rsplit("-", 1)[0] == family and r.get("confidence") != "low"]
+
+
 @pytest.mark.parametrize("family, file, names", FAMILIES)
 def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, file, names):
-    rows = [r for r in read_rows(shared_dir / "validation" / f"{file}.csv")
-            if r["id"].rsplit("-", 1)[0] == family and r.get("confidence") != "low"]
-    odd, even = split_odd_even(rows)
+    odd, even = split_odd_even(family_rows(shared_dir, family, file))
     assert odd and even
     h = holdout_errors(odd, even, knob_names=names)
+    assert h["method"] == "flat"
+    assert h["mape_before_pct"] > 10.0
+    assert h["mape_after_pct"] <= 0.6 * h["mape_before_pct"], h
+
+
+@pytest.mark.parametrize("family, file, parameter", [
+    # torchtitan's H100 table: the odd rows run ~20% under the model's compute; the site factor
+    # they fit carries to the even rows (docs/calibration.md: 32.5% -> 16.4%)
+    ("ttbench", "training", "site.compute"),
+    # vLLM CI latencies on A100 / H100 / H200: decode-bound, the memory factor (13.2% -> 5.4%)
+    ("vllmci", "inference", "site.memory"),
+])
+def test_the_default_hierarchical_fit_carries_to_even_rows(shared_dir, family, file, parameter):
+    odd, even = split_odd_even(family_rows(shared_dir, family, file))
+    h = holdout_errors(odd, even)
+    assert h["method"] == "hierarchical" and list(h["parameters"]) == [parameter]
     assert h["mape_before_pct"] > 10.0
     assert h["mape_after_pct"] <= 0.6 * h["mape_before_pct"], h
 

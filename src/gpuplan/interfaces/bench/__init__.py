@@ -11,7 +11,8 @@ turn the GEMM sweep into matmul rows (interfaces/validation_matmul.py) that `cal
 
 5. with torch, the collectives over the local devices (collectives.py: all_reduce, all_gather,
    all_to_all with torch.distributed, algbw and busbw as nccl-tests defines them; gloo with 2
-   spawned ranks on a CPU, nccl over the visible GPUs) as collectives rows.
+   spawned ranks on a CPU, nccl over the visible GPUs) as collectives rows; on a CPU not in
+   `--quick` (starting the ranks costs more than the rest of the quick bench).
 """
 
 from __future__ import annotations
@@ -193,7 +194,8 @@ def run_bench(device: str | None = None, quick: bool = False, progress: Progress
     repeats = REPEATS[mode]
     dtypes = backend.dtypes()
     has_torch = backend.name == "torch"
-    steps = len(sizes) * len(dtypes) + 1 + 2 * int(has_torch) + int(kind == "gpu")
+    with_collectives = has_torch and not (quick and kind == "cpu")
+    steps = len(sizes) * len(dtypes) + 1 + int(has_torch) + int(with_collectives) + int(kind == "gpu")
     done = 0
 
     def tick(label: str) -> None:
@@ -224,7 +226,10 @@ def run_bench(device: str | None = None, quick: bool = False, progress: Progress
     else:
         skipped["host_device"] = "no GPU" if kind == "cpu" else "not measured on mps"
     coll: list[CollectivePoint] = []
-    if has_torch:
+    if has_torch and quick and kind == "cpu":
+        skipped["collectives"] = ("left out of --quick on a CPU (each of the 2 gloo ranks starts a Python that "
+                                  "imports torch); run without --quick")
+    elif has_torch:
         tick("collectives (torch.distributed)")
         gpus = backend.torch.cuda.device_count() if kind == "gpu" and backend.device != "mps" else 0
         coll, why = run_collectives(backend.device, quick, gpus)

@@ -14,8 +14,11 @@ two device synchronisations; t = elapsed / iters on each rank, averaged over the
 default `-a 1`). The window is repeated `repeats` times and the fastest kept (the figure least
 disturbed by other load, as the other benches).
 
-Processes: n ranks are spawned (multiprocessing 'spawn': a fresh interpreter each, as CUDA needs)
-and rendezvous over TCP on 127.0.0.1 at a free port. Backend: gloo on the CPU (2 ranks: a CI
+Processes: n ranks are spawned (multiprocessing 'spawn': a fresh interpreter each, as CUDA needs;
+'fork' is not an option even on a CPU: after the bench's GEMMs have started torch's OpenMP pool, a
+forked rank hangs in its first collective) and rendezvous over TCP on 127.0.0.1 at a free port.
+Each rank imports torch, a few seconds on an idle machine and close to a minute on a loaded 2-core
+CI machine, so `gpuplan bench --quick` on a CPU leaves the collectives out (run_bench). Backend: gloo on the CPU (2 ranks: a CI
 machine measures its shared-memory transport, not a network), nccl on cuda and rocm (RCCL, one rank
 per visible GPU; fewer than 2 GPUs: nothing to measure). mps has no torch.distributed backend.
 Rank 0 writes the results as JSON to a file the parent reads; a rank that fails or hangs past the
