@@ -239,8 +239,8 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
         method = "flat" if knob_names else "hierarchical"
     fitter = KnobFitter(rows, predictor, candidates, lam=lam, prior_width=prior_width)
     usable = fitter.usable_rows()
-    fitter._screen(usable)
-    informed = [n for n, ok in zip(fitter.names, fitter._informed) if ok]
+    informed_mask, r0, jac0 = fitter.screened(usable)
+    informed = [n for n, ok in zip(fitter.names, informed_mask) if ok]
     if not informed:
         skipped = int((~usable).sum())
         why = f"{int(usable.sum())} usable row(s)" + (f", {skipped} skipped" if skipped else "")
@@ -252,8 +252,7 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
     else:
         start = {n: float(v) for n, v in zip(fitter.names, fitter.start)}
         sites, fine = candidate_params(informed, start)
-        r0 = fitter._residuals(fitter.base_predictions())
-        chosen, selection = select_params(np.nan_to_num(r0[usable]), fitter._jac0[usable], fitter.names, sites, fine,
+        chosen, selection = select_params(np.nan_to_num(r0[usable]), jac0[usable], fitter.names, sites, fine,
                                           lam / prior_width**2)
         fitter = ParamFitter(fitter.evaluator, chosen, start, lam=lam, prior_width=prior_width,
                              robust_scale=fitter.robust_scale)

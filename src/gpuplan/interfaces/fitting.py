@@ -297,6 +297,13 @@ class KnobFitter:
         self.evaluator.freeze(~moved, base)
         self._jac0 = jac
 
+    def screened(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """After the screen on the `usable` rows: (informed mask over the knobs, transformed
+        residuals at the start values, their Jacobian there), for a caller that chooses which
+        parameters to fit (interfaces.calibration_hierarchy)."""
+        self._screen(usable)
+        return self._informed.copy(), self._residuals(self.base_predictions()), self._jac0.copy()
+
     # ------------------------------------------------------------------ fitting
     def usable_rows(self) -> np.ndarray:
         """Rows with a finite positive measurement that the predictor expresses at the start values."""
