@@ -19,13 +19,14 @@ def register(app: typer.Typer) -> None:
     def bench_command(
         device: Optional[str] = typer.Option(None, "--device", help="cpu, cuda, rocm or mps (default: the best present)."),
         quick: bool = typer.Option(False, "--quick", help="A small sweep (under a minute on a CPU)."),
-        out: Optional[str] = typer.Option(None, "--out", help="Write the GEMM results as matmul rows (CSV)."),
+        out: Optional[str] = typer.Option(None, "--out", help="Write the GEMM and collectives results as rows (CSV)."),
         profile: Optional[str] = typer.Option(None, "--profile", help="Write the fitted matmul ceilings as a "
                                                                       "calibration profile (catalog GPUs only)."),
         as_json: bool = typer.Option(False, "--json", help="JSON: gemm_best_gflops, gemm_best_tflops, gemm, memory, "
-                                                           "attention, host_device, catalog_peak_tflops, rows, ..."),
+                                                           "attention, host_device, collectives, catalog_peak_tflops, "
+                                                           "rows, ..."),
     ) -> None:
-        """Measure this machine: GEMM per dtype, memory bandwidth, attention, host-device copies."""
+        """Measure this machine: GEMM per dtype, memory bandwidth, attention, host-device copies, collectives."""
         with progress_bar("bench", delay_s=0.0) as bar:
             result = api.bench(device, quick, out, profile, progress=bar)
         data = result.to_dict()
@@ -45,6 +46,9 @@ def register(app: typer.Typer) -> None:
         if data["host_device"]:
             h = data["host_device"]
             typer.echo(f"  host->device {fmt(h['host_to_device_gbps'])} GB/s, device->host {fmt(h['device_to_host_gbps'])} GB/s")
+        for c in data["collectives"]:
+            typer.echo(f"  {c['collective']:<10} {c['ranks']} ranks {c['size_bytes']:>10} B: algbw {fmt(c['algbw_gbps'])} GB/s, "
+                       f"busbw {fmt(c['busbw_gbps'])} GB/s ({fmt(c['time_us'])} us)")
         for what, why in data["skipped"].items():
             typer.echo(f"  {what}: skipped ({why})")
         typer.echo(f"run time {fmt(data['run_time_s'])} s")

@@ -54,22 +54,37 @@ def fit_command(
     knob_names: Optional[str] = typer.Option(None, "--knobs", help="Comma-separated knob names to fit (default: "
                                                                   "every knob the rows' predictions read)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Predicted vs measured before/after (.png/.svg/.pdf)."),
-    as_json: bool = typer.Option(False, "--json", help="JSON: {knobs, values, not_informed, error, rows, sources, ...}."),
+    method: str = typer.Option("auto", "--method", help="hierarchical (site factors, then single knobs, chosen "
+                                                        "by leave-one-out error), flat (every informed knob "
+                                                        "free) or auto (hierarchical unless --knobs names knobs)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON: {method, knobs, values, parameters, selection, "
+                                                       "not_informed, error, rows, sources, ...}."),
 ) -> None:
     """Fit the efficiency knobs your measurements inform; print value +- uncertainty and the error before/after."""
-    result = api.calibrate_fit(measurements, out, knobs=knob_names, plot=plot)
+    result = api.calibrate_fit(measurements, out, knobs=knob_names, plot=plot, method=method)
     if as_json:
         print_json(result.to_dict())
         return
     cal = result.calibration
     err = cal.error_block()
+    d = cal.to_dict()
+    if cal.method == "hierarchical":
+        typer.echo(f"parameters fitted ({err['rows_used']} rows used; site factors first, then single knobs, "
+                   "chosen by leave-one-out error):")
+        for k in cal.fit.knobs:
+            if k.informed:
+                typer.echo(f"  {k.name} = {fmt(k.value)} +- {fmt(k.uncertainty)} {k.unit} (start {fmt(k.start)})")
     typer.echo(f"fitted knobs ({err['rows_used']} rows used): value +- 1 sigma (start)")
-    for k in cal.fit.knobs:
-        if k.informed:
-            bound = "  [at its bound]" if k.at_bound else ""
-            typer.echo(f"  {k.name} = {fmt(k.value)} +- {fmt(k.uncertainty)} {k.unit} (start {fmt(k.start)}){bound}")
-    if cal.fit.not_informed:
-        typer.echo(f"not informed by these rows (left as they were): {', '.join(cal.fit.not_informed)}")
+    for k in d["knobs"]:
+        if k["informed"]:
+            bound = "  [at its bound]" if k["at_bound"] else ""
+            via = f"  via {', '.join(k['via'])}" if k.get("via") else ""
+            typer.echo(f"  {k['name']} = {fmt(k['value'])} +- {fmt(k['uncertainty'])} {k['unit']} "
+                       f"(start {fmt(k['start'])}){via}{bound}")
+    if d["not_selected"]:
+        typer.echo(f"informed, but not worth a parameter of their own (leave-one-out): {', '.join(d['not_selected'])}")
+    if d["not_informed"]:
+        typer.echo(f"not informed by these rows (left as they were): {', '.join(d['not_informed'])}")
     typer.echo(f"MAPE on the rows used: {fmt(err['mape_before_pct'])}% before -> {fmt(err['mape_after_pct'])}% after")
     typer.echo(f"leave-one-out (per {err['loo_mode']}) MAPE: {fmt(err['loo_mape_before_pct'])}% before -> "
                f"{fmt(err['loo_mape_after_pct'])}% after")

@@ -9,7 +9,12 @@ robust soft-L1 least squares on log error, pulled toward the values in effect).
 Which knobs. Default: every registered knob the rows' predictions read (recorded once with
 `knobs.recording_reads`, under an explicit override of every knob so that no cache skips a read),
 of which the fitter keeps the ones whose Jacobian column moves (the others are refused: not
-informed). `knob_names` restricts the set. No informed knob at all -> InputError (exit 2).
+informed). No informed knob at all -> InputError (exit 2).
+
+Method. `hierarchical` (the default when no knob is named): a few site factors first, then
+single knobs only where they lower the leave-one-out error (interfaces.calibration_hierarchy);
+the profile holds the resulting knob values. `flat` (the default when `knob_names` is given, and
+on request): every informed knob of the set is a free parameter (interfaces.fitting).
 
 Figures.
 - in-sample error before / after: the rows used, predicted with the start values and with the fit;
@@ -28,7 +33,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -36,6 +41,8 @@ import numpy as np
 
 from gpuplan import __version__, knobs
 from gpuplan.errors import InputError
+from gpuplan.interfaces.calibration_hierarchy import (ParamFitter, candidate_params, knob_values_and_sigmas,
+                                                      select_params)
 from gpuplan.interfaces.calibration_profile import profile_toml, write_atomically
 from gpuplan.interfaces.cross_validation import row_predictor, schema_family
 from gpuplan.interfaces.fitting import FD_STEP, FitResult, KnobFitter, error_figures
@@ -44,6 +51,8 @@ from gpuplan.interfaces.validate import read_rows
 
 #: Relative step of the log-prediction Jacobian used for the row bands.
 BAND_STEP = FD_STEP
+#: Fitting methods (module docstring); "auto": hierarchical unless knobs are named.
+METHODS = ("auto", "hierarchical", "flat")
 
 
 @dataclass(frozen=True)
@@ -112,10 +121,28 @@ class CalibrationResult:
     rows: list[dict]  # per row: id, family, metric, measured, before, after, loo_after, band_pct, used
     sources: list[SourceFile]
     created: str
+    method: str = "flat"
+    knob_fits: dict | None = None  # hierarchical: knob -> {value, uncertainty, start, via, at_bound}
+    selection: list = field(default_factory=list)  # hierarchical: calibration_hierarchy.SelectionStep
+    not_selected: list = field(default_factory=list)  # hierarchical: informed knobs no evidence selected
 
     @property
     def values(self) -> dict[str, float]:
+        """Knob name -> fitted value: what a profile applies."""
+        if self.knob_fits is not None:
+            return {n: e["value"] for n, e in self.knob_fits.items()}
         return self.fit.values
+
+    def knob_entries(self) -> dict[str, dict]:
+        """Knob name -> {value, uncertainty, start, unit, default, at_bound[, via]} of every fitted knob."""
+        registry = knobs.REGISTRY
+        if self.knob_fits is not None:
+            return {n: {"value": e["value"], "uncertainty": e["uncertainty"], "default": registry[n].default,
+                        "start": e["start"], "unit": registry[n].unit, "at_bound": e["at_bound"], "via": list(e["via"])}
+                    for n, e in self.knob_fits.items()}
+        return {k.name: {"value": k.value, "uncertainty": k.uncertainty, "default": registry[k.name].default,
+                         "start": k.start, "unit": registry[k.name].unit, "at_bound": k.at_bound}
+                for k in self.fit.knobs if k.informed}
 
     def error_block(self) -> dict:
         f = self.fit
@@ -127,10 +154,19 @@ class CalibrationResult:
     def to_dict(self) -> dict:
         registry = knobs.REGISTRY
         fitted = []
-        for k in self.fit.knobs:
-            fitted.append({**k.to_dict(), "default": registry[k.name].default, "low": registry[k.name].low,
-                           "high": registry[k.name].high})
-        return {"knobs": fitted, "values": self.values, "not_informed": self.fit.not_informed,
+        if self.knob_fits is None:
+            for k in self.fit.knobs:
+                fitted.append({**k.to_dict(), "default": registry[k.name].default, "low": registry[k.name].low,
+                               "high": registry[k.name].high})
+        else:
+            for name, e in self.knob_entries().items():
+                fitted.append({"name": name, **e, "informed": True, "low": registry[name].low,
+                               "high": registry[name].high})
+        return {"method": self.method, "knobs": fitted, "values": self.values,
+                "parameters": [k.to_dict() for k in self.fit.knobs if k.informed],
+                "selection": [s.to_dict() for s in self.selection], "not_selected": list(self.not_selected),
+                "not_informed": self.fit.not_informed if self.knob_fits is None else
+                [n for n in self.candidates if n not in self.knob_fits and n not in self.not_selected],
                 "candidates": self.candidates, "error": self.error_block(),
                 "rows_skipped": [{"id": i, "reason": r} for i, r in self.fit.rows_skipped],
                 "rows": self.rows, "sources": [s.to_dict() for s in self.sources], "created": self.created,
@@ -138,16 +174,15 @@ class CalibrationResult:
 
     def profile_text(self) -> str:
         """The profile TOML (calibration_profile.profile_toml) of the informed knobs."""
-        entries = {}
-        for k in self.fit.knobs:
-            if not k.informed:
-                continue
-            reg = knobs.REGISTRY[k.name]
-            entries[k.name] = {"value": k.value, "uncertainty": k.uncertainty, "default": reg.default,
-                               "start": k.start, "unit": reg.unit, "at_bound": k.at_bound}
+        entries = self.knob_entries()
+        how = ("hierarchical: site factors, then single knobs selected by leave-one-out error (gpuplan.interfaces."
+               "calibration_hierarchy); " if self.knob_fits is not None else "flat: ")
         meta = {"created": self.created, "gpuplan_version": __version__,
-                "method": "gpuplan calibrate fit: robust soft-L1 least squares on log error, prior toward the start "
-                          "values (gpuplan.interfaces.fitting)"}
+                "method": "gpuplan calibrate fit, " + how + "robust soft-L1 least squares on log error, prior toward "
+                          "the start values (gpuplan.interfaces.fitting)"}
+        if self.knob_fits is not None:
+            meta["parameters"] = [f"{k.name} = {k.value:.6g} +- {k.uncertainty or 0:.3g} {k.unit}"
+                                  for k in self.fit.knobs if k.informed]
         err = {key: v for key, v in self.error_block().items() if v is not None}
         used = [r["id"] for r in self.rows if r["used"]]
         return profile_toml(meta, err, [s.to_dict() for s in self.sources], used, entries)
@@ -181,9 +216,11 @@ def _row_bands(fitter: KnobFitter, fit: FitResult, usable: np.ndarray) -> np.nda
 
 def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[str] | None = None,
                    sources: Sequence[SourceFile] = (), lam: float = 1.0, prior_width: float = 1.0,
-                   predictor=None) -> CalibrationResult:
+                   predictor=None, method: str = "auto") -> CalibrationResult:
     """Fit the knobs the rows inform (module docstring). InputError when none is informed."""
     rows = [dict(r) for r in rows]
+    if method not in METHODS:
+        raise InputError(f"method: '{method}' is not one of {', '.join(METHODS)}", field="method")
     if not rows:
         raise InputError("measurements: no rows to fit", field="measurements")
     predictor = predictor or row_predictor()
@@ -198,13 +235,32 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
     if not candidates:
         raise InputError("measurements: the rows inform no knob (no row could be predicted; see `gpuplan validate`)",
                          field="measurements")
+    if method == "auto":
+        method = "flat" if knob_names else "hierarchical"
     fitter = KnobFitter(rows, predictor, candidates, lam=lam, prior_width=prior_width)
-    fit = fitter.fit()
-    if not fit.values:
-        why = f"{fit.rows_used} usable row(s)" + (f", {len(fit.rows_skipped)} skipped" if fit.rows_skipped else "")
+    usable = fitter.usable_rows()
+    informed_mask, r0, jac0 = fitter.screened(usable)
+    informed = [n for n, ok in zip(fitter.names, informed_mask) if ok]
+    if not informed:
+        skipped = int((~usable).sum())
+        why = f"{int(usable.sum())} usable row(s)" + (f", {skipped} skipped" if skipped else "")
         raise InputError(f"measurements: the rows inform none of the knobs {', '.join(candidates[:6])}"
                          f"{' ...' if len(candidates) > 6 else ''} ({why})", field="knobs")
-    usable = fitter.usable_rows()
+    knob_fits, selection, not_selected = None, [], []
+    if method == "flat":
+        fit = fitter.fit()
+    else:
+        start = {n: float(v) for n, v in zip(fitter.names, fitter.start)}
+        sites, fine = candidate_params(informed, start)
+        chosen, selection = select_params(np.nan_to_num(r0[usable]), jac0[usable], fitter.names, sites, fine,
+                                          lam / prior_width**2)
+        fitter = ParamFitter(fitter.evaluator, chosen, start, lam=lam, prior_width=prior_width,
+                             robust_scale=fitter.robust_scale)
+        fit = fitter.fit()
+        knob_fits = knob_values_and_sigmas(fitter, fit, usable)
+        not_selected = [n for n in informed if n not in knob_fits]
+        if not knob_fits:
+            raise InputError("measurements: the rows inform no knob the fit could move", field="knobs")
     mode, groups = _groups(rows)
     loo = np.full(len(rows), np.nan)
     for g in dict.fromkeys(groups[usable].tolist()):
@@ -228,7 +284,8 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
     return CalibrationResult(fit=fit, candidates=candidates, loo_mode=mode,
                              loo_before=error_figures(np.where(usable, before, np.nan), meas),
                              loo_after=error_figures(np.where(usable, loo, np.nan), meas),
-                             rows=out_rows, sources=list(sources), created=created)
+                             rows=out_rows, sources=list(sources), created=created, method=method,
+                             knob_fits=knob_fits, selection=selection, not_selected=not_selected)
 
 
 def split_odd_even(rows: Sequence[Mapping[str, str]]) -> tuple[list[dict], list[dict]]:
@@ -247,10 +304,10 @@ def split_odd_even(rows: Sequence[Mapping[str, str]]) -> tuple[list[dict], list[
 
 
 def holdout_errors(train: Sequence[Mapping[str, str]], test: Sequence[Mapping[str, str]], *,
-                   knob_names: Sequence[str] | None = None) -> dict:
+                   knob_names: Sequence[str] | None = None, method: str = "auto") -> dict:
     """Calibrate on `train`, predict `test`: its MAPE with the values in effect (before) and with
     the fitted profile (after), and the fitted values."""
-    result = calibrate_rows(train, knob_names=knob_names)
+    result = calibrate_rows(train, knob_names=knob_names, method=method)
     predictor = row_predictor()
     measured = np.array([float(r["value"]) for r in test], dtype=np.float64)
 
@@ -269,14 +326,18 @@ def holdout_errors(train: Sequence[Mapping[str, str]], test: Sequence[Mapping[st
     return {"train_rows": result.fit.rows_used, "test_rows": int(both.sum()),
             "mape_before_pct": error_figures(np.where(both, before, np.nan), measured)["mape_pct"],
             "mape_after_pct": error_figures(np.where(both, after, np.nan), measured)["mape_pct"],
-            "values": result.values}
+            "values": result.values, "method": result.method,
+            "parameters": {k.name: k.value for k in result.fit.knobs if k.informed}}
 
 
 def calibrate_files(paths: Sequence[str | Path], *, knob_names: Sequence[str] | None = None, lam: float = 1.0,
-                    prior_width: float = 1.0) -> CalibrationResult:
+                    prior_width: float = 1.0, method: str = "auto") -> CalibrationResult:
     """`calibrate_rows` over the rows of CSV files (read_measurements)."""
+    if method not in METHODS:
+        raise InputError(f"method: '{method}' is not one of {', '.join(METHODS)}", field="method")
     rows, sources = read_measurements(paths)
-    return calibrate_rows(rows, knob_names=knob_names, sources=sources, lam=lam, prior_width=prior_width)
+    return calibrate_rows(rows, knob_names=knob_names, sources=sources, lam=lam, prior_width=prior_width,
+                          method=method)
 
 
 __all__ = ["CalibrationResult", "SourceFile", "calibrate_files", "calibrate_rows", "holdout_errors", "knobs_read_by",

@@ -241,6 +241,15 @@ class KnobFitter:
         self._sensitivity: np.ndarray | None = None
 
     # ------------------------------------------------------------------ evaluation
+    def unit_of(self, name: str) -> str:
+        """The unit of the fitted parameter `name` (here a registry knob's; a subclass may fit
+        other parameters: interfaces.calibration_hierarchy)."""
+        return knobs.REGISTRY[name].unit
+
+    def parameter_values(self, x: np.ndarray) -> dict[str, float]:
+        """The fitted parameters' values at x (here the knob values of `values_at`)."""
+        return self.values_at(x)
+
     def values_at(self, x: np.ndarray) -> dict[str, float]:
         """Knob values for x, clamped into their ranges."""
         out = {}
@@ -290,6 +299,13 @@ class KnobFitter:
         moved = np.any(jac[:, self._informed] != 0.0, axis=1)
         self.evaluator.freeze(~moved, base)
         self._jac0 = jac
+
+    def screened(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """After the screen on the `usable` rows: (informed mask over the knobs, transformed
+        residuals at the start values, their Jacobian there), for a caller that chooses which
+        parameters to fit (interfaces.calibration_hierarchy)."""
+        self._screen(usable)
+        return self._informed.copy(), self._residuals(self.base_predictions()), self._jac0.copy()
 
     # ------------------------------------------------------------------ fitting
     def usable_rows(self) -> np.ndarray:
@@ -392,13 +408,13 @@ class KnobFitter:
             s2 = float(ru @ ru) / max(1, n - k)
             cov = s2 * np.linalg.pinv(ju.T @ ju + np.diag(ps2[cols]))
             unc[cols] = np.sqrt(np.clip(np.diag(cov), 0.0, None))
-        values = self.values_at(x)
+        values = self.parameter_values(x)
         fits = []
         for j, name in enumerate(self.names):
             informed = bool(cols[j])
             v = values[name] if informed else float(self.start[j])
             fits.append(KnobFit(
-                name=name, unit=knobs.REGISTRY[name].unit, start=float(self.start[j]), value=v,
+                name=name, unit=self.unit_of(name), start=float(self.start[j]), value=v,
                 uncertainty=float(v * unc[j]) if informed and math.isfinite(unc[j]) else None,
                 sensitivity=float(self._sensitivity[j]), informed=informed,
                 at_bound=informed and bool(x[j] <= self.lo[j] + 1e-12 or x[j] >= self.hi[j] - 1e-12)))

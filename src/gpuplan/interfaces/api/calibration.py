@@ -51,10 +51,11 @@ class FitProfileResult(Result):
 
 def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Path | None = None, *,
                   knobs: Sequence[str] | str | None = None, plot: str | Path | None = None, lam: float = 1.0,
-                  prior_width: float = 1.0) -> FitProfileResult:
+                  prior_width: float = 1.0, method: str = "auto") -> FitProfileResult:
     """Fit the knobs the measured rows inform (docs/calibration.md) and write the profile to `out`
     (atomically; nothing is written when the fit is refused). `knobs`: names (a list or
-    "a,b") restricting the fit; default every knob the rows' predictions read."""
+    "a,b") restricting the fit; default every knob the rows' predictions read. `method`: auto,
+    hierarchical or flat (interfaces.calibration)."""
     from gpuplan.interfaces.calibration import calibrate_files
     from gpuplan.interfaces.calibration_plot import check_plot_path, plot_fit
     from gpuplan.interfaces.calibration_profile import check_out_path
@@ -65,7 +66,7 @@ def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Pa
         check_out_path(out)
     if plot is not None:
         check_plot_path(plot)
-    result = calibrate_files(paths, knob_names=names, lam=lam, prior_width=prior_width)
+    result = calibrate_files(paths, knob_names=names, lam=lam, prior_width=prior_width, method=method)
     if out is not None:
         result.write_profile(out)
     if plot is not None:
@@ -118,8 +119,9 @@ class BenchResult(Result):
 
 def bench(device: str | None = None, quick: bool = False, out: str | Path | None = None,
           profile: str | Path | None = None, progress=None) -> BenchResult:
-    """Measure this machine (interfaces.bench): GEMM sweep per dtype, memory bandwidth, attention and
-    host-device copies (torch), compared with the catalog's peak. `out`: the GEMM rows as CSV;
+    """Measure this machine (interfaces.bench): GEMM sweep per dtype, memory bandwidth, attention,
+    host-device copies and collectives (torch), compared with the catalog's peak. `out`: the GEMM
+    (matmul) and collectives rows as CSV;
     `profile`: the fitted matmul ceilings (only for a catalog GPU). Files are written atomically."""
     from gpuplan.errors import InputError
     from gpuplan.interfaces.bench import run_bench

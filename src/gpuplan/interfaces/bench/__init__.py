@@ -9,8 +9,10 @@ turn the GEMM sweep into matmul rows (interfaces/validation_matmul.py) that `cal
 4. returns a `BenchReport`: figures, rows, and, for a catalog GPU, a fitted calibration (its
    matmul ceilings) that `write_profile` saves.
 
-Collectives over local GPUs (torch.distributed) are not measured yet: use nccl-tests and
-`gpuplan calibrate import nccl-tests`.
+5. with torch, the collectives over the local devices (collectives.py: all_reduce, all_gather,
+   all_to_all with torch.distributed, algbw and busbw as nccl-tests defines them; gloo with 2
+   spawned ranks on a CPU, nccl over the visible GPUs) as collectives rows; on a CPU not in
+   `--quick` (starting the ranks costs more than the rest of the quick bench).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from gpuplan.interfaces.bench.backend import Backend, select_backend
+from gpuplan.interfaces.bench.collectives import CollectivePoint, collective_rows, run_collectives
 from gpuplan.interfaces.bench.measurements import GemmPoint, attention, gemm, host_to_device, stream
 
 Progress = Callable[[str, int, int], None]
@@ -47,6 +50,8 @@ class BenchReport:
     seconds: float
     skipped: dict = field(default_factory=dict)
     calibration: object = None  # interfaces.calibration.CalibrationResult for a catalog GPU
+    collectives: list[CollectivePoint] = field(default_factory=list)
+    collectives_system: str = ""
 
     def best_gemm(self, dtype: str | None = None) -> GemmPoint:
         pts = [p for p in self.gemm if dtype is None or p.dtype == dtype]
@@ -67,6 +72,18 @@ class BenchReport:
             return None
 
     def rows(self) -> list[dict[str, str]]:
+        """The GEMM rows, then the collectives rows."""
+        return self.gemm_rows() + self.collective_rows()
+
+    def collective_rows(self) -> list[dict[str, str]]:
+        """One collectives row per measured point (collectives.py); system = a catalog system of
+        the GPU (`local_system`), else `local-<device>` (not in the catalog: `calibrate fit` skips
+        it with the reason)."""
+        system = self.collectives_system or f"local-{self.device}"
+        return collective_rows(self.collectives, system, f"gpuplan bench on {self.device_name} ({self.backend})",
+                               f"bench-coll-{system}")
+
+    def gemm_rows(self) -> list[dict[str, str]]:
         """One matmul row per GEMM point (validation_matmul.py); system = the catalog GPU, else the device."""
         system = self.catalog_gpu or self.device
         out = []
@@ -104,7 +121,8 @@ class BenchReport:
             "gemm_fraction_of_peak": None if peak is None else best.gflops / 1e3 / peak,
             "peak_comparison": comparison,
             "memory": self.memory, "hbm_fraction_of_peak": hbm_fraction,
-            "attention": self.attention, "host_device": self.host_device, "skipped": self.skipped,
+            "attention": self.attention, "host_device": self.host_device,
+            "collectives": [p.to_dict() for p in self.collectives], "skipped": self.skipped,
             "rows": self.rows(), "run_time_s": self.seconds,
             "profile_knobs": None if self.calibration is None else self.calibration.values,
         }
@@ -141,6 +159,22 @@ def match_catalog_gpu(device_name: str) -> str | None:
     return best
 
 
+def local_system(catalog_gpu: str | None, ranks: int) -> str:
+    """The catalog system a local box of `ranks` GPUs of `catalog_gpu` is taken to be: the smallest
+    scale-up domain of that GPU holding `ranks` GPUs (ties: the first in catalog order, the vendor's
+    reference box before cloud variants), else the widest; '' for no catalog GPU."""
+    if catalog_gpu is None:
+        return ""
+    from gpuplan.catalog import load_catalog
+
+    cat = load_catalog()
+    systems = [s for s in cat.systems.values() if s.gpu == catalog_gpu]
+    fits = [(s.scaleup_domain_gpus, i, s.id) for i, s in enumerate(systems) if s.scaleup_domain_gpus >= ranks]
+    if fits:
+        return min(fits)[2]
+    return cat.widest_system_for(catalog_gpu).id if systems else ""
+
+
 def _device_name(backend: Backend) -> str:
     if backend.device == "cpu":
         return _cpu_name()
@@ -160,7 +194,8 @@ def run_bench(device: str | None = None, quick: bool = False, progress: Progress
     repeats = REPEATS[mode]
     dtypes = backend.dtypes()
     has_torch = backend.name == "torch"
-    steps = len(sizes) * len(dtypes) + 1 + int(has_torch) + int(kind == "gpu")
+    with_collectives = has_torch and not (quick and kind == "cpu")
+    steps = len(sizes) * len(dtypes) + 1 + int(has_torch) + int(with_collectives) + int(kind == "gpu")
     done = 0
 
     def tick(label: str) -> None:
@@ -190,13 +225,24 @@ def run_bench(device: str | None = None, quick: bool = False, progress: Progress
         h2d = host_to_device(backend, 256 * 2**20, repeats)
     else:
         skipped["host_device"] = "no GPU" if kind == "cpu" else "not measured on mps"
-    skipped["collectives"] = ("not measured by gpuplan bench yet: run nccl-tests and "
-                              "`gpuplan calibrate import nccl-tests`")
+    coll: list[CollectivePoint] = []
+    if has_torch and quick and kind == "cpu":
+        skipped["collectives"] = ("left out of --quick on a CPU (each of the 2 gloo ranks starts a Python that "
+                                  "imports torch); run without --quick")
+    elif has_torch:
+        tick("collectives (torch.distributed)")
+        gpus = backend.torch.cuda.device_count() if kind == "gpu" and backend.device != "mps" else 0
+        coll, why = run_collectives(backend.device, quick, gpus)
+        if why:
+            skipped["collectives"] = why
+    else:
+        skipped["collectives"] = "needs torch (pip install 'gpuplan[bench]')"
     if progress:
         progress("done", steps, steps)
     catalog_gpu = None if kind == "cpu" else match_catalog_gpu(name)
     report = BenchReport(backend.device, name, backend.name, quick, points, memory, attn, h2d, catalog_gpu,
-                         time.perf_counter() - t0, skipped)
+                         time.perf_counter() - t0, skipped, collectives=coll,
+                         collectives_system=local_system(catalog_gpu, coll[0].ranks if coll else 1))
     if catalog_gpu is not None and fit_profile:
         from gpuplan.interfaces.calibration import calibrate_rows
 
@@ -204,4 +250,4 @@ def run_bench(device: str | None = None, quick: bool = False, progress: Progress
     return report
 
 
-__all__ = ["BenchReport", "match_catalog_gpu", "run_bench"]
+__all__ = ["BenchReport", "local_system", "match_catalog_gpu", "run_bench"]

@@ -80,6 +80,29 @@ class Backend:
             elif self.torch_device == "mps":
                 self.torch.mps.synchronize()
 
+    @property
+    def uses_events(self) -> bool:
+        """True where calls are timed with device events (cuda and rocm: torch.cuda.Event)."""
+        return self.name == "torch" and self.device in ("cuda", "rocm")
+
+    def timed_call(self, fn: Callable[[], object]) -> float:
+        """Seconds one call of `fn` takes on the device. cuda / rocm: two torch.cuda.Event(enable_timing=True)
+        recorded around the call on the current stream, `elapsed_time` (ms) after the end event has
+        completed (CUDA Runtime API, cudaEventElapsedTime: the GPU time between the events, free of
+        host launch jitter); elsewhere wall time around the call and a synchronisation."""
+        if self.uses_events:
+            cuda = self.torch.cuda
+            start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return float(start.elapsed_time(end)) / 1e3
+        t0 = time.perf_counter()
+        fn()
+        self.synchronize()
+        return time.perf_counter() - t0
+
     def best_time(self, fn: Callable[[], object], repeats: int, warmup: int = 1, budget_s: float = 2.0,
                   min_time_s: float = 0.25) -> float:
         """The shortest of the timed calls (after `warmup` untimed ones): at least `repeats` calls
@@ -93,10 +116,7 @@ class Backend:
         spent = 0.0
         calls = 0
         while calls < max(1, repeats) or spent < min_time_s:
-            t0 = time.perf_counter()
-            fn()
-            self.synchronize()
-            dt = time.perf_counter() - t0
+            dt = self.timed_call(fn)
             best = min(best, dt)
             spent += dt
             calls += 1

@@ -1,0 +1,51 @@
+"""Properties (hypothesis) of the hierarchy's pure pieces and of nccl-tests' bus factor."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuplan import knobs
+from gpuplan.interfaces.bench.collectives import bus_factor
+from gpuplan.interfaces.calibration_hierarchy import Param, ParamFitter, loo_residuals
+from gpuplan.interfaces.fitting import RowEvaluator
+from gpuplan.interfaces.knob_catalog import load_all
+
+finite = st.floats(min_value=-3.0, max_value=3.0, allow_nan=False)
+
+
+@given(st.lists(finite, min_size=3, max_size=12))
+def test_loo_residuals_are_leave_one_out_means(values):
+    # one column of ones and no prior: the fit is the mean, and row i's left-out residual is
+    # r_i - mean(others), computed here directly
+    r = np.array(values)
+    got = loo_residuals(r, np.ones((len(r), 1)), 0.0)
+    direct = np.array([r[i] - np.delete(r, i).mean() for i in range(len(r))])
+    assert np.allclose(got, direct, atol=1e-9)
+
+
+@given(st.integers(min_value=1, max_value=4096), st.sampled_from(["all_reduce", "all_gather", "reduce_scatter",
+                                                                 "all_to_all"]))
+def test_bus_factor_bounds_and_monotone(n, collective):
+    f = bus_factor(collective, n)
+    top = 2.0 if collective == "all_reduce" else 1.0
+    assert 0.0 <= f < top and bus_factor(collective, n + 1) >= f
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(min_value=-20.0, max_value=20.0, allow_nan=False), min_size=2, max_size=2))
+def test_parameter_steps_never_leave_a_knobs_range(xs):
+    # whatever the solver proposes, the knob values it evaluates stay inside the registry ranges
+    load_all()
+    members = ("efficiency.matmul_ceiling.h100-sxm5-80gb.bf16", "efficiency.hbm")
+    start = {m: knobs.REGISTRY[m].default for m in members}
+    params = [Param("site.compute", members[:1], 1.0, 0.5, 1.5, "ratio", "site"),
+              Param("efficiency.hbm", members[1:], start[members[1]], 0.3, 1.0, "fraction", "fine")]
+    fitter = ParamFitter(RowEvaluator([], lambda r: 1.0), params, start)
+    values = fitter.values_at(np.array(xs))
+    for m, v in values.items():
+        assert knobs.REGISTRY[m].low <= v <= knobs.REGISTRY[m].high
+    for p, v in fitter.parameter_values(np.array(xs)).items():
+        prm = next(q for q in params if q.name == p)
+        assert prm.low <= v <= prm.high
