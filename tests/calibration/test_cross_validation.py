@@ -100,28 +100,28 @@ def test_without_fitted_knobs_cv_equals_in_sample_equals_default():
 
 
 def test_cv_accuracy_gate_on_public_training_file(shared_dir):
-    """CV of record on ../shared/validation/training.csv (runs in ~2-5 s on 2 cores).
+    """CV of record on ../shared/validation/training.csv (runs in ~30-60 s on 2 cores).
 
-    Measured 2026-11-23 (knob refit: training.sustained_gemm_fraction, all families 0.778 +- 0.028;
-    default 0.85; folds 0.751 (without vtrain) .. 0.815 (without meg21-t2)), per family
-    CV / in-sample / default MAPE % (predicted / scored rows):
-    meg21-t1 5.4/5.1/2.9 (10/10), korth-abs 13.1/12.9/6.3 (2/2), tt-a100 6.1/5.8/1.7 (8/8),
-    nemo2407 3.9/3.9/5.7 (12/12), mpt-h100 6.3/6.2/8.8 (35/35), mpt-a100 11.1/10.1/7.0 (30/30),
-    vtrain 13.7/12.2/8.8 (54/54), megft 21.6/21.2/23.0 (14/14), meg21-t2 162/154/170 (6/6),
-    meg24 21.9/21.7/20.1 (9/9), meg24-ss 19.3/19.1/14.3 (2/2), ttbench 25.2/25.0/27.2 (18/18),
-    mbridge 18.7/18.6/17.6 (6/6), dsv3 87/87/82 (1/1), ttmem 40.4/40.4/40.4 (18/18),
-    mbr-moe 42.9/42.7/46.4 (4/9), mbr-bw 12.7/12.6/19.9 (1/4); overall 19.8/19.0/18.6
-    (median 12.2/10.8/7.8), 96.6% of the 238 scored rows predicted. The default beats the refit
-    on MAPE: least squares on log error is pulled by the far-off rows (meg21-t2 +160%, dsv3), and
-    the default 0.85 was chosen on the Megatron A100 rows. Gates: these figures plus slack.
+    Measured 2026-11-24 on the merged model (docs/accuracy.md), CV / in-sample / default MAPE %:
+    meg21-t1 2.8/2.7/3.0, korth-abs 7.4/7.2/6.5, tt-a100 1.8/1.8/1.7, nemo2407 5.9/5.4/5.4,
+    mpt-h100 6.3/6.3/6.3, mpt-a100 7.9/7.4/7.2, vtrain 10.4/9.3/8.9, megft 19.6/19.4/19.4,
+    meg21-t2 118.6/115.1/116.6, meg24 9.2/9.0/8.9, meg24-ss 7.0/6.7/6.6, ttbench 24.2/15.8/15.5,
+    mbridge 16.7/15.8/15.9, dsv3 21.2/21.1/21.2, ttmem 14.1/6.5/7.3, mbr-moe 24.5/23.8/24.3,
+    mbr-bw 9.5/9.4/9.7; overall 13.9/12.2/12.2 (median 8.5), 99.6% of the 238 scored rows predicted.
+    CV exceeds in-sample where a family alone informs a fitted knob (ttbench: the torchtitan CP
+    slowdown; ttmem: reserved/allocated): its fold starts from the knob's prior. Gates: these
+    figures x 1.1.
     """
     from gpuplan.interfaces.cross_validation import cross_validate_file
 
     cv = cross_validate_file(str(shared_dir / "validation" / "training.csv")).to_dict()["cv"]
     overall = cv["overall"]
     assert overall["predicted_fraction"] >= 0.90  # SCHEMA.md: at least 90% of high/medium rows predicted
-    assert overall["mape_pct"] <= 22.0
-    assert overall["median_ape_pct"] <= 14.0
+    assert overall["mape_pct"] <= 15.3
+    assert overall["median_ape_pct"] <= 9.4
+    fam = cv["families"]
+    assert fam["ttbench"]["mape_pct"] <= 26.7 and fam["ttmem"]["mape_pct"] <= 15.6
+    assert fam["mbr-moe"]["mape_pct"] <= 27.0 and fam["dsv3"]["mape_pct"] <= 23.4
     assert overall["mape_pct"] >= overall["in_sample_mape_pct"] - 0.5
     assert SGF in [k["name"] for k in cv["knobs_refit"]]
 
