@@ -36,6 +36,22 @@ _GPU_HELP = f"GPU id (gpuplan hw list; default {api.DEFAULT_GPU}, or the --syste
 _SYSTEM_HELP = "System id for the TP fabric (default: the GPU's widest catalog system)."
 
 
+#: the serving-feature options `serve run` and `serve plan` share (length distributions,
+#: speculative decoding, prefix caching)
+_INPUT_DIST_OPTION = typer.Option(None, "--input-dist", help="Prompt length distribution: N, uniform:LO:HI, "
+                                              "normal:MEAN:STD, lognormal:MEAN:CV (optionally :max=M).")
+_OUTPUT_DIST_OPTION = typer.Option(None, "--output-dist", help="Output length distribution (as --input-dist).")
+_LENGTHS_OPTION = typer.Option(None, "--lengths", help="Both lengths: a CSV of input_len,output_len pairs "
+                                          "or a dataset (sharegpt-vllm, openorca-mlperf).")
+_SPEC_TOKENS_OPTION = typer.Option(0, "--spec-tokens", help="Speculative decoding: tokens drafted per step (k).")
+_SPEC_ACCEPTANCE_OPTION = typer.Option(None, "--spec-acceptance", help="Per-token acceptance rate of drafted tokens, 0-1.")
+_DRAFT_MODEL_OPTION = typer.Option(None, "--draft-model", help="Draft model (bundled name or config.json).")
+_MTP_OPTION = typer.Option(0, "--mtp", help="Draft with N MTP layers of the target instead of a draft model.")
+_PREFIX_HIT_RATE_OPTION = typer.Option(0.0, "--prefix-hit-rate", help="Prefix caching: fraction of prompt tokens found in the cache, 0-1.")
+_PREFIX_CACHE_TOKENS_OPTION = typer.Option(None, "--prefix-cache-tokens", help="Tokens of KV the prefix cache holds "
+                                                      "(default: one request's cached prefix).")
+
+
 @serve_app.command("run")
 def run(
     model: str = typer.Argument(..., help="Bundled model name (gpuplan model list) or a config.json path."),
@@ -54,18 +70,15 @@ def run(
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     scheduler: str = typer.Option("chunked", "--scheduler", help="static, continuous or chunked."),
-    input_dist: Optional[str] = typer.Option(None, "--input-dist", help="Prompt length distribution: N, uniform:LO:HI, "
-                                              "normal:MEAN:STD, lognormal:MEAN:CV (optionally :max=M)."),
-    output_dist: Optional[str] = typer.Option(None, "--output-dist", help="Output length distribution (as --input-dist)."),
-    lengths: Optional[str] = typer.Option(None, "--lengths", help="Both lengths: a CSV of input_len,output_len pairs "
-                                          "or a dataset (sharegpt-vllm, openorca-mlperf)."),
-    spec_tokens: int = typer.Option(0, "--spec-tokens", help="Speculative decoding: tokens drafted per step (k)."),
-    spec_acceptance: Optional[float] = typer.Option(None, "--spec-acceptance", help="Per-token acceptance rate of drafted tokens, 0-1."),
-    draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model (bundled name or config.json)."),
-    mtp: int = typer.Option(0, "--mtp", help="Draft with N MTP layers of the target instead of a draft model."),
-    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate", help="Prefix caching: fraction of prompt tokens found in the cache, 0-1."),
-    prefix_cache_tokens: Optional[int] = typer.Option(None, "--prefix-cache-tokens", help="Tokens of KV the prefix cache holds "
-                                                      "(default: one request's cached prefix)."),
+    input_dist: Optional[str] = _INPUT_DIST_OPTION,
+    output_dist: Optional[str] = _OUTPUT_DIST_OPTION,
+    lengths: Optional[str] = _LENGTHS_OPTION,
+    spec_tokens: int = _SPEC_TOKENS_OPTION,
+    spec_acceptance: Optional[float] = _SPEC_ACCEPTANCE_OPTION,
+    draft_model: Optional[str] = _DRAFT_MODEL_OPTION,
+    mtp: int = _MTP_OPTION,
+    prefix_hit_rate: float = _PREFIX_HIT_RATE_OPTION,
+    prefix_cache_tokens: Optional[int] = _PREFIX_CACHE_TOKENS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Estimate TTFT, TPOT, throughput and memory of MODEL served on --gpu with --tp."""
@@ -111,18 +124,15 @@ def plan(
     prefill_gpu: Optional[List[str]] = typer.Option(None, "--prefill-gpu", help="With --disaggregated: GPU id(s) of the prefill pool."),
     decode_gpu: Optional[List[str]] = typer.Option(None, "--decode-gpu", help="With --disaggregated: GPU id(s) of the decode pool."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write a latency-throughput plot (.png/.svg/.pdf)."),
-    input_dist: Optional[str] = typer.Option(None, "--input-dist", help="Prompt length distribution: N, uniform:LO:HI, "
-                                              "normal:MEAN:STD, lognormal:MEAN:CV (optionally :max=M)."),
-    output_dist: Optional[str] = typer.Option(None, "--output-dist", help="Output length distribution (as --input-dist)."),
-    lengths: Optional[str] = typer.Option(None, "--lengths", help="Both lengths: a CSV of input_len,output_len pairs "
-                                          "or a dataset (sharegpt-vllm, openorca-mlperf)."),
-    spec_tokens: int = typer.Option(0, "--spec-tokens", help="Speculative decoding: tokens drafted per step (k)."),
-    spec_acceptance: Optional[float] = typer.Option(None, "--spec-acceptance", help="Per-token acceptance rate of drafted tokens, 0-1."),
-    draft_model: Optional[str] = typer.Option(None, "--draft-model", help="Draft model (bundled name or config.json)."),
-    mtp: int = typer.Option(0, "--mtp", help="Draft with N MTP layers of the target instead of a draft model."),
-    prefix_hit_rate: float = typer.Option(0.0, "--prefix-hit-rate", help="Prefix caching: fraction of prompt tokens found in the cache, 0-1."),
-    prefix_cache_tokens: Optional[int] = typer.Option(None, "--prefix-cache-tokens", help="Tokens of KV the prefix cache holds "
-                                                      "(default: one request's cached prefix)."),
+    input_dist: Optional[str] = _INPUT_DIST_OPTION,
+    output_dist: Optional[str] = _OUTPUT_DIST_OPTION,
+    lengths: Optional[str] = _LENGTHS_OPTION,
+    spec_tokens: int = _SPEC_TOKENS_OPTION,
+    spec_acceptance: Optional[float] = _SPEC_ACCEPTANCE_OPTION,
+    draft_model: Optional[str] = _DRAFT_MODEL_OPTION,
+    mtp: int = _MTP_OPTION,
+    prefix_hit_rate: float = _PREFIX_HIT_RATE_OPTION,
+    prefix_cache_tokens: Optional[int] = _PREFIX_CACHE_TOKENS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy;
