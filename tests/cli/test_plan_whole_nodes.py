@@ -35,16 +35,17 @@ def test_roundest_between_is_arithmetic_for_huge_ranges():
 
 def test_plan_finds_a_whole_node_count_between_powers_of_two():
     # gpt3-125m, 300B tokens at a 1,536-sequence batch (2^9 x 3, so dp = 96 divides it): 64 GPUs take
-    # ~0.12 days and 128 ~0.06 (`train`), so a 0.1-day target lies between the ladder's 64 and 128
-    args = ["plan", "gpt3-125m", "--tokens", "300B", "--days", "0.1", "--global-batch", "1536", "--json"]
+    # 0.168 days, 96 take 0.112 and 128 take 0.084 (`train`, after the Hopper sustained-GEMM ratio), so
+    # a 0.12-day target lies between the ladder's 64 and 128 and 96 meets it
+    args = ["plan", "gpt3-125m", "--tokens", "300B", "--days", "0.12", "--global-batch", "1536", "--json"]
     d = json.loads(runner.invoke(app, args).stdout)
     gpus, days = d["gpus"], d["days"]
     tried = [int(x.replace(",", "")) for x in d["workload_details"]["gpu_counts_tried"].split(", ")]
-    assert gpus % 8 == 0 and 64 < gpus < 128 and days <= 0.1
+    assert gpus % 8 == 0 and 64 < gpus < 128 and days <= 0.12
     assert tried[:3] == [64, 128, 96] and gpus in tried  # 96 = roundest_between(8, 16) nodes x 8
     # every smaller count the search tried misses the target (the answer is the smallest tried that meets it)
     for n in sorted(t for t in tried if t < gpus):
-        assert api.train("gpt3-125m", "dgx-h100", n, tokens="300B", global_batch=1536).to_dict()["days"] > 0.1
+        assert api.train("gpt3-125m", "dgx-h100", n, tokens="300B", global_batch=1536).to_dict()["days"] > 0.12
 
 
 def test_plan_keeps_the_power_of_two_when_no_count_between_is_faster():
