@@ -51,6 +51,8 @@ INVALID_POSITIVE = INVALID_NUMERIC | {"0", "-0.0"}
 #: keys of JSON output that carry a unit: a negative value there is a physical impossibility
 UNIT_KEY = re.compile(r"(_bytes|_gib|_mib|_s|_ms|_us|_usd|_w|_kw|_kwh|_mwh|_gbps|_tflops|_days|_hours|^days|^gpus|"
                       r"^num_gpus|_tonnes|_per_s)$")
+#: keys signed by definition: headroom < 0 is the shortfall, savings < 0 means the other option is cheaper
+SIGNED_KEY = re.compile(r"headroom|savings|delta|difference|error")
 
 
 class Hang(Exception):
@@ -243,7 +245,7 @@ def _bad_numbers(data, key: str = "") -> str | None:
     elif isinstance(data, (int, float)) and not isinstance(data, bool):
         if isinstance(data, float) and not math.isfinite(data):
             return f"{key}={data}"
-        if data < 0 and UNIT_KEY.search(key) and "headroom" not in key:  # headroom < 0: the shortfall
+        if data < 0 and UNIT_KEY.search(key) and not SIGNED_KEY.search(key):
             return f"negative {key}={data}"
     return None
 
