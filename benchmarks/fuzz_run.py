@@ -174,7 +174,12 @@ def file_cases(n_files: int, rng: random.Random, tmp: Path) -> list[dict]:
         bad |= declared != len(raw)
         p = new_path("model.safetensors")
         p.write_bytes(struct.pack("<Q", min(declared, 2**64 - 1)) + raw + b"\0" * offset)
-        cases.append({"kind": "file safetensors", "args": ["model", "params", str(p), "--json"], "invalid": bad})
+        # `model params` counts parameters of dtypes it has never seen (safetensors_header: forward-compatible),
+        # so an unknown dtype is wrong only for a reader of tensor data (`formats compare`)
+        unknown = any(t["dtype"] in ("XX", "") for t in header.values())
+        cases.append({"kind": "file safetensors", "args": ["model", "params", str(p), "--json"],
+                      "invalid": bad and not (unknown and declared == len(raw) and not any(
+                          s < 0 or s >= 2**63 for t in header.values() for s in t["shape"]))})
         cases.append({"kind": "file safetensors", "args": ["formats", "compare", str(p), "--json"], "invalid": bad})
     for _ in range(int(n_files * share["csv"])):
         which = rng.choice(["training.csv", "inference.csv"])
