@@ -72,3 +72,15 @@ def test_a_consistent_safetensors_file_still_reads(tmp_path):
 ])
 def test_new_options_refuse_bad_values(args, names):
     _exit_2(*args, names=names)
+
+
+def test_empty_random_spec_is_a_bad_kind_count():
+    # `--random ""` used to fall through to reading FILE=None (internal error: TypeError)
+    _exit_2("formats", "compare", "--random", "", "--json", names="--random must be KIND:COUNT")
+
+
+def test_toml_integer_past_int64_is_refused(tmp_path):
+    # TOML integers are 64-bit signed (TOML spec 1.0, "Integer"); tomllib reads 2^70 as a Python int
+    cat = tmp_path / "cat.toml"
+    cat.write_text(GPU_TOML.format(dense=str(2**70), extra=""))
+    _exit_2("--catalog", str(cat), "hw", "list", "--json", names="past the 64-bit range TOML allows")
