@@ -11,9 +11,11 @@ object, or a tensor entry lacking a string dtype, a shape of non-negative intege
 data_offsets inside the data buffer raise InputError naming the file and what is wrong; so do
 JSON nested deeper than MAX_JSON_DEPTH (a deep `__metadata__` would crash Python's recursive
 parser), a shape whose element count exceeds int64, and two tensors whose byte ranges overlap
-(the format requires disjoint ranges; overlapping ones would be counted twice). Whether a
-dtype is known and whether the offsets match the shape is left to the caller (a reader of tensor
-data needs both; a parameter counter accepts dtypes it has never seen).
+(the format requires disjoint ranges; overlapping ones would be counted twice). For a dtype of
+`DTYPE_BYTES` the byte range must hold exactly elements x bytes per element (the reference
+implementation's `TensorInvalidInfo` check: safetensors/src/tensor.rs `Metadata::validate`), so a
+shape cannot claim more (or fewer) parameters than the file stores; an unknown dtype is left to
+the caller (a reader of tensor data refuses it; a parameter counter accepts dtypes it has never seen).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ from gpuplan.validation_rules import INT64_MAX, decode_utf8, load_json_text
 MAX_HEADER_BYTES = 100_000_000
 #: the key of the free-form {str: str} metadata entry, which is not a tensor
 METADATA_KEY = "__metadata__"
+#: bytes per element of the safetensors dtypes with a whole-byte size (safetensors/src/tensor.rs `Dtype::size`)
+DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "F8_E8M0": 1, "I16": 2, "U16": 2, "F16": 2,
+               "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "F64": 8, "I64": 8, "U64": 8}
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,9 @@ def _check_entry(p: Path, name: str, info: object, data_bytes: int, field: str) 
         raise InputError(f"{where} needs a string dtype", field=field)
     if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
         raise InputError(f"{where} shape must be a list of non-negative integers", field=field)
+    if any(d > INT64_MAX for d in shape):
+        raise InputError(f"{where} shape {shape!r} has a dimension past int64", field=field,
+                         allowed="dimensions within int64")
     numel = 1
     for d in shape:
         numel *= d
@@ -101,6 +109,10 @@ def _check_entry(p: Path, name: str, info: object, data_bytes: int, field: str) 
         or not 0 <= offsets[0] <= offsets[1] <= data_bytes
     ):
         raise InputError(f"{where} data_offsets {offsets!r} fall outside the data section ({data_bytes} bytes)", field=field)
+    size = DTYPE_BYTES.get(dtype)
+    if size is not None and offsets[1] - offsets[0] != numel * size:
+        raise InputError(f"{where}: shape {shape!r} of {dtype} is {numel * size:,} bytes but data_offsets {offsets!r} "
+                         f"span {offsets[1] - offsets[0]:,}", field=field, allowed="data_offsets spanning elements x dtype bytes")
 
 
 def _check_disjoint(p: Path, entries: dict, field: str) -> None:

@@ -119,8 +119,8 @@ def test_bad_input_gets_a_field_message(server, page):
     wait_updates(page, 1)
     field = page.locator('.field[data-field="gpus"]')
     assert "invalid" in field.get_attribute("class")
-    assert field.locator(".msg").text_content() == "--gpus must be >= 1"  # the CLI's line after "error: "
-    assert page.text_content("#error") == "error: --gpus must be >= 1"
+    assert field.locator(".msg").text_content() == "--gpus: must be an integer > 0, got 0"  # the CLI's line after "error: "
+    assert page.text_content("#error") == "error: --gpus: must be an integer > 0, got 0"
     assert page.text_content("#command") == "gpuplan train gpt3-175b --gpus 0 --json"  # the CLI line of that error
 
 

@@ -128,6 +128,22 @@ def _check_number_types(cls: Any, data: Any, where: str) -> None:
             _check_number_types(ann, value, f"{where}: {name}")
 
 
+def _check_int64(data: Any, where: str) -> None:
+    """InputError for a TOML integer past int64: the TOML spec requires integers to be 64-bit signed
+    ("if an integer cannot be represented losslessly, an error must be thrown"), Python's tomllib
+    reads any size. Iterative (a deeply nested file cannot recurse)."""
+    stack = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, int) and not isinstance(node, bool) and abs(node) > INT64_MAX:
+            raise InputError(f"{where}: integer {node} is past the 64-bit range TOML allows", field="catalog",
+                             allowed="integers within int64 (TOML spec)")
+
+
 def _format_validation_error(origin: str, table: str, entry_id: str, exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"]) or "(entry)"
@@ -163,6 +179,7 @@ class Catalog:
         except (tomllib.TOMLDecodeError, RecursionError) as exc:
             raise InputError(f"catalog {origin}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'too deeply nested'}",
                              field="catalog") from None
+        _check_int64(data, f"catalog {origin}")
         sources = data.get("sources", {})
         if not isinstance(sources, dict) or not all(isinstance(v, dict) for v in sources.values()):
             raise InputError(f"catalog {origin}: `sources` must be a table of tables ([sources.KEY])", field="sources")

@@ -15,7 +15,7 @@ import typer
 from gpuplan import api
 from typing import List, Optional
 
-from gpuplan.cli.render import fmt, print_json
+from gpuplan.cli.render import console, fmt, output_format, print_json, table
 
 calibrate_app = typer.Typer(
     help="Efficiency knobs and calibration: list the knobs, fit them to your measurements, import tool logs.",
@@ -34,6 +34,12 @@ def knobs_command(
     items = result.knobs
     if as_json:
         print_json(result.to_dict())
+        return
+    if output_format() != "table":  # md / csv: one row per knob, every field whole
+        console.print(table(f"efficiency knobs: {len(items)}", ["name", "value", "unit", "default", "low", "high",
+                                                                "fitted_on", "scales", "source"],
+                            [(k.name, k.to_dict()["value"], k.unit, k.default, k.low, k.high, " ".join(k.fitted_on),
+                              k.scales, k.source) for k in items], keep_whole=1))
         return
     typer.echo(f"efficiency knobs: {len(items)} ({sum(k.fitted for k in items)} fitted to validation rows)")
     for k in items:

@@ -23,8 +23,8 @@ from gpuplan.cli.render import FORMATS, output_format, set_output_format
 #: command paths (below the root) whose answers are memory-feasibility questions
 MEMORY_COMMANDS: frozenset[tuple[str, ...]] = frozenset({
     ("train",), ("plan",), ("fit", "train"), ("fit", "max-batch"), ("fit", "max-seq"), ("fit", "min-gpus"),
-    ("serve", "run"), ("serve", "plan"), ("serve", "frontier"), ("sweep", "run"),
-})
+    ("serve", "run"), ("serve", "plan"), ("serve", "frontier"),
+})  # not `sweep run`: its workers are spawned processes, which do not inherit a knob scope
 
 
 def _format_callback(value: Optional[str]) -> Optional[str]:

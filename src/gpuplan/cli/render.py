@@ -10,7 +10,8 @@ rendering function is `emit_table`; commands never branch on the format themselv
   (the terminal wraps long lines instead).
 - `md`: a GitHub pipe table (`| a | b |`), cells as shown in the table format, every column whole.
 - `csv`: RFC 4180 rows (header first) with the raw values (full precision, empty for none);
-  titles, notes and other text go to stderr so stdout is only CSV.
+  titles, notes and other text go to stderr so stdout is only CSV; a command printing several
+  tables separates them by a blank line.
 - `json`: the command prints its `--json` document (`print_json`).
 """
 
@@ -32,6 +33,7 @@ from gpuplan.api import to_jsonable
 #: `--format` values, the default first
 FORMATS: tuple[str, ...] = ("table", "md", "csv", "json")
 _FORMAT = ["table"]
+_TABLES_EMITTED = [0]  # tables printed in this invocation (CSV blocks after the first start with a blank line)
 
 
 def output_format() -> str:
@@ -48,6 +50,7 @@ def set_output_format(name: str) -> None:
         raise InputError(f"--format: must be one of {', '.join(FORMATS)}, got {name!r}", field="--format",
                          allowed=", ".join(FORMATS))
     _FORMAT[0] = name
+    _TABLES_EMITTED[0] = 0
 
 
 class _FormatConsole(Console):
@@ -156,7 +159,10 @@ def emit_table(t: Table, fmt: str | None = None) -> None:
     fmt = fmt or output_format()
     header, rows = _cells(t)
     title = str(t.title) if t.title else None
+    _TABLES_EMITTED[0] += 1
     if fmt == "csv":
+        if _TABLES_EMITTED[0] > 1:
+            sys.stdout.write("\n")  # a blank line between the tables of one command
         if title:
             sys.stderr.write(f"# {title}\n")
         buf = io.StringIO()

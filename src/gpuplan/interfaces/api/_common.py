@@ -202,7 +202,10 @@ def checked_numbers(fn):
     def check(name: str, value: Any, is_int: bool) -> Any:
         if name in _UNCHECKED or isinstance(value, bool) or not isinstance(value, numbers.Real):
             return value
-        return check_option("--" + name.replace("_", "-"), value, is_int or isinstance(value, numbers.Integral))
+        try:
+            return check_option("--" + name.replace("_", "-"), value, is_int or isinstance(value, numbers.Integral))
+        except InputError as exc:  # the CLI's message; the field is the keyword (what the HTTP API's forms name)
+            raise InputError(str(exc), field=name, allowed=exc.allowed) from None
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -81,9 +81,9 @@ def formats_compare(file: str | None = None, *, tensor: str | None = None, forma
     rule = parse_rule(scale_rule)
     if (file is None) == (random is None):
         raise InputError("give exactly one input: FILE (.npy/.safetensors) or --random KIND:COUNT", field="file")
-    x = random_input(random, seed) if random else read_tensor(file, tensor)
+    x = random_input(random, seed) if random is not None else read_tensor(file, tensor)  # "" is a bad KIND:COUNT
     reports = compare(x, _names(formats), rule)
-    source = random and f"random {random} seed {seed}" or f"{file}" + (f" [{tensor}]" if tensor else "")
+    source = f"random {random} seed {seed}" if random is not None else f"{file}" + (f" [{tensor}]" if tensor else "")
     return CompareResult(source, tuple(x.shape), str(x.dtype), rule, tuple(reports))
 
 
