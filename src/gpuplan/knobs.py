@@ -100,6 +100,15 @@ def value(name: str) -> float:
     return REGISTRY[name].default
 
 
+def active_overrides() -> dict[str, float]:
+    """Every override in effect here, innermost winning: what a worker process must re-apply to
+    predict as this one does (knob scopes are per thread and do not cross process boundaries)."""
+    out: dict[str, float] = {}
+    for layer in _stack():
+        out.update(layer)
+    return out
+
+
 def generation() -> int:
     """A number that changes whenever the active overrides change (for caches of knob-dependent values)."""
     return _GENERATION[0] + 1_000_003 * len(_stack())

@@ -56,3 +56,24 @@ def test_ray_gives_identical_rows(local_rows, ray_local, docs_spec_path, tmp_pat
     assert ray_rows == rows
     assert read_rows(ray_out) == read_rows(out)
     assert ray_local.is_initialized()  # the backend leaves a Ray instance it did not start running
+
+
+def test_knob_overrides_reach_the_spawned_workers(docs_spec_path, tmp_path):
+    # a calibration profile or `--memory-headroom` is a knob scope of the driver; spawned workers must
+    # predict under it too. Under sustained_gemm_fraction 0.6 (default 0.85) every point's row equals
+    # the API's answer under the same override, and the step is slower than without it.
+    from gpuplan import knobs
+
+    override = {"training.sustained_gemm_fraction": 0.6}
+    with knobs.overridden(override):
+        summary, rows = run_sweep(docs_spec_path, tmp_path / "slow.csv", backend="local", workers=2)
+        d = api.train("llama-3-8b", "dgx-h200", 64, tokens="1T", seq_len=4096, global_batch=512, top=1).to_dict()
+    assert summary.computed == 6
+    assert rows[2]["step_time_s"] == d["step_time_s"]
+    base = api.train("llama-3-8b", "dgx-h200", 64, tokens="1T", seq_len=4096, global_batch=512, top=1).to_dict()
+    assert rows[2]["step_time_s"] > base["step_time_s"]
+    # the parts remember the override: resuming without it is refused rather than mixing rows
+    from gpuplan.errors import InputError
+
+    with pytest.raises(InputError, match="knob overrides"):
+        run_sweep(docs_spec_path, tmp_path / "slow.csv", backend="local", workers=2)

@@ -49,6 +49,9 @@ class Context:
     train: dict = field(default_factory=dict)
     serve: dict = field(default_factory=dict)
     constraints: dict = field(default_factory=dict)
+    #: knob overrides in effect where the sweep was started (`--calibration`, `--memory-headroom`, ...):
+    #: re-applied in every worker, since knob scopes do not cross process boundaries
+    knob_overrides: dict = field(default_factory=dict)
 
 
 def _meets(row: dict, bounds: dict) -> bool:
@@ -141,5 +144,12 @@ def evaluate_point(ctx: Context, p: dict) -> dict:
 
 
 def evaluate_chunk(ctx: Context, points: list[dict]) -> list[dict]:
-    """Rows of a chunk of points, in the order given (the worker's task)."""
-    return [evaluate_point(ctx, p) for p in points]
+    """Rows of a chunk of points, in the order given (the worker's task), under the driver's knob
+    overrides (`Context.knob_overrides`)."""
+    from gpuplan import knobs
+    from gpuplan.interfaces.knob_catalog import load_all
+
+    if ctx.knob_overrides:
+        load_all()  # a spawned worker has not imported every module that declares a knob yet
+    with knobs.overridden(ctx.knob_overrides):
+        return [evaluate_point(ctx, p) for p in points]

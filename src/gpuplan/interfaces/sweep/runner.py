@@ -79,11 +79,16 @@ class DryRun:
         return dict(self.__dict__)
 
 
-def manifest(spec: SweepSpec, points: Points) -> dict:
+def manifest(spec: SweepSpec, points: Points, knob_overrides: dict | None = None) -> dict:
+    """What identifies a sweep's parts; knob overrides (a calibration profile, a memory headroom) are
+    part of it when any is in effect, so a resume under other knob values is refused."""
     from gpuplan import __version__
 
-    return {"name": spec.name, "goal": spec.goal, "spec_hash": spec.digest(), "gpuplan_version": __version__,
-            "points": len(points), "sampler": points.sampler}
+    out = {"name": spec.name, "goal": spec.goal, "spec_hash": spec.digest(), "gpuplan_version": __version__,
+           "points": len(points), "sampler": points.sampler}
+    if knob_overrides:
+        out["knob_overrides"] = dict(sorted(knob_overrides.items()))
+    return out
 
 
 def prepare(spec: SweepSpec | str | Path, out: str | Path | None, *, create: bool = True) -> Prepared:
@@ -103,9 +108,12 @@ def prepare(spec: SweepSpec | str | Path, out: str | Path | None, *, create: boo
         except InputError as exc:
             raise InputError(f"axes.models: {exc}", field="axes.models") from None
     hardware = {h.name: h for h in hardware_axis(spec)}
+    from gpuplan import knobs
+
+    overrides = knobs.active_overrides()  # `--calibration`, `--memory-headroom`: re-applied in every worker
     ctx = Context(spec.goal, models, hardware, spec.train.model_dump(mode="json"), spec.serve.model_dump(mode="json"),
-                  spec.constraints.model_dump(mode="json"))
-    store = PartStore(out_path, manifest(spec, points)) if out_path is not None else None
+                  spec.constraints.model_dump(mode="json"), overrides)
+    store = PartStore(out_path, manifest(spec, points, overrides)) if out_path is not None else None
     finished = store.open(create) if store is not None else {}
     return Prepared(spec, points, ctx, store, finished)
 

@@ -1,6 +1,7 @@
 """Where a sweep's rows live: part files as chunks finish, then one output file.
 
-    results.parquet.parts/manifest.json     spec hash, gpuplan version, point count, sampler, goal
+    results.parquet.parts/manifest.json     spec hash, gpuplan version, point count, sampler, goal,
+                                            knob overrides in effect (when any)
     results.parquet.parts/part-*.json       the rows of one finished chunk
     results.parquet                          every row, sorted by point (Parquet or CSV by suffix)
 
@@ -72,10 +73,10 @@ class PartStore:
         except (OSError, ValueError):
             raise InputError(f"--out: {path} is unreadable; delete {self.dir} to start over", field="out") from None
         for key, what in (("gpuplan_version", "gpuplan version"), ("spec_hash", "spec"), ("points", "point count"),
-                          ("sampler", "sampler")):
-            if found.get(key) != self.manifest[key]:
+                          ("sampler", "sampler"), ("knob_overrides", "set of knob overrides (calibration, headroom)")):
+            if found.get(key) != self.manifest.get(key):
                 raise InputError(
-                    f"--out: {self.dir} holds a sweep of another {what} ({found.get(key)} != {self.manifest[key]}); "
+                    f"--out: {self.dir} holds a sweep of another {what} ({found.get(key)} != {self.manifest.get(key)}); "
                     f"give another --out or delete {self.dir}", field="out")
         rows: dict[int, dict] = {}
         for part in sorted(self.dir.glob("part-*.json")):
