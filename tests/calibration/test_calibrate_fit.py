@@ -152,3 +152,18 @@ def test_duplicate_ids_across_files_are_refused(tmp_path, runner, rows_at_075):
     a = write_csv(tmp_path / "a.csv", rows_at_075[:3])
     line = one_line_error(runner.invoke(app, ["calibrate", "fit", str(a), str(a)]))
     assert "synth-1" in line and "unique" in line
+
+
+def test_progress_reports_each_stage_and_fold_in_order(tmp_path, rows_at_075):
+    # twelve rows of one family: leave-one-out per row, so 12 folds after screening and fitting;
+    # fractions never go back and stay in [0, 1]
+    from gpuplan import api
+
+    seen = []
+    api.calibrate_fit(write_csv(tmp_path / "rows.csv", rows_at_075), knobs=SGF,
+                      progress=lambda stage, fraction: seen.append((stage, fraction)))
+    stages = [s for s, _ in seen]
+    assert stages[:2] == ["screening knobs", "fitting"]
+    assert len([s for s in stages if s.startswith("leave out")]) == len(rows_at_075) == 12
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and 0.0 == fractions[0] and fractions[-1] < 1.0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import typer
 
 from gpuplan import api
+from gpuplan.cli.progress import progress_bar
 from typing import List, Optional
 
 from gpuplan.cli.render import console, fmt, output_format, print_json, table
@@ -67,7 +68,8 @@ def fit_command(
                                                        "not_informed, error, rows, sources, ...}."),
 ) -> None:
     """Fit the efficiency knobs your measurements inform; print value +- uncertainty and the error before/after."""
-    result = api.calibrate_fit(measurements, out, knobs=knob_names, plot=plot, method=method)
+    with progress_bar("calibrate fit") as bar:
+        result = api.calibrate_fit(measurements, out, knobs=knob_names, plot=plot, method=method, progress=bar)
     if as_json:
         print_json(result.to_dict())
         return

@@ -216,8 +216,13 @@ def _row_bands(fitter: KnobFitter, fit: FitResult, usable: np.ndarray) -> np.nda
 
 def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[str] | None = None,
                    sources: Sequence[SourceFile] = (), lam: float = 1.0, prior_width: float = 1.0,
-                   predictor=None, method: str = "auto") -> CalibrationResult:
-    """Fit the knobs the rows inform (module docstring). InputError when none is informed."""
+                   predictor=None, method: str = "auto", progress=None) -> CalibrationResult:
+    """Fit the knobs the rows inform (module docstring). InputError when none is informed.
+    `progress(stage, fraction)` at each stage and leave-one-out fold."""
+    def report(stage: str, fraction: float) -> None:
+        if progress is not None:
+            progress(stage, fraction)
+
     rows = [dict(r) for r in rows]
     if method not in METHODS:
         raise InputError(f"method: '{method}' is not one of {', '.join(METHODS)}", field="method")
@@ -237,9 +242,11 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
                          field="measurements")
     if method == "auto":
         method = "flat" if knob_names else "hierarchical"
+    report("screening knobs", 0.0)
     fitter = KnobFitter(rows, predictor, candidates, lam=lam, prior_width=prior_width)
     usable = fitter.usable_rows()
     informed_mask, r0, jac0 = fitter.screened(usable)
+    report("fitting", 0.3)
     informed = [n for n, ok in zip(fitter.names, informed_mask) if ok]
     if not informed:
         skipped = int((~usable).sum())
@@ -263,7 +270,9 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
             raise InputError("measurements: the rows inform no knob the fit could move", field="knobs")
     mode, groups = _groups(rows)
     loo = np.full(len(rows), np.nan)
-    for g in dict.fromkeys(groups[usable].tolist()):
+    folds = list(dict.fromkeys(groups[usable].tolist()))
+    for i_fold, g in enumerate(folds):
+        report(f"leave out {g}", 0.6 + 0.4 * i_fold / len(folds))
         in_g = groups == g
         fold = fitter.refit_without(fit, usable & ~in_g)
         loo[in_g] = fitter.predictions(fold.x, subset=in_g & usable)[in_g]
@@ -331,13 +340,13 @@ def holdout_errors(train: Sequence[Mapping[str, str]], test: Sequence[Mapping[st
 
 
 def calibrate_files(paths: Sequence[str | Path], *, knob_names: Sequence[str] | None = None, lam: float = 1.0,
-                    prior_width: float = 1.0, method: str = "auto") -> CalibrationResult:
+                    prior_width: float = 1.0, method: str = "auto", progress=None) -> CalibrationResult:
     """`calibrate_rows` over the rows of CSV files (read_measurements)."""
     if method not in METHODS:
         raise InputError(f"method: '{method}' is not one of {', '.join(METHODS)}", field="method")
     rows, sources = read_measurements(paths)
     return calibrate_rows(rows, knob_names=knob_names, sources=sources, lam=lam, prior_width=prior_width,
-                          method=method)
+                          method=method, progress=progress)
 
 
 __all__ = ["CalibrationResult", "SourceFile", "calibrate_files", "calibrate_rows", "holdout_errors", "knobs_read_by",

@@ -51,11 +51,11 @@ class FitProfileResult(Result):
 
 def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Path | None = None, *,
                   knobs: Sequence[str] | str | None = None, plot: str | Path | None = None, lam: float = 1.0,
-                  prior_width: float = 1.0, method: str = "auto") -> FitProfileResult:
+                  prior_width: float = 1.0, method: str = "auto", progress=None) -> FitProfileResult:
     """Fit the knobs the measured rows inform (docs/calibration.md) and write the profile to `out`
     (atomically; nothing is written when the fit is refused). `knobs`: names (a list or
     "a,b") restricting the fit; default every knob the rows' predictions read. `method`: auto,
-    hierarchical or flat (interfaces.calibration)."""
+    hierarchical or flat (interfaces.calibration). `progress(stage, fraction)` per stage and fold."""
     from gpuplan.interfaces.calibration import calibrate_files
     from gpuplan.interfaces.calibration_plot import check_plot_path, plot_fit
     from gpuplan.interfaces.calibration_profile import check_out_path
@@ -66,7 +66,8 @@ def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Pa
         check_out_path(out)
     if plot is not None:
         check_plot_path(plot)
-    result = calibrate_files(paths, knob_names=names, lam=lam, prior_width=prior_width, method=method)
+    result = calibrate_files(paths, knob_names=names, lam=lam, prior_width=prior_width, method=method,
+                             progress=progress)
     if out is not None:
         result.write_profile(out)
     if plot is not None:
