@@ -297,15 +297,16 @@ def serve_plan(
         prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
     if lens is not None:
         input_len, output_len = lens_mean(lens, "input"), lens_mean(lens, "output")
+    spec = resolve_model(model)
     with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
-        res = plan_capacity(resolve_model(model), cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+        res = plan_capacity(spec, cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                             input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                             progress=progress, lengths=lens, speculative=specdec, prefix_cache=cache)
     g, sys_spec = systems[res.best.gpu]
     day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour)
     plot_file = None
     if plot is not None:
-        plot_file = _plot_capacity(plot, resolve_model(model), res, systems, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+        plot_file = _plot_capacity(plot, spec, res, systems, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                    input_len=max(1, round(input_len)), output_len=max(1, round(output_len)),
                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype)
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
