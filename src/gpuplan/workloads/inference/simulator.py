@@ -391,7 +391,7 @@ class SimResult:
 def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig,
              warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = (), *,
              speculative: "SpeculativeDecoding | None" = None, draft: "DraftCost | None" = None,
-             prefix_cache: "PrefixCache | None" = None) -> SimResult:
+             prefix_cache: "PrefixCache | None" = None, event_driven: bool = True) -> SimResult:
     """Run the serving simulation of `workload` on one replica; every request must eventually fit.
     `warmup_requests`: the first requests (in arrival order) left out of the latency percentiles
     (TTFT, TPOT, e2e), e.g. a closed loop's initial burst, which load generators that report steady
@@ -402,7 +402,10 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     computed, they hold no KV, so attention is unchanged); above the largest size, n itself.
     `speculative`: speculative decoding (speculative.py; `draft`: its speculative.draft_cost, built
     from steps.dep when not given);
-    `prefix_cache`: prefix caching at a hit rate (prefix_cache.py). Both off: the plain simulation."""
+    `prefix_cache`: prefix caching at a hit rate (prefix_cache.py). Both off: the plain simulation.
+    `event_driven`: run the event-driven loop (simulator_events.py: work per step proportional to
+    what happens in it; the same results), else the step-by-step reference loop. Speculative
+    decoding always runs on the reference loop."""
     n = workload.arrival_s.shape[0]
     ins = workload.input_len.astype(np.int64)
     outs = workload.output_len.astype(np.int64)
@@ -443,7 +446,7 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     dec_w = st.window_layers * st.kv_bytes_per_token_layer
     # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
     # context in `ctx_g` but the global coefficient is zero.
-    first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
+    common = (
         workload.arrival_s.astype(float).copy(), ins, outs, workload.kind == ArrivalKind.CLOSED_LOOP,
         SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs), int(scheduler.max_batch_tokens),
         budget, int(memory.block_size), g_bytes,
@@ -454,9 +457,15 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),
         float(st.layers * st.kv_bytes_per_token_layer), float(st.step_scale),
         np.asarray(sorted(cuda_graph_batch_sizes), dtype=np.int64),
-        cached, np.ascontiguousarray(out_steps, dtype=np.int64), spec_e, spec_q,
-        np.ascontiguousarray(draft_table, dtype=float), draft_ctx,
+        cached, np.ascontiguousarray(out_steps, dtype=np.int64),
     )
+    if event_driven and speculative is None:
+        from gpuplan.workloads.inference.simulator_events import _simulate_events
+
+        first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate_events(*common)
+    else:
+        first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
+            *common, spec_e, spec_q, np.ascontiguousarray(draft_table, dtype=float), draft_ctx)
     ok = np.isfinite(finish)
     start = float(arrival[ok].min()) if ok.any() else 0.0
     end = float(finish[ok].max()) if ok.any() else 0.0
