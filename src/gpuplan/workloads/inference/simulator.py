@@ -3,7 +3,11 @@
 Events are engine steps: at each step the scheduler (schedulers.py) picks the sequences and
 tokens that run, the step costs `operators.StepTimeModel` time (tables + a few multiply-adds, no
 per-op recomputation), and the clock jumps by that time (or to the next arrival when idle). The loop
-is compiled with numba over flat arrays (no per-request Python objects).
+is compiled with numba over flat arrays (no per-request Python objects). `_simulate` here is the
+step-by-step reference (every running sequence visited at every step); `simulate` runs the
+event-driven loop of simulator_events.py by default, which keeps decode state implicit and does work
+only where something happens (a prompt chunk, a KV block, a completion, a window crossing) and
+gives the same results (tests/inference/test_simulator_events.py); `event_driven=False` runs this one.
 
 Reported metrics (vLLM benchmark_serving definitions):
 - TTFT = first-token time - arrival; TPOT = (finish - first token) / (output_len - 1) per request;

@@ -110,7 +110,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     tgt = in_len.copy()  # tokens to prefill before the next token is sampled
     gen = np.zeros(n, np.int64)  # tokens sampled (materialised while not decoding)
     alloc = np.zeros(n)  # KV bytes held
-    cap = np.zeros(n, np.int64)  # tokens the held blocks take (grow mode)
+    nblk = np.zeros(n, np.int64)  # KV blocks held (grow mode): they take nblk * block tokens
     key = np.zeros(n, np.int64)  # decoders: context - steps
     dec = np.zeros(n, np.bool_)  # decoding
     below = np.zeros(n, np.bool_)  # decoding below the sliding window
@@ -118,6 +118,8 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     twin = np.full(n, -1, np.int64)  # decoders below the window: first step at context >= window
     tc = np.full(n, -1, np.int64)  # decoders (grow): step of the next KV block
     pq = np.zeros(n, np.int64)  # prompt tokens run this step
+    x_blocks = np.zeros(n, np.int64)  # decoders due a block this step: blocks and bytes after it
+    x_bytes = np.zeros(n)
     # running list (admission order) and prefill sub-list (same order)
     nx = np.full(n, -1, np.int64)
     pv = np.full(n, -1, np.int64)
@@ -170,6 +172,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     tr_b = np.empty(_TRACE_POINTS)
     ntr = 0
     stride = 1
+    next_trace = 1  # the next step that is a multiple of `stride` (the reference's steps % stride == 0)
     while done < n:
         t = steps
         # ---- admission (the reference's rules; appended to the running and prefill lists) ------
@@ -222,7 +225,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     npre -= 1
                 else:
                     next_wait += 1
-                cap[r] = 0
+                nblk[r] = 0
                 nx[r] = -1
                 pv[r] = tail
                 if tail >= 0:
@@ -263,7 +266,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 elif window > 0:
                     n_capped += 1
                 if grow:
-                    c_r = cap[r] + cached[r] - k_r
+                    c_r = nblk[r] * block + cached[r] - k_r
                     tc[r] = c_r if c_r > t else t
                     b = tc[r] % block
                     ring_b[r] = b
@@ -297,8 +300,15 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
             for i in range(ring_n[b]):
                 r = ring[b, i]
                 if tc[r] == t:
+                    # blocks after this step's write (= _seq_bytes's ceil(need / block)); one more
+                    # than now except on entry with block 1, so the division is rarely needed
                     need = key[r] + t + 1 - cached[r]
-                    demand += _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) - alloc[r]
+                    nbk = nblk[r] + 1 if (nblk[r] + 1) * block >= need else (need + block - 1) // block
+                    wb = nbk if nbk < w_blocks_cap else w_blocks_cap
+                    newb = nbk * block * g_bytes + wb * block * w_bytes
+                    x_blocks[r] = nbk
+                    x_bytes[r] = newb
+                    demand += newb - alloc[r]
             bt = budget_tok
             pft = 0
             r = phead
@@ -330,12 +340,15 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                         i += 1
                         continue
                     need = key[r] + t + 1 - cached[r]
-                    newb = _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap)
+                    newb = x_bytes[r]
                     used += newb - alloc[r]
                     alloc[r] = newb
-                    cap[r] = (need + block - 1) // block * block
-                    tc[r] = t + cap[r] - need + 1
-                    nbk = tc[r] % block
+                    nblk[r] = x_blocks[r]
+                    ahead = nblk[r] * block - need + 1  # steps to the next block: 1..block
+                    tc[r] = t + ahead
+                    nbk = b + ahead
+                    if nbk >= block:
+                        nbk -= block
                     if nbk != b:  # move to its new bucket (swap-remove here)
                         last_r = ring[b, ring_n[b] - 1]
                         ring[b, i] = last_r
@@ -363,7 +376,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                         newb = _seq_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                         used += newb - alloc[r]
                         alloc[r] = newb
-                        cap[r] = (c + q - cached[r] + block - 1) // block * block
+                        nblk[r] = (c + q - cached[r] + block - 1) // block
                     pq[r] = q
                     budget_tok -= q
                     n_tok += q
@@ -392,7 +405,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                         if used - alloc[r] + newb <= budget:
                             used += newb - alloc[r]
                             alloc[r] = newb
-                            cap[r] = (c + q - cached[r] + block - 1) // block * block
+                            nblk[r] = (c + q - cached[r] + block - 1) // block
                             pq[r] = q
                             budget_tok -= q
                             n_tok += q
@@ -450,8 +463,8 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     if cross:
                         used += newb - alloc[r]
                         alloc[r] = newb
-                        cap[r] = (need + block - 1) // block * block
-                        tc[r] = t + cap[r] - need + 1
+                        nblk[r] = (need + block - 1) // block
+                        tc[r] = t + nblk[r] * block - need + 1
                         b = ring_b[r]
                         nbk = tc[r] % block
                         if nbk != b:
@@ -558,7 +571,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                         elif window > 0:
                             n_capped += 1
                         if grow:
-                            c_r = cap[r] + cached[r] - k_r
+                            c_r = nblk[r] * block + cached[r] - k_r
                             tc[r] = c_r if c_r > t1 else t1
                             b = tc[r] % block
                             ring_b[r] = b
@@ -617,7 +630,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
             head = -1
             tail = -1
             n_dec_last = 0
-        if steps % stride == 0:
+        if steps == next_trace:
             if ntr == _TRACE_POINTS:
                 for i in range(_TRACE_POINTS // 2):
                     tr_t[i] = tr_t[2 * i]
@@ -627,4 +640,5 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
             tr_t[ntr] = now
             tr_b[ntr] = used
             ntr += 1
+            next_trace = (steps // stride + 1) * stride
     return first, finish, arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()
