@@ -31,36 +31,12 @@ from gpuplan.workloads.inference.memory import MemoryPlan
 from gpuplan import knobs
 from gpuplan.workloads.inference.operators import StepTimeModel
 from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerConfig
+from gpuplan.workloads.inference.simulator_kernels import _TRACE_POINTS, _linear, _pairs_upto, _seq_bytes
+from gpuplan.workloads.inference.simulator_events import _simulate_events
 
 if TYPE_CHECKING:
     from gpuplan.workloads.inference.prefix_cache import PrefixCache
     from gpuplan.workloads.inference.speculative import DraftCost, SpeculativeDecoding
-
-_TRACE_POINTS = 4096
-
-
-@njit(cache=True, error_model="numpy")
-def _pairs_upto(n, w):
-    """sum_{p=1..n} min(p, w): causal query-key pairs of n tokens under window w (w = 0: global)."""
-    if w <= 0 or n <= w:
-        return n * (n + 1) / 2.0
-    return w * (w + 1) / 2.0 + (n - w) * w
-
-
-@njit(cache=True, error_model="numpy")
-def _seq_bytes(ctx, block, g_bytes, w_bytes, w_blocks_cap):
-    blocks = (ctx + block - 1) // block
-    wb = blocks if blocks < w_blocks_cap else w_blocks_cap
-    return blocks * block * g_bytes + wb * block * w_bytes
-
-
-@njit(cache=True, error_model="numpy")
-def _linear(lin, n):
-    top = lin.shape[0] - 1
-    if n <= top:
-        return lin[n]
-    return lin[top] + (lin[top] - lin[top - 1]) * (n - top)
-
 
 @njit(cache=True, error_model="numpy")
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
@@ -464,8 +440,6 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         cached, np.ascontiguousarray(out_steps, dtype=np.int64),
     )
     if event_driven and speculative is None:
-        from gpuplan.workloads.inference.simulator_events import _simulate_events
-
         first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate_events(*common)
     else:
         first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuplan.workloads.inference.simulator import _TRACE_POINTS, _linear, _pairs_upto, _seq_bytes
+from gpuplan.workloads.inference.simulator_kernels import _TRACE_POINTS, _linear, _pairs_upto, _seq_bytes
 
 
 @njit(cache=True)
