@@ -133,11 +133,13 @@ def test_speculative_decoding_runs_the_reference_loop(models):
     mem_factor=st.floats(1.0, 6.0),
     hit=st.sampled_from([0.0, 0.3, 0.9]),
     graphs=st.sampled_from([(), (1, 2, 4, 8)]),
+    block=st.sampled_from([1, 7, 16, 64]),  # 1: SGLang page size (a decoder may need 2 blocks on entry)
     seed=st.integers(0, 2**31 - 1),
 )
 def test_event_loop_equals_step_loop_random(models, model, kind, no_evict, arrivals, n, max_seqs, max_tokens,
-                                            mem_factor, hit, graphs, seed):
+                                            mem_factor, hit, graphs, block, seed):
     _, steps, mem = models[model]
+    mem = dataclasses.replace(mem, block_size=block)
     rng = np.random.default_rng(seed)
     ins = rng.integers(1, 400, n)
     outs = rng.integers(1, 200, n)
