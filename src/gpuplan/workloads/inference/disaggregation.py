@@ -9,7 +9,8 @@ prompt KV cache moves to one decode instance (kv_transfer.py), which generates e
 each instance's stream Poisson at rate / n).
 
     TTFT_p90 = p90(prefill queue + prefill) at rate / n_p        (simulator.py, output_len = 1)
-             + KV transfer + mean wait for the link (M/D/1)
+             + KV transfer of the p90 prompt + mean wait for the link (M/G/1;
+               M/D/1 with fixed lengths)
              + p90(decode admission + first step) at rate / n_d   (decode_pool.py)
     TPOT_p90 = p90 TPOT of a decode instance at rate / n_d
 
