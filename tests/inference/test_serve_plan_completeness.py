@@ -391,3 +391,26 @@ def test_cli_disaggregated_bad_feature_input_exits_2(args, field, tmp_path, monk
     assert "Traceback" not in res.output and field in res.output
     assert len(res.output.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cached", [-1, 2048, 5000, 1.5])
+def test_cached_tokens_must_leave_a_token_to_compute(cached):
+    from gpuplan.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        kv_bytes_per_request(_dep("llama-3-8b"), 2048, cached)
+    assert e.value.field == "cached_tokens"
+
+
+@settings(max_examples=25, deadline=None)
+@given(length=st.integers(1, 32768), h=st.floats(0.0, 0.95))
+def test_fixed_prompts_give_exactly_one_transfer(length, h):
+    # all prompts equal: mean = p90 = the one transfer, mean square = its square; the bytes are the
+    # uncached tokens x 131,072 B (Llama-3-8B bf16, global attention)
+    d = _dep("llama-3-8b", 1)
+    cache = PrefixCache(h) if h > 0 else None
+    c = int(cache.cached_tokens(np.array([length]))[0]) if cache else 0
+    one = kv_transfer(d, d, length, KvLink.NVLINK, cached_tokens=c)
+    s = transfer_stats(d, d, np.full(7, length), KvLink.NVLINK, cache)
+    assert (s.time_s, s.time_p90_s, s.kv_per_request_bytes) == (one.time_s, one.time_s, one.kv_per_request_bytes)
+    assert s.kv_per_request_bytes == (length - c) * 131_072
