@@ -311,14 +311,19 @@ def serve_plan(
                           _features_summary(lens, specdec, cache))
 
 
+#: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)
+PLOT_CANDIDATES = 8
+
+
 def _plot_capacity(path: str, spec: ModelSpec, res, systems: dict, **kw) -> str:
-    """The plain plan's figure: each candidate's co-located curve at its replica count (Poisson)."""
+    """The plain plan's figure: the PLOT_CANDIDATES best candidates' co-located curves at their
+    replica counts (Poisson)."""
     from gpuplan.interfaces.serving_plot import plot_plan
     from gpuplan.workloads.inference.disaggregation import InstanceLayout, colocated_latency_curves
 
     picks = [(InstanceLayout(systems[c.gpu][0], systems[c.gpu][1], c.tp, ep=c.ep, attention_dp=c.attention_dp,
                              usd_per_gpu_hour=c.usd_per_gpu_hour), c.replicas)
-             for c in res.candidates if c.meets_slo]
+             for c in res.candidates if c.meets_slo][:PLOT_CANDIDATES]
     opts = colocated_latency_curves(spec, picks, **kw)
     best = res.best
     opts = [o if o.layout != f"{best.replicas} x {best.layout}" else _replace(o, why_not_best="best") for o in opts]
