@@ -161,10 +161,11 @@ def serve_run(
 
 
 def lens_mean(lens, side: str) -> float:
-    """Mean tokens of one side of a RequestLengths (analytic for specs, the file's mean for CSV pairs)."""
-    if lens.pairs is not None:
-        return float((lens.pairs.inputs if side == "input" else lens.pairs.outputs).mean())
-    return (lens.input if side == "input" else lens.output).mean
+    """Mean tokens of one side of a RequestLengths (analytic for specs, the file's mean for CSV pairs;
+    disaggregation.mean_lengths)."""
+    from gpuplan.workloads.inference.disaggregation import mean_lengths
+
+    return mean_lengths(lens)[0 if side == "input" else 1]
 
 
 serve = serve_run  # `gpuplan serve MODEL ...` is `gpuplan serve run MODEL ...`
