@@ -149,3 +149,20 @@ def test_serve_disaggregated_capacity_table_equals_the_cli(server, page):
     rows = page.locator('[data-table="disaggregated"] tbody tr')
     assert rows.count() == min(20, len(want["options"]))
     assert page.problems == []
+
+
+def test_serve_capacity_table_shows_layouts_and_both_loops(server, page):
+    # Qwen3-30B-A3B (MoE, 128 experts): the co-located plan lists each layout (tp, ep, attention DP) with
+    # its closed-loop and Poisson p90s and why it loses, as `serve plan --json` does
+    page.goto(server + "/serve?model=qwen3-30b-a3b&capacity=true&plan_rate=4&input_len=1024&output_len=128")
+    wait_updates(page, 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    line = next(ln for ln in page.text_content("#command").splitlines() if "serve plan" in ln)
+    want = cli_json(line)
+    assert stat(page, "capacity_gpus") == want["best"]["gpus"]
+    rows = page.locator('[data-table="capacity"] tbody tr')
+    assert rows.count() == len(want["candidates"])
+    first = rows.nth(0).locator("td")
+    assert first.nth(0).text_content() == want["best"]["layout"]
+    assert first.nth(8).text_content() == "best"
+    assert page.problems == []

@@ -155,13 +155,19 @@ def plan(
     res = result.plan
     a, kwh_per_m = result.assumptions, result.kwh_per_million_output_tokens
     b = res.best
-    echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} replicas of tp={b.tp}, concurrency {b.concurrency} each); "
+    echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} replicas of {b.layout}, concurrency {b.concurrency} each); "
                f"${fmt(b.usd_per_million_output_tokens)} per million output tokens"
                + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))
-    rows = [(c.gpu, c.tp, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.replica_requests_per_s, c.replicas, c.gpus,
-             c.usd_per_million_output_tokens) for c in res.candidates]
-    console.print(table("candidates", ["gpu", "tp", "concurrency", "ttft_p90_ms", "tpot_p90_ms", "replica_req_per_s",
-                                       "replicas", "gpus", "usd_per_m_tokens"], rows))
+    echo(f"sized under a closed loop, verified under Poisson arrivals at {fmt(b.open_loop_requests_per_s)} req/s per "
+         f"replica: p90 TTFT {fmt(b.open_loop_ttft_p90_ms)} ms, TPOT {fmt(b.open_loop_tpot_p90_ms)} ms")
+    rows = [(c.layout, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.open_loop_ttft_p90_ms, c.open_loop_tpot_p90_ms,
+             c.replica_requests_per_s, c.replicas, c.gpus, c.usd_per_million_output_tokens, c.why_not_best)
+            for c in res.candidates]
+    console.print(table("candidates (closed loop: sizing; open loop: Poisson check)",
+                        ["layout", "concurrency", "ttft_p90_ms", "tpot_p90_ms", "open_ttft_p90_ms", "open_tpot_p90_ms",
+                         "replica_req_per_s", "replicas", "gpus", "usd_per_m_tokens", "why"], rows))
+    for r in res.rejected:
+        echo(f"cannot serve: {r.layout}: {r.why}")
     if result.plot_file:
         typer.echo(f"plot written: {result.plot_file}")
 

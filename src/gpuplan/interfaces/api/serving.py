@@ -161,10 +161,11 @@ def serve_run(
 
 
 def lens_mean(lens, side: str) -> float:
-    """Mean tokens of one side of a RequestLengths (analytic for specs, the file's mean for CSV pairs)."""
-    if lens.pairs is not None:
-        return float((lens.pairs.inputs if side == "input" else lens.pairs.outputs).mean())
-    return (lens.input if side == "input" else lens.output).mean
+    """Mean tokens of one side of a RequestLengths (analytic for specs, the file's mean for CSV pairs;
+    disaggregation.mean_lengths)."""
+    from gpuplan.workloads.inference.disaggregation import mean_lengths
+
+    return mean_lengths(lens)[0 if side == "input" else 1]
 
 
 serve = serve_run  # `gpuplan serve MODEL ...` is `gpuplan serve run MODEL ...`
@@ -256,25 +257,22 @@ def serve_plan(
     `pd_ratio`, `kv_link`, `prefill_gpus`, `decode_gpus`). `plot`: write the latency-throughput figure
     of the candidates (interfaces.serving_plot) to this .png/.svg/.pdf.
     Length distributions, speculative decoding and prefix caching: as `serve_run` (`serving_features`);
-    with a length distribution `output_len` is its mean (co-located plans only)."""
+    with a length distribution `output_len` is its mean. Co-located layouts: tp, and for MoE models
+    ep and attention_dp (capacity.colocated_layouts); each is sized under a closed loop and verified
+    under Poisson arrivals at the rate (replicas added until its p90s hold)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
     from gpuplan.workloads.inference.capacity import plan_capacity
 
     if disaggregated:
-        for name, value, off in (("input_dist", input_dist, None), ("output_dist", output_dist, None),
-                                 ("lengths", lengths, None), ("spec_tokens", spec_tokens, 0),
-                                 ("draft_model", draft_model, None), ("mtp", mtp, 0),
-                                 ("prefix_hit_rate", prefix_hit_rate, 0.0)):
-            if value != off:
-                raise InputError(f"{name}: not modelled with disaggregated serving yet (co-located plans only)",
-                                 field=name)
         return serve_plan_disaggregated(
             model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, system=system, usd_per_gpu_hour=usd_per_gpu_hour,
             pd_ratio=pd_ratio, kv_link=kv_link, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, plot=plot,
-            pue=pue, overrides=overrides)
+            pue=pue, overrides=overrides, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
+            spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
+            prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
     for name, value in (("pd_ratio", pd_ratio), ("kv_link", kv_link), ("prefill_gpus", prefill_gpus),
                         ("decode_gpus", decode_gpus)):
         if value is not None:
@@ -308,21 +306,28 @@ def serve_plan(
     if plot is not None:
         plot_file = _plot_capacity(plot, spec, res, systems, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                    input_len=max(1, round(input_len)), output_len=max(1, round(output_len)),
-                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+                                   weight_dtype=weight_dtype, kv_dtype=kv_dtype, lengths=lens, speculative=specdec,
+                                   prefix_cache=cache)
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
                           _features_summary(lens, specdec, cache))
 
 
+#: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)
+PLOT_CANDIDATES = 8
+
+
 def _plot_capacity(path: str, spec: ModelSpec, res, systems: dict, **kw) -> str:
-    """The plain plan's figure: each candidate's co-located curve at its replica count (Poisson)."""
+    """The plain plan's figure: the PLOT_CANDIDATES best candidates' co-located curves at their
+    replica counts (Poisson)."""
     from gpuplan.interfaces.serving_plot import plot_plan
     from gpuplan.workloads.inference.disaggregation import InstanceLayout, colocated_latency_curves
 
-    picks = [(InstanceLayout(systems[c.gpu][0], systems[c.gpu][1], c.tp, usd_per_gpu_hour=c.usd_per_gpu_hour), c.replicas)
-             for c in res.candidates]
+    picks = [(InstanceLayout(systems[c.gpu][0], systems[c.gpu][1], c.tp, ep=c.ep, attention_dp=c.attention_dp,
+                             usd_per_gpu_hour=c.usd_per_gpu_hour), c.replicas)
+             for c in res.candidates if c.meets_slo][:PLOT_CANDIDATES]
     opts = colocated_latency_curves(spec, picks, **kw)
     best = res.best
-    opts = [o if o.layout != f"{best.replicas} x {best.gpu} tp{best.tp}" else _replace(o, why_not_best="best") for o in opts]
+    opts = [o if o.layout != f"{best.replicas} x {best.layout}" else _replace(o, why_not_best="best") for o in opts]
     title = (f"gpuplan serve plan {spec.name}: {kw['rate']:g} req/s, {kw['input_len']} in / {kw['output_len']} out tokens, "
              f"Poisson arrivals")
     return str(plot_plan(path, opts, ttft_slo_ms=kw["ttft_ms"], tpot_slo_ms=kw["tpot_ms"], title=title))
@@ -344,12 +349,15 @@ class DisaggregatedPlanResult(Result):
     serving_days: tuple = ()
     kwh_per_million_output_tokens: float | None = None
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
+    features: Any = None  # as CapacityResult.features
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
         from gpuplan.interfaces.api._common import to_jsonable
 
         out = to_jsonable(self.plan)
+        if self.features:
+            out.update(self.features)
         out["best_serving_day_per_pool"] = [{"role": role, "gpu": gpu, "gpus": n, **run_cost_dict(day)}
                                             for role, gpu, n, day in self.serving_days]
         out["best_kwh_per_million_output_tokens"] = self.kwh_per_million_output_tokens
@@ -382,6 +390,15 @@ def serve_plan_disaggregated(
     plot: str | None = None,
     pue: float | None = None,
     overrides=None,
+    input_dist: str | None = None,
+    output_dist: str | None = None,
+    lengths: str | None = None,
+    spec_tokens: int = 0,
+    spec_acceptance: float | None = None,
+    draft_model: str | ModelSpec | None = None,
+    mtp: int = 0,
+    prefix_hit_rate: float = 0.0,
+    prefix_cache_tokens: int | None = None,
 ) -> DisaggregatedPlanResult:
     """The cheapest way to serve `rate` req/s within p90 TTFT / TPOT: disaggregated prefill / decode
     pools (GPU type and layout each, the P:D ratio; `pd_ratio` 'P:D' fixes it) or co-located
@@ -390,7 +407,9 @@ def serve_plan_disaggregated(
     (default `gpus`); `kv_link` 'nvlink' or 'network' forces the KV path (default: NVLink when both
     pools fit in one scale-up domain). The best option's energy: one day of serving per pool
     (facilities.run_cost at busy_activity_fraction, under `pue` / `overrides`), and facility kWh per
-    million output tokens summed over the pools."""
+    million output tokens summed over the pools. Length distributions, speculative decoding and prefix
+    caching: as `serve_run` (`serving_features`; workloads.inference.disaggregation gives how each
+    pool sees them); with a length distribution the cost uses its mean output."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import serving_day_cost
@@ -425,13 +444,23 @@ def serve_plan_disaggregated(
             out.append((g, specs[g.id][1], price.value if price is not None else None))
         return out
 
+    lens, specdec, cache = serving_features(
+        input_len=input_len, output_len=output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
+        spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
+        prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
+    out_mean = float(output_len)
+    if lens is not None:  # the saturation ladders' scale: the rounded means
+        input_len = max(1, round(lens_mean(lens, "input")))
+        out_mean = lens_mean(lens, "output")
+        output_len = max(2, round(out_mean))
     spec = resolve_model(model)
     with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         res = plan_disaggregated(
             spec, hardware(gpus), rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, tps=tuple(tps), pd_ratio=pd_ratio, kv_link=link,
             prefill_hardware=hardware(prefill_gpus) if prefill_gpus is not None else None,
-            decode_hardware=hardware(decode_gpus) if decode_gpus is not None else None)
+            decode_hardware=hardware(decode_gpus) if decode_gpus is not None else None,
+            lengths=lens, speculative=specdec, prefix_cache=cache)
     plot_file = None
     if plot is not None:
         from gpuplan.interfaces.serving_plot import plot_plan
@@ -444,8 +473,8 @@ def serve_plan_disaggregated(
     kwh = None
     if days and all(d.power is not None for *_, d in days):
         facility_kw = sum(d.power.facility_power_w for *_, d in days) / 1e3
-        kwh = facility_kw / (rate * output_len * 3600.0) * 1e6  # kW / (tokens/s x 3600 s/h) x 1e6
-    return DisaggregatedPlanResult(res, plot_file, days, kwh, a)
+        kwh = facility_kw / (rate * out_mean * 3600.0) * 1e6  # kW / (tokens/s x 3600 s/h) x 1e6
+    return DisaggregatedPlanResult(res, plot_file, days, kwh, a, _features_summary(lens, specdec, cache))
 
 def _features_summary(lens, specdec, cache) -> dict | None:
     """JSON keys of the serving features of a plan: the length distribution's mean and percentiles

@@ -508,7 +508,9 @@ const PAGES = {
       } else if (v.capacity) {
         const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)]]);
-        table("Capacity plan: candidates", [["gpu", "GPU"], ["tp", "tp"], ["replicas", "replicas"], ["gpus", "GPUs"], ["ttft_p90_ms", "TTFT p90 ms"], ["tpot_p90_ms", "TPOT p90 ms"], ["usd_per_million_output_tokens", "$/M out tok"], ["meets_slo", "meets SLO"]], c.candidates, { id: "capacity" });
+        table("Capacity plan: candidates (closed loop sizes, Poisson arrivals verify)", [["layout", "layout"], ["replicas", "replicas"], ["gpus", "GPUs"], ["ttft_p90_ms", "TTFT p90 ms (closed)"], ["tpot_p90_ms", "TPOT p90 ms (closed)"],
+          ["open_loop_ttft_p90_ms", "TTFT p90 ms (Poisson)"], ["open_loop_tpot_p90_ms", "TPOT p90 ms (Poisson)"], ["usd_per_million_output_tokens", "$/M out tok"], ["why_not_best", "why not"]], c.candidates, { id: "capacity" });
+        if (c.rejected && c.rejected.length) table("Layouts that cannot serve", [["layout", "layout"], ["why", "why"]], c.rejected, { id: "capacity-rejected" });
       }
     },
   },

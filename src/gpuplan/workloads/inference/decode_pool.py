@@ -16,6 +16,26 @@ An iteration-level (continuous-batching) loop like simulator.py's, without prefi
 
 Per request: first_token_delay = first-step end - arrival at the decode instance (queueing for a
 slot + one step); TPOT = (finish - first token) / (output_len - 1).
+
+Prefix caching (prefix_cache.py, hit rate h): the decode instance keeps its own prefix cache (vLLM
+NixlConnector pulls only the blocks its local prefix cache does not hold:
+`NixlConnectorScheduler.update_state_after_alloc`, "Get unhashed blocks to pull from remote";
+NVIDIA Dynamo's decode worker likewise matches its local prefix first). Each request reserves only
+its private blocks (input - cached + output tokens) beside one shared copy of the cached prefix
+(`pool_tokens`, charged once), while attention still reads the whole context (input + generated).
+
+Speculative decoding (speculative.py: k drafted tokens, E = (1 - alpha^(k+1)) / (1 - alpha) tokens
+per step): every step is a verify pass over k + 1 positions per sequence plus the draft's k steps,
+as the co-located simulator charges it:
+
+    step = overhead + linear(n (k + 1)) + logits(n (k + 1))
+           + max(KV bytes x sum(ctx) / HBM, (k + 1) x attention FLOPs x sum(ctx) / attention FLOP/s)
+           + draft table[n] + draft seconds per context token x sum(ctx)
+
+A request's first step yields its first token, each later one E tokens on average (expected-value
+model), so it needs 1 + ceil((L - 1) / E) steps (SpeculativeDecoding.iterations) and its context
+grows by E per step; the draft's weights come out of the KV budget and its KV of the same tokens
+joins each sequence's reservation.
 """
 
 from __future__ import annotations
@@ -49,7 +69,8 @@ def _table(lin, n):
 
 @njit(cache=True)
 def _decode_loop(arrival, in_len, out_len, max_seqs, budget, block, g_bytes, w_bytes, window, w_blocks_cap,
-                 lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops, step_scale):
+                 lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops, step_scale,
+                 cached, out_steps, spec_e, spec_q, draft_table, draft_ctx_s):
     n = arrival.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
@@ -63,7 +84,7 @@ def _decode_loop(arrival, in_len, out_len, max_seqs, budget, block, g_bytes, w_b
     done = 0
     while done < n:
         while nrun < max_seqs and nxt < n and arrival[nxt] <= now:
-            cost = _blocks_bytes(in_len[nxt] + out_len[nxt], block, g_bytes, w_bytes, w_blocks_cap)
+            cost = _blocks_bytes(in_len[nxt] - cached[nxt] + out_len[nxt], block, g_bytes, w_bytes, w_blocks_cap)
             if nrun > 0 and used + cost > budget:
                 break
             used += cost
@@ -77,19 +98,25 @@ def _decode_loop(arrival, in_len, out_len, max_seqs, budget, block, g_bytes, w_b
         ctx_g = 0.0
         ctx_w = 0.0
         for j in range(nrun):
-            c = in_len[run[j]] + generated[run[j]]
+            r = run[j]
+            # tokens so far: the first step yields 1, each later one spec_e on average (1 without speculation)
+            g = 0.0 if generated[r] == 0 else min(1.0 + (generated[r] - 1) * spec_e, float(out_len[r]))
+            c = in_len[r] + g
             ctx_g += c
             ctx_w += c if (window <= 0 or c < window) else window
-        dt = overhead + _table(lin, nrun) + _table(logits, nrun)
-        dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm, (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
+        dt = overhead + _table(lin, nrun * spec_q) + _table(logits, nrun * spec_q)
+        dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm,
+                  spec_q * (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
+        if draft_table.shape[0] > 0:
+            dt += _table(draft_table, nrun) + draft_ctx_s * ctx_g
         now += dt * step_scale
         k = 0
         for j in range(nrun):
             r = run[j]
-            generated[r] += 1
+            generated[r] += 1  # engine steps taken
             if generated[r] == 1:
                 first[r] = now
-            if generated[r] >= out_len[r]:
+            if generated[r] >= out_steps[r]:
                 finish[r] = now
                 done += 1
                 used -= alloc[r]
@@ -110,25 +137,56 @@ class DecodeRun:
 
 
 def simulate_decode(steps: StepTimeModel, memory: MemoryPlan, arrival_s: np.ndarray, input_len: np.ndarray,
-                    output_len: np.ndarray, max_batch_seqs: int) -> DecodeRun:
-    """Run the decode-only loop (module docstring) on requests arriving (sorted) at `arrival_s`."""
+                    output_len: np.ndarray, max_batch_seqs: int, *, speculative=None, draft=None,
+                    prefix_cache=None) -> DecodeRun:
+    """Run the decode-only loop (module docstring) on requests arriving (sorted) at `arrival_s`.
+    `speculative` (speculative.SpeculativeDecoding, `draft` its speculative.draft_cost, built from
+    steps.dep when not given) and `prefix_cache` (prefix_cache.PrefixCache): None = off."""
     ins = np.asarray(input_len, dtype=np.int64)
     outs = np.asarray(output_len, dtype=np.int64)
     arr = np.asarray(arrival_s, dtype=float)
-    biggest = memory.sequence_kv_bytes(float((ins + outs).max()))
-    if biggest > memory.kv_budget_bytes:
+    budget = float(memory.kv_budget_bytes)
+    g_bytes = float(memory.kv_bytes_per_token_per_gpu)
+    if speculative is not None:
+        if draft is None:
+            from gpuplan.workloads.inference.speculative import draft_cost
+
+            draft = draft_cost(steps.dep, speculative)
+        budget -= draft.weights_bytes_per_gpu
+        g_bytes += draft.kv_bytes_per_token_per_gpu
+        out_steps = speculative.iterations(outs)
+        spec_e, spec_q = float(speculative.tokens_per_step), int(speculative.tokens + 1)
+        draft_table, draft_ctx = np.ascontiguousarray(draft.table, dtype=float), float(draft.ctx_seconds_per_token)
+    else:
+        out_steps, spec_e, spec_q, draft_table, draft_ctx = outs, 1.0, 1, np.zeros(0), 0.0
+    if prefix_cache is not None and prefix_cache.hit_rate > 0:
+        cached = prefix_cache.cached_tokens(ins)
+        pool = prefix_cache.pool(ins)
+        budget -= memory.sequence_kv_bytes(pool) if pool > 0 else 0.0
+    else:
+        cached = np.zeros(ins.shape[0], np.int64)
+    if budget <= 0:
+        raise Infeasible("no KV memory left on the decode instance: the draft model's weights or the prefix cache "
+                         "take the whole KV budget")
+    longest = int((ins + outs - cached).max())
+    biggest = memory.sequence_kv_bytes(float(longest))
+    if speculative is not None:  # the draft's KV of the same tokens
+        biggest += math.ceil(longest / memory.block_size) * memory.block_size * draft.kv_bytes_per_token_per_gpu
+    if biggest > budget:
         raise Infeasible(f"a request of {int((ins + outs).max())} tokens needs {biggest / 2**30:.2f} GiB of KV per GPU; "
-                         f"the decode instance has {memory.kv_budget_bytes / 2**30:.2f} GiB for the KV cache")
+                         f"the decode instance has {budget / 2**30:.2f} GiB for the KV cache")
     st = steps
     w = st.window
     w_cap = (math.ceil(w / memory.block_size) + 1) if w else 1 << 40
     first, finish = _decode_loop(
-        arr, ins, outs, int(max_batch_seqs), float(memory.kv_budget_bytes), int(memory.block_size),
-        float(memory.kv_bytes_per_token_per_gpu), float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
+        arr, ins, outs, int(max_batch_seqs), budget, int(memory.block_size),
+        g_bytes, float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
         st.linear_table, st.logits_table, knobs.value("serving.step_overhead_s"),
         float(st.global_layers * st.kv_bytes_per_token_layer), float(st.window_layers * st.kv_bytes_per_token_layer),
         float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
         float(st.hbm_bytes_per_s), float(st.attention_flops_per_s), float(st.step_scale),
+        np.ascontiguousarray(cached, dtype=np.int64), np.ascontiguousarray(out_steps, dtype=np.int64),
+        spec_e, spec_q, draft_table, draft_ctx,
     )
     tpot = np.where(outs > 1, (finish - first) / np.maximum(outs - 1, 1), np.nan)
     duration = max(float(finish.max() - arr.min()), 1e-12)

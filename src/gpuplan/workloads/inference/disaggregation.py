@@ -9,7 +9,8 @@ prompt KV cache moves to one decode instance (kv_transfer.py), which generates e
 each instance's stream Poisson at rate / n).
 
     TTFT_p90 = p90(prefill queue + prefill) at rate / n_p        (simulator.py, output_len = 1)
-             + KV transfer + mean wait for the link (M/D/1)
+             + KV transfer of the p90 prompt + mean wait for the link (M/G/1;
+               M/D/1 with fixed lengths)
              + p90(decode admission + first step) at rate / n_d   (decode_pool.py)
     TPOT_p90 = p90 TPOT of a decode instance at rate / n_d
 
@@ -37,6 +38,22 @@ Search (DistServe sec. 4, Algorithm 1: per-phase goodput, then replicate to the 
    whose simulation misses an objective gets one more instance in the pool that misses it (at
    most VERIFY_BUMPS times).
 
+Serving features (the options `serve run` takes; docs/serving.md):
+- length distributions (lengths.RequestLengths): every role's simulations draw their requests from
+  it (prefill instances the input side with one output token, decode instances both sides: the
+  prompt sets the context, the output the steps), the saturation ladders are simulated with it, the
+  KV transfer is evaluated over the prompt distribution (kv_transfer.transfer_stats: its p90 prompt
+  in the TTFT sum, its mean and mean square in the M/G/1 link wait) and the cost uses the mean output;
+- prefix caching (prefix_cache.PrefixCache, hit rate h): the prefill instance computes only the
+  uncached (1 - h) of each prompt (its prefix cache held once in its KV budget), the transfer carries
+  only the KV it computed, and the decode instance keeps the prefix in its own cache and reserves
+  only each request's private blocks (kv_transfer.py and decode_pool.py give the sources);
+- speculative decoding (speculative.SpeculativeDecoding): decode and co-located instances run the
+  draft and verify k + 1 positions per step (decode_pool.py, simulator.py); the prefill instance
+  runs the target's prefill only (the draft's own prefill of the prompt, and the draft's KV that a
+  draft model would also have to move, are left out: one MTP layer of DeepSeek-V3's 61 is < 2%;
+  a separate draft model a larger share, this model's optimistic side).
+
 KV path (`kv_link` None = automatic): NVLink when both pools are on one system whose scale-up
 domain holds all their GPUs (an NVL72 rack; a DGX node holding one tp4 prefill and one tp4 decode
 instance), else the scale-out network. Every instance is one pipeline stage (pp = 1).
@@ -52,10 +69,10 @@ import numpy as np
 
 from gpuplan.errors import GpuplanError, Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, System
-from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, make_workload
+from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, Workload, make_workload
 from gpuplan.workloads.inference.decode_pool import simulate_decode
 from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.kv_transfer import KvLink, KvTransfer, kv_transfer, link_wait_s, same_domain_possible
+from gpuplan.workloads.inference.kv_transfer import KvLink, KvTransferStats, link_wait_s, same_domain_possible, transfer_stats
 from gpuplan.workloads.inference.memory import memory_plan
 from gpuplan.workloads.inference.operators import step_time_model
 from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
@@ -76,6 +93,29 @@ CURVE_STOP_FACTOR = 2.0
 #: decode instances tried beyond what the TPOT objective needs (to shorten their admission queue)
 DECODE_EXTRA = 3
 PLAN_SEED = 11
+#: prompts drawn to evaluate the KV transfer over a length distribution
+TRANSFER_SAMPLES = 4000
+
+
+@dataclass(frozen=True)
+class ServingFeatures:
+    """Length distribution, speculative decoding and prefix caching of a plan (None: off); module docstring."""
+
+    lengths: object = None  # lengths.RequestLengths
+    speculative: object = None  # speculative.SpeculativeDecoding
+    prefix_cache: object = None  # prefix_cache.PrefixCache
+
+    @property
+    def any(self) -> bool:
+        return self.lengths is not None or self.speculative is not None or self.prefix_cache is not None
+
+
+def mean_lengths(lengths) -> tuple[float, float]:
+    """(mean input, mean output) tokens of a lengths.RequestLengths: the CSV's means for pairs, the
+    specs' analytic means otherwise."""
+    if lengths.pairs is not None:
+        return float(lengths.pairs.inputs.mean()), float(lengths.pairs.outputs.mean())
+    return float(lengths.input.mean), float(lengths.output.mean)
 
 
 class ServingMode(str, Enum):
@@ -181,7 +221,7 @@ class _Instance:
     """Deployment, step model and memory plans of one layout (built once per search)."""
 
     def __init__(self, layout: InstanceLayout, model: ModelSpec, weight_dtype: str, kv_dtype: str,
-                 input_len: int, output_len: int, sched: SchedulerConfig):
+                 input_len: int, output_len: int, sched: SchedulerConfig, features: ServingFeatures = ServingFeatures()):
         self.layout = layout
         self.dep = Deployment(model, layout.gpu, layout.system, tp=layout.tp, ep=layout.ep,
                               attention_dp=layout.attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
@@ -192,51 +232,80 @@ class _Instance:
         # a decode instance's steps hold one token per sequence: its activation workspace is that of max_batch_seqs tokens
         self.decode_mem = memory_plan(self.dep, max_batch_tokens=sched.max_batch_seqs, max_batch_seqs=sched.max_batch_seqs)
         self.input_len, self.output_len = input_len, output_len
+        self.features = features
+        self.draft = None
+        if features.speculative is not None:
+            from gpuplan.workloads.inference.speculative import draft_cost
 
-    def _workload(self, rate: float, output_len: int, seed: int):
+            self.draft = draft_cost(self.dep, features.speculative)
+
+    def _make(self, n: int, kind: ArrivalKind, output_len: int | None, seed: int, **load) -> Workload:
+        """n requests of the plan's lengths (fixed input_len / output_len, or its distribution);
+        `output_len` 1: prefill-only requests (one output token each)."""
         rng = np.random.default_rng(seed)
-        return make_workload(rng, SIM_REQUESTS, ArrivalKind.POISSON, rate=rate / self.groups,
-                             input_len=LengthDistribution(self.input_len), output_len=LengthDistribution(output_len))
+        if self.features.lengths is None:
+            return make_workload(rng, n, kind, input_len=LengthDistribution(self.input_len),
+                                 output_len=LengthDistribution(output_len or self.output_len), **load)
+        wl = make_workload(rng, n, kind, lengths=self.features.lengths, **load)
+        if output_len == 1:
+            wl = Workload(wl.arrival_s, wl.input_len, np.ones_like(wl.output_len), wl.kind, wl.concurrency)
+        return wl
+
+    def _workload(self, rate: float, output_len: int, seed: int) -> Workload:
+        return self._make(SIM_REQUESTS, ArrivalKind.POISSON, output_len, seed, rate=rate / self.groups)
+
+    def _simulate(self, wl: Workload, *, decoding: bool, warmup: int = 0):
+        """simulator.py with the plan's prefix cache, and its speculative decoding where `decoding`."""
+        f = self.features
+        if not f.any:
+            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup)
+        spec = f.speculative if decoding else None
+        return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, speculative=spec,
+                        draft=self.draft if spec is not None else None, prefix_cache=f.prefix_cache)
+
+    def _decode(self, wl: Workload):
+        f = self.features
+        return simulate_decode(self.steps, self.decode_mem, wl.arrival_s, wl.input_len, wl.output_len,
+                               self.sched.max_batch_seqs, speculative=f.speculative, draft=self.draft,
+                               prefix_cache=f.prefix_cache)
 
     def prefill_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
         """A prefill-only instance (each request outputs the one token its prefill samples)."""
-        res = simulate(self.steps, self.mem, self._workload(rate, 1, seed), self.sched,
-                       warmup_requests=int(SIM_REQUESTS * WARMUP_FRACTION))
+        res = self._simulate(self._workload(rate, 1, seed), decoding=False, warmup=int(SIM_REQUESTS * WARMUP_FRACTION))
         return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3)
 
     def decode_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
-        wl = self._workload(rate, self.output_len, seed)
-        run = simulate_decode(self.steps, self.decode_mem, wl.arrival_s, wl.input_len, wl.output_len,
-                              self.sched.max_batch_seqs)
+        run = self._decode(self._workload(rate, self.output_len, seed))
         keep = slice(int(SIM_REQUESTS * WARMUP_FRACTION), None)
         return LoadPoint(rate, tpot_p90_s=_p90(run.tpot_s[keep]),
                          first_token_delay_p90_s=_p90(run.first_token_delay_s[keep]))
 
     def colocated_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
-        res = simulate(self.steps, self.mem, self._workload(rate, self.output_len, seed), self.sched,
-                       warmup_requests=int(SIM_REQUESTS * WARMUP_FRACTION))
+        res = self._simulate(self._workload(rate, self.output_len, seed), decoding=True,
+                             warmup=int(SIM_REQUESTS * WARMUP_FRACTION))
         return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3, tpot_p90_s=res.tpot_ms.p90 / 1e3)
 
     # saturated requests/s of one instance per role (the ladder's 100%)
     def prefill_saturation(self) -> float:
         conc = max(2, 2 * math.ceil(self.sched.max_batch_tokens / self.input_len))
-        rng = np.random.default_rng(PLAN_SEED)
-        wl = make_workload(rng, 8 * conc, ArrivalKind.CLOSED_LOOP, concurrency=conc,
-                           input_len=LengthDistribution(self.input_len), output_len=LengthDistribution(1))
-        return simulate(self.steps, self.mem, wl, self.sched).requests_per_s * self.groups
+        wl = self._make(8 * conc, ArrivalKind.CLOSED_LOOP, 1, PLAN_SEED, concurrency=conc)
+        return self._simulate(wl, decoding=False).requests_per_s * self.groups
 
     def decode_saturation(self) -> float:
-        """B / (output_len x decode step at B), B = the batch that fits (memory, max_batch_seqs)."""
+        """B / (output_len x decode step at B), B = the batch that fits (memory, max_batch_seqs); with
+        serving features on, the decode loop itself on 3 B requests that all arrive at once."""
         b = max(1, min(self.sched.max_batch_seqs, self.decode_mem.max_concurrent_sequences(self.input_len + self.output_len)))
+        if self.features.any:
+            wl = self._make(3 * b, ArrivalKind.BURST, None, PLAN_SEED)
+            run = self._decode(wl)
+            return run.output_tokens_per_s * wl.arrival_s.shape[0] / max(1.0, float(wl.output_len.sum())) * self.groups
         step = self.steps.decode_step_time(b, self.input_len + self.output_len / 2)
         return b / (self.output_len * step) * self.groups
 
     def colocated_saturation(self) -> float:
         conc = max(1, min(self.sched.max_batch_seqs, self.mem.max_concurrent_sequences(self.input_len + self.output_len)))
-        rng = np.random.default_rng(PLAN_SEED)
-        wl = make_workload(rng, 4 * conc, ArrivalKind.CLOSED_LOOP, concurrency=conc,
-                           input_len=LengthDistribution(self.input_len), output_len=LengthDistribution(self.output_len))
-        return simulate(self.steps, self.mem, wl, self.sched).requests_per_s * self.groups
+        wl = self._make(4 * conc, ArrivalKind.CLOSED_LOOP, None, PLAN_SEED, concurrency=conc)
+        return self._simulate(wl, decoding=True).requests_per_s * self.groups
 
 
 def _ladder(point, saturation: float, stop) -> tuple[LoadPoint, ...]:
@@ -297,6 +366,8 @@ class ServingOption:
     simulated: bool
     why_not_best: str = ""
     latency_curve: tuple[CurvePoint, ...] = field(default=())
+    #: the KV transfer of the p90 prompt (the TTFT sum's term; = kv_transfer_ms with fixed lengths)
+    kv_transfer_p90_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -355,21 +426,31 @@ class _Search:
     """The plan's state: instances, their curves, and option evaluation (module docstring)."""
 
     def __init__(self, model, layouts, *, rate, ttft_s, tpot_s, input_len, output_len, weight_dtype, kv_dtype,
-                 pd_ratio, kv_link, sched):
+                 pd_ratio, kv_link, sched, features: ServingFeatures = ServingFeatures(), output_mean: float | None = None):
         self.rate, self.ttft_s, self.tpot_s = rate, ttft_s, tpot_s
         self.input_len, self.output_len = input_len, output_len
+        #: output tokens per request that price the plan (the distribution's mean)
+        self.output_mean = float(output_mean if output_mean is not None else output_len)
         self.pd_ratio, self.kv_link = pd_ratio, kv_link
+        self.features = features
+        if features.lengths is not None:
+            self.prompts = features.lengths.sample(np.random.default_rng(PLAN_SEED), TRANSFER_SAMPLES)[0]
+        else:
+            self.prompts = np.array([input_len], dtype=np.int64)
         self.instances: dict[InstanceLayout, _Instance] = {}
         self.unusable: list[ServingOption] = []
         for lay in layouts:
             try:
-                self.instances[lay] = _Instance(lay, model, weight_dtype, kv_dtype, input_len, output_len, sched)
-            except InputError:
-                raise
+                self.instances[lay] = _Instance(lay, model, weight_dtype, kv_dtype, input_len, output_len, sched, features)
+            except InputError as exc:
+                if exc.field not in ("tp", "ep", "attention_dp") or features.speculative is None:
+                    raise
+                # the layout suits the target (candidate_layouts) but not the draft model
+                self.unusable.append(_infeasible(ServingMode.COLOCATED, lay.label, f"the draft cannot use this layout: {exc}"))
             except GpuplanError:
                 self.unusable.append(_infeasible(ServingMode.COLOCATED, lay.label, "does not fit in GPU memory"))
         self._curves: dict[tuple[str, InstanceLayout], RoleCurve] = {}
-        self.transfers: dict[tuple, KvTransfer] = {}
+        self.transfers: dict[tuple, KvTransferStats] = {}
 
     def _role_curve(self, role: str, lay: InstanceLayout) -> RoleCurve:
         """The layout's ladder in `role` (computed once), stopped once the p90 passes
@@ -421,14 +502,15 @@ class _Search:
         gpus = n * lay.tp
         return ServingOption(
             ServingMode.COLOCATED, f"{n} x {label}", tuple(pools), gpus, None, None, None, None, None,
-            c.at(r, "ttft_p90_s") * 1e3, c.at(r, "tpot_p90_s") * 1e3, self.rate * self.output_len / gpus,
-            _cost(pools, self.rate, self.output_len), True, False)
+            c.at(r, "ttft_p90_s") * 1e3, c.at(r, "tpot_p90_s") * 1e3, self.rate * self.output_mean / gpus,
+            _cost(pools, self.rate, self.output_mean), True, False)
 
     # -- disaggregated ------------------------------------------------------------------------
-    def _transfer(self, p: InstanceLayout, d: InstanceLayout, link: KvLink) -> KvTransfer:
-        key = (p, d, link)
+    def _transfer(self, p: InstanceLayout, d: InstanceLayout, link: KvLink) -> KvTransferStats:
+        key = (p, d, KvLink(link))
         if key not in self.transfers:
-            self.transfers[key] = kv_transfer(self.instances[p].dep, self.instances[d].dep, self.input_len, link)
+            self.transfers[key] = transfer_stats(self.instances[p].dep, self.instances[d].dep, self.prompts, link,
+                                                 self.features.prefix_cache)
         return self.transfers[key]
 
     def disaggregated(self, p: InstanceLayout, d: InstanceLayout, counts: tuple[int, int] | None = None,
@@ -482,31 +564,32 @@ class _Search:
         if auto and link is KvLink.NVLINK and not same_domain_possible(pd, dd, gpus):
             return self.disaggregated(p, d, counts, KvLink.NETWORK)
         rp, rd = self.rate / n_p, self.rate / n_d
-        wait = link_wait_s(rp, xfer.time_s)
-        ttft = pc.at(rp, "ttft_p90_s") + xfer.time_s + wait + dc.at(rd, "first_token_delay_p90_s")
+        wait = link_wait_s(rp, xfer.time_s, xfer.time_sq_s2)
+        ttft = pc.at(rp, "ttft_p90_s") + xfer.time_p90_s + wait + dc.at(rd, "first_token_delay_p90_s")
         tpot = dc.at(rd, "tpot_p90_s")
         pools = [_pool("prefill", p, n_p, self.rate, r_p), _pool("decode", d, n_d, self.rate, r_d)]
         g = math.gcd(n_p, n_d)
         return ServingOption(
             ServingMode.DISAGGREGATED, f"{n_p}P {p.label} + {n_d}D {d.label}", tuple(pools), gpus,
             f"{n_p // g}:{n_d // g}", link.value, xfer.kv_per_request_bytes, xfer.time_s * 1e3,
-            wait * 1e3 if math.isfinite(wait) else None, ttft * 1e3, tpot * 1e3, self.rate * self.output_len / gpus,
-            _cost(pools, self.rate, self.output_len), ttft <= self.ttft_s and tpot <= self.tpot_s, False)
+            wait * 1e3 if math.isfinite(wait) else None, ttft * 1e3, tpot * 1e3, self.rate * self.output_mean / gpus,
+            _cost(pools, self.rate, self.output_mean), ttft <= self.ttft_s and tpot <= self.tpot_s, False,
+            kv_transfer_p90_ms=xfer.time_p90_s * 1e3)
 
-    def _prefill_count(self, pc: RoleCurve, dc: RoleCurve, xfer: KvTransfer, n_d: int) -> tuple[int, float] | str:
+    def _prefill_count(self, pc: RoleCurve, dc: RoleCurve, xfer: KvTransferStats, n_d: int) -> tuple[int, float] | str:
         """(n_p, prefill goodput) meeting the TTFT budget left by the KV transfer, its link wait and
         the decode side's p90 first-token delay at rate / n_d; a short reason when none does."""
         d90 = dc.at(self.rate / n_d, "first_token_delay_p90_s")
-        budget = self.ttft_s - xfer.time_s - d90
+        budget = self.ttft_s - xfer.time_p90_s - d90
         r_p, wait = None, 0.0
         for _ in range(4):  # the link wait depends on the prefill rate it limits
             r_p = pc.max_rate("ttft_p90_s", budget - wait)
             if r_p is None or r_p <= 0:
                 break
             r_p = min(r_p, 0.9 / xfer.time_s)
-            wait = link_wait_s(r_p, xfer.time_s)
+            wait = link_wait_s(r_p, xfer.time_s, xfer.time_sq_s2)
         if r_p is None or r_p <= 0:
-            return (f"misses TTFT: P {pc.points[0].ttft_p90_s * 1e3:.0f} + KV {xfer.time_s * 1e3:.1f} + "
+            return (f"misses TTFT: P {pc.points[0].ttft_p90_s * 1e3:.0f} + KV {xfer.time_p90_s * 1e3:.1f} + "
                     f"D {d90 * 1e3:.0f} > {self.ttft_s * 1e3:g} ms")
         return max(1, math.ceil(self.rate / r_p)), r_p
 
@@ -536,7 +619,7 @@ class _Search:
                 pre = self.instances[pl].prefill_point(self.rate / pp.instances)
                 dec = self.instances[dl].decode_point(self.rate / dp.instances)
                 wait = (opt.kv_link_wait_ms or 0.0) / 1e3
-                ttft = pre.ttft_p90_s + opt.kv_transfer_ms / 1e3 + wait + dec.first_token_delay_p90_s
+                ttft = pre.ttft_p90_s + opt.kv_transfer_p90_ms / 1e3 + wait + dec.first_token_delay_p90_s
                 tpot = dec.tpot_p90_s
                 ok = ttft <= self.ttft_s and tpot <= self.tpot_s and opt.kv_link_wait_ms is not None
                 new = replace(opt, ttft_p90_ms=ttft * 1e3, tpot_p90_ms=tpot * 1e3, meets_slo=ok, simulated=True)
@@ -568,12 +651,13 @@ class _Search:
                 rp, rd = rate / pp.instances, rate / dp.instances
                 if rp > pc.points[-1].rate or rd > dc.points[-1].rate:
                     break
-                wait = link_wait_s(rp, opt.kv_transfer_ms / 1e3)
+                xfer = self._transfer(self._layout_of(pp), self._layout_of(dp), KvLink(opt.kv_link))
+                wait = link_wait_s(rp, xfer.time_s, xfer.time_sq_s2)
                 if not math.isfinite(wait):
                     break
-                ttft = pc.at(rp, "ttft_p90_s") + opt.kv_transfer_ms / 1e3 + wait + dc.at(rd, "first_token_delay_p90_s")
+                ttft = pc.at(rp, "ttft_p90_s") + xfer.time_p90_s + wait + dc.at(rd, "first_token_delay_p90_s")
                 tpot = dc.at(rd, "tpot_p90_s")
-            out.append(CurvePoint(rate, rate * self.output_len / opt.gpus, ttft * 1e3, tpot * 1e3))
+            out.append(CurvePoint(rate, rate * self.output_mean / opt.gpus, ttft * 1e3, tpot * 1e3))
         return tuple(out)
 
 
@@ -612,10 +696,14 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
                        pd_ratio: str | tuple[int, int] | None = None, kv_link: str | KvLink | None = None,
                        prefill_hardware: list[tuple[Gpu, System, float | None]] | None = None,
                        decode_hardware: list[tuple[Gpu, System, float | None]] | None = None,
-                       scheduler: SchedulerConfig | None = None) -> DisaggregationPlan:
+                       scheduler: SchedulerConfig | None = None, lengths=None, speculative=None,
+                       prefix_cache=None) -> DisaggregationPlan:
     """The cheapest way to serve `rate` requests/s within p90 TTFT / TPOT, disaggregated or
     co-located (module docstring). `hardware`: (gpu, system, $/GPU-hour or None) candidates for every
-    pool; `prefill_hardware` / `decode_hardware` restrict one pool's GPU types (default `hardware`)."""
+    pool; `prefill_hardware` / `decode_hardware` restrict one pool's GPU types (default `hardware`).
+    `lengths` (lengths.RequestLengths; then `input_len` / `output_len` are its rounded means, which
+    set the saturation ladders' scale, and the cost uses its exact mean output), `speculative`
+    (speculative.SpeculativeDecoding), `prefix_cache` (prefix_cache.PrefixCache): module docstring."""
     if not (isinstance(rate, (int, float)) and rate > 0 and math.isfinite(rate)):
         raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
     if not (ttft_ms > 0 and tpot_ms > 0):
@@ -623,7 +711,7 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
     for name, v in (("input_len", input_len), ("output_len", output_len)):
         if not isinstance(v, int) or v < 1:
             raise InputError(f"{name}: must be an integer >= 1 token, got {v!r}", field=name)
-    if output_len < 2:
+    if output_len < 2 and lengths is None:
         raise InputError("output_len: disaggregated serving needs >= 2 output tokens (TPOT is undefined for 1)",
                          field="output_len")
     ratio = parse_pd_ratio(pd_ratio)
@@ -634,9 +722,11 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
     layouts = candidate_layouts(model, all_hw, tps)
     if not layouts:
         raise Infeasible(f"no layout of {model.name} with tp in {tps} fits the candidates' scale-up domains")
+    features = ServingFeatures(lengths, speculative, prefix_cache)
     s = _Search(model, layouts, rate=float(rate), ttft_s=ttft_ms / 1e3, tpot_s=tpot_ms / 1e3, input_len=input_len,
                 output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pd_ratio=ratio, kv_link=link,
-                sched=sched)
+                sched=sched, features=features,
+                output_mean=mean_lengths(lengths)[1] if lengths is not None else None)
     ids = {h[0].id for h in hardware}
     p_ids = {h[0].id for h in prefill_hardware} if prefill_hardware else ids
     d_ids = {h[0].id for h in decode_hardware} if decode_hardware else ids
@@ -688,12 +778,16 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
 
 def colocated_latency_curves(model: ModelSpec, picks: list[tuple[InstanceLayout, int]], *, rate: float, ttft_ms: float,
                              tpot_ms: float, input_len: int, output_len: int, weight_dtype: str = "bf16",
-                             kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None) -> list[ServingOption]:
+                             kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None, lengths=None,
+                             speculative=None, prefix_cache=None) -> list[ServingOption]:
     """Co-located options with their latency-throughput curves, `replicas` fixed per layout (the
-    plain `serve plan --plot`: the capacity plan's candidates under Poisson arrivals)."""
+    plain `serve plan --plot`: the capacity plan's candidates under Poisson arrivals; `lengths`,
+    `speculative`, `prefix_cache` as plan_disaggregated)."""
     s = _Search(model, [lay for lay, _ in picks], rate=float(rate), ttft_s=ttft_ms / 1e3, tpot_s=tpot_ms / 1e3,
                 input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                pd_ratio=None, kv_link=None, sched=scheduler or SchedulerConfig(kind=SchedulerKind.CHUNKED))
+                pd_ratio=None, kv_link=None, sched=scheduler or SchedulerConfig(kind=SchedulerKind.CHUNKED),
+                features=ServingFeatures(lengths, speculative, prefix_cache),
+                output_mean=mean_lengths(lengths)[1] if lengths is not None else None)
     out = []
     for lay, replicas in picks:
         if lay not in s.instances:
