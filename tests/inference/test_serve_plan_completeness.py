@@ -414,3 +414,17 @@ def test_fixed_prompts_give_exactly_one_transfer(length, h):
     s = transfer_stats(d, d, np.full(7, length), KvLink.NVLINK, cache)
     assert (s.time_s, s.time_p90_s, s.kv_per_request_bytes) == (one.time_s, one.time_s, one.kv_per_request_bytes)
     assert s.kv_per_request_bytes == (length - c) * 131_072
+
+
+def test_cli_plan_price_and_system_options():
+    # --usd-per-gpu-hour prices every GPU type: $/M output tokens = gpus x price / (output tokens/s x 3600) x 1e6,
+    # so doubling the price doubles the figure exactly (same plan, the price does not enter the search's
+    # ranking by GPU count).
+    args = ["serve", "plan", "llama-3-8b", "--rate", "2", "--gpu", H100, "--input-len", "512", "--output-len", "128",
+            "--system", "dgx-h100", "--json"]
+    one = json.loads(runner.invoke(app, args + ["--usd-per-gpu-hour", "1"]).stdout)["best"]
+    two = json.loads(runner.invoke(app, args + ["--usd-per-gpu-hour", "2"]).stdout)["best"]
+    assert one["layout"] == two["layout"]
+    assert two["usd_per_million_output_tokens"] == pytest.approx(2 * one["usd_per_million_output_tokens"], rel=1e-9)
+    bad = runner.invoke(app, args[:-1] + ["--system", "no-such-system"])
+    assert bad.exit_code == 2 and "unknown system 'no-such-system'" in bad.output

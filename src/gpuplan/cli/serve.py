@@ -111,6 +111,10 @@ def plan(
     gpu: Optional[List[str]] = typer.Option(
         None, "--gpu", help=f"GPU id(s) to choose from: repeat or comma-separate (default {api.DEFAULT_GPU})."),
     gpus_from: Optional[str] = typer.Option(None, "--gpus-from", hidden=True, help="Old spelling of --gpu."),
+    system: Optional[str] = typer.Option(None, "--system", help="Catalog system id whose scale-up fabric every GPU type is "
+                                         "served on (default: each GPU's widest catalog system; see `gpuplan systems list`)."),
+    usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price of every GPU type "
+                                                     "(default: the cheapest catalog cloud price per type)."),
     input_len: int = typer.Option(api.DEFAULT_INPUT_LEN, "--input-len", help="Prompt tokens per request."),
     output_len: int = typer.Option(api.DEFAULT_OUTPUT_LEN, "--output-len", help="Generated tokens per request."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
@@ -141,7 +145,7 @@ def plan(
     with progress_bar("serve plan") as bar:
         result = api.serve_plan(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                                 output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pue=pue,
-                                overrides=set_, progress=bar, disaggregated=disaggregated, pd_ratio=pd_ratio,
+                                system=system, usd_per_gpu_hour=usd_per_gpu_hour, overrides=set_, progress=bar, disaggregated=disaggregated, pd_ratio=pd_ratio,
                                 kv_link=kv_link, prefill_gpus=prefill_gpu, decode_gpus=decode_gpu, plot=plot,
                                 input_dist=input_dist, output_dist=output_dist, lengths=lengths,
                                 spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model,
@@ -155,7 +159,7 @@ def plan(
     res = result.plan
     a, kwh_per_m = result.assumptions, result.kwh_per_million_output_tokens
     b = res.best
-    echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} replicas of {b.layout}, concurrency {b.concurrency} each); "
+    echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} {'replica' if b.replicas == 1 else 'replicas'} of {b.layout}, concurrency {b.concurrency} each); "
                f"${fmt(b.usd_per_million_output_tokens)} per million output tokens"
                + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))
     echo(f"sized under a closed loop, verified under Poisson arrivals at {fmt(b.open_loop_requests_per_s)} req/s per "
