@@ -103,4 +103,5 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parents[1].parent / "shared" / "validation"))
+    default = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+    main(sys.argv[1] if len(sys.argv) > 1 else str(default))

@@ -91,7 +91,8 @@ def test_rows_of_two_kinds_keep_two_site_factors():
     col_m = np.array([-0.1] * 6 + [-0.9] * 6)
     jac = np.column_stack([col_c, col_m])
     r0 = -(col_c * math.log(0.8) + col_m * math.log(1.1))
-    site = [Param("C", ("a",), 1.0, 0.5, 1.5, "ratio", "site", 2.0), Param("M", ("b",), 1.0, 0.5, 1.25, "ratio", "site", 2.0)]
+    site = [Param("C", ("a",), 1.0, 0.5, 1.5, "ratio", "site", 2.0),
+            Param("M", ("b",), 1.0, 0.5, 1.25, "ratio", "site", 2.0)]
     chosen, steps = select_params(r0, jac, ["a", "b"], site, [], prior=1.0)
     assert [p.name for p in chosen] == ["C", "M"] and all(s.selected for s in steps)
     assert steps[1].press < steps[0].press

@@ -5,10 +5,10 @@ compute efficiency of their software stack (cuBLAS / FlashAttention builds, cloc
 move every compute ceiling together), the achieved memory bandwidth, the efficiency of their
 network (NCCL version, fabric and NIC settings move every link together) and the host overhead per
 step (CPU, Python, launch latency: in serving the engine step and kernel launches, in training the
-fixed per-layer and per-expert MoE launch and device-to-host sync time). Fitting every knob the rows read one by one (the flat fit,
-`interfaces.fitting.KnobFitter` over all of them) gives a dozen weakly informed knobs from a handful
-of rows: the fit describes the rows it saw, not the next ones (docs/calibration.md, the odd/even
-table). So the fit is given a hierarchy:
+fixed per-layer and per-expert MoE launch and device-to-host sync time). Fitting every knob the
+rows read one by one (the flat fit, `interfaces.fitting.KnobFitter` over all of them) gives a dozen
+weakly informed knobs from a handful of rows: the fit describes the rows it saw, not the next ones
+(docs/calibration.md, the odd/even table). So the fit is given a hierarchy:
 
 1. **Site factors** (`SITE_FACTORS`): each is one multiplier s on a group of registry knobs
    (every member v_j -> v0_j * s, clamped to the member's own physical range; only the members
@@ -254,7 +254,8 @@ class SelectionStep:
 
 
 def select_params(r0: np.ndarray, jac: np.ndarray, knob_names: Sequence[str], sites: Sequence[Param],
-                  fine: Sequence[Param], prior: float = 1.0, lam: float = 1.0) -> tuple[list[Param], list[SelectionStep]]:
+                  fine: Sequence[Param], prior: float = 1.0,
+                  lam: float = 1.0) -> tuple[list[Param], list[SelectionStep]]:
     """The forward path and the choice on it (module docstring). `r0`, `jac`: the usable rows'
     residuals and Jacobian (columns = `knob_names`) at the start values; `prior`: the fitter's
     lambda / w^2, for a parameter with its own `width` `lam` / width^2. Returns the selected
