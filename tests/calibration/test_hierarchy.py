@@ -79,6 +79,45 @@ def test_selection_adds_a_fine_knob_only_on_evidence():
     assert all(s.press >= steps[0].press - steps[0].press_se - 1e-12 or not s.selected for s in steps)
 
 
+def test_rows_of_two_kinds_keep_two_site_factors():
+    # Twelve rows: six compute-bound (d log pred / d log compute = -0.9, memory -0.1: prefill / TTFT)
+    # and six memory-bound (the reverse: decode / TPOT), measured on a site whose compute is 0.8x and
+    # memory 1.1x the reference, so r = -(J_C log 0.8 + J_M log 1.1) (prediction / measured in log).
+    # One factor can explain only one kind; leaving a row out of the other kind costs a miss of
+    # |0.9 log 1.1| or |0.9 log 0.8| = 0.086 / 0.20: PRESS keeps both site factors (each with the
+    # site prior, width 2: lambda / w^2 = 0.25), the one-standard-error rule of single knobs has no
+    # say over them.
+    col_c = np.array([-0.9] * 6 + [-0.1] * 6)
+    col_m = np.array([-0.1] * 6 + [-0.9] * 6)
+    jac = np.column_stack([col_c, col_m])
+    r0 = -(col_c * math.log(0.8) + col_m * math.log(1.1))
+    site = [Param("C", ("a",), 1.0, 0.5, 1.5, "ratio", "site", 2.0),
+            Param("M", ("b",), 1.0, 0.5, 1.25, "ratio", "site", 2.0)]
+    chosen, steps = select_params(r0, jac, ["a", "b"], site, [], prior=1.0)
+    assert [p.name for p in chosen] == ["C", "M"] and all(s.selected for s in steps)
+    assert steps[1].press < steps[0].press
+    # rows of one kind only (the memory-bound half off by nothing): the second factor does not lower
+    # PRESS by the measurement-noise margin and is not on the path
+    r1 = -col_c * math.log(0.8)
+    chosen, _ = select_params(r1[:6], jac[:6], ["a", "b"], site, [], prior=1.0)
+    assert [p.name for p in chosen] == ["C"]
+
+
+def test_a_site_factor_is_regularised_with_its_own_width():
+    # One parameter, three rows of sensitivity 1 and residual 0.3: the ridge step is
+    # theta = -3 x 0.3 / (3 + lambda / w^2); the leave-one-out residual of each row is
+    # e / (1 - h) with h = 1 / (3 + p) (Allen's PRESS). Width 2 (p = 0.25) against the fitter's
+    # prior 1: the LOO residual is 0.3 (1 - 3/3.25) / (1 - 1/3.25) = 0.0333 vs 0.3 (1 - 3/4) / (3/4) = 0.1.
+    jac = np.ones((3, 1))
+    r0 = np.full(3, 0.3)
+    wide = [Param("S", ("a",), 1.0, 0.5, 2.0, "ratio", "site", 2.0)]
+    narrow = [Param("S", ("a",), 1.0, 0.5, 2.0, "ratio", "site")]  # width None: the fitter's prior
+    _, steps_wide = select_params(r0, jac, ["a"], wide, [], prior=1.0)
+    _, steps_narrow = select_params(r0, jac, ["a"], narrow, [], prior=1.0)
+    assert steps_wide[0].press == pytest.approx(3 * 0.0333333**2, rel=1e-4)
+    assert steps_narrow[0].press == pytest.approx(3 * 0.1**2, rel=1e-9)
+
+
 def test_with_two_rows_one_parameter_is_fitted():
     rng = np.random.default_rng(1)
     jac = rng.normal(size=(2, 3))

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gpuplan import knobs
 from gpuplan.interfaces.bench.collectives import bus_factor
-from gpuplan.interfaces.calibration_hierarchy import Param, ParamFitter, loo_residuals
+from gpuplan.interfaces.calibration_hierarchy import Param, ParamFitter, loo_residuals, select_params
 from gpuplan.interfaces.fitting import RowEvaluator
 from gpuplan.interfaces.knob_catalog import load_all
 
@@ -49,3 +49,30 @@ def test_parameter_steps_never_leave_a_knobs_range(xs):
     for p, v in fitter.parameter_values(np.array(xs)).items():
         prm = next(q for q in params if q.name == p)
         assert prm.low <= v <= prm.high
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=3, max_value=10), st.integers(min_value=0, max_value=2**31 - 1),
+       st.floats(min_value=0.5, max_value=5.0))
+def test_selection_keeps_the_best_site_prefix_and_one_se_for_single_knobs(n, seed, width):
+    # Any rows and Jacobian: the kept site factors are the prefix of the path's site steps with the
+    # lowest leave-one-out sum of squares, and the single knobs kept after them the shortest prefix
+    # within one standard error of the lowest PRESS from there on (calibration_hierarchy docstring).
+    rng = np.random.default_rng(seed)
+    jac = rng.normal(size=(n, 4))
+    r0 = rng.normal(scale=0.3, size=n)
+    names = ["a", "b", "c", "d"]
+    sites = [Param("S", ("a", "b"), 1.0, 0.5, 1.5, "ratio", "site", width),
+             Param("T", ("c",), 1.0, 0.5, 1.5, "ratio", "site", width)]
+    fine = [Param(m, (m,), 1.0, 0.5, 2.0, "ratio", "fine") for m in names]
+    chosen, steps = select_params(r0, jac, names, sites, fine, prior=1.0)
+    assert 1 <= len(chosen) <= max(1, n - 1) and [s.param for s in steps[:len(chosen)]] == [p.name for p in chosen]
+    assert all(s.selected == (i < len(chosen)) for i, s in enumerate(steps))
+    site_idx = [i for i, s in enumerate(steps) if s.stage == "site"]
+    if n >= 3 and site_idx:
+        base = min(site_idx, key=lambda i: steps[i].press)
+        assert len(chosen) >= base + 1
+        best = min(steps[base:], key=lambda s: s.press)
+        k = len(chosen) - 1
+        assert steps[k].press <= best.press + best.press_se
+        assert all(steps[i].press > best.press + best.press_se for i in range(base, k))

@@ -2,7 +2,8 @@
 ones cuts their MAPE by at least 40% (relative) where the default is off by more than 10%.
 docs/calibration.md has the table over every family (benchmarks/calibration_odd_even.py, with a
 floor per family showing where no calibration of the knobs can reach it). Checked here: the default
-(hierarchical) method on two public families, and the flat fit of named knobs on three."""
+(hierarchical) method on the three public families where it makes the cut (meg21-t2, ttbench,
+vllmci), and the flat fit of named knobs on the same three."""
 
 from __future__ import annotations
 
@@ -45,23 +46,30 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, fil
     assert h["mape_after_pct"] <= limit * h["mape_before_pct"], h
 
 
-@pytest.mark.parametrize("family, file, parameter", [
-    # torchtitan's H100 table: the odd rows run under the model's compute; the site factor they fit
-    # carries to the even rows (docs/calibration.md: 14.3% -> 9.4%)
-    ("ttbench", "training", "site.compute"),
-    # vLLM CI latencies on A100 / H100 / H200: decode-bound, the memory factor (13.2% -> 5.4%)
-    ("vllmci", "inference", "site.memory"),
+@pytest.mark.parametrize("family, file, parameters, before, after", [
+    # Megatron 2021 weak scaling on A100 (Narayanan et al., table 2 rows): the model is too fast on
+    # every row, by 1.3x to 3.3x, and most on the rows whose steps are the most network-bound (odd rows
+    # 3 and 5, even row 6: d log pred / d log network 0.17-0.30 against 0.09 on rows 1 and 4; print
+    # them with the screen of interfaces.calibration). Two site factors, compute (every row) and network
+    # (the large ones), carry from the odd rows to the even: 118.1% -> 47.2% (-60%)
+    ("meg21-t2", "training", {"site.compute", "site.network"}, 118.1, 47.2),
+    # torchtitan's H100 table: the odd rows run under the model's compute, the 405B pipeline rows
+    # (network-sensitive, 0.24-0.30) most: 14.3% -> 8.1% (-43%) with compute, network and memory
+    ("ttbench", "training", {"site.compute", "site.network", "site.memory"}, 14.3, 8.1),
+    # vLLM CI on A100 / H100 / H200: decode-bound e2e latencies and throughput (memory) plus the
+    # prefill-heavy throughput rows (compute): both kinds of row in the odd half, so two factors;
+    # 25.2% -> 12.9% (-49%); the single memory factor of the 1-SE rule gave 14.5%
+    ("vllmci", "inference", {"site.memory", "site.compute"}, 25.2, 12.9),
 ])
-def test_the_default_hierarchical_fit_carries_to_even_rows(shared_dir, family, file, parameter):
+def test_the_default_hierarchical_fit_carries_to_even_rows(shared_dir, family, file, parameters, before, after):
     odd, even = split_odd_even(family_rows(shared_dir, family, file))
     h = holdout_errors(odd, even)
-    assert h["method"] == "hierarchical" and list(h["parameters"]) == [parameter]
-    assert h["mape_before_pct"] > 10.0
-    # 40% cut (issue 17) on vllmci (measured 25.2 -> 14.5, -42%). ttbench after the merged training
-    # physics: 14.3 -> 9.4 (-34%; its 405B pipeline rows are off by physics the knobs cannot fix,
-    # torchtitan's pipeline costs; floor 48%), gated at 0.7 (benchmarks/calibration_odd_even.py)
-    limit = 0.7 if family == "ttbench" else 0.6
-    assert h["mape_after_pct"] <= limit * h["mape_before_pct"], h
+    assert h["method"] == "hierarchical" and set(h["parameters"]) == parameters
+    # figures measured by benchmarks/calibration_odd_even.py (docs/calibration.md); the selection and
+    # fit are deterministic, so they are checked to 0.1 point, and the issue's 40% cut beside them
+    assert h["mape_before_pct"] == pytest.approx(before, abs=0.1)
+    assert h["mape_after_pct"] == pytest.approx(after, abs=0.1)
+    assert h["mape_after_pct"] <= 0.6 * h["mape_before_pct"], h
 
 
 def test_split_odd_even():

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,11 +89,25 @@ def read_measurements(paths: Sequence[str | Path]) -> tuple[list[dict[str, str]]
     return rows, sources
 
 
+_SCREENS = itertools.count(1)
+
+
+def _nudged(k: knobs.Knob, v: float, step: float) -> float:
+    """`v` moved by `step` x the knob's range, inward from a bound."""
+    d = step * (k.high - k.low)
+    return v + d if v + d <= k.high else v - d
+
+
 def knobs_read_by(rows: Sequence[Mapping[str, str]], predictor=None) -> list[str]:
     """The knobs the predictions of `rows` read (module docstring), sorted."""
     registry = load_all()
     predictor = predictor or row_predictor()
-    explicit = {name: knobs.value(name) for name in registry}  # defeats caches keyed on the overrides
+    # A cached result skips the reads of the computation it stands for, and caches are keyed on the
+    # knob values in effect (primitives.collectives: the `collectives.*` overrides): every screen
+    # overrides every knob with values no earlier call used (each moved by a new 1e-12 of its range,
+    # far below any effect), so no cache filled by an earlier screen or fit answers for it.
+    step = next(_SCREENS) * 1e-12
+    explicit = {name: _nudged(k, knobs.value(name), step) for name, k in registry.items()}
     with knobs.overridden(explicit), knobs.recording_reads() as reads:
         for row in rows:
             try:
@@ -260,7 +275,7 @@ def calibrate_rows(rows: Sequence[Mapping[str, str]], *, knob_names: Sequence[st
         start = {n: float(v) for n, v in zip(fitter.names, fitter.start)}
         sites, fine = candidate_params(informed, start)
         chosen, selection = select_params(np.nan_to_num(r0[usable]), jac0[usable], fitter.names, sites, fine,
-                                          lam / prior_width**2)
+                                          lam / prior_width**2, lam=lam)
         fitter = ParamFitter(fitter.evaluator, chosen, start, lam=lam, prior_width=prior_width,
                              robust_scale=fitter.robust_scale)
         fit = fitter.fit()

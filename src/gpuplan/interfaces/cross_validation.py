@@ -4,7 +4,8 @@ The accuracy of record (DESIGN.md) is the error on rows the model was not tuned 
 row id without its final `-N` (../shared/validation/SCHEMA.md: one source table read one way). The
 knobs refit are the registry's fitted knobs (`fitted_on` non-empty) whose `fitted_on` names a
 family of the file: those were tuned on these rows. (A knob fitted on another file's families is
-not refit: this file is already unseen data for it.)
+not refit: this file is already unseen data for it. Nor are the `calibration.*` knobs: settings of
+the `calibrate fit` method, which no prediction reads, so no fold could move them.)
 
 For each family F:
 1. fit the knobs on the scored rows of every other family, starting from and pulled toward each
@@ -67,10 +68,12 @@ def row_predictor() -> Callable[[dict], Prediction]:
 
 
 def knobs_to_refit(rows: Sequence[Mapping[str, str]]) -> list[str]:
-    """Fitted knobs whose `fitted_on` names a family present in `rows` (module docstring)."""
+    """Fitted knobs whose `fitted_on` names a family present in `rows`, less the `calibrate fit`
+    method's own (`calibration.*`; module docstring)."""
     load_all()
     families = {schema_family(r.get("id", "")) for r in rows}
-    return sorted(k.name for k in knobs.fitted_knobs() if families & set(k.fitted_on))
+    return sorted(k.name for k in knobs.fitted_knobs()
+                  if families & set(k.fitted_on) and not k.name.startswith("calibration."))
 
 
 @dataclass(frozen=True)

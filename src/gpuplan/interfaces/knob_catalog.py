@@ -25,6 +25,7 @@ KNOB_MODULES = (
     "gpuplan.workloads.inference.memory",
     "gpuplan.workloads.memory_headroom",
     "gpuplan.workloads.inference.lengths",
+    "gpuplan.interfaces.calibration_hierarchy",
 )
 
 
