@@ -14,7 +14,7 @@ simulator fast (tables + a few multiply-adds per step, no per-op work):
 
     T_step = STEP_OVERHEAD_S
            + linear(n_tokens)            GEMMs (QKV, O, FFN / routed experts, router), norms,
-                                          activations, TP all-reduce, EP all-to-all, PP send
+                                          activations, TP all-reduce, MoE token exchange (attention DP), PP send
            + logits(n_seqs)              LM head over the tokens that sample (one per sequence)
            + attention_decode            memory-bound: KV bytes read, sum over decoding sequences
            + attention_prefill           compute-bound FlashAttention: causal query-key pairs
@@ -28,6 +28,16 @@ ranks with dummy requests so every rank enters each MoE layer together; balanced
     MoE tokens = a x n_tokens;  per MoE layer: dispatch + combine all-to-all over ep, each rank
     sending its a x n_tokens / tp tokens x top_k x hidden activations (ep > 1), or an all-gather +
     reduce-scatter of the a x n_tokens x hidden activations over tp (ep = 1, experts TP-sharded).
+
+Without attention DP (a = 1) every tensor-parallel rank already holds all the step's tokens, so
+expert parallelism moves no tokens: each rank runs its E / ep experts on the tokens routed to them
+and the layer's tensor-parallel all-reduce sums the partial outputs (TensorRT-LLM
+`CommunicationFactory.create_strategy`: "If attention does not use data parallelism ... no MoE
+communication is needed"; vLLM and SGLang without DP attention likewise reduce expert outputs with
+the TP all-reduce).
+
+The attention core's math runs at `attention_math_precision`: fp8 with an fp8 KV cache, except MLA
+before Blackwell, which computes in bf16 (see that function).
 
 Attention-DP ranks step in lock-step, so each step lasts as long as the most loaded rank's
 (TensorRT-LLM tech blog 10, "ADP Balance Strategy": time_i = max over ranks of time_i,m; the
@@ -108,6 +118,30 @@ def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
     return float(matmul_ceiling(gpu, dtype)) * rows / (rows + knobs.value("serving.gemm_half_efficiency_tokens"))
 
 
+def attention_math_precision(dep: Deployment) -> str:
+    """Tensor-core format the attention core (prefill and decode) computes in.
+
+    - An fp8 KV cache on a part with fp8 tensor cores: fp8 (FP8 context FMHA and FP8 generation
+      kernels; TensorRT-LLM tech blog 3, "FP8 KV cache": "In the generation phase, both Q and KV are
+      quantized to FP8, and FP8 Multi-Query Attention (MQA) is used" -- MLA on Blackwell).
+    - MLA (DeepSeek-V2/V3 latent attention) on parts before Blackwell: 16-bit, whatever the cache
+      format. The Hopper MLA decode kernel (deepseek-ai/FlashMLA, vendored by TensorRT-LLM as
+      cpp/tensorrt_llm/kernels/flashMLA and used by SGLang and vLLM) is BF16/FP16 only (README:
+      "Currently released: BF16, FP16"; 660 TFLOP/s compute-bound on H800 = 0.67 of the 989 BF16
+      peak); its FP8-cache variant dequantises the latent to BF16 on CUDA cores and runs both GEMMs
+      in BF16 ("A Deep Dive Into The Flash MLA FP8 Decoding Kernel on Hopper", FlashMLA
+      docs/20250929: "we perform the MQA calculation using ... MMA operations in bfloat16
+      precision"; Hopper cannot cast e4m3 to bf16 directly).
+    - Otherwise the activation format (fp16 or bf16)."""
+    gpu, m = dep.gpu, dep.model
+    sixteen = "fp16" if dep.activation_dtype.value == "fp16" else "bf16"
+    if dep.kv_dtype.value != "fp8" or "fp8" not in gpu.peak_tflops:
+        return sixteen
+    if m.mla is not None and "blackwell" not in gpu.architecture.lower():
+        return sixteen
+    return "fp8"
+
+
 def collective_seconds(op: Collective, sizes_bytes, system: System, num_gpus: int, gpu: Gpu) -> np.ndarray:
     """Collective time, s, for an array of message sizes: primitives.collectives.collective_time_array
     on the positive sizes; 0 for empty messages or a group of one GPU (nothing is exchanged)."""
@@ -176,9 +210,9 @@ class StepTimeModel:
         self.precision = matmul_precision(dep.weight_dtype, dep.activation_dtype, set(gpu.peak_tflops))
         self.peak_flops_per_s = gpu.matmul_peak_tflops(self.precision) * 1e12
         self.hbm_bytes_per_s = memory_bandwidth_bytes_s(gpu)
-        attn_precision = "fp8" if dep.kv_dtype.value == "fp8" and "fp8" in gpu.peak_tflops else (
-            "fp16" if dep.activation_dtype.value == "fp16" else "bf16")
-        self.attention_flops_per_s = gpu.matmul_peak_tflops(attn_precision) * 1e12 * attention_ceiling(gpu)
+        #: attention-core FLOP/s: the peak of attention_math_precision x the FlashAttention-class ceiling
+        self.attention_flops_per_s = (gpu.matmul_peak_tflops(attention_math_precision(dep)) * 1e12
+                                      * attention_ceiling(gpu))
         self.weight_bytes = bytes_per_element(dep.weight_dtype)
         self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
@@ -219,7 +253,7 @@ class StepTimeModel:
     def linear_time(self, tokens) -> np.ndarray:
         """Seconds for every non-attention operator of one step over `tokens` tokens (array):
         GEMMs (per-op roofline), routed experts, elementwise passes, kernel latencies, TP all-reduce
-        (2 per layer), EP all-to-all (2 per MoE layer) and PP activation sends."""
+        (2 per layer), with attention DP the MoE token exchange (2 per MoE layer), and PP activation sends."""
         dep, m = self.dep, self.dep.model
         tok = np.asarray(tokens, dtype=float)
         total = np.zeros_like(tok)
@@ -251,12 +285,13 @@ class StepTimeModel:
             total += moe_layers * t_exp
             f_eff = moe.expert_ffn * moe.top_k / shards
             ffn_tok = moe_tok
-            if dep.ep > 1:  # dispatch + combine: each rank sends its own tokens' top-k copies
+            if dep.ep > 1 and a > 1:  # dispatch + combine: each rank sends its own tokens' top-k copies
                 a2a = collective_seconds(
                     Collective.ALL_TO_ALL, moe_tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.tp,
                     dep.system, dep.ep, gpu=dep.gpu)
                 total += 2 * moe_layers * a2a
             elif a > 1:  # TP-sharded experts: gather every group's tokens, reduce-scatter the outputs
+                # (a = 1: the tokens are on every rank already; the TP all-reduce below combines; module docstring)
                 gathered = moe_tok * m.hidden * ACTIVATION_IO_BYTES
                 total += moe_layers * (collective_seconds(Collective.ALL_GATHER, gathered, dep.system, dep.tp, gpu=dep.gpu)
                                        + collective_seconds(Collective.REDUCE_SCATTER, gathered, dep.system, dep.tp, gpu=dep.gpu))

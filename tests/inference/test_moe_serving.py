@@ -1,0 +1,88 @@
+"""MoE / MLA serving mechanisms of workloads.inference.operators against hand derivations:
+the attention core's math format (MLA before Blackwell computes in bf16) and expert parallelism
+without attention DP (no token exchange: the TP all-reduce combines)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuplan.catalog import load_catalog
+from gpuplan.layers.operators import attention_flops
+from gpuplan.models import load_model
+from gpuplan.primitives.collectives import Collective
+from gpuplan.workloads.inference import operators
+from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.operators import attention_math_precision, step_time_model
+
+
+def _dep(model, system, **kw):
+    cat = load_catalog()
+    s = cat.system(system)
+    return Deployment(load_model(model), cat.gpu(s.gpu), s, **kw)
+
+
+def _deepseek(system, tp, **kw):
+    return _dep("deepseek-v3", system, tp=tp, ep=tp, attention_dp=tp, kv_dtype="fp8", **kw)
+
+
+def test_mla_on_hopper_computes_in_bf16():
+    # FlashMLA (Hopper) runs both GEMMs of absorbed decode in BF16, an FP8 latent dequantised first:
+    # DeepSeek-V3 DEP8 on H200 with an fp8 cache -> H200 bf16 peak 989.4 TFLOP/s x Hopper attention
+    # ceiling 0.66 = 653.0 TFLOP/s (the fp8 rate would be 1978.9 x 0.66 = 1306.1).
+    dep = _deepseek("dgx-h200", 8, weight_dtype="fp8")
+    assert attention_math_precision(dep) == "bf16"
+    st = step_time_model(dep, table_tokens=4)
+    assert st.attention_flops_per_s == pytest.approx(989.4e12 * 0.66)
+
+
+def test_mla_on_blackwell_and_gqa_on_hopper_keep_fp8():
+    # TensorRT-LLM tech blog 3 (B200): "both Q and KV are quantized to FP8, and FP8 MQA is used":
+    # B200 fp8 4500 TFLOP/s x Blackwell ceiling 0.60 = 2700 TFLOP/s.
+    b200 = _deepseek("aws-p6-b200", 4, weight_dtype="nvfp4")
+    assert attention_math_precision(b200) == "fp8"
+    assert step_time_model(b200, table_tokens=4).attention_flops_per_s == pytest.approx(4500e12 * 0.60)
+    # GQA with an fp8 cache on H200 (FP8 context FMHA / XQA): fp8 1978.9 x 0.66
+    llama = _dep("llama-3-70b", "dgx-h200", tp=2, weight_dtype="fp8", kv_dtype="fp8")
+    assert attention_math_precision(llama) == "fp8"
+    assert step_time_model(llama, table_tokens=4).attention_flops_per_s == pytest.approx(1978.9e12 * 0.66)
+    # a 16-bit cache computes at the activation format on either part
+    bf16_cache = _dep("deepseek-v3", "aws-p6-b200", tp=4, ep=4, attention_dp=4, weight_dtype="nvfp4", kv_dtype="bf16")
+    assert attention_math_precision(bf16_cache) == "bf16"
+
+
+def test_mla_decode_time_on_h200_hand_derived():
+    # DeepSeek-V3 DEP8 on H200, fp8 latent, 128 sequences x 2048 tokens of context, 61 MLA layers:
+    # FLOPs per (query, key) pair = 2 x 128 heads x (576 + 512) = 278,528;
+    # pairs = 61 x 128 x 2048 = 15,990,784 -> 4.4539e15 FLOP / 653.0e12 = 6.82 ms (compute-bound);
+    # bytes = 15,990,784 x 576 x 1 B = 9.21e9 / (4.8e12 x 0.8) = 2.40 ms.
+    st = step_time_model(_deepseek("dgx-h200", 8, weight_dtype="fp8"), table_tokens=4)
+    assert st.decode_pair_flops == pytest.approx(attention_flops(1, 128, 576, 512, 1)) == pytest.approx(278_528)
+    pairs = 61 * 128 * 2048
+    t = float(st.attention_decode_time(128 * 2048, 128 * 2048))
+    assert t == pytest.approx(pairs * 278_528 / (989.4e12 * 0.66), rel=1e-9)
+    assert t == pytest.approx(6.82e-3, rel=2e-3)
+    assert t > pairs * 576 / (4.8e12 * 0.8)  # compute-bound, not memory-bound
+
+
+def test_expert_parallel_without_attention_dp_moves_no_tokens(monkeypatch):
+    # Mixtral-8x7B on 2 GPUs, tp=2 ep=2 without attention DP: every rank holds every token, runs its
+    # 4 experts on the tokens routed to them, and the layer's all-reduce sums the outputs -- the only
+    # collective is the TP all-reduce of n x hidden 4096 x 2 B (n = 100: 819,200 B), no all-to-all.
+    # With attention DP (DEP2) the dispatch / combine all-to-all is there (test_attention_dp.py).
+    calls = []
+
+    def record(op, sizes, system, num_gpus, gpu):
+        calls.append((op, float(np.asarray(sizes).ravel()[0]), num_gpus))
+        return np.zeros_like(np.asarray(sizes, dtype=float))
+
+    monkeypatch.setattr(operators, "collective_seconds", record)
+    st = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=2, ep=2), table_tokens=4)
+    calls.clear()
+    st.linear_time(np.array([100.0]))
+    assert [c[0] for c in calls] == [Collective.ALL_REDUCE]
+    assert calls[0][1] == pytest.approx(100 * 4096 * 2) and calls[0][2] == 2
+    dep2 = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=2, ep=2, attention_dp=2), table_tokens=4)
+    calls.clear()
+    dep2.linear_time(np.array([100.0]))
+    assert Collective.ALL_TO_ALL in [c[0] for c in calls]
