@@ -86,3 +86,31 @@ def test_expert_parallel_without_attention_dp_moves_no_tokens(monkeypatch):
     calls.clear()
     dep2.linear_time(np.array([100.0]))
     assert Collective.ALL_TO_ALL in [c[0] for c in calls]
+
+
+def test_expert_tp_splits_experts_shared_by_tp_ranks():
+    # Mixtral-8x7B on tp=4: ep=1 -> every expert split 4 ways; ep=2 -> 4 experts per GPU, each split
+    # tp/ep = 2 ways (TensorRT-LLM moe_tp_size = tp / ep); ep=4 -> 2 whole experts per GPU.
+    # In every layout a GPU holds 1/4 of the routed-expert weights:
+    # 8 experts x 3 x 4096 x 14336 x 32 layers / 4 = 11,274,289,152 weights.
+    from gpuplan.workloads.inference.memory import weights_bytes_per_gpu
+
+    deps = {ep: _dep("mixtral-8x7b", "dgx-h100", tp=4, ep=ep) for ep in (1, 2, 4)}
+    assert [deps[ep].expert_tp for ep in (1, 2, 4)] == [4, 2, 1]
+    w = {ep: weights_bytes_per_gpu(d) for ep, d in deps.items()}
+    assert w[2] == pytest.approx(w[4]) and w[1] == pytest.approx(w[4])
+    # whole experts on E/ep GPUs would give ep=2 GPUs 4 whole experts: 2 more than ep=4, i.e.
+    # + 2 x 3 x 4096 x 14336 x 32 layers x 2 B = 22,548,578,304 B -- not what the engines load
+    assert w[2] < w[4] + 22_548_578_304 / 2
+
+
+def test_expert_step_time_independent_of_the_ep_x_expert_tp_split(monkeypatch):
+    # Without attention DP, tp=4 with ep=2 (4 experts / GPU, each halved) and ep=4 (2 whole experts)
+    # read the same expert bytes (touched/2 x P/2 = touched/4 x P) and do the same expert FLOPs
+    # (tokens x top_k / 4 x P) per GPU: the linear part of a step is the same.
+    monkeypatch.setattr(operators, "collective_seconds",
+                        lambda op, sizes, system, n, gpu: np.zeros_like(np.asarray(sizes, dtype=float)))
+    n = np.array([1.0, 16.0, 512.0, 4096.0])
+    ep2 = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=4, ep=2), table_tokens=4).linear_time(n)
+    ep4 = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=4, ep=4), table_tokens=4).linear_time(n)
+    np.testing.assert_allclose(ep2, ep4, rtol=1e-12)

@@ -272,13 +272,14 @@ class StepTimeModel:
             # weights of one routed expert: its fc1 + fc2 of the inventory (3 h f gated, 2 h f otherwise)
             expert_params = sum(op.in_features * op.out_features for op in inventory.moe_layer.linears
                                 if op.shard is Shard.EXPERT)
-            shards = dep.ep if dep.ep > 1 else dep.tp  # EP: whole experts on E/ep GPUs; else TP-split
-            touched = expected_distinct_experts(moe.num_experts, moe.top_k, moe_tok) / (dep.ep if dep.ep > 1 else 1)
-            bytes_w = touched * expert_params / (1 if dep.ep > 1 else dep.tp) * self.weight_bytes
+            # E/ep experts per GPU, each split over expert_tp GPUs (Deployment.expert_tp)
+            shards = dep.ep * dep.expert_tp
+            touched = expected_distinct_experts(moe.num_experts, moe.top_k, moe_tok) / dep.ep
+            bytes_w = touched * expert_params / dep.expert_tp * self.weight_bytes
             routed_tokens = moe_tok * moe.top_k / shards
             flops = 2.0 * routed_tokens * expert_params
             # per-expert GEMMs see tokens / touched rows each: their tile efficiency follows that
-            rows_per_expert = np.where(touched > 0, moe_tok * moe.top_k / np.maximum(touched * (dep.ep if dep.ep > 1 else 1), 1e-9), 1.0)
+            rows_per_expert = np.where(touched > 0, moe_tok * moe.top_k / np.maximum(touched * dep.ep, 1e-9), 1.0)
             bytes_a = routed_tokens * m.hidden * (self.act_in_bytes + ACTIVATION_IO_BYTES) * 2
             eff = serving_matmul_efficiency(dep.gpu, self.precision, rows_per_expert)
             t_exp = np.maximum(flops / (self.peak_flops_per_s * eff), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
