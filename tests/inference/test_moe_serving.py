@@ -114,3 +114,20 @@ def test_expert_step_time_independent_of_the_ep_x_expert_tp_split(monkeypatch):
     ep2 = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=4, ep=2), table_tokens=4).linear_time(n)
     ep4 = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=4, ep=4), table_tokens=4).linear_time(n)
     np.testing.assert_allclose(ep2, ep4, rtol=1e-12)
+
+
+def test_kernels_per_layer_from_the_inventory():
+    # Llama layer: qkv, core, out, fc1, act, fc2, 2 norms (residual adds fused) + RoPE/KV write = 9;
+    # DeepSeek-V3 MoE layer: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b, core, out, router, expert fc1,
+    # act, fc2, shared fc1, act, fc2, 2 norms + RoPE + 3 routing kernels (top-k, permute, finalize) = 21;
+    # its 3 dense layers: the 9 attention-side launches + fc1, act, fc2 + 2 norms = 14.
+    # Whole model: 3 x 14 + 58 x 21 = 1260 launches per step (the former 9 per layer gave 549).
+    from gpuplan.layers.inventory import model_ops
+    from gpuplan.workloads.inference.operators import kernels_per_layer
+
+    llama = model_ops(load_model("llama-3-8b")).layers
+    assert {kernels_per_layer(layer) for layer in llama} == {operators.KERNELS_PER_LAYER} == {9}
+    ds = model_ops(load_model("deepseek-v3"))
+    assert kernels_per_layer(ds.moe_layer) == 21 and kernels_per_layer(ds.dense_layer) == 14
+    st = step_time_model(_deepseek("dgx-h200", 8, weight_dtype="fp8"), table_tokens=4)
+    assert st.kernels_per_step == 3 * 14 + 58 * 21 == 1260

@@ -58,7 +58,7 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.layers.inventory import local_gemm_shape, model_ops
-from gpuplan.layers.operators import Linear, Shard, attention_flops
+from gpuplan.layers.operators import Linear, Norm, ResidualAdd, Shard, attention_flops
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
@@ -71,10 +71,17 @@ from gpuplan.workloads.inference.dtypes import bytes_per_element, matmul_precisi
 PER_KERNEL_LATENCY_S = knobs.register(
     "serving.per_kernel_latency_s", unit="s", default=3e-6, low=1e-7, high=1e-4,
     source="aiconfigurator h100_sxm/h200_sxm system YAML mem_empirical_constant_latency: 3 us (ai-dynamo/aiconfigurator @095f58a)",
-    scales="every serving kernel launch (KERNELS_PER_LAYER per layer per step, head and sampling)")
-#: Kernels per transformer layer after the usual fusions (norm, QKV GEMM, RoPE+KV write, attention,
+    scales="every serving kernel launch (kernels_per_step per step: kernels_per_layer over the layers, head and sampling)")
+#: Kernels of a dense GQA layer after the usual fusions (norm, QKV GEMM, RoPE+KV write, attention,
 #: O GEMM, norm, gate-up GEMM, activation, down GEMM): TensorRT-LLM / vLLM decode traces show 8-12.
+#: `kernels_per_layer` gives this count from the operator inventory (9 for a Llama layer).
 KERNELS_PER_LAYER = 9
+#: Kernels a routed-expert layer adds beyond its GEMMs and activation: top-k routing, the token
+#: permute (expand) and the finalize (un-permute + weighted sum of the top-k outputs):
+#: TensorRT-LLM CUTLASS fused MoE (cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu:
+#: expandInputRowsKernel, finalizeMoeRoutingKernel); DeepSeek's group-limited top-k fused into
+#: "as few as 2 kernels" (TensorRT-LLM tech blog 3, "Top-K Kernels Fusions"), counted as 1.
+MOE_ROUTING_KERNELS = 3
 #: Host-side cost per engine step not hidden behind GPU work (scheduling, sampling, input prep,
 #: output processing), s. vidur's profiled CPU overheads (microsoft/vidur data/profiling/cpu_overhead)
 #: total a few ms per step for Python engines (vLLM V0); C++ runtimes (TensorRT-LLM, TurboMind) overlap
@@ -140,6 +147,19 @@ def attention_math_precision(dep: Deployment) -> str:
     if m.mla is not None and "blackwell" not in gpu.architecture.lower():
         return sixteen
     return "fp8"
+
+
+def kernels_per_layer(layer) -> int:
+    """Kernels one layer launches per step, from the operator inventory (layers.inventory.LayerOps):
+    one per operator (GEMM, attention core, activation, norm), the residual adds fused into the
+    following norm (TensorRT-LLM / vLLM fused add + RMSNorm), + 1 RoPE + KV-cache write, + the
+    MOE_ROUTING_KERNELS of a routed-expert layer. A Llama layer: qkv, core, out, fc1, act, fc2, 2 norms
+    + RoPE = 9 (KERNELS_PER_LAYER); a DeepSeek-V3 MoE layer: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b,
+    core, out, router, expert fc1 / act / fc2, shared fc1 / act / fc2, 2 norms + RoPE + 3 = 21."""
+    # a Norm entry stands for its `instances` norms (the layer's two hidden norms); a routed-expert
+    # Linear's instances are the E experts of one grouped GEMM: one launch
+    launches = sum(op.instances if isinstance(op, Norm) else 1 for op in layer.ops if not isinstance(op, ResidualAdd))
+    return int(launches) + 1 + (MOE_ROUTING_KERNELS if layer.moe else 0)
 
 
 def collective_seconds(op: Collective, sizes_bytes, system: System, num_gpus: int, gpu: Gpu) -> np.ndarray:
@@ -218,6 +238,8 @@ class StepTimeModel:
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
         self.ops = dense_linear_ops(dep)
         self.layers = m.layers
+        #: kernels of one step's layers (kernels_per_layer summed over the inventory's layers)
+        self.kernels_per_step = sum(kernels_per_layer(layer) for layer in model_ops(m).layers)
         #: multiplier of every step's time: 1 / ATTENTION_DP_BALANCE with attention DP (module docstring), else 1
         self.step_scale = 1.0 / knobs.value("serving.attention_dp_balance") if dep.attention_dp > 1 else 1.0
         # --- attention coefficients (whole model, one GPU) --------------------------------------
@@ -302,7 +324,7 @@ class StepTimeModel:
         elementwise_bytes = (tok * layer.hidden_elementwise_bytes(ACTIVATION_IO_BYTES, training=False)
                              + ffn_tok * layer.activation_bytes_per_ffn_element(ACTIVATION_IO_BYTES) * f_eff)
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
-        total += m.layers * KERNELS_PER_LAYER * knobs.value("serving.per_kernel_latency_s")
+        total += self.kernels_per_step * knobs.value("serving.per_kernel_latency_s")
         if dep.attention_tp > 1:  # 2 all-reduces per layer over the attention group
             ar = collective_seconds(Collective.ALL_REDUCE, tok * m.hidden * ACTIVATION_IO_BYTES, dep.system,
                                     dep.attention_tp, gpu=dep.gpu)
