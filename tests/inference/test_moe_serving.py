@@ -108,8 +108,11 @@ def test_expert_step_time_independent_of_the_ep_x_expert_tp_split(monkeypatch):
     # Without attention DP, tp=4 with ep=2 (4 experts / GPU, each halved) and ep=4 (2 whole experts)
     # read the same expert bytes (touched/2 x P/2 = touched/4 x P) and do the same expert FLOPs
     # (tokens x top_k / 4 x P) per GPU: the linear part of a step is the same.
+    # (the mean rank: busiest_ep_rank's spread over ranks, which grows with ep, is tested on its own)
     monkeypatch.setattr(operators, "collective_seconds",
                         lambda op, sizes, system, n, gpu: np.zeros_like(np.asarray(sizes, dtype=float)))
+    monkeypatch.setattr(operators, "busiest_ep_rank", lambda e, k, ep, b: (
+        operators.expected_distinct_experts(e, k, b) / ep, np.asarray(b, dtype=float) * k / ep))
     n = np.array([1.0, 16.0, 512.0, 4096.0])
     ep2 = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=4, ep=2), table_tokens=4).linear_time(n)
     ep4 = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=4, ep=4), table_tokens=4).linear_time(n)
@@ -131,3 +134,29 @@ def test_kernels_per_layer_from_the_inventory():
     assert kernels_per_layer(ds.moe_layer) == 21 and kernels_per_layer(ds.dense_layer) == 14
     st = step_time_model(_deepseek("dgx-h200", 8, weight_dtype="fp8"), table_tokens=4)
     assert st.kernels_per_step == 3 * 14 + 58 * 21 == 1260
+
+
+def test_expected_max_standard_normal_blom():
+    # exact expected maxima of n standard normals (Harter 1961 tables): 0.5642 (2), 1.0294 (4), 1.4236 (8)
+    from gpuplan.workloads.inference.operators import expected_max_standard_normal
+
+    assert expected_max_standard_normal(1) == 0.0
+    for n, exact in ((2, 0.5642), (4, 1.0294), (8, 1.4236)):
+        assert expected_max_standard_normal(n) == pytest.approx(exact, abs=2e-4)
+
+
+def test_busiest_ep_rank_hand_derived():
+    # DeepSeek-V3 routing (E = 256, k = 8) over ep = 8 ranks (32 experts each), z_8 = 1.4236:
+    # B = 8 tokens: p = 1 - (248/256)^8 = 0.2249; experts mean 32 p = 7.197, sd sqrt(32 p (1 - p)) = 2.362
+    #   -> busiest rank 7.197 + 1.42 x 2.362 = 10.56 experts (+47% over the mean: low-batch EP decode
+    #   reads the busiest rank's weights);
+    #   copies mean 8 x 8 / 8 = 8, sd sqrt(64 x 1/8 x 7/8 x 248/255) = 2.609 -> 11.71.
+    # B = 4096 tokens: p = 1 -> 32 experts (capped), copies 4096 + 1.4236 x sqrt(4096 x 8 x 1/8 x 7/8 x 248/255)
+    #   = 4096 + 1.4236 x 59.04 = 4180.
+    from gpuplan.workloads.inference.operators import busiest_ep_rank
+
+    experts, copies = busiest_ep_rank(256, 8, 8, np.array([8.0, 4096.0]))
+    assert experts[0] == pytest.approx(10.56, abs=0.03) and copies[0] == pytest.approx(11.71, abs=0.03)
+    assert experts[1] == pytest.approx(32.0) and copies[1] == pytest.approx(4180.0, abs=1.0)
+    one_e, one_c = busiest_ep_rank(256, 8, 1, np.array([8.0]))  # one rank: the means
+    assert one_e[0] == pytest.approx(256 * (1 - (248 / 256) ** 8)) and one_c[0] == pytest.approx(64.0)

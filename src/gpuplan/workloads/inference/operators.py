@@ -53,6 +53,8 @@ is E x (1 - (1 - k/E)^B) (each expert is missed by one token with probability 1 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
 
@@ -181,6 +183,44 @@ def expected_distinct_experts(num_experts: int, top_k: int, tokens) -> np.ndarra
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** b)
 
 
+@lru_cache(maxsize=64)
+def expected_max_standard_normal(n: int) -> float:
+    """Expected largest of n independent standard normal draws (0 for n = 1):
+    E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, by the trapezoid rule on [-10, 10]
+    (0.5642, 1.0294, 1.4236 for n = 2, 4, 8: the order-statistics tables of Harter 1961)."""
+    if n <= 1:
+        return 0.0
+    x = np.linspace(-10.0, 10.0, 8001)
+    std = NormalDist()
+    cdf = np.array([std.cdf(v) for v in x])
+    pdf = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+    f = x * n * pdf * cdf ** (n - 1)
+    return float(np.sum((f[1:] + f[:-1]) * np.diff(x)) / 2.0)
+
+
+def busiest_ep_rank(num_experts: int, top_k: int, ep: int, tokens) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct experts, routed token copies) of the most loaded of `ep` expert-parallel ranks when
+    B = `tokens` tokens each choose k of E experts uniformly (E/ep experts per rank). Expert-parallel
+    ranks meet at the combine, so the busiest one sets every MoE layer's time (lock-step, as the
+    attention-DP ranks: TensorRT-LLM tech blog 10, time_i = max over ranks). Normal approximation of
+    each rank's counts, the maximum over ep ranks at mean + z_ep x sd (expected_max_standard_normal):
+
+        experts: E/ep Bernoulli(p) with p = 1 - (1 - k/E)^B -> mean (E/ep) p, var (E/ep) p (1 - p),
+                 capped at E/ep;
+        copies:  B tokens each put a hypergeometric k-of-E draw on the rank's E/ep experts ->
+                 mean B k / ep, var B k (1/ep)(1 - 1/ep)(E - k)/(E - 1).
+
+    ep = 1: the means (one rank holds every expert)."""
+    b = np.asarray(tokens, dtype=float)
+    per_rank = num_experts / ep
+    p = 1.0 - (1.0 - top_k / num_experts) ** b
+    z = expected_max_standard_normal(ep)
+    experts = np.minimum(per_rank, per_rank * p + z * np.sqrt(per_rank * p * (1.0 - p)))
+    hyper = (num_experts - top_k) / (num_experts - 1) if num_experts > 1 else 0.0
+    copies = b * top_k / ep + z * np.sqrt(b * top_k * (1.0 / ep) * (1.0 - 1.0 / ep) * hyper)
+    return experts, copies
+
+
 @dataclass(frozen=True)
 class LinearOp:
     """One GEMM per layer on one GPU: (m tokens x k_in) @ (k_in x n_out)."""
@@ -294,14 +334,16 @@ class StepTimeModel:
             # weights of one routed expert: its fc1 + fc2 of the inventory (3 h f gated, 2 h f otherwise)
             expert_params = sum(op.in_features * op.out_features for op in inventory.moe_layer.linears
                                 if op.shard is Shard.EXPERT)
-            # E/ep experts per GPU, each split over expert_tp GPUs (Deployment.expert_tp)
+            # E/ep experts per GPU, each split over expert_tp GPUs (Deployment.expert_tp); the busiest
+            # expert-parallel rank's touched experts and routed token copies set the time (busiest_ep_rank)
             shards = dep.ep * dep.expert_tp
-            touched = expected_distinct_experts(moe.num_experts, moe.top_k, moe_tok) / dep.ep
+            touched, copies = busiest_ep_rank(moe.num_experts, moe.top_k, dep.ep, moe_tok)
             bytes_w = touched * expert_params / dep.expert_tp * self.weight_bytes
-            routed_tokens = moe_tok * moe.top_k / shards
-            flops = 2.0 * routed_tokens * expert_params
-            # per-expert GEMMs see tokens / touched rows each: their tile efficiency follows that
-            rows_per_expert = np.where(touched > 0, moe_tok * moe.top_k / np.maximum(touched * dep.ep, 1e-9), 1.0)
+            routed_tokens = copies / dep.expert_tp
+            flops = 2.0 * copies * expert_params / dep.expert_tp
+            # per-expert GEMMs see tokens / touched rows each (the average): their tile efficiency follows that
+            mean_touched = expected_distinct_experts(moe.num_experts, moe.top_k, moe_tok)
+            rows_per_expert = np.where(mean_touched > 0, moe_tok * moe.top_k / np.maximum(mean_touched, 1e-9), 1.0)
             bytes_a = routed_tokens * m.hidden * (self.act_in_bytes + ACTIVATION_IO_BYTES) * 2
             eff = serving_matmul_efficiency(dep.gpu, self.precision, rows_per_expert)
             t_exp = np.maximum(flops / (self.peak_flops_per_s * eff), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
