@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.layers.operators import attention_flops
@@ -160,3 +162,22 @@ def test_busiest_ep_rank_hand_derived():
     assert experts[1] == pytest.approx(32.0) and copies[1] == pytest.approx(4180.0, abs=1.0)
     one_e, one_c = busiest_ep_rank(256, 8, 1, np.array([8.0]))  # one rank: the means
     assert one_e[0] == pytest.approx(256 * (1 - (248 / 256) ** 8)) and one_c[0] == pytest.approx(64.0)
+
+
+@given(experts_log2=st.integers(min_value=2, max_value=9), top_k=st.integers(min_value=1, max_value=8),
+       ep_log2=st.integers(min_value=0, max_value=5), tokens=st.floats(min_value=0.0, max_value=1e6))
+@settings(max_examples=200, deadline=None)
+def test_busiest_ep_rank_invariants(experts_log2, top_k, ep_log2, tokens):
+    # the busiest rank carries at least the mean rank's load and at most all its E/ep experts; one
+    # rank is the mean
+    from gpuplan.workloads.inference.operators import busiest_ep_rank, expected_distinct_experts
+
+    e = 2 ** experts_log2
+    ep = min(2 ** ep_log2, e)
+    k = min(top_k, e)
+    experts, copies = busiest_ep_rank(e, k, ep, np.array([tokens, tokens + 1.0]))
+    mean_experts = expected_distinct_experts(e, k, np.array([tokens, tokens + 1.0])) / ep
+    assert np.all(experts >= mean_experts - 1e-9) and np.all(experts <= e / ep + 1e-9)
+    assert np.all(copies >= np.array([tokens, tokens + 1.0]) * k / ep - 1e-9)
+    if ep == 1:
+        np.testing.assert_allclose(experts, mean_experts, rtol=1e-12)
