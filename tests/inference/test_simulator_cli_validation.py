@@ -118,8 +118,12 @@ def test_cli_serve_plan_json(runner):
 #: mlperf40 20.0 (new; its Server TPOT row is -77%: the engine batches far deeper than a Poisson
 #: open loop at the offered rate needs), vllmci 24.2 (14.0 over 6 rows before; its 200-prompt
 #: ShareGPT max-load rows are +23..48%, set by the longest outputs of the lognormal tail).
-INFERENCE_MAPE_LIMIT_PCT = 20.5
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 29.0, "nim": 8.0, "trtllm014": 35.0, "aic": 34.5,
+#: Re-set with MoE / MLA serving physics (operators.attention_math_precision: MLA computes in bf16
+#: before Blackwell; kernels_per_layer: launches from the operator inventory, 21 per DeepSeek-V3 MoE
+#: layer instead of 9): MAPE 18.5% over 95 (18.9 before); aic 24.0 (31.1: its TPOT row -17 -> -3%),
+#: trtllm1x-po 24.5 (26.5: DeepSeek-R1 DEP8 on H200 +70 -> +55%); the dense families unchanged.
+INFERENCE_MAPE_LIMIT_PCT = 20.0
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 27.0, "nim": 8.0, "trtllm014": 35.0, "aic": 26.5,
                                "trtllm061": 23.0, "lmdeploy": 18.0, "trtllm10": 16.0, "vllmci": 27.0,
                                "trtllm017": 12.0, "mlperf40": 22.0}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md

@@ -94,6 +94,14 @@ class Deployment:
         return self.tp // self.attention_dp
 
     @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel split of each routed expert: tp / ep when ep > 1 (TensorRT-LLM
+        `moe_tp_size = tp_size / moe_ep_size`; vLLM and SGLang likewise shard an expert over the TP ranks
+        that share it), at least 1; tp without expert parallelism. Each GPU holds E / ep experts, each
+        1 / expert_tp of its weights, so a GPU's share of the routed experts is 1 / (ep x expert_tp)."""
+        return max(1, self.tp // self.ep) if self.ep > 1 else self.tp
+
+    @property
     def layers_per_stage(self) -> int:
         return math.ceil(self.model.layers / self.pp)
 

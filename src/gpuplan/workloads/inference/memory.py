@@ -125,17 +125,17 @@ class MemoryPlan:
 
 def weights_bytes_per_gpu(dep: Deployment) -> float:
     """Weight bytes the most loaded GPU holds: each layer's GEMMs (TP-sharded shapes of
-    operators.dense_linear_ops, split over attention_tp) + routed experts (E/ep whole experts, or
-    1/tp of every expert) over pp stages, + embedding and LM head (vocab-parallel over attention_tp; kept in 16-bit, as ModelOpt / AWQ /
+    operators.dense_linear_ops, split over attention_tp) + routed experts (E/ep experts, 1/expert_tp of
+    each: Deployment.expert_tp) over pp stages, + embedding and LM head (vocab-parallel over attention_tp; kept in 16-bit, as ModelOpt / AWQ /
     GPTQ exclude them from quantisation), + norms."""
     m = dep.model
     wb = bytes_per_element(dep.weight_dtype)
     per_layer_total = sum(op.n_out * op.k_in * op.layers for op in dense_linear_ops(dep))
     ops = model_ops(m)
-    if ops.moe_layer is not None:  # routed experts of the inventory: E/ep whole experts, or 1/tp of each
+    if ops.moe_layer is not None:  # routed experts of the inventory: E/ep experts, 1/expert_tp of each
         expert_weights = sum(op.in_features * op.out_features * op.instances for op in ops.moe_layer.linears
                              if op.shard is Shard.EXPERT)
-        per_layer_total += ops.num_moe_layers * expert_weights / (dep.ep if dep.ep > 1 else dep.tp)
+        per_layer_total += ops.num_moe_layers * expert_weights / (dep.ep * dep.expert_tp)
     layer_bytes = per_layer_total * wb / dep.pp
     emb_bytes = max(wb, 2.0)
     vocab_tables = 1 if m.tied_embeddings else 2

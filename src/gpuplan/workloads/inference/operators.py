@@ -14,7 +14,7 @@ simulator fast (tables + a few multiply-adds per step, no per-op work):
 
     T_step = STEP_OVERHEAD_S
            + linear(n_tokens)            GEMMs (QKV, O, FFN / routed experts, router), norms,
-                                          activations, TP all-reduce, EP all-to-all, PP send
+                                          activations, TP all-reduce, MoE token exchange (attention DP), PP send
            + logits(n_seqs)              LM head over the tokens that sample (one per sequence)
            + attention_decode            memory-bound: KV bytes read, sum over decoding sequences
            + attention_prefill           compute-bound FlashAttention: causal query-key pairs
@@ -28,6 +28,16 @@ ranks with dummy requests so every rank enters each MoE layer together; balanced
     MoE tokens = a x n_tokens;  per MoE layer: dispatch + combine all-to-all over ep, each rank
     sending its a x n_tokens / tp tokens x top_k x hidden activations (ep > 1), or an all-gather +
     reduce-scatter of the a x n_tokens x hidden activations over tp (ep = 1, experts TP-sharded).
+
+Without attention DP (a = 1) every tensor-parallel rank already holds all the step's tokens, so
+expert parallelism moves no tokens: each rank runs its E / ep experts on the tokens routed to them
+and the layer's tensor-parallel all-reduce sums the partial outputs (TensorRT-LLM
+`CommunicationFactory.create_strategy`: "If attention does not use data parallelism ... no MoE
+communication is needed"; vLLM and SGLang without DP attention likewise reduce expert outputs with
+the TP all-reduce).
+
+The attention core's math runs at `attention_math_precision`: fp8 with an fp8 KV cache, except MLA
+before Blackwell, which computes in bf16 (see that function).
 
 Attention-DP ranks step in lock-step, so each step lasts as long as the most loaded rank's
 (TensorRT-LLM tech blog 10, "ADP Balance Strategy": time_i = max over ranks of time_i,m; the
@@ -43,12 +53,14 @@ is E x (1 - (1 - k/E)^B) (each expert is missed by one token with probability 1 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
 
 from gpuplan import knobs
 from gpuplan.layers.inventory import local_gemm_shape, model_ops
-from gpuplan.layers.operators import Linear, Shard, attention_flops
+from gpuplan.layers.operators import Linear, Norm, ResidualAdd, Shard, attention_flops
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
@@ -61,10 +73,17 @@ from gpuplan.workloads.inference.dtypes import bytes_per_element, matmul_precisi
 PER_KERNEL_LATENCY_S = knobs.register(
     "serving.per_kernel_latency_s", unit="s", default=3e-6, low=1e-7, high=1e-4,
     source="aiconfigurator h100_sxm/h200_sxm system YAML mem_empirical_constant_latency: 3 us (ai-dynamo/aiconfigurator @095f58a)",
-    scales="every serving kernel launch (KERNELS_PER_LAYER per layer per step, head and sampling)")
-#: Kernels per transformer layer after the usual fusions (norm, QKV GEMM, RoPE+KV write, attention,
+    scales="every serving kernel launch (kernels_per_step per step: kernels_per_layer over the layers, head and sampling)")
+#: Kernels of a dense GQA layer after the usual fusions (norm, QKV GEMM, RoPE+KV write, attention,
 #: O GEMM, norm, gate-up GEMM, activation, down GEMM): TensorRT-LLM / vLLM decode traces show 8-12.
+#: `kernels_per_layer` gives this count from the operator inventory (9 for a Llama layer).
 KERNELS_PER_LAYER = 9
+#: Kernels a routed-expert layer adds beyond its GEMMs and activation: top-k routing, the token
+#: permute (expand) and the finalize (un-permute + weighted sum of the top-k outputs):
+#: TensorRT-LLM CUTLASS fused MoE (cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm/moe_kernels.cu:
+#: expandInputRowsKernel, finalizeMoeRoutingKernel); DeepSeek's group-limited top-k fused into
+#: "as few as 2 kernels" (TensorRT-LLM tech blog 3, "Top-K Kernels Fusions"), counted as 1.
+MOE_ROUTING_KERNELS = 3
 #: Host-side cost per engine step not hidden behind GPU work (scheduling, sampling, input prep,
 #: output processing), s. vidur's profiled CPU overheads (microsoft/vidur data/profiling/cpu_overhead)
 #: total a few ms per step for Python engines (vLLM V0); C++ runtimes (TensorRT-LLM, TurboMind) overlap
@@ -108,6 +127,43 @@ def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
     return float(matmul_ceiling(gpu, dtype)) * rows / (rows + knobs.value("serving.gemm_half_efficiency_tokens"))
 
 
+def attention_math_precision(dep: Deployment) -> str:
+    """Tensor-core format the attention core (prefill and decode) computes in.
+
+    - An fp8 KV cache on a part with fp8 tensor cores: fp8 (FP8 context FMHA and FP8 generation
+      kernels; TensorRT-LLM tech blog 3, "FP8 KV cache": "In the generation phase, both Q and KV are
+      quantized to FP8, and FP8 Multi-Query Attention (MQA) is used" -- MLA on Blackwell).
+    - MLA (DeepSeek-V2/V3 latent attention) on parts before Blackwell: 16-bit, whatever the cache
+      format. The Hopper MLA decode kernel (deepseek-ai/FlashMLA, vendored by TensorRT-LLM as
+      cpp/tensorrt_llm/kernels/flashMLA and used by SGLang and vLLM) is BF16/FP16 only (README:
+      "Currently released: BF16, FP16"; 660 TFLOP/s compute-bound on H800 = 0.67 of the 989 BF16
+      peak); its FP8-cache variant dequantises the latent to BF16 on CUDA cores and runs both GEMMs
+      in BF16 ("A Deep Dive Into The Flash MLA FP8 Decoding Kernel on Hopper", FlashMLA
+      docs/20250929: "we perform the MQA calculation using ... MMA operations in bfloat16
+      precision"; Hopper cannot cast e4m3 to bf16 directly).
+    - Otherwise the activation format (fp16 or bf16)."""
+    gpu, m = dep.gpu, dep.model
+    sixteen = "fp16" if dep.activation_dtype.value == "fp16" else "bf16"
+    if dep.kv_dtype.value != "fp8" or "fp8" not in gpu.peak_tflops:
+        return sixteen
+    if m.mla is not None and "blackwell" not in gpu.architecture.lower():
+        return sixteen
+    return "fp8"
+
+
+def kernels_per_layer(layer) -> int:
+    """Kernels one layer launches per step, from the operator inventory (layers.inventory.LayerOps):
+    one per operator (GEMM, attention core, activation, norm), the residual adds fused into the
+    following norm (TensorRT-LLM / vLLM fused add + RMSNorm), + 1 RoPE + KV-cache write, + the
+    MOE_ROUTING_KERNELS of a routed-expert layer. A Llama layer: qkv, core, out, fc1, act, fc2, 2 norms
+    + RoPE = 9 (KERNELS_PER_LAYER); a DeepSeek-V3 MoE layer: q_a, q_a_norm, q_b, kv_a, kv_a_norm, kv_b,
+    core, out, router, expert fc1 / act / fc2, shared fc1 / act / fc2, 2 norms + RoPE + 3 = 21."""
+    # a Norm entry stands for its `instances` norms (the layer's two hidden norms); a routed-expert
+    # Linear's instances are the E experts of one grouped GEMM: one launch
+    launches = sum(op.instances if isinstance(op, Norm) else 1 for op in layer.ops if not isinstance(op, ResidualAdd))
+    return int(launches) + 1 + (MOE_ROUTING_KERNELS if layer.moe else 0)
+
+
 def collective_seconds(op: Collective, sizes_bytes, system: System, num_gpus: int, gpu: Gpu) -> np.ndarray:
     """Collective time, s, for an array of message sizes: primitives.collectives.collective_time_array
     on the positive sizes; 0 for empty messages or a group of one GPU (nothing is exchanged)."""
@@ -125,6 +181,44 @@ def expected_distinct_experts(num_experts: int, top_k: int, tokens) -> np.ndarra
     uniformly (a uniform-routing approximation; real routers are somewhat skewed, which touches fewer)."""
     b = np.asarray(tokens, dtype=float)
     return num_experts * (1.0 - (1.0 - top_k / num_experts) ** b)
+
+
+@lru_cache(maxsize=64)
+def expected_max_standard_normal(n: int) -> float:
+    """Expected largest of n independent standard normal draws (0 for n = 1):
+    E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, by the trapezoid rule on [-10, 10]
+    (0.5642, 1.0294, 1.4236 for n = 2, 4, 8: the order-statistics tables of Harter 1961)."""
+    if n <= 1:
+        return 0.0
+    x = np.linspace(-10.0, 10.0, 8001)
+    std = NormalDist()
+    cdf = np.array([std.cdf(v) for v in x])
+    pdf = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
+    f = x * n * pdf * cdf ** (n - 1)
+    return float(np.sum((f[1:] + f[:-1]) * np.diff(x)) / 2.0)
+
+
+def busiest_ep_rank(num_experts: int, top_k: int, ep: int, tokens) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct experts, routed token copies) of the most loaded of `ep` expert-parallel ranks when
+    B = `tokens` tokens each choose k of E experts uniformly (E/ep experts per rank). Expert-parallel
+    ranks meet at the combine, so the busiest one sets every MoE layer's time (lock-step, as the
+    attention-DP ranks: TensorRT-LLM tech blog 10, time_i = max over ranks). Normal approximation of
+    each rank's counts, the maximum over ep ranks at mean + z_ep x sd (expected_max_standard_normal):
+
+        experts: E/ep Bernoulli(p) with p = 1 - (1 - k/E)^B -> mean (E/ep) p, var (E/ep) p (1 - p),
+                 capped at E/ep;
+        copies:  B tokens each put a hypergeometric k-of-E draw on the rank's E/ep experts ->
+                 mean B k / ep, var B k (1/ep)(1 - 1/ep)(E - k)/(E - 1).
+
+    ep = 1: the means (one rank holds every expert)."""
+    b = np.asarray(tokens, dtype=float)
+    per_rank = num_experts / ep
+    p = 1.0 - (1.0 - top_k / num_experts) ** b
+    z = expected_max_standard_normal(ep)
+    experts = np.minimum(per_rank, per_rank * p + z * np.sqrt(per_rank * p * (1.0 - p)))
+    hyper = (num_experts - top_k) / (num_experts - 1) if num_experts > 1 else 0.0
+    copies = b * top_k / ep + z * np.sqrt(b * top_k * (1.0 / ep) * (1.0 - 1.0 / ep) * hyper)
+    return experts, copies
 
 
 @dataclass(frozen=True)
@@ -176,14 +270,16 @@ class StepTimeModel:
         self.precision = matmul_precision(dep.weight_dtype, dep.activation_dtype, set(gpu.peak_tflops))
         self.peak_flops_per_s = gpu.matmul_peak_tflops(self.precision) * 1e12
         self.hbm_bytes_per_s = memory_bandwidth_bytes_s(gpu)
-        attn_precision = "fp8" if dep.kv_dtype.value == "fp8" and "fp8" in gpu.peak_tflops else (
-            "fp16" if dep.activation_dtype.value == "fp16" else "bf16")
-        self.attention_flops_per_s = gpu.matmul_peak_tflops(attn_precision) * 1e12 * attention_ceiling(gpu)
+        #: attention-core FLOP/s: the peak of attention_math_precision x the FlashAttention-class ceiling
+        self.attention_flops_per_s = (gpu.matmul_peak_tflops(attention_math_precision(dep)) * 1e12
+                                      * attention_ceiling(gpu))
         self.weight_bytes = bytes_per_element(dep.weight_dtype)
         self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
         self.ops = dense_linear_ops(dep)
         self.layers = m.layers
+        #: kernels of one step's layers (kernels_per_layer summed over the inventory's layers)
+        self.kernels_per_step = sum(kernels_per_layer(layer) for layer in model_ops(m).layers)
         #: multiplier of every step's time: 1 / ATTENTION_DP_BALANCE with attention DP (module docstring), else 1
         self.step_scale = 1.0 / knobs.value("serving.attention_dp_balance") if dep.attention_dp > 1 else 1.0
         # --- attention coefficients (whole model, one GPU) --------------------------------------
@@ -219,7 +315,7 @@ class StepTimeModel:
     def linear_time(self, tokens) -> np.ndarray:
         """Seconds for every non-attention operator of one step over `tokens` tokens (array):
         GEMMs (per-op roofline), routed experts, elementwise passes, kernel latencies, TP all-reduce
-        (2 per layer), EP all-to-all (2 per MoE layer) and PP activation sends."""
+        (2 per layer), with attention DP the MoE token exchange (2 per MoE layer), and PP activation sends."""
         dep, m = self.dep, self.dep.model
         tok = np.asarray(tokens, dtype=float)
         total = np.zeros_like(tok)
@@ -238,25 +334,29 @@ class StepTimeModel:
             # weights of one routed expert: its fc1 + fc2 of the inventory (3 h f gated, 2 h f otherwise)
             expert_params = sum(op.in_features * op.out_features for op in inventory.moe_layer.linears
                                 if op.shard is Shard.EXPERT)
-            shards = dep.ep if dep.ep > 1 else dep.tp  # EP: whole experts on E/ep GPUs; else TP-split
-            touched = expected_distinct_experts(moe.num_experts, moe.top_k, moe_tok) / (dep.ep if dep.ep > 1 else 1)
-            bytes_w = touched * expert_params / (1 if dep.ep > 1 else dep.tp) * self.weight_bytes
-            routed_tokens = moe_tok * moe.top_k / shards
-            flops = 2.0 * routed_tokens * expert_params
-            # per-expert GEMMs see tokens / touched rows each: their tile efficiency follows that
-            rows_per_expert = np.where(touched > 0, moe_tok * moe.top_k / np.maximum(touched * (dep.ep if dep.ep > 1 else 1), 1e-9), 1.0)
+            # E/ep experts per GPU, each split over expert_tp GPUs (Deployment.expert_tp); the busiest
+            # expert-parallel rank's touched experts and routed token copies set the time (busiest_ep_rank)
+            shards = dep.ep * dep.expert_tp
+            touched, copies = busiest_ep_rank(moe.num_experts, moe.top_k, dep.ep, moe_tok)
+            bytes_w = touched * expert_params / dep.expert_tp * self.weight_bytes
+            routed_tokens = copies / dep.expert_tp
+            flops = 2.0 * copies * expert_params / dep.expert_tp
+            # per-expert GEMMs see tokens / touched rows each (the average): their tile efficiency follows that
+            mean_touched = expected_distinct_experts(moe.num_experts, moe.top_k, moe_tok)
+            rows_per_expert = np.where(mean_touched > 0, moe_tok * moe.top_k / np.maximum(mean_touched, 1e-9), 1.0)
             bytes_a = routed_tokens * m.hidden * (self.act_in_bytes + ACTIVATION_IO_BYTES) * 2
             eff = serving_matmul_efficiency(dep.gpu, self.precision, rows_per_expert)
             t_exp = np.maximum(flops / (self.peak_flops_per_s * eff), (bytes_w + bytes_a) / self.hbm_bytes_per_s)
             total += moe_layers * t_exp
             f_eff = moe.expert_ffn * moe.top_k / shards
             ffn_tok = moe_tok
-            if dep.ep > 1:  # dispatch + combine: each rank sends its own tokens' top-k copies
+            if dep.ep > 1 and a > 1:  # dispatch + combine: each rank sends its own tokens' top-k copies
                 a2a = collective_seconds(
                     Collective.ALL_TO_ALL, moe_tok * moe.top_k * m.hidden * ACTIVATION_IO_BYTES / dep.tp,
                     dep.system, dep.ep, gpu=dep.gpu)
                 total += 2 * moe_layers * a2a
             elif a > 1:  # TP-sharded experts: gather every group's tokens, reduce-scatter the outputs
+                # (a = 1: the tokens are on every rank already; the TP all-reduce below combines; module docstring)
                 gathered = moe_tok * m.hidden * ACTIVATION_IO_BYTES
                 total += moe_layers * (collective_seconds(Collective.ALL_GATHER, gathered, dep.system, dep.tp, gpu=dep.gpu)
                                        + collective_seconds(Collective.REDUCE_SCATTER, gathered, dep.system, dep.tp, gpu=dep.gpu))
@@ -266,7 +366,7 @@ class StepTimeModel:
         elementwise_bytes = (tok * layer.hidden_elementwise_bytes(ACTIVATION_IO_BYTES, training=False)
                              + ffn_tok * layer.activation_bytes_per_ffn_element(ACTIVATION_IO_BYTES) * f_eff)
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
-        total += m.layers * KERNELS_PER_LAYER * knobs.value("serving.per_kernel_latency_s")
+        total += self.kernels_per_step * knobs.value("serving.per_kernel_latency_s")
         if dep.attention_tp > 1:  # 2 all-reduces per layer over the attention group
             ar = collective_seconds(Collective.ALL_REDUCE, tok * m.hidden * ACTIVATION_IO_BYTES, dep.system,
                                     dep.attention_tp, gpu=dep.gpu)
