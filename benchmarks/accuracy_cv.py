@@ -70,6 +70,8 @@ def main() -> int:
                     figures["moe"].append(pair)
     table = fit_bands(residuals, regimes)
     coverage = family_out_coverage(residuals, regimes, families)
+    coverage_by_file = {name: family_out_coverage(residuals, regimes, families, lambda f, n=name: f.startswith(n + ":"))
+                        for name in ("training.csv", "inference.csv")}
     for key, e in table.items():
         print(f"band {key:<36} rows {e['rows']:4d}  x{np.exp(e['q10']):.3f} .. x{np.exp(e['q90']):.3f}")
     if args.write:
@@ -87,6 +89,9 @@ def main() -> int:
     print(f"cv_mape_moe_pct: {_mape(figures['moe']):.2f} %")  # training MoE time rows
     print(f"cv_mape_inference_pct: {_mape(figures['inference']):.2f} %")
     print(f"cv_mape_inference_moe_pct: {_mape(figures['inference_moe']):.2f} %")
+    for name, kind in (("training.csv", "training"), ("inference.csv", "inference")):
+        c = coverage_by_file[name]
+        print(f"interval_coverage_{kind}_pct: {100.0 * c:.1f} %" if c is not None else f"interval_coverage_{kind}_pct: nan %")
     print(f"interval_coverage_pct: {100.0 * coverage:.1f} %" if coverage is not None else "interval_coverage_pct: nan %")
     return 0
 

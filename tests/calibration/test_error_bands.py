@@ -58,6 +58,20 @@ def test_family_out_coverage_counts_rows_outside_bands_fit_without_them():
     assert family_out_coverage(res[:10], keys[:10], fams[:10]) is None
 
 
+
+def test_family_out_coverage_of_some_families_still_fits_on_all_others():
+    # a, b: residuals 0.00 .. 0.09; c: 1.00 .. 1.09. Scoring only c: its band is fit on a and b
+    # (q10..q90 inside 0.0..0.09), so none of c's rows is inside -> 0.0. Scoring only a: the band is
+    # fit on b and c together, whose q10..q90 (20 points 0.0..0.09 and 1.0..1.09) spans a's rows
+    # from about 0.02 up: a's residuals 0.00 and 0.01 fall below q10 and the rest inside -> 0.8.
+    res = [0.01 * i for i in range(10)] * 2 + [1.0 + 0.01 * i for i in range(10)]
+    keys = [["k"]] * 30
+    fams = ["a"] * 10 + ["b"] * 10 + ["c"] * 10
+    assert family_out_coverage(res, keys, fams, scored=lambda f: f == "c") == 0.0
+    # q10 of b+c (linear interpolation, numpy default) = 0.019, q90 = 1.071: a's 0.02 .. 0.09 inside = 8 of 10
+    assert family_out_coverage(res, keys, fams, scored=lambda f: f == "a") == pytest.approx(0.8)
+
+
 def test_validate_rows_carry_bands_around_the_prediction(runner, shared_dir):
     out = runner.invoke(app, ["validate", str(shared_dir / "validation" / "training.csv"), "--json"])
     assert out.exit_code == 0, out.output

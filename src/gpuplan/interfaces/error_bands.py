@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -143,11 +143,15 @@ def band_for(table: Mapping[str, Mapping], keys: Sequence[str]) -> Band | None:
 
 
 def family_out_coverage(residuals: Sequence[float], regimes: Sequence[Sequence[str]],
-                        families: Sequence[str]) -> float | None:
-    """Share of rows inside the band fit WITHOUT their own family (an honest coverage estimate)."""
+                        families: Sequence[str], scored: Callable[[str], bool] | None = None) -> float | None:
+    """Share of rows inside the band fit WITHOUT their own family (an honest coverage estimate).
+    `scored(family)`: count only the rows of families it accepts (e.g. the serving rows); the bands
+    are still fit on every other family's rows."""
     inside = total = 0
     res = list(residuals)
     for fam in dict.fromkeys(families):
+        if scored is not None and not scored(fam):
+            continue
         train = [(r, k) for r, k, f in zip(res, regimes, families) if f != fam]
         table = fit_bands([r for r, _ in train], [k for _, k in train])
         for r, keys, f in zip(res, regimes, families):
