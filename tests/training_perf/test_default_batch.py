@@ -169,3 +169,22 @@ def test_bad_global_batch_is_a_one_line_error():
     result = runner.invoke(app, ["train", "gpt3-125m", "--gpus", "8", "--global-batch", "0"])
     assert result.exit_code == 2
     assert "--global-batch" in result.output and "Traceback" not in result.output
+
+
+def test_validation_rows_state_their_batch(shared_dir):
+    # the harness never falls back on the search's default batch: each row's plan has its own (the
+    # row's global_batch, or one sequence per GPU: validation_training docstring), whole micro-batches per rank
+    import csv
+
+    from gpuplan.interfaces.validation_training import plan_from_row
+    from gpuplan.interfaces.validation_types import SkipRow
+
+    planned = 0
+    for row in csv.DictReader(open(shared_dir / "validation" / "training.csv", encoding="utf-8")):
+        try:
+            plan, _ = plan_from_row(row)
+        except SkipRow:
+            continue
+        planned += 1
+        assert plan.global_batch is not None and plan.global_batch % (plan.micro_batch * plan.dp) == 0, row["id"]
+    assert planned > 200
