@@ -2,7 +2,8 @@
 
 Case 1 (throughput): GPT-3 175B on 1024 GPUs of DGX H100, sequence 2048, global batch 2048.
 Case 2 (memory bound): DeepSeek-V3 on 15,360 GPUs of DGX H100 at sequence 8192 (about 11.7 M grid
-points): the streamed search must stay under 300 MiB of peak resident memory.
+points): the streamed search must stay under 300 MiB of peak resident memory. No global batch is
+given, so each plan gets its own (`default_global_batch`) and plans rank by time per token.
 
 Each runs the full `search_plans` (grid enumeration, vectorised step time, vectorised memory
 screen, exact confirmation of the best plans) a few times on one process and reports the best

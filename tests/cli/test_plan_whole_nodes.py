@@ -49,10 +49,25 @@ def test_plan_finds_a_whole_node_count_between_powers_of_two():
 
 
 def test_plan_keeps_the_power_of_two_when_no_count_between_is_faster():
-    # the default 2,048-sequence batch has no factor 3: 96 GPUs can only use tp=3 and are slower than 64,
-    # so no count between 64 and 128 meets 0.1 days and the answer stays 128
-    d = json.loads(runner.invoke(app, ["plan", "gpt3-125m", "--tokens", "300B", "--days", "0.1", "--json"]).stdout)
+    # a given 2,048-sequence batch has no factor 3 (nor 7, 13): 96, 104 and 112 GPUs cannot use pure dp and
+    # are slower than 64, so no count between 64 and 128 meets 0.1 days and the answer stays 128
+    args = ["plan", "gpt3-125m", "--tokens", "300B", "--days", "0.1", "--global-batch", "2048", "--json"]
+    d = json.loads(runner.invoke(app, args).stdout)
     assert d["gpus"] == 128 and d["days"] <= 0.1
+    assert d["workload_details"]["global_batch_sequences"] == 2048 and not d["workload_details"]["global_batch_default"]
+
+
+def test_plan_with_the_default_batch_uses_a_count_between_powers_of_two():
+    # no --global-batch: each dp gets its own batch, the multiple of dp nearest 2^22 / 2048 = 2048
+    # sequences. 112 GPUs = 14 nodes run pure dp = 112 on 2048 / 112 = 18.3 -> 18 x 112 = 2016 sequences
+    # (4,128,768 tokens) and meet 0.1 days, which the fixed 2,048-sequence batch could not (test above)
+    d = json.loads(runner.invoke(app, ["plan", "gpt3-125m", "--tokens", "300B", "--days", "0.1", "--json"]).stdout)
+    details = d["workload_details"]
+    assert d["gpus"] == 112 and d["days"] <= 0.1
+    assert details["plan"].startswith("tp=1 pp=1 dp=112 ")
+    assert details["global_batch_sequences"] == 2016 and details["tokens_per_step"] == 2016 * 2048
+    assert details["global_batch_default"]
+    assert any(n.startswith("global batch 2,016 sequences (4.13M tokens): the multiple of dp x micro-batch") for n in d["notes"])
 
 
 def test_plan_with_gpus_given_uses_them():

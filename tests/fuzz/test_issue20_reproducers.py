@@ -160,10 +160,18 @@ def test_huge_counts_are_capped_or_refused():
     _bad("plan", "--model", "gpt3-125m", "--years", "1e9", names="--years")
 
 
-def test_train_on_a_prime_gpu_count_answers_by_arithmetic():
-    # 9,999,991 is prime: every degree but 1 fails to divide it; the divisors come from the
-    # factorisation (not a loop to N), and the reason names the divisibility rule, not memory
-    line = _bad("train", "gpt3-175b", "--gpus", "9999991", names="does not divide")
+@pytest.mark.parametrize("batch, names", [
+    # no batch: each plan's default batch is at least one sequence per rank, 9,999,991 x 2,048 tokens,
+    # past the 2^23-token cap of a default batch (plan_search.MAX_DEFAULT_BATCH_TOKENS)
+    ([], "default global batch over 2^23 tokens"),
+    # a given batch of 1,024 sequences cannot split over dp = 9,999,991 ranks
+    (["--global-batch", "1024"], "does not divide"),
+])
+def test_train_on_a_prime_gpu_count_answers_by_arithmetic(batch, names):
+    # 9,999,991 is prime: every degree but 1 fails to divide it, so the only layout is dp = 9,999,991;
+    # the divisors come from the factorisation (not a loop to N), and the reason names the batch rule
+    # that rejects that layout, not memory
+    line = _bad("train", "gpt3-175b", "--gpus", "9999991", *batch, names=names)
     assert "add GPUs" not in line
 
 

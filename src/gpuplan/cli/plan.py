@@ -25,7 +25,9 @@ def plan_cmd(
     gpus: Optional[int] = typer.Option(None, "--gpus", help="Fix the GPU count (default: smallest that meets --days)."),
     seq_len: Optional[int] = typer.Option(
         None, "--seq-len", help="Training tokens per sequence (default: min(the model's max positions, 4096))."),
-    global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Training sequences per step (default ~4M tokens)."),
+    global_batch: Optional[int] = typer.Option(
+        None, "--global-batch",
+        help="Training sequences per step (default: per plan, the multiple of dp x micro-batch nearest 2^22 ~ 4.2M tokens)."),
     days: float = typer.Option(30.0, "--days", help="Target training time in days."),
     rate: float = typer.Option(api.DEFAULT_RATE, "--rate", help="Serving: requests per second."),
     ttft_ms: float = typer.Option(api.DEFAULT_TTFT_MS, "--ttft-ms", help="Serving: p90 time-to-first-token objective (ms)."),

@@ -39,7 +39,9 @@ def register(app: typer.Typer) -> None:
         flops: Optional[str] = typer.Option(None, "--flops", help="Model-FLOP budget instead of tokens, e.g. 3.14e23."),
         seq_len: Optional[int] = typer.Option(
             None, "--seq-len", help="Tokens per sequence (default: min(the model's max positions, 4096))."),
-        global_batch: Optional[int] = typer.Option(None, "--global-batch", help="Sequences per step (default ~4M tokens)."),
+        global_batch: Optional[int] = typer.Option(
+            None, "--global-batch",
+            help="Sequences per step (default: per plan, the multiple of dp x micro-batch nearest 2^22 ~ 4.2M tokens)."),
         precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8 (GEMMs)."),
         framework: str = typer.Option("megatron", "--framework", help="megatron, deepspeed, fsdp, torchtitan."),
         tp: Optional[int] = typer.Option(None, "--tp"), pp: Optional[int] = typer.Option(None, "--pp"),
@@ -83,21 +85,26 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(result.to_dict())
             return
-        _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {})
+        _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
+                result.batch_note)
 
 
-def _render(est, run, assumptions, band: dict) -> None:
+def _render(est, run, assumptions, band: dict, batch_note: str | None = None) -> None:
     st = est.step
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
         s = est.search
+        batch = ("global batch per plan: the multiple of dp x micro-batch nearest 2^22 tokens; ranked by time per token"
+                 if s.default_batch else f"global batch {s.global_batch:,} sequences")
         console.print(
             f"searched {s.plans_evaluated:,} plans in {s.elapsed_s:.2f} s: {s.plans_valid:,} valid, "
-            f"{s.plans_fitting:,} fit in memory (global batch {s.global_batch} sequences)"
+            f"{s.plans_fitting:,} fit in memory ({batch})"
         )
-        console.print(table("best plans", ["#", "plan", "step s", "MFU %", "GiB/GPU"],
-                            [[r.rank, _plan_label(r.plan), r.step.step_time_s, r.step.mfu_pct, r.memory_gib] for r in s.best]))
-    rows = [["plan", _plan_label(est.plan)], ["step time s", st.step_time_s]]
+        console.print(table("best plans", ["#", "plan", "batch seqs", "step s", "MFU %", "GiB/GPU"],
+                            [[r.rank, _plan_label(r.plan), r.plan.global_batch, r.step.step_time_s, r.step.mfu_pct,
+                              r.memory_gib] for r in s.best]))
+    rows = [["plan", _plan_label(est.plan)], ["global batch sequences", est.plan.global_batch],
+            ["tokens per step", st.tokens_per_step], ["step time s", st.step_time_s]]
     rows += [[f"  {k.removesuffix('_s')} s", v] for k, v in st.breakdown_s.items() if v > 0]
     rows += [
         ["tokens/s", st.tokens_per_s], ["model TFLOP/s per GPU", st.tflops_per_gpu_model], ["MFU %", st.mfu_pct],
@@ -122,8 +129,10 @@ def _render(est, run, assumptions, band: dict) -> None:
     else:
         console.print(f"price: {fmt(run.price.value)} $/GPU-hour ({api.price_source(run.price)})")
     if est.search is not None:
-        for note in est.search.notes:
+        for note in est.search.notes:  # the search's notes include how the batch was chosen
             console.print(f"note: {note}")
+    elif batch_note:
+        console.print(f"note: {batch_note}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")
         for line in est.search.why_others_lose:

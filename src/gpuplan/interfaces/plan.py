@@ -156,7 +156,9 @@ class PlanReport:
 def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int | None = None,
                       global_batch: int | None = None):
     """The training run from the step-time model and plan search (`estimate_training`): (summary, estimate).
-    `seq_len` defaults to min(max positions, 4096); `global_batch` (sequences) to about 4M tokens."""
+    `seq_len` defaults to min(max positions, 4096); `global_batch` (sequences) to each plan's
+    `default_global_batch` (the multiple of dp x micro-batch nearest 2^22 tokens), plans then ranked
+    by time per token."""
     from gpuplan.workloads.training.moe_time import ep_regime
     from gpuplan.workloads.training.plan_search import SearchSpace, default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
@@ -171,6 +173,9 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
         "memory_per_gpu_gib": est.memory_per_gpu_gib,
         "activity_fraction": est.activity_fraction,
         "plan": _plan_text(est.plan),
+        "global_batch_sequences": est.plan.global_batch,
+        "tokens_per_step": est.step.tokens_per_step,
+        "global_batch_default": global_batch is None,
     }
     if model.moe is not None:  # where the chosen plan's expert all-to-all runs (NVLink domain or network)
         details["ep_regime"] = ep_regime(est.plan.ep, est.plan.expert_tp, system.scaleup_domain_gpus)
@@ -328,11 +333,16 @@ def plan(
                 work.details["gpu_counts_tried"] = ", ".join(f"{n:,}" for n in tried)
                 if work.days is not None and work.days > target_days:
                     notes.append(f"even {work.gpus} GPUs need {work.days:.1f} days (> target {target_days:g})")
-                    if est is not None and est.search is not None:
+                    # a given batch caps dp (the default one grows with dp: at least a sequence per rank)
+                    if est is not None and est.search is not None and global_batch is not None:
                         gb, seq = est.search.global_batch, est.plan.seq_len
                         notes.append(f"the global batch of {gb:,} sequences x {seq:,} tokens caps data parallelism; "
                                      "a larger --global-batch lets more GPUs work on one step (Llama 3 405B: 16M "
                                      "tokens after 2.87T, Dubey et al. 2024, sec. 3.4.1)")
+            if global_batch is None and est is not None:  # how the chosen plan's batch was set
+                from gpuplan.workloads.training.plan_search import default_batch_note
+
+                notes.append(default_batch_note(est.plan.global_batch, est.plan.seq_len))
         else:
             work = _serving_summary(model, system, gpu, rate_per_s, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                     input_len=input_len, output_len=output_len)

@@ -3,8 +3,9 @@ and its inverse questions). Defaults that used to live in the CLI live here:
 
 - `--seq-len`: `default_seq_len(model)` = min(max positions, 4096).
 - A given plan (any degree set): unset degrees are 1, dp fills the GPUs (gpus / (tp x pp x cp)),
-  micro-batch 1, global batch = the multiple of micro_batch x dp nearest DEFAULT_BATCH_TOKENS
-  (2^22 tokens) / seq_len, sequence parallelism on where tp > 1 (Megatron-LM's recipes).
+  micro-batch 1, global batch = `plan_search.default_global_batch` (the multiple of micro_batch x dp
+  nearest 2^22 tokens, the rule the plan search uses), sequence parallelism on where tp > 1
+  (Megatron-LM's recipes).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class TrainResult(Result):
     run: Any = None  # gpuplan.facilities.run_cost.RunCost
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
     moe: bool = False  # whether the model routes experts (the regime of the error band)
+    #: set when no global batch was given: how the plan's batch was chosen (`default_batch_note`)
+    batch_note: str | None = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -70,7 +73,10 @@ class TrainResult(Result):
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
+            "global_batch_sequences": est.plan.global_batch,
             "tokens_per_step": st.tokens_per_step,
+            "global_batch_default": self.batch_note is not None,
+            "global_batch_note": self.batch_note,
             "tokens_per_s": st.tokens_per_s,
             "tokens_per_s_per_gpu": st.tokens_per_s_per_gpu,
             "tflops_per_gpu_model": st.tflops_per_gpu_model,
@@ -108,7 +114,7 @@ class TrainResult(Result):
 def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
                 degrees: dict[str, Any]) -> TrainPlan:
     """The one plan `train` evaluates when any degree is given (module docstring defaults)."""
-    from gpuplan.workloads.training.plan_search import DEFAULT_BATCH_TOKENS
+    from gpuplan.workloads.training.plan_search import default_global_batch
 
     d = {k: v for k, v in degrees.items() if v is not None}
     tp, pp, cp = d.get("tp", 1), d.get("pp", 1), d.get("cp", 1)
@@ -118,7 +124,7 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
         raise InputError(f"--gpus {gpus} is not a multiple of tp x pp x cp = {tp * pp * cp}", field="gpus")
     dp = d.get("dp", gpus // (tp * pp * cp))
     mb = d.get("micro_batch", 1)
-    gb = global_batch or max(1, round(DEFAULT_BATCH_TOKENS / seq_len / (mb * dp))) * mb * dp
+    gb = global_batch or default_global_batch(seq_len, dp, mb)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=d.get("ep", 1), etp=d.get("etp"), vpp=d.get("vpp", 1), micro_batch=mb,
@@ -167,13 +173,14 @@ def train(
     (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
-    from gpuplan.workloads.training.plan_search import SearchSpace
+    from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
     from gpuplan.workloads.training.step_time import check_plan
     from gpuplan.workloads.training.totals import estimate_training
 
     positive(gpus, "gpus")
     positive(seq_len, "seq_len")
     positive(top, "top")
+    positive(global_batch, "global_batch")
     if tokens is not None and flops is not None:
         raise InputError("give --tokens or --flops, not both", field="tokens")
     pairs = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides
@@ -193,7 +200,8 @@ def train(
         seq_len = plan.seq_len
     elif seq_len is None:
         seq_len = default_seq_len(spec)
-    if plan is None and any(v is not None for v in degrees.values()):
+    given_degrees = plan is None and any(v is not None for v in degrees.values())
+    if given_degrees:
         plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
     if plan is not None:
         check_plan(spec, sys_spec, plan, gpus)
@@ -205,7 +213,10 @@ def train(
             framework=fw, progress=progress if plan is None else None, top=top,
         )
     run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions, usd_per_gpu_hour=usd_per_gpu_hour)
-    return TrainResult(est, run, assumptions, spec.moe is not None)
+    batch_note = None
+    if global_batch is None and (plan is None or given_degrees):  # the batch was chosen here, not given
+        batch_note = default_batch_note(est.plan.global_batch, est.plan.seq_len)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note)
 
 
 # ---- fit ------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Parallelism plan search: enumerate every valid plan, drop those that do not fit, rank by step time.
+"""Parallelism plan search: enumerate every valid plan, drop those that do not fit, rank by step time
+(by time per token when each plan gets its own default global batch, `default_global_batch`).
 
 The plan axes (tp, pp, cp, ep, vpp, micro_batch, recompute, sharding, sequence_parallel) are laid
 out as the dimensions of one numpy grid; dp = num_gpus / (tp pp cp) follows. `step_time_arrays`
@@ -12,6 +13,18 @@ stage), vpp > 1 only with pp > 1 and m % pp == 0 (interleaved schedule), dp inte
 (micro_batch x dp) a positive integer, cp divides seq_len, ep divides the experts and dp x cp,
 sequence parallelism only with tp > 1; for MoE models the expert tensor-parallel size is tp
 (Megatron's default) or 1, and ep x etp divides tp x cp x dp (parallel folding).
+
+Global batch: a given one is the same for every plan (plans ranked by step time). With none, each
+plan gets `default_global_batch(seq_len, dp, micro_batch)` (the multiple of micro_batch x dp
+nearest 2^22 tokens) and plans are ranked by time per token, step time / (global batch x seq_len).
+The default suits dp, not the micro-batch: the micro-batch must divide a rank's share of dp's
+default batch, share = default_global_batch(seq_len, dp, 1) / dp (then the plan's batch is that
+same dp's batch, whatever its micro-batch). A run fixes its batch and picks a micro-batch that
+divides it (Megatron: global = micro x dp x micro-batches); letting the micro-batch round the batch
+instead would rank plans by how far they push it past 2^22 tokens (DeepSeek-V3 on 2048 GPUs: dp
+1024 at micro-batch 8 would train 8 x 4M tokens a step and win on time per token for that alone).
+A dp whose default batch exceeds MAX_DEFAULT_BATCH_TOKENS (twice the default) is not offered: set a
+global batch for such runs.
 
 Memory screen: `memory_bytes_arrays` evaluates the same formulas as
 `workloads.training.memory.training_memory` (the single source of truth) in vectorised form:
@@ -53,8 +66,18 @@ from gpuplan.workloads.training.step_time import (
 #: the exact `training_memory` check decides.
 SCREEN_MARGIN = 1.05
 #: Default tokens per optimizer step when no global batch is given: 2^22 ~ 4M tokens (GPT-3 175B
-#: used 3.2M, Llama 2/3 4M-16M).
+#: used 3.2M, Llama 2/3 4M-16M); each plan rounds it to whole micro-batches per rank
+#: (`default_global_batch`).
 DEFAULT_BATCH_TOKENS = 2**22
+#: Largest default batch a plan may have (tokens): 2 x DEFAULT_BATCH_TOKENS = 2^23 ~ 8.4M. The
+#: default grows with dp once dp exceeds DEFAULT_BATCH_TOKENS / seq_len (one sequence per rank at
+#: least); past twice the default it is no longer "about 4M tokens", and ranking by time per token
+#: would then reward the larger batch itself (fewer DP reductions, optimizer steps and pipeline
+#: fills per token), not the layout: DeepSeek-V3 on 15,360 GPUs at seq 8192 would pick dp 7,680 and
+#: 63M tokens a step over the 4M asked for. Such a dp needs the user's own --global-batch (Llama 3
+#: 405B doubled its batch 4M -> 8M -> 16M tokens in stages, Dubey et al. 2024, sec. 3.4.1). A policy
+#: bound of the default, not a fitted value.
+MAX_DEFAULT_BATCH_TOKENS = 2 * DEFAULT_BATCH_TOKENS
 #: Cap of the default training sequence length (`default_seq_len`).
 DEFAULT_SEQ_LEN_CAP = 4096
 
@@ -81,6 +104,36 @@ def default_seq_len(model: ModelSpec) -> int:
     return min(model.max_position_embeddings or DEFAULT_SEQ_LEN_CAP, DEFAULT_SEQ_LEN_CAP)
 
 
+def default_global_batch(seq_len: int, dp, micro_batch):
+    """The global batch (sequences) of a plan when none is given: the multiple of micro_batch x dp
+    nearest DEFAULT_BATCH_TOKENS / seq_len sequences, at least one micro-batch per data-parallel rank:
+
+        unit = micro_batch x dp
+        global_batch = unit x max(1, floor(DEFAULT_BATCH_TOKENS / (seq_len x unit) + 1/2))
+
+    (ties go to the larger batch). Megatron-core requires global_batch % (micro_batch x dp) == 0
+    (megatron/core/num_microbatches_calculator.py, ConstantNumMicroBatchesCalculator), and real runs
+    state the batch per data-parallel rank, suited to the layout, not one figure for every layout
+    (Llama 3 405B: 32 sequences per DP rank x dp 64 on 8,192 GPUs, 16 x dp 128 on 16,384, 16M tokens
+    either way; Dubey et al. 2024, Table 4). E.g. seq 4096, dp 384, micro-batch 1: 2^22 / 4096 =
+    1024 sequences, 1024 / 384 = 2.67 -> 3 x 384 = 1152.
+
+    `dp` and `micro_batch` may be numpy arrays (broadcast together; the plan search scores a whole
+    grid at once): the result is then an integer-valued float array. With plain ints it is an int."""
+    unit = np.multiply(micro_batch, dp)
+    per_step = np.maximum(1.0, np.floor(DEFAULT_BATCH_TOKENS / (seq_len * unit) + 0.5))
+    batch = per_step * unit
+    if np.ndim(batch) == 0 and isinstance(dp, (int, np.integer)) and isinstance(micro_batch, (int, np.integer)):
+        return int(batch)
+    return batch
+
+
+def default_batch_note(global_batch: int, seq_len: int) -> str:
+    """The one-line note that says a plan's global batch was chosen to suit its dp (M = 10^6 tokens)."""
+    return (f"global batch {global_batch:,} sequences ({global_batch * seq_len / 1e6:.2f}M tokens): the multiple of "
+            f"dp x micro-batch nearest 2^22 = {DEFAULT_BATCH_TOKENS / 1e6:.2f}M tokens (set --global-batch to fix it)")
+
+
 RECOMPUTES = (Recompute.NONE, Recompute.SELECTIVE, Recompute.FULL)
 SHARDINGS = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
 
@@ -89,7 +142,9 @@ SHARDINGS = (Sharding.NONE, Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
 class SearchSpace:
     """Allowed values per axis; None = every value that makes sense for the model and GPU count."""
 
-    global_batch: int | None = None  # sequences per step; default DEFAULT_BATCH_TOKENS / seq_len
+    #: sequences per step; None: each plan gets its own (`default_global_batch`) and plans are ranked
+    #: by time per token
+    global_batch: int | None = None
     seq_len: int = 2048
     precision: Precision = Precision.BF16
     tp: Sequence[int] | None = None
@@ -122,8 +177,10 @@ class SearchResult:
     rejected: dict[str, int]  # reason -> count
     why_others_lose: tuple[str, ...]
     elapsed_s: float
-    global_batch: int
+    global_batch: int  # sequences per step of the best plan (given, or its `default_global_batch`)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: True when no global batch was given: each plan had its own default batch, ranked by time per token
+    default_batch: bool = False
 
 
 def _powers_of_two_dividing(n: int, cap: int) -> list[int]:
@@ -276,32 +333,50 @@ def grid_blocks(sizes: tuple[int, ...], target: int) -> Iterator[tuple[int, tupl
 
 @dataclass
 class _Block:
-    """One scored block of the grid: its axes (as a broadcastable sub-grid), dp, m, step-time parts,
-    the step time of each fitting plan (inf elsewhere) and its rejection counts."""
+    """One scored block of the grid: its axes (as a broadcastable sub-grid), dp, m, global batch,
+    step-time parts, the ranking key of each fitting plan (inf elsewhere) and its rejection counts."""
 
     g: dict[str, np.ndarray]
     shape: tuple[int, ...]
     dp: np.ndarray
     m: np.ndarray
+    gb: np.ndarray  # global batch (sequences), broadcastable to `shape`
     parts: dict[str, np.ndarray]
-    step: np.ndarray  # shape `shape`; inf where the plan is invalid or does not fit
+    #: shape `shape`; inf where the plan is invalid or does not fit. The step time (s) when every plan
+    #: has the same batch, else the step time per sequence of the global batch (s): time per token x seq_len
+    key: np.ndarray
     rejected: dict[str, int]
     valid: int
     fitting: int
 
 
+#: rejection reason of a plan whose micro-batch does not divide a rank's share of dp's default batch
+DEFAULT_BATCH_REASON = "micro-batch does not divide a rank's share of the default global batch"
+#: rejection reason of a plan whose dp needs a default batch over MAX_DEFAULT_BATCH_TOKENS
+OVERSIZED_BATCH_REASON = (f"dp needs a default global batch over 2^{MAX_DEFAULT_BATCH_TOKENS.bit_length() - 1} tokens "
+                          "(one sequence per rank)")
+
+
 def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan, g: dict[str, np.ndarray],
-                 num_gpus: int, gb: int) -> _Block:
-    """Validity (module docstring), vectorised step time and memory screen of one block of the grid."""
+                 num_gpus: int, given_batch: int | None) -> _Block:
+    """Validity (module docstring), vectorised step time and memory screen of one block of the grid.
+    `given_batch` None: each plan gets `default_global_batch` and the key is step time per sequence."""
     tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
     etp = _expert_tp(tp, et)
     dp_f = num_gpus / (tp * pp * cp)
     dp = np.maximum(1, np.floor(dp_f))
+    gb = given_batch if given_batch is not None else default_global_batch(proto.seq_len, dp, mb)
     m_f = gb / (mb * dp)
     m = np.maximum(1, np.floor(m_f))
     reasons: dict[str, np.ndarray] = {
         "degrees do not divide the GPU count": dp_f != dp,
         "global batch does not divide into micro-batches x dp": (m_f != m) | (m_f < 1),
+    }
+    if given_batch is None:  # the default batch suits dp; the micro-batch divides a rank's share (module docstring)
+        dp_batch = default_global_batch(proto.seq_len, dp, 1)
+        reasons[OVERSIZED_BATCH_REASON] = dp_batch * proto.seq_len > MAX_DEFAULT_BATCH_TOKENS
+        reasons[DEFAULT_BATCH_REASON] = (dp_batch / dp) % mb != 0
+    reasons |= {
         "tp does not divide the heads": (model.heads % tp) != 0,
         "pp x vpp exceeds the layers": pp * vpp > model.layers,
         "interleaving needs pp > 1 and m divisible by pp": (vpp > 1) & ((pp == 1) | (m % pp != 0)),
@@ -325,60 +400,64 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     too_big = np.broadcast_to(mem > SCREEN_MARGIN * limit, shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid |= too_big
-    step = np.where(invalid, np.inf, arrays.step_s)
+    # ranking key: step time for one batch; with a batch per plan, time per sequence of the batch
+    # (the sequence length is the same for every plan, so this ranks as time per token does)
+    key = np.where(invalid, np.inf, arrays.step_s if given_batch is not None else arrays.step_s / gb)
     valid = int(np.prod(shape)) - int(np.count_nonzero(invalid)) + rejected["does not fit in GPU memory"]
-    return _Block(g, shape, dp, m, arrays.parts(), np.broadcast_to(step, shape), rejected, valid,
-                  int(np.prod(shape)) - int(np.count_nonzero(invalid)))
+    return _Block(g, shape, dp, m, np.asarray(gb, dtype=float), arrays.parts(), np.broadcast_to(key, shape), rejected,
+                  valid, int(np.prod(shape)) - int(np.count_nonzero(invalid)))
 
 
 class _Leaders:
-    """The `k` fastest fitting plans seen so far, in (step time, flat index) order: exactly the first
-    `k` of a stable argsort of the whole grid's step times, kept as small arrays (axis values, dp, m
-    and step-time parts of each) while the grid streams past."""
+    """The `k` fastest fitting plans seen so far, in (ranking key, flat index) order: exactly the first
+    `k` of a stable argsort of the whole grid's keys (`_Block.key`), kept as small arrays (axis
+    values, dp, m, global batch and step-time parts of each) while the grid streams past."""
 
     def __init__(self, k: int):
         self.k = k
         self.cols: dict[str, np.ndarray] | None = None
 
     def add(self, block: _Block, offset: int) -> None:
-        flat = block.step.ravel()
+        flat = block.key.ravel()
         n_ok = int(np.count_nonzero(np.isfinite(flat)))
         if n_ok == 0:
             return
         if n_ok <= self.k:
             pos = np.flatnonzero(np.isfinite(flat))
-        else:  # every plan at or below the k-th smallest step (ties included: the index breaks them)
+        else:  # every plan at or below the k-th smallest key (ties included: the index breaks them)
             pos = np.flatnonzero(flat <= np.partition(flat, self.k - 1)[self.k - 1])
         where = np.unravel_index(pos, block.shape)
-        cols = {"step": flat[pos], "index": pos + offset}
-        for name, arr in (*((a, block.g[a]) for a in AXES), ("dp", block.dp), ("m", block.m), *block.parts.items()):
+        cols = {"key": flat[pos], "index": pos + offset}
+        for name, arr in (*((a, block.g[a]) for a in AXES), ("dp", block.dp), ("m", block.m), ("gb", block.gb),
+                          *block.parts.items()):
             cols[name] = np.broadcast_to(arr, block.shape)[where]
         if self.cols is not None:
             cols = {name: np.concatenate([self.cols[name], col]) for name, col in cols.items()}
-        keep = np.lexsort((cols["index"], cols["step"]))[: self.k]
+        keep = np.lexsort((cols["index"], cols["key"]))[: self.k]
         self.cols = {name: col[keep] for name, col in cols.items()}
 
     def rows(self) -> Iterator[dict[str, float]]:
         """The leaders in order, one dict per plan."""
         if self.cols is None:
             return
-        for i in range(len(self.cols["step"])):
+        for i in range(len(self.cols["key"])):
             yield {name: col[i] for name, col in self.cols.items()}
 
 
 class _FastestPerValue:
-    """For each explained axis (EXPLAINED) and each of its values: the fastest fitting plan's step time
-    and parts (the first in flat order among equals), kept as the grid streams past."""
+    """For each explained axis (EXPLAINED) and each of its values: the fastest fitting plan's ranking
+    key, step-time parts and global batch (the first in flat order among equals), kept as the grid
+    streams past."""
 
     def __init__(self):
-        self.best: dict[tuple[str, int], tuple[float, dict[str, float]]] = {}
+        self.best: dict[tuple[str, int], tuple[float, dict[str, float], float]] = {}
 
     def add(self, block: _Block) -> None:
         for name, _ in EXPLAINED:
             axis = AXES.index(name)
             values = block.g[name].ravel()
             # one row per value of the axis; the rest of each row stays in flat order
-            rows = np.moveaxis(block.step, axis, 0).reshape(len(values), -1)
+            rows = np.moveaxis(block.key, axis, 0).reshape(len(values), -1)
             first = np.argmin(rows, axis=1)
             rest_shape = block.shape[:axis] + block.shape[axis + 1:]
             for k, j in enumerate(first):
@@ -388,29 +467,34 @@ class _FastestPerValue:
                     continue
                 rest = np.unravel_index(int(j), rest_shape)
                 where = rest[:axis] + (k,) + rest[axis:]
-                self.best[key] = (step, {p: float(np.broadcast_to(v, block.shape)[where]) for p, v in block.parts.items()})
+                self.best[key] = (step, {p: float(np.broadcast_to(v, block.shape)[where]) for p, v in block.parts.items()},
+                                  float(np.broadcast_to(block.gb, block.shape)[where]))
 
 
-def _explain(best: RankedPlan, fastest: _FastestPerValue) -> list[str]:
+def _explain(best: RankedPlan, fastest: _FastestPerValue, per_token: bool) -> list[str]:
     """For each other value of tp, pp, recompute and sharding: how much slower its best plan is and
-    which part of the step grows most (or that its faster plans do not fit in memory)."""
+    which part of the step grows most (or that its faster plans do not fit in memory). `per_token`
+    (plans with different global batches): slower in time per token, parts compared per token."""
     lines = []
-    base = best.step.step_time_s
     p = best.plan
+    base = best.step.step_time_s / p.global_batch if per_token else best.step.step_time_s
+    measure = "time per token" if per_token else "step time"
     index_of = {"tp": p.tp, "pp": p.pp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
     shown = {"rc": {0: "none", 1: "selective", 2: "full"}, "sh": {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}}
     for name, label in EXPLAINED:
         for v in sorted(value for axis, value in fastest.best if axis == name):
             if v == index_of[name]:
                 continue
-            step, parts = fastest.best[(name, v)]
+            step, parts, batch = fastest.best[(name, v)]
             value = shown.get(name, {}).get(v, v)
             slower = step / base - 1
             if slower < 0:
                 lines.append(f"{label}={value}: its faster plans exceed GPU memory (exact check)")
                 continue
-            worst = max(parts, key=lambda k: parts[k] - best.step.breakdown_s.get(k, 0.0))
-            lines.append(f"{label}={value}: best such plan {100 * slower:+.1f}% step time, mostly more {worst.removesuffix('_s')}")
+            # parts scaled to the best plan's batch (a factor of exactly 1 when the batches are equal)
+            scale = p.global_batch / batch
+            worst = max(parts, key=lambda k: parts[k] * scale - best.step.breakdown_s.get(k, 0.0))
+            lines.append(f"{label}={value}: best such plan {100 * slower:+.1f}% {measure}, mostly more {worst.removesuffix('_s')}")
     return lines
 
 
@@ -425,7 +509,9 @@ def search_plans(
     progress: Callable[[str, float], None] | None = None,
     chunk_points: int = CHUNK_POINTS,
 ) -> SearchResult:
-    """Every valid plan on `num_gpus` GPUs of `system`, screened for memory and ranked by step time.
+    """Every valid plan on `num_gpus` GPUs of `system`, screened for memory and ranked by step time;
+    with no `space.global_batch`, each plan gets its own `default_global_batch` and plans are ranked
+    by time per token (step time / tokens per step) instead.
 
     The grid is scored in blocks of about `chunk_points` points (`grid_blocks`); only the leading
     plans, the fastest plan per explained axis value and the counts survive a block, so memory is
@@ -435,7 +521,9 @@ def search_plans(
         raise InputError("num_gpus must be >= 1", field="gpus")
     if num_gpus > system.gpus_per_node and not system.nics_per_node:
         raise InputError(f"{system.id} has no scale-out NICs: at most {system.gpus_per_node} GPUs", field="gpus")
-    gb = space.global_batch or max(1, DEFAULT_BATCH_TOKENS // space.seq_len)
+    given_batch = space.global_batch
+    if given_batch is not None and given_batch < 1:
+        raise InputError("global_batch must be >= 1 sequence", field="global_batch")
     axes = default_axes(model, system, num_gpus, space)
     sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
@@ -449,7 +537,8 @@ def search_plans(
     for offset, slices in grid_blocks(sizes, chunk_points):
         if progress:
             progress("step time", 0.1 + 0.8 * offset / max(1, total))
-        block = _score_block(model, gpu, ctx, proto, _grid({a: axes[a][s] for a, s in zip(AXES, slices)}), num_gpus, gb)
+        block = _score_block(model, gpu, ctx, proto, _grid({a: axes[a][s] for a, s in zip(AXES, slices)}), num_gpus,
+                             given_batch)
         for reason, n in block.rejected.items():
             rejected[reason] = rejected.get(reason, 0) + n
         valid, fitting = valid + block.valid, fitting + block.fitting
@@ -467,11 +556,11 @@ def search_plans(
     best: list[RankedPlan] = []
     exact_rejects = 0
     for row in leaders.rows():
-        if not np.isfinite(row["step"]) or len(best) >= top:
+        if not np.isfinite(row["key"]) or len(best) >= top:
             break
         plan = TrainPlan(
             tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]),
-            ep=int(row["ep"]), vpp=int(row["vpp"]), micro_batch=int(row["mb"]), global_batch=gb,
+            ep=int(row["ep"]), vpp=int(row["vpp"]), micro_batch=int(row["mb"]), global_batch=int(row["gb"]),
             seq_len=space.seq_len, recompute=codes_rc[int(row["rc"])], sequence_parallel=bool(row["sp"]),
             precision=space.precision, sharding=codes_sh[int(row["sh"])],
             tp_comm_overlap=space.tp_comm_overlap and bool(row["sp"]),
@@ -498,8 +587,10 @@ def search_plans(
             f"no valid layout of {model.name} on {num_gpus} GPUs: {why}; "
             f"choose a GPU count with more small factors (e.g. a multiple of {system.gpus_per_node}) or set --global-batch"
         )
-    why = _explain(best[0], fastest)
+    why = _explain(best[0], fastest, per_token=given_batch is None)
     notes = []
+    if given_batch is None:
+        notes.append(default_batch_note(best[0].plan.global_batch, space.seq_len))
     if exact_rejects:
         notes.append(f"{exact_rejects} screened plans failed the exact memory check")
     if model.moe is not None:  # where the best plan's expert all-to-all runs (NVLink domain or network)
@@ -509,9 +600,10 @@ def search_plans(
     return SearchResult(
         plans_evaluated=total, plans_valid=valid, plans_fitting=fitting,
         best=tuple(best), rejected=rejected, why_others_lose=tuple(why), elapsed_s=time.perf_counter() - t0,
-        global_batch=gb, notes=tuple(notes),
+        global_batch=best[0].plan.global_batch, notes=tuple(notes), default_batch=given_batch is None,
     )
 
 
-__all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "default_seq_len", "grid_blocks", "RankedPlan",
-           "SearchResult", "SearchSpace", "memory_bytes_arrays", "runs_within_memory", "search_plans"]
+__all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "MAX_DEFAULT_BATCH_TOKENS", "RankedPlan",
+           "SearchResult", "SearchSpace", "default_batch_note", "default_global_batch", "default_seq_len", "grid_blocks",
+           "memory_bytes_arrays", "runs_within_memory", "search_plans"]
