@@ -47,7 +47,6 @@ import numpy as np
 from numba import njit
 
 from gpuplan import knobs
-from gpuplan.errors import Infeasible
 from gpuplan.workloads.inference.memory import MemoryPlan
 from gpuplan.workloads.inference.operators import StepTimeModel
 
@@ -145,36 +144,11 @@ def simulate_decode(steps: StepTimeModel, memory: MemoryPlan, arrival_s: np.ndar
     ins = np.asarray(input_len, dtype=np.int64)
     outs = np.asarray(output_len, dtype=np.int64)
     arr = np.asarray(arrival_s, dtype=float)
-    budget = float(memory.kv_budget_bytes)
-    g_bytes = float(memory.kv_bytes_per_token_per_gpu)
-    if speculative is not None:
-        if draft is None:
-            from gpuplan.workloads.inference.speculative import draft_cost
+    from gpuplan.workloads.inference.simulator import kv_budget_setup
 
-            draft = draft_cost(steps.dep, speculative)
-        budget -= draft.weights_bytes_per_gpu
-        g_bytes += draft.kv_bytes_per_token_per_gpu
-        out_steps = speculative.iterations(outs)
-        spec_e, spec_q = float(speculative.tokens_per_step), int(speculative.tokens + 1)
-        draft_table, draft_ctx = np.ascontiguousarray(draft.table, dtype=float), float(draft.ctx_seconds_per_token)
-    else:
-        out_steps, spec_e, spec_q, draft_table, draft_ctx = outs, 1.0, 1, np.zeros(0), 0.0
-    if prefix_cache is not None and prefix_cache.hit_rate > 0:
-        cached = prefix_cache.cached_tokens(ins)
-        pool = prefix_cache.pool(ins)
-        budget -= memory.sequence_kv_bytes(pool) if pool > 0 else 0.0
-    else:
-        cached = np.zeros(ins.shape[0], np.int64)
-    if budget <= 0:
-        raise Infeasible("no KV memory left on the decode instance: the draft model's weights or the prefix cache "
-                         "take the whole KV budget")
-    longest = int((ins + outs - cached).max())
-    biggest = memory.sequence_kv_bytes(float(longest))
-    if speculative is not None:  # the draft's KV of the same tokens
-        biggest += math.ceil(longest / memory.block_size) * memory.block_size * draft.kv_bytes_per_token_per_gpu
-    if biggest > budget:
-        raise Infeasible(f"a request of {int((ins + outs).max())} tokens needs {biggest / 2**30:.2f} GiB of KV per GPU; "
-                         f"the decode instance has {budget / 2**30:.2f} GiB for the KV cache")
+    kv = kv_budget_setup(steps, memory, ins, outs, speculative, draft, prefix_cache, "the decode instance")
+    budget, g_bytes, out_steps, cached = kv.budget_bytes, kv.kv_bytes_per_token, kv.out_steps, kv.cached_tokens
+    spec_e, spec_q, draft_table, draft_ctx = kv.spec_tokens_per_step, kv.spec_verify_tokens, kv.draft_table, kv.draft_ctx_s
     st = steps
     w = st.window
     w_cap = (math.ceil(w / memory.block_size) + 1) if w else 1 << 40

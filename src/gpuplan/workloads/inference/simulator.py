@@ -368,6 +368,61 @@ class SimResult:
         return float(self.kv_bytes.max()) if self.kv_bytes.size else 0.0
 
 
+
+@dataclass(frozen=True)
+class KvBudgetSetup:
+    """The KV budget and per-request arrays a simulation starts from (kv_budget_setup)."""
+
+    budget_bytes: float  # KV bytes per GPU left for sequences
+    kv_bytes_per_token: float  # per GPU, target (+ draft) model
+    out_steps: np.ndarray  # engine steps per request's output (fewer with speculative decoding)
+    cached_tokens: np.ndarray  # prompt tokens served from the prefix cache, per request
+    spec_tokens_per_step: float  # expected tokens per verify step (1 without speculation)
+    spec_verify_tokens: int  # positions verified per step (k + 1; 1 without speculation)
+    draft_table: np.ndarray
+    draft_ctx_s: float
+
+
+def kv_budget_setup(steps: StepTimeModel, memory: MemoryPlan, ins: np.ndarray, outs: np.ndarray, speculative,
+                    draft, prefix_cache, instance: str) -> KvBudgetSetup:
+    """KV budget of one instance (co-located replica or decode instance): memory.kv_budget_bytes less
+    the draft model's weights (speculative decoding: its KV per token is added to the target's) and
+    less the shared prefix pool held once (prefix caching); raises Infeasible when nothing is left or
+    the longest request's KV (target + draft, whole blocks) does not fit. `instance` names the
+    instance in the message."""
+    budget = float(memory.kv_budget_bytes)
+    g_bytes = float(memory.kv_bytes_per_token_per_gpu)
+    if speculative is not None:
+        if draft is None:
+            from gpuplan.workloads.inference.speculative import draft_cost
+
+            draft = draft_cost(steps.dep, speculative)
+        budget -= draft.weights_bytes_per_gpu
+        g_bytes += draft.kv_bytes_per_token_per_gpu
+        out_steps = speculative.iterations(outs)
+        spec_e, spec_q = float(speculative.tokens_per_step), int(speculative.tokens + 1)
+        draft_table, draft_ctx = np.ascontiguousarray(draft.table, dtype=float), float(draft.ctx_seconds_per_token)
+    else:
+        out_steps, spec_e, spec_q, draft_table, draft_ctx = outs, 1.0, 1, np.zeros(0), 0.0
+    if prefix_cache is not None and prefix_cache.hit_rate > 0:
+        cached = prefix_cache.cached_tokens(ins)
+        pool = prefix_cache.pool(ins)
+        budget -= memory.sequence_kv_bytes(pool) if pool > 0 else 0.0
+    else:
+        cached = np.zeros(ins.shape[0], np.int64)
+    if budget <= 0:
+        raise Infeasible(f"no KV memory left on {instance}: the draft model's weights or the prefix cache take "
+                         "the whole KV budget")
+    longest = int((ins + outs - cached).max())
+    biggest = memory.sequence_kv_bytes(float(longest))
+    if speculative is not None:  # the draft's KV of the same tokens
+        biggest += math.ceil(longest / memory.block_size) * memory.block_size * draft.kv_bytes_per_token_per_gpu
+    if biggest > budget:
+        raise Infeasible(f"a request of {int((ins + outs).max())} tokens needs {biggest / 2**30:.2f} GiB of KV per "
+                         f"GPU; {instance} has {budget / 2**30:.2f} GiB for the KV cache")
+    return KvBudgetSetup(budget, g_bytes, out_steps, cached, spec_e, spec_q, draft_table, draft_ctx)
+
+
 def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig,
              warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = (), *,
              speculative: "SpeculativeDecoding | None" = None, draft: "DraftCost | None" = None,
@@ -389,36 +444,9 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     n = workload.arrival_s.shape[0]
     ins = workload.input_len.astype(np.int64)
     outs = workload.output_len.astype(np.int64)
-    budget = float(memory.kv_budget_bytes)
-    g_bytes = float(memory.kv_bytes_per_token_per_gpu)
-    if speculative is not None:
-        if draft is None:
-            from gpuplan.workloads.inference.speculative import draft_cost
-
-            draft = draft_cost(steps.dep, speculative)
-        budget -= draft.weights_bytes_per_gpu
-        g_bytes += draft.kv_bytes_per_token_per_gpu
-        out_steps = speculative.iterations(outs)
-        spec_e, spec_q = float(speculative.tokens_per_step), int(speculative.tokens + 1)
-        draft_table, draft_ctx = draft.table, float(draft.ctx_seconds_per_token)
-    else:
-        out_steps, spec_e, spec_q, draft_table, draft_ctx = outs, 1.0, 1, np.zeros(0), 0.0
-    if prefix_cache is not None and prefix_cache.hit_rate > 0:
-        cached = prefix_cache.cached_tokens(ins)
-        budget -= memory.sequence_kv_bytes(prefix_cache.pool(ins)) if prefix_cache.pool(ins) > 0 else 0.0
-    else:
-        cached = np.zeros(n, np.int64)
-    if budget <= 0:
-        raise Infeasible("no KV memory left: the draft model's weights or the prefix cache take the whole KV budget")
-    longest = int((ins + outs - cached).max())
-    biggest = memory.sequence_kv_bytes(float(longest))
-    if speculative is not None:  # the draft's KV of the same tokens
-        biggest += math.ceil(longest / memory.block_size) * memory.block_size * draft.kv_bytes_per_token_per_gpu
-    if biggest > budget:
-        raise Infeasible(
-            f"a request of {int((ins + outs).max())} tokens needs {biggest / 2**30:.2f} GiB of KV per GPU; "
-            f"only {budget / 2**30:.2f} GiB is free for the KV cache"
-        )
+    kv = kv_budget_setup(steps, memory, ins, outs, speculative, draft, prefix_cache, "the replica")
+    budget, g_bytes, out_steps, cached = kv.budget_bytes, kv.kv_bytes_per_token, kv.out_steps, kv.cached_tokens
+    spec_e, spec_q, draft_table, draft_ctx = kv.spec_tokens_per_step, kv.spec_verify_tokens, kv.draft_table, kv.draft_ctx_s
     st = steps
     w = st.window
     w_cap = (math.ceil(w / memory.block_size) + 1) if w else 1 << 40
