@@ -115,6 +115,7 @@ HBM_EFFICIENCY = knobs.register(
 #: FlashAttention-class attention kernels: best fraction of dense peak, by architecture family.
 #: FlashAttention-2 (Dao 2023): up to 225 TFLOP/s fwd+bwd on A100 = 72% of 312. FlashAttention-3
 #: (Shah et al. 2024): about 650 TFLOP/s BF16 forward at head_dim 128 on H100 = 66% of 989 (740 at 256).
+#: FlashAttention-4 (Zadouri, Dao et al. 2026): up to 1613 TFLOP/s BF16 on B200 = 71% of 2250.
 #: Knobs `efficiency.attention_ceiling.<family>`.
 ATTENTION_CEILING: dict[str, float] = {
     family: knobs.register(
@@ -123,12 +124,13 @@ ATTENTION_CEILING: dict[str, float] = {
     for family, v, src in (
         ("ampere", 0.72, "Dao 2023 (FlashAttention-2): up to 225 TFLOP/s fwd+bwd on A100 = 72% of 312"),
         ("hopper", 0.66, "Shah et al. 2024 (FlashAttention-3): about 650 TFLOP/s BF16 forward at head_dim 128 on H100 = 66% of 989"),
-        ("blackwell", 0.60, "assumption: below Hopper's FlashAttention-3 fraction until a Blackwell measurement is sourced"),
+        ("blackwell", 0.71, "Zadouri, Dao et al. 2026 (FlashAttention-4, arXiv abstract): up to 1613 TFLOP/s BF16 on B200 = 71% "
+                            "of 2250 (1.3x cuDNN 9.13)"),
     )
 }
 DEFAULT_ATTENTION_CEILING = knobs.register(
     "efficiency.attention_ceiling.default", unit="fraction of dense peak", default=0.60, low=0.05, high=1.0,
-    source="assumption: the Blackwell value for architectures without a measurement",
+    source="assumption: below the measured FlashAttention fractions (A100 0.72, H100 0.66, B200 0.71) for architectures without a measurement",
     scales="FlashAttention-class attention core on other architectures")
 
 
