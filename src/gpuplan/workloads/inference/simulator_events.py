@@ -15,6 +15,8 @@ so this loop keeps decode state implicitly and touches a sequence only when some
   `tc_r` (first step whose write position passes its allocated capacity); it sits in ring bucket
   `tc_r mod block` and after a crossing its next `tc_r` is at most `block` steps later, so each step
   visits one bucket only;
+- a request enters the decoding state in one place, at the top of a step: prompts that finished
+  prefill in the last step (queued in `to_dec`), then admitted requests whose prompt is all in KV;
 - prompts being prefilled (usually none or one) are kept in a list in admission order, and the
   running set in a doubly-linked list in admission order (the reference's slot order: the chunked
   token budget goes in this order and preemption takes the tail).
@@ -156,6 +158,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     s_below = 0
     n_capped = 0
     n_dec_last = 0  # decoders counted when the last step advanced (chunked budget)
+    # requests that start decoding at the next step (prompts done), entered at its top
+    to_dec = np.empty(max(1, min(max_seqs, n)), np.int64)
+    n_to_dec = 0
     preempted = np.empty(n, np.int64)
     npre = 0
     next_wait = 0
@@ -235,6 +240,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 tail = r
                 nrun += 1
         # newly admitted: prompts join the prefill list; a prompt already all in KV decodes at once
+        # (after the prompts that finished prefill in the last step)
         r = nx[admit_from] if admit_from >= 0 else head
         while r >= 0:
             if pref[r] < tgt[r]:
@@ -246,34 +252,41 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     phead = r
                 ptail = r
             elif gen[r] < out_steps[r]:
-                k_r = in_len[r] + gen[r] - t
-                key[r] = k_r
-                dec[r] = True
-                n_dec += 1
-                s_key += k_r
-                tfin[r] = out_steps[r] - (gen[r] - t)
-                if fn == hcap:
-                    fn = _heap_compact(fk, fv, fn, dec, tfin)
-                fn = _heap_push(fk, fv, fn, tfin[r], r)
-                if window > 0 and k_r + t < window:
-                    below[r] = True
-                    n_below += 1
-                    s_below += k_r
-                    twin[r] = window - k_r
-                    if wn == hcap:
-                        wn = _heap_compact(wk, wv, wn, below, twin)
-                    wn = _heap_push(wk, wv, wn, twin[r], r)
-                elif window > 0:
-                    n_capped += 1
-                if grow:
-                    c_r = nblk[r] * block + cached[r] - k_r
-                    tc[r] = c_r if c_r > t else t
-                    b = tc[r] % block
-                    ring_b[r] = b
-                    ring_p[r] = ring_n[b]
-                    ring[b, ring_n[b]] = r
-                    ring_n[b] += 1
+                to_dec[n_to_dec] = r
+                n_to_dec += 1
             r = nx[r]
+        # new decoders enter the decoding state at step t: key (context - t), last step on the
+        # completion heap, below the window (window heap) or capped at it, next KV-block step in the ring
+        for i in range(n_to_dec):
+            r = to_dec[i]
+            k_r = in_len[r] + gen[r] - t
+            key[r] = k_r
+            dec[r] = True
+            n_dec += 1
+            s_key += k_r
+            tfin[r] = out_steps[r] - (gen[r] - t)
+            if fn == hcap:
+                fn = _heap_compact(fk, fv, fn, dec, tfin)
+            fn = _heap_push(fk, fv, fn, tfin[r], r)
+            if window > 0 and k_r + t < window:
+                below[r] = True
+                n_below += 1
+                s_below += k_r
+                twin[r] = window - k_r
+                if wn == hcap:
+                    wn = _heap_compact(wk, wv, wn, below, twin)
+                wn = _heap_push(wk, wv, wn, twin[r], r)
+            elif window > 0:
+                n_capped += 1
+            if grow:
+                c_r = nblk[r] * block + cached[r] - k_r
+                tc[r] = c_r if c_r > t else t
+                b = tc[r] % block
+                ring_b[r] = b
+                ring_p[r] = ring_n[b]
+                ring[b, ring_n[b]] = r
+                ring_n[b] += 1
+        n_to_dec = 0
         if nrun == 0:
             if next_wait < n and arrival[next_wait] < np.inf:
                 now = max(now, arrival[next_wait])
@@ -550,34 +563,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                                 tail = pv[r]
                         else:
                             batch_left -= 1
-                    else:
-                        k_r = in_len[r] + gen[r] - t1
-                        key[r] = k_r
-                        dec[r] = True
-                        n_dec += 1
-                        s_key += k_r
-                        tfin[r] = out_steps[r] - (gen[r] - t1)
-                        if fn == hcap:
-                            fn = _heap_compact(fk, fv, fn, dec, tfin)
-                        fn = _heap_push(fk, fv, fn, tfin[r], r)
-                        if window > 0 and k_r + t1 < window:
-                            below[r] = True
-                            n_below += 1
-                            s_below += k_r
-                            twin[r] = window - k_r
-                            if wn == hcap:
-                                wn = _heap_compact(wk, wv, wn, below, twin)
-                            wn = _heap_push(wk, wv, wn, twin[r], r)
-                        elif window > 0:
-                            n_capped += 1
-                        if grow:
-                            c_r = nblk[r] * block + cached[r] - k_r
-                            tc[r] = c_r if c_r > t1 else t1
-                            b = tc[r] % block
-                            ring_b[r] = b
-                            ring_p[r] = ring_n[b]
-                            ring[b, ring_n[b]] = r
-                            ring_n[b] += 1
+                    else:  # decodes from the next step on (its last step is later than t1)
+                        to_dec[n_to_dec] = r
+                        n_to_dec += 1
             r = r_next
         while fn > 0 and fk[0] <= t1:
             r = fv[0]
@@ -621,7 +609,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     tail = pv[r]
             else:
                 batch_left -= 1
-        n_dec_last = n_dec
+        n_dec_last = n_dec + n_to_dec
         if sched == 0 and batch_left == 0:
             for j in range(nbatch):
                 used -= alloc[batch[j]]
