@@ -93,9 +93,10 @@ SCENARIOS = {
     "evict_prefill_first": ("llama-3-8b", SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST, max_batch_seqs=256,
                                                           max_batch_tokens=2048),
                             ArrivalKind.CLOSED_LOOP, 800, 200, None, 0.05, (), 0.0),
-    "window_128_prefill_first_evict": ("gpt-oss-20b", SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST), ArrivalKind.CLOSED_LOOP,
-                                       600, 128, None, 0.02, (), 0.0),
-    "gemma_prefill_first_prefix_graphs": ("gemma-2-9b", SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST, max_batch_seqs=64),
+    "window_128_prefill_first_evict": ("gpt-oss-20b", SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST),
+                                       ArrivalKind.CLOSED_LOOP, 600, 128, None, 0.02, (), 0.0),
+    "gemma_prefill_first_prefix_graphs": ("gemma-2-9b",
+                                          SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST, max_batch_seqs=64),
                                           ArrivalKind.POISSON, 800, None, 20.0, 1.0, (1, 2, 4, 8, 16, 32, 64), 0.5),
 }
 

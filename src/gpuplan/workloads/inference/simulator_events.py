@@ -9,8 +9,8 @@ so this loop keeps decode state implicitly and touches a sequence only when some
   decode-step counter t: engine steps that ran the decoders, which is every step except the
   prefill-only steps of the prefill-first scheduler), so its context at decode step t is `key_r + t`
   and the batch's summed context is `sum(key) + n_dec * t` (an integer, exactly the reference's
-  `ctx_g`); every step index below (completion, window, KV block) counts decode steps. Sliding-window layers read
-  `min(ctx, w)`: requests below the window and those capped at it are summed apart, and a min-heap
+  `ctx_g`); every step index below (completion, window, KV block) counts decode steps.
+  Sliding-window layers read `min(ctx, w)`: requests below the window and those capped at it are summed apart, and a min-heap
   of the step each one reaches the window moves it across (once);
 - completion: each decoder's last step `out_steps - (generated - t)` sits in a min-heap;
 - KV blocks (vLLM-style allocation as the sequence grows): a decoder needs a new block at step
@@ -29,7 +29,8 @@ reference's rules (prompt chunks refused, the latest admitted preempted), so evi
 reference's decision sequence. Step time, clock and trace use the same expressions in the same
 order as the reference, so the results are the reference's bit for bit where KV bytes per token
 are integers (every sum of them is then exact); tests/inference/test_simulator_events.py checks
-it on every scheduler (prefill-first included), eviction, windows, prefix caching and CUDA-graph padding.
+it on every scheduler (prefill-first included), eviction, windows, prefix caching and CUDA-graph
+padding.
 
 Speculative decoding (context `input + min(out, 1 + (gen - 1) e)`, not linear in steps) runs on
 the reference loop.
