@@ -122,8 +122,15 @@ def test_cli_serve_plan_json(runner):
 #: before Blackwell; kernels_per_layer: launches from the operator inventory, 21 per DeepSeek-V3 MoE
 #: layer instead of 9): MAPE 18.5% over 95 (18.9 before); aic 24.0 (31.1: its TPOT row -17 -> -3%),
 #: trtllm1x-po 24.5 (26.5: DeepSeek-R1 DEP8 on H200 +70 -> +55%); the dense families unchanged.
+#: Re-set with SGLang's default scheduler for the `sglang` engine profile (SchedulerKind.PREFILL_FIRST:
+#: prefill batches apart from decode, enable_mixed_chunk off; scheduler.py get_next_batch_to_run):
+#: aic 4.9 (24.0: its TTFT row -44 -> -5%: the half of the 16-request closed loop prefilled first
+#: stalls while the other half prefills, so the two halves decode in step, finish together and
+#: their 16 new prompts take two 8192-token prefill steps, where chunked kept the halves a step apart
+#: and each half's prompts shared one step with the other's decodes; TPOT -4.0 -> -4.7%);
+#: MAPE 18.1% over 95 (18.5).
 INFERENCE_MAPE_LIMIT_PCT = 20.0
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 27.0, "nim": 8.0, "trtllm014": 35.0, "aic": 26.5,
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 27.0, "nim": 8.0, "trtllm014": 35.0, "aic": 5.5,
                                "trtllm061": 23.0, "lmdeploy": 18.0, "trtllm10": 16.0, "vllmci": 27.0,
                                "trtllm017": 12.0, "mlperf40": 22.0}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md

@@ -86,6 +86,18 @@ SCENARIOS = {
     "window_128_evict": ("gpt-oss-20b", SchedulerConfig(), ArrivalKind.CLOSED_LOOP, 600, 128, None, 0.02, (), 0.0),
     "all_window_layers": ("mistral-7b", SchedulerConfig(kind=SchedulerKind.CONTINUOUS), ArrivalKind.POISSON, 600, None,
                           30.0, 1.0, (), 0.0),
+    # prefill-first (SGLang): prefill-only steps stall the decoders (the event loop's decode clock
+    # falls behind the step count); with eviction, windows, prefix caching and CUDA graphs
+    "poisson_prefill_first": ("llama-3-8b", SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST), ArrivalKind.POISSON,
+                              1500, None, 30.0, 1.0, (), 0.0),
+    "evict_prefill_first": ("llama-3-8b", SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST, max_batch_seqs=256,
+                                                          max_batch_tokens=2048),
+                            ArrivalKind.CLOSED_LOOP, 800, 200, None, 0.05, (), 0.0),
+    "window_128_prefill_first_evict": ("gpt-oss-20b", SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST),
+                                       ArrivalKind.CLOSED_LOOP, 600, 128, None, 0.02, (), 0.0),
+    "gemma_prefill_first_prefix_graphs": ("gemma-2-9b",
+                                          SchedulerConfig(kind=SchedulerKind.PREFILL_FIRST, max_batch_seqs=64),
+                                          ArrivalKind.POISSON, 800, None, 20.0, 1.0, (1, 2, 4, 8, 16, 32, 64), 0.5),
 }
 
 

@@ -69,7 +69,7 @@ def run(
     batch: Optional[int] = typer.Option(None, "--batch", help="One static batch of this size."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
-    scheduler: str = typer.Option("chunked", "--scheduler", help="static, continuous or chunked."),
+    scheduler: str = typer.Option("chunked", "--scheduler", help="static, continuous, chunked (decodes first, prompts fill the token budget in chunks; vLLM V1, TensorRT-LLM) or prefill-first (prefill-only steps while prompts wait, decodes stall; SGLang's default)."),
     input_dist: Optional[str] = _INPUT_DIST_OPTION,
     output_dist: Optional[str] = _OUTPUT_DIST_OPTION,
     lengths: Optional[str] = _LENGTHS_OPTION,

@@ -73,8 +73,9 @@ ENGINES: dict[str, EngineProfile] = {
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
-    # page size 1 (token-level KV), cuda-graph max batch 256-512.
-    "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.CHUNKED, False, 512, 8192),
+    # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
+    # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
+    "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192),
     # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
     "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192),
     # TGI: vLLM-like paged attention; treated like vLLM.

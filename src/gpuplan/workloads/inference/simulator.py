@@ -169,73 +169,82 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         n_verify = 0  # decoding sequences this step (after any preemption)
         # n_dec: decoding sequences, counted when the last step advanced (admissions add prefills only)
         budget_tok = max_tokens - (n_dec * spec_q if sched == 2 else 0)
-        # grow decode KV; preempt the latest admitted when out of blocks
-        j = 0
-        while j < nrun:
-            s_q[j] = 0
-            if s_pref[j] < s_tgt[j]:
-                rem = s_tgt[j] - s_pref[j]
-                if sched == 2:
-                    q = min(rem, budget_tok)
-                elif sched == 1:
-                    q = rem if (rem <= budget_tok or pf_tok == 0) else 0
-                else:
-                    q = rem
-                if q > 0:
-                    c = s_pref[j]
-                    newb = _seq_bytes(c + q - s_cached[j], block, g_bytes, w_bytes, w_blocks_cap)
-                    if grow and used - s_alloc[j] + newb > budget:
-                        q = 0
+        # grow decode KV; preempt the latest admitted when out of blocks. Prefill-first (sched 3): a
+        # first walk runs prompt chunks only (phase 1); the decoders run, in a second walk (phase 2),
+        # only when no prompt chunk could
+        phase = 1 if sched == 3 else 0
+        while True:
+            j = 0
+            while j < nrun:
+                s_q[j] = 0
+                if s_pref[j] < s_tgt[j]:
+                    if phase != 2:  # (phase 2: prompts wait)
+                        rem = s_tgt[j] - s_pref[j]
+                        if sched >= 2:
+                            q = min(rem, budget_tok)
+                        elif sched == 1:
+                            q = rem if (rem <= budget_tok or pf_tok == 0) else 0
+                        else:
+                            q = rem
+                        if q > 0:
+                            c = s_pref[j]
+                            newb = _seq_bytes(c + q - s_cached[j], block, g_bytes, w_bytes, w_blocks_cap)
+                            if grow and used - s_alloc[j] + newb > budget:
+                                q = 0
+                            else:
+                                if grow:
+                                    used += newb - s_alloc[j]
+                                    s_alloc[j] = newb
+                                    s_cap[j] = (c + q - s_cached[j] + block - 1) // block * block
+                                s_q[j] = q
+                                budget_tok -= q
+                                n_tok += q
+                                pf_tok += q
+                                pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
+                                pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
+                                pf_kv += c + q
+                                if c + q >= s_tgt[j]:
+                                    n_seq += 1  # samples its next token this step
+                elif phase != 1 and s_gen[j] < s_steps[j]:
+                    if spec_on:  # tokens so far: the prefill's one + spec_e per verify step (capped)
+                        ctx = s_in[j] + min(s_out[j], int(1.0 + (s_gen[j] - 1) * spec_e))
                     else:
-                        if grow:
+                        ctx = s_in[j] + s_gen[j]
+                    if grow:
+                        need = ctx + spec_q - s_cached[j]  # the step writes KV for spec_q positions
+                        cross = need > s_cap[j]  # needs another block (else newb == s_alloc: `used` is unchanged)
+                        newb = _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else s_alloc[j]
+                        while used - s_alloc[j] + newb > budget and nrun - 1 > j:
+                            # preempt the most recently admitted sequence (recompute later)
+                            v = nrun - 1
+                            rv = s_r[v]
+                            used -= s_alloc[v]
+                            alloc[rv] = 0.0
+                            if spec_on:
+                                target[rv] = s_in[v] + min(s_out[v], int(1.0 + (s_gen[v] - 1) * spec_e))
+                            else:
+                                target[rv] = s_in[v] + s_gen[v]
+                            prefilled[rv] = s_cached[v]
+                            generated[rv] = s_gen[v]
+                            preempted[npre] = rv
+                            npre += 1
+                            nrun -= 1
+                            preemptions += 1
+                        if cross:
                             used += newb - s_alloc[j]
                             s_alloc[j] = newb
-                            s_cap[j] = (c + q - s_cached[j] + block - 1) // block * block
-                        s_q[j] = q
-                        budget_tok -= q
-                        n_tok += q
-                        pf_tok += q
-                        pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
-                        pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
-                        pf_kv += c + q
-                        if c + q >= s_tgt[j]:
-                            n_seq += 1  # samples its next token this step
-            elif s_gen[j] < s_steps[j]:
-                if spec_on:  # tokens so far: the prefill's one + spec_e per verify step (capped)
-                    ctx = s_in[j] + min(s_out[j], int(1.0 + (s_gen[j] - 1) * spec_e))
-                else:
-                    ctx = s_in[j] + s_gen[j]
-                if grow:
-                    need = ctx + spec_q - s_cached[j]  # the step writes KV for spec_q positions
-                    cross = need > s_cap[j]  # needs another block (else newb == s_alloc: `used` is unchanged)
-                    newb = _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else s_alloc[j]
-                    while used - s_alloc[j] + newb > budget and nrun - 1 > j:
-                        # preempt the most recently admitted sequence (recompute later)
-                        v = nrun - 1
-                        rv = s_r[v]
-                        used -= s_alloc[v]
-                        alloc[rv] = 0.0
-                        if spec_on:
-                            target[rv] = s_in[v] + min(s_out[v], int(1.0 + (s_gen[v] - 1) * spec_e))
-                        else:
-                            target[rv] = s_in[v] + s_gen[v]
-                        prefilled[rv] = s_cached[v]
-                        generated[rv] = s_gen[v]
-                        preempted[npre] = rv
-                        npre += 1
-                        nrun -= 1
-                        preemptions += 1
-                    if cross:
-                        used += newb - s_alloc[j]
-                        s_alloc[j] = newb
-                        s_cap[j] = (need + block - 1) // block * block
-                s_q[j] = 1
-                n_verify += 1
-                n_tok += spec_q
-                n_seq += spec_q
-                ctx_g += ctx
-                ctx_w += ctx if (window <= 0 or ctx < window) else window
-            j += 1
+                            s_cap[j] = (need + block - 1) // block * block
+                    s_q[j] = 1
+                    n_verify += 1
+                    n_tok += spec_q
+                    n_seq += spec_q
+                    ctx_g += ctx
+                    ctx_w += ctx if (window <= 0 or ctx < window) else window
+                j += 1
+            if phase == 1 and pf_tok == 0:
+                phase = 2
+                continue
+            break
         if n_tok == 0:
             # nothing runnable (memory-blocked prompts): wait for the next arrival or give up
             if next_wait < n and arrival[next_wait] > now and arrival[next_wait] < np.inf:

@@ -5,16 +5,20 @@ The reference loop walks every running sequence at every engine step (build the 
 advance it), O(batch) per step. Between events a decoding sequence does nothing but add one token,
 so this loop keeps decode state implicitly and touches a sequence only when something happens to it:
 
-- a decoding request r stores `key_r = input_len + generated - steps` (its context minus the global
-  step counter t), so its context at step t is `key_r + t` and the batch's summed context is
-  `sum(key) + n_dec * t` (an integer, exactly the reference's `ctx_g`). Sliding-window layers read
-  `min(ctx, w)`: requests below the window and those capped at it are summed apart, and a min-heap
+- a decoding request r stores `key_r = input_len + generated - t` (its context minus the global
+  decode-step counter t: engine steps that ran the decoders, which is every step except the
+  prefill-only steps of the prefill-first scheduler), so its context at decode step t is `key_r + t`
+  and the batch's summed context is `sum(key) + n_dec * t` (an integer, exactly the reference's
+  `ctx_g`); every step index below (completion, window, KV block) counts decode steps.
+  Sliding-window layers read `min(ctx, w)`: requests below the window and those capped at it are summed apart, and a min-heap
   of the step each one reaches the window moves it across (once);
 - completion: each decoder's last step `out_steps - (generated - t)` sits in a min-heap;
 - KV blocks (vLLM-style allocation as the sequence grows): a decoder needs a new block at step
   `tc_r` (first step whose write position passes its allocated capacity); it sits in ring bucket
   `tc_r mod block` and after a crossing its next `tc_r` is at most `block` steps later, so each step
   visits one bucket only;
+- a request enters the decoding state in one place, at the top of a step: prompts that finished
+  prefill in the last step (queued in `to_dec`), then admitted requests whose prompt is all in KV;
 - prompts being prefilled (usually none or one) are kept in a list in admission order, and the
   running set in a doubly-linked list in admission order (the reference's slot order: the chunked
   token budget goes in this order and preemption takes the tail).
@@ -25,7 +29,8 @@ reference's rules (prompt chunks refused, the latest admitted preempted), so evi
 reference's decision sequence. Step time, clock and trace use the same expressions in the same
 order as the reference, so the results are the reference's bit for bit where KV bytes per token
 are integers (every sum of them is then exact); tests/inference/test_simulator_events.py checks
-it on every scheduler, eviction, windows, prefix caching and CUDA-graph padding.
+it on every scheduler (prefill-first included), eviction, windows, prefix caching and CUDA-graph
+padding.
 
 Speculative decoding (context `input + min(out, 1 + (gen - 1) e)`, not linear in steps) runs on
 the reference loop.
@@ -111,10 +116,10 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     gen = np.zeros(n, np.int64)  # tokens sampled (materialised while not decoding)
     alloc = np.zeros(n)  # KV bytes held
     nblk = np.zeros(n, np.int64)  # KV blocks held (grow mode): they take nblk * block tokens
-    key = np.zeros(n, np.int64)  # decoders: context - steps
+    key = np.zeros(n, np.int64)  # decoders: context - decode steps
     dec = np.zeros(n, np.bool_)  # decoding
     below = np.zeros(n, np.bool_)  # decoding below the sliding window
-    tfin = np.full(n, -1, np.int64)  # decoders: value of `steps` after their last step
+    tfin = np.full(n, -1, np.int64)  # decoders: decode-step count after their last step
     twin = np.full(n, -1, np.int64)  # decoders below the window: first step at context >= window
     tc = np.full(n, -1, np.int64)  # decoders (grow): step of the next KV block
     pq = np.zeros(n, np.int64)  # prompt tokens run this step
@@ -156,6 +161,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     s_below = 0
     n_capped = 0
     n_dec_last = 0  # decoders counted when the last step advanced (chunked budget)
+    # requests that start decoding at the next step (prompts done), entered at its top
+    to_dec = np.empty(max(1, min(max_seqs, n)), np.int64)
+    n_to_dec = 0
     preempted = np.empty(n, np.int64)
     npre = 0
     next_wait = 0
@@ -173,8 +181,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     ntr = 0
     stride = 1
     next_trace = 1  # the next step that is a multiple of `stride` (the reference's steps % stride == 0)
+    td = 0  # decode steps so far (= steps except under prefill-first, where prefill steps stall decodes)
     while done < n:
-        t = steps
+        t = td
         # ---- admission (the reference's rules; appended to the running and prefill lists) ------
         admit_from = tail
         if sched == 0:
@@ -235,6 +244,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 tail = r
                 nrun += 1
         # newly admitted: prompts join the prefill list; a prompt already all in KV decodes at once
+        # (after the prompts that finished prefill in the last step)
         r = nx[admit_from] if admit_from >= 0 else head
         while r >= 0:
             if pref[r] < tgt[r]:
@@ -246,34 +256,41 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     phead = r
                 ptail = r
             elif gen[r] < out_steps[r]:
-                k_r = in_len[r] + gen[r] - t
-                key[r] = k_r
-                dec[r] = True
-                n_dec += 1
-                s_key += k_r
-                tfin[r] = out_steps[r] - (gen[r] - t)
-                if fn == hcap:
-                    fn = _heap_compact(fk, fv, fn, dec, tfin)
-                fn = _heap_push(fk, fv, fn, tfin[r], r)
-                if window > 0 and k_r + t < window:
-                    below[r] = True
-                    n_below += 1
-                    s_below += k_r
-                    twin[r] = window - k_r
-                    if wn == hcap:
-                        wn = _heap_compact(wk, wv, wn, below, twin)
-                    wn = _heap_push(wk, wv, wn, twin[r], r)
-                elif window > 0:
-                    n_capped += 1
-                if grow:
-                    c_r = nblk[r] * block + cached[r] - k_r
-                    tc[r] = c_r if c_r > t else t
-                    b = tc[r] % block
-                    ring_b[r] = b
-                    ring_p[r] = ring_n[b]
-                    ring[b, ring_n[b]] = r
-                    ring_n[b] += 1
+                to_dec[n_to_dec] = r
+                n_to_dec += 1
             r = nx[r]
+        # new decoders enter the decoding state at step t: key (context - t), last step on the
+        # completion heap, below the window (window heap) or capped at it, next KV-block step in the ring
+        for i in range(n_to_dec):
+            r = to_dec[i]
+            k_r = in_len[r] + gen[r] - t
+            key[r] = k_r
+            dec[r] = True
+            n_dec += 1
+            s_key += k_r
+            tfin[r] = out_steps[r] - (gen[r] - t)
+            if fn == hcap:
+                fn = _heap_compact(fk, fv, fn, dec, tfin)
+            fn = _heap_push(fk, fv, fn, tfin[r], r)
+            if window > 0 and k_r + t < window:
+                below[r] = True
+                n_below += 1
+                s_below += k_r
+                twin[r] = window - k_r
+                if wn == hcap:
+                    wn = _heap_compact(wk, wv, wn, below, twin)
+                wn = _heap_push(wk, wv, wn, twin[r], r)
+            elif window > 0:
+                n_capped += 1
+            if grow:
+                c_r = nblk[r] * block + cached[r] - k_r
+                tc[r] = c_r if c_r > t else t
+                b = tc[r] % block
+                ring_b[r] = b
+                ring_p[r] = ring_n[b]
+                ring[b, ring_n[b]] = r
+                ring_n[b] += 1
+        n_to_dec = 0
         if nrun == 0:
             if next_wait < n and arrival[next_wait] < np.inf:
                 now = max(now, arrival[next_wait])
@@ -292,9 +309,41 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 n_below -= 1
                 s_below -= key[r]
                 n_capped += 1
+        n_tok = 0
+        n_seq = 0
+        pairs_g = 0.0
+        pairs_w = 0.0
+        pf_kv = 0.0
+        pf_tok = 0
+        if sched == 3:
+            # prefill-first: prompt chunks only, in admission order (a chunk whose KV does not fit
+            # is refused); the decoders run only if no chunk could
+            r = phead
+            while r >= 0:
+                pq[r] = 0
+                q = min(tgt[r] - pref[r], budget_tok)
+                if q > 0:
+                    c = pref[r]
+                    newb = _seq_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    if not grow or used - alloc[r] + newb <= budget:
+                        if grow:
+                            used += newb - alloc[r]
+                            alloc[r] = newb
+                            nblk[r] = (c + q - cached[r] + block - 1) // block
+                        pq[r] = q
+                        budget_tok -= q
+                        n_tok += q
+                        pf_tok += q
+                        pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
+                        pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
+                        pf_kv += c + q
+                        if c + q >= tgt[r]:
+                            n_seq += 1
+                r = pnx[r]
+        dec_run = pf_tok == 0 or sched != 3  # the decoders run this step
         # does everything this step asks for fit in KV memory? (then no refusal, no preemption)
         fits = True
-        if grow:
+        if grow and dec_run:
             demand = 0.0
             b = t % block
             for i in range(ring_n[b]):
@@ -311,7 +360,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     demand += newb - alloc[r]
             bt = budget_tok
             pft = 0
-            r = phead
+            r = phead if sched != 3 else -1
             while r >= 0:
                 rem = tgt[r] - pref[r]
                 if sched == 2:
@@ -324,14 +373,8 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     pft += q
                 r = pnx[r]
             fits = used + demand <= budget
-        n_tok = 0
-        n_seq = 0
-        pairs_g = 0.0
-        pairs_w = 0.0
-        pf_kv = 0.0
-        pf_tok = 0
         if fits:
-            if grow:
+            if grow and dec_run:
                 b = t % block
                 i = 0
                 while i < ring_n[b]:
@@ -360,7 +403,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                         ring_n[nbk] += 1
                     else:
                         i += 1
-            r = phead
+            r = phead if sched != 3 else -1
             while r >= 0:
                 pq[r] = 0
                 rem = tgt[r] - pref[r]
@@ -393,6 +436,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
             r = head
             while r >= 0:
                 if pref[r] < tgt[r]:
+                    if sched == 3:  # prefill-first: no chunk could run, the decoders do
+                        r = nx[r]
+                        continue
                     pq[r] = 0
                     rem = tgt[r] - pref[r]
                     if sched == 2:
@@ -477,13 +523,16 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                             ring[nbk, ring_n[nbk]] = r
                             ring_n[nbk] += 1
                 r = nx[r]
-        n_tok += n_dec
-        n_seq += n_dec
-        ctx_g = s_key + n_dec * t
-        if window > 0:
-            ctx_w = s_below + n_below * t + n_capped * window
-        else:
-            ctx_w = ctx_g
+        ctx_g = 0
+        ctx_w = 0
+        if dec_run:
+            n_tok += n_dec
+            n_seq += n_dec
+            ctx_g = s_key + n_dec * t
+            if window > 0:
+                ctx_w = s_below + n_below * t + n_capped * window
+            else:
+                ctx_w = ctx_g
         if n_tok == 0:
             if next_wait < n and arrival[next_wait] > now and arrival[next_wait] < np.inf:
                 now = arrival[next_wait]
@@ -510,7 +559,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
             dt *= step_scale
         now += dt
         steps += 1
-        t1 = steps
+        if dec_run:
+            td += 1
+        t1 = td
         # ---- advance: prompts that ran; decoders that finish ----------------------------------
         r = phead
         while r >= 0:
@@ -550,34 +601,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                                 tail = pv[r]
                         else:
                             batch_left -= 1
-                    else:
-                        k_r = in_len[r] + gen[r] - t1
-                        key[r] = k_r
-                        dec[r] = True
-                        n_dec += 1
-                        s_key += k_r
-                        tfin[r] = out_steps[r] - (gen[r] - t1)
-                        if fn == hcap:
-                            fn = _heap_compact(fk, fv, fn, dec, tfin)
-                        fn = _heap_push(fk, fv, fn, tfin[r], r)
-                        if window > 0 and k_r + t1 < window:
-                            below[r] = True
-                            n_below += 1
-                            s_below += k_r
-                            twin[r] = window - k_r
-                            if wn == hcap:
-                                wn = _heap_compact(wk, wv, wn, below, twin)
-                            wn = _heap_push(wk, wv, wn, twin[r], r)
-                        elif window > 0:
-                            n_capped += 1
-                        if grow:
-                            c_r = nblk[r] * block + cached[r] - k_r
-                            tc[r] = c_r if c_r > t1 else t1
-                            b = tc[r] % block
-                            ring_b[r] = b
-                            ring_p[r] = ring_n[b]
-                            ring[b, ring_n[b]] = r
-                            ring_n[b] += 1
+                    else:  # decodes from the next step on (its last step is later than t1)
+                        to_dec[n_to_dec] = r
+                        n_to_dec += 1
             r = r_next
         while fn > 0 and fk[0] <= t1:
             r = fv[0]
@@ -621,7 +647,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     tail = pv[r]
             else:
                 batch_left -= 1
-        n_dec_last = n_dec
+        n_dec_last = n_dec + n_to_dec
         if sched == 0 and batch_left == 0:
             for j in range(nbatch):
                 used -= alloc[batch[j]]
