@@ -131,3 +131,23 @@ def test_datasets_found_in_row_text():
     assert requests_in_text("ShareGPT 200 prompts (variable lengths)", share) == 200
     assert requests_in_text("OpenOrca 24,576 samples", orca) == 24576
     assert requests_in_text("ShareGPT prompts", share) is None
+
+
+@pytest.mark.parametrize("spec, side_limit, message", [
+    # validation_rules: MAX_INPUT_TOKENS = 2^20 = 1,048,576 prompt tokens, MAX_OUTPUT_TOKENS = 32,768
+    ("9223372036854775807", 2**20, "length must be <= 1,048,576 tokens"),
+    ("uniform:1:2000000", 2**20, "HI must be <= 1,048,576 tokens"),
+    ("lognormal:40000:1", 32_768, "mean must be <= 32,768 tokens"),
+    ("100:max=40000", 32_768, "max must be <= 32,768 tokens"),
+    ("lognormal:100:1e300", 2**20, "lognormal cv must be <= 100"),
+])
+def test_lengths_beyond_the_simulator_bounds_are_refused(spec, side_limit, message):
+    with pytest.raises(InputError, match=message):
+        parse_length_spec(spec, "input_dist", side_limit)
+
+
+def test_draws_are_capped_at_the_side_limit():
+    # normal:100:1e300: half the draws are astronomically large; each is capped at the limit before
+    # the integer cast (no int64 wrap-around to negative lengths), the rest redrawn until >= 1 token
+    out = parse_length_spec("normal:100:1e300", "output_dist", 32_768).sample(np.random.default_rng(0), 1000)
+    assert out.min() >= 1 and out.max() == 32_768

@@ -33,6 +33,7 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
+from gpuplan.validation_rules import MAX_INPUT_TOKENS, MAX_OUTPUT_TOKENS
 
 #: Coefficient of variation (std / mean) of a dataset side whose sources state only its mean
 #: (catalog datasets with shape = "mean-only"): 1.0 is the exponential distribution's, the
@@ -46,6 +47,9 @@ MEAN_ONLY_CV = knobs.register(
     fitted_on=("vllmci",))
 
 KINDS = ("fixed", "uniform", "normal", "lognormal")
+#: largest lognormal coefficient of variation accepted (sigma^2 = ln(1 + cv^2) = 9.2: a median 1/100 of
+#: the mean; published request-length CVs are about 0.5-3, e.g. ShareGPT outputs)
+MAX_LOGNORMAL_CV = 100.0
 _ALLOWED = "N, fixed:N, uniform:LO:HI, normal:MEAN:STD, lognormal:MEAN:CV (optionally :max=M)"
 
 
@@ -57,6 +61,7 @@ class LengthSpec:
     a: float
     b: float = 0.0
     max_tokens: int | None = None
+    limit: int = MAX_INPUT_TOKENS  # the simulator's bound for this side (validation_rules); draws are capped at it
 
     @property
     def mean(self) -> float:
@@ -75,13 +80,12 @@ class LengthSpec:
             while bad.any():  # truncation at >= 1 token: redraw what would round below 1
                 x[bad] = rng.normal(self.a, self.b, int(bad.sum()))
                 bad = x < 0.5
-            out = np.rint(x).astype(np.int64)
+            out = np.rint(np.minimum(x, self.limit)).astype(np.int64)  # capped before the cast (huge STD)
         else:  # lognormal with mean a and coefficient of variation b
             sigma2 = math.log1p(self.b ** 2)
-            out = np.maximum(1, np.rint(rng.lognormal(math.log(self.a) - sigma2 / 2, math.sqrt(sigma2), n))).astype(np.int64)
-        if self.max_tokens is not None:
-            out = np.minimum(out, self.max_tokens)
-        return out
+            x = rng.lognormal(math.log(self.a) - sigma2 / 2, math.sqrt(sigma2), n)
+            out = np.rint(np.clip(x, 1, self.limit)).astype(np.int64)
+        return np.minimum(out, self.limit if self.max_tokens is None else min(self.max_tokens, self.limit))
 
     def describe(self) -> str:
         body = {"fixed": f"fixed:{self.a:g}", "uniform": f"uniform:{self.a:g}:{self.b:g}",
@@ -103,8 +107,21 @@ def _num(text: str, field: str, spec: str) -> float:
     return v
 
 
-def parse_length_spec(spec: str, field: str = "length") -> LengthSpec:
-    """A LengthSpec from its string (module docstring); a one-line InputError naming `field` else."""
+def parse_length_spec(spec: str, field: str = "length", limit: int = MAX_INPUT_TOKENS) -> LengthSpec:
+    """A LengthSpec from its string (module docstring); a one-line InputError naming `field` else.
+    `limit`: the most tokens this side may have (validation_rules.MAX_INPUT_TOKENS for prompts,
+    MAX_OUTPUT_TOKENS for outputs: the simulator runs prefill chunk by chunk and decode step by step);
+    a fixed length, a range's top, a mean or a cap above it is refused, and draws are capped at it."""
+    spec_out = _parse_length_spec(spec, field)
+    top = {"fixed": spec_out.a, "uniform": spec_out.b}.get(spec_out.kind, spec_out.a)
+    for what, v in (("length" if spec_out.kind == "fixed" else "HI" if spec_out.kind == "uniform" else "mean", top),
+                    ("max", spec_out.max_tokens)):
+        if v is not None and v > limit:
+            raise InputError(f"{field}: {what} must be <= {limit:,} tokens, got {v:g}", field=field)
+    return LengthSpec(spec_out.kind, spec_out.a, spec_out.b, spec_out.max_tokens, limit)
+
+
+def _parse_length_spec(spec: str, field: str) -> LengthSpec:
     text = str(spec).strip().lower()
     parts = [p for p in text.split(":") if p != ""]
     if not parts:
@@ -138,6 +155,8 @@ def parse_length_spec(spec: str, field: str = "length") -> LengthSpec:
         raise InputError(f"{field}: {kind} mean must be >= 1 token, got {mean:g}", field=field)
     if second < 0:
         raise InputError(f"{field}: {kind} {'std' if kind == 'normal' else 'cv'} must be >= 0, got {second:g}", field=field)
+    if kind == "lognormal" and second > MAX_LOGNORMAL_CV:
+        raise InputError(f"{field}: lognormal cv must be <= {MAX_LOGNORMAL_CV:g}, got {second:g}", field=field)
     if second == 0:
         return LengthSpec("fixed", float(round(mean)), max_tokens=cap)
     return LengthSpec(kind, mean, second, cap)
@@ -173,10 +192,13 @@ def load_pairs(path: str | Path, field: str = "lengths") -> PairedLengths:
     try:
         ins = np.array([int(float(r[pair[0]])) for r in rows], dtype=np.int64)
         outs = np.array([int(float(r[pair[1]])) for r in rows], dtype=np.int64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{field}: {path}: non-numeric cell ({exc})", field=field) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InputError(f"{field}: {path}: non-numeric or out-of-range cell ({exc})", field=field) from None
     if (ins < 1).any() or (outs < 1).any():
         raise InputError(f"{field}: {path}: token counts must be >= 1", field=field)
+    if (ins > MAX_INPUT_TOKENS).any() or (outs > MAX_OUTPUT_TOKENS).any():
+        raise InputError(f"{field}: {path}: input lengths must be <= {MAX_INPUT_TOKENS:,} and output lengths "
+                         f"<= {MAX_OUTPUT_TOKENS:,} tokens", field=field)
     return PairedLengths(ins, outs, str(path))
 
 
@@ -216,7 +238,8 @@ def dataset_lengths(ds, field: str = "lengths") -> RequestLengths:
     """The RequestLengths of a catalog dataset `ds` (gpuplan.catalog.datasets.Dataset, resolved by the
     caller: workloads do not read the catalog): its specs, with a "mean-only" side drawn lognormal at
     its mean with CV knob `serving.lengths.mean_only_cv`, capped at the side's max."""
-    sides = [parse_length_spec(ds.input, f"{field}.input"), parse_length_spec(ds.output, f"{field}.output")]
+    sides = [parse_length_spec(ds.input, f"{field}.input"),
+             parse_length_spec(ds.output, f"{field}.output", MAX_OUTPUT_TOKENS)]
     cv = knobs.value("serving.lengths.mean_only_cv")
     if ds.shape == "mean-only" and cv > 0:
         sides = [LengthSpec("lognormal", s.mean, cv, s.max_tokens) if s.kind == "fixed" else s for s in sides]
@@ -244,7 +267,8 @@ def request_lengths(input_len: int, output_len: int, *, input_dist: str | None =
         if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
             raise InputError(f"{f}: must be a whole number >= 1 token, got {v!r}", field=f)
     return RequestLengths(parse_length_spec(input_dist, "input_dist") if input_dist else fixed(int(input_len)),
-                          parse_length_spec(output_dist, "output_dist") if output_dist else fixed(int(output_len)))
+                          parse_length_spec(output_dist, "output_dist", MAX_OUTPUT_TOKENS) if output_dist
+                          else fixed(int(output_len)))
 
 
 @dataclass(frozen=True)
