@@ -51,10 +51,11 @@ BASE_CONFIGS = ["google--gemma-2-9b.json", "deepseek-ai--DeepSeek-V3.json", "mis
                 "openai-community--gpt2.json", "openai--gpt-oss-20b.json"]
 
 
-def _invoke(args: list[str]) -> None:
+def _invoke(args: list[str]) -> int:
     result = run_case(args)
     why = judge(args, result)
     assert why is None, f"gpuplan {' '.join(args)}: {why}"
+    return result.exit_code
 
 
 def _tmpdir() -> Path:
@@ -191,4 +192,7 @@ def test_crafted_npy(shape, dtype, truncate):
     if truncate:
         raw = path.read_bytes()
         path.write_bytes(raw[: max(0, len(raw) - 4 * truncate)])
-    _invoke(["formats", "compare", str(path), "--json"])
+    code = _invoke(["formats", "compare", str(path), "--json"])
+    # truncated files, empty arrays and non-numeric dtypes (bool, complex, strings) are refused:
+    # "allowed: integer or floating-point" (formats.tensorfile._read_npy); an intact numeric array is compared
+    assert code == (2 if truncate or dtype in ("bool", "complex64", "U3") or 0 in shape else 0)
