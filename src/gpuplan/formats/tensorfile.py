@@ -128,7 +128,7 @@ def _read_npy(p: Path) -> np.ndarray:
             header_end = fh.tell()
     except (ValueError, EOFError, OSError, SyntaxError, TypeError) as exc:
         raise InputError(f"{p}: not a readable .npy file ({one_line(exc)})", field="file") from None
-    if dtype.hasobject or dtype.kind not in "iuf" and dtype not in NAMES:
+    if dtype.hasobject or dtype.kind == "b" or dtype.kind not in "iuf" and dtype not in NAMES:
         raise InputError(f"{p}: .npy dtype {dtype} is not numeric; allowed: integer or floating-point", field="file")
     count = 1
     for dim in shape:
