@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuplan import api
-from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.models import load_model
 from gpuplan.workloads.training.plan_search import (
@@ -23,13 +22,6 @@ from gpuplan.workloads.training.plan_search import (
 from gpuplan.workloads.training.step_time import estimate_step_time
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def h100():
-    c = load_catalog()
-    system = c.system("dgx-h100")
-    return system, c.gpu(system.gpu)
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,12 @@ from __future__ import annotations
 import pytest
 
 from gpuplan import knobs
-from gpuplan.catalog import load_catalog
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
 from gpuplan.specs import Precision, Sharding, TrainPlan
 from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
 from gpuplan.workloads.training.memory import training_memory
 from gpuplan.workloads.training.step_time import estimate_step_time
-
-
-@pytest.fixture(scope="module")
-def h100():
-    c = load_catalog()
-    system = c.system("dgx-h100")
-    return system, c.gpu(system.gpu)
 
 
 @pytest.fixture(scope="module")

@@ -7,20 +7,12 @@ import itertools
 
 import pytest
 
-from gpuplan.catalog import load_catalog
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
 from gpuplan.specs import Recompute, Sharding, TrainPlan
 from gpuplan.workloads.training.memory import training_memory
 from gpuplan.workloads.training.plan_search import SearchSpace, search_plans
 from gpuplan.workloads.training.step_time import estimate_step_time
-
-
-@pytest.fixture(scope="module")
-def h100():
-    c = load_catalog()
-    system = c.system("dgx-h100")
-    return system, c.gpu(system.gpu)
 
 
 def test_uneven_pipeline_split_is_searched(h100):
