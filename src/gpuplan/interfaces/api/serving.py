@@ -138,7 +138,8 @@ def serve_run(
     try:
         kind = SchedulerKind(scheduler)
     except ValueError:
-        raise InputError(f"scheduler: unknown '{scheduler}'; allowed: static, continuous, chunked, prefill-first", field="scheduler") from None
+        raise InputError(f"scheduler: unknown '{scheduler}'; allowed: {', '.join(k.value for k in SchedulerKind)}",
+                         field="scheduler") from None
     positive(tp, "tp")
     positive(pp, "pp")
     positive(ep, "ep")
