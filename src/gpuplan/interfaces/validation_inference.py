@@ -4,7 +4,8 @@ Load given by the row:
 - `batch`: a static batch of that many requests (one batch: prefill, then decode to the end);
 - `concurrency`: a closed loop with that many requests in flight (latency means over its steady state:
   the initial burst of `concurrency` requests, all arriving at t = 0, is left out);
-- `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory;
+- `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory; as
+  many requests as the run had (`run_requests`: stated in the row, else the benchmark's default);
 - `request_rate`: a Poisson open loop.
 The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
 `num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas). With
@@ -18,6 +19,7 @@ Latency metrics are means over requests (`ttft_ms`, `tpot_ms`, `e2e_latency_ms`)
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -195,12 +197,34 @@ def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | Non
                           lengths_fixed(out_len) if out_len else lengths.output, name=ds.id), ds
 
 
-def _dataset_requests(row: dict[str, str], ds) -> int | None:
-    """Requests of a max-load run on a dataset: a `requests` column, else a count the notes state
-    beside the dataset's name ("200 ShareGPT prompts"), else the dataset's own sample count."""
+#: A request count stated for the run in a row's notes or source: "with 500 requests", "1,500
+#: prompts" (a rate such as "2 requests/s" or "16 requests per second" is not a count).
+_STATED_REQUESTS = re.compile(r"(?<![\d.,])(\d[\d,]*)\s+(?:requests|prompts)\b(?!\s*(?:/|per\b))")
+
+
+def run_requests(row: dict[str, str], ds=None) -> int | None:
+    """Requests of the row's benchmark run (max-load and Poisson rows): a `requests` column; else,
+    for a dataset row, a count stated beside the dataset's name ("200 ShareGPT prompts"); else a
+    count stated for the run in the notes or the source ("generated ... with 500 requests"; the
+    first one, rates excluded); else the dataset's own sample count; None if nothing states it.
+
+    A finite run matters at max load: every request arrives at t = 0, so the run's throughput is
+    total output / (ramp-up + steady state + drain), and how many requests share the steady state
+    (and so the batch and its step time) is min(N, what the engine admits)."""
     from gpuplan.catalog.datasets import requests_in_text
 
-    return _int(row, "requests") or requests_in_text(row.get("notes") or "", ds) or ds.requests
+    n = _int(row, "requests")
+    if n:
+        return n
+    if ds is not None:
+        n = requests_in_text(row.get("notes") or "", ds)
+        if n:
+            return n
+    for text in (row.get("notes") or "", row.get("source") or ""):
+        m = _STATED_REQUESTS.search(text.lower())
+        if m and int(m.group(1).replace(",", "")) > 0:
+            return int(m.group(1).replace(",", ""))
+    return ds.requests if ds is not None else None
 
 
 def predict_row(row: dict[str, str]) -> Prediction:
@@ -267,6 +291,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
                               max_batch_tokens=tokens, max_batch_seqs=bs)
             notes.append(f"trtllm-bench limits max_batch_size={bs} max_num_tokens={tokens}")
         steps = step_time_model(dep)
+        stated = run_requests(row, dataset)
         rng = np.random.default_rng(VALIDATION_SEED)
         lens = dict(lengths=lengths)
         if batch:
@@ -275,13 +300,15 @@ def predict_row(row: dict[str, str]) -> Prediction:
             wl = make_workload(rng, max(4 * conc, 200), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
         elif rate:
             n = MAX_LOAD_REQUESTS
-            if dataset is not None and _dataset_requests(row, dataset):  # the run's / dataset's request count
-                n = max(1, -(-_dataset_requests(row, dataset) // groups))
+            if stated:  # the run's / dataset's request count
+                n = max(1, -(-stated // groups))
+                notes.append(f"{stated} requests in the run")
             wl = make_workload(rng, n, ArrivalKind.POISSON, rate=float(rate) / groups, **lens)
         elif max_load:
             fit = mem.max_concurrent_sequences(in_len + out_len)
-            if dataset is not None and _dataset_requests(row, dataset):  # the run's / dataset's request count
-                n = max(1, -(-_dataset_requests(row, dataset) // groups))
+            if stated:  # the run's / dataset's request count
+                n = max(1, -(-stated // groups))
+                notes.append(f"{stated} requests in the run")
             elif engine.bench_limits:  # trtllm-bench's documented request count, spread over the attention groups
                 n = max(1, -(-trtllm_bench_requests(in_len, out_len) // adp))
             else:
