@@ -57,11 +57,16 @@ Defaults for empty cells (documented, the same for every row):
   precision there is bf16 with FlashAttention, no implied recompute.
   `fsdp` rows (PyTorch FSDP via Composer / llm-foundry, whose published MPT benchmark tables date
   from 2023) run FlashAttention v1: llm-foundry's `gpu` extra pinned flash-attn==1.0.3.post0 until
-  its FlashAttention-2 extra was added. A user's own file can state other kernels only through
-  the framework column; this is the documented default, the same for every row.
+  its FlashAttention-2 extra was added. This is the documented default, the same for every row;
+  a row that states its kernel overrides it (`stated_attention_kernel`): an `attention_kernel`
+  column (flash, flash_v1, unfused), or notes naming Megatron's unfused backend ("unfused attention
+  backend", `--attention-backend unfused`: core_attention.DotProductAttention, which materialises
+  the b x a x s x s scores and keeps the softmax output for its backward).
 """
 
 from __future__ import annotations
+
+import re
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.validation_types import Prediction, SkipRow
@@ -197,11 +202,36 @@ def framework_from_row(row: dict[str, str]) -> Framework:
         return Framework.OTHER
 
 
+#: Notes that state Megatron's unfused attention backend (`--attention-backend unfused`, Megatron-LM
+#: arguments.py AttnBackend.unfused): "unfused attention", "attention backend: unfused", ...
+_STATED_UNFUSED = re.compile(r"\bunfused attention\b|attention[-_ ]backend[ :=]+unfused\b")
+
+
+def stated_attention_kernel(row: dict[str, str]) -> AttentionKernel | None:
+    """The attention kernel the row states: its `attention_kernel` column (a SkipRow naming the
+    allowed values when it is not one), else UNFUSED when the notes name the unfused backend, else
+    None (the documented default applies, `attention_kernel_from_row`)."""
+    raw = _cell(row, "attention_kernel").lower()
+    if raw:
+        try:
+            return AttentionKernel(raw)
+        except ValueError:
+            allowed = ", ".join(k.value for k in AttentionKernel)
+            raise SkipRow(f"attention_kernel: '{raw}' is not one of {allowed}") from None
+    if _STATED_UNFUSED.search(_cell(row, "notes").lower()):
+        return AttentionKernel.UNFUSED
+    return None
+
+
 def attention_kernel_from_row(row: dict[str, str], framework: Framework,
                               gpu_architecture: str | None = None) -> AttentionKernel:
-    """Unfused attention for fp16 (or unstated precision) Megatron / DeepSpeed rows on pre-Hopper
-    GPUs (`legacy_stack`), FlashAttention v1 for `fsdp` (Composer / llm-foundry) rows,
-    FlashAttention-2 otherwise; see module doc."""
+    """The kernel the row states (`stated_attention_kernel`); else unfused attention for fp16 (or
+    unstated precision) Megatron / DeepSpeed rows on pre-Hopper GPUs (`legacy_stack`),
+    FlashAttention v1 for `fsdp` (Composer / llm-foundry) rows, FlashAttention-2 otherwise; see
+    module doc."""
+    stated = stated_attention_kernel(row)
+    if stated is not None:
+        return stated
     if legacy_stack(row, framework, gpu_architecture):
         return AttentionKernel.UNFUSED
     if framework is Framework.FSDP:
@@ -229,7 +259,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
     kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
-    if not _cell(row, "recompute") and kernel is AttentionKernel.UNFUSED:
+    if not _cell(row, "recompute") and kernel is AttentionKernel.UNFUSED and stated_attention_kernel(row) is None:
         # the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes recompute every layer
         plan = plan.model_copy(update={"recompute": Recompute.FULL})
         notes[:] = [n for n in notes if n != "recompute=none"] + ["recompute=full (legacy Megatron recipe, unstated)"]
@@ -263,5 +293,5 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "plan_from_row", "predict_row"]
