@@ -58,6 +58,12 @@ class EngineProfile:
     max_batch_tokens: int
     bench_limits: bool = False  # max-load runs size max_batch_size / max_num_tokens as trtllm-bench does
     cuda_graph_batch_sizes: tuple[int, ...] = ()  # padded CUDA-graph batch sizes of generation-only steps
+    #: first version whose generation kernel loads a KV head once for its query-head group
+    #: (Deployment.grouped_decode_attention); rows stating an older version get the per-query-head
+    #: kernel. None: grouped in every version a row may state.
+    grouped_decode_from: tuple[int, int] | None = None
+    #: names of the engine in free text (a row's source / notes), for `stated_engine_version`
+    aliases: tuple[str, ...] = ()
 
 
 #: CUDA-graph batch sizes of TensorRT-LLM's perf-overview runs (llm_options `cuda_graph_config:
@@ -70,8 +76,12 @@ ENGINES: dict[str, EngineProfile] = {
     # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
     # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
     # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
+    # Its XQA generation kernel for MQA / GQA arrived in v0.8 (TensorRT-LLM blog "New XQA-kernel
+    # provides 2.4x more Llama-70B throughput ...": "will be included in the v0.8 releases"); before
+    # it the masked multi-head attention kernel read each KV head once per query head.
     "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
-                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES),
+                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES, grouped_decode_from=(0, 8),
+                                  aliases=("tensorrt-llm", "trt-llm", "tensorrt llm")),
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
@@ -84,6 +94,34 @@ ENGINES: dict[str, EngineProfile] = {
     "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
 }
 ENGINES["other"] = ENGINES["vllm"]
+
+
+def stated_engine_version(row: dict[str, str], engine: EngineProfile) -> tuple[int, int] | None:
+    """(major, minor) of the engine version the row states: an `engine_version` column ("0.6.1"),
+    else, when the source or notes name the engine (`EngineProfile.aliases`), the first version
+    written there as "vMAJOR.MINOR" or right after the engine's name ("TensorRT-LLM ~0.5",
+    "updated for v0.6.1"); None when nothing states it (the engine's current kernels apply)."""
+    raw = (row.get("engine_version") or "").strip().lower().lstrip("v")
+    m = re.match(r"(\d+)\.(\d+)", raw)
+    if m:
+        return int(m.group(1)), int(m.group(2))
+    if not engine.aliases:
+        return None
+    for text in ((row.get("source") or "").lower(), (row.get("notes") or "").lower()):
+        if not any(a in text for a in engine.aliases):
+            continue
+        names = "|".join(re.escape(a) for a in engine.aliases)
+        m = re.search(r"(?:\bv|(?:" + names + r")\s+~?v?)(\d+)\.(\d+)", text)
+        if m:
+            return int(m.group(1)), int(m.group(2))
+    return None
+
+
+def grouped_decode_for(row: dict[str, str], engine: EngineProfile) -> bool:
+    """Deployment.grouped_decode_attention of a row: False when it states an engine version older
+    than the engine's `grouped_decode_from`, else True."""
+    version = stated_engine_version(row, engine)
+    return engine.grouped_decode_from is None or version is None or version >= engine.grouped_decode_from
 
 
 def trtllm_bench_requests(input_len: int, output_len: int) -> int:
@@ -267,7 +305,11 @@ def predict_row(row: dict[str, str]) -> Prediction:
     rate = (row.get("request_rate") or "").strip()
     max_load = (row.get("max_load") or "").strip().lower() == "true"
     try:
-        dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, attention_dp=adp, weight_dtype=wdt, kv_dtype=kvdt)
+        grouped = grouped_decode_for(row, engine)
+        dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, attention_dp=adp, weight_dtype=wdt, kv_dtype=kvdt,
+                         grouped_decode_attention=grouped)
+        if dep.decode_kv_reads > 1:
+            notes.append(f"per-query-head decode attention (engine version before XQA): KV read {dep.decode_kv_reads:g}x")
         if batch:
             batch = max(1, -(-batch // adp))
         if conc:

@@ -156,7 +156,7 @@ def simulate_decode(steps: StepTimeModel, memory: MemoryPlan, arrival_s: np.ndar
         arr, ins, outs, int(max_batch_seqs), budget, int(memory.block_size),
         g_bytes, float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
         st.linear_table, st.logits_table, knobs.value("serving.step_overhead_s"),
-        float(st.global_layers * st.kv_bytes_per_token_layer), float(st.window_layers * st.kv_bytes_per_token_layer),
+        float(st.global_layers * st.decode_kv_bytes_per_token_layer), float(st.window_layers * st.decode_kv_bytes_per_token_layer),
         float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
         float(st.hbm_bytes_per_s), float(st.attention_flops_per_s), float(st.step_scale),
         np.ascontiguousarray(cached, dtype=np.int64), np.ascontiguousarray(out_steps, dtype=np.int64),

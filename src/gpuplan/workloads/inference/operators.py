@@ -300,6 +300,9 @@ class StepTimeModel:
             self.prefill_pair_flops = self.decode_pair_flops
         #: KV bytes one GPU holds per token per layer
         self.kv_bytes_per_token_layer = kv_token_layer
+        #: KV bytes a decode step reads per cached token per layer: the held bytes x
+        #: Deployment.decode_kv_reads (1 with a grouped decode kernel)
+        self.decode_kv_bytes_per_token_layer = kv_token_layer * dep.decode_kv_reads
         # --- tables over token count and sequence count ----------------------------------------
         self.table_tokens = int(table_tokens)
         n = np.arange(self.table_tokens + 1, dtype=float)
@@ -388,10 +391,11 @@ class StepTimeModel:
         return np.where(s > 0, t, 0.0)
 
     def attention_decode_time(self, ctx_global_sum, ctx_window_sum) -> np.ndarray:
-        """Memory-bound decode attention: every decoding sequence reads its KV cache once per layer.
-        bytes = kv_bytes_per_token_layer x (global_layers x sum(ctx) + window_layers x sum(min(ctx, w)))."""
+        """Memory-bound decode attention: every decoding sequence reads its KV cache once per layer
+        (Deployment.decode_kv_reads times with a per-query-head kernel).
+        bytes = decode_kv_bytes_per_token_layer x (global_layers x sum(ctx) + window_layers x sum(min(ctx, w)))."""
         tokens_layers = self.global_layers * np.asarray(ctx_global_sum, float) + self.window_layers * np.asarray(ctx_window_sum, float)
-        bytes_ = tokens_layers * self.kv_bytes_per_token_layer
+        bytes_ = tokens_layers * self.decode_kv_bytes_per_token_layer
         flops = tokens_layers * self.decode_pair_flops
         return np.maximum(bytes_ / self.hbm_bytes_per_s, flops / self.attention_flops_per_s)
 

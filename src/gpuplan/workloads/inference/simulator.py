@@ -459,8 +459,8 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     st = steps
     w = st.window
     w_cap = (math.ceil(w / memory.block_size) + 1) if w else 1 << 40
-    dec_g = st.global_layers * st.kv_bytes_per_token_layer
-    dec_w = st.window_layers * st.kv_bytes_per_token_layer
+    dec_g = st.global_layers * st.decode_kv_bytes_per_token_layer
+    dec_w = st.window_layers * st.decode_kv_bytes_per_token_layer
     # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
     # context in `ctx_g` but the global coefficient is zero.
     common = (

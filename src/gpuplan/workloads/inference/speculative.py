@@ -122,6 +122,6 @@ def draft_cost(dep: Deployment, spec: SpeculativeDecoding, table_tokens: int = 4
         m = ddep.model
         weights -= (1 if m.tied_embeddings else 2) * m.vocab * m.hidden / ddep.attention_tp * max(bytes_per_element(ddep.weight_dtype), 2.0)
     return DraftCost(table=np.ascontiguousarray(table, dtype=float),
-                     ctx_seconds_per_token=k * st.layers * st.kv_bytes_per_token_layer / st.hbm_bytes_per_s,
+                     ctx_seconds_per_token=k * st.layers * st.decode_kv_bytes_per_token_layer / st.hbm_bytes_per_s,
                      weights_bytes_per_gpu=float(max(weights, 0.0)), kv_bytes_per_token_per_gpu=float(kv_tok))
 
