@@ -103,11 +103,12 @@ def test_cv_accuracy_gate_on_public_training_file(shared_dir):
     """CV of record on ../shared/validation/training.csv (runs in ~30-60 s on 2 cores).
 
     Measured 2026-11-24 on the merged model (docs/accuracy.md), CV / in-sample / default MAPE %:
-    meg21-t1 2.8/2.7/3.0, korth-abs 7.4/7.2/6.5, tt-a100 1.8/1.8/1.7, nemo2407 5.9/5.4/5.4,
-    mpt-h100 6.3/6.3/6.3, mpt-a100 7.9/7.4/7.2, vtrain 10.4/9.3/8.9, megft 19.6/19.4/19.4,
-    meg21-t2 118.6/115.1/116.6, meg24 9.2/9.0/8.9, meg24-ss 7.0/6.7/6.6, ttbench 24.2/15.8/15.5,
-    mbridge 16.7/15.8/15.9, dsv3 21.2/21.1/21.2, ttmem 14.1/6.5/7.3, mbr-moe 24.5/23.8/24.3,
-    mbr-bw 9.5/9.4/9.7; overall 13.9/12.2/12.2 (median 8.5), 99.6% of the 238 scored rows predicted.
+    meg21-t1 2.8/2.7/3.0, korth-abs 7.4/7.2/6.5, tt-a100 1.8/1.8/1.7, nemo2407 5.7/5.3/5.4,
+    mpt-h100 6.3/6.3/6.3, mpt-a100 7.9/7.4/7.2, vtrain 10.4/9.3/8.9, megft 13.8/13.7/13.9 (19.6
+    before its stated unfused attention was read), meg21-t2 118.6/115.1/116.6, meg24 9.3/9.1/8.9,
+    meg24-ss 7.2/6.9/6.6, ttbench 24.3/15.8/15.5, mbridge 16.5/15.7/15.9, dsv3 21.0/20.8/21.2,
+    ttmem 14.1/6.5/7.3, mbr-moe 24.3/23.6/24.3, mbr-bw 9.5/9.4/9.7; overall 13.5/11.8/11.8 (median
+    8.3), 99.6% of the 238 scored rows predicted.
     CV exceeds in-sample where a family alone informs a fitted knob (ttbench: the torchtitan CP
     slowdown; ttmem: reserved/allocated): its fold starts from the knob's prior. Gates: these
     figures x 1.1.
@@ -117,8 +118,8 @@ def test_cv_accuracy_gate_on_public_training_file(shared_dir):
     cv = cross_validate_file(str(shared_dir / "validation" / "training.csv")).to_dict()["cv"]
     overall = cv["overall"]
     assert overall["predicted_fraction"] >= 0.90  # SCHEMA.md: at least 90% of high/medium rows predicted
-    assert overall["mape_pct"] <= 15.3
-    assert overall["median_ape_pct"] <= 9.4
+    assert overall["mape_pct"] <= 14.9
+    assert overall["median_ape_pct"] <= 9.2
     fam = cv["families"]
     assert fam["ttbench"]["mape_pct"] <= 26.7 and fam["ttmem"]["mape_pct"] <= 15.6
     assert fam["mbr-moe"]["mape_pct"] <= 27.0 and fam["dsv3"]["mape_pct"] <= 23.4

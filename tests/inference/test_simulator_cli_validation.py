@@ -129,9 +129,14 @@ def test_cli_serve_plan_json(runner):
 #: their 16 new prompts take two 8192-token prefill steps, where chunked kept the halves a step apart
 #: and each half's prompts shared one step with the other's decodes; TPOT -4.0 -> -4.7%);
 #: MAPE 18.1% over 95 (18.5).
-INFERENCE_MAPE_LIMIT_PCT = 20.0
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 27.0, "nim": 8.0, "trtllm014": 35.0, "aic": 5.5,
-                               "trtllm061": 23.0, "lmdeploy": 18.0, "trtllm10": 16.0, "vllmci": 27.0,
+#: Re-set with the run's stated request count (validation_inference.run_requests: 500 in TensorRT-LLM's
+#: Triton table, not trtllm-bench's 3000) and the per-query-head decode attention of TensorRT-LLM
+#: before XQA (Deployment.grouped_decode_attention; rows stating v0.6.1): trtllm014 32.0 -> 23.2
+#: (TPOT rows 4 and 8 +42/+76% -> -17/-6%), trtllm061 20.7 -> 12.4 (Llama-2-70B row 4 +103% -> -17%);
+#: MAPE 16.1% over 95 (18.1). Limits: figure x 1.1.
+INFERENCE_MAPE_LIMIT_PCT = 18.0
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 27.0, "nim": 8.0, "trtllm014": 25.5, "aic": 5.5,
+                               "trtllm061": 14.0, "lmdeploy": 18.0, "trtllm10": 16.0, "vllmci": 27.0,
                                "trtllm017": 12.0, "mlperf40": 22.0}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 

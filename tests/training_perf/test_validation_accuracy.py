@@ -64,14 +64,17 @@ def test_memory_rows_per_family(results):
     # fp32 parameters + Adam 16 B/param, FSDP2 root and gather buffers, torchao float8 saving bf16
     # inputs, loss phase vs layer-backward phase, reserved slack refit to 0.12; MoE expert outputs
     # kept by the unpermute): ttmem 25.7 -> 7.3, megft 11.8 -> 11.1 (megft-14 -70.3%: unfused
-    # attention and MLA, neither in its columns), megpr6429 39.5 -> 38.1, all memory rows 22.96 -> 10.6
-    limits = {"megft": 13.0, "megpr6429": 42.0, "ttmem": 8.5}
+    # attention and MLA, neither in its columns), megpr6429 39.5 -> 38.1, all memory rows 22.96 -> 10.6.
+    # A row that states its attention kernel is modelled with it (validation_training.
+    # stated_attention_kernel): megft-14's notes name Megatron's unfused backend, -70.3% -> -13.2%;
+    # megft 11.1 -> 2.9, all memory rows 10.6 -> 8.5. Limits: figure x 1.1, rounded up to 0.5.
+    limits = {"megft": 3.5, "megpr6429": 42.0, "ttmem": 8.5}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 50.0), (name, _mape(items))
     for r, p, m in mem:
         if r["id"] in ("megft-2", "megft-4", "megft-6", "megft-8", "megft-10", "megft-12"):
             assert abs(p - m) / m <= 0.05, (r["id"], p, m)
-    assert _mape(mem) <= 12.0
+    assert _mape(mem) <= 9.5
 
 
 #: Per-family time MAPE limits after merging the context-parallel, MoE, dense-at-scale and memory
@@ -79,8 +82,9 @@ def test_memory_rows_per_family(results):
 #: dsv3 21.2, korth-abs 6.5, korth-t5 5.2, llama1 4.5, llama3 33.5, mbr-bw 9.7, mbr-moe 24.3,
 #: mbridge 20.2, meg21-t1 3.0, meg21-t2 59.0, meg24 8.9, meg24-ss 6.6, megft 27.8, megpr6429 8.9,
 #: mpt-a100 7.2, mpt-h100 6.3, mtnlg 21.0, nemo2407 5.4, tt-a100 1.7, ttbench 15.5 (the CP fit now
-#: ships as the default), vtrain 9.0; all time rows 12.5.
-MERGED_LIMITS: dict = {"bloom": 5.0, "dsv3": 23.5, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 5.0, "llama3": 37.0, "mbr-bw": 11.0, "mbr-moe": 27.0, "mbridge": 22.5, "meg21-t1": 3.5, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 7.5, "megft": 31.0, "megpr6429": 10.0, "mpt-a100": 8.0, "mpt-h100": 7.0, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 17.5, "vtrain": 10.0}
+#: ships as the default), vtrain 9.0; all time rows 12.5. Then megft 27.8 -> 24.8 (megft-13 -49% ->
+#: +28% with its stated unfused attention, validation_training.stated_attention_kernel).
+MERGED_LIMITS: dict = {"bloom": 5.0, "dsv3": 23.5, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 5.0, "llama3": 37.0, "mbr-bw": 11.0, "mbr-moe": 27.0, "mbridge": 22.5, "meg21-t1": 3.5, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 7.5, "megft": 27.5, "megpr6429": 10.0, "mpt-a100": 8.0, "mpt-h100": 7.0, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 17.5, "vtrain": 10.0}
 
 
 def test_time_mape_per_family(results):
