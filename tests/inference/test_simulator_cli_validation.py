@@ -134,10 +134,16 @@ def test_cli_serve_plan_json(runner):
 #: before XQA (Deployment.grouped_decode_attention; rows stating v0.6.1): trtllm014 32.0 -> 23.2
 #: (TPOT rows 4 and 8 +42/+76% -> -17/-6%), trtllm061 20.7 -> 12.4 (Llama-2-70B row 4 +103% -> -17%);
 #: MAPE 16.1% over 95 (18.1). Limits: figure x 1.1.
-INFERENCE_MAPE_LIMIT_PCT = 18.0
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 27.0, "nim": 8.0, "trtllm014": 25.5, "aic": 5.5,
-                               "trtllm061": 14.0, "lmdeploy": 18.0, "trtllm10": 16.0, "vllmci": 27.0,
-                               "trtllm017": 12.0, "mlperf40": 22.0}
+#: Re-set with serving GEMMs whose math and memory times overlap in part (operators.
+#: gemm_roofline_seconds, knob serving.gemm_overlap 0.74 fitted on these rows, prior 1 = the
+#: roofline): MAPE 13.4% over 95 (16.1); trtllm017 8.5, lmdeploy 12.7, trtllm10 13.3, trtllm014 18.4,
+#: trtllm061 11.0, mlperf40 18.4, vllmci 19.6, nim 6.6, aic 1.1, trtllm1x-po 20.4. Mean signed error
+#: of TTFT / TPOT / e2e rows -16 / -13 / -14% -> -12 / -9 / -11%, throughput +6 -> +2%.
+#: Limits: figure x 1.1 (aic, 2 rows: 2.5).
+INFERENCE_MAPE_LIMIT_PCT = 15.0
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 7.5, "trtllm014": 20.5, "aic": 2.5,
+                               "trtllm061": 12.5, "lmdeploy": 14.0, "trtllm10": 15.0, "vllmci": 21.5,
+                               "trtllm017": 9.5, "mlperf40": 20.5}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 
 

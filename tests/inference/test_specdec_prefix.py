@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from gpuplan import knobs
 from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
@@ -186,7 +187,9 @@ def test_features_off_equal_the_old_simulator(name, h100):
     lens = dict(input_len=LengthDistribution(1024, LengthKind.LOGNORMAL, 1.0),
                 output_len=LengthDistribution(512, LengthKind.LOGNORMAL, 1.0))
     wl = make_workload(np.random.default_rng(3), n, kind, rate=rate, concurrency=conc, **lens)
-    r = simulate(step_time_model(dep), mem, wl, sched, cuda_graph_batch_sizes=graphs, prefix_cache=PrefixCache(0.0))
+    # the step-time physics of that commit: GEMMs on the plain roofline (serving.gemm_overlap = 1, its prior)
+    with knobs.overridden({"serving.gemm_overlap": 1.0}):
+        r = simulate(step_time_model(dep), mem, wl, sched, cuda_graph_batch_sizes=graphs, prefix_cache=PrefixCache(0.0))
     got = (r.steps, r.preemptions, r.completed, r.ttft_ms.mean, r.tpot_ms.mean, r.output_tokens_per_s, r.peak_kv_bytes)
     want = OLD_RESULTS[name]
     assert got[:3] == want[:3]
