@@ -72,3 +72,11 @@ def test_xqa_arrives_in_v0_8():
     assert grouped_decode_for({"engine_version": "0.8.0"}, TRT) is True
     assert grouped_decode_for({}, TRT) is True                     # unstated: today's kernels
     assert grouped_decode_for({"engine_version": "0.1"}, ENGINES["vllm"]) is True  # no rule for vLLM
+
+
+@pytest.mark.parametrize("cell", ["abc", "0.x", "1.2.3.4", "99999.1"])
+def test_bad_engine_version_cell_skips_the_row(cell):
+    from gpuplan.interfaces.validation_types import SkipRow
+
+    with pytest.raises(SkipRow, match=r"engine_version: '.*' is not a version \(MAJOR.MINOR or MAJOR.MINOR.PATCH\)"):
+        stated_engine_version({"engine_version": cell}, TRT)

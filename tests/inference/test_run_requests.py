@@ -65,3 +65,22 @@ def test_stated_count_sets_the_max_load_batch():
     default = predict_row(_row(max_load="true", metric="tpot_ms"))
     assert "500 requests in the run" in few.notes
     assert few.value < default.value
+
+
+@pytest.mark.parametrize(("cell", "message"), [
+    ("0", "requests: must be a whole number from 1 to 1,000,000, got 0"),
+    ("-5", "requests: must be a whole number from 1 to 1,000,000, got -5"),
+    ("20000000", "requests: must be a whole number from 1 to 1,000,000, got 20000000"),
+    ("1e400", "requests: not a finite number ('1e400')"),
+    ("many", "requests: not a number|requests: not a finite number"),
+])
+def test_bad_requests_cell_skips_the_row_naming_the_column(cell, message):
+    from gpuplan.interfaces.validation_types import SkipRow
+
+    with pytest.raises(SkipRow, match=message.replace("(", r"\(").replace(")", r"\)") if "|" not in message else message):
+        run_requests({"requests": cell})
+
+
+def test_a_count_beyond_the_simulators_limit_in_text_is_not_read():
+    # "2,000,000 requests" in a source is beyond MAX_RUN_REQUESTS: the benchmark default applies
+    assert run_requests({"notes": "2,000,000 requests served"}) is None

@@ -101,9 +101,11 @@ def stated_engine_version(row: dict[str, str], engine: EngineProfile) -> tuple[i
     else, when the source or notes name the engine (`EngineProfile.aliases`), the first version
     written there as "vMAJOR.MINOR" or right after the engine's name ("TensorRT-LLM ~0.5",
     "updated for v0.6.1"); None when nothing states it (the engine's current kernels apply)."""
-    raw = (row.get("engine_version") or "").strip().lower().lstrip("v")
-    m = re.match(r"(\d+)\.(\d+)", raw)
-    if m:
+    raw = (row.get("engine_version") or "").strip().lower()
+    if raw:
+        m = re.fullmatch(r"v?(\d{1,4})\.(\d{1,4})(?:\.\d{1,6})?", raw)
+        if m is None:
+            raise SkipRow(f"engine_version: '{raw}' is not a version (MAJOR.MINOR or MAJOR.MINOR.PATCH)")
         return int(m.group(1)), int(m.group(2))
     if not engine.aliases:
         return None
@@ -211,8 +213,8 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int | Non
         return default
     try:
         return int(float(v))
-    except ValueError:
-        raise SkipRow(f"{key}: not a number ({v!r})") from None
+    except (ValueError, OverflowError):
+        raise SkipRow(f"{key}: not a finite number ({v!r})") from None
 
 
 def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | None):
@@ -235,6 +237,8 @@ def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | Non
                           lengths_fixed(out_len) if out_len else lengths.output, name=ds.id), ds
 
 
+#: Most requests a validation run may simulate (a max-load run of this many takes seconds).
+MAX_RUN_REQUESTS = 1_000_000
 #: A request count stated for the run in a row's notes or source: "with 500 requests", "1,500
 #: prompts" (a rate such as "2 requests/s" or "16 requests per second" is not a count).
 _STATED_REQUESTS = re.compile(r"(?<![\d.,])(\d[\d,]*)\s+(?:requests|prompts)\b(?!\s*(?:/|per\b))")
@@ -252,7 +256,9 @@ def run_requests(row: dict[str, str], ds=None) -> int | None:
     from gpuplan.catalog.datasets import requests_in_text
 
     n = _int(row, "requests")
-    if n:
+    if n is not None:
+        if not 1 <= n <= MAX_RUN_REQUESTS:
+            raise SkipRow(f"requests: must be a whole number from 1 to {MAX_RUN_REQUESTS:,}, got {n}")
         return n
     if ds is not None:
         n = requests_in_text(row.get("notes") or "", ds)
@@ -260,7 +266,7 @@ def run_requests(row: dict[str, str], ds=None) -> int | None:
             return n
     for text in (row.get("notes") or "", row.get("source") or ""):
         m = _STATED_REQUESTS.search(text.lower())
-        if m and int(m.group(1).replace(",", "")) > 0:
+        if m and 1 <= int(m.group(1).replace(",", "")) <= MAX_RUN_REQUESTS:
             return int(m.group(1).replace(",", ""))
     return ds.requests if ds is not None else None
 
