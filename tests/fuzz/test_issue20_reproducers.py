@@ -156,7 +156,10 @@ def test_huge_counts_are_capped_or_refused():
     _bad("train", "gpt3-125m", "--gpus", str(10**9), names="10x the largest announced cluster")
     _bad("fit", "min-gpus", "gpt3-125m", "--gpu", "h100-sxm5-80gb", "--max-gpus", str(10**12), names="--max-gpus")
     _bad("serve", "gpt3-125m", "--concurrency", str(10**8), names="--concurrency")
-    _bad("formats", "matmul", "--k", str(2**31), names="2^31")
+    _bad("formats", "matmul", "--k", str(2**31), names="2^29 multiply-adds")
+    # 8 x 64 x 470,221: 240M MACs but 30M operand elements to quantise per format, ~30 s on a loaded
+    # machine (found by the CI fuzz test): refused by the 2^23 operand-element cap
+    _bad("formats", "matmul", "--m", "8", "--k", "64", "--n", "470221", names="2^23 operand elements")
     _bad("plan", "--model", "gpt3-125m", "--years", "1e9", names="--years")
 
 

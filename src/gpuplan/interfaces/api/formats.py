@@ -142,6 +142,13 @@ class MatmulResult(Result):
         return {"m": self.m, "k": self.k, "n": self.n, "seed": self.seed, "results": list(self.results)}
 
 
+#: Work caps of `formats_matmul`, so one call stays within seconds: measured on a loaded 2-core
+#: machine, ~0.6 s per million operand elements quantised (m k + k n, all formats) plus ~13 s per
+#: 2^30 multiply-adds (m k n); the default 128 x 4096 x 128 is 2^20 elements and 2^26 MACs.
+MAX_MATMUL_OPERAND_ELEMENTS = 1 << 23
+MAX_MATMUL_MACS = 1 << 29
+
+
 def formats_matmul(m: int = 128, k: int = 4096, n: int = 128, *, formats: str | Sequence[str] = DEFAULT_MATMUL,
                    seed: int = 0, scale_rule: str = "floor") -> MatmulResult:
     """Error of an MX matmul (scaled block products, FP32 accumulation) on seeded random normal operands."""
@@ -150,8 +157,9 @@ def formats_matmul(m: int = 128, k: int = 4096, n: int = 128, *, formats: str | 
     from gpuplan.formats.block import block_format
     from gpuplan.formats.dot import matmul_error
 
-    if min(m, k, n) < 1 or m * k * n > 1 << 31:
-        raise InputError("--m, --k, --n must be >= 1 with m*k*n <= 2^31", field="shape")
+    if min(m, k, n) < 1 or m * k * n > MAX_MATMUL_MACS or m * k + k * n > MAX_MATMUL_OPERAND_ELEMENTS:
+        raise InputError("--m, --k, --n must be >= 1 with m*k*n <= 2^29 multiply-adds and m*k + k*n <= 2^23 "
+                         "operand elements", field="shape")
     names = [block_format(f).name for f in _names(formats)]
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(np.float32)
