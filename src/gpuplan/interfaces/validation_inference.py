@@ -7,6 +7,9 @@ Load given by the row:
 - `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory; as
   many requests as the run had (`run_requests`: stated in the row, else the benchmark's default);
 - `request_rate`: a Poisson open loop.
+Poisson and closed-loop rows are measured by a load generator through a serving API, whose front-end
+latency (workloads.inference.frontend) the first token and the request's end pay; static-batch and
+max-load rows are offline benchmarks that call the engine in-process.
 The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
 `num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas). With
 `attention_dp` = a, each replica is a attention groups that each serve their own requests (the
@@ -32,6 +35,7 @@ from gpuplan.workloads.inference.lengths import RequestLengths, dataset_lengths
 from gpuplan.workloads.inference.lengths import fixed as lengths_fixed
 from gpuplan.workloads.inference.deferred_first_token import deferred_result, deferred_workload
 from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.frontend import with_frontend_latency
 from gpuplan.workloads.inference.memory import (
     TRTLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, KvBudgetRule, memory_plan,
 )
@@ -389,6 +393,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
                                   cuda_graph_batch_sizes=engine.cuda_graph_batch_sizes if not batch else ())
         if deferred:
             res = deferred_result(res, real_wl, wl)
+        if (rate or conc) and not batch:  # a load generator against a serving API: the front-end's latency
+            res = with_frontend_latency(res)
     except SkipRow:
         raise
     except GpuplanError as exc:
