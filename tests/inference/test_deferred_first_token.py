@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.interfaces.validation_inference import ENGINES, deferred_first_token_for, predict_row
@@ -21,7 +22,7 @@ from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.memory import memory_plan
 from gpuplan.workloads.inference.operators import step_time_model
 from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.simulator import simulate
+from gpuplan.workloads.inference.simulator import Percentiles, SimResult, simulate
 
 LMDEPLOY = ENGINES["lmdeploy"]
 SOURCE_V01 = "InternLM/lmdeploy docs/en/benchmark/a100_fp16.md @3e391df (lmdeploy v0.1.0a1, A100-80G, CUDA 11.8)"
@@ -105,3 +106,35 @@ def test_lmdeploy_v01_row_ttft_adds_one_decode_step():
     tpot_deferred = predict_row(_row(metric="tpot_ms")).value
     tpot_plain = predict_row(_row(metric="tpot_ms", source="lmdeploy static benchmark")).value
     assert tpot_deferred == pytest.approx(tpot_plain, rel=2e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 100_000), st.integers(1, 10_000)), min_size=1, max_size=20))
+def test_deferred_workload_invariants(pairs):
+    # every request keeps its total tokens (the KV it needs), keeps a prompt of >= 1 token, and
+    # gains exactly one emission when its prompt had a token to move (L > 1)
+    ins = np.array([p[0] for p in pairs])
+    outs = np.array([p[1] for p in pairs])
+    wl = Workload(np.zeros(len(pairs)), ins, outs, ArrivalKind.BURST)
+    d = deferred_workload(wl)
+    assert np.array_equal(d.input_len + d.output_len, ins + outs)
+    assert (d.input_len >= 1).all()
+    assert np.array_equal(d.output_len - outs, (ins > 1).astype(int))
+    assert np.array_equal(d.arrival_s, wl.arrival_s)
+
+
+def test_deferred_result_formula():
+    # A simulated (L - 1, n + 1) result with TTFT' 12 ms, TPOT' 10 ms over 2 requests of n = 4 real
+    # tokens (5 simulated emissions each): TTFT = 12 + 10 = 22 ms at every percentile; TPOT 10 ms and
+    # e2e as simulated; output tokens/s x 8 / 10 (real / simulated tokens): 100 -> 80
+    sim = SimResult(requests=2, completed=2, duration_s=0.1,
+                    ttft_ms=Percentiles(12.0, 12.0, 12.0, 12.0), tpot_ms=Percentiles(10.0, 10.0, 10.0, 10.0),
+                    e2e_ms=Percentiles(52.0, 52.0, 52.0, 52.0), output_tokens_per_s=100.0,
+                    total_tokens_per_s=300.0, requests_per_s=20.0, mean_in_flight=1.04, steps=5, preemptions=0,
+                    kv_time_s=np.zeros(0), kv_bytes=np.zeros(0))
+    real = Workload(np.zeros(2), np.array([128, 128]), np.array([4, 4]), ArrivalKind.BURST)
+    out = deferred_result(sim, real, deferred_workload(real))
+    assert (out.ttft_ms.p50, out.ttft_ms.p99, out.ttft_ms.mean) == pytest.approx((22.0, 22.0, 22.0))
+    assert out.tpot_ms == sim.tpot_ms and out.e2e_ms == sim.e2e_ms
+    assert out.output_tokens_per_s == pytest.approx(80.0)
+    assert (out.total_tokens_per_s, out.requests_per_s) == (300.0, 20.0)
