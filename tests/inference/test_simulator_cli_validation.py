@@ -140,9 +140,16 @@ def test_cli_serve_plan_json(runner):
 #: trtllm061 11.0, mlperf40 18.4, vllmci 19.6, nim 6.6, aic 1.1, trtllm1x-po 20.4. Mean signed error
 #: of TTFT / TPOT / e2e rows -16 / -13 / -14% -> -12 / -9 / -11%, throughput +6 -> +2%.
 #: Limits: figure x 1.1 (aic, 2 rows: 2.5).
-INFERENCE_MAPE_LIMIT_PCT = 15.0
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 7.5, "trtllm014": 20.5, "aic": 2.5,
-                               "trtllm061": 12.5, "lmdeploy": 14.0, "trtllm10": 15.0, "vllmci": 21.5,
+#: Re-set with the first output token of lmdeploy TurboMind before v0.3 from its first decode step
+#: (workloads.inference.deferred_first_token: ContextDecode runs L - 1 prompt tokens) and the
+#: serving API's front-end latency on Poisson / closed-loop TTFT and e2e (workloads.inference.frontend,
+#: knob serving.frontend_latency_s 3 ms): MAPE 12.6% over 95 (13.4); lmdeploy 8.3 (12.7: lmdeploy-2
+#: TTFT -45 -> -0.2%), trtllm014 16.7 (18.4: trtllm014-1 TTFT -27 -> -14%), vllmci 19.2 (19.6),
+#: nim 6.5 (6.6), aic 1.5 (1.1: aic-1 TTFT -0.1 -> +0.9%); mean signed error of the TTFT rows -12 -> -6%.
+#: Limits of the moved families and the overall: figure x 1.1 (aic, 2 rows: 2.5).
+INFERENCE_MAPE_LIMIT_PCT = 13.9
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 7.2, "trtllm014": 18.4, "aic": 2.5,
+                               "trtllm061": 12.5, "lmdeploy": 9.1, "trtllm10": 15.0, "vllmci": 21.1,
                                "trtllm017": 9.5, "mlperf40": 20.5}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 

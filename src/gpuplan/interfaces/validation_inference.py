@@ -7,6 +7,9 @@ Load given by the row:
 - `max_load`: every request at t = 0 (infinite rate), the engine's own batch limits and memory; as
   many requests as the run had (`run_requests`: stated in the row, else the benchmark's default);
 - `request_rate`: a Poisson open loop.
+Poisson and closed-loop rows are measured by a load generator through a serving API, whose front-end
+latency (workloads.inference.frontend) the first token and the request's end pay; static-batch and
+max-load rows are offline benchmarks that call the engine in-process.
 The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
 `num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas). With
 `attention_dp` = a, each replica is a attention groups that each serve their own requests (the
@@ -30,7 +33,9 @@ from gpuplan.models import model_from_arch_row
 from gpuplan.workloads.inference.arrivals import ArrivalKind, make_workload
 from gpuplan.workloads.inference.lengths import RequestLengths, dataset_lengths
 from gpuplan.workloads.inference.lengths import fixed as lengths_fixed
+from gpuplan.workloads.inference.deferred_first_token import deferred_result, deferred_workload
 from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.frontend import with_frontend_latency
 from gpuplan.workloads.inference.memory import (
     TRTLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, KvBudgetRule, memory_plan,
 )
@@ -62,6 +67,11 @@ class EngineProfile:
     #: (Deployment.grouped_decode_attention); rows stating an older version get the per-query-head
     #: kernel. None: grouped in every version a row may state.
     grouped_decode_from: tuple[int, int] | None = None
+    #: first version whose prefill step samples the request's first output token; rows stating an
+    #: older version get the FasterTransformer behaviour of workloads.inference.deferred_first_token
+    #: (the last prompt token runs in the first decode step, which samples the first token). None:
+    #: the prefill samples it in every version a row may state.
+    first_token_in_prefill_from: tuple[int, int] | None = None
     #: names of the engine in free text (a row's source / notes), for `stated_engine_version`
     aliases: tuple[str, ...] = ()
 
@@ -89,7 +99,12 @@ ENGINES: dict[str, EngineProfile] = {
     # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
     "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192),
     # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
-    "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192),
+    # Its context decoder left the last prompt token to the first decode step until "Refactor
+    # turbomind attention" (PR #1116, merged March 2024, in a v0.2.x patch release at the earliest):
+    # rows stating a version before v0.3, the first minor release certainly after it, get that
+    # (workloads.inference.deferred_first_token; a row stating v0.2.5 or v0.2.6 may be misread).
+    "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192,
+                              first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind")),
     # TGI: vLLM-like paged attention; treated like vLLM.
     "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
 }
@@ -124,6 +139,15 @@ def grouped_decode_for(row: dict[str, str], engine: EngineProfile) -> bool:
     than the engine's `grouped_decode_from`, else True."""
     version = stated_engine_version(row, engine)
     return engine.grouped_decode_from is None or version is None or version >= engine.grouped_decode_from
+
+
+def deferred_first_token_for(row: dict[str, str], engine: EngineProfile) -> bool:
+    """True when the row states an engine version older than the engine's
+    `first_token_in_prefill_from` (its first output token then comes from a decode step:
+    workloads.inference.deferred_first_token); False otherwise, and when no version is stated."""
+    version = stated_engine_version(row, engine)
+    return engine.first_token_in_prefill_from is not None and version is not None \
+        and version < engine.first_token_in_prefill_from
 
 
 def trtllm_bench_requests(input_len: int, output_len: int) -> int:
@@ -364,10 +388,19 @@ def predict_row(row: dict[str, str]) -> Prediction:
             wl = make_workload(rng, n, ArrivalKind.BURST, **lens)
         else:
             raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")
+        real_wl = wl
+        deferred = deferred_first_token_for(row, engine)
+        if deferred:  # prefill of L - 1 tokens; the first output token from the first decode step
+            wl = deferred_workload(wl)
+            notes.append("first token from a decode step (engine version before its prefill sampled it)")
         # closed loop: latencies of the steady state, without the initial burst of `conc` requests
         # (simulator.simulate, `warmup_requests`)
         res: SimResult = simulate(steps, mem, wl, sched, warmup_requests=conc if (conc and not batch) else 0,
                                   cuda_graph_batch_sizes=engine.cuda_graph_batch_sizes if not batch else ())
+        if deferred:
+            res = deferred_result(res, real_wl, wl)
+        if (rate or conc) and not batch:  # a load generator against a serving API: the front-end's latency
+            res = with_frontend_latency(res)
     except SkipRow:
         raise
     except GpuplanError as exc:
