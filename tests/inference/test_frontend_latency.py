@@ -60,3 +60,28 @@ def test_online_rows_pay_it_offline_rows_do_not(shared_dir):
         a = predict_row(offline).value
     with knobs.overridden({"serving.frontend_latency_s": 5e-3}):
         assert predict_row(offline).value == a
+
+
+def test_serve_run_reports_what_an_api_client_sees():
+    # `gpuplan serve` (service.serve_estimate) adds the front-end latency to TTFT and e2e of loads
+    # served through an API (rate, concurrency), not to a static batch (an in-process run):
+    # TTFT(knob 3 ms) - TTFT(knob 0) = 3 ms exactly, TPOT and throughput unchanged
+    from gpuplan.catalog import load_catalog
+    from gpuplan.models import load_model
+    from gpuplan.workloads.inference.deployment import Deployment
+    from gpuplan.workloads.inference.service import serve_estimate
+
+    cat = load_catalog()
+    gpu = cat.gpu("h100-sxm5-80gb")
+    dep = Deployment(load_model("llama-3-8b"), gpu, cat.system(gpu.id))
+    for load in ({"concurrency": 8}, {"rate": 2.0}):
+        with knobs.overridden({"serving.frontend_latency_s": 0.0}):
+            base = serve_estimate(dep, input_len=512, output_len=64, requests=200, **load)
+        with knobs.overridden({"serving.frontend_latency_s": 3e-3}):
+            api = serve_estimate(dep, input_len=512, output_len=64, requests=200, **load)
+        assert api.ttft_ms - base.ttft_ms == pytest.approx(3.0)
+        assert api.e2e_p90_ms - base.e2e_p90_ms == pytest.approx(3.0)
+        assert api.tpot_ms == base.tpot_ms and api.output_tokens_per_s == base.output_tokens_per_s
+        assert api.frontend_latency_ms == pytest.approx(3.0)
+    batch = serve_estimate(dep, input_len=512, output_len=64, batch=4)
+    assert batch.frontend_latency_ms == 0.0

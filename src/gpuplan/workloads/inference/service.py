@@ -16,12 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.workloads.inference.arrivals import ArrivalKind, make_workload
 from gpuplan.workloads.inference.lengths import RequestLengths, fixed, length_stats
 from gpuplan.workloads.inference.prefix_cache import PrefixCache
 from gpuplan.workloads.inference.speculative import SpeculativeDecoding, draft_cost
 from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.frontend import with_frontend_latency
 from gpuplan.workloads.inference.memory import memory_plan
 from gpuplan.workloads.inference.operators import step_time_model
 from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
@@ -84,6 +86,8 @@ class ServeReport:
     # prefix caching (prefix_cache.py): hit rate and the KV the cache holds per GPU
     prefix_hit_rate: float = 0.0
     prefix_cache_gib_per_gpu: float = 0.0
+    # front-end latency (frontend.py) included in TTFT and e2e: the serving API's, 0 for a static batch
+    frontend_latency_ms: float = 0.0
 
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
@@ -130,6 +134,10 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     draft = draft_cost(dep, speculative) if speculative is not None else None
     res = simulate(steps, mem, wl, sched, warmup_requests=warmup, speculative=speculative, draft=draft,
                    prefix_cache=prefix_cache)
+    # requests served through an API (an open or closed loop of clients) pay the front-end's latency on
+    # their first token and their end (frontend.py); a static batch is an in-process run
+    frontend_s = knobs.value("serving.frontend_latency_s") if batch is None else 0.0
+    res = with_frontend_latency(res, frontend_s)
     gib = 2.0**30
     li, lo = length_stats(wl.input_len), length_stats(wl.output_len)
     pool = prefix_cache.pool(wl.input_len) if prefix_cache is not None and prefix_cache.hit_rate > 0 else 0
@@ -153,4 +161,5 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         spec_tokens_per_step=speculative.tokens_per_step if speculative else 1.0,
         prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
+        frontend_latency_ms=1e3 * frontend_s,
     )
