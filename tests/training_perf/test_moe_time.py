@@ -268,3 +268,21 @@ def test_megatron_moe_rows_with_tp_run_sequence_parallelism(sp_cell):
     assert dense.sequence_parallel == (sp_cell == "true")
     titan, _ = plan_from_row({**base, "moe_experts": "256", "framework": "torchtitan"})
     assert titan.sequence_parallel == (sp_cell == "true")
+
+
+def test_plan_search_offers_megatron_moe_plans_with_tp_only_with_sequence_parallelism(catalog):
+    # Mixtral 8x7B on 16 H100, tp in {1, 2}, SP on or off, everything else fixed: 4 grid points, of
+    # which (tp 1, SP on) is rejected as always and (tp 2, SP off) because Megatron refuses MoE with
+    # TP but without SP; torchtitan has no such rule, so there only the tp-1 SP plan is rejected.
+    from gpuplan.workloads.training.plan_search import MOE_TP_NEEDS_SP_REASON, SearchSpace, search_plans
+
+    model = load_model("mixtral-8x7b")
+    system = catalog.system("dgx-h100")
+    space = SearchSpace(seq_len=4096, global_batch=64, tp=[1, 2], pp=[4], cp=[1], ep=[2], vpp=[1], micro_batch=[1],
+                        recompute=["full"], sharding=["zero1"], sequence_parallel=[False, True])
+    res = search_plans(model, system, catalog.gpu(system.gpu), 16, space, top=10)
+    assert res.rejected.get(MOE_TP_NEEDS_SP_REASON, 0) >= 1
+    assert all(r.plan.sequence_parallel for r in res.best if r.plan.tp > 1)
+    titan = search_plans(model, system, catalog.gpu(system.gpu), 16, space, top=10, framework="torchtitan")
+    assert titan.rejected.get(MOE_TP_NEEDS_SP_REASON, 0) == 0
+    assert any(r.plan.tp > 1 and not r.plan.sequence_parallel for r in titan.best)

@@ -43,6 +43,10 @@ Defaults for empty cells (documented, the same for every row):
   state 2 layers per virtual stage), the most virtual stages whose chunks hold at least 2 layers
   (`interleaved_virtual_stages`), 1 layer each where the stage's layer count is prime; only where
   the micro-batches divide by pp (the interleaved schedule's requirement in Megatron-LM).
+- sequence parallelism on every Megatron MoE row with tp > 1, whatever its cell says: Megatron-core
+  refuses the layout otherwise (TransformerConfig: "When using expert parallelism and tensor
+  parallelism, sequence parallelism must be used"; `megatron_moe_requires_sp`). The TP overlap
+  rule above is unchanged.
 - precision: fp16 for megatron / deepspeed rows on pre-Hopper GPUs (the same pre-FlashAttention
   recipes as the attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
   (the A100/H100 tensor-core peak is the same for both).

@@ -57,8 +57,10 @@ nothing hides: a fixed o per layer (router softmax / top-k, token counting, and 
 device-to-host copy of the per-expert token counts, after which the host must launch the grouped
 GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the recipes' CUDA-graph scopes "moe_router"
 / "moe_preprocess" exist to cut it) plus o_e per local expert where the framework issues the expert
-GEMMs one by one (PER_EXPERT_LAUNCH_FRAMEWORKS: TransformerEngine's GroupedLinear runs one GEMM,
-and in FP8 / MXFP8 one quantize, per local expert). Both fitted. With a single
+GEMMs one by one (`per_expert_launches`: TransformerEngine's GroupedLinear runs one GEMM, and in
+FP8 one quantize, per local expert in BF16 / FP8 per-tensor recipes; its block-scaled MXFP8 / NVFP4
+recipes run one grouped quantize and one grouped GEMM for all local experts, TE v2.13 #2586 and
+v2.14 #2748, GROUPED_KERNEL_PRECISIONS). Both fitted. With a single
 micro-batch and no pipeline there is no other micro-batch to hide behind (w = 0).
 
 Charged elsewhere: the experts' GEMMs at their real per-expert shapes (`step_time.layer_gemm_calls`:
