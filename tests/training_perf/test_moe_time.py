@@ -286,3 +286,21 @@ def test_plan_search_offers_megatron_moe_plans_with_tp_only_with_sequence_parall
     titan = search_plans(model, system, catalog.gpu(system.gpu), 16, space, top=10, framework="torchtitan")
     assert titan.rejected.get(MOE_TP_NEEDS_SP_REASON, 0) == 0
     assert any(r.plan.tp > 1 and not r.plan.sequence_parallel for r in titan.best)
+
+
+def test_full_recompute_dispatches_and_combines_once_more(catalog):
+    # Per MoE layer and micro-batch: dispatch + combine forward and backward = 4 all-to-alls; a fully
+    # recomputed layer re-runs its forward (token dispatcher included) before its backward: 6. With
+    # nothing hidden (moe_a2a_overlap 0) and no fixed time, the exposed EP time is the all-to-alls
+    # alone, so full recompute gives exactly 6 / 4 = 1.5 x the EP time of the same plan without it.
+    assert moe_time.collectives_per_layer(False) == 4.0 and moe_time.collectives_per_layer(True) == 6.0
+    system = catalog.system("dgx-h100")
+    model = load_model("mixtral-8x7b")
+    out = {}
+    with knobs.overridden({"training.moe_a2a_overlap": 0.0, "training.moe_layer_overhead_s": 0.0,
+                           "training.moe_expert_launch_s": 0.0}):
+        for rc in ("none", "full"):
+            plan = TrainPlan(tp=1, pp=2, dp=8, ep=8, micro_batch=1, global_batch=64, seq_len=4096, recompute=rc)
+            out[rc] = estimate_step_time(model, system, plan, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
+    assert out["none"] > 0.0
+    assert out["full"] == pytest.approx(1.5 * out["none"], rel=1e-12)

@@ -279,19 +279,29 @@ def overlap_window(ctx, g, lc, gemm_seconds):
     return shared_expert_seconds(ctx, g, gemm_seconds), True
 
 
-def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds):
-    """Exposed expert-parallel time per micro-batch on the busiest stage: per MoE layer 4
-    all-to-alls (`a2a_seconds`) plus, with expert TP and sequence parallelism, the all-gather /
-    reduce-scatter of the routed tokens over etp, exposed as `exposed_ep_seconds` against the
-    framework's overlap window (`overlap_window`). `gemm_seconds(ctx, m, n, k)` is the step-time
-    model's GEMM time. 0 for a dense model."""
+def collectives_per_layer(full_recompute):
+    """Expert all-to-alls (or etp gathers) per MoE layer and micro-batch: dispatch and combine in
+    forward and again, transposed, in backward (4); a fully recomputed layer runs its forward, token
+    dispatcher included, once more before its backward (Megatron-core `CheckpointFunction` re-executes
+    the whole layer forward; Korthikanti et al. 2022 sec. 4): 6."""
+    return np.where(full_recompute, 6.0, 4.0)
+
+
+def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds, full_recompute=False):
+    """Exposed expert-parallel time per micro-batch on the busiest stage: per MoE layer
+    `collectives_per_layer` all-to-alls (`a2a_seconds`) plus, with expert TP and sequence
+    parallelism, the all-gather / reduce-scatter of the routed tokens over etp, exposed as
+    `exposed_ep_seconds` against the framework's overlap window (`overlap_window`).
+    `gemm_seconds(ctx, m, n, k)` is the step-time model's GEMM time; `full_recompute` marks plans
+    that recompute every layer. 0 for a dense model."""
     if not ctx.moe_layers:
         return 0.0
     gpn, h, k = ctx.system.gpus_per_node, float(ctx.hidden), ctx.model.moe.top_k
     a2a = a2a_seconds(g.t_local, k, h, g.ep, g.etp, ctx.system, ctx.gpu)
     etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k * h * DISPATCH_BYTES, g.etp,
                                           group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
-    comm = 4.0 * (np.where(g.ep > 1, a2a, 0.0) + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
+    comm = collectives_per_layer(full_recompute) * (np.where(g.ep > 1, a2a, 0.0)
+                                                    + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
     window, other = overlap_window(ctx, g, lc, gemm_seconds)
     local_experts = ctx.model.moe.num_experts / g.ep if per_expert_launches(ctx.framework, ctx.precision, ctx.low_precision) else 0.0
     exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count or 132, other, local_experts)
@@ -300,6 +310,6 @@ def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds):
 
 __all__ = [
     "BATCH_OVERLAP_FRAMEWORKS", "GROUPED_KERNEL_PRECISIONS", "PER_EXPERT_LAUNCH_FRAMEWORKS", "per_expert_launches", "DISPATCH_BYTES", "EP_COMM_SMS", "expert_cast_elements", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
-    "ep_comm_seconds", "ep_ranks_per_domain", "ep_regime", "fixed_seconds_per_layer", "exposed_ep_seconds", "network_bytes", "remote_domains_per_token",
+    "collectives_per_layer", "ep_comm_seconds", "ep_ranks_per_domain", "ep_regime", "fixed_seconds_per_layer", "exposed_ep_seconds", "network_bytes", "remote_domains_per_token",
     "routed_bytes", "tokens_per_expert",
 ]
