@@ -112,17 +112,22 @@ def test_cv_accuracy_gate_on_public_training_file(shared_dir):
     CV exceeds in-sample where a family alone informs a fitted knob (ttbench: the torchtitan CP
     slowdown; ttmem: reserved/allocated): its fold starts from the knob's prior. Gates: these
     figures x 1.1.
+    Then (h-moetrain) Megatron MoE rows with tp > 1 run sequence parallelism and TE's MXFP8 / NVFP4
+    expert GEMMs launch once, not per local expert: mbr-moe 24.3 -> 18.0, mbridge 16.5 -> 12.2,
+    megft 13.8 -> 13.2, dsv3 21.0 -> 21.3 (its fold refits the MoE knobs on the others); overall
+    13.5 -> 13.2; MoE time rows 25.0 -> 17.4 (benchmarks/accuracy_cv.py). Gates re-set x 1.1.
     """
     from gpuplan.interfaces.cross_validation import cross_validate_file
 
     cv = cross_validate_file(str(shared_dir / "validation" / "training.csv")).to_dict()["cv"]
     overall = cv["overall"]
     assert overall["predicted_fraction"] >= 0.90  # SCHEMA.md: at least 90% of high/medium rows predicted
-    assert overall["mape_pct"] <= 14.9
+    assert overall["mape_pct"] <= 14.6
     assert overall["median_ape_pct"] <= 9.2
     fam = cv["families"]
     assert fam["ttbench"]["mape_pct"] <= 26.7 and fam["ttmem"]["mape_pct"] <= 15.6
-    assert fam["mbr-moe"]["mape_pct"] <= 27.0 and fam["dsv3"]["mape_pct"] <= 23.4
+    assert fam["mbr-moe"]["mape_pct"] <= 19.9 and fam["dsv3"]["mape_pct"] <= 23.5
+    assert fam["mbridge"]["mape_pct"] <= 13.5 and fam["megft"]["mape_pct"] <= 14.6
     assert overall["mape_pct"] >= overall["in_sample_mape_pct"] - 0.5
     assert SGF in [k["name"] for k in cv["knobs_refit"]]
 

@@ -215,3 +215,92 @@ def test_megatron_batch_overlap_needs_one_pipeline_stage_or_interleaving():
     assert window == 3.0 and other.tolist() == [False, True, False, True]
     _, other_dualpipe = moe_time.overlap_window(SimpleNamespace(framework=Framework.OTHER), g, lc, None)
     assert other_dualpipe.tolist() == [False, True, True, True]
+
+
+def test_expert_gemms_launch_per_expert_except_te_block_scaled_grouped_kernels():
+    # TE GroupedLinear loops one GEMM (+ one quantize) per local expert in BF16 / FP8 per-tensor;
+    # MXFP8 / NVFP4 run grouped quantize + grouped GEMM kernels (TE v2.13 #2586, v2.14 #2748), one
+    # launch for all experts. torchtitan (torch._grouped_mm) never launches per expert; DeepSpeed-MoE
+    # loops over its expert modules whatever the precision.
+    from gpuplan.specs.execution import Framework
+    from gpuplan.specs.plan import Precision
+
+    launches = moe_time.per_expert_launches
+    assert launches(Framework.MEGATRON, Precision.BF16, False)
+    assert launches(Framework.MEGATRON, Precision.FP8, True)
+    assert not launches(Framework.MEGATRON, Precision.MXFP8, True)
+    assert not launches(Framework.MEGATRON, Precision.NVFP4, True)
+    assert not launches(Framework.TORCHTITAN, Precision.BF16, False)
+    assert launches(Framework.DEEPSPEED, Precision.MXFP8, True)
+
+
+def test_mxfp8_moe_layers_pay_the_fixed_time_without_the_per_expert_launches(catalog):
+    # Mixtral 8x7B (32 MoE layers, 8 experts) on one DGX B200, tp 8, ep 1, one micro-batch: no
+    # all-to-all, so the EP term is the fixed time alone. FP8 per-tensor (GroupedLinear's loop):
+    # 32 x (o + 8 o_e) = 32 x (1 ms + 8 x 0.5 ms) = 0.160 s; MXFP8 (one grouped kernel): 32 x o = 0.032 s.
+    system = catalog.system("dgx-b200")
+    model = load_model("mixtral-8x7b")
+    out = {}
+    with knobs.overridden({"training.moe_layer_overhead_s": 0.001, "training.moe_expert_launch_s": 0.0005}):
+        for precision in ("fp8", "mxfp8"):
+            plan = TrainPlan(tp=8, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, precision=precision)
+            out[precision] = estimate_step_time(model, system, plan, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
+    assert out["fp8"] == pytest.approx(0.160, rel=1e-12)
+    assert out["mxfp8"] == pytest.approx(0.032, rel=1e-12)
+
+
+@pytest.mark.parametrize("sp_cell", ["", "false", "true"])
+def test_megatron_moe_rows_with_tp_run_sequence_parallelism(sp_cell):
+    # Megatron-core refuses EP with TP but without SP (TransformerConfig.__post_init__: "When using
+    # expert parallelism and tensor parallelism, sequence parallelism must be used"), so a Megatron
+    # MoE row with tp 2 runs SP whatever its cell says, even where a stated micro-batch marks a
+    # complete launch configuration (where an empty cell otherwise means off). A dense row keeps
+    # the cell; torchtitan has no such rule.
+    from gpuplan.interfaces.validation_training import plan_from_row
+
+    base = {"tp": "2", "pp": "1", "dp": "64", "ep": "64", "num_gpus": "128", "micro_batch": "1",
+            "global_batch": "128", "seq_len": "4096", "precision": "bf16", "framework": "megatron",
+            "sequence_parallel": sp_cell}
+    plan, notes = plan_from_row({**base, "moe_experts": "256"})
+    assert plan.sequence_parallel
+    assert ("sequence_parallel (Megatron requires it for MoE with tp > 1)" in notes) == (sp_cell != "true")
+    dense, _ = plan_from_row({**base, "ep": "1"})
+    assert dense.sequence_parallel == (sp_cell == "true")
+    titan, _ = plan_from_row({**base, "moe_experts": "256", "framework": "torchtitan"})
+    assert titan.sequence_parallel == (sp_cell == "true")
+
+
+def test_plan_search_offers_megatron_moe_plans_with_tp_only_with_sequence_parallelism(catalog):
+    # Mixtral 8x7B on 16 H100, tp in {1, 2}, SP on or off, everything else fixed: 4 grid points, of
+    # which (tp 1, SP on) is rejected as always and (tp 2, SP off) because Megatron refuses MoE with
+    # TP but without SP; torchtitan has no such rule, so there only the tp-1 SP plan is rejected.
+    from gpuplan.workloads.training.plan_search import MOE_TP_NEEDS_SP_REASON, SearchSpace, search_plans
+
+    model = load_model("mixtral-8x7b")
+    system = catalog.system("dgx-h100")
+    space = SearchSpace(seq_len=4096, global_batch=64, tp=[1, 2], pp=[4], cp=[1], ep=[2], vpp=[1], micro_batch=[1],
+                        recompute=["full"], sharding=["zero1"], sequence_parallel=[False, True])
+    res = search_plans(model, system, catalog.gpu(system.gpu), 16, space, top=10)
+    assert res.rejected.get(MOE_TP_NEEDS_SP_REASON, 0) >= 1
+    assert all(r.plan.sequence_parallel for r in res.best if r.plan.tp > 1)
+    titan = search_plans(model, system, catalog.gpu(system.gpu), 16, space, top=10, framework="torchtitan")
+    assert titan.rejected.get(MOE_TP_NEEDS_SP_REASON, 0) == 0
+    assert any(r.plan.tp > 1 and not r.plan.sequence_parallel for r in titan.best)
+
+
+def test_full_recompute_dispatches_and_combines_once_more(catalog):
+    # Per MoE layer and micro-batch: dispatch + combine forward and backward = 4 all-to-alls; a fully
+    # recomputed layer re-runs its forward (token dispatcher included) before its backward: 6. With
+    # nothing hidden (moe_a2a_overlap 0) and no fixed time, the exposed EP time is the all-to-alls
+    # alone, so full recompute gives exactly 6 / 4 = 1.5 x the EP time of the same plan without it.
+    assert moe_time.collectives_per_layer(False) == 4.0 and moe_time.collectives_per_layer(True) == 6.0
+    system = catalog.system("dgx-h100")
+    model = load_model("mixtral-8x7b")
+    out = {}
+    with knobs.overridden({"training.moe_a2a_overlap": 0.0, "training.moe_layer_overhead_s": 0.0,
+                           "training.moe_expert_launch_s": 0.0}):
+        for rc in ("none", "full"):
+            plan = TrainPlan(tp=1, pp=2, dp=8, ep=8, micro_batch=1, global_batch=64, seq_len=4096, recompute=rc)
+            out[rc] = estimate_step_time(model, system, plan, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
+    assert out["none"] > 0.0
+    assert out["full"] == pytest.approx(1.5 * out["none"], rel=1e-12)

@@ -68,7 +68,9 @@ def test_memory_rows_per_family(results):
     # A row that states its attention kernel is modelled with it (validation_training.
     # stated_attention_kernel): megft-14's notes name Megatron's unfused backend, -70.3% -> -13.2%;
     # megft 11.1 -> 2.9, all memory rows 10.6 -> 8.5. Limits: figure x 1.1, rounded up to 0.5.
-    limits = {"megft": 3.5, "megpr6429": 42.0, "ttmem": 8.5}
+    # Megatron MoE rows with tp > 1 run sequence parallelism (Megatron-core requires it; h-moetrain):
+    # megft-14's tp-2 activations shrink, -13.2% -> -15.0%; megft 2.9 -> 3.2, all memory rows 8.46 -> 8.53.
+    limits = {"megft": 4.0, "megpr6429": 42.0, "ttmem": 8.5}
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 50.0), (name, _mape(items))
     for r, p, m in mem:
@@ -84,7 +86,14 @@ def test_memory_rows_per_family(results):
 #: mpt-a100 7.2, mpt-h100 6.3, mtnlg 21.0, nemo2407 5.4, tt-a100 1.7, ttbench 15.5 (the CP fit now
 #: ships as the default), vtrain 9.0; all time rows 12.5. Then megft 27.8 -> 24.8 (megft-13 -49% ->
 #: +28% with its stated unfused attention, validation_training.stated_attention_kernel).
-MERGED_LIMITS: dict = {"bloom": 5.0, "dsv3": 23.5, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 5.0, "llama3": 37.0, "mbr-bw": 11.0, "mbr-moe": 27.0, "mbridge": 22.5, "meg21-t1": 3.5, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 7.5, "megft": 27.5, "megpr6429": 10.0, "mpt-a100": 8.0, "mpt-h100": 7.0, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 17.5, "vtrain": 10.0}
+#: Then (h-moetrain) Megatron MoE rows with tp > 1 run sequence parallelism (Megatron-core refuses
+#: EP + TP without it) and TE's block-scaled (MXFP8 / NVFP4) expert GEMMs launch once, not per
+#: local expert (moe_time.per_expert_launches): mbr-moe 24.3 -> 18.1 (mbr-moe-6 -41 -> -12%, -10
+#: -33 -> -22%, -12 -24 -> +14%, -2 -6 -> +10%), mbridge 20.2 -> 17.3 (mbridge-8 -34 -> -7%: its tp 2
+#: shards the dispatched tokens over SP), megft 24.8 -> 23.2 (megft-13 +28 -> +17%); all time rows
+#: 12.4 -> 12.0; dense families unchanged. A fully recomputed MoE layer dispatches and combines once
+#: more (moe_time.collectives_per_layer): megpr6429 8.9 -> 7.6. Limits: figure x 1.1, rounded up to 0.5.
+MERGED_LIMITS: dict = {"bloom": 5.0, "dsv3": 23.5, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 5.0, "llama3": 37.0, "mbr-bw": 11.0, "mbr-moe": 20.0, "mbridge": 19.0, "meg21-t1": 3.5, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 7.5, "megft": 25.5, "megpr6429": 8.5, "mpt-a100": 8.0, "mpt-h100": 7.0, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 17.5, "vtrain": 10.0}
 
 
 def test_time_mape_per_family(results):
@@ -152,7 +161,7 @@ def test_time_mape_per_family(results):
     limits = MERGED_LIMITS
     for name, items in fam.items():
         assert _mape(items) <= limits.get(name, 30.0), (name, _mape(items))
-    assert _mape(time_rows) <= 13.5  # merged figure 12.5 (MERGED_LIMITS comment)
+    assert _mape(time_rows) <= 13.2  # 12.0 after h-moetrain (was 12.5, MERGED_LIMITS comment) x 1.1
 
 
 def test_vtrain_strategy_ranking(results):

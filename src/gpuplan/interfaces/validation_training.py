@@ -43,6 +43,10 @@ Defaults for empty cells (documented, the same for every row):
   state 2 layers per virtual stage), the most virtual stages whose chunks hold at least 2 layers
   (`interleaved_virtual_stages`), 1 layer each where the stage's layer count is prime; only where
   the micro-batches divide by pp (the interleaved schedule's requirement in Megatron-LM).
+- sequence parallelism on every Megatron MoE row with tp > 1, whatever its cell says: Megatron-core
+  refuses the layout otherwise (TransformerConfig: "When using expert parallelism and tensor
+  parallelism, sequence parallelism must be used"; `megatron_moe_requires_sp`). The TP overlap
+  rule above is unchanged.
 - precision: fp16 for megatron / deepspeed rows on pre-Hopper GPUs (the same pre-FlashAttention
   recipes as the attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
   (the A100/H100 tensor-core peak is the same for both).
@@ -151,6 +155,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     sp_raw = _cell(row, "sequence_parallel").lower()
     te_overlap = (te_fp8 or megatron_core) and not sp_raw
     sp = sp_raw == "true" or te_overlap
+    if megatron_moe_requires_sp(row, framework, tp) and not sp:
+        sp = True
+        notes.append("sequence_parallel (Megatron requires it for MoE with tp > 1)")
     if te_overlap and tp > 1:
         recipe = "fp8 TransformerEngine recipe" if te_fp8 else "tuned Megatron-core recipe"
         notes.append(f"sequence_parallel + tp_comm_overlap ({recipe}, unstated)")
@@ -181,6 +188,14 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
         plan = plan.model_copy(update={"etp": 1})
         notes.append("etp=1 (published Megatron MoE recipes)")
     return plan, notes
+
+
+def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
+    """A Megatron MoE row with tp > 1 runs sequence parallelism whatever its cell says: Megatron-core
+    refuses the layout otherwise (TransformerConfig.__post_init__: "When using expert parallelism and
+    tensor parallelism, sequence parallelism must be used"; Megatron-LM arguments.py: "When using MoE
+    and tensor parallelism, sequence parallelism must be used")."""
+    return framework is Framework.MEGATRON and bool(_cell(row, "moe_experts")) and tp > 1
 
 
 def interleaved_virtual_stages(layers: int, pp: int) -> int:
@@ -294,4 +309,5 @@ def predict_row(row: dict[str, str]) -> Prediction:
 
 
 __all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+           "megatron_moe_requires_sp",
            "plan_from_row", "predict_row"]

@@ -57,8 +57,10 @@ nothing hides: a fixed o per layer (router softmax / top-k, token counting, and 
 device-to-host copy of the per-expert token counts, after which the host must launch the grouped
 GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the recipes' CUDA-graph scopes "moe_router"
 / "moe_preprocess" exist to cut it) plus o_e per local expert where the framework issues the expert
-GEMMs one by one (PER_EXPERT_LAUNCH_FRAMEWORKS: TransformerEngine's GroupedLinear runs one GEMM,
-and in FP8 / MXFP8 one quantize, per local expert). Both fitted. With a single
+GEMMs one by one (`per_expert_launches`: TransformerEngine's GroupedLinear runs one GEMM, and in
+FP8 one quantize, per local expert in BF16 / FP8 per-tensor recipes; its block-scaled MXFP8 / NVFP4
+recipes run one grouped quantize and one grouped GEMM for all local experts, TE v2.13 #2586 and
+v2.14 #2748, GROUPED_KERNEL_PRECISIONS). Both fitted. With a single
 micro-batch and no pipeline there is no other micro-batch to hide behind (w = 0).
 
 Charged elsewhere: the experts' GEMMs at their real per-expert shapes (`step_time.layer_gemm_calls`:
@@ -78,6 +80,7 @@ from gpuplan import knobs
 from gpuplan.layers.inventory import local_gemm_shape
 from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
 from gpuplan.specs.execution import Framework
+from gpuplan.specs.plan import Precision
 
 #: Frameworks with batch-level EP overlap (another micro-batch's compute hides the all-to-all):
 #: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14) and DeepSeek's DualPipe (`other`).
@@ -92,6 +95,12 @@ BATCH_OVERLAP_FRAMEWORKS = (Framework.MEGATRON, Framework.OTHER)
 #: use_grouped_mm), DeepSeek's stack in DeepGEMM's grouped kernels, Composer in MegaBlocks' grouped
 #: kernels: no per-expert launches.
 PER_EXPERT_LAUNCH_FRAMEWORKS = (Framework.MEGATRON, Framework.DEEPSPEED)
+#: Block-scaled recipes whose expert GEMMs TransformerEngine runs as ONE grouped kernel, not one GEMM
+#: and one quantize per local expert: TE v2.13 "Added MXFP8 quantization kernels for grouped tensors
+#: used in MoE" (NVIDIA/TransformerEngine#2586, NVFP4 #2655) and v2.14 "Added BF16 and MXFP8 grouped
+#: GEMM support with on-device group sizes" (#2748; release notes). FP8 per-tensor scaling (Hopper)
+#: and BF16 keep GroupedLinear's loop of per-expert GEMMs on side streams (general_grouped_gemm).
+GROUPED_KERNEL_PRECISIONS = (Precision.MXFP8, Precision.NVFP4)
 
 #: SMs the dispatch / combine kernels hold while they overlap compute: DeepSeek-V3 technical report
 #: (arXiv 2412.19437) sec. 3.2.2, "only 20 SMs are sufficient to fully utilize the bandwidths of IB
@@ -202,6 +211,16 @@ def a2a_seconds(t_local, top_k, hidden, ep, etp, system, gpu, dedup=None):
     return np.maximum(intra, np.where(crosses, inter, 0.0))
 
 
+def per_expert_launches(framework: Framework, precision: Precision, low_precision: bool) -> bool:
+    """Whether the framework issues the expert GEMMs (and their quantizes) expert by expert
+    (PER_EXPERT_LAUNCH_FRAMEWORKS), so that `training.moe_expert_launch_s` is paid per local expert:
+    not where TransformerEngine runs a block-scaled recipe (GROUPED_KERNEL_PRECISIONS, on a part that
+    runs it: `low_precision`) as one grouped quantize + one grouped GEMM."""
+    if framework not in PER_EXPERT_LAUNCH_FRAMEWORKS:
+        return False
+    return not (framework is Framework.MEGATRON and low_precision and precision in GROUPED_KERNEL_PRECISIONS)
+
+
 def fixed_seconds_per_layer(local_experts):
     """Fixed (size-independent) time of one MoE layer per micro-batch, forward + backward: o + o_e x
     E / ep (`training.moe_layer_overhead_s`: router, top-k, token counting, the dispatcher's
@@ -260,27 +279,37 @@ def overlap_window(ctx, g, lc, gemm_seconds):
     return shared_expert_seconds(ctx, g, gemm_seconds), True
 
 
-def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds):
-    """Exposed expert-parallel time per micro-batch on the busiest stage: per MoE layer 4
-    all-to-alls (`a2a_seconds`) plus, with expert TP and sequence parallelism, the all-gather /
-    reduce-scatter of the routed tokens over etp, exposed as `exposed_ep_seconds` against the
-    framework's overlap window (`overlap_window`). `gemm_seconds(ctx, m, n, k)` is the step-time
-    model's GEMM time. 0 for a dense model."""
+def collectives_per_layer(full_recompute):
+    """Expert all-to-alls (or etp gathers) per MoE layer and micro-batch: dispatch and combine in
+    forward and again, transposed, in backward (4); a fully recomputed layer runs its forward, token
+    dispatcher included, once more before its backward (Megatron-core `CheckpointFunction` re-executes
+    the whole layer forward; Korthikanti et al. 2022 sec. 4): 6."""
+    return np.where(full_recompute, 6.0, 4.0)
+
+
+def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds, full_recompute=False):
+    """Exposed expert-parallel time per micro-batch on the busiest stage: per MoE layer
+    `collectives_per_layer` all-to-alls (`a2a_seconds`) plus, with expert TP and sequence
+    parallelism, the all-gather / reduce-scatter of the routed tokens over etp, exposed as
+    `exposed_ep_seconds` against the framework's overlap window (`overlap_window`).
+    `gemm_seconds(ctx, m, n, k)` is the step-time model's GEMM time; `full_recompute` marks plans
+    that recompute every layer. 0 for a dense model."""
     if not ctx.moe_layers:
         return 0.0
     gpn, h, k = ctx.system.gpus_per_node, float(ctx.hidden), ctx.model.moe.top_k
     a2a = a2a_seconds(g.t_local, k, h, g.ep, g.etp, ctx.system, ctx.gpu)
     etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k * h * DISPATCH_BYTES, g.etp,
                                           group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
-    comm = 4.0 * (np.where(g.ep > 1, a2a, 0.0) + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
+    comm = collectives_per_layer(full_recompute) * (np.where(g.ep > 1, a2a, 0.0)
+                                                    + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
     window, other = overlap_window(ctx, g, lc, gemm_seconds)
-    local_experts = ctx.model.moe.num_experts / g.ep if ctx.framework in PER_EXPERT_LAUNCH_FRAMEWORKS else 0.0
+    local_experts = ctx.model.moe.num_experts / g.ep if per_expert_launches(ctx.framework, ctx.precision, ctx.low_precision) else 0.0
     exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count or 132, other, local_experts)
     return sc.layers_per_stage * lc.moe_frac * exposed
 
 
 __all__ = [
-    "BATCH_OVERLAP_FRAMEWORKS", "PER_EXPERT_LAUNCH_FRAMEWORKS", "DISPATCH_BYTES", "EP_COMM_SMS", "expert_cast_elements", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
-    "ep_comm_seconds", "ep_ranks_per_domain", "ep_regime", "fixed_seconds_per_layer", "exposed_ep_seconds", "network_bytes", "remote_domains_per_token",
+    "BATCH_OVERLAP_FRAMEWORKS", "GROUPED_KERNEL_PRECISIONS", "PER_EXPERT_LAUNCH_FRAMEWORKS", "per_expert_launches", "DISPATCH_BYTES", "EP_COMM_SMS", "expert_cast_elements", "overlap_window", "shared_expert_seconds", "a2a_bytes_per_layer", "a2a_seconds", "cross_domain_fraction",
+    "collectives_per_layer", "ep_comm_seconds", "ep_ranks_per_domain", "ep_regime", "fixed_seconds_per_layer", "exposed_ep_seconds", "network_bytes", "remote_domains_per_token",
     "routed_bytes", "tokens_per_expert",
 ]

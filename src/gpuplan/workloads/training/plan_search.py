@@ -11,8 +11,10 @@ that is not even is allowed, as in Megatron-core's uneven pipeline split: Llama 
 layers on pp 16; the busiest stage sets the step time and the exact memory check sees every
 stage), vpp > 1 only with pp > 1 and m % pp == 0 (interleaved schedule), dp integral, m = global_batch /
 (micro_batch x dp) a positive integer, cp divides seq_len, ep divides the experts and dp x cp,
-sequence parallelism only with tp > 1; for MoE models the expert tensor-parallel size is tp
-(Megatron's default) or 1, and ep x etp divides tp x cp x dp (parallel folding).
+sequence parallelism only with tp > 1 (and always with tp > 1 for a Megatron MoE model: Megatron-LM
+arguments.py "When using MoE and tensor parallelism, sequence parallelism must be used"); for MoE
+models the expert tensor-parallel size is tp (Megatron's default) or 1, and ep x etp divides
+tp x cp x dp (parallel folding).
 
 Global batch: a given one is the same for every plan (plans ranked by step time). With none, each
 plan gets `default_global_batch(seq_len, dp, micro_batch)` (the multiple of micro_batch x dp
@@ -352,6 +354,8 @@ class _Block:
 
 #: rejection reason of a plan whose micro-batch does not divide a rank's share of dp's default batch
 DEFAULT_BATCH_REASON = "micro-batch does not divide a rank's share of the default global batch"
+#: rejection reason of a Megatron MoE plan with tp > 1 and no sequence parallelism (Megatron-core refuses it)
+MOE_TP_NEEDS_SP_REASON = "Megatron MoE with tp > 1 needs sequence parallelism"
 #: rejection reason of a plan whose dp needs a default batch over MAX_DEFAULT_BATCH_TOKENS
 OVERSIZED_BATCH_REASON = (f"dp needs a default global batch over 2^{MAX_DEFAULT_BATCH_TOKENS.bit_length() - 1} tokens "
                           "(one sequence per rank)")
@@ -381,6 +385,8 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
         "pp x vpp exceeds the layers": pp * vpp > model.layers,
         "interleaving needs pp > 1 and m divisible by pp": (vpp > 1) & ((pp == 1) | (m % pp != 0)),
         "sequence parallelism needs tp > 1": sp & (tp == 1),
+        # Megatron-LM arguments.py: "When using MoE and tensor parallelism, sequence parallelism must be used"
+        MOE_TP_NEEDS_SP_REASON: (model.moe is not None and ctx.framework is Framework.MEGATRON) & ~sp & (tp > 1),
         "ep x etp must divide tp x cp x dp": (tp * dp * cp) % (ep * etp) != 0,
         "etp = 1 is the same plan as etp = tp when tp = 1": (et == ETP_IS_ONE) & (tp == 1),
     }

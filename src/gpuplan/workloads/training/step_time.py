@@ -66,8 +66,9 @@ Communication (times from `primitives.collectives`):
   backward, overlapped with the attention core (only the excess is exposed); PyTorch's
   context_parallel (torchtitan) all-gathers K,V once per pass (hidden only behind the first ring
   step), rings dK,dV in fp32 and merges each step's output in fp32 (eager, memory-bound).
-- EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward,
-  inside / across scale-up domains, partly hidden behind another micro-batch (`moe_time`).
+- EP: 2 all-to-alls (dispatch, combine) of t x top_k x h x 2 bytes per MoE layer forward, 2 backward
+  (+2 in a full-recompute forward), inside / across scale-up domains, partly hidden behind another
+  micro-batch (`moe_time`).
 - PP: one send of the boundary activation (t x h x 2 / tp bytes: Megatron's scatter-gather)
   forward and one backward per micro-batch and virtual stage. The interleaved schedule (vpp > 1)
   overlaps these sends with the next virtual stage's compute in Megatron-core (`overlap_p2p_comm`,
@@ -779,8 +780,9 @@ def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
 
 def ep_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
     """Exposed expert-parallel time per micro-batch: `moe_time.ep_comm_seconds` (expert all-to-all
-    inside / across scale-up domains, its overlap with another micro-batch, per-layer host time)."""
-    return moe_time.ep_comm_seconds(ctx, g, lc, sc, _gemm)
+    inside / across scale-up domains, its overlap with another micro-batch, per-layer host time; a
+    full-recompute plan dispatches and combines once more in its recompute forward)."""
+    return moe_time.ep_comm_seconds(ctx, g, lc, sc, _gemm, full_recompute=g.rc == RecomputeCode.FULL)
 
 
 def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
