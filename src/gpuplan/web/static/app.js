@@ -86,8 +86,9 @@ function stats(items) {
   // items: [key, label, value, unit, formatter]; data-value holds the number as the API gave it
   const row = h("div", { class: "stats" });
   for (const [key, lab, value, unit, f] of items) {
+    const text = (f || fmt)(value) + (unit ? " " + unit : "");
     row.append(h("div", { class: "stat", "data-key": key, "data-value": value === null ? "" : String(value) },
-      h("div", { class: typeof value === "string" && value.length > 10 ? "v long" : "v", text: (f || fmt)(value) + (unit ? " " + unit : "") }), h("div", { class: "l", text: lab })));
+      h("div", { class: text.length > 10 ? "v long" : "v", text }), h("div", { class: "l", text: lab }))); // long: smaller, not broken
   }
   out().append(row);
   return row;
@@ -140,6 +141,12 @@ function axisTitles(layout) {
   for (const [k, v] of Object.entries(out)) {
     if (/^[xy]axis\d*$/.test(k) && v && typeof v.title === "string") out[k] = { ...v, title: { text: v.title } };
   }
+  // a horizontal legend under an x-axis title: pinned to the figure's bottom edge, below the title
+  // (at a fixed fraction of a short plot's height it would sit on the title)
+  if (out.legend === LAYOUT.legend && out.xaxis && out.xaxis.title) {
+    out.legend = { ...LAYOUT.legend, yref: "container", y: 0, yanchor: "bottom" };
+    out.margin = { ...out.margin, b: Math.max(out.margin.b, 80) };
+  }
   return out;
 }
 
@@ -161,7 +168,7 @@ function stacked(title, parts, unit, opts = {}) {
   }));
   const shapes = opts.limit ? [{ type: "line", x0: opts.limit, x1: opts.limit, yref: "paper", y0: 0, y1: 1, line: { color: "#c00", width: 2, dash: "dash" } }] : [];
   const annotations = opts.limit ? [{ x: opts.limit, yref: "paper", y: 1, text: opts.limitLabel, showarrow: false, yanchor: "bottom", font: { color: "#c00" } }] : [];
-  return plot(title, traces, { barmode: "stack", xaxis: { title: unit }, shapes, annotations, showlegend: true }, 220);
+  return plot(title, traces, { barmode: "stack", xaxis: { title: unit }, shapes, annotations, showlegend: true }, 240);
 }
 
 // ---- inputs ---------------------------------------------------------------------------------
@@ -753,7 +760,7 @@ const PAGES = {
       plot(`Total cost over ${t.years} years at ${fmt(t.utilization * 100)}% utilisation`, [{ type: "bar", x: ["on-prem", "cloud on-demand", "cloud reserved"],
         y: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd], text: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd].map(usd),
         textposition: "auto", marker: { color: ["#2756c5", "#e07b00", "#b8860b"] }, hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 300);
-      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 200);
+      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 220);
       kv("Power", p, { id: "power" });
       table("Prices and their sources", [["key", "item"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]], t.prices, { id: "prices" });
     },
