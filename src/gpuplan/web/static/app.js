@@ -696,7 +696,7 @@ const PAGES = {
       if (d.not_selected.length) notes.push(`Informed, but not worth a parameter of their own (leave-one-out): ${d.not_selected.join(", ")}.`);
       if (d.not_informed.length) notes.push(`Not informed by these rows (left as they were): ${d.not_informed.join(", ")}.`);
       table("Knobs in the profile", [["name", "knob"], [pm, "value ± 1σ"], ["unit", "unit"], ["start", "start (in effect)"], ["default", "default"],
-        [(k) => `${fmt(k.low)} .. ${fmt(k.high)}`, "allowed range"], [(k) => (k.via || []).join(", "), "via"], ["at_bound", "at its bound"]],
+        [(k) => `${fmt(k.low)} .. ${fmt(k.high)}`, "allowed range"], ...(d.method === "hierarchical" ? [[(k) => (k.via || []).join(", "), "via"]] : []), ["at_bound", "at its bound"]],
         informed, { id: "knobs", note: notes.join(" ") });
 
       // predicted against measured, before and after (log-log, like the Validate page)
