@@ -80,20 +80,21 @@ def test_endpoint_equals_gpuplan_api_and_hand_values(client):
 
 
 def test_every_api_command_has_an_endpoint(client):
-    served = {e.fn_name for e in ENDPOINTS} | {"validate"}
+    served = {e.fn_name for e in ENDPOINTS} | {"validate", "calibrate_fit"}
     # not served: model_params reads a checkpoint path on the server; `serve` is serve_run's alias;
     # to_jsonable / price_source are helpers, not commands
     # validate_cv reads a CSV the server would have to be given a path to (the upload endpoint serves
     # `validate`; cross-validation of an upload is not offered yet)
-    # calibrate_fit / calibrate_import / bench read or write files on the server or measure its machine;
+    # calibrate_fit is served as an upload (POST /api/v1/calibrate/fit, no --out / --plot);
+    # calibrate_import / bench read or write files on the server or measure its machine;
     # load_profile / apply / memory_headroom are Python-only scopes; serve_plan_disaggregated is served
     # as serve/plan with `disaggregated: true` (the CLI's `serve plan --disaggregated`)
-    not_served = {"model_params", "serve", "to_jsonable", "price_source", "validate_cv", "calibrate_fit",
+    not_served = {"model_params", "serve", "to_jsonable", "price_source", "validate_cv",
                   "calibrate_import", "bench", "load_profile", "apply", "memory_headroom", "serve_plan_disaggregated"}
     commands = {n for n in api.__all__ if callable(getattr(api, n)) and not isinstance(getattr(api, n), type)}
     assert commands - not_served == served
     paths = set(client.get("/openapi.json").json()["paths"])
-    assert {e.path for e in ENDPOINTS} | {"/api/v1/validate", "/api/v1/formats/compare-file"} <= paths
+    assert {e.path for e in ENDPOINTS} | {"/api/v1/validate", "/api/v1/formats/compare-file", "/api/v1/calibrate/fit"} <= paths
     assert client.get("/docs").status_code == 200
 
 

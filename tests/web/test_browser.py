@@ -5,6 +5,7 @@ the browser these tests fail."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DATA, cli_json
+from .conftest import DATA, cli, cli_json
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -76,7 +77,7 @@ def stat(pg, key: str) -> float:
 
 
 # "/" is the Plan page (its path /plan is checked in test_api.py); a handful of loads keeps CI short
-PAGES = ["/", "/train", "/fit", "/serve", "/compare", "/kernel", "/formats", "/validate", "/datacenter"]
+PAGES = ["/", "/train", "/fit", "/serve", "/compare", "/kernel", "/formats", "/validate", "/calibrate", "/datacenter"]
 
 
 def test_every_page_loads_without_console_errors(server, page):
@@ -84,7 +85,7 @@ def test_every_page_loads_without_console_errors(server, page):
         page.goto(server + path)
         wait_updates(page, 1)
         assert page.is_hidden("#error"), (path, page.text_content("#error"))
-        assert page.text_content("#command").startswith("gpuplan ") or path == "/validate"
+        assert page.text_content("#command").startswith("gpuplan ") or path in ("/validate", "/calibrate")  # uploads
         assert page.problems == [], (path, page.problems)
     # the pages drew their plots with the bundled plotly.js
     page.goto(server + "/datacenter")
@@ -166,3 +167,86 @@ def test_serve_capacity_table_shows_layouts_and_both_loops(server, page):
     assert first.nth(0).text_content() == want["best"]["layout"]
     assert first.nth(8).text_content() == "best"
     assert page.problems == []
+
+
+def calibrate_cli_json(monkeypatch, line: str, folder: Path) -> dict:
+    """The JSON of the Calibrate page's command line, run in the folder of the uploaded file."""
+    monkeypatch.chdir(folder)
+    return cli_json(line)
+
+
+def test_calibrate_upload_shows_the_fit_of_the_cli_and_offers_the_profile(server, page, monkeypatch, tmp_path):
+    # the 12 rows of one public family (meg21-t2: Megatron-LM SC21 Table 2, validation/training.csv)
+    csv = DATA / "meg21-t2.csv"
+    shot = os.environ.get("GPUPLAN_WEB_SCREENSHOT")  # docs/web-calibrate.png: GPUPLAN_WEB_SCREENSHOT=docs/web-calibrate.png
+    shot = Path(shot).resolve() if shot else None  # resolved before the test changes folder
+    page.goto(server + "/calibrate")
+    wait_updates(page, 1)
+    assert page.locator("#run").is_visible()
+    n = updates(page)
+    page.set_input_files("#f-file", str(csv))
+    page.wait_for_timeout(300)
+    assert updates(page) == n  # choosing the file does not start the fit; Run does
+    page.click("#run")
+    wait_updates(page, n + 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    line = page.text_content("#command")
+    assert line == "gpuplan calibrate fit meg21-t2.csv --json"
+    want = calibrate_cli_json(monkeypatch, line, DATA)
+    # the page's before / after MAPE, in-sample and leave-one-out, are the CLI's numbers exactly
+    # (data-value holds JS's shortest round-trip text of the double)
+    for key in ("mape_before_pct", "mape_after_pct", "loo_mape_before_pct", "loo_mape_after_pct"):
+        cell = page.locator(f'[data-table="error"] td[data-key="{key}"]')
+        assert float(cell.get_attribute("data-value")) == want["error"][key], key
+    assert stat(page, "rows_used") == want["error"]["rows_used"] == 12
+    assert page.locator('[data-table="knobs"] tbody tr').count() == len(want["values"])
+    assert page.locator('[data-table="parameters"] tbody tr').count() == len(want["parameters"])
+    assert page.locator('[data-table="rows"] tbody tr').count() == 12
+    assert page.locator(".plot .scatterlayer .trace").count() >= 3  # y = x, before, after (leave-one-out: legend only)
+    assert "leave-one-out" in page.text_content('[data-table="error"]') and "honest" in page.text_content('[data-table="error"]')
+    # the download is profile.toml: the file `calibrate fit --out` writes (but for its time stamp)
+    link = page.locator("#download-profile")
+    assert link.get_attribute("download") == "profile.toml" and link.get_attribute("href").startswith("blob:")
+    with page.expect_download() as dl:
+        link.click()
+    assert dl.value.suggested_filename == "profile.toml"
+    got = Path(dl.value.path()).read_text()
+    res = cli(["calibrate", "fit", "meg21-t2.csv", "--out", str(tmp_path / "profile.toml")])
+    assert res.exit_code == 0, res.output
+    strip = lambda t: [ln for ln in t.splitlines() if not ln.startswith("created = ")]  # noqa: E731
+    assert strip(got) == strip((tmp_path / "profile.toml").read_text())
+    assert "gpuplan --calibration profile.toml" in page.text_content("#results")
+    assert page.problems == []
+    if shot:
+        page.evaluate("window.scrollTo(0, 0)")  # the inputs are sticky: put them at the top
+        page.screenshot(path=str(shot), full_page=True)
+
+
+def test_calibrate_bad_file_and_bad_knob_mark_their_fields(server, page, monkeypatch, tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("id,metric,value\n")
+    page.goto(server + "/calibrate")
+    wait_updates(page, 1)
+    n = updates(page)
+    page.set_input_files("#f-file", str(empty))
+    page.click("#run")
+    wait_updates(page, n + 1)
+    # the CLI's line after "error: " (exit 2 there), under the file picker: its field is `file`
+    message = "empty.csv: no rows (a header and at least one measured row are needed)"
+    res = cli(["calibrate", "fit", str(empty)])
+    assert res.exit_code == 2 and res.output.strip() == "error: " + message
+    field = page.locator('.field[data-field="file"]')
+    assert "invalid" in field.get_attribute("class") and field.locator(".msg").text_content() == message
+    assert page.text_content("#error") == "error: " + message
+    assert page.text_content("#command") == "gpuplan calibrate fit empty.csv --json"
+
+    # an unknown knob marks the knobs input; the rows are fine
+    n = updates(page)
+    page.set_input_files("#f-file", str(DATA / "sample_training.csv"))
+    page.fill("#f-knobs", "efficiency.hbm,no.such.knob")
+    page.click("#run")
+    wait_updates(page, n + 1)
+    assert "invalid" not in page.locator('.field[data-field="file"]').get_attribute("class")
+    knobs = page.locator('.field[data-field="knobs"]')
+    assert knobs.locator(".msg").text_content() == "knobs: unknown knob(s) no.such.knob; see `gpuplan calibrate knobs`"
+    assert "knobs=efficiency.hbm" in page.url  # the options live in the URL (the file cannot)

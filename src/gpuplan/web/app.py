@@ -3,8 +3,10 @@
 - `POST /api/v1/<command words>` (endpoints.ENDPOINTS): the body is the api function's keyword
   arguments as JSON, the answer is `result.to_dict()` (the command's `--json`), and the header
   `X-Gpuplan-Command` is the `gpuplan ... --json` line that prints the same JSON.
-  `POST /api/v1/validate` and `POST /api/v1/formats/compare-file` take an uploaded file
-  (multipart, at most MAX_UPLOAD_BYTES, kept in a temporary directory removed after the call).
+  `POST /api/v1/validate`, `POST /api/v1/calibrate/fit` and `POST /api/v1/formats/compare-file`
+  take an uploaded file (multipart, at most MAX_UPLOAD_BYTES, kept in a temporary directory removed
+  after the call). `calibrate/fit` answers `gpuplan calibrate fit FILE --json` plus the profile's
+  TOML text (`profile_toml`): the page offers it for download, the server writes no profile.
 - Bad input: HTTP 400 (gpuplan InputError) or 422 (an infeasible request, or a body that is not
   the right JSON type), body `{"error": <the CLI's one line after "error: ">, "field": ...}`;
   never a 500 or a traceback.
@@ -15,9 +17,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import shlex
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -121,6 +126,27 @@ def safe_name(name: str | None, default: str) -> str:
     return "".join(c for c in base if c.isalnum() or c in "._-") or default
 
 
+@dataclass(frozen=True)
+class CalibrationAnswer:
+    """`calibrate/fit`'s answer: `gpuplan calibrate fit NAME --json` (NAME the uploaded file's name, in
+    the folder where it lies) and the profile that `--out profile.toml` would write, as text."""
+
+    result: Any  # api.FitProfileResult
+
+    def to_dict(self) -> dict:
+        return {**self.result.to_dict(), "profile_toml": self.result.calibration.profile_text()}
+
+
+def calibrate_upload(path: Path, name: str, **options: Any) -> CalibrationAnswer:
+    """`api.calibrate_fit` on the temporary copy `path` of an upload named `name`; no profile and no
+    plot are written. The sources name the upload, not the temporary path (the JSON and the profile's
+    `[[sources]] path` are what the CLI prints when run beside the file; the sha256 is of its bytes)."""
+    result = api.calibrate_fit(str(path), None, **options)
+    cal = result.calibration
+    cal.sources = [dataclasses.replace(s, path=name) for s in cal.sources]
+    return CalibrationAnswer(result)
+
+
 def host_allowed(host_header: str | None, allowed: frozenset[str]) -> bool:
     return host_header is not None and host_header.lower() in allowed
 
@@ -160,6 +186,34 @@ def create_app(host: str = "127.0.0.1", port: int = 8000, *, extra_hosts: Iterab
             from starlette.concurrency import run_in_threadpool
 
             return await run_in_threadpool(run, api.validate, {"file": str(path)}, f"gpuplan validate {name} --json")
+
+    @app.post("/api/v1/calibrate/fit", tags=["calibrate"], summary="gpuplan calibrate fit FILE")
+    async def calibrate_fit(file: Optional[UploadFile] = File(None), method: str = Form("auto"),
+                            knobs: Optional[str] = Form(None)) -> Response:
+        """Upload a CSV of ../shared/validation/SCHEMA.md rows; the answer is `gpuplan calibrate fit FILE
+        --json` (FILE the upload's name) plus `profile_toml`, the text of the profile `--out` would write.
+        `method`: auto, hierarchical or flat; `knobs`: comma-separated knob names. Nothing is kept."""
+        if file is None:
+            return gpuplan_error(InputError("file: choose a CSV file of measured rows to upload", field="file"))
+        try:
+            data = await read_upload(file)
+        except InputError as exc:
+            return gpuplan_error(exc)
+        name = safe_name(file.filename, "measurements.csv")
+        options: dict[str, Any] = {"method": method}
+        words = ["gpuplan", "calibrate", "fit", name]
+        if knobs is not None and knobs.strip():
+            options["knobs"] = knobs
+            words += ["--knobs", knobs]
+        if method != "auto":
+            words += ["--method", method]
+        cmd = shlex.join([*words, "--json"])
+        with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
+            path = Path(tmp) / name
+            path.write_bytes(data)
+            from starlette.concurrency import run_in_threadpool
+
+            return await run_in_threadpool(run, lambda: calibrate_upload(path, name, **options), {}, cmd)
 
     @app.post("/api/v1/formats/compare-file", tags=["formats"], summary="gpuplan formats compare FILE")
     async def formats_compare_file(file: UploadFile = File(...), tensor: Optional[str] = Form(None),

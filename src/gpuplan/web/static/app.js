@@ -86,8 +86,9 @@ function stats(items) {
   // items: [key, label, value, unit, formatter]; data-value holds the number as the API gave it
   const row = h("div", { class: "stats" });
   for (const [key, lab, value, unit, f] of items) {
+    const text = (f || fmt)(value) + (unit ? " " + unit : "");
     row.append(h("div", { class: "stat", "data-key": key, "data-value": value === null ? "" : String(value) },
-      h("div", { class: typeof value === "string" && value.length > 12 ? "v long" : "v", text: (f || fmt)(value) + (unit ? " " + unit : "") }), h("div", { class: "l", text: lab })));
+      h("div", { class: text.length > 10 ? "v long" : "v", text }), h("div", { class: "l", text: lab }))); // long: smaller, not broken
   }
   out().append(row);
   return row;
@@ -134,10 +135,25 @@ const LAYOUT = {
   paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd", legend: { orientation: "h", y: -0.2 },
 };
 
+function axisTitles(layout) {
+  // plotly.js 3+ (the bundled copy is 4.x) ignores an axis `title` given as a plain string: {text}
+  const out = { ...layout };
+  for (const [k, v] of Object.entries(out)) {
+    if (/^[xy]axis\d*$/.test(k) && v && typeof v.title === "string") out[k] = { ...v, title: { text: v.title } };
+  }
+  // a horizontal legend under an x-axis title: pinned to the figure's bottom edge, below the title
+  // (at a fixed fraction of a short plot's height it would sit on the title)
+  if (out.legend === LAYOUT.legend && out.xaxis && out.xaxis.title) {
+    out.legend = { ...LAYOUT.legend, yref: "container", y: 0, yanchor: "bottom" };
+    out.margin = { ...out.margin, b: Math.max(out.margin.b, 80) };
+  }
+  return out;
+}
+
 function plot(title, traces, layout = {}, height = 340) {
   const div = h("div", { class: "plot", style: `height:${height}px` });
   const s = section(title, div);
-  Plotly.newPlot(div, traces, { ...LAYOUT, ...layout }, {
+  Plotly.newPlot(div, traces, axisTitles({ ...LAYOUT, ...layout }), {
     responsive: true, displaylogo: false,
     toImageButtonOptions: { format: "png", filename: (title || "plot").replace(/\W+/g, "-"), scale: 2 },
   });
@@ -152,7 +168,7 @@ function stacked(title, parts, unit, opts = {}) {
   }));
   const shapes = opts.limit ? [{ type: "line", x0: opts.limit, x1: opts.limit, yref: "paper", y0: 0, y1: 1, line: { color: "#c00", width: 2, dash: "dash" } }] : [];
   const annotations = opts.limit ? [{ x: opts.limit, yref: "paper", y: 1, text: opts.limitLabel, showarrow: false, yanchor: "bottom", font: { color: "#c00" } }] : [];
-  return plot(title, traces, { barmode: "stack", xaxis: { title: unit }, shapes, annotations, showlegend: true }, 220);
+  return plot(title, traces, { barmode: "stack", xaxis: { title: unit }, shapes, annotations, showlegend: true }, 240);
 }
 
 // ---- inputs ---------------------------------------------------------------------------------
@@ -195,6 +211,7 @@ async function buildForm(page) {
       f.help ? h("small", { class: "help", text: f.help }) : null, h("small", { class: "msg" })));
   }
   form.append(h("div", { class: "buttons" },
+    page.manual ? h("button", { type: "button", id: "run", class: "primary", onclick: () => update(page), text: "Run" }) : null,
     h("button", { type: "button", id: "cancel", hidden: true, onclick: () => { if (controller) controller.abort(); }, text: "Cancel" }),
     h("button", { type: "button", id: "reset", onclick: () => { location.search = ""; }, text: "Defaults" })));
 }
@@ -238,12 +255,17 @@ function track(promise) { return promise.then((r) => { calls.push(r); return r; 
 const api = (path, body) => track(call(path, body));
 const apiUpload = (path, file, form) => track(upload(path, file, form));
 
+let PAGE = null;
+let profileUrl = null; // the Calibrate page's Blob URL of profile.toml (revoked on the next run) // the page being shown (start)
+
 function showError(e) {
   const box = $("#error");
   box.hidden = false;
   box.textContent = "error: " + e.message;
   if (e.field) {
-    const f = document.querySelector(`.field[data-field="${e.field}"]`);
+    // a field the page has no input for (an uploaded file's column, say) marks the page's fallback input
+    const f = document.querySelector(`.field[data-field="${e.field}"]`)
+      || (PAGE && PAGE.fieldFallback ? document.querySelector(`.field[data-field="${PAGE.fieldFallback}"]`) : null);
     if (f) { f.classList.add("invalid"); $(".msg", f).textContent = e.message; }
   }
 }
@@ -628,6 +650,88 @@ const PAGES = {
     },
   },
 
+  calibrate: {
+    // `gpuplan calibrate fit FILE`: the fit runs for seconds, so the page runs on its Run button
+    manual: true,
+    fieldFallback: "file", // errors about the upload's rows (field measurements, id, value, ...) mark the file picker
+    fields: [
+      { name: "file", type: "file", accept: ".csv,text/csv", label: "measurements CSV (SCHEMA.md rows, up to 5 MiB)" },
+      { name: "method", type: "select", options: ["auto", "hierarchical", "flat"], def: "auto",
+        help: "hierarchical: a few site factors, then single knobs kept only where they lower the leave-one-out error; flat: every knob free; auto: hierarchical, flat when knobs are named" },
+      { name: "knobs", type: "text", placeholder: "all the rows inform", help: "comma-separated knob names (gpuplan calibrate knobs)" },
+    ],
+    async run(v) {
+      if (profileUrl) { URL.revokeObjectURL(profileUrl); profileUrl = null; }
+      if (!v.file) {
+        section("Calibrate gpuplan to your cluster", h("p", { class: "note" }, "Choose a CSV of your own measured rows (the columns of validation/SCHEMA.md: training, inference, collectives or matmul rows; ",
+          h("code", { text: "gpuplan calibrate import" }), " makes them from tool logs), pick a method and press Run. The fit takes a few seconds. You get the fitted knobs with their uncertainty, the error before and after, and a profile.toml to download. Nothing is kept on the server, and an upload is not kept in the URL."));
+        return;
+      }
+      const { data: d } = await apiUpload("calibrate/fit", v.file, pick(v, ["method", "knobs"]));
+      const e = d.error, name = d.sources.map((s) => s.path).join(" ");
+      const used = d.rows.filter((r) => r.used);
+      stats([["rows_used", "rows used", e.rows_used, `of ${d.rows.length}`], ["method", "method", d.method],
+        ["parameters", "parameters fitted", d.parameters.length], ["knobs_set", "knobs in the profile", Object.keys(d.values).length]]);
+
+      // error before / after: leave-one-out first (the figure to trust), then in-sample
+      const pct = (x) => (x === null || x === undefined ? "–" : fmt(x) + "%");
+      const cell = (key) => h("td", { class: "num", "data-key": key, "data-value": e[key] === null ? "" : String(e[key]), text: pct(e[key]) });
+      const per = e.loo_mode === "family" ? "per family: each family predicted by a fit on the other families" : "per row: each row predicted by a fit on the other rows";
+      section(`Error before and after the fit (MAPE over the ${e.rows_used} rows used)`,
+        h("div", { class: "scroll" }, h("table", { "data-table": "error" },
+          h("thead", {}, h("tr", {}, h("th", { text: "" }), h("th", { text: "before (values in effect)" }), h("th", { text: "after (fitted)" }))),
+          h("tbody", {},
+            h("tr", { class: "honest" }, h("td", {}, h("b", { text: "leave-one-out" }), ` (${per}): the honest figure, what to expect on configurations the fit has not seen`), cell("loo_mape_before_pct"), cell("loo_mape_after_pct")),
+            h("tr", {}, h("td", { text: "in-sample: the rows the fit saw (flatters the fit)" }), cell("mape_before_pct"), cell("mape_after_pct")),
+            h("tr", {}, h("td", { text: "in-sample median absolute error" }), cell("median_ape_before_pct"), cell("median_ape_after_pct"))))),
+        h("p", { class: "note", text: "Before the fit nothing is fitted, so leaving rows out changes nothing: both \"before\" figures are the same. A profile corrects efficiencies; it does not add missing physics: if the leave-one-out error does not fall, the rows' error is not in the knobs." }));
+
+      const pm = (x) => `${fmt(x.value)}\u00a0±\u00a0${fmt(x.uncertainty)}`; // one line: no break around ±
+      if (d.method === "hierarchical") {
+        table("Parameters fitted (site factors, then single knobs)", [["name", "parameter"], [pm, "value ± 1σ"], ["unit", "unit"], ["start", "start"], ["at_bound", "at its bound"]],
+          d.parameters, { id: "parameters", note: "A site factor scales every knob of its kind (compute, memory, network, host) by one ratio; the knobs below carry it." });
+      }
+      const informed = d.knobs.filter((k) => k.informed);
+      const notes = [];
+      if (d.not_selected.length) notes.push(`Informed, but not worth a parameter of their own (leave-one-out): ${d.not_selected.join(", ")}.`);
+      if (d.not_informed.length) notes.push(`Not informed by these rows (left as they were): ${d.not_informed.join(", ")}.`);
+      table("Knobs in the profile", [["name", "knob"], [pm, "value ± 1σ"], ["unit", "unit"], ["start", "start (in effect)"], ["default", "default"],
+        [(k) => `${fmt(k.low)} .. ${fmt(k.high)}`, "allowed range"], ...(d.method === "hierarchical" ? [[(k) => (k.via || []).join(", "), "via"]] : []), ["at_bound", "at its bound"]],
+        informed, { id: "knobs", note: notes.join(" ") });
+
+      // predicted against measured, before and after (log-log, like the Validate page)
+      const rows = used.filter((r) => r.predicted_before !== null && r.predicted_after !== null);
+      const all = rows.flatMap((r) => [r.measured, r.predicted_before, r.predicted_after, r.predicted_loo].filter((x) => x !== null && x > 0));
+      const lo = Math.min(...all) / 1.2, hi = Math.max(...all) * 1.2;
+      const err = (p, m) => `${p >= m ? "+" : ""}${fmt(100 * (p / m - 1))}%`;
+      const hover = (key) => rows.map((r) => `${r.id} ${r.metric}: measured ${fmt(r.measured)}, predicted ${fmt(r[key])} (${err(r[key], r.measured)})`);
+      plot(`Predicted against measured: MAPE ${pct(e.mape_before_pct)} before, ${pct(e.mape_after_pct)} after (in-sample)`, [
+        { type: "scatter", mode: "lines", name: "predicted = measured", x: [lo, hi], y: [lo, hi], line: { color: "#888" }, hoverinfo: "skip" },
+        { type: "scatter", mode: "lines", name: "each row's move", x: rows.flatMap((r) => [r.measured, r.measured, null]), y: rows.flatMap((r) => [r.predicted_before, r.predicted_after, null]),
+          line: { color: "#c5cbd3", width: 1 }, hoverinfo: "skip", showlegend: false },
+        { type: "scatter", mode: "markers", name: "before (values in effect)", x: rows.map((r) => r.measured), y: rows.map((r) => r.predicted_before), text: hover("predicted_before"),
+          hovertemplate: "before: %{text}<extra></extra>", marker: { size: 9, color: "rgba(0,0,0,0)", line: { color: "#7a828c", width: 1.5 } } },
+        { type: "scatter", mode: "markers", name: "after (fitted)", x: rows.map((r) => r.measured), y: rows.map((r) => r.predicted_after), text: hover("predicted_after"),
+          hovertemplate: "after: %{text}<extra></extra>", marker: { size: 9, color: "#2756c5" } },
+        { type: "scatter", mode: "markers", name: "leave-one-out", x: rows.filter((r) => r.predicted_loo !== null).map((r) => r.measured), y: rows.filter((r) => r.predicted_loo !== null).map((r) => r.predicted_loo),
+          text: hover("predicted_loo").filter((_, i) => rows[i].predicted_loo !== null), hovertemplate: "leave-one-out: %{text}<extra></extra>",
+          marker: { size: 9, symbol: "diamond-open", color: "#e07b00", line: { width: 1.5 } }, visible: "legendonly" },
+      ], { xaxis: { title: "measured (each row in its metric's unit)", type: "log" }, yaxis: { title: "predicted", type: "log" }, legend: { orientation: "v", x: 1.02, y: 1 } }, 460);
+
+      profileUrl = URL.createObjectURL(new Blob([d.profile_toml], { type: "application/toml" }));
+      section("Calibration profile",
+        h("p", { class: "download" }, h("a", { id: "download-profile", class: "button primary", href: profileUrl, download: "profile.toml", text: "Download profile.toml" })),
+        h("p", {}, "Use it with any command: ", h("code", { text: "gpuplan --calibration profile.toml train ..." }), " (or set ", h("code", { text: "GPUPLAN_CALIBRATION=profile.toml" }), ")."),
+        h("p", { class: "note" }, "Nothing was written on the server. The CLI writes the same profile with ", h("code", { text: `gpuplan calibrate fit ${name} --out profile.toml` }), "."),
+        h("details", {}, h("summary", { text: "profile.toml" }), h("pre", { class: "toml", text: d.profile_toml })));
+
+      const rel = (k) => (r) => (r[k] === null ? null : 100 * (r[k] / r.measured - 1));
+      table("Per row", [["id", "id"], ["metric", "metric"], ["measured", "measured"], ["predicted_before", "before"], ["predicted_after", "after"], ["predicted_loo", "leave-one-out"],
+        [rel("predicted_before"), "error before %"], [rel("predicted_after"), "error after %"], [rel("predicted_loo"), "leave-one-out error %"], ["band_pct", "± 1σ %"], [(r) => (r.used ? "" : r.reason || "skipped"), "not used: why"]],
+        d.rows, { id: "rows", rowClass: (r) => (!r.used ? "skipped" : null), note: "± 1σ: the band of the calibrated prediction (the fit's residual spread and the knobs' uncertainty)." });
+    },
+  },
+
   datacenter: {
     fields: [
       { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
@@ -656,7 +760,7 @@ const PAGES = {
       plot(`Total cost over ${t.years} years at ${fmt(t.utilization * 100)}% utilisation`, [{ type: "bar", x: ["on-prem", "cloud on-demand", "cloud reserved"],
         y: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd], text: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd].map(usd),
         textposition: "auto", marker: { color: ["#2756c5", "#e07b00", "#b8860b"] }, hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 300);
-      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 200);
+      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 220);
       kv("Power", p, { id: "power" });
       table("Prices and their sources", [["key", "item"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]], t.prices, { id: "prices" });
     },
@@ -667,11 +771,14 @@ const PAGES = {
 async function start() {
   const name = document.body.dataset.page;
   const page = PAGES[name];
+  PAGE = page;
   await buildForm(page);
-  let timer = null;
-  const later = () => { clearTimeout(timer); timer = setTimeout(() => update(page), 350); };
-  $("#inputs").addEventListener("input", (e) => { if (e.target.type !== "file" && e.target.type !== "checkbox" && e.target.tagName !== "SELECT") later(); });
-  $("#inputs").addEventListener("change", (e) => { if (e.target.type === "file" || e.target.tagName === "SELECT" || e.target.type === "checkbox") update(page); });
+  if (!page.manual) { // a manual page (a computation of seconds) runs on its Run button only
+    let timer = null;
+    const later = () => { clearTimeout(timer); timer = setTimeout(() => update(page), 350); };
+    $("#inputs").addEventListener("input", (e) => { if (e.target.type !== "file" && e.target.type !== "checkbox" && e.target.tagName !== "SELECT") later(); });
+    $("#inputs").addEventListener("change", (e) => { if (e.target.type === "file" || e.target.tagName === "SELECT" || e.target.type === "checkbox") update(page); });
+  }
   await update(page);
 }
 
