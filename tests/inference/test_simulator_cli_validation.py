@@ -140,10 +140,19 @@ def test_cli_serve_plan_json(runner):
 #: trtllm061 11.0, mlperf40 18.4, vllmci 19.6, nim 6.6, aic 1.1, trtllm1x-po 20.4. Mean signed error
 #: of TTFT / TPOT / e2e rows -16 / -13 / -14% -> -12 / -9 / -11%, throughput +6 -> +2%.
 #: Limits: figure x 1.1 (aic, 2 rows: 2.5).
+#: Re-set with the serving engines' own tensor-parallel all-reduce (workloads.inference.tp_allreduce:
+#: TensorRT-LLM / vLLM one-shot and two-shot kernels within their size limits, NCCL above as a
+#: steady-state ring on one NVLink domain when faster than the collective model, whose staging-buffer
+#: fill made 8-64 MB all-reduces about twice as slow as vLLM's measured pynccl): MAPE 13.6% over 95
+#: (13.4) at the unchanged default knobs (CV 13.4 -> 13.0%); max-load TP rows of trtllm017 / trtllm10
+#: move from -15..-34% to -2..-24%: trtllm017 8.5 -> 5.9, trtllm10 13.3 -> 8.4, trtllm061 11.0 -> 10.1;
+#: low-load TP latency rows, already fast, get faster: trtllm014 18.4 -> 22.6, vllmci 19.6 -> 22.3,
+#: aic 1.1 -> 7.4, lmdeploy 12.7 -> 14.0, mlperf40 18.4 -> 19.3, nim 6.6 -> 6.8, trtllm1x-po 20.4 -> 21.0.
+#: Limits: figure x 1.1.
 INFERENCE_MAPE_LIMIT_PCT = 15.0
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 7.5, "trtllm014": 20.5, "aic": 2.5,
-                               "trtllm061": 12.5, "lmdeploy": 14.0, "trtllm10": 15.0, "vllmci": 21.5,
-                               "trtllm017": 9.5, "mlperf40": 20.5}
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 23.2, "nim": 7.5, "trtllm014": 25.0, "aic": 8.1,
+                               "trtllm061": 11.1, "lmdeploy": 15.4, "trtllm10": 9.2, "vllmci": 24.6,
+                               "trtllm017": 6.6, "mlperf40": 21.3}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 
 
