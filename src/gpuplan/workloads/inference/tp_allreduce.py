@@ -29,8 +29,8 @@ with their own peer-to-peer kernels for small messages and call NCCL for large o
   twice as fast as that fill allows: vLLM's pynccl on SM90 (vllm-project/vllm PR #42324
   benchmark tables) 57 / 86 us at 16 / 32 MiB on 2 GPUs and 76 / 121 / 195 us at 8 / 16 / 32 MiB
   on 8 GPUs (the collective model: 127 / 246 and 119 / 223 / 432 us; the steady ring: 62 / 108 and
-  97 / 138 / 219 us); nccl-tests on 8 NVLink4 GPUs (kvcache-ai/Mooncake PR #3484, H20, NCCL 2.30):
-  181 / 242 / 300 GB/s busbw at 8 / 16 / 32 MB.
+  97 / 138 / 219 us); nccl-tests all_reduce_perf on 8 NVLink4 GPUs (kvcache-ai/Mooncake PR #3484,
+  8 x H20): 181 / 242 / 300 GB/s busbw at 8 / 16 / 32 MB (the collective model: 123 / 131 / 136).
 
 B = the GPU's scale-up (NVLink) line rate per direction x `serving.custom_allreduce_efficiency`
 (on a switched domain the GPU reaches its peers at its full rate; on a point-to-point full mesh,
