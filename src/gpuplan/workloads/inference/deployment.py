@@ -56,8 +56,9 @@ class Deployment:
     latency budget", one H200, 128/2048 tokens: 1,227 -> 2,941 tokens/s per GPU).
 
     tp_allreduce: how the engine runs the tensor-parallel all-reduce (workloads.inference.tp_allreduce):
-    `tensorrt-llm` (default: its one-shot / two-shot kernels within its IPC workspace, NCCL above),
-    `vllm` (vLLM's / SGLang's custom all-reduce below 8 MiB, NCCL above) or `nccl` (NCCL always).
+    `tensorrt-llm` (default, the PyTorch backend: its one-shot / two-shot kernels within its IPC
+    workspace, NCCL above), `tensorrt-llm-plugin` (TensorRT engines, v0.x: one-shot below a size,
+    else NCCL), `vllm` (vLLM's / SGLang's custom all-reduce below 8 MiB, NCCL above) or `nccl`.
     """
 
     model: ModelSpec
