@@ -78,7 +78,11 @@ def test_expert_parallel_without_attention_dp_moves_no_tokens(monkeypatch):
         calls.append((op, float(np.asarray(sizes).ravel()[0]), num_gpus))
         return np.zeros_like(np.asarray(sizes, dtype=float))
 
+    def record_tp(sizes, num_gpus, system, gpu, impl, hidden=None):  # the engine's TP all-reduce (tp_allreduce)
+        return record(Collective.ALL_REDUCE, sizes, system, num_gpus, gpu)
+
     monkeypatch.setattr(operators, "collective_seconds", record)
+    monkeypatch.setattr(operators, "tp_allreduce_seconds", record_tp)
     st = step_time_model(_dep("mixtral-8x7b", "dgx-h100", tp=2, ep=2), table_tokens=4)
     calls.clear()
     st.linear_time(np.array([100.0]))

@@ -23,6 +23,7 @@ KNOB_MODULES = (
     "gpuplan.workloads.training.memory",
     "gpuplan.workloads.inference.operators",
     "gpuplan.workloads.inference.frontend",
+    "gpuplan.workloads.inference.tp_allreduce",
     "gpuplan.workloads.inference.memory",
     "gpuplan.workloads.memory_headroom",
     "gpuplan.workloads.inference.lengths",

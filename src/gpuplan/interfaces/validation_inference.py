@@ -42,6 +42,7 @@ from gpuplan.workloads.inference.memory import (
 from gpuplan.workloads.inference.operators import step_time_model
 from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
 from gpuplan.workloads.inference.simulator import SimResult, simulate
+from gpuplan.workloads.inference.tp_allreduce import TpAllReduce
 
 #: Seed of the validation simulations (fixed so `gpuplan validate` is reproducible).
 VALIDATION_SEED = 20240601
@@ -74,6 +75,12 @@ class EngineProfile:
     first_token_in_prefill_from: tuple[int, int] | None = None
     #: names of the engine in free text (a row's source / notes), for `stated_engine_version`
     aliases: tuple[str, ...] = ()
+    #: how the engine runs the tensor-parallel all-reduce (Deployment.tp_allreduce)
+    tp_allreduce: TpAllReduce = TpAllReduce.TENSORRT_LLM
+    #: first version with `tp_allreduce`; rows stating an older version get `tp_allreduce_before`
+    #: (`tp_allreduce_for`). None: `tp_allreduce` in every version.
+    tp_allreduce_from: tuple[int, int] | None = None
+    tp_allreduce_before: TpAllReduce = TpAllReduce.NCCL
 
 
 #: CUDA-graph batch sizes of TensorRT-LLM's perf-overview runs (llm_options `cuda_graph_config:
@@ -86,27 +93,38 @@ ENGINES: dict[str, EngineProfile] = {
     # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
     # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
     # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
+    # Its TP all-reduce (workloads.inference.tp_allreduce): v1.x (PyTorch backend) the AUTO lookup
+    # table of one-shot / two-shot / NCCL; v0.x (TensorRT engines) the AllReduce plugin's rule
+    # (one-shot below a size, else NCCL).
     # Its XQA generation kernel for MQA / GQA arrived in v0.8 (TensorRT-LLM blog "New XQA-kernel
     # provides 2.4x more Llama-70B throughput ...": "will be included in the v0.8 releases"); before
     # it the masked multi-head attention kernel read each KV head once per query head.
     "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
                                   TRTLLM_CUDA_GRAPH_BATCH_SIZES, grouped_decode_from=(0, 8),
-                                  aliases=("tensorrt-llm", "trt-llm", "tensorrt llm")),
+                                  aliases=("tensorrt-llm", "trt-llm", "tensorrt llm"),
+                                  tp_allreduce_from=(1, 0), tp_allreduce_before=TpAllReduce.TENSORRT_LLM_PLUGIN),
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
-    "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
+    # Its custom all-reduce below 8 MiB, pynccl above (Deployment.tp_allreduce).
+    "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
+                          tp_allreduce=TpAllReduce.VLLM),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
     # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
     # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
-    "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192),
+    # Its custom all-reduce is vLLM's (sgl-kernel custom_all_reduce, a port).
+    "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192,
+                            tp_allreduce=TpAllReduce.VLLM),
     # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
     # Its context decoder left the last prompt token to the first decode step until "Refactor
     # turbomind attention" (PR #1116, merged March 2024, in a v0.2.x patch release at the earliest):
     # rows stating a version before v0.3, the first minor release certainly after it, get that
     # (workloads.inference.deferred_first_token; a row stating v0.2.5 or v0.2.6 may be misread).
+    # TP all-reduce through NCCL (no custom kernels modelled for TurboMind).
     "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192,
-                              first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind")),
+                              first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind"),
+                              tp_allreduce=TpAllReduce.NCCL),
     # TGI: vLLM-like paged attention; treated like vLLM.
-    "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192),
+    "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
+                         tp_allreduce=TpAllReduce.NCCL),
 }
 ENGINES["other"] = ENGINES["vllm"]
 
@@ -148,6 +166,15 @@ def deferred_first_token_for(row: dict[str, str], engine: EngineProfile) -> bool
     version = stated_engine_version(row, engine)
     return engine.first_token_in_prefill_from is not None and version is not None \
         and version < engine.first_token_in_prefill_from
+
+
+def tp_allreduce_for(row: dict[str, str], engine: EngineProfile) -> TpAllReduce:
+    """Deployment.tp_allreduce of a row: the engine's `tp_allreduce_before` when the row states a
+    version older than its `tp_allreduce_from`, else its `tp_allreduce`."""
+    version = stated_engine_version(row, engine)
+    if engine.tp_allreduce_from is not None and version is not None and version < engine.tp_allreduce_from:
+        return engine.tp_allreduce_before
+    return engine.tp_allreduce
 
 
 def trtllm_bench_requests(input_len: int, output_len: int) -> int:
@@ -337,7 +364,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
     try:
         grouped = grouped_decode_for(row, engine)
         dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, attention_dp=adp, weight_dtype=wdt, kv_dtype=kvdt,
-                         grouped_decode_attention=grouped)
+                         grouped_decode_attention=grouped, tp_allreduce=tp_allreduce_for(row, engine))
         if dep.decode_kv_reads > 1:
             notes.append(f"per-query-head decode attention (engine version before XQA): KV read {dep.decode_kv_reads:g}x")
         if batch:

@@ -666,7 +666,25 @@ def collective_sm_fraction(n, per_node, system: System, gpu: Gpu) -> np.ndarray:
     return np.where(n_b > 1, np.minimum(1.0, channels / sms), 0.0)
 
 
+def steady_ring_allreduce_seconds(size_bytes, n: int, system: System, gpu: Gpu | None) -> np.ndarray:
+    """A NCCL Simple-protocol ring all-reduce on one switched NVLink domain in steady state, s
+    (array over sizes): (BASE_LATENCY_US + 2 (n - 1) NVLINK_STEP_US) us for ("ring", "Simple") +
+    2 (n - 1) / n x S / (line rate x `collectives.nvlink_efficiency`): the ring of this module
+    without its staging-buffer fill term. At 8-64 MB the fill makes `collective_time` 1.5-2.9x
+    slower than measured all-reduces (vLLM PR #42324, pynccl on SM90, 2 GPUs 16 / 32 MiB: 57 / 86 us
+    against 127 / 246 us; 8 GPUs 8 / 16 / 32 MiB: 76 / 121 / 195 us against 119 / 223 / 432 us);
+    serving's TP all-reduce takes the faster of the two (workloads.inference.tp_allreduce). The
+    training model keeps the fill, with which its rows were fitted: a known disagreement."""
+    key = ("ring", "Simple")
+    alpha = (BASE_LATENCY_US[key] + 2.0 * (n - 1) * NVLINK_STEP_US[key]) * 1e-6
+    rate = system.scaleup_bandwidth_gbps or (gpu.scaleup_bandwidth_gbps if gpu else None) or 0.0
+    link = float(rate) * 1e9 * knobs.value("collectives.nvlink_efficiency")
+    return alpha + 2.0 * (n - 1) / n * np.asarray(size_bytes, dtype=float) / link
+
+
+
 __all__ = [
+    "steady_ring_allreduce_seconds",
     "Algorithm", "Collective", "CollectiveResult", "Protocol", "asymptotic_busbw_gbps", "busbw_factor",
     "collective_seconds", "collective_seconds_array", "collective_sm_fraction", "collective_time",
     "collective_time_array", "group_channels", "group_per_node",

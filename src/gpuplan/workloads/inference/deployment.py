@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from gpuplan.errors import InputError
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.dtypes import ServingDtype, parse_dtype
+from gpuplan.workloads.inference.tp_allreduce import TpAllReduce, parse_tp_allreduce
 
 
 def default_activation_dtype(weight: ServingDtype) -> ServingDtype:
@@ -53,6 +54,11 @@ class Deployment:
     decoderMaskedMultiheadAttentionLaunch.h `mmha_launch_kernel_ex`: grid {num_heads, batch_size};
     TensorRT-LLM blog "New XQA-kernel provides 2.4x more Llama-70B throughput within the same
     latency budget", one H200, 128/2048 tokens: 1,227 -> 2,941 tokens/s per GPU).
+
+    tp_allreduce: how the engine runs the tensor-parallel all-reduce (workloads.inference.tp_allreduce):
+    `tensorrt-llm` (default, the PyTorch backend: its one-shot / two-shot kernels within its IPC
+    workspace, NCCL above), `tensorrt-llm-plugin` (TensorRT engines, v0.x: one-shot below a size,
+    else NCCL), `vllm` (vLLM's / SGLang's custom all-reduce below 8 MiB, NCCL above) or `nccl`.
     """
 
     model: ModelSpec
@@ -66,8 +72,10 @@ class Deployment:
     kv_dtype: ServingDtype = ServingDtype.BF16
     activation_dtype: ServingDtype = field(default=None)  # type: ignore[assignment]
     grouped_decode_attention: bool = True
+    tp_allreduce: TpAllReduce = TpAllReduce.TENSORRT_LLM
 
     def __post_init__(self):
+        object.__setattr__(self, "tp_allreduce", parse_tp_allreduce(self.tp_allreduce))
         object.__setattr__(self, "weight_dtype", parse_dtype(self.weight_dtype, "weight_dtype"))
         object.__setattr__(self, "kv_dtype", parse_dtype(self.kv_dtype, "kv_dtype"))
         if self.activation_dtype is None:

@@ -67,6 +67,7 @@ from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, System
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.dtypes import bytes_per_element, matmul_precision
+from gpuplan.workloads.inference.tp_allreduce import tp_allreduce_seconds
 
 #: Minimum duration of one kernel (launch + tail), s: aiconfigurator h100_sxm/h200_sxm system YAML
 #: `mem_empirical_constant_latency: 3 us` (ai-dynamo/aiconfigurator @095f58a).
@@ -117,7 +118,7 @@ GEMM_HALF_EFFICIENCY_TOKENS = knobs.register(
 #: serving rows, whose latencies the roofline put 13-16% short on average (TTFT, TPOT) while it put
 #: throughput 6% high.
 GEMM_OVERLAP = knobs.register(
-    "serving.gemm_overlap", unit="fraction", default=0.74, low=0.0, high=1.0, prior=1.0,
+    "serving.gemm_overlap", unit="fraction", default=0.6, low=0.0, high=1.0, prior=1.0,
     source="fitted on the public serving rows (all families); prior 1 = the roofline's perfect overlap "
            "(Williams et al. 2009)",
     scales="serving GEMM time max(math, memory) + (1 - this) x min(math, memory)",
@@ -397,9 +398,9 @@ class StepTimeModel:
                              + ffn_tok * layer.activation_bytes_per_ffn_element(ACTIVATION_IO_BYTES) * f_eff)
         total += m.layers * elementwise_bytes / self.hbm_bytes_per_s
         total += self.kernels_per_step * knobs.value("serving.per_kernel_latency_s")
-        if dep.attention_tp > 1:  # 2 all-reduces per layer over the attention group
-            ar = collective_seconds(Collective.ALL_REDUCE, tok * m.hidden * ACTIVATION_IO_BYTES, dep.system,
-                                    dep.attention_tp, gpu=dep.gpu)
+        if dep.attention_tp > 1:  # 2 all-reduces per layer over the attention group, as the engine runs them
+            ar = tp_allreduce_seconds(tok * m.hidden * ACTIVATION_IO_BYTES, dep.attention_tp, dep.system, dep.gpu,
+                                      dep.tp_allreduce, hidden=m.hidden)
             total += 2 * m.layers * ar
         if dep.pp > 1:
             send = collective_seconds(Collective.ALL_GATHER, tok * m.hidden * ACTIVATION_IO_BYTES * 2, dep.system, 2, gpu=dep.gpu)
