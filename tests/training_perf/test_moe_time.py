@@ -184,20 +184,27 @@ def test_fp8_cast_elements_of_the_experts():
     assert moe_time.expert_cast_elements(g, moe, H) == 339_738_624
 
 
-def test_per_expert_launch_time_only_where_experts_run_one_by_one(catalog):
-    # Mixtral 8x7B (32 MoE layers, 8 experts) on one DGX H100, tp 8, ep 1, one micro-batch: no
-    # all-to-all, so the EP term is the fixed time alone. Megatron-core (TE GroupedLinear, one GEMM
-    # per local expert): 32 x (o + 8 o_e) = 32 x (1 ms + 8 x 0.5 ms) = 0.160 s; torchtitan (one
-    # torch._grouped_mm for all experts): 32 x o = 0.032 s.
-    system = catalog.system("dgx-h100")
-    model = load_model("mixtral-8x7b")
-    out = {}
+def _mixtral_fixed_ep_seconds(catalog, system_id: str, **plan) -> float:
+    """ep_comm_s of Mixtral 8x7B (32 MoE layers, 8 experts) on one node, tp 8, ep 1, one micro-batch:
+    no all-to-all, so the EP term is the MoE layers' fixed time alone, with o = 1 ms per layer and
+    o_e = 0.5 ms per expert launch."""
+    system = catalog.system(system_id)
     with knobs.overridden({"training.moe_layer_overhead_s": 0.001, "training.moe_expert_launch_s": 0.0005}):
-        for fw in ("megatron", "torchtitan"):
-            plan = TrainPlan(tp=8, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, framework=fw)
-            out[fw] = estimate_step_time(model, system, plan, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
-    assert out["megatron"] == pytest.approx(0.160, rel=1e-12)
-    assert out["torchtitan"] == pytest.approx(0.032, rel=1e-12)
+        p = TrainPlan(tp=8, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, **plan)
+        return estimate_step_time(load_model("mixtral-8x7b"), system, p, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
+
+
+@pytest.mark.parametrize(("system", "plan", "expected_s"), [
+    # Megatron-core (TE GroupedLinear, one GEMM per local expert): 32 x (o + 8 o_e) = 32 x (1 + 8 x 0.5) ms
+    ("dgx-h100", {"framework": "megatron"}, 0.160),
+    # torchtitan (one torch._grouped_mm for all experts): 32 x o = 0.032 s
+    ("dgx-h100", {"framework": "torchtitan"}, 0.032),
+    # FP8 per-tensor on B200: GroupedLinear's loop, 0.160 s; MXFP8: one grouped kernel, 32 x o = 0.032 s
+    ("dgx-b200", {"precision": "fp8"}, 0.160),
+    ("dgx-b200", {"precision": "mxfp8"}, 0.032),
+])
+def test_per_expert_launch_time_only_where_experts_run_one_by_one(catalog, system, plan, expected_s):
+    assert _mixtral_fixed_ep_seconds(catalog, system, **plan) == pytest.approx(expected_s, rel=1e-12)
 
 
 def test_megatron_batch_overlap_needs_one_pipeline_stage_or_interleaving():
@@ -232,21 +239,6 @@ def test_expert_gemms_launch_per_expert_except_te_block_scaled_grouped_kernels()
     assert not launches(Framework.MEGATRON, Precision.NVFP4, True)
     assert not launches(Framework.TORCHTITAN, Precision.BF16, False)
     assert launches(Framework.DEEPSPEED, Precision.MXFP8, True)
-
-
-def test_mxfp8_moe_layers_pay_the_fixed_time_without_the_per_expert_launches(catalog):
-    # Mixtral 8x7B (32 MoE layers, 8 experts) on one DGX B200, tp 8, ep 1, one micro-batch: no
-    # all-to-all, so the EP term is the fixed time alone. FP8 per-tensor (GroupedLinear's loop):
-    # 32 x (o + 8 o_e) = 32 x (1 ms + 8 x 0.5 ms) = 0.160 s; MXFP8 (one grouped kernel): 32 x o = 0.032 s.
-    system = catalog.system("dgx-b200")
-    model = load_model("mixtral-8x7b")
-    out = {}
-    with knobs.overridden({"training.moe_layer_overhead_s": 0.001, "training.moe_expert_launch_s": 0.0005}):
-        for precision in ("fp8", "mxfp8"):
-            plan = TrainPlan(tp=8, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, precision=precision)
-            out[precision] = estimate_step_time(model, system, plan, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
-    assert out["fp8"] == pytest.approx(0.160, rel=1e-12)
-    assert out["mxfp8"] == pytest.approx(0.032, rel=1e-12)
 
 
 @pytest.mark.parametrize("sp_cell", ["", "false", "true"])

@@ -24,7 +24,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
@@ -147,6 +147,24 @@ def calibrate_upload(path: Path, name: str, **options: Any) -> CalibrationAnswer
     return CalibrationAnswer(result)
 
 
+async def run_on_upload(file: UploadFile, default_name: str, fn: Callable[[Path, str], Any],
+                        command_for: Callable[[str], str]) -> Response:
+    """Read an upload (size-bounded, `read_upload`), write it to a fresh temporary folder under its
+    safe name, run `fn(path, name)` in a worker thread as the CLI command `command_for(name)` would
+    (`run`: its JSON, or the one-line error as 4xx), and remove the folder."""
+    from starlette.concurrency import run_in_threadpool
+
+    try:
+        data = await read_upload(file)
+    except InputError as exc:
+        return gpuplan_error(exc)
+    name = safe_name(file.filename, default_name)
+    with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
+        path = Path(tmp) / name
+        path.write_bytes(data)
+        return await run_in_threadpool(run, lambda: fn(path, name), {}, command_for(name))
+
+
 def host_allowed(host_header: str | None, allowed: frozenset[str]) -> bool:
     return host_header is not None and host_header.lower() in allowed
 
@@ -175,17 +193,8 @@ def create_app(host: str = "127.0.0.1", port: int = 8000, *, extra_hosts: Iterab
     @app.post("/api/v1/validate", tags=["validate"], summary="gpuplan validate FILE")
     async def validate(file: UploadFile = File(...)) -> Response:
         """Upload a CSV of ../shared/validation/SCHEMA.md; the answer is `gpuplan validate FILE --json`."""
-        try:
-            data = await read_upload(file)
-        except InputError as exc:
-            return gpuplan_error(exc)
-        name = safe_name(file.filename, "upload.csv")
-        with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
-            path = Path(tmp) / name
-            path.write_bytes(data)
-            from starlette.concurrency import run_in_threadpool
-
-            return await run_in_threadpool(run, api.validate, {"file": str(path)}, f"gpuplan validate {name} --json")
+        return await run_on_upload(file, "upload.csv", lambda path, name: api.validate(file=str(path)),
+                                   lambda name: f"gpuplan validate {name} --json")
 
     @app.post("/api/v1/calibrate/fit", tags=["calibrate"], summary="gpuplan calibrate fit FILE")
     async def calibrate_fit(file: Optional[UploadFile] = File(None), method: str = Form("auto"),
@@ -195,48 +204,28 @@ def create_app(host: str = "127.0.0.1", port: int = 8000, *, extra_hosts: Iterab
         `method`: auto, hierarchical or flat; `knobs`: comma-separated knob names. Nothing is kept."""
         if file is None:
             return gpuplan_error(InputError("file: choose a CSV file of measured rows to upload", field="file"))
-        try:
-            data = await read_upload(file)
-        except InputError as exc:
-            return gpuplan_error(exc)
-        name = safe_name(file.filename, "measurements.csv")
         options: dict[str, Any] = {"method": method}
-        words = ["gpuplan", "calibrate", "fit", name]
+        flags: list[str] = []
         if knobs is not None and knobs.strip():
             options["knobs"] = knobs
-            words += ["--knobs", knobs]
+            flags += ["--knobs", knobs]
         if method != "auto":
-            words += ["--method", method]
-        cmd = shlex.join([*words, "--json"])
-        with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
-            path = Path(tmp) / name
-            path.write_bytes(data)
-            from starlette.concurrency import run_in_threadpool
-
-            return await run_in_threadpool(run, lambda: calibrate_upload(path, name, **options), {}, cmd)
+            flags += ["--method", method]
+        return await run_on_upload(file, "measurements.csv", lambda path, name: calibrate_upload(path, name, **options),
+                                   lambda name: shlex.join(["gpuplan", "calibrate", "fit", name, *flags, "--json"]))
 
     @app.post("/api/v1/formats/compare-file", tags=["formats"], summary="gpuplan formats compare FILE")
     async def formats_compare_file(file: UploadFile = File(...), tensor: Optional[str] = Form(None),
                                    formats: Optional[str] = Form(None), scale_rule: str = Form("floor")) -> Response:
         """Upload a .npy / .safetensors tensor; the answer is `gpuplan formats compare FILE --json`."""
-        try:
-            data = await read_upload(file)
-        except InputError as exc:
-            return gpuplan_error(exc)
-        name = safe_name(file.filename, "tensor.npy")
         kwargs: dict[str, Any] = {"scale_rule": scale_rule}
         if tensor:
             kwargs["tensor"] = tensor
         if formats:
             kwargs["formats"] = formats
         ep = next(e for e in ENDPOINTS if e.fn_name == "formats_compare")
-        cmd = command(ep, kwargs, file_arg=name)
-        with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
-            path = Path(tmp) / name
-            path.write_bytes(data)
-            from starlette.concurrency import run_in_threadpool
-
-            return await run_in_threadpool(run, api.formats_compare, {"file": str(path), **kwargs}, cmd)
+        return await run_on_upload(file, "tensor.npy", lambda path, name: api.formats_compare(file=str(path), **kwargs),
+                                   lambda name: command(ep, kwargs, file_arg=name))
 
     @app.get("/static/vendor/plotly.min.js", include_in_schema=False)
     def plotly_js() -> Response:
