@@ -10,7 +10,9 @@ Load given by the row:
 Poisson and closed-loop rows are measured by a load generator through a serving API, whose front-end
 latency (workloads.inference.frontend) the first token and the request's end pay; static-batch and
 max-load rows are offline benchmarks that call the engine in-process.
-The engine column picks the engine's documented scheduler and memory defaults (EngineProfile);
+The engine column picks the engine's documented scheduler and memory defaults
+(workloads.inference.engines: EngineProfile, ENGINES; vLLM's for any other engine), at the version
+the row states (`stated_engine_version`);
 `num_gpus / (tp x pp)` replicas serve together (throughput metrics scale by replicas). With
 `attention_dp` = a, each replica is a attention groups that each serve their own requests (the
 load splits evenly over them: concurrency / a, rate / a, batch / a; TensorRT-LLM's attention-DP
@@ -23,7 +25,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,9 +37,7 @@ from gpuplan.workloads.inference.lengths import fixed as lengths_fixed
 from gpuplan.workloads.inference.deferred_first_token import deferred_result, deferred_workload
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.frontend import with_frontend_latency
-from gpuplan.workloads.inference.memory import (
-    TRTLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION, KvBudgetRule, memory_plan,
-)
+from gpuplan.workloads.inference.engines import ENGINES, EngineProfile
 from gpuplan.workloads.inference.operators import step_time_model
 from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
 from gpuplan.workloads.inference.simulator import SimResult, simulate
@@ -51,82 +50,8 @@ VALIDATION_SEED = 20240601
 MAX_LOAD_REQUESTS = 1500
 
 
-@dataclass(frozen=True)
-class EngineProfile:
-    """Documented defaults of a serving engine that change what the simulator schedules."""
-
-    rule: KvBudgetRule
-    memory_fraction: float
-    block_size: int
-    scheduler: SchedulerKind
-    no_evict: bool
-    max_batch_seqs: int
-    max_batch_tokens: int
-    bench_limits: bool = False  # max-load runs size max_batch_size / max_num_tokens as trtllm-bench does
-    cuda_graph_batch_sizes: tuple[int, ...] = ()  # padded CUDA-graph batch sizes of generation-only steps
-    #: first version whose generation kernel loads a KV head once for its query-head group
-    #: (Deployment.grouped_decode_attention); rows stating an older version get the per-query-head
-    #: kernel. None: grouped in every version a row may state.
-    grouped_decode_from: tuple[int, int] | None = None
-    #: first version whose prefill step samples the request's first output token; rows stating an
-    #: older version get the FasterTransformer behaviour of workloads.inference.deferred_first_token
-    #: (the last prompt token runs in the first decode step, which samples the first token). None:
-    #: the prefill samples it in every version a row may state.
-    first_token_in_prefill_from: tuple[int, int] | None = None
-    #: names of the engine in free text (a row's source / notes), for `stated_engine_version`
-    aliases: tuple[str, ...] = ()
-    #: how the engine runs the tensor-parallel all-reduce (Deployment.tp_allreduce)
-    tp_allreduce: TpAllReduce = TpAllReduce.TENSORRT_LLM
-    #: first version with `tp_allreduce`; rows stating an older version get `tp_allreduce_before`
-    #: (`tp_allreduce_for`). None: `tp_allreduce` in every version.
-    tp_allreduce_from: tuple[int, int] | None = None
-    tp_allreduce_before: TpAllReduce = TpAllReduce.NCCL
-
-
-#: CUDA-graph batch sizes of TensorRT-LLM's perf-overview runs (llm_options `cuda_graph_config:
-#: enable_padding: true, batch_sizes: [...]`, docs/source/developer-guide/perf-overview.md)
-TRTLLM_CUDA_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
-
-ENGINES: dict[str, EngineProfile] = {
-    # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
-    # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context; tokens_per_block 64;
-    # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
-    # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
-    # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
-    # Its TP all-reduce (workloads.inference.tp_allreduce): v1.x (PyTorch backend) the AUTO lookup
-    # table of one-shot / two-shot / NCCL; v0.x (TensorRT engines) the AllReduce plugin's rule
-    # (one-shot below a size, else NCCL).
-    # Its XQA generation kernel for MQA / GQA arrived in v0.8 (TensorRT-LLM blog "New XQA-kernel
-    # provides 2.4x more Llama-70B throughput ...": "will be included in the v0.8 releases"); before
-    # it the masked multi-head attention kernel read each KV head once per query head.
-    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
-                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES, grouped_decode_from=(0, 8),
-                                  aliases=("tensorrt-llm", "trt-llm", "tensorrt llm"),
-                                  tp_allreduce_from=(1, 0), tp_allreduce_before=TpAllReduce.TENSORRT_LLM_PLUGIN),
-    # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
-    # Its custom all-reduce below 8 MiB, pynccl above (Deployment.tp_allreduce).
-    "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
-                          tp_allreduce=TpAllReduce.VLLM),
-    # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
-    # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
-    # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
-    # Its custom all-reduce is vLLM's (sgl-kernel custom_all_reduce, a port).
-    "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192,
-                            tp_allreduce=TpAllReduce.VLLM),
-    # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
-    # Its context decoder left the last prompt token to the first decode step until "Refactor
-    # turbomind attention" (PR #1116, merged March 2024, in a v0.2.x patch release at the earliest):
-    # rows stating a version before v0.3, the first minor release certainly after it, get that
-    # (workloads.inference.deferred_first_token; a row stating v0.2.5 or v0.2.6 may be misread).
-    # TP all-reduce through NCCL (no custom kernels modelled for TurboMind).
-    "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192,
-                              first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind"),
-                              tp_allreduce=TpAllReduce.NCCL),
-    # TGI: vLLM-like paged attention; treated like vLLM.
-    "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
-                         tp_allreduce=TpAllReduce.NCCL),
-}
-ENGINES["other"] = ENGINES["vllm"]
+#: rows whose engine is not one of ENGINES ("other", or none) run as vLLM does
+FALLBACK_ENGINE = "vllm"
 
 
 def stated_engine_version(row: dict[str, str], engine: EngineProfile) -> tuple[int, int] | None:
@@ -351,7 +276,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         kvdt = wdt if wdt in ("fp16", "bf16", "fp8") else "bf16"
         notes.append(f"kv_dtype={kvdt} (default: the weight format, or bf16 for 4-bit weights)")
     engine_name = (row.get("engine") or "other").strip().lower()
-    engine = ENGINES.get(engine_name, ENGINES["other"])
+    engine = ENGINES.get(engine_name, ENGINES[FALLBACK_ENGINE])
     in_len, out_len = _int(row, "input_len"), _int(row, "output_len")
     lengths = RequestLengths(lengths_fixed(in_len), lengths_fixed(out_len)) if in_len and out_len else None
     if lengths is None:
@@ -371,13 +296,11 @@ def predict_row(row: dict[str, str]) -> Prediction:
             batch = max(1, -(-batch // adp))
         if conc:
             conc = max(1, round(conc / adp))
-        sched = SchedulerConfig(kind=engine.scheduler, max_batch_seqs=engine.max_batch_seqs,
-                                max_batch_tokens=engine.max_batch_tokens, no_evict=engine.no_evict)
+        sched = engine.scheduler_config()
         if batch:
             sched = SchedulerConfig(kind=SchedulerKind.STATIC, max_batch_seqs=batch, max_batch_tokens=batch * in_len)
-        mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
-                          max_batch_tokens=min(sched.max_batch_tokens, engine.max_batch_tokens),
-                          max_batch_seqs=sched.max_batch_seqs)
+        mem = engine.memory_plan(dep, max_batch_tokens=min(sched.max_batch_tokens, engine.max_batch_tokens),
+                                 max_batch_seqs=sched.max_batch_seqs)
         if max_load and not batch and not conc and not rate and engine.bench_limits:
             bs, tokens = trtllm_bench_limits(
                 trtllm_bench_kv_max_requests(dep, in_len, out_len, engine.memory_fraction), in_len, out_len, pp)
@@ -386,8 +309,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
             tokens = max(tokens, in_len + bs)
             sched = SchedulerConfig(kind=SchedulerKind.CONTINUOUS, max_batch_seqs=bs, max_batch_tokens=tokens,
                                     no_evict=engine.no_evict)
-            mem = memory_plan(dep, rule=engine.rule, memory_fraction=engine.memory_fraction, block_size=engine.block_size,
-                              max_batch_tokens=tokens, max_batch_seqs=bs)
+            mem = engine.memory_plan(dep, max_batch_tokens=tokens, max_batch_seqs=bs)
             notes.append(f"trtllm-bench limits max_batch_size={bs} max_num_tokens={tokens}")
         steps = step_time_model(dep)
         stated = run_requests(row, dataset)

@@ -1,0 +1,162 @@
+"""Serving engines: each engine's documented defaults that change what the simulator schedules.
+
+An `EngineProfile` is what TensorRT-LLM, vLLM, SGLang, lmdeploy (TurboMind) or TGI does by default:
+its KV-cache budget rule and memory fraction (memory.memory_plan), its KV block size, its batch
+scheduler (schedulers.SchedulerKind) and admission policy (no-evict), its per-step sequence and
+token limits, the CUDA-graph batch sizes it pads generation steps to, how it runs the
+tensor-parallel all-reduce (tp_allreduce), and the versions where its kernels changed (grouped
+decode attention, first token sampled by the prefill, TP all-reduce algorithm). Each default
+carries its source in the comment above its profile.
+
+`gpuplan serve run|plan --engine NAME` simulates a deployment as that engine's current version runs
+it (`EngineProfile.scheduler_config`, `EngineProfile.memory_plan`, `EngineProfile.deployment_options`,
+`EngineProfile.cuda_graph_batch_sizes`); `GENERIC` is gpuplan's own default when no engine is named
+(vLLM-like scheduling and paged KV, the memory headroom knob `memory.usable_fraction`, TensorRT-LLM's
+TP all-reduce). The validation harness (interfaces.validation_inference) gives each inference.csv row
+its `engine` column's profile, at the engine version the row states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.errors import InputError
+from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.memory import (
+    DEFAULT_MAX_BATCH_SEQS, DEFAULT_MAX_BATCH_TOKENS, TRTLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION,
+    KvBudgetRule, MemoryPlan, memory_plan,
+)
+from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.tp_allreduce import TpAllReduce
+
+
+@dataclass(frozen=True)
+class EngineProfile:
+    """Documented defaults of a serving engine that change what the simulator schedules.
+
+    memory_fraction None: the memory headroom knob of KvBudgetRule.TOTAL (`memory.usable_fraction`,
+    workloads.memory_headroom) or the TensorRT-LLM free-memory knob of KvBudgetRule.FREE
+    (memory.memory_plan), so a calibration or `--set usable_memory_fraction=` reaches it."""
+
+    rule: KvBudgetRule
+    memory_fraction: float | None
+    block_size: int
+    scheduler: SchedulerKind
+    no_evict: bool
+    max_batch_seqs: int
+    max_batch_tokens: int
+    bench_limits: bool = False  # max-load runs size max_batch_size / max_num_tokens as trtllm-bench does
+    cuda_graph_batch_sizes: tuple[int, ...] = ()  # padded CUDA-graph batch sizes of generation-only steps
+    #: first version whose generation kernel loads a KV head once for its query-head group
+    #: (Deployment.grouped_decode_attention); rows stating an older version get the per-query-head
+    #: kernel. None: grouped in every version a row may state.
+    grouped_decode_from: tuple[int, int] | None = None
+    #: first version whose prefill step samples the request's first output token; rows stating an
+    #: older version get the FasterTransformer behaviour of workloads.inference.deferred_first_token
+    #: (the last prompt token runs in the first decode step, which samples the first token). None:
+    #: the prefill samples it in every version a row may state.
+    first_token_in_prefill_from: tuple[int, int] | None = None
+    #: names of the engine in free text (a row's source / notes), for the harness's `stated_engine_version`
+    aliases: tuple[str, ...] = ()
+    #: how the engine runs the tensor-parallel all-reduce (Deployment.tp_allreduce)
+    tp_allreduce: TpAllReduce = TpAllReduce.TENSORRT_LLM
+    #: first version with `tp_allreduce`; rows stating an older version get `tp_allreduce_before`
+    #: (the harness's `tp_allreduce_for`). None: `tp_allreduce` in every version.
+    tp_allreduce_from: tuple[int, int] | None = None
+    tp_allreduce_before: TpAllReduce = TpAllReduce.NCCL
+    #: the profile's name (`gpuplan serve --engine NAME`; filled in by ENGINES / GENERIC)
+    name: str = ""
+
+    def scheduler_config(self, kind: SchedulerKind | str | None = None) -> SchedulerConfig:
+        """The engine's step scheduler: its kind (or `kind`, an explicit override), sequence and
+        token limits per step and admission policy."""
+        return SchedulerConfig(kind=self.scheduler if kind is None else SchedulerKind(kind),
+                               max_batch_seqs=self.max_batch_seqs, max_batch_tokens=self.max_batch_tokens,
+                               no_evict=self.no_evict)
+
+    def memory_plan(self, dep: Deployment, *, max_batch_tokens: int, max_batch_seqs: int,
+                    memory_fraction: float | None = None) -> MemoryPlan:
+        """memory.memory_plan under the engine's KV budget rule, memory fraction (or
+        `memory_fraction`, an explicit override) and block size."""
+        return memory_plan(dep, rule=self.rule,
+                           memory_fraction=self.memory_fraction if memory_fraction is None else memory_fraction,
+                           block_size=self.block_size, max_batch_tokens=max_batch_tokens, max_batch_seqs=max_batch_seqs)
+
+    def deployment_options(self) -> dict:
+        """Deployment fields of the engine's current version: its TP all-reduce, grouped decode
+        attention (every engine's current generation kernel reads a KV head once per group)."""
+        return {"tp_allreduce": self.tp_allreduce, "grouped_decode_attention": True}
+
+
+#: CUDA-graph batch sizes of TensorRT-LLM's perf-overview runs (llm_options `cuda_graph_config:
+#: enable_padding: true, batch_sizes: [...]`, docs/source/developer-guide/perf-overview.md)
+TRTLLM_CUDA_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
+
+ENGINES: dict[str, EngineProfile] = {
+    # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
+    # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context; tokens_per_block 64;
+    # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
+    # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
+    # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
+    # Its TP all-reduce (workloads.inference.tp_allreduce): v1.x (PyTorch backend) the AUTO lookup
+    # table of one-shot / two-shot / NCCL; v0.x (TensorRT engines) the AllReduce plugin's rule
+    # (one-shot below a size, else NCCL).
+    # Its XQA generation kernel for MQA / GQA arrived in v0.8 (TensorRT-LLM blog "New XQA-kernel
+    # provides 2.4x more Llama-70B throughput ...": "will be included in the v0.8 releases"); before
+    # it the masked multi-head attention kernel read each KV head once per query head.
+    "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
+                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES, grouped_decode_from=(0, 8),
+                                  aliases=("tensorrt-llm", "trt-llm", "tensorrt llm"),
+                                  tp_allreduce_from=(1, 0), tp_allreduce_before=TpAllReduce.TENSORRT_LLM_PLUGIN,
+                                  name="tensorrt-llm"),
+    # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
+    # Its custom all-reduce below 8 MiB, pynccl above (Deployment.tp_allreduce).
+    "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
+                          tp_allreduce=TpAllReduce.VLLM, name="vllm"),
+    # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
+    # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
+    # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
+    # Its custom all-reduce is vLLM's (sgl-kernel custom_all_reduce, a port).
+    "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192,
+                            tp_allreduce=TpAllReduce.VLLM, name="sglang"),
+    # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
+    # Its context decoder left the last prompt token to the first decode step until "Refactor
+    # turbomind attention" (PR #1116, merged March 2024, in a v0.2.x patch release at the earliest):
+    # rows stating a version before v0.3, the first minor release certainly after it, get that
+    # (workloads.inference.deferred_first_token; a row stating v0.2.5 or v0.2.6 may be misread).
+    # TP all-reduce through NCCL (no custom kernels modelled for TurboMind).
+    "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192,
+                              first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind"),
+                              tp_allreduce=TpAllReduce.NCCL, name="lmdeploy"),
+    # TGI: vLLM-like paged attention; treated like vLLM.
+    "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
+                         tp_allreduce=TpAllReduce.NCCL, name="tgi"),
+}
+
+#: gpuplan's default when no engine is named (`serve run` / `serve plan` without --engine): chunked
+#: prefill with vLLM's per-step limits (max_num_seqs 256, max_num_batched_tokens 8192: memory.py
+#: DEFAULT_MAX_BATCH_SEQS / DEFAULT_MAX_BATCH_TOKENS) and optimistic admission, vLLM's 16-token
+#: blocks, the KV budget of the one memory headroom knob under the total-memory rule
+#: (`memory.usable_fraction`, default 0.9, as vLLM's gpu_memory_utilization), TensorRT-LLM's TP
+#: all-reduce (Deployment's default), no CUDA-graph padding.
+GENERIC = EngineProfile(KvBudgetRule.TOTAL, None, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False,
+                        DEFAULT_MAX_BATCH_SEQS, DEFAULT_MAX_BATCH_TOKENS, tp_allreduce=TpAllReduce.TENSORRT_LLM,
+                        name="generic")
+
+#: what `--engine` accepts: the default first, then the engines
+ENGINE_NAMES = (GENERIC.name, *ENGINES)
+
+
+def engine_profile(name: str | EngineProfile | None, field: str = "engine") -> EngineProfile:
+    """The profile named `name` (None: GENERIC); InputError naming `field` and the allowed names."""
+    if name is None:
+        return GENERIC
+    if isinstance(name, EngineProfile):
+        return name
+    key = str(name).strip().lower()
+    if key == GENERIC.name:
+        return GENERIC
+    if key not in ENGINES:
+        raise InputError(f"{field}: unknown engine '{name}'; allowed: {', '.join(ENGINE_NAMES)}", field=field,
+                         allowed=", ".join(ENGINE_NAMES))
+    return ENGINES[key]
