@@ -48,6 +48,16 @@ _SPEC_ACCEPTANCE_OPTION = typer.Option(None, "--spec-acceptance", help="Per-toke
 _DRAFT_MODEL_OPTION = typer.Option(None, "--draft-model", help="Draft model (bundled name or config.json).")
 _MTP_OPTION = typer.Option(0, "--mtp", help="Draft with N MTP layers of the target instead of a draft model.")
 _PREFIX_HIT_RATE_OPTION = typer.Option(0.0, "--prefix-hit-rate", help="Prefix caching: fraction of prompt tokens found in the cache, 0-1.")
+#: the serving engine and its overrides (`serve run` and `serve plan`; workloads.inference.engines)
+_ENGINE_OPTION = typer.Option(api.DEFAULT_ENGINE, "--engine", help="Serving engine whose documented defaults run: "
+                              "generic (default: gpuplan's own, chunked prefill, 256 sequences / 8192 tokens per step, "
+                              "KV within memory.usable_fraction of total memory, 16-token blocks, TensorRT-LLM's TP all-reduce), "
+                              "tensorrt-llm, vllm, sglang, lmdeploy or tgi (scheduler, KV memory rule and fraction, block "
+                              "size, batch limits, CUDA-graph padding, TP all-reduce; docs/serving.md).")
+_MEMORY_FRACTION_OPTION = typer.Option(None, "--memory-fraction", help="KV memory fraction of the engine's rule, 0-1 "
+                                       "(of total memory: vllm gpu_memory_utilization, sglang mem_fraction_static; "
+                                       "of free memory: tensorrt-llm free_gpu_memory_fraction, lmdeploy "
+                                       "cache_max_entry_count); default the engine's.")
 _PREFIX_CACHE_TOKENS_OPTION = typer.Option(None, "--prefix-cache-tokens", help="Tokens of KV the prefix cache holds "
                                                       "(default: one request's cached prefix).")
 
@@ -69,7 +79,9 @@ def run(
     batch: Optional[int] = typer.Option(None, "--batch", help="One static batch of this size."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp16, bf16, fp8, int8, int4, mxfp4, nvfp4."),
-    scheduler: str = typer.Option("chunked", "--scheduler", help="static, continuous, chunked (decodes first, prompts fill the token budget in chunks; vLLM V1, TensorRT-LLM) or prefill-first (prefill-only steps while prompts wait, decodes stall; SGLang's default)."),
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static, continuous, chunked (decodes first, prompts fill the token budget in chunks; vLLM V1, TensorRT-LLM) or prefill-first (prefill-only steps while prompts wait, decodes stall; SGLang's default); default the --engine's (chunked for generic)."),
+    engine: str = _ENGINE_OPTION,
+    memory_fraction: Optional[float] = _MEMORY_FRACTION_OPTION,
     input_dist: Optional[str] = _INPUT_DIST_OPTION,
     output_dist: Optional[str] = _OUTPUT_DIST_OPTION,
     lengths: Optional[str] = _LENGTHS_OPTION,
@@ -84,7 +96,8 @@ def run(
     """Estimate TTFT, TPOT, throughput and memory of MODEL served on --gpu with --tp."""
     result = api.serve_run(model, gpu, system=system, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, input_len=input_len, output_len=output_len,
                            rate=rate, concurrency=concurrency, batch=batch, weight_dtype=weight_dtype,
-                           kv_dtype=kv_dtype, scheduler=scheduler, input_dist=input_dist, output_dist=output_dist, lengths=lengths, spec_tokens=spec_tokens,
+                           kv_dtype=kv_dtype, scheduler=scheduler, engine=engine, memory_fraction=memory_fraction,
+                           input_dist=input_dist, output_dist=output_dist, lengths=lengths, spec_tokens=spec_tokens,
                            spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp, prefix_hit_rate=prefix_hit_rate,
                            prefix_cache_tokens=prefix_cache_tokens)
     rep = result.report
@@ -93,7 +106,7 @@ def run(
         return
     band = result.to_dict().get("band_80pct") or {}
     rows = [(k, v, f"{fmt(band[k][0])} .. {fmt(band[k][1])}" if k in band else "") for k, v in rep.__dict__.items()]
-    console.print(table(f"gpuplan serve {model} on {rep.tp} x {rep.gpu} ({rep.load})",
+    console.print(table(f"gpuplan serve {model} on {rep.tp} x {rep.gpu} ({rep.load}, engine {rep.engine})",
                         ["quantity", "value", "80% band"], rows))
     for cls, info in (band.get("regimes") or {}).items():
         state = "" if info["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
@@ -137,6 +150,10 @@ def plan(
     mtp: int = _MTP_OPTION,
     prefix_hit_rate: float = _PREFIX_HIT_RATE_OPTION,
     prefix_cache_tokens: Optional[int] = _PREFIX_CACHE_TOKENS_OPTION,
+    engine: str = _ENGINE_OPTION,
+    scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static, continuous, chunked or prefill-first "
+                                            "(as `serve run`); default the --engine's."),
+    memory_fraction: Optional[float] = _MEMORY_FRACTION_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy;
@@ -149,7 +166,8 @@ def plan(
                                 kv_link=kv_link, prefill_gpus=prefill_gpu, decode_gpus=decode_gpu, plot=plot,
                                 input_dist=input_dist, output_dist=output_dist, lengths=lengths,
                                 spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model,
-                                mtp=mtp, prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
+                                mtp=mtp, prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens,
+                                engine=engine, scheduler=scheduler, memory_fraction=memory_fraction)
     if disaggregated:
         _print_disaggregated(model, result, as_json)
         return
@@ -159,6 +177,7 @@ def plan(
     res = result.plan
     a, kwh_per_m = result.assumptions, result.kwh_per_million_output_tokens
     b = res.best
+    echo(f"engine: {res.engine}")
     echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} {'replica' if b.replicas == 1 else 'replicas'} of {b.layout}, concurrency {b.concurrency} each); "
                f"${fmt(b.usd_per_million_output_tokens)} per million output tokens"
                + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))

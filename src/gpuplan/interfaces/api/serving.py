@@ -18,6 +18,7 @@ from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, Result, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
 )
 from gpuplan.specs import Gpu, ModelSpec, System
+from gpuplan.workloads.inference.engines import ENGINE_NAMES, GENERIC
 
 DEFAULT_INPUT_LEN = 2048
 DEFAULT_OUTPUT_LEN = 256
@@ -58,6 +59,35 @@ class ServeResult(Result):
         out["band_80pct"] = serving_bands(out, self.moe)
         out["warnings"] = self.warnings
         return out
+
+
+#: `engine` of serve run / serve plan when none is named: workloads.inference.engines.GENERIC
+DEFAULT_ENGINE = GENERIC.name
+#: what `engine` accepts: the default, then the engines (workloads.inference.engines.ENGINE_NAMES)
+SERVING_ENGINES = ENGINE_NAMES
+
+
+def serving_engine(engine: str | None, *, scheduler: str | None = None, memory_fraction: float | None = None):
+    """The EngineProfile a serve command runs (workloads.inference.engines): the one named by
+    `engine` (default GENERIC), with the explicit `scheduler` kind and KV `memory_fraction` in place
+    of its own. Bad input: InputError naming `engine`, `scheduler` or `memory_fraction` and what is
+    allowed."""
+    from gpuplan.validation_rules import check_number
+    from gpuplan.workloads.inference.engines import engine_profile
+    from gpuplan.workloads.inference.schedulers import SchedulerKind
+
+    profile = engine_profile(engine if engine is not None else DEFAULT_ENGINE)
+    kind = None
+    if scheduler is not None:
+        try:
+            kind = SchedulerKind(scheduler)
+        except ValueError:
+            allowed = ", ".join(k.value for k in SchedulerKind)
+            raise InputError(f"scheduler: unknown '{scheduler}'; allowed: {allowed}", field="scheduler",
+                             allowed=allowed) from None
+    if memory_fraction is not None:
+        check_number(memory_fraction, "memory_fraction", gt=0.0, le=1.0)
+    return profile.overridden(scheduler=kind, memory_fraction=memory_fraction)
 
 
 def serving_features(*, input_len: int, output_len: int, input_dist: str | None = None, output_dist: str | None = None,
@@ -115,7 +145,9 @@ def serve_run(
     batch: int | None = None,
     weight_dtype: str = "bf16",
     kv_dtype: str = "bf16",
-    scheduler: str = "chunked",
+    scheduler: str | None = None,
+    engine: str = DEFAULT_ENGINE,
+    memory_fraction: float | None = None,
     input_dist: str | None = None,
     output_dist: str | None = None,
     lengths: str | None = None,
@@ -130,16 +162,15 @@ def serve_run(
     experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment).
     Length distributions (`input_dist`, `output_dist` or `lengths`), speculative decoding
     (`spec_tokens`, `spec_acceptance`, `draft_model` or `mtp`) and prefix caching
-    (`prefix_hit_rate`, `prefix_cache_tokens`): `serving_features`, docs/serving.md."""
+    (`prefix_hit_rate`, `prefix_cache_tokens`): `serving_features`, docs/serving.md.
+    `engine`: the serving engine whose defaults run (workloads.inference.engines: its scheduler, KV
+    memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
+    `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
+    override the engine's (`serving_engine`)."""
     from gpuplan.workloads.inference.deployment import Deployment
-    from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
     from gpuplan.workloads.inference.service import serve_estimate
 
-    try:
-        kind = SchedulerKind(scheduler)
-    except ValueError:
-        raise InputError(f"scheduler: unknown '{scheduler}'; allowed: {', '.join(k.value for k in SchedulerKind)}",
-                         field="scheduler") from None
+    profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
     positive(tp, "tp")
     positive(pp, "pp")
     positive(ep, "ep")
@@ -147,7 +178,7 @@ def serve_run(
     spec = resolve_model(model)
     sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=tp * pp)
     dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
-                     weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+                     weight_dtype=weight_dtype, kv_dtype=kv_dtype, **profile.deployment_options())
     lens, specdec, cache = serving_features(
         input_len=input_len, output_len=output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
         spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
@@ -156,8 +187,8 @@ def serve_run(
         input_len = max(1, round(lens_mean(lens, "input")))
         output_len = max(1, round(lens_mean(lens, "output")))
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
-                                      concurrency=concurrency, batch=batch, scheduler=SchedulerConfig(kind=kind),
-                                      lengths=lens, speculative=specdec, prefix_cache=cache),
+                                      concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
+                                      lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile),
                        rate if concurrency is None and batch is None else None, spec.moe is not None)
 
 
@@ -247,6 +278,9 @@ def serve_plan(
     mtp: int = 0,
     prefix_hit_rate: float = 0.0,
     prefix_cache_tokens: int | None = None,
+    engine: str = DEFAULT_ENGINE,
+    scheduler: str | None = None,
+    memory_fraction: float | None = None,
 ) -> "CapacityResult | DisaggregatedPlanResult":
     """Fewest GPUs (type from `gpus`, and TP) serving `rate` req/s within p90 TTFT / TPOT, with cost
     (facilities.pricing.gpu_hour_price per GPU type) and the best layout's energy for one day of
@@ -260,7 +294,9 @@ def serve_plan(
     Length distributions, speculative decoding and prefix caching: as `serve_run` (`serving_features`);
     with a length distribution `output_len` is its mean. Co-located layouts: tp, and for MoE models
     ep and attention_dp (capacity.colocated_layouts); each is sized under a closed loop and verified
-    under Poisson arrivals at the rate (replicas added until its p90s hold)."""
+    under Poisson arrivals at the rate (replicas added until its p90s hold). `engine`, `scheduler`,
+    `memory_fraction`: as `serve_run`; every layout (and with `disaggregated`, every instance) runs
+    that engine's defaults."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
@@ -273,7 +309,9 @@ def serve_plan(
             pd_ratio=pd_ratio, kv_link=kv_link, prefill_gpus=prefill_gpus, decode_gpus=decode_gpus, plot=plot,
             pue=pue, overrides=overrides, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
             spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
-            prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
+            prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens, engine=engine,
+            scheduler=scheduler, memory_fraction=memory_fraction)
+    profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
     for name, value in (("pd_ratio", pd_ratio), ("kv_link", kv_link), ("prefill_gpus", prefill_gpus),
                         ("decode_gpus", decode_gpus)):
         if value is not None:
@@ -300,7 +338,7 @@ def serve_plan(
     with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         res = plan_capacity(spec, cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                             input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                            progress=progress, lengths=lens, speculative=specdec, prefix_cache=cache)
+                            progress=progress, lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile)
     g, sys_spec = systems[res.best.gpu]
     day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour)
     plot_file = None
@@ -308,7 +346,7 @@ def serve_plan(
         plot_file = _plot_capacity(plot, spec, res, systems, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                    input_len=max(1, round(input_len)), output_len=max(1, round(output_len)),
                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, lengths=lens, speculative=specdec,
-                                   prefix_cache=cache)
+                                   prefix_cache=cache, engine=profile)
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
                           _features_summary(lens, specdec, cache))
 
@@ -400,6 +438,9 @@ def serve_plan_disaggregated(
     mtp: int = 0,
     prefix_hit_rate: float = 0.0,
     prefix_cache_tokens: int | None = None,
+    engine: str = DEFAULT_ENGINE,
+    scheduler: str | None = None,
+    memory_fraction: float | None = None,
 ) -> DisaggregatedPlanResult:
     """The cheapest way to serve `rate` req/s within p90 TTFT / TPOT: disaggregated prefill / decode
     pools (GPU type and layout each, the P:D ratio; `pd_ratio` 'P:D' fixes it) or co-located
@@ -410,7 +451,8 @@ def serve_plan_disaggregated(
     (facilities.run_cost at busy_activity_fraction, under `pue` / `overrides`), and facility kWh per
     million output tokens summed over the pools. Length distributions, speculative decoding and prefix
     caching: as `serve_run` (`serving_features`; workloads.inference.disaggregation gives how each
-    pool sees them); with a length distribution the cost uses its mean output."""
+    pool sees them); with a length distribution the cost uses its mean output. `engine`,
+    `scheduler`, `memory_fraction`: as `serve_run`, for every instance."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import serving_day_cost
@@ -418,6 +460,7 @@ def serve_plan_disaggregated(
     from gpuplan.workloads.inference.kv_transfer import KvLink
 
     parse_pd_ratio(pd_ratio)
+    profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
     a = assumptions_from_options([f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides,
                                  pue=pue)
     if kv_link is not None and kv_link not in ("auto",):
@@ -461,7 +504,7 @@ def serve_plan_disaggregated(
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, tps=tuple(tps), pd_ratio=pd_ratio, kv_link=link,
             prefill_hardware=hardware(prefill_gpus) if prefill_gpus is not None else None,
             decode_hardware=hardware(decode_gpus) if decode_gpus is not None else None,
-            lengths=lens, speculative=specdec, prefix_cache=cache)
+            lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile)
     plot_file = None
     if plot is not None:
         from gpuplan.interfaces.serving_plot import plot_plan

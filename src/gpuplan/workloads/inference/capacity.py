@@ -47,7 +47,7 @@ from gpuplan.validation_rules import check_number
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, make_workload
 from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import memory_plan
+from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
 from gpuplan.workloads.inference.operators import step_time_model
 from gpuplan.workloads.inference.schedulers import SchedulerConfig
 from gpuplan.workloads.inference.simulator import SimResult, simulate
@@ -108,6 +108,7 @@ class CapacityPlan:
     best: CandidateResult
     candidates: tuple[CandidateResult, ...]
     rejected: tuple[RejectedLayout, ...] = ()
+    engine: str = GENERIC.name  # the serving engine whose defaults every candidate ran (engines.py)
 
 
 @dataclass(frozen=True)
@@ -149,11 +150,14 @@ def _lens(input_len, output_len, lengths):
 
 
 class _Replica:
-    """A deployment's step model and memory plan, built once and shared by its simulations."""
+    """A deployment's step model and memory plan, built once and shared by its simulations, under
+    the engine's memory rule and CUDA-graph padding (engines.py; default GENERIC)."""
 
-    def __init__(self, dep: Deployment, sched: SchedulerConfig, speculative=None, prefix_cache=None):
+    def __init__(self, dep: Deployment, sched: SchedulerConfig, speculative=None, prefix_cache=None,
+                 engine: EngineProfile | None = None):
         self.dep, self.sched = dep, sched
-        self.mem = memory_plan(dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
+        self.engine = engine or GENERIC
+        self.mem = self.engine.memory_plan(dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
         self.steps = step_time_model(dep)
         self.speculative, self.prefix_cache = speculative, prefix_cache
         self.draft = None
@@ -163,10 +167,13 @@ class _Replica:
             self.draft = draft_cost(dep, speculative)
 
     def simulate(self, wl, warmup_requests: int = 0) -> SimResult:
+        graphs = self.engine.cuda_graph_batch_sizes
         if self.speculative is None and self.prefix_cache is None:
-            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup_requests)
+            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup_requests,
+                            cuda_graph_batch_sizes=graphs)
         return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup_requests,
-                        speculative=self.speculative, draft=self.draft, prefix_cache=self.prefix_cache)
+                        cuda_graph_batch_sizes=graphs, speculative=self.speculative, draft=self.draft,
+                        prefix_cache=self.prefix_cache)
 
 
 def _run(dep: Deployment | _Replica, conc: int, input_len: int, output_len: int, sched: SchedulerConfig,
@@ -224,7 +231,8 @@ def _verified_replicas(meets, n0: int) -> tuple[int | None, object]:
 def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | None]], *, rate: float,
                   ttft_ms: float, tpot_ms: float, input_len: int, output_len: int, tps: tuple[int, ...] = (1, 2, 4, 8),
                   weight_dtype: str = "bf16", kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None,
-                  progress=None, lengths=None, speculative=None, prefix_cache=None) -> CapacityPlan:
+                  progress=None, lengths=None, speculative=None, prefix_cache=None,
+                  engine: EngineProfile | None = None) -> CapacityPlan:
     """Fewest GPUs (then lowest cost) serving `rate` requests/s within p90 TTFT / TPOT objectives,
     sized under a closed loop and verified under Poisson arrivals (module docstring).
 
@@ -233,12 +241,15 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
     (lengths.RequestLengths; then `output_len` is its mean output, which prices the tokens),
     `speculative` (speculative.SpeculativeDecoding), `prefix_cache` (prefix_cache.PrefixCache):
     as in the simulator; None = fixed input_len / output_len, no speculation, no prefix cache.
+    `engine` (engines.py; default GENERIC): every layout runs its scheduler (unless `scheduler` is
+    given), memory rule, CUDA-graph padding and TP all-reduce (its `deployment_options`).
     `progress(stage, fraction)` before each (gpu, tp)."""
+    engine = engine or GENERIC
     if not rate > 0:
         raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
     if not (ttft_ms > 0 and tpot_ms > 0):
         raise InputError("ttft_ms / tpot_ms: objectives must be > 0 ms", field="ttft_ms")
-    sched = scheduler or SchedulerConfig()
+    sched = scheduler or engine.scheduler_config()
     results: list[CandidateResult] = []
     rejected: list[RejectedLayout] = []
     for i_gpu, (gpu, system, price) in enumerate(candidates):
@@ -260,7 +271,7 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
                 res = _size_layout(model, gpu, system, price, tp, ep, adp, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                                    input_len=input_len, output_len=output_len, weight_dtype=weight_dtype,
                                    kv_dtype=kv_dtype, sched=sched, lengths=lengths, speculative=speculative,
-                                   prefix_cache=prefix_cache)
+                                   prefix_cache=prefix_cache, engine=engine)
                 if isinstance(res, str):
                     reject(res)
                 else:
@@ -276,7 +287,7 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
     results.sort(key=_rank_key)
     best = results[0]
     results = [replace(r, why_not_best=_why(r, best)) for r in results]
-    return CapacityPlan(best=results[0], candidates=tuple(results), rejected=tuple(rejected))
+    return CapacityPlan(best=results[0], candidates=tuple(results), rejected=tuple(rejected), engine=engine.name)
 
 
 def _rank_key(r: CandidateResult):
@@ -305,17 +316,19 @@ def _why(r: CandidateResult, best: CandidateResult) -> str:
 
 
 def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_ms, input_len, output_len,
-                 weight_dtype, kv_dtype, sched, lengths, speculative, prefix_cache) -> CandidateResult | str:
+                 weight_dtype, kv_dtype, sched, lengths, speculative, prefix_cache,
+                 engine: EngineProfile = GENERIC) -> CandidateResult | str:
     """Closed-loop sizing then open-loop verification of one layout; a short reason when it cannot serve."""
     try:
-        dep = Deployment(model, gpu, system, tp=tp, ep=ep, attention_dp=adp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+        dep = Deployment(model, gpu, system, tp=tp, ep=ep, attention_dp=adp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                         **engine.deployment_options())
     except InputError as exc:
         if exc.field in ("weight_dtype", "kv_dtype", "activation_dtype"):
             raise
         return str(exc)
     groups = dep.attention_dp
     try:
-        rep = _Replica(dep, sched, speculative, prefix_cache)
+        rep = _Replica(dep, sched, speculative, prefix_cache, engine)
         best: tuple[int, SimResult] | None = None
         first: SimResult | None = None
         for conc in CONCURRENCY_LADDER:

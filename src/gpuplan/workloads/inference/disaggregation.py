@@ -72,10 +72,10 @@ from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, Workload, make_workload
 from gpuplan.workloads.inference.decode_pool import simulate_decode
 from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
 from gpuplan.workloads.inference.kv_transfer import KvLink, KvTransferStats, link_wait_s, same_domain_possible, transfer_stats
-from gpuplan.workloads.inference.memory import memory_plan
 from gpuplan.workloads.inference.operators import step_time_model
-from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.schedulers import SchedulerConfig
 from gpuplan.workloads.inference.simulator import simulate
 
 #: per-instance rates simulated, as fractions of the instance's saturated requests/s
@@ -218,19 +218,24 @@ def _p90(x: np.ndarray) -> float:
 
 
 class _Instance:
-    """Deployment, step model and memory plans of one layout (built once per search)."""
+    """Deployment, step model and memory plans of one layout (built once per search), under the
+    engine's TP all-reduce, memory rule and CUDA-graph padding (engines.py; the decode-only loop of
+    decode_pool.py pads no batch)."""
 
     def __init__(self, layout: InstanceLayout, model: ModelSpec, weight_dtype: str, kv_dtype: str,
-                 input_len: int, output_len: int, sched: SchedulerConfig, features: ServingFeatures = ServingFeatures()):
+                 input_len: int, output_len: int, sched: SchedulerConfig, features: ServingFeatures = ServingFeatures(),
+                 engine: EngineProfile = GENERIC):
         self.layout = layout
+        self.engine = engine
         self.dep = Deployment(model, layout.gpu, layout.system, tp=layout.tp, ep=layout.ep,
-                              attention_dp=layout.attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+                              attention_dp=layout.attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                              **engine.deployment_options())
         self.groups = layout.attention_dp
         self.steps = step_time_model(self.dep)
         self.sched = sched
-        self.mem = memory_plan(self.dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
+        self.mem = engine.memory_plan(self.dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
         # a decode instance's steps hold one token per sequence: its activation workspace is that of max_batch_seqs tokens
-        self.decode_mem = memory_plan(self.dep, max_batch_tokens=sched.max_batch_seqs, max_batch_seqs=sched.max_batch_seqs)
+        self.decode_mem = engine.memory_plan(self.dep, max_batch_tokens=sched.max_batch_seqs, max_batch_seqs=sched.max_batch_seqs)
         self.input_len, self.output_len = input_len, output_len
         self.features = features
         self.draft = None
@@ -257,10 +262,12 @@ class _Instance:
     def _simulate(self, wl: Workload, *, decoding: bool, warmup: int = 0):
         """simulator.py with the plan's prefix cache, and its speculative decoding where `decoding`."""
         f = self.features
+        graphs = self.engine.cuda_graph_batch_sizes
         if not f.any:
-            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup)
+            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, cuda_graph_batch_sizes=graphs)
         spec = f.speculative if decoding else None
-        return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, speculative=spec,
+        return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, cuda_graph_batch_sizes=graphs,
+                        speculative=spec,
                         draft=self.draft if spec is not None else None, prefix_cache=f.prefix_cache)
 
     def _decode(self, wl: Workload):
@@ -385,6 +392,7 @@ class DisaggregationPlan:
     #: (co-located cost - disaggregated cost) / co-located cost x 100, by $/M output tokens (GPUs without prices)
     disaggregated_saving_percent: float | None
     options: tuple[ServingOption, ...]
+    engine: str = GENERIC.name  # the serving engine whose defaults every instance ran (engines.py)
 
 
 def parse_pd_ratio(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
@@ -426,7 +434,8 @@ class _Search:
     """The plan's state: instances, their curves, and option evaluation (module docstring)."""
 
     def __init__(self, model, layouts, *, rate, ttft_s, tpot_s, input_len, output_len, weight_dtype, kv_dtype,
-                 pd_ratio, kv_link, sched, features: ServingFeatures = ServingFeatures(), output_mean: float | None = None):
+                 pd_ratio, kv_link, sched, features: ServingFeatures = ServingFeatures(), output_mean: float | None = None,
+                 engine: EngineProfile = GENERIC):
         self.rate, self.ttft_s, self.tpot_s = rate, ttft_s, tpot_s
         self.input_len, self.output_len = input_len, output_len
         #: output tokens per request that price the plan (the distribution's mean)
@@ -441,7 +450,8 @@ class _Search:
         self.unusable: list[ServingOption] = []
         for lay in layouts:
             try:
-                self.instances[lay] = _Instance(lay, model, weight_dtype, kv_dtype, input_len, output_len, sched, features)
+                self.instances[lay] = _Instance(lay, model, weight_dtype, kv_dtype, input_len, output_len, sched, features,
+                                                engine)
             except InputError as exc:
                 if exc.field not in ("tp", "ep", "attention_dp") or features.speculative is None:
                     raise
@@ -697,13 +707,17 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
                        prefill_hardware: list[tuple[Gpu, System, float | None]] | None = None,
                        decode_hardware: list[tuple[Gpu, System, float | None]] | None = None,
                        scheduler: SchedulerConfig | None = None, lengths=None, speculative=None,
-                       prefix_cache=None) -> DisaggregationPlan:
+                       prefix_cache=None, engine: EngineProfile | None = None) -> DisaggregationPlan:
     """The cheapest way to serve `rate` requests/s within p90 TTFT / TPOT, disaggregated or
     co-located (module docstring). `hardware`: (gpu, system, $/GPU-hour or None) candidates for every
     pool; `prefill_hardware` / `decode_hardware` restrict one pool's GPU types (default `hardware`).
     `lengths` (lengths.RequestLengths; then `input_len` / `output_len` are its rounded means, which
     set the saturation ladders' scale, and the cost uses its exact mean output), `speculative`
-    (speculative.SpeculativeDecoding), `prefix_cache` (prefix_cache.PrefixCache): module docstring."""
+    (speculative.SpeculativeDecoding), `prefix_cache` (prefix_cache.PrefixCache): module docstring.
+    `engine` (engines.py; default GENERIC): every instance runs its scheduler (unless `scheduler` is
+    given), per-step limits, memory rule, TP all-reduce and (prefill and co-located instances)
+    CUDA-graph padding."""
+    engine = engine or GENERIC
     if not (isinstance(rate, (int, float)) and rate > 0 and math.isfinite(rate)):
         raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
     if not (ttft_ms > 0 and tpot_ms > 0):
@@ -716,7 +730,7 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
                          field="output_len")
     ratio = parse_pd_ratio(pd_ratio)
     link = KvLink(kv_link) if kv_link is not None else None
-    sched = scheduler or SchedulerConfig(kind=SchedulerKind.CHUNKED)
+    sched = scheduler or engine.scheduler_config()
     all_hw = list(hardware) + [h for h in (prefill_hardware or []) + (decode_hardware or [])
                                if all(h[0].id != x[0].id for x in hardware)]
     layouts = candidate_layouts(model, all_hw, tps)
@@ -726,7 +740,7 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
     s = _Search(model, layouts, rate=float(rate), ttft_s=ttft_ms / 1e3, tpot_s=tpot_ms / 1e3, input_len=input_len,
                 output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype, pd_ratio=ratio, kv_link=link,
                 sched=sched, features=features,
-                output_mean=mean_lengths(lengths)[1] if lengths is not None else None)
+                output_mean=mean_lengths(lengths)[1] if lengths is not None else None, engine=engine)
     ids = {h[0].id for h in hardware}
     p_ids = {h[0].id for h in prefill_hardware} if prefill_hardware else ids
     d_ids = {h[0].id for h in decode_hardware} if decode_hardware else ids
@@ -773,21 +787,21 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
         elif best_c.gpus:
             saving = (best_c.gpus - best_d.gpus) / best_c.gpus * 100.0
     return DisaggregationPlan(float(rate), float(ttft_ms), float(tpot_ms), input_len, output_len, best, best_c, best_d,
-                              saving, tuple(out))
+                              saving, tuple(out), engine.name)
 
 
 def colocated_latency_curves(model: ModelSpec, picks: list[tuple[InstanceLayout, int]], *, rate: float, ttft_ms: float,
                              tpot_ms: float, input_len: int, output_len: int, weight_dtype: str = "bf16",
                              kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None, lengths=None,
-                             speculative=None, prefix_cache=None) -> list[ServingOption]:
+                             speculative=None, prefix_cache=None, engine: EngineProfile | None = None) -> list[ServingOption]:
     """Co-located options with their latency-throughput curves, `replicas` fixed per layout (the
     plain `serve plan --plot`: the capacity plan's candidates under Poisson arrivals; `lengths`,
     `speculative`, `prefix_cache` as plan_disaggregated)."""
     s = _Search(model, [lay for lay, _ in picks], rate=float(rate), ttft_s=ttft_ms / 1e3, tpot_s=tpot_ms / 1e3,
                 input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                pd_ratio=None, kv_link=None, sched=scheduler or SchedulerConfig(kind=SchedulerKind.CHUNKED),
+                pd_ratio=None, kv_link=None, sched=scheduler or (engine or GENERIC).scheduler_config(),
                 features=ServingFeatures(lengths, speculative, prefix_cache),
-                output_mean=mean_lengths(lengths)[1] if lengths is not None else None)
+                output_mean=mean_lengths(lengths)[1] if lengths is not None else None, engine=engine or GENERIC)
     out = []
     for lay, replicas in picks:
         if lay not in s.instances:

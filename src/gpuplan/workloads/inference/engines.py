@@ -18,7 +18,7 @@ its `engine` column's profile, at the engine version the row states.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuplan.errors import InputError
 from gpuplan.workloads.inference.deployment import Deployment
@@ -66,6 +66,18 @@ class EngineProfile:
     tp_allreduce_before: TpAllReduce = TpAllReduce.NCCL
     #: the profile's name (`gpuplan serve --engine NAME`; filled in by ENGINES / GENERIC)
     name: str = ""
+
+    def overridden(self, *, scheduler: SchedulerKind | str | None = None,
+                   memory_fraction: float | None = None) -> "EngineProfile":
+        """This profile with a user's explicit choices in place of its defaults (None keeps the
+        default): the scheduler kind (`--scheduler`), the KV memory fraction of its budget rule
+        (`--memory-fraction`). The name stays the engine's."""
+        out = self
+        if scheduler is not None:
+            out = replace(out, scheduler=SchedulerKind(scheduler))
+        if memory_fraction is not None:
+            out = replace(out, memory_fraction=float(memory_fraction))
+        return out
 
     def scheduler_config(self, kind: SchedulerKind | str | None = None) -> SchedulerConfig:
         """The engine's step scheduler: its kind (or `kind`, an explicit override), sequence and

@@ -23,8 +23,8 @@ from gpuplan.workloads.inference.lengths import RequestLengths, fixed, length_st
 from gpuplan.workloads.inference.prefix_cache import PrefixCache
 from gpuplan.workloads.inference.speculative import SpeculativeDecoding, draft_cost
 from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
 from gpuplan.workloads.inference.frontend import with_frontend_latency
-from gpuplan.workloads.inference.memory import memory_plan
 from gpuplan.workloads.inference.operators import step_time_model
 from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
 from gpuplan.workloads.inference.simulator import simulate
@@ -88,30 +88,37 @@ class ServeReport:
     prefix_cache_gib_per_gpu: float = 0.0
     # front-end latency (frontend.py) included in TTFT and e2e: the serving API's, 0 for a static batch
     frontend_latency_ms: float = 0.0
+    # the serving engine whose defaults ran (engines.py; "generic" = gpuplan's own) and the scheduler kind in effect
+    engine: str = GENERIC.name
+    scheduler: str = ""
 
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
                    concurrency: int | None = None, batch: int | None = None,
                    scheduler: SchedulerConfig | None = None, requests: int = SERVE_REQUESTS, seed: int = 0,
                    lengths: RequestLengths | None = None, speculative: SpeculativeDecoding | None = None,
-                   prefix_cache: PrefixCache | None = None) -> ServeReport:
+                   prefix_cache: PrefixCache | None = None, engine: EngineProfile | None = None) -> ServeReport:
     """Simulate one replica under the given load and report (module docstring). `lengths`: request
     lengths other than fixed input_len / output_len (then input_len / output_len are their means,
     used for memory fit and the static batch's token budget); `speculative`, `prefix_cache`: see
-    speculative.py and prefix_cache.py."""
+    speculative.py and prefix_cache.py. `engine` (engines.py; default GENERIC): its scheduler (when
+    `scheduler` is None), KV memory rule, fraction and block size, and the CUDA-graph batch sizes
+    its generation steps pad to (not for a static batch); the caller builds `dep` with its
+    `deployment_options()`."""
     given = [x is not None for x in (rate, concurrency, batch)]
     if sum(given) > 1:
         raise InputError("load: give at most one of --rate, --concurrency, --batch", field="load")
     if input_len < 1 or output_len < 1:
         raise InputError("input_len / output_len: must be >= 1 token", field="input_len")
-    sched = scheduler or SchedulerConfig()
+    engine = engine or GENERIC
+    sched = scheduler or engine.scheduler_config()
     groups = dep.attention_dp
     if batch is not None:
         if batch < 1:
             raise InputError(f"batch: must be >= 1, got {batch}", field="batch")
         batch = -(-batch // groups)
         sched = SchedulerConfig(kind=SchedulerKind.STATIC, max_batch_seqs=batch, max_batch_tokens=batch * input_len)
-    mem = memory_plan(dep, max_batch_tokens=min(sched.max_batch_tokens, 65536), max_batch_seqs=sched.max_batch_seqs)
+    mem = engine.memory_plan(dep, max_batch_tokens=min(sched.max_batch_tokens, 65536), max_batch_seqs=sched.max_batch_seqs)
     fit = mem.max_concurrent_sequences(input_len + output_len)
     steps = step_time_model(dep)
     rng = np.random.default_rng(seed)
@@ -132,8 +139,9 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     # t = 0) is left out of the percentiles, as a long benchmark run dilutes it
     warmup = conc if (batch is None and rate is None) else 0
     draft = draft_cost(dep, speculative) if speculative is not None else None
-    res = simulate(steps, mem, wl, sched, warmup_requests=warmup, speculative=speculative, draft=draft,
-                   prefix_cache=prefix_cache)
+    res = simulate(steps, mem, wl, sched, warmup_requests=warmup,
+                   cuda_graph_batch_sizes=engine.cuda_graph_batch_sizes if batch is None else (),
+                   speculative=speculative, draft=draft, prefix_cache=prefix_cache)
     # requests served through an API (an open or closed loop of clients) pay the front-end's latency on
     # their first token and their end (frontend.py); a static batch is an in-process run
     frontend_s = knobs.value("serving.frontend_latency_s") if batch is None else 0.0
@@ -161,5 +169,5 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         spec_tokens_per_step=speculative.tokens_per_step if speculative else 1.0,
         prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
-        frontend_latency_ms=1e3 * frontend_s,
+        frontend_latency_ms=1e3 * frontend_s, engine=engine.name, scheduler=sched.kind.value,
     )
