@@ -203,7 +203,7 @@ POSITIVE: frozenset[str] = frozenset({
     "--rate", "--ttft-ms", "--tpot-ms", "--input-len", "--output-len", "--utilization", "--pue",
     "--concurrency", "--batch", "--m", "--k", "--n", "--threads", "--regs", "--elem-bytes", "--workers",
     "--latency-ns", "--bandwidth-gbps", "--sms", "--bytes-per-load", "--loads-in-flight", "--radix",
-    "--oversubscription", "--kv-bytes", "--layers",
+    "--oversubscription", "--kv-bytes", "--layers", "--memory-fraction",
 })
 
 #: upper bounds: option -> (largest allowed, why). Bounded work or the physics of the quantity.
@@ -220,6 +220,7 @@ CAPS: dict[str, tuple[float, str]] = {
     "--layers": (MAX_LAYERS, "per-layer work"),
     "--utilization": (1.0, "a fraction of the hours in a year"),
     "--parallel-fraction": (1.0, "a fraction of the work"),
+    "--memory-fraction": (1.0, "a fraction of GPU memory"),
     "--top": (10_000, "rows printed"),
     "--stride": (2**31, "an index within the 32-bit range kernels use"),
     "--offset": (2**31, "an index within the 32-bit range kernels use"),

@@ -27,6 +27,9 @@ CASES = [
     ("fit/max-batch", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8}),
     ("fit/min-gpus", {"model": "gpt3-13b", "tp": 2, "gpu": "a100-sxm4-80gb"}),
     ("serve/run", {"model": "llama-3-8b", "concurrency": 8, "output_len": 64}),
+    ("serve/run", {"model": "llama-3-8b", "tp": 2, "concurrency": 8, "output_len": 64, "engine": "sglang",
+                   "memory_fraction": 0.8}),
+    ("serve/plan", {"model": "llama-3-8b", "rate": 2, "input_len": 256, "output_len": 32, "engine": "vllm"}),
     ("serve/frontier", {"model": "llama-3-8b", "gpu": "h200-sxm-141gb", "input_len": 512}),
     ("serve/plan", {"model": "llama-3-8b", "disaggregated": True, "rate": 4, "ttft_ms": 3000, "tpot_ms": 10,
                     "input_len": 8192, "output_len": 32, "pd_ratio": "1:1"}),
@@ -69,6 +72,27 @@ def test_command_lines_spell_the_cli_options():
         "gpuplan hw compare a100-sxm4-80gb b200 --json"
 
 
+def test_serve_page_offers_every_engine_the_api_accepts():
+    """The Serve page's engine selector (app.js SERVE_ENGINES) lists exactly api.SERVING_ENGINES,
+    the default first, and its fields are serve run's / serve plan's `engine`."""
+    import re
+    from pathlib import Path
+
+    import gpuplan.web
+
+    js = (Path(gpuplan.web.__file__).parent / "static" / "app.js").read_text()
+    names = json.loads(re.search(r"const SERVE_ENGINES = (\[[^\]]*\]);", js).group(1))
+    assert tuple(names) == api.SERVING_ENGINES and names[0] == api.DEFAULT_ENGINE
+    ep = {e.path: e for e in ENDPOINTS}
+    for path in ("/api/v1/serve/run", "/api/v1/serve/plan"):
+        assert ep[path].fields()["engine"] == (str, "generic")
+    assert command(ep["/api/v1/serve/run"], {"model": "llama-3-8b", "engine": "vllm"}) == \
+        "gpuplan serve run llama-3-8b --engine vllm --json"
+    # the default is left off the command line, as every default is
+    assert command(ep["/api/v1/serve/run"], {"model": "llama-3-8b", "engine": "generic"}) == \
+        "gpuplan serve run llama-3-8b --json"
+
+
 def test_endpoint_equals_gpuplan_api_and_hand_values(client):
     r = client.post("/api/v1/dc/power", json={"nodes": 4, "pue": 1.2})
     assert r.json() == api.dc_power(nodes=4, pue=1.2).to_dict()
@@ -104,6 +128,8 @@ def test_every_api_command_has_an_endpoint(client):
     ("train", {"model": "gpt3-175bb"}, ["train", "gpt3-175bb", "--json"]),
     ("plan", {"goal": "inference"}, ["plan", "--goal", "inference", "--json"]),
     ("serve/run", {"model": "llama-3-8b", "scheduler": "fifo"}, ["serve", "run", "llama-3-8b", "--scheduler", "fifo", "--json"]),
+    ("serve/run", {"model": "llama-3-8b", "engine": "triton"}, ["serve", "run", "llama-3-8b", "--engine", "triton", "--json"]),
+    ("serve/plan", {"model": "llama-3-8b", "engine": "triton"}, ["serve", "plan", "llama-3-8b", "--engine", "triton", "--json"]),
     ("kernel/occupancy", {"threads": 2048, "regs": 32, "gpu": "h100-sxm5-80gb"},
      ["kernel", "occupancy", "--threads", "2048", "--regs", "32", "--gpu", "h100-sxm5-80gb", "--json"]),
 ])

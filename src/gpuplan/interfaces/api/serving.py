@@ -70,13 +70,15 @@ SERVING_ENGINES = ENGINE_NAMES
 def serving_engine(engine: str | None, *, scheduler: str | None = None, memory_fraction: float | None = None):
     """The EngineProfile a serve command runs (workloads.inference.engines): the one named by
     `engine` (default GENERIC), with the explicit `scheduler` kind and KV `memory_fraction` in place
-    of its own. Bad input: InputError naming `engine`, `scheduler` or `memory_fraction` and what is
-    allowed."""
-    from gpuplan.validation_rules import check_number
+    of its own (`memory_fraction` is checked, > 0 and <= 1, with every numeric option:
+    validation_rules). Bad input: InputError naming `engine` or `scheduler` and what is allowed."""
     from gpuplan.workloads.inference.engines import engine_profile
     from gpuplan.workloads.inference.schedulers import SchedulerKind
 
-    profile = engine_profile(engine if engine is not None else DEFAULT_ENGINE)
+    try:
+        profile = engine_profile(engine if engine is not None else DEFAULT_ENGINE)
+    except InputError as exc:  # named as the option, as gpuplan.api's option checks are (`--tp: ...`)
+        raise InputError(f"--engine: {str(exc).split(': ', 1)[1]}", field="engine", allowed=exc.allowed) from None
     kind = None
     if scheduler is not None:
         try:
@@ -85,8 +87,6 @@ def serving_engine(engine: str | None, *, scheduler: str | None = None, memory_f
             allowed = ", ".join(k.value for k in SchedulerKind)
             raise InputError(f"scheduler: unknown '{scheduler}'; allowed: {allowed}", field="scheduler",
                              allowed=allowed) from None
-    if memory_fraction is not None:
-        check_number(memory_fraction, "memory_fraction", gt=0.0, le=1.0)
     return profile.overridden(scheduler=kind, memory_fraction=memory_fraction)
 
 

@@ -308,6 +308,8 @@ async function update(page) {
 // ---- pages ----------------------------------------------------------------------------------
 const PRECISIONS = ["bf16", "fp16", "fp8"];
 const SERVE_DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"];
+// `serve run|plan --engine` (gpuplan.api.SERVING_ENGINES; tests/web/test_api.py keeps them equal)
+const SERVE_ENGINES = ["generic", "tensorrt-llm", "vllm", "sglang", "lmdeploy", "tgi"];
 const PLAN_FIELDS = [
   { name: "tp", type: "number" }, { name: "pp", type: "number" }, { name: "dp", type: "number" }, { name: "cp", type: "number" },
   { name: "ep", type: "number" }, { name: "vpp", type: "number" }, { name: "micro_batch", type: "number" },
@@ -494,6 +496,8 @@ const PAGES = {
       { name: "concurrency", type: "number" },
       { name: "weight_dtype", type: "select", options: SERVE_DTYPES, def: "bf16" },
       { name: "kv_dtype", type: "select", options: SERVE_DTYPES, def: "bf16" },
+      { name: "engine", type: "select", options: SERVE_ENGINES, def: "generic",
+        help: "serving engine whose defaults run: scheduler, KV memory rule and block size, batch limits, CUDA graphs, TP all-reduce (generic: gpuplan's own)" },
       { name: "capacity", type: "check", label: "capacity plan (slow: ~20 s)" },
       { name: "plan_rate", type: "number", def: "10", label: "capacity: req/s to serve" },
       { name: "ttft_ms", type: "number", def: "2000", label: "capacity: p90 TTFT ms" },
@@ -503,7 +507,7 @@ const PAGES = {
     async run(v) {
       const common = pick(v, ["model", "input_len", "output_len", "weight_dtype", "kv_dtype"]);
       const [run, fr] = await Promise.all([
-        api("serve/run", { ...common, ...pick(v, ["gpu", "tp", "rate", "concurrency"]) }),
+        api("serve/run", { ...common, ...pick(v, ["gpu", "tp", "rate", "concurrency", "engine"]) }),
         api("serve/frontier", { ...common, ...pick(v, ["gpu"]) }),
       ]);
       const d = run.data;
@@ -523,13 +527,13 @@ const PAGES = {
       }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" } });
       kv("This deployment", d, { id: "serve-run" });
       if (v.capacity && v.disaggregated) {
-        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined, disaggregated: true });
+        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined, disaggregated: true });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)],
           ["disaggregated_saving_percent", "disaggregated saving vs co-located", c.disaggregated_saving_percent, "%"]]);
         table("Serving options: co-located and disaggregated", [["mode", "mode"], ["layout", "layout"], ["gpus", "GPUs"], ["kv_link", "KV link"], ["ttft_p90_ms", "TTFT p90 ms"], ["tpot_p90_ms", "TPOT p90 ms"],
           ["usd_per_million_output_tokens", "$/M out tok"], ["why_not_best", "why not"]], c.options.slice(0, 20), { id: "disaggregated" });
       } else if (v.capacity) {
-        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined });
+        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)]]);
         table("Capacity plan: candidates (closed loop sizes, Poisson arrivals verify)", [["layout", "layout"], ["replicas", "replicas"], ["gpus", "GPUs"], ["ttft_p90_ms", "TTFT p90 ms (closed)"], ["tpot_p90_ms", "TPOT p90 ms (closed)"],
           ["open_loop_ttft_p90_ms", "TTFT p90 ms (Poisson)"], ["open_loop_tpot_p90_ms", "TPOT p90 ms (Poisson)"], ["usd_per_million_output_tokens", "$/M out tok"], ["why_not_best", "why not"]], c.candidates, { id: "capacity" });
