@@ -208,6 +208,7 @@ def _print_disaggregated(model: str, result, as_json: bool) -> None:
     b = res.best
     energy = "" if result.kwh_per_million_output_tokens is None else (
         f"; {fmt(result.kwh_per_million_output_tokens)} kWh per million output tokens at PUE {result.assumptions.pue:g}")
+    typer.echo(f"engine: {res.engine}")
     typer.echo(f"best: {b.mode.value} {b.layout}: {b.gpus} GPUs, ${fmt(b.usd_per_million_output_tokens)} per million "
                f"output tokens (p90 TTFT {fmt(b.ttft_p90_ms)} ms, TPOT {fmt(b.tpot_p90_ms)} ms){energy}")
     if res.best_colocated is not None and res.best_disaggregated is not None and res.disaggregated_saving_percent is not None:
