@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from gpuplan.catalog import load_catalog
-from gpuplan.interfaces.validation_inference import ENGINES, grouped_decode_for, stated_engine_version
+from gpuplan.interfaces.validation_inference import grouped_decode_for, stated_engine_version
+from gpuplan.workloads.inference.engines import ENGINES
 from gpuplan.models import load_model
 from gpuplan.workloads.inference.deployment import Deployment
 from gpuplan.workloads.inference.operators import step_time_model

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuplan.catalog import load_catalog
-from gpuplan.interfaces.validation_inference import ENGINES, deferred_first_token_for, predict_row
+from gpuplan.interfaces.validation_inference import deferred_first_token_for, predict_row
+from gpuplan.workloads.inference.engines import ENGINES
 from gpuplan.models import load_model
 from gpuplan.workloads.inference.arrivals import ArrivalKind, Workload
 from gpuplan.workloads.inference.deferred_first_token import deferred_result, deferred_workload

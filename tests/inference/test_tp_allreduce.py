@@ -10,7 +10,8 @@ from hypothesis import given, settings, strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.errors import InputError
-from gpuplan.interfaces.validation_inference import ENGINES, tp_allreduce_for
+from gpuplan.interfaces.validation_inference import tp_allreduce_for
+from gpuplan.workloads.inference.engines import ENGINES
 from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective, collective_time_array, steady_ring_allreduce_seconds
 from gpuplan.workloads.inference.deployment import Deployment

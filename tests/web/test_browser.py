@@ -152,6 +152,24 @@ def test_serve_disaggregated_capacity_table_equals_the_cli(server, page):
     assert page.problems == []
 
 
+def test_serve_engine_selector_runs_that_engine_as_the_cli_does(server, page):
+    # vLLM's max_num_seqs 256 caps a closed loop of 512 (tests/inference/test_engines.py): the page's
+    # numbers are those of `serve run --engine vllm`, and its selector lists every engine
+    page.goto(server + "/serve?model=llama-3-8b&engine=vllm&concurrency=512&input_len=128&output_len=128")
+    wait_updates(page, 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    assert page.input_value("#f-engine") == "vllm"
+    options = page.locator("#f-engine option").all_text_contents()
+    assert options == ["generic", "tensorrt-llm", "vllm", "sglang", "lmdeploy", "tgi"]
+    line = next(ln for ln in page.text_content("#command").splitlines() if "serve run" in ln)
+    assert "--engine vllm" in line
+    want = cli_json(line)
+    assert want["engine"] == "vllm"
+    assert stat(page, "requests_per_s") == want["requests_per_s"]
+    assert stat(page, "ttft_p90_ms") == want["ttft_p90_ms"]
+    assert page.problems == []
+
+
 def test_serve_capacity_table_shows_layouts_and_both_loops(server, page):
     # Qwen3-30B-A3B (MoE, 128 experts): the co-located plan lists each layout (tp, ep, attention DP) with
     # its closed-loop and Poisson p90s and why it loses, as `serve plan --json` does
