@@ -79,20 +79,17 @@ class EngineProfile:
             out = replace(out, memory_fraction=float(memory_fraction))
         return out
 
-    def scheduler_config(self, kind: SchedulerKind | str | None = None) -> SchedulerConfig:
-        """The engine's step scheduler: its kind (or `kind`, an explicit override), sequence and
-        token limits per step and admission policy."""
-        return SchedulerConfig(kind=self.scheduler if kind is None else SchedulerKind(kind),
-                               max_batch_seqs=self.max_batch_seqs, max_batch_tokens=self.max_batch_tokens,
-                               no_evict=self.no_evict)
+    def scheduler_config(self) -> SchedulerConfig:
+        """The engine's step scheduler: its kind, sequence and token limits per step and admission
+        policy (schedulers.SchedulerConfig)."""
+        return SchedulerConfig(kind=self.scheduler, max_batch_seqs=self.max_batch_seqs,
+                               max_batch_tokens=self.max_batch_tokens, no_evict=self.no_evict)
 
-    def memory_plan(self, dep: Deployment, *, max_batch_tokens: int, max_batch_seqs: int,
-                    memory_fraction: float | None = None) -> MemoryPlan:
-        """memory.memory_plan under the engine's KV budget rule, memory fraction (or
-        `memory_fraction`, an explicit override) and block size."""
-        return memory_plan(dep, rule=self.rule,
-                           memory_fraction=self.memory_fraction if memory_fraction is None else memory_fraction,
-                           block_size=self.block_size, max_batch_tokens=max_batch_tokens, max_batch_seqs=max_batch_seqs)
+    def memory_plan(self, dep: Deployment, *, max_batch_tokens: int, max_batch_seqs: int) -> MemoryPlan:
+        """memory.memory_plan under the engine's KV budget rule, memory fraction and block size,
+        with the activation workspace of `max_batch_tokens` / `max_batch_seqs` per step."""
+        return memory_plan(dep, rule=self.rule, memory_fraction=self.memory_fraction, block_size=self.block_size,
+                           max_batch_tokens=max_batch_tokens, max_batch_seqs=max_batch_seqs)
 
     def deployment_options(self) -> dict:
         """Deployment fields of the engine's current version: its TP all-reduce, grouped decode
