@@ -76,7 +76,7 @@ def test_overrides_reach_the_operators():
         assert matmul_ceiling(h100, "bf16") == 0.7 and matmul_ceiling(h100, "fp6") == pytest.approx(0.35)
     # ring all_reduce of 1 GiB on 8 H100 (tests/collectives: (bus + fill) / (450 x 0.80 GB/s) + 56 us);
     # the memoised collective must see the NVLink efficiency override: bandwidth term doubles at 0.40
-    fill = 4 * 2**20 * 32
+    fill = 2**19 * 32  # one 512 KiB NCCL step (NCCL_BUFFSIZE / NCCL_STEPS) x 32 channels
     base = collective_time("all_reduce", 2**30, dgx, 8, "ring").time_s
     assert base == pytest.approx((1_879_048_192 + fill) / 360e9 + 56e-6, rel=1e-9)
     with knobs.overridden({"collectives.nvlink_efficiency": 0.40}):

@@ -3,9 +3,11 @@
 Catalog figures used: dgx-h100 = 8 GPUs, NVSwitch, 450 GB/s NVLink per GPU per direction, 8 x 400
 Gb/s InfiniBand (50 GB/s per GPU), NVLS; mi300x-platform = 8 GPUs, xGMI full mesh 448 GB/s, no NICs.
 Model constants (collectives.py, sourced there): NVLink efficiency 0.80, IB efficiency 0.93,
-Simple fill inside a domain = channels x 4 MiB with channels = link rate / (450/32 GB/s) (H100 32 ->
-134,217,728 B; A100 300 GB/s -> 21), NCCL latencies (ring Simple: 8.4 base, 3.4 NVLink step,
-14 net step; ring LL: 6.6, 0.6, 2.7; NVLS 25 us)."""
+Simple fill inside a domain = channels x one NCCL step (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 = 512 KiB)
+with channels = link rate / (450/32 GB/s) (H100 32 -> 16,777,216 B; A100 300 GB/s -> 21); across
+domains channels x the whole 4 MiB buffer (collectives.net_fill_steps 8); NCCL latencies (tuning.cc
+ring Simple: 8.4 base, 3.4 NVLink step, 14 net step; ring LL128: 14.0, 1.9, 4.0; ring LL: 6.6, 0.6,
+2.7; NVLS 25 us); LL128 bandwidth 0.92 x the Simple limit (tuning.cc)."""
 
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ from gpuplan.primitives.collectives import (
 DGX = get_system("dgx-h100")
 MI300 = get_system("mi300x-platform")
 GIB = 2**30
-FILL = 4 * 2**20 * 32  # Simple n_1/2 in one NVSwitch domain: NCCL_BUFFSIZE 4 MiB x 32 channels
-# across nodes: NCCL_NCHANNELS_PER_NET_PEER 2 channels per NIC the group owns in a node (dgx-h100: 1 NIC per GPU)
+FILL = 2**19 * 32  # Simple n_1/2 in one NVSwitch domain: one 512 KiB step (NCCL_BUFFSIZE / NCCL_STEPS) x 32 channels
+# across nodes: the whole 4 MiB buffer x NCCL_NCHANNELS_PER_NET_PEER 2 channels per NIC the group owns in a node
+# (dgx-h100: 1 NIC per GPU)
 FILL_NET_8 = 4 * 2**20 * 2 * 8  # 8 ranks (8 NICs) per node -> 16 channels = 64 MiB
 FILL_NET_1 = 4 * 2**20 * 2 * 1  # 1 rank (1 NIC) per node -> 2 channels = 8 MiB
+NVLS_FILL = 4 * 2**20 * 32  # NVLS: the whole 4 MiB buffer x 32 channels (collectives.NVLS_FILL_STEPS)
 
 
 def test_busbw_factors_nccl_tests():
@@ -41,27 +45,45 @@ def test_busbw_factors_nccl_tests():
 
 def test_ring_all_reduce_one_node_by_hand():
     # bus = 2 x 7/8 x 1 GiB = 1,879,048,192 B; limit = 450 x 0.80 = 360 GB/s; alpha = 8.4 + 14 x 3.4 = 56 us
-    # t = (1,879,048,192 + 134,217,728) / 360e9 + 56e-6 = 5.648405 ms (LL: bus / 141 GB/s = 13.3 ms, slower)
+    # t = (1,879,048,192 + 16,777,216) / 360e9 + 56e-6 = 5.3222 ms (LL: bus / 141 GB/s = 13.3 ms; LL128:
+    # 40.6 us + bus / (0.92 x 360 GB/s) = 5.714 ms: both slower)
     r = collective_time("all_reduce", GIB, DGX, 8, "ring")
     assert r.protocol is Protocol.SIMPLE
     assert r.time_s == pytest.approx((1_879_048_192 + FILL) / 360e9 + 56e-6, rel=1e-9)
     # nccl-tests: algbw = S / t, busbw = algbw x 2(n-1)/n
     assert r.algbw_gbps == pytest.approx(GIB / r.time_s / 1e9, rel=1e-12)
     assert r.busbw_gbps == pytest.approx(r.algbw_gbps * 1.75, rel=1e-12)
-    assert r.busbw_gbps == pytest.approx(332.67, abs=0.01)
+    assert r.busbw_gbps == pytest.approx(353.06, abs=0.01)  # bus / t; nccl-tests 8 x H20 at 1 GiB: 357.7 (Mooncake PR #3484)
 
 
-def test_a100_domain_has_fewer_channels_same_fill_time():
+def test_a100_domain_has_fewer_channels_and_runs_ll128_at_mid_size():
     # dgx-a100-80gb: NVLink3 300 GB/s per GPU -> round(300 / 14.0625) = 21 channels (NCCL sizes the
-    # channel count to the link rate), fill 21 x 4 MiB = 88,080,384 B at 300 x 0.80 = 240 GB/s.
-    # 64 MiB all_reduce on 8: bus = 1.75 x 67,108,864 = 117,440,512 B; alpha = 8.4 + 14 x 3.4 = 56 us
+    # channel count to the link rate); Simple limit 300 x 0.80 = 240 GB/s, fill 21 x 512 KiB = 11,010,048 B.
     a100 = get_system("dgx-a100-80gb")
+    # 64 MiB all_reduce on 8: bus = 1.75 x 67,108,864 = 117,440,512 B. LL128 (tuning.cc: base 14.0 +
+    # 14 NVLink steps x 1.9 = 40.6 us; 0.92 x 240 = 220.8 GB/s): 572.49 us; Simple: 56 us +
+    # (117,440,512 + 11,010,048) / 240e9 = 591.21 us: LL128 wins, as NCCL picks it on NVLink mid-size.
     r = collective_time("all_reduce", 64 * 2**20, a100, 8, "ring")
+    assert r.protocol is Protocol.LL128
+    assert r.time_s == pytest.approx(117_440_512 / 220.8e9 + 40.6e-6, rel=1e-9)
+    # 1 GiB: Simple, 56 us + (1,879,048,192 + 11,010,048) / 240e9 = 7.9312 ms (LL128: 8.551 ms)
+    r = collective_time("all_reduce", GIB, a100, 8, "ring")
     assert r.protocol is Protocol.SIMPLE
-    assert r.time_s == pytest.approx((117_440_512 + 88_080_384) / 240e9 + 56e-6, rel=1e-9)
-    # the per-channel transit (fill time) is the physics: about the same on both parts
-    # (A100 88,080,384 / 240e9 = 0.367 ms; H100 134,217,728 / 360e9 = 0.373 ms)
-    assert 88_080_384 / 240e9 == pytest.approx(FILL / 360e9, rel=0.02)
+    assert r.time_s == pytest.approx((1_879_048_192 + 11_010_048) / 240e9 + 56e-6, rel=1e-9)
+
+
+def test_mid_size_all_reduce_matches_nccl_tests_on_nvlink4():
+    # nccl-tests all_reduce_perf, 8 x H20 (NVLink4, 450 GB/s per GPU and direction, as dgx-h100),
+    # kvcache-ai/Mooncake PR #3484 (NCCL 2.30.4), out-of-place busbw: 180.88 / 242.00 / 300.51 /
+    # 335.43 GB/s at 8 / 16 / 32 / 128 MiB. The ring model (LL128 up to ~128 MiB, then Simple):
+    # 8 MiB: 40.6 us + 14,680,064 / 331.2e9 = 84.92 us -> 172.9 GB/s (-4%); 16 MiB: 129.24 us -> 227.2
+    # (-6%); 32 MiB: 217.89 us -> 269.5 (-10%); 128 MiB: 749.8 us -> 313.3 (-7%). Before the fill was one
+    # step per channel (whole 4 MiB buffer x 32 channels): 122.6 / 130.8 / 135.8 GB/s at 8 / 16 / 32 MiB.
+    measured = {8: 180.88, 16: 242.00, 32: 300.51, 128: 335.43}
+    for mib, busbw in measured.items():
+        r = collective_time("all_reduce", mib * 2**20, DGX, 8, "ring")
+        assert r.busbw_gbps == pytest.approx(busbw, rel=0.12), mib
+    assert collective_time("all_reduce", 8 * 2**20, DGX, 8, "ring").time_s == pytest.approx(84.92e-6, rel=1e-3)
 
 
 def test_ring_all_gather_two_nodes_by_hand():
@@ -89,10 +111,10 @@ def test_small_message_is_latency_bound():
 
 def test_nvls_one_node_by_hand():
     # NVLS: S (n+1)/n through a link at 450 x 0.80 x 0.85 (Hopper nvlsEfficiency) = 306 GB/s, latency 25 us;
-    # 16 GiB: bw term = 16 GiB x 9/8 / 306e9 = 63.161 ms; fill = FILL / (achieved algbw x 1.75)
+    # 16 GiB: bw term = 16 GiB x 9/8 / 306e9 = 63.161 ms; fill = NVLS_FILL / (achieved algbw x 1.75)
     r = collective_time("all_reduce", 16 * GIB, DGX, 8, "nvls")
     bw = 16 * GIB * 9 / 8 / 306e9
-    fill = FILL / (16 * GIB / bw * 1.75)
+    fill = NVLS_FILL / (16 * GIB / bw * 1.75)
     assert r.time_s == pytest.approx(bw + fill + 25e-6, rel=1e-9)
     assert r.busbw_gbps > 450  # in-switch reduction beats the link rate (ml-engineering: 480 on H200)
 
@@ -158,11 +180,12 @@ def test_aliases():
 
 def test_sharp_reduces_inter_node_bytes():
     # NVLSTree on 8 nodes of dgx-h100 (SHARP in the catalog): each node's NICs carry S (not 2S): S / 372 GB/s,
-    # below the NVLS intra term t0 = S x 9/8 / 306 GB/s, so the intra term bounds it; fill = FILL / (algbw x 2 x 63/64)
+    # below the NVLS intra term t0 = S x 9/8 / 306 GB/s, so the intra term bounds it; fill = the NVLS fill
+    # (32 channels x the whole 4 MiB buffer, NVLS_FILL) / (algbw x 2 x 63/64)
     size = 16 * GIB
     t0 = size * 9 / 8 / 306e9
     r = collective_time("all_reduce", size, DGX, 64, "nvls")
-    assert r.bandwidth_s == pytest.approx(t0 + FILL / (size / t0 * 126 / 64), rel=1e-9)
+    assert r.bandwidth_s == pytest.approx(t0 + NVLS_FILL / (size / t0 * 126 / 64), rel=1e-9)
     # alpha = 25 us + 2 x log2(8) x 20.9 us = 150.4 us
     assert r.latency_s == pytest.approx(150.4e-6, rel=1e-9)
 
@@ -193,3 +216,22 @@ def test_hierarchical_by_hand():
     r = collective_time("all_reduce", GIB, DGX, 16, "hierarchical")
     expected = 2 * (GIB * 7 / 8 + FILL) / 360e9 + (GIB / 8 + FILL_NET_1) / 46.5e9 + 100.8e-6
     assert r.time_s == pytest.approx(expected, rel=1e-9)
+
+
+def test_ll128_only_where_nccl_enables_it():
+    # 16 MiB all_reduce: on 8 x H100 in a node NCCL runs LL128 (NVLink, Hopper); across 2 dgx-h100 nodes
+    # over InfiniBand too (tuning.cc: NIC on the GPU's PCIe switch); over AWS EFA never (aws-ofi-nccl
+    # platform-aws.c disables LL128); on MI300X (RCCL, xGMI) never.
+    size = 16 * 2**20
+    assert collective_time("all_reduce", size, DGX, 8, "ring").protocol is Protocol.LL128
+    assert collective_time("all_reduce", size, DGX, 16, "ring").protocol is Protocol.LL128
+    efa = get_system("aws-p6-b200")
+    assert efa.nic_kind == "efa"
+    assert collective_time("all_reduce", size, efa, 8, "ring").protocol is Protocol.LL128
+    for s in (4e3, 1e6, size, 1e9):
+        assert collective_time("all_reduce", s, efa, 32, "ring").protocol is not Protocol.LL128
+        assert collective_time("all_reduce", s, MI300, 8, "ring").protocol is not Protocol.LL128
+    # point-to-point patterns run LL or Simple only
+    for s in (4e3, 1e6, size, 1e9):
+        assert collective_time("send_recv", s, DGX, 2).protocol is not Protocol.LL128
+        assert collective_time("all_to_all", s, DGX, 8).protocol is not Protocol.LL128

@@ -154,7 +154,8 @@ def test_cli_serve_plan_json(runner):
 #: serving.gemm_overlap refit on the merged model (0.74 -> 0.60): MAPE 11.9% over 95 (12.6);
 #: trtllm017 6.7, lmdeploy 8.6, trtllm10 8.6, trtllm014 17.7, trtllm061 9.0, mlperf40 17.8,
 #: vllmci 19.3, nim 6.1, aic 4.8, trtllm1x-po 20.2 (max-load TP rows of trtllm017 / trtllm10 from
-#: -15..-34% to within about -24..+5%). Limits: figure x 1.1 (aic, 2 rows: 5.5).
+#: -15..-34% to within about -24..+5%). Limits: figure x 1.1 (aic, 2 rows: 5.5). (The steady ring is
+#: gone since: the collective model runs NCCL's LL128 and a one-step Simple fill, within these limits.)
 INFERENCE_MAPE_LIMIT_PCT = 13.1
 INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 7.0, "trtllm014": 19.5, "aic": 5.5,
                                "trtllm061": 10.0, "lmdeploy": 9.5, "trtllm10": 9.5, "vllmci": 21.5,

@@ -8,30 +8,46 @@ Definitions (nccl-tests PERFORMANCE.md, ../shared/reference/hardware.md section 
   reduce_scatter, all_to_all), 1 (broadcast, send_recv). "bus bytes" = S x factor is what crosses
   the bottleneck link of each rank in a bandwidth-optimal algorithm.
 
-Time of one algorithm with one protocol (NCCL's cost model, NVIDIA/nccl src/graph/tuning.cc, as
-summarised in hardware.md section 3.2):
+Time of one algorithm with one protocol (NCCL's cost model, NVIDIA/nccl src/graph/tuning.cc
+ncclTopoTuneModel / ncclTopoGetAlgoTime, as summarised in hardware.md section 3.2):
 
     t = alpha + (bus_bytes + fill_bytes) / busbw_limit
 
-- alpha: NCCL's latency model, base + per-step hardware latency x steps (constants below, in us).
-- busbw_limit: the bottleneck of the layout (see `_ring_limit_gbps`), each link at its achievable
+- alpha: NCCL's latency model, base + per-step hardware latency x steps (tuning.cc baseLat and
+  hwLat, constants below, in us).
+- busbw_limit: the bottleneck of the layout (see `_ring_time`), each link at its achievable
   fraction of line rate (NVLINK_EFFICIENCY, NIC_EFFICIENCY), capped per protocol as NCCL does
-  (LL: half the bandwidth and at most LL_MAX_BUSBW; Simple: full).
+  (LL: half the bandwidth and at most LL_MAX_BUSBW; LL128: 0.92 of it (0.7 with one rank per
+  domain), at most nChannels x the per-channel LL128 cap; Simple: full).
+- the three protocols NCCL runs (tuning.cc): LL (8-byte lines with a 4-byte flag; small messages),
+  LL128 (128-byte lines with an 8-byte flag: 120/128 of the bandwidth at a latency between LL's and
+  Simple's; what NCCL picks for mid-size messages on NVLink: on by default only where NVLink
+  carries the ring (Volta to Hopper, and Blackwell in NCCL >= 2.24) and not over AWS EFA, whose
+  plugin disables it: aws-ofi-nccl src/platform-aws.c, sendrecv/write_support_ll128 false), and
+  Simple (the bulk protocol).
 - fill (Simple only): the Simple protocol streams each channel through a NCCL_BUFFSIZE staging
-  buffer (4 MiB default, NCCL env docs), handed over in NCCL_STEPS = 8 slots with a flag handshake
-  per slot; a ring is only in steady state once every channel's buffer is in flight, so a message
-  pays about one buffer's transit on its channel: fill_time = NCCL_BUFFSIZE / per-channel busbw
-  = nChannels x NCCL_BUFFSIZE / busbw_limit (Hockney's n_1/2 = nChannels x NCCL_BUFFSIZE bus
-  bytes: achieved busbw = limit x bus / (bus + n_1/2)). nChannels (`nccl_channels`): inside a
-  scale-up domain the link rate / DOMAIN_CHANNEL_GBPS (32 on NVSwitch H100, 21 on A100, at most
-  NCCL's MAXCHANNELS 32), and across
-  domains NCCL_NCHANNELS_PER_NET_PEER = 2 channels per NIC the group uses in a node (NCCL env
-  docs; one ring per NIC), at most 32. Consistent with the published mid-size points (JAX scaling
-  book: 150 GB/s at 58 MB on 8xH100 = 32 channels; ml-engineering 4x8 B200 over 8 EFA NICs per
-  node: 64 GB/s at 16 MiB, 198 GB/s at 128 MiB). The per-channel transit time is the physics: a
-  fabric with a slow NIC per channel (4x HDR A100 nodes) has fewer channels, so a smaller n_1/2 in
-  bytes, not a proportionally longer fill in time.
-- The protocol with the lower time wins (LL for latency-bound small messages, Simple for large).
+  buffer (4 MiB default, NCCL env docs) handed over in NCCL_STEPS = 8 steps of 512 KiB: the
+  sender publishes its step counter after each slice and the receiver spins until the counter
+  covers its own slice (src/device/prims_simple.h waitPeer: `connStepCache + (isSendNotRecv ?
+  NCCL_STEPS : 0) < step + StepPerSlice`; a slice is 1-2 steps), not the whole buffer, while the
+  sender may run up to NCCL_STEPS steps ahead. The ring therefore streams once the first step of
+  every channel is in flight: fill = nChannels x NCCL_BUFFSIZE / NCCL_STEPS bus bytes (one step;
+  the measured intercept below, 34 us ~ 12 MB on 32 channels, is closer to one step than to a
+  two-step slice), streamed at the achieved rate (Hockney's n_1/2: achieved busbw = limit x bus /
+  (bus + n_1/2)). nChannels (`nccl_channels`): inside a scale-up domain the link rate /
+  DOMAIN_CHANNEL_GBPS (32 on NVSwitch H100, 21 on A100, at most NCCL's MAXCHANNELS 32), and
+  across domains NCCL_NCHANNELS_PER_NET_PEER = 2 channels per NIC the group uses in a node (NCCL
+  env docs; one ring per NIC), at most 32. H100: 32 x 512 KiB = 16.8 MB, 47 us at 360 GB/s.
+  Measured: nccl-tests all_reduce_perf on 8 NVLink4 GPUs (kvcache-ai/Mooncake PR #3484, 8 x H20,
+  NCCL 2.30): 181 / 242 / 300 / 335 / 344 / 352 / 358 GB/s busbw at 8 / 16 / 32 / 128 / 256 /
+  512 / 1024 MiB; a line through the 0.5 and 1 GiB times is 90 us + bus / 364 GB/s (the Simple
+  alpha of 56 us + a fill of 34 us), and through 32-128 MiB 27 us + bus / 349 GB/s (LL128);
+  vLLM's pynccl on SM90 (vllm-project/vllm PR #42324): 76 / 121 / 195 us at 8 / 16 / 32 MiB on
+  8 GPUs, 57 / 86 us at 16 / 32 MiB on 2. (Before 2026-11-24 the fill was the whole buffer per
+  channel, 134 MB on H100, fitted to a JAX scaling-book text figure of 150 GB/s at 58 MB, row
+  sbook-2: 1.5-2.9x slower than these nccl-tests and pynccl measurements at 8-64 MB.)
+- The protocol with the lower time wins (LL for latency-bound small messages, LL128 for mid-size
+  messages where it is enabled, Simple for large).
 
 Layouts: the group has `gpus_per_domain` ranks in each scale-up (NVLink/NVSwitch/xGMI) domain
 (default: packed, min(n, domain)) and spans `domains` = n / gpus_per_domain of them over the NICs.
@@ -89,6 +105,7 @@ class Algorithm(str, Enum):
 
 class Protocol(str, Enum):
     LL = "LL"
+    LL128 = "LL128"
     SIMPLE = "Simple"
 
 
@@ -147,12 +164,28 @@ TREE_BANDWIDTH_FRACTION = knobs.register(
     source="NCCL src/graph/tuning.cc: Tree all_reduce bandwidth min(0.92 x busBw, ...)",
     scales="bandwidth of NCCL Tree all_reduce")
 
+#: LL128 moves 128-byte lines carrying 120 bytes of data: NCCL tuning.cc ring LL128 busBw =
+#: min(busBw x 0.92 (0.7 when ppn < 2: one rank per node sends and receives through its NIC),
+#: nChannels x perChMaxRingLL128Bw).
+LL128_BANDWIDTH_FRACTION = 0.92
+LL128_ONE_RANK_PER_DOMAIN_FRACTION = 0.7
+#: NCCL tuning.cc perChMaxRingLL128Bws, GB/s per channel (Volta, Ampere 20.0; Hopper 36.7; Blackwell:
+#: Hopper's value assumed).
+LL128_MAX_BUSBW_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 36.7}
+#: GPU families on which NCCL enables LL128 by default over NVLink (tuning.cc: compute capability 7.0,
+#: 8.0, 9.0; 10.0 from NCCL 2.24).
+LL128_FAMILIES = frozenset(LL128_MAX_BUSBW_PER_CHANNEL)
+#: NIC kinds over which LL128 is off: AWS EFA (aws-ofi-nccl src/platform-aws.c: LL128 unsupported,
+#: sendrecv/write_support_ll128 false) and TCP (NCCL enables LL128 only with the NIC on the GPU's
+#: PCIe switch, GPUDirect RDMA: tuning.cc typeInter <= PATH_PXB / PATH_PXN).
+LL128_OFF_NICS = frozenset({"efa", "tcp", "none"})
+
 #: NCCL latencies, microseconds (tuning.cc): base per algorithm/protocol, hardware per step.
-BASE_LATENCY_US = {("ring", "LL"): 6.6, ("ring", "Simple"): 8.4, ("tree", "LL"): 6.8, ("tree", "Simple"): 8.4,
+BASE_LATENCY_US = {("ring", "LL"): 6.6, ("ring", "LL128"): 14.0, ("ring", "Simple"): 8.4, ("tree", "LL"): 6.8, ("tree", "Simple"): 8.4,
                    ("nvls", "Simple"): 0.0}
-NVLINK_STEP_US = {("ring", "LL"): 0.6, ("ring", "Simple"): 3.4, ("tree", "LL"): 0.6, ("tree", "Simple"): 4.0,
+NVLINK_STEP_US = {("ring", "LL"): 0.6, ("ring", "LL128"): 1.9, ("ring", "Simple"): 3.4, ("tree", "LL"): 0.6, ("tree", "Simple"): 4.0,
                   ("nvls", "Simple"): 25.0}
-NET_STEP_US = {("ring", "LL"): 2.7, ("ring", "Simple"): 14.0, ("tree", "LL"): 5.0, ("tree", "Simple"): 14.0,
+NET_STEP_US = {("ring", "LL"): 2.7, ("ring", "LL128"): 4.0, ("ring", "Simple"): 14.0, ("tree", "LL"): 5.0, ("tree", "Simple"): 14.0,
                ("nvls", "Simple"): 20.9}
 #: all_to_all is a group of point-to-point sends that NCCL posts to all peers at once (ncclGroupStart/End),
 #: so their latencies overlap: alpha = base + one NVLink step (+ one network step across domains) + a
@@ -166,6 +199,9 @@ MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR = 1.4
 
 #: Simple-protocol staging buffer per channel: NCCL_BUFFSIZE default 4 MiB (NCCL env docs).
 NCCL_BUFFSIZE_BYTES = 4 * 1024**2
+#: Steps the staging buffer is handed over in (NCCL src/include/device.h NCCL_STEPS = 8): one step,
+#: NCCL_BUFFSIZE / NCCL_STEPS = 512 KiB, is the unit a receiver waits for.
+NCCL_STEPS = 8
 #: NCCL's MAXCHANNELS: the channel count it uses inside NVSwitch H100 domains (and the cap everywhere).
 NCCL_CHANNELS = 32
 #: Line rate per channel inside a scale-up domain, GB/s: NCCL's graph search sizes the channel
@@ -174,9 +210,30 @@ NCCL_CHANNELS = 32
 #: (JAX scaling book: 150 GB/s busbw at 58 MB on 8xH100 = 32 channels of 4 MiB).
 DOMAIN_CHANNEL_GBPS = knobs.register(
     "collectives.domain_channel_gbps", unit="GB/s per channel", default=450.0 / NCCL_CHANNELS, low=1.0, high=100.0,
-    source="H100 calibration: JAX scaling book 150 GB/s busbw at 58 MB on 8xH100 = 32 channels of 4 MiB over 450 GB/s",
+    source="32 channels on an 8 x H100 NVSwitch node over 450 GB/s (NCCL MAXCHANNELS 32; first chosen on the JAX scaling-book"
+           " 58 MB point; nccl-tests on 8 x H20, Mooncake PR #3484: a Simple fill of ~34 us at 1 GiB ~ 32 x 512 KiB)",
     scales="NCCL channel count inside a scale-up domain (link rate / this), hence the Simple protocol's fill bytes",
     fitted_on=("sbook",))
+#: Simple-protocol steps per channel in flight before a ring that crosses domains streams: over a
+#: network the receiver's proxy returns each step's credit after a host round trip (NCCL net
+#: transport, src/transport/net.cc), so the steady state needs the whole buffer in flight, up to
+#: NCCL_STEPS = 8 steps (prior); fitted on the 4 x 8 B200 EFA rows at 16 and 128 MiB.
+NET_FILL_STEPS = knobs.register(
+    "collectives.net_fill_steps", unit="NCCL steps per channel", default=8.0, low=1.0, high=8.0,
+    source="prior: NCCL_STEPS = 8 (the whole NCCL_BUFFSIZE per channel in flight over the network); ml-engineering "
+           "4 x 8 B200 over EFA, 64 GB/s at 16 MiB and 198 GB/s at 128 MiB",
+    scales="the Simple protocol's fill on rings that cross scale-up domains (mid-size multi-node collectives)",
+    fitted_on=("mleng",))
+#: NCCL steps per channel of the NVLS fill: the whole buffer (NCCL_STEPS), as the ring's fill was before
+#: 2026-11-24. No mid-size NVLS measurement was found to re-derive it; NCCL's author on nccl-tests
+#: issue #212 (8 x H100): NVLS reaches its ~480 GB/s busbw peak only above 256 MiB ("256M is too
+#: small to reach peak bandwidth"), a large n_1/2 (32 x 4 MiB = 134 MB: 68% of the peak at 256 MiB).
+NVLS_FILL_STEPS = NCCL_STEPS
+#: NCCL steps per channel of the fill of point-to-point patterns (send_recv, all_to_all: NCCL's p2p
+#: transport, its own chunking and channels per peer): the whole buffer (NCCL_STEPS), as before
+#: 2026-11-24. The one-step fill is derived from all-reduce measurements (module docstring); no
+#: mid-size alltoall_perf / sendrecv_perf measurement was found to re-derive this one.
+P2P_FILL_STEPS = NCCL_STEPS
 #: NCCL_NCHANNELS_PER_NET_PEER default (NCCL env docs): channels per NIC on rings that leave a node.
 NCCL_CHANNELS_PER_NIC = 2
 
@@ -240,6 +297,8 @@ class _Fabric:
     nic_efficiency: float
     sharp: bool  # in-network reduction on the scale-out fabric
     nics_per_gpu: float = 1.0  # NICs per GPU of a node (channel count across domains)
+    nic_kind: str = "none"
+    nvidia: bool = True  # NCCL (LL128 where enabled); False: RCCL and others (LL and Simple)
 
 
 def _family(gpu: Gpu | None) -> str:
@@ -262,6 +321,8 @@ def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
         nic_efficiency=_nic_efficiency(system.nic_kind),
         sharp=system.sharp,
         nics_per_gpu=(system.nics_per_node or 0) / max(1, system.gpus_per_node),
+        nic_kind=system.nic_kind,
+        nvidia=(gpu.vendor.lower() == "nvidia") if gpu else True,
     )
 
 
@@ -307,14 +368,31 @@ def group_channels(system: System, gpu: Gpu | None, ranks_in_domain, domains):
     return nccl_channels(_fabric(system, gpu), ranks_in_domain, domains)
 
 
-def domain_fill_bytes(f: _Fabric) -> float:
-    """Hockney n_1/2 of a Simple ring inside one domain, bus bytes: domain_channels x NCCL_BUFFSIZE."""
-    return domain_channels(f) * NCCL_BUFFSIZE_BYTES
+#: Bytes of one Simple-protocol step per channel: NCCL_BUFFSIZE / NCCL_STEPS = 512 KiB.
+NCCL_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
 
 
 def fill_bytes(f: _Fabric, ranks_in_domain, domains):
-    """Hockney n_1/2 of the Simple protocol, bus bytes: nccl_channels x NCCL_BUFFSIZE_BYTES."""
-    return nccl_channels(f, ranks_in_domain, domains) * NCCL_BUFFSIZE_BYTES
+    """Hockney n_1/2 of the Simple protocol, bus bytes (module docstring, fill): nccl_channels x
+    NCCL_BUFFSIZE / NCCL_STEPS x the steps in flight before steady state, 1 inside a domain and
+    `collectives.net_fill_steps` on rings that cross domains."""
+    steps = np.where(np.asarray(domains) > 1, knobs.value("collectives.net_fill_steps"), 1.0)
+    return nccl_channels(f, ranks_in_domain, domains) * NCCL_STEP_BYTES * steps
+
+
+def domain_fill_bytes(f: _Fabric) -> float:
+    """`fill_bytes` of a ring inside one domain: domain_channels x NCCL_BUFFSIZE / NCCL_STEPS."""
+    return domain_channels(f) * NCCL_STEP_BYTES
+
+
+def ll128_enabled(f: _Fabric, domains):
+    """Whether NCCL runs LL128 on each layout (module docstring; numpy-broadcasting in `domains`):
+    an NVIDIA GPU of LL128_FAMILIES on an NVLink scale-up domain, and, across domains, NICs other
+    than LL128_OFF_NICS."""
+    d = np.asarray(domains)
+    if f.family not in LL128_FAMILIES or not f.nvidia or f.scaleup_gbps <= 0:
+        return np.zeros(d.shape, dtype=bool)
+    return (d <= 1) | (f.nic_kind not in LL128_OFF_NICS)
 
 
 def _ll_cap(f: _Fabric, domains):
@@ -359,15 +437,25 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
     if protocol is Protocol.SIMPLE and op is Collective.ALL_REDUCE:
         alpha_us = np.where(multi, alpha_us * MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR, alpha_us)
     fill = fill_bytes(f, ppd, domains)
-    return _apply_protocol(f, bw_s, bus, np.minimum(intra, egress), domains, protocol, fill), alpha_us * 1e-6
+    if op in (Collective.ALL_TO_ALL, Collective.SEND_RECV):  # point-to-point: see P2P_FILL_STEPS
+        fill = nccl_channels(f, ppd, domains) * NCCL_STEP_BYTES * P2P_FILL_STEPS
+    bw = _apply_protocol(f, bw_s, bus, np.minimum(intra, egress), ppd, domains, protocol, fill)
+    return bw, alpha_us * 1e-6
 
 
-def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, domains, protocol: Protocol, fill):
+def _apply_protocol(f: _Fabric, bw_s, bus, limit_bytes_s, ppd, domains, protocol: Protocol, fill):
     """Bandwidth term per protocol. Simple: t_bw x (1 + fill / bus) (Hockney: the fill is streamed
     at the same achieved rate bus / t_bw). LL: bus / min(0.5 limit, llMaxBw) (or t_bw / 0.5 when
-    the op's bottleneck is not the bus formula, whichever is larger)."""
+    the op's bottleneck is not the bus formula, whichever is larger). LL128: bus / min(0.92 limit
+    (0.7 with one rank per domain), nChannels x LL128_MAX_BUSBW_PER_CHANNEL) (or t_bw / that
+    fraction), infinite where NCCL does not enable it (`ll128_enabled`)."""
     if protocol is Protocol.SIMPLE:
         return bw_s * (1.0 + fill / bus)
+    if protocol is Protocol.LL128:
+        fraction = np.where(np.asarray(ppd) < 2, LL128_ONE_RANK_PER_DOMAIN_FRACTION, LL128_BANDWIDTH_FRACTION)
+        cap = nccl_channels(f, ppd, domains) * LL128_MAX_BUSBW_PER_CHANNEL.get(f.family, 0.0) * 1e9
+        t = np.maximum(bus / np.minimum(fraction * limit_bytes_s, cap), bw_s / fraction)
+        return np.where(ll128_enabled(f, domains), t, np.inf)
     ll_fraction = knobs.value("collectives.ll_bandwidth_fraction")
     ll_bw = np.minimum(ll_fraction * limit_bytes_s, _ll_cap(f, domains) * 1e9)
     return np.maximum(bus / ll_bw, bw_s / ll_fraction)
@@ -383,7 +471,7 @@ def _tree_time(f: _Fabric, size, n, ppd, domains, protocol: Protocol):
     limit = knobs.value("collectives.tree_bandwidth_fraction") * np.minimum(intra, egress)
     key = ("tree", protocol.value)
     alpha_us = BASE_LATENCY_US[key] + 2.0 * ((ppd - 1) * NVLINK_STEP_US[key] + np.log2(domains) * NET_STEP_US[key])
-    return _apply_protocol(f, bus / limit, bus, limit, domains, protocol, fill_bytes(f, ppd, domains)), alpha_us * 1e-6
+    return _apply_protocol(f, bus / limit, bus, limit, ppd, domains, protocol, fill_bytes(f, ppd, domains)), alpha_us * 1e-6
 
 
 def _nvls_time(f: _Fabric, size, n, ppd, domains):
@@ -404,9 +492,10 @@ def _nvls_time(f: _Fabric, size, n, ppd, domains):
     net_bytes = np.where((domains == 2) | f.sharp, size, 2.0 * size)
     inter_s = np.where(domains > 1, net_bytes / np.where(domains > 1, egress, 1.0), 0.0)
     bw_s = np.maximum(intra_s, inter_s)
-    # fill: staged through the same channel buffers; at the achieved rate of the bottleneck
+    # fill: the whole staging buffer of every channel (NVLS_FILL_STEPS), at the achieved rate
     rate = size / bw_s
-    bw_s = bw_s + domain_fill_bytes(f) / (rate * busbw_factor(Collective.ALL_REDUCE, n) + 1e-30) * 1.0
+    fill = domain_fill_bytes(f) * NVLS_FILL_STEPS
+    bw_s = bw_s + fill / (rate * busbw_factor(Collective.ALL_REDUCE, n) + 1e-30)
     alpha_us = NVLINK_STEP_US[("nvls", "Simple")] + 2.0 * np.log2(domains) * NET_STEP_US[("nvls", "Simple")]
     return bw_s, alpha_us * 1e-6
 
@@ -485,13 +574,21 @@ def collective_time_array(
     return np.where(n > 1, best, 0.0)
 
 
+def _ring_protocols(op: Collective) -> tuple[Protocol, ...]:
+    """Protocols of NCCL's ring for `op`: LL, LL128, Simple; point-to-point patterns (send_recv,
+    all_to_all) LL and Simple only (NCCL runs p2p with LL below NCCL_P2P_LL_THRESHOLD, else Simple)."""
+    if op in (Collective.SEND_RECV, Collective.ALL_TO_ALL):
+        return (Protocol.LL, Protocol.SIMPLE)
+    return (Protocol.LL, Protocol.LL128, Protocol.SIMPLE)
+
+
 def _candidates(op, algo, f, size, n, ppd, domains):
     """[(algorithm, protocol, total time, latency)] for every candidate the request allows."""
     out = []
     with np.errstate(divide="ignore", invalid="ignore"):
         ring_like = algo in (Algorithm.RING, Algorithm.AUTO)
         if ring_like:
-            for proto in (Protocol.LL, Protocol.SIMPLE):
+            for proto in _ring_protocols(op):
                 bw, a = _ring_time(op, f, size, n, ppd, domains, proto)
                 out.append((Algorithm.RING, proto, bw + a, a))
         if op is Collective.ALL_REDUCE and algo in (Algorithm.TREE, Algorithm.AUTO):
@@ -666,25 +763,7 @@ def collective_sm_fraction(n, per_node, system: System, gpu: Gpu) -> np.ndarray:
     return np.where(n_b > 1, np.minimum(1.0, channels / sms), 0.0)
 
 
-def steady_ring_allreduce_seconds(size_bytes, n: int, system: System, gpu: Gpu | None) -> np.ndarray:
-    """A NCCL Simple-protocol ring all-reduce on one switched NVLink domain in steady state, s
-    (array over sizes): (BASE_LATENCY_US + 2 (n - 1) NVLINK_STEP_US) us for ("ring", "Simple") +
-    2 (n - 1) / n x S / (line rate x `collectives.nvlink_efficiency`): the ring of this module
-    without its staging-buffer fill term. At 8-64 MB the fill makes `collective_time` 1.5-2.9x
-    slower than measured all-reduces (vLLM PR #42324, pynccl on SM90, 2 GPUs 16 / 32 MiB: 57 / 86 us
-    against 127 / 246 us; 8 GPUs 8 / 16 / 32 MiB: 76 / 121 / 195 us against 119 / 223 / 432 us);
-    serving's TP all-reduce takes the faster of the two (workloads.inference.tp_allreduce). The
-    training model keeps the fill, with which its rows were fitted: a known disagreement."""
-    key = ("ring", "Simple")
-    alpha = (BASE_LATENCY_US[key] + 2.0 * (n - 1) * NVLINK_STEP_US[key]) * 1e-6
-    rate = system.scaleup_bandwidth_gbps or (gpu.scaleup_bandwidth_gbps if gpu else None) or 0.0
-    link = float(rate) * 1e9 * knobs.value("collectives.nvlink_efficiency")
-    return alpha + 2.0 * (n - 1) / n * np.asarray(size_bytes, dtype=float) / link
-
-
-
 __all__ = [
-    "steady_ring_allreduce_seconds",
     "Algorithm", "Collective", "CollectiveResult", "Protocol", "asymptotic_busbw_gbps", "busbw_factor",
     "collective_seconds", "collective_seconds_array", "collective_sm_fraction", "collective_time",
     "collective_time_array", "group_channels", "group_per_node",

@@ -19,18 +19,12 @@ with their own peer-to-peer kernels for small messages and call NCCL for large o
   at B_2 = line rate x `serving.custom_allreduce_twoshot_efficiency` (below the one-shot's: the
   slices are 1/n as long and the two phases do not overlap).
 
-- NCCL (`nccl_seconds`): the faster of `primitives.collectives.collective_time_array` (the NCCL
-  cost model of the training step) and, on one switched NVLink domain, a Simple-protocol ring in
-  steady state: NCCL's ring latency (tuning.cc, `collectives.BASE_LATENCY_US` + 2 (n - 1) x
-  `collectives.NVLINK_STEP_US`) + 2 (n - 1) / n x S at the NVLink rate x
-  `collectives.nvlink_efficiency`, without the collective model's staging-buffer fill
-  (nChannels x NCCL_BUFFSIZE = 134 MB of bus bytes on H100, fitted to the JAX scaling-book point
-  of 150 GB/s at 58 MB). Measured NCCL all-reduces in serving engines' message range are about
-  twice as fast as that fill allows: vLLM's pynccl on SM90 (vllm-project/vllm PR #42324
-  benchmark tables) 57 / 86 us at 16 / 32 MiB on 2 GPUs and 76 / 121 / 195 us at 8 / 16 / 32 MiB
-  on 8 GPUs (the collective model: 127 / 246 and 119 / 223 / 432 us; the steady ring: 62 / 108 and
-  97 / 138 / 219 us); nccl-tests all_reduce_perf on 8 NVLink4 GPUs (kvcache-ai/Mooncake PR #3484,
-  8 x H20): 181 / 242 / 300 GB/s busbw at 8 / 16 / 32 MB (the collective model: 123 / 131 / 136).
+- NCCL (`nccl_seconds`): `primitives.collectives.collective_time_array`, the NCCL cost model of
+  the training step (LL / LL128 / Simple ring, tree, NVLS, the fastest), which matches measured
+  NCCL all-reduces in serving engines' message range: vLLM's pynccl on SM90 (vllm-project/vllm
+  PR #42324 benchmark tables) 76 / 121 / 195 us at 8 / 16 / 32 MiB on 8 GPUs, nccl-tests
+  all_reduce_perf on 8 NVLink4 GPUs (kvcache-ai/Mooncake PR #3484, 8 x H20) 181 / 242 / 300 GB/s
+  busbw at 8 / 16 / 32 MiB (tests/inference/test_tp_allreduce.py).
 
 B = the GPU's scale-up (NVLink) line rate per direction x `serving.custom_allreduce_efficiency`
 (on a switched domain the GPU reaches its peers at its full rate; on a point-to-point full mesh,
@@ -74,7 +68,7 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
-from gpuplan.primitives.collectives import Collective, collective_time_array, steady_ring_allreduce_seconds
+from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.specs import Gpu, System
 
 
@@ -218,12 +212,8 @@ def vllm_uses_oneshot(size_bytes, n: int) -> np.ndarray:
 
 def nccl_seconds(size_bytes, n: int, system: System, gpu: Gpu) -> np.ndarray:
     """The engine's NCCL all-reduce of each of `size_bytes` (positive) on n GPUs, s: the collective
-    model, or on one switched NVLink domain the faster of it and `collectives.steady_ring_allreduce_seconds` (module
-    docstring)."""
-    model = collective_time_array(Collective.ALL_REDUCE, size_bytes, system, n, gpu=gpu)
-    if system.scaleup_switched and custom_kernels_usable(system, gpu, n):
-        return np.minimum(model, steady_ring_allreduce_seconds(size_bytes, n, system, gpu))
-    return model
+    model (module docstring)."""
+    return collective_time_array(Collective.ALL_REDUCE, size_bytes, system, n, gpu=gpu)
 
 
 #: Hidden sizes TensorRT-LLM's AUTO strategy table covers (customAllReduceUtils.h: 128 ... 8192).
