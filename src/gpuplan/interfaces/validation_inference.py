@@ -79,27 +79,20 @@ def stated_engine_version(row: dict[str, str], engine: EngineProfile) -> tuple[i
 
 def grouped_decode_for(row: dict[str, str], engine: EngineProfile) -> bool:
     """Deployment.grouped_decode_attention of a row: False when it states an engine version older
-    than the engine's `grouped_decode_from`, else True."""
-    version = stated_engine_version(row, engine)
-    return engine.grouped_decode_from is None or version is None or version >= engine.grouped_decode_from
+    than the engine's `grouped_decode_from`, else True (EngineProfile.deployment_options)."""
+    return engine.deployment_options(stated_engine_version(row, engine))["grouped_decode_attention"]
 
 
 def deferred_first_token_for(row: dict[str, str], engine: EngineProfile) -> bool:
     """True when the row states an engine version older than the engine's
-    `first_token_in_prefill_from` (its first output token then comes from a decode step:
-    workloads.inference.deferred_first_token); False otherwise, and when no version is stated."""
-    version = stated_engine_version(row, engine)
-    return engine.first_token_in_prefill_from is not None and version is not None \
-        and version < engine.first_token_in_prefill_from
+    `first_token_in_prefill_from` (EngineProfile.defers_first_token); False otherwise."""
+    return engine.defers_first_token(stated_engine_version(row, engine))
 
 
 def tp_allreduce_for(row: dict[str, str], engine: EngineProfile) -> TpAllReduce:
     """Deployment.tp_allreduce of a row: the engine's `tp_allreduce_before` when the row states a
-    version older than its `tp_allreduce_from`, else its `tp_allreduce`."""
-    version = stated_engine_version(row, engine)
-    if engine.tp_allreduce_from is not None and version is not None and version < engine.tp_allreduce_from:
-        return engine.tp_allreduce_before
-    return engine.tp_allreduce
+    version older than its `tp_allreduce_from`, else its `tp_allreduce` (EngineProfile.deployment_options)."""
+    return engine.deployment_options(stated_engine_version(row, engine))["tp_allreduce"]
 
 
 def trtllm_bench_requests(input_len: int, output_len: int) -> int:
@@ -287,9 +280,9 @@ def predict_row(row: dict[str, str]) -> Prediction:
     rate = (row.get("request_rate") or "").strip()
     max_load = (row.get("max_load") or "").strip().lower() == "true"
     try:
-        grouped = grouped_decode_for(row, engine)
+        version = stated_engine_version(row, engine)  # read once: every version rule of the engine uses it
         dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, attention_dp=adp, weight_dtype=wdt, kv_dtype=kvdt,
-                         grouped_decode_attention=grouped, tp_allreduce=tp_allreduce_for(row, engine))
+                         **engine.deployment_options(version))
         if dep.decode_kv_reads > 1:
             notes.append(f"per-query-head decode attention (engine version before XQA): KV read {dep.decode_kv_reads:g}x")
         if batch:
@@ -338,7 +331,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         else:
             raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")
         real_wl = wl
-        deferred = deferred_first_token_for(row, engine)
+        deferred = engine.defers_first_token(version)
         if deferred:  # prefill of L - 1 tokens; the first output token from the first decode step
             wl = deferred_workload(wl)
             notes.append("first token from a decode step (engine version before its prefill sampled it)")

@@ -91,10 +91,23 @@ class EngineProfile:
         return memory_plan(dep, rule=self.rule, memory_fraction=self.memory_fraction, block_size=self.block_size,
                            max_batch_tokens=max_batch_tokens, max_batch_seqs=max_batch_seqs)
 
-    def deployment_options(self) -> dict:
-        """Deployment fields of the engine's current version: its TP all-reduce, grouped decode
-        attention (every engine's current generation kernel reads a KV head once per group)."""
-        return {"tp_allreduce": self.tp_allreduce, "grouped_decode_attention": True}
+    def deployment_options(self, version: tuple[int, int] | None = None) -> dict:
+        """Deployment fields of the engine at `version` (None: its current version): its TP
+        all-reduce (`tp_allreduce_before` before `tp_allreduce_from`) and whether its generation
+        kernel reads a KV head once per query-head group (not before `grouped_decode_from`)."""
+        return {"tp_allreduce": self.tp_allreduce_before if _older(version, self.tp_allreduce_from) else self.tp_allreduce,
+                "grouped_decode_attention": not _older(version, self.grouped_decode_from)}
+
+    def defers_first_token(self, version: tuple[int, int] | None = None) -> bool:
+        """Whether the engine at `version` samples the first output token in a decode step, not in
+        the prefill (before `first_token_in_prefill_from`; workloads.inference.deferred_first_token)."""
+        return _older(version, self.first_token_in_prefill_from)
+
+
+def _older(version: tuple[int, int] | None, first: tuple[int, int] | None) -> bool:
+    """True when a stated `version` predates `first`, the version where a behaviour began; False
+    when either is None (no version stated: the current engine; no such change)."""
+    return version is not None and first is not None and version < first
 
 
 #: CUDA-graph batch sizes of TensorRT-LLM's perf-overview runs (llm_options `cuda_graph_config:
