@@ -99,7 +99,7 @@ def test_without_fitted_knobs_cv_equals_in_sample_equals_default():
     assert cv["notes"] == ["no fitted knob was tuned on these families: CV = in-sample = default"]
 
 
-def test_cv_accuracy_gate_on_public_training_file(shared_dir):
+def test_cv_accuracy_gate_on_public_training_file(record_rows):
     """CV of record on ../shared/validation/training.csv (runs in ~30-60 s on 2 cores).
 
     Measured 2026-11-24 on the merged model (docs/accuracy.md), CV / in-sample / default MAPE %:
@@ -116,10 +116,14 @@ def test_cv_accuracy_gate_on_public_training_file(shared_dir):
     expert GEMMs launch once, not per local expert: mbr-moe 24.3 -> 18.0, mbridge 16.5 -> 12.2,
     megft 13.8 -> 13.2, dsv3 21.0 -> 21.3 (its fold refits the MoE knobs on the others); overall
     13.5 -> 13.2; MoE time rows 25.0 -> 17.4 (benchmarks/accuracy_cv.py). Gates re-set x 1.1.
+    Re-based 2026-11-28: ../shared/validation/training.csv grew by the third split's families
+    (conftest.THIRD_SPLIT_FAMILIES: the previous round's held-out families, fine-tuning and TPU);
+    this gate covers the families of record, cross-validated among themselves as before; the new
+    families get their gates in the issues that own their regimes.
     """
-    from gpuplan.interfaces.cross_validation import cross_validate_file
+    from gpuplan.interfaces.cross_validation import cross_validate
 
-    cv = cross_validate_file(str(shared_dir / "validation" / "training.csv")).to_dict()["cv"]
+    cv = cross_validate(record_rows("training")).to_dict()["cv"]
     overall = cv["overall"]
     assert overall["predicted_fraction"] >= 0.90  # SCHEMA.md: at least 90% of high/medium rows predicted
     assert overall["mape_pct"] <= 14.6

@@ -92,7 +92,9 @@ def test_hw_interconnects_and_prices(runner):
 
 
 def _systems_md_ids(shared_dir):
-    text = (shared_dir / "validation" / "SYSTEMS.md").read_text()
+    # the ids of record: SYSTEMS.md's first table. The ids its third split added (2026-11-28: TPU pods,
+    # mi355x-platform, PCIe boxes of new GPU ids) are gated by the hardware issue ("Every accelerator").
+    text = (shared_dir / "validation" / "SYSTEMS.md").read_text().split("Systems added in the third split")[0]
     return re.findall(r"^\| `([a-z0-9.\-]+)` \|", text, flags=re.M)
 
 

@@ -163,13 +163,15 @@ INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 7.0, "trtllm014": 19.
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 
 
-def test_validation_mape(shared_dir):
+def test_validation_mape(record_rows):
     from collections import defaultdict
 
     from gpuplan.interfaces.validation_types import SkipRow
     from gpuplan.interfaces.validation_inference import predict_row
 
-    rows = list(csv.DictReader(open(shared_dir / "validation" / "inference.csv", encoding="utf-8")))
+    # the families of record (conftest.THIRD_SPLIT_FAMILIES); the 2026-11-28 families are gated by
+    # the serving-unseen issue
+    rows = record_rows("inference")
     scored = [r for r in rows if r["confidence"] != "low"]
     errs, by_family = [], defaultdict(list)
     for r in scored:
