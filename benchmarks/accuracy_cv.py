@@ -2,7 +2,7 @@
 
 Runs `validate --cv family` on training.csv and inference.csv (each family predicted with the fitted
 knobs refit without it), prints per-class CV MAPE over the scored rows, fits the 80% bands per regime
-from those CV residuals (`gpuplan.interfaces.error_bands`) and reports their coverage estimated
+from those CV residuals (`gpuplan.interfaces.validation.error_bands`) and reports their coverage estimated
 honestly: each family's rows against bands fit without that family.
 
     python benchmarks/accuracy_cv.py            # print the figures
@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from gpuplan import __version__
-from gpuplan.interfaces.cross_validation import cross_validate
-from gpuplan.interfaces.error_bands import bands_from_cv_rows, family_out_coverage, fit_bands, write_bands
-from gpuplan.interfaces.validate import read_rows
+from gpuplan.interfaces.validation.cross_validation import cross_validate
+from gpuplan.interfaces.validation.error_bands import bands_from_cv_rows, family_out_coverage, fit_bands, write_bands
+from gpuplan.interfaces.validation.validate import read_rows
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
 

@@ -26,9 +26,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from gpuplan.errors import GpuplanError
-from gpuplan.interfaces.calibration import calibrate_rows, holdout_errors, split_odd_even
-from gpuplan.interfaces.cross_validation import schema_family
-from gpuplan.interfaces.validate import read_rows, validate_rows
+from gpuplan.interfaces.calibration.fit import calibrate_rows, holdout_errors, split_odd_even
+from gpuplan.interfaces.validation.cross_validation import schema_family
+from gpuplan.interfaces.validation.validate import read_rows, validate_rows
 
 THRESHOLD_PCT = 10.0
 

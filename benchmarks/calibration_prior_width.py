@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuplan.interfaces.calibration import knobs_read_by
-from gpuplan.interfaces.calibration_hierarchy import Param, candidate_params, select_params
-from gpuplan.interfaces.cross_validation import row_predictor, schema_family
-from gpuplan.interfaces.fitting import KnobFitter
-from gpuplan.interfaces.validate import read_rows
+from gpuplan.interfaces.calibration.fit import knobs_read_by
+from gpuplan.interfaces.calibration.hierarchy import Param, candidate_params, select_params
+from gpuplan.interfaces.validation.cross_validation import row_predictor, schema_family
+from gpuplan.interfaces.fitting.least_squares import KnobFitter
+from gpuplan.interfaces.validation.validate import read_rows
 
 WIDTHS = (0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 MIN_ROWS = 3

@@ -22,12 +22,12 @@ import numpy as np
 
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import memory_plan
-from gpuplan.workloads.inference.operators import step_time_model
-from gpuplan.workloads.inference.schedulers import SchedulerConfig
-from gpuplan.workloads.inference.simulator import simulate
+from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
+from gpuplan.workloads.inference.sim.simulator import simulate
 
 
 def main() -> None:

@@ -101,8 +101,8 @@ VIOLATIONS = {
     "cycle": ("gpuplan/formats/element.py", "import gpuplan.formats.block", "acyclic",
               "No cycles are allowed in gpuplan.formats"),
     # a workload reading the catalog instead of getting specs
-    "catalog": ("gpuplan/workloads/inference/memory.py", "import gpuplan.catalog", "specs-not-catalog",
-                "gpuplan.workloads.inference.memory -> gpuplan.catalog"),
+    "catalog": ("gpuplan/workloads/inference/cost/memory.py", "import gpuplan.catalog", "specs-not-catalog",
+                "gpuplan.workloads.inference.cost.memory -> gpuplan.catalog"),
 }
 
 

@@ -10,7 +10,7 @@ fold can override any of them without touching code:
 
 A knob whose default was chosen while looking at validation rows is *fitted*: `fitted_on` names
 those rows (families, as SCHEMA.md defines them). `validate --cv family` refits exactly the fitted
-knobs without the family it scores; the fitter lives in `gpuplan.interfaces.fitting`.
+knobs without the family it scores; the fitter lives in `gpuplan.interfaces.fitting.least_squares`.
 
 This module sits at the bottom of the layer stack (beside `units` and `errors`): it imports nothing
 of gpuplan's, so every layer may read knobs.

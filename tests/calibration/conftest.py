@@ -39,14 +39,14 @@ def synthetic_training_rows() -> list[dict[str, str]]:
 
 
 def training_predictor():
-    from gpuplan.interfaces.cross_validation import row_predictor
+    from gpuplan.interfaces.validation.cross_validation import row_predictor
 
     return row_predictor()
 
 
 def measured_at(rows: list[dict[str, str]], values: dict[str, float], scale: float = 1.0) -> list[dict[str, str]]:
     """Copies of `rows` whose `value` is the model's prediction with `values` (x `scale`)."""
-    from gpuplan.interfaces.knob_catalog import load_all
+    from gpuplan.interfaces.fitting.knob_catalog import load_all
 
     load_all()
     predict = training_predictor()

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from gpuplan.cli.main import app
-from gpuplan.interfaces.bench import match_catalog_gpu
+from gpuplan.interfaces.calibration.bench import match_catalog_gpu
 
 
 # Run in a fresh interpreter with one BLAS thread: under a loaded machine (pytest -n 2 on 2 cores)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.interfaces.bench import local_system
-from gpuplan.interfaces.bench.backend import torch_or_none
-from gpuplan.interfaces.bench.collectives import (COLLECTIVES, CollectivePoint, bus_factor, collective_rows,
+from gpuplan.interfaces.calibration.bench import local_system
+from gpuplan.interfaces.calibration.bench.backend import torch_or_none
+from gpuplan.interfaces.calibration.bench.collectives import (COLLECTIVES, CollectivePoint, bus_factor, collective_rows,
                                                   element_counts, free_port, plan_ranks, run_collectives)
-from gpuplan.interfaces.validate import row_kind
+from gpuplan.interfaces.validation.validate import row_kind
 
 
 @pytest.mark.parametrize("collective, ranks, factor", [
@@ -71,8 +71,8 @@ def test_free_port_is_bindable():
 def test_rows_are_collectives_rows_that_calibrate_fit_consumes():
     # A local 8x H100 box (catalog: dgx-h100) measuring all_reduce busbw 20% under the model at
     # 256 MiB and 1 GiB: the rows route as collectives, predict, and inform the NVLink efficiency.
-    from gpuplan.interfaces.calibration import calibrate_rows
-    from gpuplan.interfaces.validation_collectives import predict_row
+    from gpuplan.interfaces.calibration.fit import calibrate_rows
+    from gpuplan.interfaces.validation.collectives import predict_row
 
     system = local_system("h100-sxm5-80gb", 8)
     assert system == "dgx-h100"  # the first 8-GPU H100 system of the catalog (systems.toml order)
@@ -107,8 +107,8 @@ def test_gloo_collectives_over_two_spawned_ranks():
 
 
 def test_bench_without_torch_says_collectives_are_skipped(monkeypatch):
-    import gpuplan.interfaces.bench as bench
-    import gpuplan.interfaces.bench.backend as backend
+    import gpuplan.interfaces.calibration.bench as bench
+    import gpuplan.interfaces.calibration.bench.backend as backend
 
     monkeypatch.setattr(backend, "torch_or_none", lambda: None)
     monkeypatch.setitem(bench.GEMM_SIZES, ("quick", "cpu"), (64,))
@@ -124,7 +124,7 @@ def test_bench_reports_collectives_as_rows(monkeypatch, quick):
     # The bench's own wiring, with tiny sweeps and the ranks replaced by two measured points (the
     # real ranks: test_gloo_collectives_over_two_spawned_ranks): --quick on a CPU leaves them out
     # and says why; the full bench reports them and writes them as collectives rows.
-    import gpuplan.interfaces.bench as bench
+    import gpuplan.interfaces.calibration.bench as bench
 
     for mode in ("quick", "full"):
         monkeypatch.setitem(bench.GEMM_SIZES, (mode, "cpu"), (64,))

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-import gpuplan.interfaces.bench.backend as backend_mod
+import gpuplan.interfaces.calibration.bench.backend as backend_mod
 from gpuplan.errors import InputError
-from gpuplan.interfaces.bench import BenchReport, _device_name, match_catalog_gpu
-from gpuplan.interfaces.bench.backend import Backend, select_backend
-from gpuplan.interfaces.bench.measurements import GemmPoint
+from gpuplan.interfaces.calibration.bench import BenchReport, _device_name, match_catalog_gpu
+from gpuplan.interfaces.calibration.bench.backend import Backend, select_backend
+from gpuplan.interfaces.calibration.bench.measurements import GemmPoint
 
 
 class FakeEvent:
@@ -122,7 +122,7 @@ def test_gpu_report_compares_with_the_catalog_peak():
 def test_attention_prefill_and_decode_on_cpu_torch():
     # Real torch SDPA on the CPU: the figures are FLOPs / time and bytes / time as the docstring of
     # measurements.py counts them: causal prefill 4 B H S^2 D / 2, decode K and V read 2 B H L D s
-    from gpuplan.interfaces.bench.measurements import attention
+    from gpuplan.interfaces.calibration.bench.measurements import attention
 
     b = select_backend("cpu")
     a = attention(b, seq=128, kv_len=256, repeats=2, heads=2, kv_heads=2, head_dim=32)

@@ -12,8 +12,8 @@ import pytest
 
 from gpuplan import knobs
 from gpuplan.cli.main import app
-from gpuplan.interfaces.calibration import calibrate_rows, knobs_read_by
-from gpuplan.interfaces.calibration_profile import load_profile
+from gpuplan.interfaces.calibration.fit import calibrate_rows, knobs_read_by
+from gpuplan.interfaces.calibration.profile import load_profile
 
 from .conftest import SGF, synthetic_training_rows
 
@@ -137,7 +137,7 @@ def test_a_profile_never_worsens_a_fitted_row_by_more_than_its_band(rows_at_075)
 
 def test_the_guarantee_holds_on_a_public_family(shared_dir):
     # torchtitan's H100 table (ttbench): 18 rows, default MAPE 27%.
-    from gpuplan.interfaces.validate import read_rows
+    from gpuplan.interfaces.validation.validate import read_rows
 
     rows = [r for r in read_rows(shared_dir / "validation" / "training.csv") if r["id"].startswith("ttbench-")]
     res = calibrate_rows(rows)

@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplan.errors import InputError
-from gpuplan.interfaces.calibration_profile import load_profile
-from gpuplan.interfaces.importers import IMPORTERS, import_file
+from gpuplan.interfaces.calibration.profile import load_profile
+from gpuplan.interfaces.calibration.importers import IMPORTERS, import_file
 
 CONFIG = {"system": "dgx-h100", "num_gpus": "8", "layers": "2", "hidden": "64"}
 # fragments of the real formats, so that the fuzzer reaches the parsers' inner branches

@@ -1,4 +1,4 @@
-"""`gpuplan validate FILE --cv family` (gpuplan.interfaces.cross_validation): per-family CV,
+"""`gpuplan validate FILE --cv family` (gpuplan.interfaces.validation.cross_validation): per-family CV,
 in-sample and default errors on a small file built so that the answer is known, and the CV
 accuracy gate on the public training file."""
 
@@ -10,7 +10,7 @@ import json
 import pytest
 
 from gpuplan.cli.main import app
-from gpuplan.interfaces.cross_validation import cross_validate, knobs_to_refit, schema_family
+from gpuplan.interfaces.validation.cross_validation import cross_validate, knobs_to_refit, schema_family
 
 from .conftest import SGF, measured_at, synthetic_training_rows
 
@@ -121,7 +121,7 @@ def test_cv_accuracy_gate_on_public_training_file(record_rows):
     this gate covers the families of record, cross-validated among themselves as before; the new
     families get their gates in the issues that own their regimes.
     """
-    from gpuplan.interfaces.cross_validation import cross_validate
+    from gpuplan.interfaces.validation.cross_validation import cross_validate
 
     cv = cross_validate(record_rows("training")).to_dict()["cv"]
     overall = cv["overall"]

@@ -1,4 +1,4 @@
-"""80% error bands from cross-validated residuals (gpuplan.interfaces.error_bands)."""
+"""80% error bands from cross-validated residuals (gpuplan.interfaces.validation.error_bands)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 
 from gpuplan.cli.main import app
-from gpuplan.interfaces.error_bands import (
+from gpuplan.interfaces.validation.error_bands import (
     MIN_ROWS, band_for, family_out_coverage, fit_bands, oriented_residual, regime_keys,
 )
 
@@ -99,7 +99,7 @@ def test_train_json_band_brackets_its_figures(runner):
 
 
 def _shipped_regime(name: str) -> dict:
-    from gpuplan.interfaces.error_bands import load_bands
+    from gpuplan.interfaces.validation.error_bands import load_bands
 
     return load_bands()["regimes"][name]
 

@@ -1,4 +1,4 @@
-"""The one fitter (gpuplan.interfaces.fitting): recovery of a known knob value, refusal of an
+"""The one fitter (gpuplan.interfaces.fitting.least_squares): recovery of a known knob value, refusal of an
 uninformed knob, bounds, and the pull of the prior toward the default."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
-from gpuplan.interfaces.fitting import KnobFitter, fit_knobs
-from gpuplan.interfaces.validation_types import SkipRow
+from gpuplan.interfaces.fitting.least_squares import KnobFitter, fit_knobs
+from gpuplan.interfaces.row_types import SkipRow
 
 from .conftest import SGF, synthetic_training_rows, training_predictor
 

@@ -12,10 +12,10 @@ import pytest
 
 from gpuplan import knobs
 from gpuplan.cli.main import app
-from gpuplan.interfaces.calibration import calibrate_rows, knobs_read_by
-from gpuplan.interfaces.calibration_hierarchy import (MEASUREMENT_NOISE_LOG, SITE_FACTORS, Param, loo_residuals,
+from gpuplan.interfaces.calibration.fit import calibrate_rows, knobs_read_by
+from gpuplan.interfaces.calibration.hierarchy import (MEASUREMENT_NOISE_LOG, SITE_FACTORS, Param, loo_residuals,
                                                       press, select_params, site_factor)
-from gpuplan.interfaces.calibration_profile import load_profile
+from gpuplan.interfaces.calibration.profile import load_profile
 
 from .conftest import measured_at, synthetic_training_rows
 from .test_calibrate_fit import one_line_error, write_csv
@@ -44,7 +44,7 @@ def test_site_factors_cover_their_knobs():
     assert site_factor("site.memory").covers("efficiency.hbm") and not site_factor("site.memory").covers("efficiency.hbmx")
     assert site_factor("site.nothing") is None
     # every site factor covers at least one registered knob (a renamed knob would orphan it)
-    from gpuplan.interfaces.knob_catalog import load_all
+    from gpuplan.interfaces.fitting.knob_catalog import load_all
 
     names = list(load_all())
     for f in SITE_FACTORS:
@@ -193,7 +193,7 @@ def test_bad_method_exits_2_and_writes_nothing(tmp_path, runner, compute_site_ro
 def test_the_guarantee_holds_on_public_families(shared_dir, family, file):
     # "A profile never makes a row it was fitted on worse by more than its reported uncertainty",
     # with the default (hierarchical) method, on families whose parameters move (docs/calibration.md).
-    from gpuplan.interfaces.validate import read_rows
+    from gpuplan.interfaces.validation.validate import read_rows
 
     rows = [r for r in read_rows(shared_dir / "validation" / f"{file}.csv")
             if r["id"].rsplit("-", 1)[0] == family and r.get("confidence") != "low"]

@@ -7,10 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan import knobs
-from gpuplan.interfaces.bench.collectives import bus_factor
-from gpuplan.interfaces.calibration_hierarchy import Param, ParamFitter, loo_residuals, select_params
-from gpuplan.interfaces.fitting import RowEvaluator
-from gpuplan.interfaces.knob_catalog import load_all
+from gpuplan.interfaces.calibration.bench.collectives import bus_factor
+from gpuplan.interfaces.calibration.hierarchy import Param, ParamFitter, loo_residuals, select_params
+from gpuplan.interfaces.fitting.least_squares import RowEvaluator
+from gpuplan.interfaces.fitting.knob_catalog import load_all
 
 finite = st.floats(min_value=-3.0, max_value=3.0, allow_nan=False)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpuplan.cli.main import app
-from gpuplan.interfaces.importers import import_file, parse_config
-from gpuplan.interfaces.validate import validate_rows
+from gpuplan.interfaces.calibration.importers import import_file, parse_config
+from gpuplan.interfaces.validation.validate import validate_rows
 
 SAMPLES = Path(__file__).parent / "samples"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.interfaces.validate import row_kind
-from gpuplan.interfaces.validation_matmul import predict_row
+from gpuplan.interfaces.validation.validate import row_kind
+from gpuplan.interfaces.validation.matmul import predict_row
 
 
 def row(**kw):

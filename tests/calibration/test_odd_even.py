@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.interfaces.calibration import holdout_errors, split_odd_even
-from gpuplan.interfaces.validate import read_rows
+from gpuplan.interfaces.calibration.fit import holdout_errors, split_odd_even
+from gpuplan.interfaces.validation.validate import read_rows
 
 FAMILIES = [
     # family, file, knobs the family informs (a subset of what its predictions read)

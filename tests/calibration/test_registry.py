@@ -11,7 +11,7 @@ import pytest
 
 from gpuplan import knobs
 from gpuplan.cli.main import app
-from gpuplan.interfaces.knob_catalog import KNOB_MODULES, load_all
+from gpuplan.interfaces.fitting.knob_catalog import KNOB_MODULES, load_all
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "gpuplan"
 REQUIRED_KEYS = {"name", "unit", "default", "value", "source", "low", "high", "scales", "fitted_on"}

@@ -90,8 +90,8 @@ def test_fit_min_gpus_honours_the_headroom():
 def test_serving_kv_budget_moves_by_the_fraction_of_total():
     # vLLM's rule: kv_budget = fraction x total - weights - workspace - reserve, so 0.8 instead of 0.9
     # takes exactly 0.1 x 80 GiB from the KV budget
-    from gpuplan.workloads.inference.deployment import Deployment
-    from gpuplan.workloads.inference.memory import memory_plan
+    from gpuplan.workloads.inference.cost.deployment import Deployment
+    from gpuplan.workloads.inference.cost.memory import memory_plan
 
     cat = load_catalog()
     dep = Deployment(load_model("llama-3-8b"), cat.gpu("h100-sxm5-80gb"), cat.system("dgx-h100"), tp=1)

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from gpuplan import api
 from gpuplan.cli.main import app
-from gpuplan.interfaces.plan import roundest_between
+from gpuplan.interfaces.planning.plan import roundest_between
 
 runner = CliRunner()
 

@@ -12,7 +12,7 @@ from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS
 from gpuplan.facilities.mig import list_profiles, plan_mig
 from gpuplan.catalog import load_catalog
 from gpuplan.facilities.power import estimate_power
-from gpuplan.interfaces.plan import size_cluster
+from gpuplan.interfaces.planning.plan import size_cluster
 
 
 def _dgx_h100():

@@ -11,13 +11,13 @@ from typer.testing import CliRunner
 from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
-from gpuplan.interfaces.validation_inference import predict_row, trtllm_bench_limits, trtllm_bench_requests
+from gpuplan.interfaces.validation.inference import predict_row, trtllm_bench_limits, trtllm_bench_requests
 from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective
-from gpuplan.workloads.inference import operators
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import memory_plan, weights_bytes_per_gpu
-from gpuplan.workloads.inference.operators import step_time_model
+from gpuplan.workloads.inference.cost import operators
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.memory import memory_plan, weights_bytes_per_gpu
+from gpuplan.workloads.inference.cost.operators import step_time_model
 
 
 def _dep(model, system="dgx-h100", **kw):
@@ -181,7 +181,7 @@ def test_cli_serve_attention_dp():
 
 
 def test_trtllm_bench_kv_estimate_hand_values():
-    from gpuplan.interfaces.validation_inference import trtllm_bench_kv_max_requests
+    from gpuplan.interfaces.validation.inference import trtllm_bench_kv_max_requests
 
     # Llama-3-8B bf16 on one H100 (80 GiB in the catalog), 1024 + 1024 tokens, fraction 0.95:
     # engine 8,030,261,248 params x 2 B; KV 2 x 32 layers x max(1, 8) x 128 x 2 B = 131,072 B per token

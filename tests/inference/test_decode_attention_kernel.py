@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 
 from gpuplan.catalog import load_catalog
-from gpuplan.interfaces.validation_inference import grouped_decode_for, stated_engine_version
+from gpuplan.interfaces.validation.inference import grouped_decode_for, stated_engine_version
 from gpuplan.workloads.inference.engines import ENGINES
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.operators import step_time_model
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.operators import step_time_model
 
 TRT = ENGINES["tensorrt-llm"]
 
@@ -77,7 +77,7 @@ def test_xqa_arrives_in_v0_8():
 
 @pytest.mark.parametrize("cell", ["abc", "0.x", "1.2.3.4", "99999.1"])
 def test_bad_engine_version_cell_skips_the_row(cell):
-    from gpuplan.interfaces.validation_types import SkipRow
+    from gpuplan.interfaces.row_types import SkipRow
 
     with pytest.raises(SkipRow, match=r"engine_version: '.*' is not a version \(MAJOR.MINOR or MAJOR.MINOR.PATCH\)"):
         stated_engine_version({"engine_version": cell}, TRT)

@@ -14,16 +14,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuplan.catalog import load_catalog
-from gpuplan.interfaces.validation_inference import deferred_first_token_for, predict_row
+from gpuplan.interfaces.validation.inference import deferred_first_token_for, predict_row
 from gpuplan.workloads.inference.engines import ENGINES
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.arrivals import ArrivalKind, Workload
-from gpuplan.workloads.inference.deferred_first_token import deferred_result, deferred_workload
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import memory_plan
-from gpuplan.workloads.inference.operators import step_time_model
-from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.simulator import Percentiles, SimResult, simulate
+from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, Workload
+from gpuplan.workloads.inference.sim.deferred_first_token import deferred_result, deferred_workload
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.sim.simulator import Percentiles, SimResult, simulate
 
 LMDEPLOY = ENGINES["lmdeploy"]
 SOURCE_V01 = "InternLM/lmdeploy docs/en/benchmark/a100_fp16.md @3e391df (lmdeploy v0.1.0a1, A100-80G, CUDA 11.8)"

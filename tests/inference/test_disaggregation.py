@@ -15,12 +15,12 @@ from gpuplan import api, knobs
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import resolve_gpu, resolve_model, widest_system
-from gpuplan.workloads.inference.decode_pool import simulate_decode
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.disaggregation import ServingMode, parse_pd_ratio, plan_disaggregated
-from gpuplan.workloads.inference.kv_transfer import KvLink, kv_bytes_per_request, kv_transfer, link_bytes, link_wait_s
-from gpuplan.workloads.inference.memory import memory_plan
-from gpuplan.workloads.inference.operators import step_time_model
+from gpuplan.workloads.inference.sim.decode_pool import simulate_decode
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.plan.disaggregation import ServingMode, parse_pd_ratio, plan_disaggregated
+from gpuplan.workloads.inference.cost.kv_transfer import KvLink, kv_bytes_per_request, kv_transfer, link_bytes, link_wait_s
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.operators import step_time_model
 
 H100 = "h100-sxm5-80gb"
 

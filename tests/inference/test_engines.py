@@ -19,14 +19,16 @@ from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
-from gpuplan.workloads.inference import capacity, disaggregation, service
-from gpuplan.workloads.inference.deployment import Deployment
+from gpuplan.workloads.inference.plan import capacity
+from gpuplan.workloads.inference.plan import disaggregation
+from gpuplan.workloads.inference.plan import service
+from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.engines import (
     ENGINE_NAMES, ENGINES, GENERIC, TRTLLM_CUDA_GRAPH_BATCH_SIZES, engine_profile,
 )
-from gpuplan.workloads.inference.memory import KvBudgetRule, memory_plan
-from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.tp_allreduce import TpAllReduce
+from gpuplan.workloads.inference.cost.memory import KvBudgetRule, memory_plan
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.cost.tp_allreduce import TpAllReduce
 
 GIB = 2**30
 # Llama-3-8B bf16 on one H100 SXM5 80GB, by hand (memory.memory_plan's terms):

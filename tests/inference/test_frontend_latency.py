@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from gpuplan import knobs
-from gpuplan.interfaces.validation_inference import predict_row
-from gpuplan.workloads.inference.frontend import with_frontend_latency
-from gpuplan.workloads.inference.simulator import Percentiles, SimResult
+from gpuplan.interfaces.validation.inference import predict_row
+from gpuplan.workloads.inference.sim.frontend import with_frontend_latency
+from gpuplan.workloads.inference.sim.simulator import Percentiles, SimResult
 
 
 def _result() -> SimResult:
@@ -68,8 +68,8 @@ def test_serve_run_reports_what_an_api_client_sees():
     # TTFT(knob 3 ms) - TTFT(knob 0) = 3 ms exactly, TPOT and throughput unchanged
     from gpuplan.catalog import load_catalog
     from gpuplan.models import load_model
-    from gpuplan.workloads.inference.deployment import Deployment
-    from gpuplan.workloads.inference.service import serve_estimate
+    from gpuplan.workloads.inference.cost.deployment import Deployment
+    from gpuplan.workloads.inference.plan.service import serve_estimate
 
     cat = load_catalog()
     gpu = cat.gpu("h100-sxm5-80gb")

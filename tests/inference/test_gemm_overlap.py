@@ -10,8 +10,8 @@ from hypothesis import given, settings, strategies as st
 from gpuplan import knobs
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.operators import gemm_roofline_seconds, step_time_model
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.operators import gemm_roofline_seconds, step_time_model
 
 
 def test_limits_are_the_roofline_and_the_sum():

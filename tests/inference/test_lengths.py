@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from gpuplan import knobs
 from gpuplan.catalog.datasets import find_dataset_in_text, get_dataset, requests_in_text
 from gpuplan.errors import InputError
-from gpuplan.workloads.inference.lengths import (
+from gpuplan.workloads.inference.sim.lengths import (
     LengthSpec, dataset_lengths, length_stats, load_pairs, parse_length_spec, request_lengths,
 )
 

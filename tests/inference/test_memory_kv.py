@@ -7,9 +7,9 @@ import pytest
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
 from gpuplan.layers import kv_cache_bytes_per_token
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.dtypes import bytes_per_element
-from gpuplan.workloads.inference.memory import memory_plan
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
+from gpuplan.workloads.inference.cost.memory import memory_plan
 
 
 def _dep(name, gpu="h100-sxm5-80gb", tp=1, wdt="bf16", kvdt="bf16", system=None):

@@ -13,9 +13,9 @@ from gpuplan.catalog import load_catalog
 from gpuplan.layers.operators import attention_flops
 from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective
-from gpuplan.workloads.inference import operators
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.operators import attention_math_precision, step_time_model
+from gpuplan.workloads.inference.cost import operators
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.operators import attention_math_precision, step_time_model
 
 
 def _dep(model, system, **kw):
@@ -99,7 +99,7 @@ def test_expert_tp_splits_experts_shared_by_tp_ranks():
     # tp/ep = 2 ways (TensorRT-LLM moe_tp_size = tp / ep); ep=4 -> 2 whole experts per GPU.
     # In every layout a GPU holds 1/4 of the routed-expert weights:
     # 8 experts x 3 x 4096 x 14336 x 32 layers / 4 = 11,274,289,152 weights.
-    from gpuplan.workloads.inference.memory import weights_bytes_per_gpu
+    from gpuplan.workloads.inference.cost.memory import weights_bytes_per_gpu
 
     deps = {ep: _dep("mixtral-8x7b", "dgx-h100", tp=4, ep=ep) for ep in (1, 2, 4)}
     assert [deps[ep].expert_tp for ep in (1, 2, 4)] == [4, 2, 1]
@@ -132,7 +132,7 @@ def test_kernels_per_layer_from_the_inventory():
     # its 3 dense layers: the 9 attention-side launches + fc1, act, fc2 + 2 norms = 14.
     # Whole model: 3 x 14 + 58 x 21 = 1260 launches per step (the former 9 per layer gave 549).
     from gpuplan.layers.inventory import model_ops
-    from gpuplan.workloads.inference.operators import kernels_per_layer
+    from gpuplan.workloads.inference.cost.operators import kernels_per_layer
 
     llama = model_ops(load_model("llama-3-8b")).layers
     assert {kernels_per_layer(layer) for layer in llama} == {operators.KERNELS_PER_LAYER} == {9}
@@ -144,7 +144,7 @@ def test_kernels_per_layer_from_the_inventory():
 
 def test_expected_max_standard_normal_blom():
     # exact expected maxima of n standard normals (Harter 1961 tables): 0.5642 (2), 1.0294 (4), 1.4236 (8)
-    from gpuplan.workloads.inference.operators import expected_max_standard_normal
+    from gpuplan.workloads.inference.cost.operators import expected_max_standard_normal
 
     assert expected_max_standard_normal(1) == 0.0
     for n, exact in ((2, 0.5642), (4, 1.0294), (8, 1.4236)):
@@ -159,7 +159,7 @@ def test_busiest_ep_rank_hand_derived():
     #   copies mean 8 x 8 / 8 = 8, sd sqrt(64 x 1/8 x 7/8 x 248/255) = 2.609 -> 11.71.
     # B = 4096 tokens: p = 1 -> 32 experts (capped), copies 4096 + 1.4236 x sqrt(4096 x 8 x 1/8 x 7/8 x 248/255)
     #   = 4096 + 1.4236 x 59.04 = 4180.
-    from gpuplan.workloads.inference.operators import busiest_ep_rank
+    from gpuplan.workloads.inference.cost.operators import busiest_ep_rank
 
     experts, copies = busiest_ep_rank(256, 8, 8, np.array([8.0, 4096.0]))
     assert experts[0] == pytest.approx(10.56, abs=0.03) and copies[0] == pytest.approx(11.71, abs=0.03)
@@ -174,7 +174,7 @@ def test_busiest_ep_rank_hand_derived():
 def test_busiest_ep_rank_invariants(experts_log2, top_k, ep_log2, tokens):
     # the busiest rank carries at least the mean rank's load and at most all its E/ep experts; one
     # rank is the mean
-    from gpuplan.workloads.inference.operators import busiest_ep_rank, expected_distinct_experts
+    from gpuplan.workloads.inference.cost.operators import busiest_ep_rank, expected_distinct_experts
 
     e = 2 ** experts_log2
     ep = min(2 ** ep_log2, e)

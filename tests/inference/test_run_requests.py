@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplan.catalog.datasets import get_dataset
-from gpuplan.interfaces.validation_inference import predict_row, run_requests
+from gpuplan.interfaces.validation.inference import predict_row, run_requests
 
 # TensorRT-LLM perf-overview.md @258c754, 'Online Serving Measurements': "All data in the table
 # below was generated using version 0.14.0, with 500 requests and BF16 precision."
@@ -75,7 +75,7 @@ def test_stated_count_sets_the_max_load_batch():
     ("many", "requests: not a number|requests: not a finite number"),
 ])
 def test_bad_requests_cell_skips_the_row_naming_the_column(cell, message):
-    from gpuplan.interfaces.validation_types import SkipRow
+    from gpuplan.interfaces.row_types import SkipRow
 
     with pytest.raises(SkipRow, match=message.replace("(", r"\(").replace(")", r"\)") if "|" not in message else message):
         run_requests({"requests": cell})

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuplan.workloads.inference.schedulers import SCHEDULER_CODE, SchedulerKind
-from gpuplan.workloads.inference.simulator import _simulate
-from gpuplan.workloads.inference.simulator_events import _simulate_events
+from gpuplan.workloads.inference.sim.schedulers import SCHEDULER_CODE, SchedulerKind
+from gpuplan.workloads.inference.sim.simulator import _simulate
+from gpuplan.workloads.inference.sim.events import _simulate_events
 
 LIN = 0.1 * np.arange(65, dtype=float)  # 0.1 s per token (extended linearly past 64)
 

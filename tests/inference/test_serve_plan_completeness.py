@@ -16,19 +16,19 @@ from typer.testing import CliRunner
 from gpuplan import api
 from gpuplan.cli.main import app
 from gpuplan.interfaces.api._common import resolve_gpu, resolve_model, widest_system
-from gpuplan.workloads.inference import capacity
-from gpuplan.workloads.inference.capacity import CandidateResult, colocated_layouts, plan_capacity
-from gpuplan.workloads.inference.decode_pool import simulate_decode
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.disaggregation import plan_disaggregated
-from gpuplan.workloads.inference.kv_transfer import (
+from gpuplan.workloads.inference.plan import capacity
+from gpuplan.workloads.inference.plan.capacity import CandidateResult, colocated_layouts, plan_capacity
+from gpuplan.workloads.inference.sim.decode_pool import simulate_decode
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.plan.disaggregation import plan_disaggregated
+from gpuplan.workloads.inference.cost.kv_transfer import (
     KvLink, kv_bytes_per_request, kv_transfer, link_bytes, link_wait_s, transfer_stats,
 )
-from gpuplan.workloads.inference.lengths import RequestLengths, parse_length_spec
-from gpuplan.workloads.inference.memory import memory_plan
-from gpuplan.workloads.inference.operators import step_time_model
-from gpuplan.workloads.inference.prefix_cache import PrefixCache
-from gpuplan.workloads.inference.speculative import SpeculativeDecoding, draft_cost
+from gpuplan.workloads.inference.sim.lengths import RequestLengths, parse_length_spec
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding, draft_cost
 
 H100 = "h100-sxm5-80gb"
 runner = CliRunner()
@@ -169,7 +169,7 @@ def test_open_loop_adds_replicas_that_the_closed_loop_misses():
     assert c.gpus == 2 * c.replicas
     # one replica fewer misses an objective under Poisson arrivals (the count is the fewest)
     dep = _dep("llama-3-70b", 2)
-    from gpuplan.workloads.inference.schedulers import SchedulerConfig
+    from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
 
     fewer = capacity.open_loop_check(dep, 10 / (c.replicas - 1), 2048, 256, SchedulerConfig())
     assert fewer.ttft_ms.p90 > 1000 or fewer.tpot_ms.p90 > 40

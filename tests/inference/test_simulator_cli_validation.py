@@ -13,12 +13,12 @@ from hypothesis import given, settings, strategies as st
 from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import memory_plan
-from gpuplan.workloads.inference.operators import expected_distinct_experts, step_time_model
-from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.simulator import simulate
+from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.operators import expected_distinct_experts, step_time_model
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.sim.simulator import simulate
 
 
 @pytest.fixture(scope="module")
@@ -166,8 +166,8 @@ INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 def test_validation_mape(record_rows):
     from collections import defaultdict
 
-    from gpuplan.interfaces.validation_types import SkipRow
-    from gpuplan.interfaces.validation_inference import predict_row
+    from gpuplan.interfaces.row_types import SkipRow
+    from gpuplan.interfaces.validation.inference import predict_row
 
     # the families of record (conftest.THIRD_SPLIT_FAMILIES); the 2026-11-28 families are gated by
     # the serving-unseen issue

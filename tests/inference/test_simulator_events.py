@@ -17,14 +17,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, LengthKind, Workload, make_workload
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import memory_plan
-from gpuplan.workloads.inference.operators import step_time_model
-from gpuplan.workloads.inference.prefix_cache import PrefixCache
-from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.simulator import SimResult, simulate
-from gpuplan.workloads.inference.speculative import SpeculativeDecoding
+from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, LengthKind, Workload, make_workload
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.sim.simulator import SimResult, simulate
+from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 
 REL = 1e-12
 

@@ -15,15 +15,15 @@ from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import memory_plan
-from gpuplan.workloads.inference.operators import step_time_model
-from gpuplan.workloads.inference.prefix_cache import PrefixCache
-from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.service import serve_estimate
-from gpuplan.workloads.inference.simulator import simulate
-from gpuplan.workloads.inference.speculative import SpeculativeDecoding, draft_cost, expected_tokens_per_step
+from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.plan.service import serve_estimate
+from gpuplan.workloads.inference.sim.simulator import simulate
+from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding, draft_cost, expected_tokens_per_step
 
 
 @pytest.fixture(scope="module")
@@ -239,7 +239,7 @@ def test_cli_bad_feature_input_exit_2(runner, args, field):
 def test_mlperf_and_sharegpt_rows_are_predicted(shared_dir):
     import csv
 
-    from gpuplan.interfaces.validation_inference import predict_row
+    from gpuplan.interfaces.validation.inference import predict_row
 
     rows = {r["id"]: r for r in csv.DictReader(open(shared_dir / "validation" / "inference.csv", encoding="utf-8"))}
     for rid, ds in (("mlperf40-1", "openorca-mlperf"), ("mlperf40-2", "openorca-mlperf"), ("vllmci-7", "sharegpt-vllm")):

@@ -10,13 +10,13 @@ from hypothesis import given, settings, strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.errors import InputError
-from gpuplan.interfaces.validation_inference import tp_allreduce_for
+from gpuplan.interfaces.validation.inference import tp_allreduce_for
 from gpuplan.workloads.inference.engines import ENGINES
 from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective, collective_time_array
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.operators import step_time_model
-from gpuplan.workloads.inference.tp_allreduce import (
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.cost.tp_allreduce import (
     TpAllReduce, custom_kernels_usable, nccl_seconds, oneshot_ingress_bytes, oneshot_seconds,
     tp_allreduce_seconds, trtllm_plugin_uses_oneshot, trtllm_workspace_bytes, twoshot_ingress_bytes, twoshot_seconds,
     vllm_uses_oneshot,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpuplan.interfaces.validation_training import predict_row, stated_attention_kernel
-from gpuplan.interfaces.validation_types import SkipRow
+from gpuplan.interfaces.validation.training import predict_row, stated_attention_kernel
+from gpuplan.interfaces.row_types import SkipRow
 from gpuplan.specs.execution import AttentionKernel
 
 ROW = {"id": "x-1", "model": "m", "layers": "4", "hidden": "1024", "heads": "16", "kv_heads": "16", "ffn": "4096",

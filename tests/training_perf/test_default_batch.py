@@ -168,8 +168,8 @@ def test_validation_rows_state_their_batch(shared_dir):
     # row's global_batch, or one sequence per GPU: validation_training docstring), whole micro-batches per rank
     import csv
 
-    from gpuplan.interfaces.validation_training import plan_from_row
-    from gpuplan.interfaces.validation_types import SkipRow
+    from gpuplan.interfaces.validation.training import plan_from_row
+    from gpuplan.interfaces.row_types import SkipRow
 
     planned = 0
     for row in csv.DictReader(open(shared_dir / "validation" / "training.csv", encoding="utf-8")):

@@ -163,7 +163,7 @@ def test_validation_rows_of_moe_models_take_the_recipes_expert_tp():
     # training.csv has no etp column. Megatron-core's argument default is etp = tp, but every
     # Megatron-Bridge MoE performance recipe sets expert_tensor_parallel_size=1, so an MoE row with
     # tp 2 runs its experts unsplit (etp 1); a dense row keeps no expert TP setting at all.
-    from gpuplan.interfaces.validation_training import plan_from_row
+    from gpuplan.interfaces.validation.training import plan_from_row
 
     base = {"tp": "2", "pp": "1", "dp": "64", "ep": "64", "num_gpus": "128", "micro_batch": "1",
             "global_batch": "128", "seq_len": "4096", "precision": "bf16", "framework": "megatron"}
@@ -248,7 +248,7 @@ def test_megatron_moe_rows_with_tp_run_sequence_parallelism(sp_cell):
     # MoE row with tp 2 runs SP whatever its cell says, even where a stated micro-batch marks a
     # complete launch configuration (where an empty cell otherwise means off). A dense row keeps
     # the cell; torchtitan has no such rule.
-    from gpuplan.interfaces.validation_training import plan_from_row
+    from gpuplan.interfaces.validation.training import plan_from_row
 
     base = {"tp": "2", "pp": "1", "dp": "64", "ep": "64", "num_gpus": "128", "micro_batch": "1",
             "global_batch": "128", "seq_len": "4096", "precision": "bf16", "framework": "megatron",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuplan import knobs
-from gpuplan.interfaces.validation_training import attention_kernel_from_row, plan_from_row, predict_row
+from gpuplan.interfaces.validation.training import attention_kernel_from_row, plan_from_row, predict_row
 from gpuplan.specs import Precision, Recompute
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.workloads.training.step_time import (
@@ -132,7 +132,7 @@ def test_gpt3_175b_on_256_h100_picks_plans_whose_reserved_peak_fits():
     (4, 2),
 ])
 def test_interleaved_virtual_stages_of_a_tuned_megatron_core_run(stage_layers, expected):
-    from gpuplan.interfaces.validation_training import interleaved_virtual_stages
+    from gpuplan.interfaces.validation.training import interleaved_virtual_stages
 
     assert interleaved_virtual_stages(stage_layers * 4, 4) == expected
 

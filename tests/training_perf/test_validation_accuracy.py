@@ -11,8 +11,8 @@ from collections import defaultdict
 
 import pytest
 
-from gpuplan.interfaces.validation_types import SkipRow
-from gpuplan.interfaces.validation_training import predict_row
+from gpuplan.interfaces.row_types import SkipRow
+from gpuplan.interfaces.validation.training import predict_row
 
 
 def _family(row_id: str) -> str:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from gpuplan.errors import InputError
-from gpuplan.interfaces.validate import read_rows, row_kind, source_family, validate_file, validate_rows
-from gpuplan.interfaces.validation_stats import error_pct, error_summary, rankdata, spearman
+from gpuplan.interfaces.validation.validate import read_rows, row_kind, source_family, validate_file, validate_rows
+from gpuplan.interfaces.validation.stats import error_pct, error_summary, rankdata, spearman
 
 HEADER = "id,source,metric,value,system,num_gpus,nodes,collective,size_bytes,algorithm,layers,hidden,engine\n"
 

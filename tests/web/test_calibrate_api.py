@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuplan.interfaces.calibration_profile import _toml_loads, load_profile
+from gpuplan.interfaces.calibration.profile import _toml_loads, load_profile
 
 from .conftest import DATA, cli
 

@@ -91,7 +91,7 @@ def root(
     if catalog:
         load_catalog()  # validate the user files now, before any command runs
     if calibration:  # knobs.overridden for the whole command (validated here: bad profile -> exit 2)
-        from gpuplan.interfaces.calibration_profile import apply_profile
+        from gpuplan.interfaces.calibration.profile import apply_profile
 
         ctx.with_resource(apply_profile(calibration))
 

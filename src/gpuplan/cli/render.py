@@ -102,7 +102,7 @@ def echo(text: str = "") -> None:
 def print_json(data: Any) -> None:
     """Write `data` (e.g. `result.to_dict()`) as indented JSON to stdout (no rich markup, no wrapping).
     While a calibration profile is applied, a dict gets its `calibration: {profile, knobs}` key."""
-    from gpuplan.interfaces.calibration_profile import calibration_block
+    from gpuplan.interfaces.calibration.profile import calibration_block
 
     block = calibration_block()
     if block is not None and isinstance(data, dict) and "calibration" not in data:

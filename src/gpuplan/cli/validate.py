@@ -1,6 +1,6 @@
 """CLI: `gpuplan validate FILE.csv [--json] [--summary] [--cv family]` - predicted vs measured per row,
-and error statistics per source family and overall (gpuplan.interfaces.validate); with `--cv family`
-the leave-one-family-out cross-validated errors (gpuplan.interfaces.cross_validation)."""
+and error statistics per source family and overall (gpuplan.interfaces.validation.validate); with `--cv family`
+the leave-one-family-out cross-validated errors (gpuplan.interfaces.validation.cross_validation)."""
 
 from __future__ import annotations
 

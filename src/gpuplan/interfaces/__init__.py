@@ -1,2 +1,2 @@
 """Interfaces: the outermost layer (validation harness, API surfaces). Shared validation types
-live in `gpuplan.interfaces.validation_types` (no gpuplan imports, safe for workloads)."""
+live in `gpuplan.interfaces.row_types` (no gpuplan imports, safe for workloads)."""

@@ -57,7 +57,7 @@ class Result:
         dict result also carries `calibration: {profile, knobs: {name: value}}`."""
         data = to_jsonable(self.json_data())
         if isinstance(data, dict) and "calibration" not in data:
-            from gpuplan.interfaces.calibration_profile import calibration_block
+            from gpuplan.interfaces.calibration.profile import calibration_block
 
             block = calibration_block()
             if block is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from gpuplan.interfaces.api._common import Result
-from gpuplan.interfaces.calibration_profile import Profile, apply_profile, load_profile
+from gpuplan.interfaces.calibration.profile import Profile, apply_profile, load_profile
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class KnobsResult(Result):
 def calibrate_knobs(fitted: bool = False) -> KnobsResult:
     """Every efficiency knob: name, unit, default and its source, value in effect, physical range,
     what it scales and, for fitted knobs, the validation families it was chosen on (`fitted`: only those)."""
-    from gpuplan.interfaces.knob_catalog import load_all
+    from gpuplan.interfaces.fitting.knob_catalog import load_all
 
     return KnobsResult(tuple(k for k in load_all().values() if k.fitted or not fitted))
 
@@ -56,9 +56,9 @@ def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Pa
     (atomically; nothing is written when the fit is refused). `knobs`: names (a list or
     "a,b") restricting the fit; default every knob the rows' predictions read. `method`: auto,
     hierarchical or flat (interfaces.calibration). `progress(stage, fraction)` per stage and fold."""
-    from gpuplan.interfaces.calibration import calibrate_files
-    from gpuplan.interfaces.calibration_plot import check_plot_path, plot_fit
-    from gpuplan.interfaces.calibration_profile import check_out_path
+    from gpuplan.interfaces.calibration.fit import calibrate_files
+    from gpuplan.interfaces.reports.calibration_plot import check_plot_path, plot_fit
+    from gpuplan.interfaces.calibration.profile import check_out_path
 
     paths = [measurements] if isinstance(measurements, (str, Path)) else list(measurements)
     names = [n.strip() for n in knobs.split(",") if n.strip()] if isinstance(knobs, str) else (list(knobs) if knobs else None)
@@ -95,8 +95,8 @@ def calibrate_import(kind: str, file: str | Path, out: str | Path | None = None,
     """Turn a tool's output into measured rows (interfaces.importers: nccl-tests, mamf, vllm, sglang,
     torchtitan, megatron); `config` (TOML) and `sets` ("column=value") give the run's configuration.
     With `out`, the rows are written there as CSV, atomically."""
-    from gpuplan.interfaces.calibration_profile import check_out_path, write_atomically
-    from gpuplan.interfaces.importers import import_file, parse_config
+    from gpuplan.interfaces.calibration.profile import check_out_path, write_atomically
+    from gpuplan.interfaces.calibration.importers import import_file, parse_config
 
     if out is not None:
         check_out_path(out)
@@ -125,9 +125,9 @@ def bench(device: str | None = None, quick: bool = False, out: str | Path | None
     (matmul) and collectives rows as CSV;
     `profile`: the fitted matmul ceilings (only for a catalog GPU). Files are written atomically."""
     from gpuplan.errors import InputError
-    from gpuplan.interfaces.bench import run_bench
-    from gpuplan.interfaces.calibration_profile import check_out_path, write_atomically
-    from gpuplan.interfaces.importers import rows_csv
+    from gpuplan.interfaces.calibration.bench import run_bench
+    from gpuplan.interfaces.calibration.profile import check_out_path, write_atomically
+    from gpuplan.interfaces.calibration.importers import rows_csv
 
     for path in (out, profile):
         if path is not None:

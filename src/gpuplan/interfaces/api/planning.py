@@ -1,5 +1,5 @@
 """`gpuplan.api` for the main job and the data centre: `plan` (what to build or rent for a model,
-how long, how much) and `dc_fabric`, `dc_power`, `dc_tco`, `dc_assumptions` (gpuplan.interfaces.plan)."""
+how long, how much) and `dc_fabric`, `dc_power`, `dc_tco`, `dc_assumptions` (gpuplan.interfaces.planning.plan)."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ def _system_id(system: str | System) -> str:
 class PlanResult(Result):
     """`plan`: `report` is interfaces.plan.PlanReport; `html()` the self-contained HTML report."""
 
-    report: Any  # gpuplan.interfaces.plan.PlanReport
+    report: Any  # gpuplan.interfaces.planning.plan.PlanReport
 
     def html(self) -> str:
-        from gpuplan.interfaces.plan import html_report
+        from gpuplan.interfaces.planning.plan import html_report
 
         return html_report(self.report)
 
@@ -72,7 +72,7 @@ def plan(
     cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 within 30 days.
     `progress(stage, fraction)`: called as GPU counts are tried."""
     from gpuplan.facilities.assumptions import merge_alias
-    from gpuplan.interfaces.plan import Goal, plan as plan_cluster
+    from gpuplan.interfaces.planning.plan import Goal, plan as plan_cluster
 
     goal_enum = parse_enum(Goal, goal, "goal")
     rep = plan_cluster(goal_enum, model, _system_id(system), tokens=count(tokens, "tokens"), gpus=gpus,
@@ -105,7 +105,7 @@ _FABRIC_KEYS = (
 class ClusterResult(Result):
     """`dc_fabric` / `dc_power` / `dc_tco`: `cluster` is interfaces.plan.ClusterReport; `view` picks the JSON."""
 
-    cluster: Any  # gpuplan.interfaces.plan.ClusterReport
+    cluster: Any  # gpuplan.interfaces.planning.plan.ClusterReport
     view: str  # "fabric", "power" or "tco"
 
     def json_data(self) -> dict:
@@ -128,7 +128,7 @@ def dc_fabric(system: str | System = DEFAULT_SYSTEM, nodes: int | None = None, *
               oversubscription: float = 1.0, management_ports: int = 0, radix: int | None = None,
               overrides: Overrides = None) -> ClusterResult:
     """Rail-optimised fat tree: leaf/spine/core switches, cables, transceivers, bisection bandwidth, racks."""
-    from gpuplan.interfaces.plan import size_cluster
+    from gpuplan.interfaces.planning.plan import size_cluster
 
     n, su = _nodes_or_su(nodes, scalable_units)
     rep = size_cluster(_system_id(system), n, scalable_units=su, oversubscription=oversubscription,
@@ -145,7 +145,7 @@ def dc_power(system: str | System = DEFAULT_SYSTEM, nodes: int | None = None, *,
     """IT and facility power, annual energy, electricity cost and CO2 (`price_kwh` and
     `grid_kg_per_kwh` are the old spellings of `electricity_usd_per_kwh` and `grid_kg_co2_per_kwh`)."""
     from gpuplan.facilities.assumptions import merge_alias
-    from gpuplan.interfaces.plan import size_cluster
+    from gpuplan.interfaces.planning.plan import size_cluster
 
     n, su = _nodes_or_su(nodes, scalable_units)
     a = assumptions_with(
@@ -163,7 +163,7 @@ def dc_tco(system: str | System = DEFAULT_SYSTEM, nodes: int | None = None, *, s
            pue: float | None = None, overrides: Overrides = None, price_kwh: float | None = None) -> ClusterResult:
     """Cloud vs on-prem: capex, opex, effective $/GPU-hour, breakeven months and utilisation."""
     from gpuplan.facilities.assumptions import merge_alias
-    from gpuplan.interfaces.plan import size_cluster
+    from gpuplan.interfaces.planning.plan import size_cluster
 
     n, su = _nodes_or_su(nodes, scalable_units)
     a = assumptions_with(overrides, pue=pue, electricity_usd_per_kwh=merge_alias(

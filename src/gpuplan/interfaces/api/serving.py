@@ -36,7 +36,7 @@ OVERLOAD_FRACTION = 0.95
 class ServeResult(Result):
     """`serve_run`: `report` is the workload's ServeReport."""
 
-    report: Any  # gpuplan.workloads.inference.service.ServeReport
+    report: Any  # gpuplan.workloads.inference.plan.service.ServeReport
     offered_rate: float | None = None  # requests/s offered by an open-loop (Poisson) load
     moe: bool = False  # the served model has routed experts (selects the error band's regime)
 
@@ -53,7 +53,7 @@ class ServeResult(Result):
     def json_data(self) -> Any:
         from gpuplan.interfaces.api._common import to_jsonable
 
-        from gpuplan.interfaces.error_bands import serving_bands
+        from gpuplan.interfaces.validation.error_bands import serving_bands
 
         out = to_jsonable(self.report)
         out["band_80pct"] = serving_bands(out, self.moe)
@@ -73,7 +73,7 @@ def serving_engine(engine: str | None, *, scheduler: str | None = None, memory_f
     of its own (`memory_fraction` is checked, > 0 and <= 1, with every numeric option:
     validation_rules). Bad input: InputError naming `engine` or `scheduler` and what is allowed."""
     from gpuplan.workloads.inference.engines import engine_profile
-    from gpuplan.workloads.inference.schedulers import SchedulerKind
+    from gpuplan.workloads.inference.sim.schedulers import SchedulerKind
 
     try:
         profile = engine_profile(engine if engine is not None else DEFAULT_ENGINE)
@@ -97,9 +97,9 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
     """(RequestLengths or None, SpeculativeDecoding or None, PrefixCache or None) from the options
     shared by `serve run` and `serve plan` (docs/serving.md); None where the feature is off."""
     from gpuplan.validation_rules import check_number
-    from gpuplan.workloads.inference.lengths import is_pairs_file, request_lengths
-    from gpuplan.workloads.inference.prefix_cache import PrefixCache
-    from gpuplan.workloads.inference.speculative import SpeculativeDecoding
+    from gpuplan.workloads.inference.sim.lengths import is_pairs_file, request_lengths
+    from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+    from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 
     lens = None
     if input_dist or output_dist or lengths:
@@ -167,8 +167,8 @@ def serve_run(
     memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
     `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
     override the engine's (`serving_engine`)."""
-    from gpuplan.workloads.inference.deployment import Deployment
-    from gpuplan.workloads.inference.service import serve_estimate
+    from gpuplan.workloads.inference.cost.deployment import Deployment
+    from gpuplan.workloads.inference.plan.service import serve_estimate
 
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
     positive(tp, "tp")
@@ -195,7 +195,7 @@ def serve_run(
 def lens_mean(lens, side: str) -> float:
     """Mean tokens of one side of a RequestLengths (analytic for specs, the file's mean for CSV pairs;
     disaggregation.mean_lengths)."""
-    from gpuplan.workloads.inference.disaggregation import mean_lengths
+    from gpuplan.workloads.inference.plan.disaggregation import mean_lengths
 
     return mean_lengths(lens)[0 if side == "input" else 1]
 
@@ -207,7 +207,7 @@ serve = serve_run  # `gpuplan serve MODEL ...` is `gpuplan serve run MODEL ...`
 class CapacityResult(Result):
     """`serve_plan`: `plan` is the workload's CapacityPlan (best + every candidate)."""
 
-    plan: Any  # gpuplan.workloads.inference.capacity.CapacityPlan
+    plan: Any  # gpuplan.workloads.inference.plan.capacity.CapacityPlan
     serving_day: Any = None  # gpuplan.facilities.run_cost.RunCost of the best layout for one day
     kwh_per_million_output_tokens: float | None = None
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
@@ -300,7 +300,7 @@ def serve_plan(
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
-    from gpuplan.workloads.inference.capacity import plan_capacity
+    from gpuplan.workloads.inference.plan.capacity import plan_capacity
 
     if disaggregated:
         return serve_plan_disaggregated(
@@ -317,7 +317,7 @@ def serve_plan(
         if value is not None:
             raise InputError(f"{name}: only with disaggregated serving (--disaggregated)", field=name)
     if plot is not None:
-        from gpuplan.interfaces.serving_plot import check_plot_file
+        from gpuplan.interfaces.reports.serving_plot import check_plot_file
 
         check_plot_file(plot)
     pairs = [f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides
@@ -358,8 +358,8 @@ PLOT_CANDIDATES = 8
 def _plot_capacity(path: str, spec: ModelSpec, res, systems: dict, **kw) -> str:
     """The plain plan's figure: the PLOT_CANDIDATES best candidates' co-located curves at their
     replica counts (Poisson)."""
-    from gpuplan.interfaces.serving_plot import plot_plan
-    from gpuplan.workloads.inference.disaggregation import InstanceLayout, colocated_latency_curves
+    from gpuplan.interfaces.reports.serving_plot import plot_plan
+    from gpuplan.workloads.inference.plan.disaggregation import InstanceLayout, colocated_latency_curves
 
     picks = [(InstanceLayout(systems[c.gpu][0], systems[c.gpu][1], c.tp, ep=c.ep, attention_dp=c.attention_dp,
                              usd_per_gpu_hour=c.usd_per_gpu_hour), c.replicas)
@@ -382,7 +382,7 @@ def _replace(obj, **changes):
 class DisaggregatedPlanResult(Result):
     """`serve_plan(..., disaggregated=True)`: `plan` is the workload's DisaggregationPlan."""
 
-    plan: Any  # gpuplan.workloads.inference.disaggregation.DisaggregationPlan
+    plan: Any  # gpuplan.workloads.inference.plan.disaggregation.DisaggregationPlan
     plot_file: str | None = None
     #: one day of serving per pool of the best option (role, gpu, gpus, RunCost), as `serve plan`'s best_serving_day
     serving_days: tuple = ()
@@ -456,8 +456,8 @@ def serve_plan_disaggregated(
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import serving_day_cost
-    from gpuplan.workloads.inference.disaggregation import parse_pd_ratio, plan_disaggregated
-    from gpuplan.workloads.inference.kv_transfer import KvLink
+    from gpuplan.workloads.inference.plan.disaggregation import parse_pd_ratio, plan_disaggregated
+    from gpuplan.workloads.inference.cost.kv_transfer import KvLink
 
     parse_pd_ratio(pd_ratio)
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
@@ -473,7 +473,7 @@ def serve_plan_disaggregated(
     for t in tps:
         positive(t, "tp")
     if plot is not None:
-        from gpuplan.interfaces.serving_plot import check_plot_file
+        from gpuplan.interfaces.reports.serving_plot import check_plot_file
 
         check_plot_file(plot)
     node = resolve_system(system) if system is not None else None
@@ -507,7 +507,7 @@ def serve_plan_disaggregated(
             lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile)
     plot_file = None
     if plot is not None:
-        from gpuplan.interfaces.serving_plot import plot_plan
+        from gpuplan.interfaces.reports.serving_plot import plot_plan
 
         title = (f"gpuplan serve plan --disaggregated {spec.name}: {rate:g} req/s, {input_len} in / {output_len} out tokens")
         plot_file = str(plot_plan(plot, res.options, ttft_slo_ms=ttft_ms, tpot_slo_ms=tpot_ms, title=title))
@@ -525,8 +525,8 @@ def _features_summary(lens, specdec, cache) -> dict | None:
     (10,000 draws at the plan's seed), tokens per verify step, prefix hit rate."""
     import numpy as np
 
-    from gpuplan.workloads.inference.capacity import PLAN_SEED
-    from gpuplan.workloads.inference.lengths import length_stats
+    from gpuplan.workloads.inference.plan.capacity import PLAN_SEED
+    from gpuplan.workloads.inference.sim.lengths import length_stats
 
     out: dict = {}
     if lens is not None:
@@ -572,10 +572,10 @@ def serve_frontier(
     """Tokens/s per GPU against tokens/s per user over TP and closed-loop concurrency;
     `progress(stage, fraction)` before each tp; `plot`: write them as a figure (.png/.svg/.pdf,
     interfaces.serving_plot)."""
-    from gpuplan.workloads.inference.capacity import frontier
+    from gpuplan.workloads.inference.plan.capacity import frontier
 
     if plot is not None:
-        from gpuplan.interfaces.serving_plot import check_plot_file
+        from gpuplan.interfaces.reports.serving_plot import check_plot_file
 
         check_plot_file(plot)
     sys_spec, gpu_spec = system_and_gpu(system, gpu)
@@ -584,7 +584,7 @@ def serve_frontier(
                          weight_dtype=weight_dtype, kv_dtype=kv_dtype, progress=progress))
     plot_file = None
     if plot is not None:
-        from gpuplan.interfaces.serving_plot import plot_frontier
+        from gpuplan.interfaces.reports.serving_plot import plot_frontier
 
         plot_file = str(plot_frontier(plot, pts, title=f"gpuplan serve frontier {spec.name} on {gpu_spec.id} "
                                                         f"({input_len} in / {output_len} out tokens)"))

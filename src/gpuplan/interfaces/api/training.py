@@ -88,7 +88,7 @@ class TrainResult(Result):
         }
         if self.run is not None:
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
-        from gpuplan.interfaces.error_bands import training_band
+        from gpuplan.interfaces.validation.error_bands import training_band
 
         out["band_80pct"] = training_band(est, self.moe, self.run)
         a = self.assumptions
@@ -292,7 +292,7 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
 def memory_band(model: ModelSpec, mem) -> dict:
     """The 80% band of the predicted memory per GPU (interfaces.error_bands: cross-validated residuals
     of the public memory rows of the regime), and whether the plan still fits at the band's top."""
-    from gpuplan.interfaces.error_bands import training_memory_band
+    from gpuplan.interfaces.validation.error_bands import training_memory_band
 
     band = training_memory_band(model.moe is not None)
     if band is None:

@@ -1,5 +1,5 @@
 """`gpuplan.api.validate`: predict every row of a ../shared/validation/SCHEMA.md CSV and compare
-with the measurement (gpuplan.interfaces.validate)."""
+with the measurement (gpuplan.interfaces.validation.validate)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ class ValidationResult(Result):
     report: Any
 
     def json_data(self) -> dict:
-        from gpuplan.interfaces.validate import report_json
+        from gpuplan.interfaces.validation.validate import report_json
 
         return report_json(self.report)
 
@@ -25,7 +25,7 @@ class ValidationResult(Result):
 def validate(file: str | Path, progress=None) -> ValidationResult:
     """Predicted vs measured for every row of `file`, with error statistics per source family;
     `progress(rows done, rows)` before each row."""
-    from gpuplan.interfaces.validate import validate_file
+    from gpuplan.interfaces.validation.validate import validate_file
 
     return ValidationResult(validate_file(file, progress))
 
@@ -43,6 +43,6 @@ class CrossValidationResult(Result):
 def validate_cv(file: str | Path, cv: str = "family", progress=None) -> CrossValidationResult:
     """Leave-one-family-out cross-validation of `file`: the fitted knobs refit without each family,
     that family predicted with the refit values; CV, in-sample and default errors per family."""
-    from gpuplan.interfaces.cross_validation import cross_validate_file
+    from gpuplan.interfaces.validation.cross_validation import cross_validate_file
 
     return CrossValidationResult(cross_validate_file(file, cv, progress=progress))

@@ -147,7 +147,7 @@ def evaluate_chunk(ctx: Context, points: list[dict]) -> list[dict]:
     """Rows of a chunk of points, in the order given (the worker's task), under the driver's knob
     overrides (`Context.knob_overrides`)."""
     from gpuplan import knobs
-    from gpuplan.interfaces.knob_catalog import load_all
+    from gpuplan.interfaces.fitting.knob_catalog import load_all
 
     if ctx.knob_overrides:
         load_all()  # a spawned worker has not imported every module that declares a knob yet

@@ -1,14 +1,14 @@
-"""Inference and serving: per-operator prefill/decode time, KV-cache memory, a discrete-event
-serving simulator, capacity planning and the validation-row predictor.
+"""Inference and serving: per-operator step cost, KV-cache memory, a discrete-event serving
+simulator, and the plans built on it.
 
-Modules, each one concept:
-- dtypes: bytes per element of weight / KV / activation formats (incl. block-scale overhead)
-- deployment: the (model, system, parallelism, dtypes) a replica runs with
-- operators: per-operator roofline of one engine step (prefill, decode, mixed)
-- memory: weights, KV cache per token, paged blocks, workspace, reserve, what fits
-- arrivals, schedulers, simulator: the serving simulation
-- capacity: fewest GPUs under TTFT/TPOT objectives, cost per million tokens, frontier
-- kv_transfer, decode_pool, disaggregation: disaggregated prefill / decode pools (KV moved over
-  NVLink or the network, decode-only instances) and the plan comparing them with co-located serving
-- validation: the predictor `gpuplan validate` calls for inference.csv rows
+Subpackages, each one stage of "a serving replica under a load" (docs/architecture.md):
+- cost/: what one engine step costs and what one replica holds: dtypes (bytes per element),
+  deployment (model, system, parallelism, formats of a replica), operators (per-operator roofline of
+  a prefill / decode / mixed step), memory (weights, paged KV, workspace, reserve), tp_allreduce,
+  kv_transfer, speculative decoding, prefix caching;
+- sim/: the serving simulation: arrivals and lengths (the workload), schedulers, the simulator and its
+  event loop and numba kernels, the front-end latency, decode-only pools, deferred first tokens;
+- plan/: what is built on simulated replicas: the one-call estimate (service), the capacity plan and
+  frontier (capacity), disaggregated prefill/decode plans (disaggregation);
+- engines: each serving engine's documented defaults (scheduler, KV fraction, limits).
 """

@@ -21,13 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from gpuplan.errors import InputError
-from gpuplan.workloads.inference.deployment import Deployment
-from gpuplan.workloads.inference.memory import (
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.memory import (
     DEFAULT_MAX_BATCH_SEQS, DEFAULT_MAX_BATCH_TOKENS, TRTLLM_BLOCK_SIZE, VLLM_BLOCK_SIZE, VLLM_GPU_MEMORY_UTILIZATION,
     KvBudgetRule, MemoryPlan, memory_plan,
 )
-from gpuplan.workloads.inference.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.tp_allreduce import TpAllReduce
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
+from gpuplan.workloads.inference.cost.tp_allreduce import TpAllReduce
 
 
 @dataclass(frozen=True)

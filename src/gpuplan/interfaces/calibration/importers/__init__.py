@@ -1,0 +1,185 @@
+"""`gpuplan calibrate import KIND FILE`: turn the output of the tools users already run into rows of
+../shared/validation/SCHEMA.md (and matmul rows, docs/calibration.md) that `calibrate fit` consumes.
+
+One module per tool, each with `parse(text, config, prefix) -> list[row dict]` and the format it
+reads (with its source) in its docstring:
+
+| KIND | tool output | rows |
+|---|---|---|
+| `nccl-tests` | all_reduce_perf & co. stdout | collectives: busbw_gbps per size (out-of-place) |
+| `mamf` | mamf-finder.py log | matmul: matmul_tflops per MxNxK shape |
+| `vllm` | `benchmark_serving.py --save-result` / `vllm bench serve` JSON | inference: throughput, TTFT, TPOT, E2E |
+| `sglang` | `sglang.bench_serving --output-file` JSONL | inference: one set per line |
+| `torchtitan` | training log (`step: .. tps: .. tflops: .. mfu: ..`) | training: tokens/s/GPU, TFLOP/s, MFU, reserved memory |
+| `megatron` | Megatron-LM training log | training: iteration time, TFLOP/s/GPU, max allocated memory |
+
+What the log does not say (the model's shape, the system, the parallel layout) comes from the run
+configuration: a small TOML (`--config run.toml`, keys = SCHEMA.md column names) and/or
+`--set column=value`. Row ids are `PREFIX-N` (PREFIX: `--id-prefix`, default the file's stem), so
+one file is one family.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from gpuplan.errors import InputError
+
+#: KIND -> module under gpuplan.interfaces.calibration.importers
+IMPORTERS = {
+    "nccl-tests": "nccl_tests",
+    "mamf": "mamf",
+    "vllm": "vllm_bench",
+    "sglang": "sglang_bench",
+    "torchtitan": "torchtitan_log",
+    "megatron": "megatron_log",
+}
+
+COMMON = ("id", "source", "confidence", "notes")
+TRAINING = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "ffn_kind", "vocab", "seq_len", "moe_experts",
+            "moe_topk", "moe_ffn", "moe_shared_experts", "moe_dense_layers", "hf_config", "system", "num_gpus", "tp",
+            "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "recompute", "sequence_parallel",
+            "precision", "sharding", "framework")
+INFERENCE = ("model", "layers", "hidden", "heads", "kv_heads", "ffn", "ffn_kind", "vocab", "moe_experts", "moe_topk",
+             "moe_ffn", "moe_shared_experts", "moe_dense_layers", "hf_config", "system", "num_gpus", "tp", "pp", "ep",
+             "attention_dp", "weight_dtype", "kv_dtype", "engine", "batch", "concurrency", "max_load", "request_rate",
+             "input_len", "output_len")
+COLLECTIVES = ("system", "num_gpus", "nodes", "collective", "size_bytes", "algorithm")
+MATMUL = ("system", "m", "n", "k", "dtype")
+#: Run-configuration keys that are not columns.
+OPTIONS = ("id_prefix", "skip_steps", "notes")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    kind: str
+    path: str
+    rows: list[dict[str, str]]
+
+    def csv_text(self) -> str:
+        return rows_csv(self.rows)
+
+
+def parse_config(config_path: str | Path | None, sets: Sequence[str] = ()) -> dict[str, str]:
+    """The run configuration: the TOML file's top-level keys, then each `column=value` of `sets`
+    (later wins). Values become strings (booleans `true`/`false`)."""
+    out: dict[str, str] = {}
+    if config_path is not None:
+        p = Path(config_path)
+        if not p.is_file():
+            raise InputError(f"config: no such file '{p}'", field="config")
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # pragma: no cover - 3.10
+            import tomli as tomllib
+        try:
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InputError(f"config: {p.name} is not TOML ({str(exc).splitlines()[0] if str(exc) else exc})",
+                             field="config") from None
+        for key, value in data.items():
+            if isinstance(value, (dict, list)):
+                raise InputError(f"config: {p.name}: key {key} must be a plain value (a column of SCHEMA.md)",
+                                 field="config")
+            out[key] = _text(value)
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"set: '{item}' must look like column=value", field="set")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def check_config(config: Mapping[str, str], allowed: Sequence[str], required: Sequence[str | tuple], kind: str) -> None:
+    """InputError for a key that is not an allowed column, or a missing required one (a tuple:
+    any one of its alternatives sets)."""
+    allowed_set = set(allowed) | set(OPTIONS)
+    unknown = sorted(k for k in config if k not in allowed_set)
+    if unknown:
+        raise InputError(f"config: {kind}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}",
+                         field="config")
+    for need in required:
+        if isinstance(need, tuple):
+            if not any(all(config.get(c) for c in alt.split("+")) for alt in need):
+                raise InputError(f"config: {kind}: needs {' or '.join(need)} (give --config run.toml or --set)",
+                                 field="config")
+        elif not config.get(need):
+            raise InputError(f"config: {kind}: needs {need} (give --config run.toml or --set {need}=...)", field="config")
+
+
+def prefix_for(path: Path, config: Mapping[str, str]) -> str:
+    """Row-id prefix: `id_prefix` of the config, else the file's stem made id-safe."""
+    raw = config.get("id_prefix") or path.stem
+    prefix = re.sub(r"[^A-Za-z0-9_.]+", "-", raw).strip("-").lower() or "import"
+    return re.sub(r"-\d+$", "", prefix)  # a trailing -N would be read as a row number
+
+
+def number_text(value: float) -> str:
+    """A measured number as CSV text (repr of the float; integers without .0)."""
+    if not math.isfinite(value):
+        raise ValueError(value)
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e15 else repr(float(value))
+
+
+def import_file(kind: str, path: str | Path, config: Mapping[str, str] | None = None) -> ImportResult:
+    """Parse `path` with the importer of `kind` (IMPORTERS). InputError, one line, when the kind is
+    unknown, the file is missing or unreadable, or nothing in it has the tool's format."""
+    if kind not in IMPORTERS:
+        raise InputError(f"kind: unknown '{kind}'; allowed: {', '.join(IMPORTERS)}", field="kind")
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"file: no such file '{p}'", field="file")
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(f"{p.name}: not a UTF-8 text file; expected {kind} output", field="file") from None
+    module = importlib.import_module(f"gpuplan.interfaces.calibration.importers.{IMPORTERS[kind]}")
+    config = dict(config or {})
+    rows = module.parse(text, config, prefix_for(p, config), p.name)
+    if not rows:
+        raise InputError(f"{p.name}: no {kind} results found ({module.EXPECTED})", field="file")
+    return ImportResult(kind, str(p), rows)
+
+
+def rows_csv(rows: Sequence[Mapping[str, str]]) -> str:
+    """CSV text of `rows`: the columns in first-seen order, every row under every column."""
+    columns: list[str] = []
+    for r in rows:
+        for c in r:
+            if c not in columns:
+                columns.append(c)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({c: r.get(c, "") for c in columns})
+    return buf.getvalue()
+
+
+def base_row(rid: str, kind: str, filename: str, config: Mapping[str, str], columns: Sequence[str]) -> dict[str, str]:
+    """id, source, confidence, notes, then the config's values for `columns`."""
+    row = {"id": rid, "source": f"{kind} output {filename} (gpuplan calibrate import)", "confidence": "high",
+           "notes": config.get("notes", "")}
+    for c in columns:
+        if config.get(c):
+            row[c] = config[c]
+    return row
+
+
+__all__ = ["IMPORTERS", "ImportResult", "base_row", "check_config", "import_file", "parse_config", "prefix_for",
+           "rows_csv"]

@@ -1,0 +1,1 @@
+"""The one knob fitter (regularised least squares) and the catalog of modules that declare knobs."""

@@ -1,0 +1,1 @@
+"""`gpuplan plan` and `gpuplan dc`: from a model and a system to a costed cluster."""

@@ -1,0 +1,1 @@
+"""Plots written by commands (calibration fit, serving plans and frontiers)."""

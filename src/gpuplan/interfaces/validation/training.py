@@ -1,0 +1,339 @@
+"""Training-row predictor for `gpuplan validate` (../shared/validation/SCHEMA.md, training.csv).
+
+`predict_row(row)` builds the ModelSpec from the architecture columns
+(`models.model_from_arch_row`), a TrainPlan from the parallelism columns, the system from the
+catalog, and predicts the row's metric with `step_time.estimate_step_time` (time metrics) or
+`memory.training_memory` (memory metrics).
+
+Defaults for empty cells (documented, the same for every row):
+- tp, pp, dp, cp, ep, vpp, micro_batch: 1; dp = num_gpus / (tp pp cp) when empty.
+- expert tensor parallelism (no column): 1 on MoE rows with tp > 1, what the published Megatron MoE
+  recipes set (Megatron-Bridge scripts/performance/configs/*_workload_base_configs.py:
+  `expert_tensor_parallel_size=1` for DeepSeek-V3, Qwen3, gpt-oss, Kimi; Megatron-core's MoE
+  parallel folding), not Megatron-core's argument default (etp = tp).
+- global_batch: one sequence per GPU (num_gpus sequences: the Megatron papers' choice, e.g.
+  1536 on 1536 GPUs, 2520 on 2520, 3072 on 3072 in Narayanan et al. 2021 Table 1), rounded to
+  whole micro-batches.
+- recompute: none, except on the pre-FlashAttention Megatron / Megatron-DeepSpeed rows (the
+  attention-kernel rule below): full. Those recipes checkpoint every layer (`--checkpoint-activations`);
+  Narayanan et al. 2021 count the recompute forward pass in their FLOPs (eq. 3: 4 passes, 96 B s l h^2)
+  because their runs recompute. sharding: none; sequence_parallel: false, except on fp8 rows (below).
+- fp8 rows ran TransformerEngine, whose published FP8 training recipes (NeMo / Megatron-core
+  performance configs, e.g. NeMo-Framework-Launcher gpt3/175b, llama2/70b, nemotron/340b) run
+  sequence parallelism with TP communication overlap (`sequence_parallel: True`,
+  `tp_comm_overlap: True`) whenever tp > 1: an empty sequence_parallel cell is true there, and
+  TP comm overlap is on; a stated `false` keeps both off.
+- Megatron-core rows in bf16 (framework megatron, FlashAttention era: not the legacy rule below)
+  follow the same rule: tuned Megatron-core runs overlap TP communication with TransformerEngine
+  userbuffers, which requires sequence parallelism (Megatron-LM README, 2024 weak-scaling runs:
+  "fine-grained overlapping of ... tensor-parallel (`--tp-comm-overlap`) ... communication";
+  Megatron-LM arguments.py refuses `--tp-comm-overlap` without `--sequence-parallel`; NeMo's
+  recipes ship userbuffers configs for bf16 as for fp8, nemo/collections/llm/recipes/
+  tp_overlap_configs/userbuffers.py `userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192`). This rule
+  is for published runs that omit their launch configuration, told by an empty micro_batch cell
+  as well (a throughput table of a tuned run); a row that states its micro-batch was read from a
+  complete configuration (e.g. a CI test's model_config.yaml), where an absent
+  `--sequence-parallel` is off. There, an empty sequence_parallel cell with tp > 1 is true and TP
+  comm overlap on; the row's notes say so. With pp > 1 and an empty vpp cell such a run is
+  interleaved: Megatron-core overlaps pipeline sends only under the interleaved schedule
+  (arguments.py turns `overlap_p2p_comm` off without virtual stages, "non-interleaved schedule does
+  not support overlapping p2p communication"), and the README's runs overlap "pipeline-parallel
+  communication (enabled by default)". The virtual stages: 2 layers each, as NeMo's tuned recipes
+  (GPT-3 175B pp 8 vp 6 of 96 layers, Llama 3.1 405B pp 8 vp 8; Megatron-Bridge's tables here
+  state 2 layers per virtual stage), the most virtual stages whose chunks hold at least 2 layers
+  (`interleaved_virtual_stages`), 1 layer each where the stage's layer count is prime; only where
+  the micro-batches divide by pp (the interleaved schedule's requirement in Megatron-LM).
+- sequence parallelism on every Megatron MoE row with tp > 1, whatever its cell says: Megatron-core
+  refuses the layout otherwise (TransformerConfig: "When using expert parallelism and tensor
+  parallelism, sequence parallelism must be used"; `megatron_moe_requires_sp`). The TP overlap
+  rule above is unchanged.
+- precision: fp16 for megatron / deepspeed rows on pre-Hopper GPUs (the same pre-FlashAttention
+  recipes as the attention-kernel rule below: fp16 mixed precision, gradients reduced in fp16), bf16 otherwise
+  (the A100/H100 tensor-core peak is the same for both).
+- framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
+  backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see specs.execution.Framework).
+- attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
+  or deepspeed, or empty precision with those frameworks, on GPUs that predate Hopper (Volta,
+  Ampere): those are the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16 mixed
+  precision, fused scale-mask-softmax with materialised scores; FlashAttention entered
+  Megatron-LM with bf16 TransformerEngine in 2023). On Hopper and later those recipes never ran:
+  Megatron on H100 runs TransformerEngine (the library's FP8 path exists for Hopper), so an empty
+  precision there is bf16 with FlashAttention, no implied recompute.
+  `fsdp` rows (PyTorch FSDP via Composer / llm-foundry, whose published MPT benchmark tables date
+  from 2023) run FlashAttention v1: llm-foundry's `gpu` extra pinned flash-attn==1.0.3.post0 until
+  its FlashAttention-2 extra was added. This is the documented default, the same for every row;
+  a row that states its kernel overrides it (`stated_attention_kernel`): an `attention_kernel`
+  column (flash, flash_v1, unfused), or notes naming Megatron's unfused backend ("unfused attention
+  backend", `--attention-backend unfused`: core_attention.DotProductAttention, which materialises
+  the b x a x s x s scores and keeps the softmax output for its backward).
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpuplan.errors import GpuplanError
+from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.step_time import estimate_step_time
+
+TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
+MEMORY_METRICS = ("peak_mem_gib", "mem_activations_gib", "mem_states_gib", "peak_mem_reserved_gib")
+
+
+def _cell(row: dict[str, str], key: str) -> str:
+    return (row.get(key) or "").strip()
+
+
+def _int(row: dict[str, str], key: str, default: int | None) -> int | None:
+    raw = _cell(row, key)
+    if not raw:
+        return default
+    try:
+        return int(float(raw))
+    except ValueError:
+        raise SkipRow(f"column {key} is not a number: '{raw}'") from None
+
+
+#: GPU architectures the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16, unfused
+#: attention, full recompute) ran on; Hopper and later ran TransformerEngine (module docstring).
+LEGACY_STACK_ARCHITECTURES = ("volta", "ampere")
+
+
+def _legacy_gpu(gpu_architecture: str | None) -> bool:
+    """True when the row's GPU predates Hopper (or is unknown: the rule as it was before GPUs were told)."""
+    if gpu_architecture is None:
+        return True
+    arch = gpu_architecture.lower()
+    return any(name in arch for name in LEGACY_STACK_ARCHITECTURES)
+
+
+def legacy_stack(row: dict[str, str], framework: Framework, gpu_architecture: str | None = None) -> bool:
+    """The row is a pre-FlashAttention Megatron / Megatron-DeepSpeed recipe (module docstring):
+    framework megatron or deepspeed, precision fp16 or empty, on a pre-Hopper GPU."""
+    prec = _cell(row, "precision").lower()
+    return (framework in (Framework.MEGATRON, Framework.DEEPSPEED) and prec in ("", "fp16")
+            and _legacy_gpu(gpu_architecture))
+
+
+def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> tuple[TrainPlan, list[str]]:
+    """The TrainPlan of a training.csv row and the notes on the defaults used. `gpu_architecture`
+    (the row's GPU, `Gpu.architecture`) decides the legacy-stack rule; None: pre-Hopper."""
+    notes: list[str] = []
+    num_gpus = _int(row, "num_gpus", None)
+    tp, pp, cp = (_int(row, k, 1) for k in ("tp", "pp", "cp"))
+    dp = _int(row, "dp", None)
+    if dp is None:
+        if num_gpus is None:
+            raise SkipRow("neither dp nor num_gpus given")
+        dp = num_gpus // (tp * pp * cp)
+        notes.append(f"dp={dp} from num_gpus")
+    ep, vpp = _int(row, "ep", 1), _int(row, "vpp", None)
+    mb = _int(row, "micro_batch", None)
+    if mb is None:
+        mb = 1
+        notes.append("micro_batch=1")
+    gb = _int(row, "global_batch", None)
+    if gb is None:
+        gb = max(1, round(tp * pp * cp * dp / (mb * dp))) * mb * dp
+        notes.append(f"global_batch={gb} (one sequence per GPU)")
+    if gb % (mb * dp):
+        # llm-foundry rows: "microbatching may not divide the global batch"; round to whole micro-batches
+        gb = max(1, round(gb / (mb * dp))) * mb * dp
+        notes.append(f"global_batch rounded to {gb}")
+    rc_raw = _cell(row, "recompute") or "none"
+    if not _cell(row, "recompute"):
+        notes.append("recompute=none")
+    framework = framework_from_row(row)
+    legacy = legacy_stack(row, framework, gpu_architecture)
+    default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
+    prec_raw = _cell(row, "precision") or default_prec
+    te_fp8 = prec_raw.lower() in ("fp8", "mxfp8", "nvfp4")  # TransformerEngine low-precision recipes
+    # tuned Megatron-core runs (TE userbuffers recipes in bf16 too) whose launch configuration is unstated
+    megatron_core = framework is Framework.MEGATRON and not legacy and not _cell(row, "micro_batch")
+    sp_raw = _cell(row, "sequence_parallel").lower()
+    te_overlap = (te_fp8 or megatron_core) and not sp_raw
+    sp = sp_raw == "true" or te_overlap
+    if megatron_moe_requires_sp(row, framework, tp) and not sp:
+        sp = True
+        notes.append("sequence_parallel (Megatron requires it for MoE with tp > 1)")
+    if te_overlap and tp > 1:
+        recipe = "fp8 TransformerEngine recipe" if te_fp8 else "tuned Megatron-core recipe"
+        notes.append(f"sequence_parallel + tp_comm_overlap ({recipe}, unstated)")
+    if not _cell(row, "precision"):
+        notes.append(f"precision={default_prec}")
+    layers = _int(row, "layers", None)
+    if vpp is None:
+        vpp = 1
+        m = gb // (mb * dp)
+        if megatron_core and pp > 1 and layers and m % pp == 0:
+            vpp = interleaved_virtual_stages(layers, pp)
+            if vpp > 1:
+                notes.append(f"vpp={vpp} (interleaved schedule of a tuned Megatron-core run, unstated)")
+    shard_raw = _cell(row, "sharding") or "none"
+    seq = _int(row, "seq_len", 2048)
+    try:
+        plan = TrainPlan(
+            tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
+            recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
+            tp_comm_overlap=te_overlap and sp and tp > 1,
+            sharding=Sharding(shard_raw),
+        )
+    except ValueError as exc:
+        raise SkipRow(f"plan columns not expressible: {exc}") from None
+    if num_gpus is not None and plan.num_gpus != num_gpus:
+        raise SkipRow(f"tp*pp*dp*cp = {plan.num_gpus} differs from num_gpus {num_gpus}")
+    if _cell(row, "moe_experts") and tp > 1:
+        plan = plan.model_copy(update={"etp": 1})
+        notes.append("etp=1 (published Megatron MoE recipes)")
+    return plan, notes
+
+
+def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
+    """A Megatron MoE row with tp > 1 runs sequence parallelism whatever its cell says: Megatron-core
+    refuses the layout otherwise (TransformerConfig.__post_init__: "When using expert parallelism and
+    tensor parallelism, sequence parallelism must be used"; Megatron-LM arguments.py: "When using MoE
+    and tensor parallelism, sequence parallelism must be used")."""
+    return framework is Framework.MEGATRON and bool(_cell(row, "moe_experts")) and tp > 1
+
+
+def interleaved_virtual_stages(layers: int, pp: int) -> int:
+    """Virtual stages per pipeline rank of a tuned Megatron-core run (module docstring): the most
+    whose chunks hold at least 2 layers of the stage's ceil(layers / pp), 1 layer per chunk where
+    only a single chunk would qualify (a prime layer count)."""
+    stage = -(-layers // pp)
+    for v in range(stage // 2, 1, -1):
+        if stage % v == 0:
+            return v
+    return stage
+
+
+def framework_from_row(row: dict[str, str]) -> Framework:
+    raw = _cell(row, "framework").lower()
+    try:
+        return Framework(raw) if raw else Framework.MEGATRON
+    except ValueError:
+        return Framework.OTHER
+
+
+#: Notes that state Megatron's unfused attention backend (`--attention-backend unfused`, Megatron-LM
+#: arguments.py AttnBackend.unfused): "unfused attention", "attention backend: unfused", ...
+_STATED_UNFUSED = re.compile(r"\bunfused attention\b|attention[-_ ]backend[ :=]+unfused\b")
+
+
+def stated_attention_kernel(row: dict[str, str]) -> AttentionKernel | None:
+    """The attention kernel the row states: its `attention_kernel` column (a SkipRow naming the
+    allowed values when it is not one), else UNFUSED when the notes name the unfused backend, else
+    None (the documented default applies, `attention_kernel_from_row`)."""
+    raw = _cell(row, "attention_kernel").lower()
+    if raw:
+        try:
+            return AttentionKernel(raw)
+        except ValueError:
+            allowed = ", ".join(k.value for k in AttentionKernel)
+            raise SkipRow(f"attention_kernel: '{raw}' is not one of {allowed}") from None
+    if _STATED_UNFUSED.search(_cell(row, "notes").lower()):
+        return AttentionKernel.UNFUSED
+    return None
+
+
+def attention_kernel_from_row(row: dict[str, str], framework: Framework,
+                              gpu_architecture: str | None = None) -> AttentionKernel:
+    """The kernel the row states (`stated_attention_kernel`); else unfused attention for fp16 (or
+    unstated precision) Megatron / DeepSpeed rows on pre-Hopper GPUs (`legacy_stack`),
+    FlashAttention v1 for `fsdp` (Composer / llm-foundry) rows, FlashAttention-2 otherwise; see
+    module doc."""
+    stated = stated_attention_kernel(row)
+    if stated is not None:
+        return stated
+    if legacy_stack(row, framework, gpu_architecture):
+        return AttentionKernel.UNFUSED
+    if framework is Framework.FSDP:
+        return AttentionKernel.FLASH_V1
+    return AttentionKernel.FLASH
+
+
+#: SCHEMA.md's fine-tuning columns and the value each takes in ordinary mixed-precision training
+#: (every weight trained, fp32 AdamW moments, fp32 master weights, nothing offloaded): the only
+#: regime the training model covers today.
+ORDINARY_TRAINING_CELLS: dict[str, tuple[str, ...]] = {
+    "finetune": ("", "full"),
+    "optimizer": ("", "adamw"),
+    "offload": ("", "none"),
+    "master_weights": ("", "fp32"),
+}
+
+
+def unmodelled_training_regime(row: dict[str, str]) -> str | None:
+    """Why the row lies outside what the training model covers (None when it does not): LoRA /
+    QLoRA, low-bit or factored optimizers, CPU/NVMe offload and pure low-precision training are
+    not modelled yet (the fine-tuning issue), so such a row is not predicted rather than predicted
+    as full fp32-Adam pretraining (which overstates its memory up to 19x)."""
+    for key, ordinary in ORDINARY_TRAINING_CELLS.items():
+        value = _cell(row, key).lower()
+        if value not in ordinary:
+            return f"unvalidated regime: {key}={value} is not modelled (ordinary training only: {key} empty or {ordinary[-1]})"
+    return None
+
+
+def predict_row(row: dict[str, str]) -> Prediction:
+    """Predicted value of the row's metric (unit of the metric); SkipRow when not expressible."""
+    from gpuplan.catalog import load_catalog
+    from gpuplan.models import model_from_arch_row
+
+    metric = _cell(row, "metric")
+    if metric not in TIME_METRICS + MEMORY_METRICS:
+        raise SkipRow(f"metric '{metric}' is not a training metric")
+    regime = unmodelled_training_regime(row)
+    if regime is not None:
+        raise SkipRow(regime)
+    try:
+        model = model_from_arch_row(row)
+        catalog = load_catalog()
+        system = catalog.system(_cell(row, "system"))
+        gpu = catalog.gpu(system.gpu)
+    except GpuplanError as exc:
+        raise SkipRow(str(exc)) from None
+    plan, notes = plan_from_row(row, gpu.architecture)
+    framework = framework_from_row(row)
+    kernel = attention_kernel_from_row(row, framework, gpu.architecture)
+    # the memory model stores the s x s scores only when the kernel is unfused
+    plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
+    if not _cell(row, "recompute") and kernel is AttentionKernel.UNFUSED and stated_attention_kernel(row) is None:
+        # the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes recompute every layer
+        plan = plan.model_copy(update={"recompute": Recompute.FULL})
+        notes[:] = [n for n in notes if n != "recompute=none"] + ["recompute=full (legacy Megatron recipe, unstated)"]
+    if metric in MEMORY_METRICS:
+        from gpuplan.workloads.training.memory import training_memory, to_gib
+
+        try:
+            mem = training_memory(model, plan, gpu)
+        except GpuplanError as exc:
+            raise SkipRow(str(exc)) from None
+        per = mem.per_gpu_bytes
+        value = {
+            "peak_mem_gib": mem.allocated_bytes,
+            "peak_mem_reserved_gib": mem.reserved_bytes,
+            "mem_activations_gib": per["activations"],
+            "mem_states_gib": per["weights"] + per["gradients"] + per["optimizer"],
+        }[metric]
+        return Prediction(to_gib(value), "; ".join(notes))
+    try:
+        st = estimate_step_time(model, system, plan, gpu, framework=framework, attention_kernel=kernel)
+    except GpuplanError as exc:
+        raise SkipRow(str(exc)) from None
+    notes.append(f"framework={framework.value}, attention={kernel.value}")
+    value = {
+        "iteration_time_s": st.step_time_s,
+        "tokens_per_s_per_gpu": st.tokens_per_s_per_gpu,
+        "tflops_per_gpu_model": st.tflops_per_gpu_model,
+        "mfu_pct": st.mfu_pct,
+        "gpu_hours_per_1t_tokens": 1e12 / st.tokens_per_s_per_gpu / 3600.0,
+    }[metric]
+    return Prediction(value, "; ".join(notes))
+
+
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+           "megatron_moe_requires_sp",
+           "plan_from_row", "predict_row", "unmodelled_training_regime"]

@@ -1,0 +1,196 @@
+"""Serving memory per GPU: weights, KV cache (paged), activation workspace, runtime reserve, and
+what fits (maximum concurrent sequences, maximum context).
+
+    kv_budget = total x memory_fraction - weights - workspace - reserve      (KvBudgetRule.TOTAL, vLLM)
+    kv_budget = (total - weights - workspace - reserve) x memory_fraction    (KvBudgetRule.FREE, TensorRT-LLM)
+    kv_capacity_blocks = floor(kv_budget / (block_size x kv_bytes_per_token_per_gpu))
+    max_concurrent_sequences(L) = floor(kv_capacity_blocks / blocks_per_sequence(L))
+
+KV bytes per token come from gpuplan.layers.kv_cache_bytes_per_token (GQA, MLA latent, sliding
+window); a TP rank holds kv_shard_fraction of them (replicated heads when tp > kv_heads, the whole
+MLA latent). With attention data parallelism (Deployment.attention_dp) the plan is that of one
+attention group: its GPUs hold the KV of the group's own requests only, sharded over attention_tp,
+and the non-expert weights are sharded over attention_tp (replicated across groups). Sliding-window layers keep at most `window` tokens (plus one block being filled).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+from gpuplan import knobs
+from gpuplan.errors import Infeasible
+from gpuplan.layers import kv_cache_bytes_per_token
+from gpuplan.layers.inventory import model_ops
+from gpuplan.layers.operators import Shard
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
+from gpuplan.workloads.memory_headroom import usable_fraction
+from gpuplan.workloads.inference.cost.operators import dense_linear_ops
+
+
+class KvBudgetRule(str, Enum):
+    TOTAL = "total"  # vLLM: gpu_memory_utilization x total memory covers weights + activations + KV
+    FREE = "free"  # TensorRT-LLM: free_gpu_memory_fraction of what is free after weights + workspace
+
+
+#: vLLM `gpu_memory_utilization` default 0.9 (vLLM engine arguments documentation): what a published
+#: vLLM benchmark ran at (validation's engine profile). gpuplan's own plans use the one memory headroom
+#: knob of training and serving, `memory.usable_fraction` (workloads.memory_headroom; default 0.9 too).
+VLLM_GPU_MEMORY_UTILIZATION = 0.90
+#: TensorRT-LLM `KvCacheConfig.free_gpu_memory_fraction` default 0.9 (TensorRT-LLM docs,
+#: "Useful runtime options"; trtllm-bench throughput runs in perf-overview.md used 0.95).
+TRTLLM_FREE_GPU_MEMORY_FRACTION = knobs.register(
+    "serving.memory.trtllm_free_gpu_memory_fraction", unit="fraction", default=0.90, low=0.05, high=1.0,
+    source="TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction default 0.9 (TensorRT-LLM docs, 'Useful runtime options')",
+    scales="KV-cache budget under KvBudgetRule.FREE (TensorRT-LLM-like engines) when no fraction is given")
+#: Memory outside the allocator: CUDA context and kernels (~0.5 GiB on Hopper), cuBLAS workspaces and
+#: allocator slack. 1 GiB: estimate in line with vLLM's measured "non-torch memory" (~0.5-1 GiB per
+#: GPU in its startup log) and below aiconfigurator's catch-all `other_mem: 3.5 GB`.
+RUNTIME_RESERVE_BYTES = knobs.register(
+    "serving.memory.runtime_reserve_bytes", unit="bytes", default=1 * 2**30, low=0.0, high=16 * 2**30,
+    source="estimate: vLLM's measured non-torch memory ~0.5-1 GiB per GPU; below aiconfigurator's other_mem 3.5 GB",
+    scales="per-GPU serving memory outside the allocator (CUDA context, cuBLAS workspaces, slack)")
+#: NCCL buffers per GPU when tp > 1: aiconfigurator system YAMLs `nccl_mem` 342-392 MB (h100_sxm).
+NCCL_BUFFER_BYTES = knobs.register(
+    "serving.memory.nccl_buffer_bytes", unit="bytes", default=400 * 10**6, low=0.0, high=8 * 2**30,
+    source="aiconfigurator system YAMLs nccl_mem 342-392 MB (h100_sxm)",
+    scales="per-GPU serving memory of NCCL buffers (replicas of more than one GPU)")
+#: vLLM paged-attention block size default, tokens per block (vLLM CacheConfig block_size=16).
+VLLM_BLOCK_SIZE = 16
+#: TensorRT-LLM KV-cache `tokens_per_block` default 64 (TensorRT-LLM KV cache management docs).
+TRTLLM_BLOCK_SIZE = 64
+#: Token budget of one engine step (vLLM V1 max_num_batched_tokens default 8192 for online serving;
+#: TensorRT-LLM max_num_tokens default 8192): sizes the activation workspace.
+DEFAULT_MAX_BATCH_TOKENS = 8192
+#: Sequence cap of one step (vLLM max_num_seqs default 256; TensorRT-LLM max_batch_size 2048).
+DEFAULT_MAX_BATCH_SEQS = 256
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Per-GPU memory of one replica (bytes), and what fits. Breakdown sums to `total_bytes`."""
+
+    total_bytes: int
+    weights_bytes: float
+    activation_workspace_bytes: float
+    runtime_reserve_bytes: float
+    unused_bytes: float  # kept free by the memory-fraction rule
+    kv_budget_bytes: float
+    kv_cache_bytes_per_token: float  # whole model, one replica (sum over all layers and KV heads)
+    kv_bytes_per_token_per_gpu: float  # what one GPU stores per token of context (global layers)
+    window_kv_bytes_per_token_per_gpu: float  # the part held by sliding-window layers (capped at window)
+    window: int  # tokens kept by sliding-window layers (0 = none)
+    block_size: int
+    kv_capacity_blocks: int
+
+    def sequence_kv_bytes(self, context: float) -> float:
+        """Per-GPU KV bytes one sequence of `context` tokens holds in paged blocks: global layers
+        ceil(L/b) blocks, window layers at most ceil(w/b) + 1 blocks (the window straddles a block)."""
+        b = self.block_size
+        blocks = math.ceil(context / b)
+        per_token_global = self.kv_bytes_per_token_per_gpu
+        out = blocks * b * per_token_global
+        if self.window:
+            out += min(blocks, math.ceil(self.window / b) + 1) * b * self.window_kv_bytes_per_token_per_gpu
+        return out
+
+    @property
+    def kv_capacity_bytes(self) -> float:
+        return self.kv_capacity_blocks * self.block_size * (self.kv_bytes_per_token_per_gpu + self.window_kv_bytes_per_token_per_gpu)
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens of KV cache that fit if every layer were global (the figure engines log)."""
+        return self.kv_capacity_blocks * self.block_size
+
+    def max_concurrent_sequences(self, context: float) -> int:
+        """How many sequences of `context` tokens fit at once (paged blocks, fragmentation included)."""
+        per = self.sequence_kv_bytes(max(1.0, context))
+        return int(self.kv_budget_bytes // per) if per > 0 else 0
+
+    def max_context(self, batch: int = 1) -> int:
+        """The longest context each of `batch` sequences can hold at once (tokens)."""
+        per_seq = self.kv_budget_bytes / max(1, batch)
+        lo, hi = 0, 1 << 26
+        while lo < hi:  # bisection on the monotone sequence_kv_bytes
+            mid = (lo + hi + 1) // 2
+            if self.sequence_kv_bytes(mid) <= per_seq:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+
+def weights_bytes_per_gpu(dep: Deployment) -> float:
+    """Weight bytes the most loaded GPU holds: each layer's GEMMs (TP-sharded shapes of
+    operators.dense_linear_ops, split over attention_tp) + routed experts (E/ep experts, 1/expert_tp of
+    each: Deployment.expert_tp) over pp stages, + embedding and LM head (vocab-parallel over attention_tp; kept in 16-bit, as ModelOpt / AWQ /
+    GPTQ exclude them from quantisation), + norms."""
+    m = dep.model
+    wb = bytes_per_element(dep.weight_dtype)
+    per_layer_total = sum(op.n_out * op.k_in * op.layers for op in dense_linear_ops(dep))
+    ops = model_ops(m)
+    if ops.moe_layer is not None:  # routed experts of the inventory: E/ep experts, 1/expert_tp of each
+        expert_weights = sum(op.in_features * op.out_features * op.instances for op in ops.moe_layer.linears
+                             if op.shard is Shard.EXPERT)
+        per_layer_total += ops.num_moe_layers * expert_weights / (dep.ep * dep.expert_tp)
+    layer_bytes = per_layer_total * wb / dep.pp
+    emb_bytes = max(wb, 2.0)
+    vocab_tables = 1 if m.tied_embeddings else 2
+    embed = vocab_tables * m.vocab * m.hidden / dep.attention_tp * emb_bytes / (1 if dep.pp == 1 else 2)
+    norms = (2 * m.layers + 1) * m.hidden * 2.0 / dep.pp
+    return layer_bytes + embed + norms
+
+
+def activation_workspace_bytes(dep: Deployment, max_batch_tokens: int, max_batch_seqs: int) -> float:
+    """Peak transient activations of one step (the profile run vLLM does at start-up):
+    tokens x (QKV out + gate/up out + activation out + 4 hidden-size buffers) x 2 B
+    + sampled sequences x vocab/attention_tp x 4 B (fp32 logits); per attention group (attention_tp GPUs)."""
+    m = dep.model
+    f = (m.moe.expert_ffn * m.moe.top_k if m.moe is not None else m.ffn) / dep.tp
+    qkv = (m.heads + 2 * m.kv_heads) * m.head_dim / dep.attention_tp
+    per_token = (qkv + 3 * f + 4 * m.hidden) * 2.0
+    return max_batch_tokens * per_token + max_batch_seqs * m.vocab / dep.attention_tp * 4.0
+
+
+def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, memory_fraction: float | None = None,
+                block_size: int = VLLM_BLOCK_SIZE, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
+                max_batch_seqs: int = DEFAULT_MAX_BATCH_SEQS) -> MemoryPlan:
+    """Per-GPU memory plan (module docstring). Raises Infeasible when the weights do not fit."""
+    m = dep.model
+    total = dep.gpu.memory_bytes
+    if memory_fraction is None:
+        memory_fraction = (usable_fraction() if rule == KvBudgetRule.TOTAL
+                           else knobs.value("serving.memory.trtllm_free_gpu_memory_fraction"))
+    weights = weights_bytes_per_gpu(dep)
+    workspace = activation_workspace_bytes(dep, max_batch_tokens, max_batch_seqs)
+    reserve = (knobs.value("serving.memory.runtime_reserve_bytes")
+               + (knobs.value("serving.memory.nccl_buffer_bytes") if dep.num_gpus > 1 else 0.0))
+    if rule == KvBudgetRule.TOTAL:
+        budget = total * memory_fraction - weights - workspace - reserve
+    else:
+        budget = (total - weights - workspace - reserve) * memory_fraction
+    if budget <= 0:
+        raise Infeasible(
+            f"{m.name} does not fit: {weights / 2**30:.1f} GiB of weights per GPU + {(workspace + reserve) / 2**30:.1f} GiB "
+            f"workspace/reserve exceed {memory_fraction:.0%} of {total / 2**30:.1f} GiB on {dep.gpu.id} (tp={dep.tp}, pp={dep.pp})"
+        )
+    kvb = bytes_per_element(dep.kv_dtype)
+    kv_model = kv_cache_bytes_per_token(m, kvb)  # all layers counted in full
+    windows = [m.window(i) for i in range(m.layers)]
+    window = max((w for w in windows if w is not None), default=0)
+    n_window = sum(1 for w in windows if w is not None)
+    per_layer = kv_model / m.layers
+    frac = dep.kv_shard_fraction / dep.pp
+    global_pg = per_layer * (m.layers - n_window) * frac
+    window_pg = per_layer * n_window * frac
+    plan = MemoryPlan(
+        total_bytes=total, weights_bytes=weights, activation_workspace_bytes=workspace, runtime_reserve_bytes=reserve,
+        unused_bytes=total - weights - workspace - reserve - budget, kv_budget_bytes=budget,
+        kv_cache_bytes_per_token=kv_model, kv_bytes_per_token_per_gpu=global_pg,
+        window_kv_bytes_per_token_per_gpu=window_pg, window=window, block_size=block_size, kv_capacity_blocks=0,
+    )
+    blocks = int(budget // (block_size * (global_pg + window_pg))) if (global_pg + window_pg) > 0 else 0
+    return MemoryPlan(**{**plan.__dict__, "kv_capacity_blocks": blocks})

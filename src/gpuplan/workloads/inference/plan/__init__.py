@@ -1,0 +1,1 @@
+"""Plans built on simulated replicas: estimate, capacity plan and frontier, disaggregation."""

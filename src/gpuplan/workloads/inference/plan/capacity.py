@@ -1,0 +1,415 @@
+"""Capacity planning: the fewest GPUs that serve a request rate within TTFT and TPOT objectives,
+cost per million output tokens, and the throughput-vs-interactivity frontier.
+
+Candidate layouts (`colocated_layouts`): for each GPU type and tp inside its scale-up domain, the
+plain tensor-parallel replica; for MoE models also every expert-parallel degree ep > 1 that divides
+both the experts and the tp GPUs, each with attention data parallelism off and on (attention_dp =
+tp: every GPU its own attention group, the DeepSeek serving layout of TensorRT-LLM
+`enable_attention_dp`, SGLang `--enable-dp-attention`, vLLM DP + EP; Deployment). Dense models
+are searched over tp only: for them attention-DP groups would be independent replicas, which the
+replica count already covers (the engines enable attention DP for MoE models).
+
+Sizing (closed loop). One replica is simulated under a closed loop at increasing concurrency (per
+attention-DP group: the groups split the requests, one group is simulated and the replica's
+throughput is groups x the group's, as service.py); the largest concurrency whose p90 TTFT and p90
+TPOT meet the objectives gives the replica's sustainable requests/s. Then
+
+    replicas = ceil(rate / replica_requests_per_s),  gpus = replicas x tp
+    usd_per_million_output_tokens = gpus x usd_per_gpu_hour / (3600 x rate x output_len) x 1e6
+
+Verification (open loop). A closed loop never queues a request, so Poisson arrivals at a
+replica's closed-loop goodput queue and their p90 TTFT can exceed the objective (M/G/c waiting,
+Kleinrock vol. 1 ch. 3; DistServe, Zhong et al. OSDI 2024 sec. 3, sizes by goodput under Poisson
+arrivals for the same reason). Every sized candidate is therefore re-simulated with Poisson
+arrivals at rate / replicas per replica (OPEN_LOOP_REQUESTS requests, the first
+OPEN_LOOP_WARMUP_FRACTION left out of the percentiles); while its p90 TTFT or TPOT misses, replicas
+are added (1, 2, 4, ... more, then bisection to the fewest that meet both), and the ranking uses
+the verified counts, so a plan that needs more replicas can lose to the next one. A candidate
+still missing at OPEN_LOOP_MAX_FACTOR x its closed-loop replicas (+ 4) is reported, not chosen.
+
+Ranking: fewest GPUs, then lowest cost, then the most closed-loop capacity (replicas x
+replica requests/s: headroom over the rate); each other candidate and each layout that cannot serve
+says why it loses (`why_not_best`, `rejected`).
+
+The frontier: for each tp and concurrency, tokens/s per GPU (output tokens/s / tp) against
+tokens/s per user (1000 / mean TPOT ms).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpuplan.errors import GpuplanError, Infeasible, InputError
+from gpuplan.validation_rules import check_number
+from gpuplan.specs import Gpu, ModelSpec, System
+from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, make_workload
+from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
+from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
+from gpuplan.workloads.inference.sim.simulator import SimResult, simulate
+
+#: closed-loop concurrencies tried per candidate (powers of two up to the scheduler's sequence cap)
+CONCURRENCY_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+PLAN_SEED = 7
+#: Poisson requests per open-loop verification run (per attention-DP group) and the leading
+#: fraction of them left out of the percentiles (the run starts with an empty queue)
+OPEN_LOOP_REQUESTS = 1000
+OPEN_LOOP_WARMUP_FRACTION = 0.1
+#: replicas tried in the open-loop check: at most this multiple of the closed-loop count, plus 4
+OPEN_LOOP_MAX_FACTOR = 4
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    """One layout sized to the rate. `ttft_p90_ms` / `tpot_p90_ms`: the closed loop at `concurrency`
+    per replica (the sizing); `open_loop_*`: Poisson arrivals at rate / replicas per replica with the
+    verified `replicas` (`closed_loop_replicas` is what the closed loop alone asked for)."""
+
+    gpu: str
+    tp: int
+    concurrency: int
+    ttft_p90_ms: float
+    tpot_p90_ms: float
+    replica_requests_per_s: float
+    replica_output_tokens_per_s: float
+    replicas: int
+    gpus: int
+    usd_per_gpu_hour: float | None
+    usd_per_million_output_tokens: float | None
+    meets_slo: bool
+    ep: int = 1
+    attention_dp: int = 1
+    layout: str = ""
+    closed_loop_replicas: int = 0
+    open_loop_ttft_p90_ms: float | None = None
+    open_loop_tpot_p90_ms: float | None = None
+    open_loop_requests_per_s: float | None = None  # per replica, offered
+    why_not_best: str = ""
+
+
+@dataclass(frozen=True)
+class RejectedLayout:
+    """A layout that cannot serve at all, and why (no memory, objectives missed at concurrency 1, ...)."""
+
+    gpu: str
+    tp: int
+    ep: int
+    attention_dp: int
+    layout: str
+    why: str
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    best: CandidateResult
+    candidates: tuple[CandidateResult, ...]
+    rejected: tuple[RejectedLayout, ...] = ()
+    engine: str = GENERIC.name  # the serving engine whose defaults every candidate ran (engines.py)
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    tp: int
+    concurrency: int
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    ttft_p90_ms: float
+
+
+def layout_label(gpu: str, tp: int, ep: int = 1, attention_dp: int = 1) -> str:
+    """'h100-sxm5-80gb tp8 ep8 adp8' (ep / adp only where > 1); disaggregation.InstanceLayout.label."""
+    out = f"{gpu} tp{tp}"
+    if ep > 1:
+        out += f" ep{ep}"
+    if attention_dp > 1:
+        out += f" adp{attention_dp}"
+    return out
+
+
+def colocated_layouts(model: ModelSpec, tp: int) -> list[tuple[int, int]]:
+    """(ep, attention_dp) pairs searched at `tp` (module docstring): (1, 1) for every model; for MoE
+    models with tp > 1 also (1, tp) and, for every ep > 1 dividing both tp and the experts, (ep, 1)
+    and (ep, tp). E.g. 8 experts at tp 4: (1,1) (1,4) (2,1) (2,4) (4,1) (4,4)."""
+    out = [(1, 1)]
+    if model.moe is None or tp < 2:
+        return out
+    out.append((1, tp))
+    for ep in range(2, tp + 1):
+        if tp % ep == 0 and model.moe.num_experts % ep == 0:
+            out += [(ep, 1), (ep, tp)]
+    return out
+
+
+def _lens(input_len, output_len, lengths):
+    return dict(lengths=lengths) if lengths is not None else \
+        dict(input_len=LengthDistribution(input_len), output_len=LengthDistribution(output_len))
+
+
+class _Replica:
+    """A deployment's step model and memory plan, built once and shared by its simulations, under
+    the engine's memory rule and CUDA-graph padding (engines.py; default GENERIC)."""
+
+    def __init__(self, dep: Deployment, sched: SchedulerConfig, speculative=None, prefix_cache=None,
+                 engine: EngineProfile | None = None):
+        self.dep, self.sched = dep, sched
+        self.engine = engine or GENERIC
+        self.mem = self.engine.memory_plan(dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
+        self.steps = step_time_model(dep)
+        self.speculative, self.prefix_cache = speculative, prefix_cache
+        self.draft = None
+        if speculative is not None:
+            from gpuplan.workloads.inference.cost.speculative import draft_cost
+
+            self.draft = draft_cost(dep, speculative)
+
+    def simulate(self, wl, warmup_requests: int = 0) -> SimResult:
+        graphs = self.engine.cuda_graph_batch_sizes
+        if self.speculative is None and self.prefix_cache is None:
+            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup_requests,
+                            cuda_graph_batch_sizes=graphs)
+        return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup_requests,
+                        cuda_graph_batch_sizes=graphs, speculative=self.speculative, draft=self.draft,
+                        prefix_cache=self.prefix_cache)
+
+
+def _run(dep: Deployment | _Replica, conc: int, input_len: int, output_len: int, sched: SchedulerConfig,
+         lengths=None, speculative=None, prefix_cache=None) -> SimResult:
+    """One attention-DP group (the whole replica without attention DP) under a closed loop of `conc`."""
+    rep = dep if isinstance(dep, _Replica) else _Replica(dep, sched, speculative, prefix_cache)
+    rng = np.random.default_rng(PLAN_SEED)
+    wl = make_workload(rng, max(4 * conc, 64), ArrivalKind.CLOSED_LOOP, concurrency=conc,
+                       **_lens(input_len, output_len, lengths))
+    return rep.simulate(wl)
+
+
+def open_loop_check(dep: Deployment | _Replica, replica_rate: float, input_len: int, output_len: int,
+                    sched: SchedulerConfig, lengths=None, speculative=None, prefix_cache=None) -> SimResult:
+    """One replica under Poisson arrivals at `replica_rate` requests/s (each of its attention-DP
+    groups at replica_rate / groups; one group simulated), OPEN_LOOP_REQUESTS requests with the
+    first OPEN_LOOP_WARMUP_FRACTION left out of the percentiles."""
+    rep = dep if isinstance(dep, _Replica) else _Replica(dep, sched, speculative, prefix_cache)
+    rng = np.random.default_rng(PLAN_SEED)
+    wl = make_workload(rng, OPEN_LOOP_REQUESTS, ArrivalKind.POISSON, rate=replica_rate / rep.dep.attention_dp,
+                       **_lens(input_len, output_len, lengths))
+    return rep.simulate(wl, warmup_requests=int(OPEN_LOOP_REQUESTS * OPEN_LOOP_WARMUP_FRACTION))
+
+
+def _verified_replicas(meets, n0: int) -> tuple[int | None, object]:
+    """The fewest replicas n >= n0 with meets(n) true: n0, then n0 + 1, 2, 4, ... until one meets,
+    then bisection between the last miss and the first hit (latency falls with the per-replica
+    rate). (n, meets' result at n), or (None, the last result) when OPEN_LOOP_MAX_FACTOR x n0 + 4
+    replicas still miss."""
+    ok, res = meets(n0)
+    if ok:
+        return n0, res
+    cap = OPEN_LOOP_MAX_FACTOR * n0 + 4
+    lo, step, hit = n0, 1, None
+    while n0 + step <= cap:
+        ok, r = meets(n0 + step)
+        if ok:
+            hit = (n0 + step, r)
+            break
+        lo, res = n0 + step, r
+        step *= 2
+    if hit is None:
+        return None, res
+    hi, best = hit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        ok, r = meets(mid)
+        if ok:
+            hi, best = mid, r
+        else:
+            lo = mid
+    return hi, best
+
+
+def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | None]], *, rate: float,
+                  ttft_ms: float, tpot_ms: float, input_len: int, output_len: int, tps: tuple[int, ...] = (1, 2, 4, 8),
+                  weight_dtype: str = "bf16", kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None,
+                  progress=None, lengths=None, speculative=None, prefix_cache=None,
+                  engine: EngineProfile | None = None) -> CapacityPlan:
+    """Fewest GPUs (then lowest cost) serving `rate` requests/s within p90 TTFT / TPOT objectives,
+    sized under a closed loop and verified under Poisson arrivals (module docstring).
+
+    `candidates`: (gpu, system for its scale-up fabric, usd_per_gpu_hour or None). Layouts: every tp
+    of `tps` and, for MoE models, the (ep, attention_dp) pairs of `colocated_layouts`. `lengths`
+    (lengths.RequestLengths; then `output_len` is its mean output, which prices the tokens),
+    `speculative` (speculative.SpeculativeDecoding), `prefix_cache` (prefix_cache.PrefixCache):
+    as in the simulator; None = fixed input_len / output_len, no speculation, no prefix cache.
+    `engine` (engines.py; default GENERIC): every layout runs its scheduler (unless `scheduler` is
+    given), memory rule, CUDA-graph padding and TP all-reduce (its `deployment_options`).
+    `progress(stage, fraction)` before each (gpu, tp)."""
+    engine = engine or GENERIC
+    if not rate > 0:
+        raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
+    if not (ttft_ms > 0 and tpot_ms > 0):
+        raise InputError("ttft_ms / tpot_ms: objectives must be > 0 ms", field="ttft_ms")
+    sched = scheduler or engine.scheduler_config()
+    results: list[CandidateResult] = []
+    rejected: list[RejectedLayout] = []
+    for i_gpu, (gpu, system, price) in enumerate(candidates):
+        for i_tp, tp in enumerate(tps):
+            if progress:
+                progress(f"{gpu.id} tp={tp}", (i_gpu * len(tps) + i_tp) / (len(candidates) * len(tps)))
+            for ep, adp in colocated_layouts(model, tp):
+                label = layout_label(gpu.id, tp, ep, adp)
+
+                def reject(why: str) -> None:
+                    rejected.append(RejectedLayout(gpu.id, tp, ep, adp, label, why))
+
+                if tp > system.scaleup_domain_gpus:
+                    reject(f"tp {tp} exceeds the {system.scaleup_domain_gpus}-GPU scale-up domain of {system.id}")
+                    continue
+                if model.heads % (tp // adp):
+                    reject(f"attention tp {tp // adp} does not divide the {model.heads} heads")
+                    continue
+                res = _size_layout(model, gpu, system, price, tp, ep, adp, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                                   input_len=input_len, output_len=output_len, weight_dtype=weight_dtype,
+                                   kv_dtype=kv_dtype, sched=sched, lengths=lengths, speculative=speculative,
+                                   prefix_cache=prefix_cache, engine=engine)
+                if isinstance(res, str):
+                    reject(res)
+                else:
+                    results.append(res)
+    feasible = [r for r in results if r.meets_slo]
+    if not feasible:
+        reasons = "; ".join(f"{r.layout}: {r.why}" for r in rejected[:4])
+        raise Infeasible(
+            f"no candidate meets TTFT <= {ttft_ms} ms and TPOT <= {tpot_ms} ms (p90) even at concurrency 1 "
+            "(or the model does not fit); relax the objectives or add GPU types"
+            + (f" ({reasons})" if reasons else "")
+        )
+    results.sort(key=_rank_key)
+    best = results[0]
+    results = [replace(r, why_not_best=_why(r, best)) for r in results]
+    return CapacityPlan(best=results[0], candidates=tuple(results), rejected=tuple(rejected), engine=engine.name)
+
+
+def _rank_key(r: CandidateResult):
+    cost = r.usd_per_million_output_tokens
+    return (not r.meets_slo, r.gpus, cost if cost is not None else math.inf, -r.replicas * r.replica_requests_per_s)
+
+
+def _why(r: CandidateResult, best: CandidateResult) -> str:
+    """Why `r` loses to `best` (ranked by GPUs, then cost)."""
+    if r is best:
+        return "best"
+    if not r.meets_slo:
+        return (f"misses the objectives under Poisson arrivals even with {r.replicas} replicas "
+                f"(p90 TTFT {r.open_loop_ttft_p90_ms:.0f} ms, TPOT {r.open_loop_tpot_p90_ms:.1f} ms)")
+    extra = "" if r.closed_loop_replicas == r.replicas else \
+        f"; Poisson arrivals need {r.replicas} replicas, not {r.closed_loop_replicas}"
+    a, b = r.usd_per_million_output_tokens, best.usd_per_million_output_tokens
+    if r.gpus > best.gpus:
+        return f"{r.gpus} GPUs vs {best.gpus}{extra}"
+    if a is not None and b is not None and b > 0 and a > b * (1 + 1e-9):
+        return f"same GPUs, costlier by {(a / b - 1) * 100:.0f}%{extra}"
+    if a is None and b is not None:
+        return f"same GPUs, no $/GPU-hour for {r.gpu}{extra}"
+    return (f"same GPUs and cost, less headroom ({r.replicas * r.replica_requests_per_s:.3g} vs "
+            f"{best.replicas * best.replica_requests_per_s:.3g} req/s closed-loop capacity){extra}")
+
+
+def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_ms, input_len, output_len,
+                 weight_dtype, kv_dtype, sched, lengths, speculative, prefix_cache,
+                 engine: EngineProfile = GENERIC) -> CandidateResult | str:
+    """Closed-loop sizing then open-loop verification of one layout; a short reason when it cannot serve."""
+    try:
+        dep = Deployment(model, gpu, system, tp=tp, ep=ep, attention_dp=adp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                         **engine.deployment_options())
+    except InputError as exc:
+        if exc.field in ("weight_dtype", "kv_dtype", "activation_dtype"):
+            raise
+        return str(exc)
+    groups = dep.attention_dp
+    try:
+        rep = _Replica(dep, sched, speculative, prefix_cache, engine)
+        best: tuple[int, SimResult] | None = None
+        first: SimResult | None = None
+        for conc in CONCURRENCY_LADDER:
+            if conc > sched.max_batch_seqs:
+                break
+            res = _run(rep, conc, input_len, output_len, sched, lengths)
+            first = first or res
+            if res.ttft_ms.p90 <= ttft_ms and res.tpot_ms.p90 <= tpot_ms:
+                best = (conc, res)
+            else:
+                break
+    except InputError as exc:
+        if exc.field not in ("tp", "ep", "attention_dp") or speculative is None:
+            raise
+        return f"the draft cannot use this layout: {exc}"  # the layout suits the target, not the draft model
+    except GpuplanError as exc:
+        return str(exc)
+    if best is None:
+        if first is None:
+            return "no concurrency to try (max_batch_seqs < 1)"
+        return (f"misses the objectives at concurrency {groups}: p90 TTFT {first.ttft_ms.p90:.0f} ms, "
+                f"TPOT {first.tpot_ms.p90:.1f} ms")
+    conc, res = best
+    replica_rps = res.requests_per_s * groups
+    n0 = max(1, math.ceil(rate / replica_rps))
+
+    def meets(n: int):
+        r = open_loop_check(rep, rate / n, input_len, output_len, sched, lengths)
+        ok = r.ttft_ms.p90 <= ttft_ms and r.tpot_ms.p90 <= tpot_ms and r.completed == r.requests
+        return ok, r
+
+    try:
+        replicas, open_res = _verified_replicas(meets, n0)
+    except InputError:
+        raise
+    except GpuplanError as exc:
+        return f"does not fit under Poisson arrivals: {exc}"
+    ok = replicas is not None
+    replicas = replicas if ok else OPEN_LOOP_MAX_FACTOR * n0 + 4
+    gpus = replicas * tp
+    cost = None if price is None else gpus * price / (3600.0 * rate * output_len) * 1e6
+    return CandidateResult(
+        gpu=gpu.id, tp=tp, concurrency=conc * groups, ttft_p90_ms=res.ttft_ms.p90, tpot_p90_ms=res.tpot_ms.p90,
+        replica_requests_per_s=replica_rps, replica_output_tokens_per_s=res.output_tokens_per_s * groups,
+        replicas=replicas, gpus=gpus, usd_per_gpu_hour=price, usd_per_million_output_tokens=cost, meets_slo=ok,
+        ep=ep, attention_dp=adp, layout=layout_label(gpu.id, tp, ep, adp), closed_loop_replicas=n0,
+        open_loop_ttft_p90_ms=open_res.ttft_ms.p90, open_loop_tpot_p90_ms=open_res.tpot_ms.p90,
+        open_loop_requests_per_s=rate / replicas,
+    )
+
+
+def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, output_len: int,
+             tps: tuple[int, ...] = (1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
+             scheduler: SchedulerConfig | None = None, progress=None) -> list[FrontierPoint]:
+    """Throughput-vs-interactivity points over tp and closed-loop concurrency (Pareto filtering is
+    left to the reader: every simulated point is returned, sorted by tokens/s per user);
+    `progress(stage, fraction)` before each tp."""
+    check_number(input_len, "input_len", gt=0, integer=True)
+    check_number(output_len, "output_len", gt=0, integer=True)
+    sched = scheduler or SchedulerConfig()
+    out: list[FrontierPoint] = []
+    why_not: list[str] = []
+    for i_tp, tp in enumerate(tps):
+        if progress:
+            progress(f"tp={tp}", i_tp / len(tps))
+        if tp > system.scaleup_domain_gpus or model.heads % tp:
+            why_not.append(f"tp={tp}: {'exceeds the scale-up domain' if tp > system.scaleup_domain_gpus else 'does not divide the heads'}")
+            continue
+        try:
+            rep = _Replica(Deployment(model, gpu, system, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype), sched)
+            for conc in CONCURRENCY_LADDER:
+                if conc > sched.max_batch_seqs:
+                    break
+                res = _run(rep, conc, input_len, output_len, sched)
+                out.append(FrontierPoint(tp, conc, res.output_tokens_per_s / tp, 1e3 / res.tpot_ms.mean, res.ttft_ms.p90))
+        except InputError:  # bad input (unknown dtype ...) is the user's to fix, not a tp that does not fit
+            raise
+        except GpuplanError as exc:
+            why_not.append(f"tp={tp}: {exc}")
+            continue
+    if not out:
+        raise Infeasible(f"no frontier point for {model.name} on {gpu.id}: " + "; ".join(why_not[:4]))
+    out.sort(key=lambda p: -p.tokens_per_s_per_user)
+    return out

@@ -1,0 +1,1 @@
+"""The serving simulation: workload, schedulers, the discrete-event simulator (see workloads.inference)."""
