@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpuplan.workloads.inference.kernels import StepCoefficients, StepTables
 from gpuplan.workloads.inference.sim.schedulers import SCHEDULER_CODE, SchedulerKind
 from gpuplan.workloads.inference.sim.simulator import _simulate
 from gpuplan.workloads.inference.sim.events import _simulate_events
@@ -21,12 +22,17 @@ def _run(loop, kind, arrival, in_len, out_len, max_tokens):
     n = len(arrival)
     ins = np.asarray(in_len, np.int64)
     outs = np.asarray(out_len, np.int64)
+    # overhead 1 s, attention costs 0; the linear table LIN, no LM head, draft model or CUDA graphs
+    coef = StepCoefficients(overhead_s=1.0, decode_bytes_global=0.0, decode_bytes_window=0.0, decode_flops_global=0.0,
+                            decode_flops_window=0.0, hbm_bytes_per_s=1.0, attention_flops_per_s=1.0,
+                            prefill_flops_global=0.0, prefill_flops_window=0.0, prefill_bytes_per_token=0.0,
+                            step_scale=1.0, verify_tokens=1, drafting=False, draft_ctx_s=0.0)
+    tables = StepTables(LIN, np.zeros(65), np.zeros(0), np.zeros(0, np.int64))
     args = (np.asarray(arrival, float), ins, outs, False, SCHEDULER_CODE[kind], False, 8, max_tokens,
             1e18, 1, 1.0, 0.0, 0, 1 << 40,  # budget, block 1, 1 byte per token, no window
-            LIN, np.zeros(65), 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0,  # overhead 1 s, attention costs 0
-            0.0, 0.0, 0.0, 1.0, np.zeros(0, np.int64), np.zeros(n, np.int64), outs.copy())
+            coef, tables, np.zeros(n, np.int64), outs.copy())
     if loop == "reference":
-        first, finish, _, steps, pre, _, _ = _simulate(*args, 1.0, 1, np.zeros(0), 0.0)
+        first, finish, _, steps, pre, _, _ = _simulate(*args, 1.0)
     else:
         first, finish, _, steps, pre, _, _ = _simulate_events(*args)
     return first, finish, steps, pre

@@ -302,11 +302,10 @@ class _Fabric:
 
 
 def _family(gpu: Gpu | None) -> str:
-    arch = (gpu.architecture if gpu else "").lower()
-    for name in ("volta", "ampere", "hopper", "blackwell"):
-        if name in arch:
-            return name
-    return "hopper"  # constant tables default (AMD/other: Hopper-era NCCL/RCCL constants assumed)
+    """The family whose NCCL constant tables apply: Gpu.family where the tables have it, else Hopper's
+    (AMD/other: Hopper-era NCCL/RCCL constants assumed)."""
+    family = gpu.family if gpu else None
+    return family if family in LL_MAX_BUSBW else "hopper"
 
 
 def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
@@ -759,7 +758,7 @@ def collective_sm_fraction(n, per_node, system: System, gpu: Gpu) -> np.ndarray:
     SMs: channels / SM count (0 for a group of one)."""
     n_b, pn_b = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(per_node, dtype=np.float64))
     channels = group_channels(system, gpu, pn_b, np.maximum(1.0, n_b / np.maximum(pn_b, 1.0)))
-    sms = float(gpu.sm_count or 132)
+    sms = float(gpu.sm_count_or_default)
     return np.where(n_b > 1, np.minimum(1.0, channels / sms), 0.0)
 
 

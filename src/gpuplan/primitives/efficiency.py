@@ -43,9 +43,6 @@ K_OVERHEAD = knobs.register(
     "efficiency.gemm_k_overhead", unit="k elements", default=64.0, low=0.0, high=1024.0,
     source="modelling assumption: per-tile prologue/epilogue worth about 64 elements of the k loop (k_pipeline >= 0.985 at k >= 4096)",
     scales="every GEMM's k_pipeline factor k / (k + this)")
-#: SM count assumed when the catalog has none.
-DEFAULT_SM_COUNT = 132
-
 _MAMF_SOURCE = "stas00/ml-engineering mamf-finder.py (Maximum Achievable Matmul FLOPS), ../shared/reference/ecosystem.md section 1.6"
 _CEILING_SCALES = "every GEMM on this part in this dtype (training and serving): achieved = dense peak x ceiling x shape factor"
 
@@ -135,10 +132,8 @@ DEFAULT_ATTENTION_CEILING = knobs.register(
 
 
 def _family(gpu: Gpu) -> str | None:
-    arch = gpu.architecture.lower()
-    for name in FAMILY_CEILING:
-        if name in arch:
-            return name
+    if gpu.family in FAMILY_CEILING:
+        return gpu.family
     if "mi300" in gpu.id or "mi325" in gpu.id:
         return "cdna3"
     return None
@@ -197,7 +192,7 @@ def shape_factor(gpu: Gpu, m, n, k, batch=1):
     m = np.asarray(m, dtype=np.float64)
     n = np.asarray(n, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    sms = gpu.sm_count or DEFAULT_SM_COUNT
+    sms = gpu.sm_count_or_default
     tiles = np.asarray(batch, dtype=np.float64) * np.ceil(m / GEMM_TILE) * np.ceil(n / GEMM_TILE)
     sm_fill = np.minimum(1.0, tiles / sms)
     padding = (m / (GEMM_TILE * np.ceil(m / GEMM_TILE))) * (n / (GEMM_TILE * np.ceil(n / GEMM_TILE)))

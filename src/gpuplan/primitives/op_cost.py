@@ -160,7 +160,7 @@ def attention_time(
     elem = bytes_per_element(dtype)
     flops = float(attention_flops(batch, q_len, kv_len, heads, head_dim, causal))
     moved = batch * head_dim * elem * (2.0 * q_len * heads + 2.0 * kv_len * kv_heads)
-    sms = gpu.sm_count or 132
+    sms = gpu.sm_count_or_default
     fill = min(1.0, batch * heads * -(-q_len // 128) / sms)
     eff = attention_ceiling(gpu) * fill
     compute_s = flops / (_peak_flops(gpu, dtype) * eff)

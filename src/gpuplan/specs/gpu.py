@@ -11,6 +11,25 @@ from gpuplan.specs._base import SourcedSpec, Spec
 #: are tensor-core / matrix-core rates. int8 is in TOP/s but kept under `peak_tflops` for uniformity.
 DTYPES = ("fp64", "fp64_tensor", "fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp6", "fp4")
 
+#: Architecture families, as the catalog's `architecture` strings name them (lowercase substrings):
+#: NVIDIA Volta, Ampere, Ada (Lovelace), Hopper, Blackwell (compute capability 7.0, 8.x, 8.9, 9.0,
+#: 10.x / 12.x); AMD Instinct CDNA2-4; Google TPU. Per-family tables (NCCL constants, GEMM and
+#: attention ceilings) key on these names.
+GPU_FAMILIES = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3", "cdna4", "tpu")
+#: SMs assumed for a part whose SM count no source gives (Gpu.sm_count None): the H100 SXM's 132
+#: (catalog h100-sxm5-80gb, S_SCALEBOOK GPU spec table "132 SMs/chip"), the part the wave and
+#: occupancy figures were calibrated on.
+DEFAULT_SM_COUNT = 132
+
+
+def architecture_family(architecture: str | None) -> str | None:
+    """The GPU_FAMILIES entry an architecture string names ("Hopper GH100" -> "hopper"), None if none."""
+    arch = (architecture or "").lower()
+    for family in GPU_FAMILIES:
+        if family in arch:
+            return family
+    return None
+
 
 class PeakTflops(Spec):
     """Peak rate in TFLOP/s (1e12/s). `dense` is always dense; `sparse` (2:4 structured sparsity)
@@ -61,6 +80,16 @@ class Gpu(SourcedSpec):
     def memory_gib(self) -> float:
         """Memory capacity in GiB (= memory_bytes / 2**30)."""
         return self.memory_bytes / 2**30
+
+    @property
+    def family(self) -> str | None:
+        """Architecture family (GPU_FAMILIES) of `architecture`, None when it names none of them."""
+        return architecture_family(self.architecture)
+
+    @property
+    def sm_count_or_default(self) -> int:
+        """`sm_count`, or DEFAULT_SM_COUNT where no source gives it."""
+        return self.sm_count or DEFAULT_SM_COUNT
 
     @property
     def sparse_dtypes(self) -> list[str]:

@@ -49,6 +49,15 @@ def default_expert_tp(tp, dp, cp, ep):
     return np.where((dp * cp) % ep == 0, tp, 1)
 
 
+def expert_data_parallel_size(tp, cp, dp, ep, etp):
+    """Expert data-parallel group size: the tp x cp x dp ranks of a pipeline stage over the ep x etp
+    ranks that hold one copy of the routed experts, at least 1 (Megatron-core parallel_state.py
+    initialize_model_parallel: expert_data_parallel_size = world_size // (expert_tensor_parallel_size
+    x expert_model_parallel_size x pipeline_model_parallel_size), world_size / pp = tp x cp x dp).
+    Works on ints and numpy arrays."""
+    return np.maximum(1, tp * cp * dp / (ep * etp))
+
+
 class TrainPlan(Spec):
     tp: int = Field(default=1, gt=0, le=MAX_GPUS)
     pp: int = Field(default=1, gt=0, le=MAX_GPUS)
@@ -121,8 +130,8 @@ class TrainPlan(Spec):
 
     @property
     def expert_dp(self) -> int:
-        """Expert data-parallel degree: the tp x cp x dp ranks of a stage over ep x etp (>= 1)."""
-        return max(1, self.tp * self.cp * self.dp // (self.ep * self.expert_tp))
+        """Expert data-parallel degree (`expert_data_parallel_size` of this plan)."""
+        return int(expert_data_parallel_size(self.tp, self.cp, self.dp, self.ep, self.expert_tp))
 
     @property
     def num_gpus(self) -> int:

@@ -76,6 +76,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.gpu import architecture_family
 from gpuplan.workloads.training.step_time import estimate_step_time
 
 TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
@@ -96,17 +97,16 @@ def _int(row: dict[str, str], key: str, default: int | None) -> int | None:
         raise SkipRow(f"column {key} is not a number: '{raw}'") from None
 
 
-#: GPU architectures the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16, unfused
+#: GPU families the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16, unfused
 #: attention, full recompute) ran on; Hopper and later ran TransformerEngine (module docstring).
-LEGACY_STACK_ARCHITECTURES = ("volta", "ampere")
+LEGACY_STACK_FAMILIES = ("volta", "ampere")
 
 
 def _legacy_gpu(gpu_architecture: str | None) -> bool:
     """True when the row's GPU predates Hopper (or is unknown: the rule as it was before GPUs were told)."""
     if gpu_architecture is None:
         return True
-    arch = gpu_architecture.lower()
-    return any(name in arch for name in LEGACY_STACK_ARCHITECTURES)
+    return architecture_family(gpu_architecture) in LEGACY_STACK_FAMILIES
 
 
 def legacy_stack(row: dict[str, str], framework: Framework, gpu_architecture: str | None = None) -> bool:

@@ -304,7 +304,7 @@ def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds, full_recompute=False):
                                                     + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
     window, other = overlap_window(ctx, g, lc, gemm_seconds)
     local_experts = ctx.model.moe.num_experts / g.ep if per_expert_launches(ctx.framework, ctx.precision, ctx.low_precision) else 0.0
-    exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count or 132, other, local_experts)
+    exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count_or_default, other, local_experts)
     return sc.layers_per_stage * lc.moe_frac * exposed
 
 

@@ -50,6 +50,7 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
+from gpuplan.specs.plan import expert_data_parallel_size
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.moe_time import ep_regime
 from gpuplan.workloads.training.step_time import (
@@ -297,7 +298,7 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     expert = experts / pp / (ep * etp)
     shard = dp * cp
     wb, gb, ob = mem.state_bytes_per_param(plan_proto)
-    expert_shard = np.maximum(1, tp * shard / (ep * etp))  # expert data-parallel group
+    expert_shard = expert_data_parallel_size(tp, cp, dp, ep, etp)
     params_all = dense + expert
     params_sharded = dense / shard + expert / expert_shard
     weights = np.where(sh == 3, params_sharded, params_all) * wb

@@ -123,7 +123,7 @@ from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.model import FfnKind
 from gpuplan.specs.execution import AttentionKernel, Framework
-from gpuplan.specs.plan import default_expert_tp
+from gpuplan.specs.plan import default_expert_tp, expert_data_parallel_size
 from gpuplan.workloads.training.context_parallel import attention_passes, cp_exposed_seconds
 from gpuplan.workloads.training import moe_time
 from gpuplan.primitives.collectives import (
@@ -431,7 +431,7 @@ def sustained_gemm_fraction(gpu: Gpu) -> float:
     """Sustained fraction of the mamf-finder GEMM rate in a training step: `training.sustained_gemm_fraction`,
     x `training.sustained_gemm_ratio.hopper` on Hopper parts."""
     base = knobs.value("training.sustained_gemm_fraction")
-    if "hopper" in gpu.architecture.lower():
+    if gpu.family == "hopper":
         return base * knobs.value("training.sustained_gemm_ratio.hopper")
     return base
 
@@ -442,10 +442,8 @@ def _gemm(ctx: StepContext, m, n, k, dtype: str | None = None):
 
 def training_attention_ceiling(gpu: Gpu) -> float:
     """Forward+backward FlashAttention efficiency for training (TRAINING_ATTENTION_CEILING)."""
-    arch = gpu.architecture.lower()
-    for family in TRAINING_ATTENTION_CEILING:
-        if family in arch:
-            return knobs.value(f"training.attention_ceiling.{family}")
+    if gpu.family in TRAINING_ATTENTION_CEILING:
+        return knobs.value(f"training.attention_ceiling.{gpu.family}")
     return knobs.value("training.attention_ceiling.default")
 
 
@@ -593,7 +591,7 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     s = float(ctx.seq_len)
     heads_local = ctx.heads / g.tp
     if ctx.attention_kernel in (AttentionKernel.FLASH, AttentionKernel.FLASH_V1):
-        sms = ctx.gpu.sm_count or 132
+        sms = ctx.gpu.sm_count_or_default
         fill = np.minimum(1.0, g.mb * heads_local * np.ceil(s / g.cp / 128.0) / sms)
         eff = training_attention_ceiling(ctx.gpu) * fill
         if ctx.attention_kernel is AttentionKernel.FLASH_V1:
@@ -726,7 +724,7 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     mlp_half = lc.moe_frac * lc.moe_mlp / 2.0
     qkv, out = lc.qkv, lc.out
     up, down = lc.dense_frac * lc.dense_up + mlp_half, lc.dense_frac * lc.dense_down + mlp_half
-    sms = float(ctx.gpu.sm_count or 132)
+    sms = float(ctx.gpu.sm_count_or_default)
     ring = lambda gemm: userbuffers_ring_exposed(c, gemm, g.tp)  # noqa: E731
     fwd_exp = (ring(qkv) + userbuffers_pipeline_exposed(c, out, UB_PROJ_FPROP_SMS, sms)
                + ring(up) + userbuffers_pipeline_exposed(c, down, UB_FC2_FPROP_SMS, sms))
@@ -837,7 +835,7 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     torchtitan: COMPOSER / TORCHTITAN constants); FSDP2 adds its copy-in / copy-out kernels."""
     gpn = ctx.system.gpus_per_node
     dp_group = g.dp * g.cp
-    expert_dp = np.maximum(1.0, g.tp * g.cp * g.dp / (g.ep * g.etp))
+    expert_dp = expert_data_parallel_size(g.tp, g.cp, g.dp, g.ep, g.etp)
     zero3_grad_bytes = TORCHTITAN_REDUCE_BYTES if ctx.framework is Framework.TORCHTITAN else 2.0
     grad_bytes = np.where(g.shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
@@ -885,7 +883,7 @@ def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts)
     """Adam step, memory-bound: ADAM_BYTES_PER_PARAM (read master, m, v, gradient; write master, m,
     v and the bf16 weight) per parameter this GPU updates (its ZeRO shard under ZeRO-1 and above)."""
     dp_group = g.dp * g.cp
-    expert_dp = np.maximum(1.0, g.tp * g.cp * g.dp / (g.ep * g.etp))
+    expert_dp = expert_data_parallel_size(g.tp, g.cp, g.dp, g.ep, g.etp)
     params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
                       local_dense + local_experts)
     return params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s

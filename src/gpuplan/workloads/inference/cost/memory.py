@@ -28,6 +28,7 @@ from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
 from gpuplan.workloads.memory_headroom import usable_fraction
 from gpuplan.workloads.inference.cost.operators import dense_linear_ops
+from gpuplan.workloads.inference.kernels import paged_kv_bytes
 
 
 class KvBudgetRule(str, Enum):
@@ -85,16 +86,18 @@ class MemoryPlan:
     block_size: int
     kv_capacity_blocks: int
 
+    @property
+    def window_blocks_cap(self) -> int:
+        """Blocks a sliding-window layer holds at most: ceil(w / b) + 1 (the window straddles a
+        block); no window: a cap no sequence reaches."""
+        return (math.ceil(self.window / self.block_size) + 1) if self.window else 1 << 40
+
     def sequence_kv_bytes(self, context: float) -> float:
         """Per-GPU KV bytes one sequence of `context` tokens holds in paged blocks: global layers
-        ceil(L/b) blocks, window layers at most ceil(w/b) + 1 blocks (the window straddles a block)."""
-        b = self.block_size
-        blocks = math.ceil(context / b)
-        per_token_global = self.kv_bytes_per_token_per_gpu
-        out = blocks * b * per_token_global
-        if self.window:
-            out += min(blocks, math.ceil(self.window / b) + 1) * b * self.window_kv_bytes_per_token_per_gpu
-        return out
+        ceil(L/b) blocks, window layers at most `window_blocks_cap` (kernels.paged_kv_bytes, the
+        simulator's; ceil(ceil(L) / b) = ceil(L / b))."""
+        return float(paged_kv_bytes(math.ceil(context), self.block_size, float(self.kv_bytes_per_token_per_gpu),
+                                    float(self.window_kv_bytes_per_token_per_gpu), self.window_blocks_cap))
 
     @property
     def kv_capacity_bytes(self) -> float:

@@ -68,6 +68,8 @@ from gpuplan.specs import Gpu, System
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.dtypes import bytes_per_element, matmul_precision
 from gpuplan.workloads.inference.cost.tp_allreduce import tp_allreduce_seconds
+from gpuplan.workloads.inference.kernels import (StepCoefficients, StepTables, causal_pairs_upto, graph_token_table,
+                                                 step_seconds, table_lookup)
 
 #: Minimum duration of one kernel (launch + tail), s: aiconfigurator h100_sxm/h200_sxm system YAML
 #: `mem_empirical_constant_latency: 3 us` (ai-dynamo/aiconfigurator @095f58a).
@@ -173,7 +175,7 @@ def attention_math_precision(dep: Deployment) -> str:
     sixteen = "fp16" if dep.activation_dtype.value == "fp16" else "bf16"
     if dep.kv_dtype.value != "fp8" or "fp8" not in gpu.peak_tflops:
         return sixteen
-    if m.mla is not None and "blackwell" not in gpu.architecture.lower():
+    if m.mla is not None and gpu.family != "blackwell":
         return sixteen
     return "fp8"
 
@@ -436,41 +438,60 @@ class StepTimeModel:
         return np.maximum(flops / self.attention_flops_per_s, bytes_ / self.hbm_bytes_per_s)
 
     # -------------------------------------------------------------------------------------------
-    def lookup_linear(self, tokens: float) -> float:
-        """linear_time from the table, linear extrapolation past it (compute-bound, so linear)."""
-        n = self.table_tokens
-        if tokens <= n:
-            return float(self.linear_table[int(tokens)])
-        slope = self.linear_table[n] - self.linear_table[n - 1]
-        return float(self.linear_table[n] + slope * (tokens - n))
+    def step_coefficients(self, verify_tokens: int = 1, draft_ctx_s: float | None = None) -> StepCoefficients:
+        """The scalar coefficients of `kernels.step_seconds` (the one step-time formula the simulator
+        loops and `step_time` share): this model's attention terms, the step overhead knob in effect,
+        positions verified per decoding sequence (k + 1 with speculative decoding) and the draft
+        model's seconds per context token (None: no draft model)."""
+        return StepCoefficients(
+            float(knobs.value("serving.step_overhead_s")),
+            float(self.global_layers * self.decode_kv_bytes_per_token_layer),
+            float(self.window_layers * self.decode_kv_bytes_per_token_layer),
+            float(self.global_layers * self.decode_pair_flops), float(self.window_layers * self.decode_pair_flops),
+            float(self.hbm_bytes_per_s), float(self.attention_flops_per_s),
+            float(self.global_layers * self.prefill_pair_flops), float(self.window_layers * self.prefill_pair_flops),
+            float(self.layers * self.kv_bytes_per_token_layer), float(self.step_scale),
+            int(verify_tokens), draft_ctx_s is not None, float(draft_ctx_s or 0.0),
+        )
 
-    def step_time(self, *, prefill_tokens: float = 0, prefill_seqs: int = 0, prefill_pairs: float = 0,
+    def step_tables(self, cuda_graph_batch_sizes=(), draft_table=None) -> StepTables:
+        """The tables of `kernels.step_seconds`: linear_table, logits_table, the draft model's table
+        (None: no draft model) and the CUDA graph padding of `cuda_graph_batch_sizes` (engine
+        captures with padding on; empty: none)."""
+        return StepTables(self.linear_table, self.logits_table,
+                          np.ascontiguousarray(draft_table if draft_table is not None else np.zeros(0), dtype=float),
+                          graph_token_table(cuda_graph_batch_sizes))
+
+    def lookup_linear(self, tokens: int) -> float:
+        """linear_time of `tokens` tokens from the table, extended linearly past it (compute-bound,
+        so linear): kernels.table_lookup."""
+        return float(table_lookup(self.linear_table, int(tokens)))
+
+    def step_time(self, *, prefill_tokens: int = 0, prefill_seqs: int = 0, prefill_pairs: float = 0,
                   prefill_pairs_window: float | None = None, prefill_kv_tokens: float = 0,
                   decode_seqs: int = 0, decode_ctx_sum: float = 0, decode_ctx_window_sum: float | None = None) -> float:
         """Seconds of one engine step with `prefill_tokens` prompt tokens (of `prefill_seqs`
         sequences, `prefill_pairs` causal query-key pairs) and `decode_seqs` decoding sequences
-        whose contexts sum to `decode_ctx_sum` tokens. The formula of the module docstring."""
-        n_tokens = prefill_tokens + decode_seqs
+        whose contexts sum to `decode_ctx_sum` tokens: kernels.step_seconds, the simulator's step
+        (the formula of the module docstring)."""
+        n_tokens = int(prefill_tokens) + int(decode_seqs)
         if n_tokens <= 0:
             return 0.0
         pw = prefill_pairs if prefill_pairs_window is None else prefill_pairs_window
         dw = decode_ctx_sum if decode_ctx_window_sum is None else decode_ctx_window_sum
-        t = knobs.value("serving.step_overhead_s") + self.lookup_linear(n_tokens)
-        t += float(self.logits_time(prefill_seqs + decode_seqs))
-        if decode_seqs:
-            t += float(self.attention_decode_time(decode_ctx_sum, dw))
-        if prefill_tokens:
-            t += float(self.attention_prefill_time(prefill_pairs, pw, prefill_kv_tokens))
-        return t * self.step_scale
+        # the simulator's step (no CUDA graphs, no draft model): kernels.table_lookup, kernels.step_seconds
+        linear_s = table_lookup(self.linear_table, n_tokens)
+        logits_s = table_lookup(self.logits_table, int(prefill_seqs) + int(decode_seqs))
+        return float(step_seconds(self.step_coefficients(), linear_s, logits_s, 0.0, float(decode_ctx_sum), float(dw),
+                                  float(prefill_pairs), float(pw), float(prefill_kv_tokens)))
 
     # -------------------------------------------------------------------------------------------
     def prefill_time(self, batch: int, input_len: int) -> float:
         """TTFT of a static batch: one step over batch x input_len prompt tokens (causal pairs
-        L(L+1)/2 per sequence; window layers see at most L x w pairs)."""
-        L = float(input_len)
-        pairs = batch * L * (L + 1) / 2
-        w = self.window
-        pairs_w = batch * (L * w - w * (w - 1) / 2 if (w and L > w) else L * (L + 1) / 2)
+        L(L+1)/2 per sequence; window layers see at most kernels.causal_pairs_upto(L, w))."""
+        L = int(input_len)
+        pairs = batch * causal_pairs_upto(L, 0)
+        pairs_w = batch * causal_pairs_upto(L, self.window)
         return self.step_time(prefill_tokens=batch * L, prefill_seqs=batch, prefill_pairs=pairs,
                               prefill_pairs_window=pairs_w, prefill_kv_tokens=batch * L)
 

@@ -40,37 +40,21 @@ joins each sequence's reservation.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
-from gpuplan import knobs
 from gpuplan.workloads.inference.cost.memory import MemoryPlan
 from gpuplan.workloads.inference.cost.operators import StepTimeModel
-
-
-@njit(cache=True)
-def _blocks_bytes(ctx, block, g_bytes, w_bytes, w_blocks_cap):
-    blocks = (ctx + block - 1) // block
-    wb = blocks if blocks < w_blocks_cap else w_blocks_cap
-    return blocks * block * g_bytes + wb * block * w_bytes
-
-
-@njit(cache=True)
-def _table(lin, n):
-    top = lin.shape[0] - 1
-    if n <= top:
-        return lin[n]
-    return lin[top] + (lin[top] - lin[top - 1]) * (n - top)
+from gpuplan.workloads.inference.kernels import graph_tokens_of_step, paged_kv_bytes, step_seconds, table_lookup
 
 
 @njit(cache=True)
 def _decode_loop(arrival, in_len, out_len, max_seqs, budget, block, g_bytes, w_bytes, window, w_blocks_cap,
-                 lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops, step_scale,
-                 cached, out_steps, spec_e, spec_q, draft_table, draft_ctx_s):
+                 coef, tables, cached, out_steps, spec_e):
     n = arrival.shape[0]
+    lin_t, logit_t, draft_t, graph_t = tables
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
     generated = np.zeros(n, np.int64)
@@ -83,7 +67,7 @@ def _decode_loop(arrival, in_len, out_len, max_seqs, budget, block, g_bytes, w_b
     done = 0
     while done < n:
         while nrun < max_seqs and nxt < n and arrival[nxt] <= now:
-            cost = _blocks_bytes(in_len[nxt] - cached[nxt] + out_len[nxt], block, g_bytes, w_bytes, w_blocks_cap)
+            cost = paged_kv_bytes(in_len[nxt] - cached[nxt] + out_len[nxt], block, g_bytes, w_bytes, w_blocks_cap)
             if nrun > 0 and used + cost > budget:
                 break
             used += cost
@@ -103,12 +87,11 @@ def _decode_loop(arrival, in_len, out_len, max_seqs, budget, block, g_bytes, w_b
             c = in_len[r] + g
             ctx_g += c
             ctx_w += c if (window <= 0 or c < window) else window
-        dt = overhead + _table(lin, nrun * spec_q) + _table(logits, nrun * spec_q)
-        dt += max((dec_bytes_g * ctx_g + dec_bytes_w * ctx_w) / hbm,
-                  spec_q * (dec_flops_g * ctx_g + dec_flops_w * ctx_w) / attn_flops)
-        if draft_table.shape[0] > 0:
-            dt += _table(draft_table, nrun) + draft_ctx_s * ctx_g
-        now += dt * step_scale
+        n_tok = nrun * coef.verify_tokens  # positions verified: every one runs the linear layers and LM head
+        linear_s = table_lookup(lin_t, graph_tokens_of_step(graph_t, n_tok, 0))
+        logits_s = table_lookup(logit_t, graph_tokens_of_step(graph_t, n_tok, 0))
+        draft_s = table_lookup(draft_t, nrun) if coef.drafting else 0.0
+        now += step_seconds(coef, linear_s, logits_s, draft_s, ctx_g, ctx_w, 0.0, 0.0, 0.0)
         k = 0
         for j in range(nrun):
             r = run[j]
@@ -149,18 +132,12 @@ def simulate_decode(steps: StepTimeModel, memory: MemoryPlan, arrival_s: np.ndar
     kv = kv_budget_setup(steps, memory, ins, outs, speculative, draft, prefix_cache, "the decode instance")
     budget, g_bytes, out_steps, cached = kv.budget_bytes, kv.kv_bytes_per_token, kv.out_steps, kv.cached_tokens
     spec_e, spec_q, draft_table, draft_ctx = kv.spec_tokens_per_step, kv.spec_verify_tokens, kv.draft_table, kv.draft_ctx_s
-    st = steps
-    w = st.window
-    w_cap = (math.ceil(w / memory.block_size) + 1) if w else 1 << 40
     first, finish = _decode_loop(
         arr, ins, outs, int(max_batch_seqs), budget, int(memory.block_size),
-        g_bytes, float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
-        st.linear_table, st.logits_table, knobs.value("serving.step_overhead_s"),
-        float(st.global_layers * st.decode_kv_bytes_per_token_layer), float(st.window_layers * st.decode_kv_bytes_per_token_layer),
-        float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
-        float(st.hbm_bytes_per_s), float(st.attention_flops_per_s), float(st.step_scale),
-        np.ascontiguousarray(cached, dtype=np.int64), np.ascontiguousarray(out_steps, dtype=np.int64),
-        spec_e, spec_q, draft_table, draft_ctx,
+        g_bytes, float(memory.window_kv_bytes_per_token_per_gpu), int(steps.window), int(memory.window_blocks_cap),
+        steps.step_coefficients(spec_q, draft_ctx if draft_table.shape[0] > 0 else None),
+        steps.step_tables((), draft_table),
+        np.ascontiguousarray(cached, dtype=np.int64), np.ascontiguousarray(out_steps, dtype=np.int64), spec_e,
     )
     tpot = np.where(outs > 1, (finish - first) / np.maximum(outs - 1, 1), np.nan)
     duration = max(float(finish.max() - arr.min()), 1e-12)

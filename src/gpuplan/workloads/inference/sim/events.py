@@ -41,7 +41,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from gpuplan.workloads.inference.sim.kernels import _TRACE_POINTS, _linear, _pairs_upto, _seq_bytes
+from gpuplan.workloads.inference.kernels import (TRACE_POINTS, blocks_kv_bytes, causal_pairs_upto, paged_kv_bytes,
+                                                 graph_tokens_of_step, step_seconds, table_lookup, trace_append)
 
 
 @njit(cache=True)
@@ -103,11 +104,9 @@ def _heap_compact(hk, hv, size, live, keyof):
 
 @njit(cache=True, error_model="numpy")
 def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
-                     budget, block, g_bytes, w_bytes, window, w_blocks_cap,
-                     lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
-                     pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes, cached, out_steps):
+                     budget, block, g_bytes, w_bytes, window, w_blocks_cap, coef, tables, cached, out_steps):
     n = arrival.shape[0]
-    n_graphs = graph_sizes.shape[0]
+    lin_t, logit_t, draft_t, graph_t = tables
     grow = sched != 0 and not no_evict
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
@@ -176,8 +175,8 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     done = 0
     steps = 0
     preemptions = 0
-    tr_t = np.empty(_TRACE_POINTS)
-    tr_b = np.empty(_TRACE_POINTS)
+    tr_t = np.empty(TRACE_POINTS)
+    tr_b = np.empty(TRACE_POINTS)
     ntr = 0
     stride = 1
     next_trace = 1  # the next step that is a multiple of `stride` (the reference's steps % stride == 0)
@@ -196,7 +195,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 nbatch = 0
                 while nbatch < max_seqs and next_wait < n and arrival[next_wait] <= now:
                     r = next_wait
-                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = paged_kv_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                     if nbatch > 0 and used + cost > budget:
                         break
                     used += cost
@@ -222,9 +221,9 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 else:
                     break
                 if no_evict:
-                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = paged_kv_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 else:
-                    cost = _seq_bytes(tgt[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = paged_kv_bytes(tgt[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 if used + cost > budget and nrun > 0:
                     break
                 if no_evict:
@@ -324,7 +323,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 q = min(tgt[r] - pref[r], budget_tok)
                 if q > 0:
                     c = pref[r]
-                    newb = _seq_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    newb = paged_kv_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                     if not grow or used - alloc[r] + newb <= budget:
                         if grow:
                             used += newb - alloc[r]
@@ -334,8 +333,8 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                         budget_tok -= q
                         n_tok += q
                         pf_tok += q
-                        pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
-                        pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
+                        pairs_g += causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)
+                        pairs_w += causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)
                         pf_kv += c + q
                         if c + q >= tgt[r]:
                             n_seq += 1
@@ -349,12 +348,11 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
             for i in range(ring_n[b]):
                 r = ring[b, i]
                 if tc[r] == t:
-                    # blocks after this step's write (= _seq_bytes's ceil(need / block)); one more
+                    # blocks after this step's write (= paged_kv_bytes's ceil(need / block)); one more
                     # than now except on entry with block 1, so the division is rarely needed
                     need = key[r] + t + 1 - cached[r]
                     nbk = nblk[r] + 1 if (nblk[r] + 1) * block >= need else (need + block - 1) // block
-                    wb = nbk if nbk < w_blocks_cap else w_blocks_cap
-                    newb = nbk * block * g_bytes + wb * block * w_bytes
+                    newb = blocks_kv_bytes(nbk, block, g_bytes, w_bytes, w_blocks_cap)
                     x_blocks[r] = nbk
                     x_bytes[r] = newb
                     demand += newb - alloc[r]
@@ -368,7 +366,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 else:
                     q = rem if (rem <= bt or pft == 0) else 0
                 if q > 0:
-                    demand += _seq_bytes(pref[r] + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap) - alloc[r]
+                    demand += paged_kv_bytes(pref[r] + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap) - alloc[r]
                     bt -= q
                     pft += q
                 r = pnx[r]
@@ -416,7 +414,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 if q > 0:
                     c = pref[r]
                     if grow:
-                        newb = _seq_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                        newb = paged_kv_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                         used += newb - alloc[r]
                         alloc[r] = newb
                         nblk[r] = (c + q - cached[r] + block - 1) // block
@@ -424,8 +422,8 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                     budget_tok -= q
                     n_tok += q
                     pf_tok += q
-                    pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
-                    pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
+                    pairs_g += causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)
+                    pairs_w += causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)
                     pf_kv += c + q
                     if c + q >= tgt[r]:
                         n_seq += 1
@@ -447,7 +445,7 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                         q = rem if (rem <= budget_tok or pf_tok == 0) else 0
                     if q > 0:
                         c = pref[r]
-                        newb = _seq_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                        newb = paged_kv_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                         if used - alloc[r] + newb <= budget:
                             used += newb - alloc[r]
                             alloc[r] = newb
@@ -456,15 +454,15 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                             budget_tok -= q
                             n_tok += q
                             pf_tok += q
-                            pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
-                            pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
+                            pairs_g += causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)
+                            pairs_w += causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)
                             pf_kv += c + q
                             if c + q >= tgt[r]:
                                 n_seq += 1
                 elif dec[r]:
                     cross = tc[r] == t
                     need = key[r] + t + 1 - cached[r]
-                    newb = _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else alloc[r]
+                    newb = paged_kv_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else alloc[r]
                     while used - alloc[r] + newb > budget and tail != r:
                         v = tail  # preempt the most recently admitted (recompute later)
                         used -= alloc[v]
@@ -538,25 +536,10 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
                 now = arrival[next_wait]
                 continue
             break
-        # ---- step time (the reference's expression, term for term) --------------------------
-        if n_graphs > 0 and pf_tok == 0:
-            n_lin = n_tok
-            for gi in range(n_graphs):
-                if graph_sizes[gi] >= n_tok:
-                    n_lin = graph_sizes[gi]
-                    break
-            dt = overhead + _linear(lin, n_lin) + _linear(logits, n_lin)
-        else:
-            dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
-        if ctx_g > 0:
-            cg = float(ctx_g)
-            cw = float(ctx_w)
-            dt += max((dec_bytes_g * cg + dec_bytes_w * cw) / hbm,
-                      1 * (dec_flops_g * cg + dec_flops_w * cw) / attn_flops)
-        if pairs_g > 0:
-            dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
-        if step_scale != 1.0:
-            dt *= step_scale
+        # ---- step time (the reference's: kernels.step_seconds; no draft model on this loop) ------------
+        linear_s = table_lookup(lin_t, graph_tokens_of_step(graph_t, n_tok, pf_tok))
+        logits_s = table_lookup(logit_t, graph_tokens_of_step(graph_t, n_seq, pf_tok))
+        dt = step_seconds(coef, linear_s, logits_s, 0.0, ctx_g, ctx_w, pairs_g, pairs_w, pf_kv)
         now += dt
         steps += 1
         if dec_run:
@@ -657,14 +640,6 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
             tail = -1
             n_dec_last = 0
         if steps == next_trace:
-            if ntr == _TRACE_POINTS:
-                for i in range(_TRACE_POINTS // 2):
-                    tr_t[i] = tr_t[2 * i]
-                    tr_b[i] = tr_b[2 * i]
-                ntr = _TRACE_POINTS // 2
-                stride *= 2
-            tr_t[ntr] = now
-            tr_b[ntr] = used
-            ntr += 1
+            ntr, stride = trace_append(tr_t, tr_b, ntr, stride, now, used)
             next_trace = (steps // stride + 1) * stride
     return first, finish, arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()

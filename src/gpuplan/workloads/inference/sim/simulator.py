@@ -28,10 +28,10 @@ from numba import njit
 from gpuplan.errors import Infeasible
 from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, Workload
 from gpuplan.workloads.inference.cost.memory import MemoryPlan
-from gpuplan import knobs
 from gpuplan.workloads.inference.cost.operators import StepTimeModel
 from gpuplan.workloads.inference.sim.schedulers import SCHEDULER_CODE, SchedulerConfig
-from gpuplan.workloads.inference.sim.kernels import _TRACE_POINTS, _linear, _pairs_upto, _seq_bytes
+from gpuplan.workloads.inference.kernels import (TRACE_POINTS, causal_pairs_upto, paged_kv_bytes, step_seconds,
+                                                 graph_tokens_of_step, table_lookup, trace_append)
 from gpuplan.workloads.inference.sim.events import _simulate_events
 
 if TYPE_CHECKING:
@@ -40,19 +40,16 @@ if TYPE_CHECKING:
 
 @njit(cache=True, error_model="numpy")
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
-              budget, block, g_bytes, w_bytes, window, w_blocks_cap,
-              lin, logits, overhead, dec_bytes_g, dec_bytes_w, dec_flops_g, dec_flops_w, hbm, attn_flops,
-              pf_flops_g, pf_flops_w, pf_bytes_tok, step_scale, graph_sizes,
-              cached, out_steps, spec_e, spec_q, draft_table, draft_ctx_s):
+              budget, block, g_bytes, w_bytes, window, w_blocks_cap, coef, tables, cached, out_steps, spec_e):
     # Per-request state lives in request-indexed arrays while a request waits (never admitted, or
     # preempted); while it runs it lives in slot-indexed arrays (s_*), contiguous in running order,
     # so the per-step passes read memory sequentially. Slots are loaded on admission, written back
     # on preemption and compacted (in order) when sequences finish.
     n = arrival.shape[0]
-    n_graphs = graph_sizes.shape[0]
+    lin_t, logit_t, draft_t, graph_t = tables
+    spec_q = coef.verify_tokens
     spec_on = spec_q > 1
     grow = sched != 0 and not no_evict  # KV blocks allocated as the sequence grows (may preempt)
-    n_draft = draft_table.shape[0]
     first = np.full(n, np.inf)
     finish = np.full(n, np.inf)
     prefilled = cached.copy()  # prompt(+recompute) tokens whose KV exists (a cached prefix exists from the start)
@@ -68,7 +65,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
     s_tgt = np.empty(max_seqs, np.int64)
     s_gen = np.empty(max_seqs, np.int64)
     s_alloc = np.empty(max_seqs)
-    s_cap = np.empty(max_seqs, np.int64)  # tokens the held blocks can take (s_alloc = _seq_bytes(s_cap))
+    s_cap = np.empty(max_seqs, np.int64)  # tokens the held blocks can take (s_alloc = paged_kv_bytes(s_cap))
     s_fin = np.zeros(max_seqs, np.bool_)  # finished (static batches keep their slots until all finish)
     s_q = np.zeros(max_seqs, np.int64)  # tokens the slot runs this step
     nrun = 0
@@ -84,8 +81,8 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
     done = 0
     steps = 0
     preemptions = 0
-    tr_t = np.empty(_TRACE_POINTS)
-    tr_b = np.empty(_TRACE_POINTS)
+    tr_t = np.empty(TRACE_POINTS)
+    tr_b = np.empty(TRACE_POINTS)
     ntr = 0
     stride = 1
     n_dec = 0
@@ -101,7 +98,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                     now = max(now, arrival[released - 1])
                 while nrun < max_seqs and next_wait < n and arrival[next_wait] <= now:
                     r = next_wait
-                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = paged_kv_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                     if nrun > 0 and used + cost > budget:
                         break
                     used += cost
@@ -128,9 +125,9 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 else:
                     break
                 if no_evict:  # reserve the whole sequence's KV up front (TensorRT-LLM GUARANTEED_NO_EVICT)
-                    cost = _seq_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = paged_kv_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 else:
-                    cost = _seq_bytes(target[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
+                    cost = paged_kv_bytes(target[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
                 if used + cost > budget and nrun > 0:
                     break
                 if no_evict:
@@ -188,7 +185,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                             q = rem
                         if q > 0:
                             c = s_pref[j]
-                            newb = _seq_bytes(c + q - s_cached[j], block, g_bytes, w_bytes, w_blocks_cap)
+                            newb = paged_kv_bytes(c + q - s_cached[j], block, g_bytes, w_bytes, w_blocks_cap)
                             if grow and used - s_alloc[j] + newb > budget:
                                 q = 0
                             else:
@@ -200,8 +197,8 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                                 budget_tok -= q
                                 n_tok += q
                                 pf_tok += q
-                                pairs_g += _pairs_upto(c + q, 0) - _pairs_upto(c, 0)
-                                pairs_w += _pairs_upto(c + q, window) - _pairs_upto(c, window)
+                                pairs_g += causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)
+                                pairs_w += causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)
                                 pf_kv += c + q
                                 if c + q >= s_tgt[j]:
                                     n_seq += 1  # samples its next token this step
@@ -213,7 +210,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                     if grow:
                         need = ctx + spec_q - s_cached[j]  # the step writes KV for spec_q positions
                         cross = need > s_cap[j]  # needs another block (else newb == s_alloc: `used` is unchanged)
-                        newb = _seq_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else s_alloc[j]
+                        newb = paged_kv_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else s_alloc[j]
                         while used - s_alloc[j] + newb > budget and nrun - 1 > j:
                             # preempt the most recently admitted sequence (recompute later)
                             v = nrun - 1
@@ -251,28 +248,11 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
                 now = arrival[next_wait]
                 continue
             break
-        # ---- step time ---------------------------------------------------------------------
-        if n_graphs > 0 and pf_tok == 0:
-            # generation-only step: replayed as the smallest captured CUDA graph that holds it (padded)
-            n_lin = n_tok
-            for gi in range(n_graphs):
-                if graph_sizes[gi] >= n_tok:
-                    n_lin = graph_sizes[gi]
-                    break
-            dt = overhead + _linear(lin, n_lin) + _linear(logits, n_lin)
-        else:
-            dt = overhead + _linear(lin, n_tok) + _linear(logits, n_seq)
-        if ctx_g > 0:
-            cg = float(ctx_g)
-            cw = float(ctx_w)
-            dt += max((dec_bytes_g * cg + dec_bytes_w * cw) / hbm,
-                      spec_q * (dec_flops_g * cg + dec_flops_w * cw) / attn_flops)
-            if n_draft > 0:  # speculative decoding: the draft's k autoregressive steps over the decoders
-                dt += _linear(draft_table, n_verify) + draft_ctx_s * cg
-        if pairs_g > 0:
-            dt += max((pf_flops_g * pairs_g + pf_flops_w * pairs_w) / attn_flops, pf_bytes_tok * pf_kv / hbm)
-        if step_scale != 1.0:
-            dt *= step_scale
+        # ---- step time (kernels.step_seconds) ---------------------------------------------------
+        linear_s = table_lookup(lin_t, graph_tokens_of_step(graph_t, n_tok, pf_tok))
+        logits_s = table_lookup(logit_t, graph_tokens_of_step(graph_t, n_seq, pf_tok))
+        draft_s = table_lookup(draft_t, n_verify) if coef.drafting else 0.0
+        dt = step_seconds(coef, linear_s, logits_s, draft_s, ctx_g, ctx_w, pairs_g, pairs_w, pf_kv)
         now += dt
         steps += 1
         # ---- advance sequences; compact the running set (static batches keep their slots) --------
@@ -325,15 +305,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
             nrun = 0
             n_dec = 0
         if steps % stride == 0:
-            if ntr == _TRACE_POINTS:
-                for t in range(_TRACE_POINTS // 2):
-                    tr_t[t] = tr_t[2 * t]
-                    tr_b[t] = tr_b[2 * t]
-                ntr = _TRACE_POINTS // 2
-                stride *= 2
-            tr_t[ntr] = now
-            tr_b[ntr] = used
-            ntr += 1
+            ntr, stride = trace_append(tr_t, tr_b, ntr, stride, now, used)
     return first, finish, arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()
 
 
@@ -456,31 +428,22 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     kv = kv_budget_setup(steps, memory, ins, outs, speculative, draft, prefix_cache, "the replica")
     budget, g_bytes, out_steps, cached = kv.budget_bytes, kv.kv_bytes_per_token, kv.out_steps, kv.cached_tokens
     spec_e, spec_q, draft_table, draft_ctx = kv.spec_tokens_per_step, kv.spec_verify_tokens, kv.draft_table, kv.draft_ctx_s
-    st = steps
-    w = st.window
-    w_cap = (math.ceil(w / memory.block_size) + 1) if w else 1 << 40
-    dec_g = st.global_layers * st.decode_kv_bytes_per_token_layer
-    dec_w = st.window_layers * st.decode_kv_bytes_per_token_layer
+    coef = steps.step_coefficients(spec_q, draft_ctx if draft_table.shape[0] > 0 else None)
+    tables = steps.step_tables(cuda_graph_batch_sizes, draft_table)
     # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
     # context in `ctx_g` but the global coefficient is zero.
     common = (
         workload.arrival_s.astype(float).copy(), ins, outs, workload.kind == ArrivalKind.CLOSED_LOOP,
         SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs), int(scheduler.max_batch_tokens),
         budget, int(memory.block_size), g_bytes,
-        float(memory.window_kv_bytes_per_token_per_gpu), int(w), int(w_cap),
-        st.linear_table, st.logits_table, knobs.value("serving.step_overhead_s"), float(dec_g), float(dec_w),
-        float(st.global_layers * st.decode_pair_flops), float(st.window_layers * st.decode_pair_flops),
-        float(st.hbm_bytes_per_s), float(st.attention_flops_per_s),
-        float(st.global_layers * st.prefill_pair_flops), float(st.window_layers * st.prefill_pair_flops),
-        float(st.layers * st.kv_bytes_per_token_layer), float(st.step_scale),
-        np.asarray(sorted(cuda_graph_batch_sizes), dtype=np.int64),
-        cached, np.ascontiguousarray(out_steps, dtype=np.int64),
+        float(memory.window_kv_bytes_per_token_per_gpu), int(steps.window), int(memory.window_blocks_cap),
+        coef, tables, cached, np.ascontiguousarray(out_steps, dtype=np.int64),
     )
     if event_driven and speculative is None:
         first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate_events(*common)
     else:
         first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
-            *common, spec_e, spec_q, np.ascontiguousarray(draft_table, dtype=float), draft_ctx)
+            *common, spec_e)
     ok = np.isfinite(finish)
     start = float(arrival[ok].min()) if ok.any() else 0.0
     end = float(finish[ok].max()) if ok.any() else 0.0
