@@ -346,11 +346,16 @@ def _node_egress_gbps(f: _Fabric, ranks_in_domain):
     return np.asarray(ranks_in_domain, dtype=np.float64) * f.nic_gbps_per_gpu * f.nic_efficiency
 
 
+def domain_channels_for_link(scaleup_gbps: float) -> float:
+    """Channels NCCL runs inside one scale-up domain whose GPUs have `scaleup_gbps` of link rate:
+    the link rate / DOMAIN_CHANNEL_GBPS, between 1 and NCCL_CHANNELS (H100 NVLink4 450 GB/s: 32;
+    A100 NVLink3 300 GB/s: 21; B200 NVLink5 900 GB/s: capped at 32)."""
+    return float(min(NCCL_CHANNELS, max(1.0, round(scaleup_gbps / knobs.value("collectives.domain_channel_gbps")))))
+
+
 def domain_channels(f: _Fabric) -> float:
-    """Channels NCCL runs inside one scale-up domain: the GPU's link rate / DOMAIN_CHANNEL_GBPS,
-    between 1 and NCCL_CHANNELS (H100 NVLink4 450 GB/s: 32; A100 NVLink3 300 GB/s: 21;
-    B200 NVLink5 900 GB/s: capped at 32)."""
-    return float(min(NCCL_CHANNELS, max(1.0, round(f.scaleup_gbps / knobs.value("collectives.domain_channel_gbps")))))
+    """Channels NCCL runs inside one scale-up domain of the fabric (`domain_channels_for_link`)."""
+    return domain_channels_for_link(f.scaleup_gbps)
 
 
 def nccl_channels(f: _Fabric, ranks_in_domain, domains):

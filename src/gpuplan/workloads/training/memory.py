@@ -89,6 +89,7 @@ from gpuplan.errors import InputError
 from gpuplan.layers.inventory import layer_ops, model_ops
 from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
+from gpuplan.primitives.nccl_memory import nccl_buffer_bytes
 from gpuplan.specs.dtypes import number_format
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.gpu import Gpu
@@ -104,12 +105,6 @@ CUDA_CONTEXT_BYTES = knobs.register(
     "training.memory.cuda_context_bytes", unit="bytes", default=512 * MIB, low=0.0, high=8 * GIB,
     source="estimate: PyTorch CUDA semantics notes 'hundreds of MiB'; H100 + CUDA 12 processes show ~500-600 MiB in nvidia-smi",
     scales="per-GPU training memory outside PyTorch's allocator (CUDA context, library handles, kernel images)")
-#: NCCL communicator buffers per process: NCCL_BUFFSIZE default 4 MiB per channel and peer
-#: (NCCL env docs); a TP + DP + PP job holds a few communicators with up to 32 channels. Estimate.
-NCCL_BUFFER_BYTES = knobs.register(
-    "training.memory.nccl_buffer_bytes", unit="bytes", default=512 * MIB, low=0.0, high=8 * GIB,
-    source="estimate: NCCL_BUFFSIZE 4 MiB per channel and peer (NCCL env docs), a few communicators of up to 32 channels",
-    scales="per-GPU training memory of NCCL communicator buffers (jobs of more than one GPU)")
 #: PyTorch caching-allocator slack: reserved / allocated at peak. Estimate from the allocator
 #: rounding (blocks rounded to 512 B / 2 MiB and split-block reuse); used only for reserved figures.
 #: Fitted on the torchtitan reserved peaks (ttmem): after the allocated peak is modelled term by term
@@ -152,6 +147,15 @@ LOSS_PARALLEL_CROSS_ENTROPY_BYTES = 16.0
 TORCHTITAN_ADAM_BYTES = 8
 
 _STATE_KEYS = ("weights", "gradients", "optimizer", "activations", "other", "total")
+
+
+def nccl_communicators(tp, cp, dp, pp, ep):
+    """NCCL communicators a training rank runs collectives on, one per parallel group of more than
+    one GPU: tensor (tp), context (cp), data (the gradient group of dp x cp ranks, Megatron-core's
+    data-parallel-with-context group), pipeline (pp), expert (ep). Each holds its ring buffers
+    (primitives.nccl_memory.nccl_buffer_bytes; at NCCL_CHANNELS, training memory being given no
+    fabric). Works on ints and numpy arrays."""
+    return (tp > 1) * 1 + (cp > 1) + (dp * cp > 1) + (pp > 1) + (ep > 1)
 
 
 def state_bytes_per_param(plan: TrainPlan) -> tuple[float, float, float]:
@@ -535,7 +539,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
         block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
         other["fp8_weight_cache"] = 2 * number_format(plan.precision.value).bytes_per_element * (block_dense + experts)
     other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")
-    other["nccl_buffers"] = knobs.value("training.memory.nccl_buffer_bytes") if plan.num_gpus > 1 else 0.0
+    other["nccl_buffers"] = float(nccl_buffer_bytes(nccl_communicators(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)))
     return {
         "weights": weights, "gradients": grads, "optimizer": optim,
         "acts": acts, "other": other, "params": dense + experts,

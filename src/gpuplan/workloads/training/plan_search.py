@@ -51,6 +51,7 @@ from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.plan import expert_data_parallel_size
+from gpuplan.primitives.nccl_memory import nccl_buffer_bytes
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.moe_time import ep_regime
 from gpuplan.workloads.training.step_time import (
@@ -304,7 +305,7 @@ def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np
     weights = np.where(sh == 3, params_sharded, params_all) * wb
     grads = np.where(sh >= 2, params_sharded, params_all) * gb
     optim = np.where(sh >= 1, params_sharded, params_all) * ob
-    other = knobs.value("training.memory.cuda_context_bytes") + knobs.value("training.memory.nccl_buffer_bytes")
+    other = knobs.value("training.memory.cuda_context_bytes") + nccl_buffer_bytes(mem.nccl_communicators(tp, cp, dp, pp, ep))
     return weights + grads + optim + acts + other
 
 

@@ -11,6 +11,9 @@ window); a TP rank holds kv_shard_fraction of them (replicated heads when tp > k
 MLA latent). With attention data parallelism (Deployment.attention_dp) the plan is that of one
 attention group: its GPUs hold the KV of the group's own requests only, sharded over attention_tp,
 and the non-expert weights are sharded over attention_tp (replicated across groups). Sliding-window layers keep at most `window` tokens (plus one block being filled).
+The reserve is the runtime reserve knob plus, for a replica of more than one GPU, one NCCL
+communicator's connection buffers (primitives.nccl_memory: ring channels of the replica's fabric
+x 9.6 MB; 308 MB on NVSwitch H100).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from gpuplan.errors import Infeasible
 from gpuplan.layers import kv_cache_bytes_per_token
 from gpuplan.layers.inventory import model_ops
 from gpuplan.layers.operators import Shard
+from gpuplan.primitives.nccl_memory import nccl_buffer_bytes, ring_channels
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
 from gpuplan.workloads.memory_headroom import usable_fraction
@@ -53,11 +57,6 @@ RUNTIME_RESERVE_BYTES = knobs.register(
     "serving.memory.runtime_reserve_bytes", unit="bytes", default=1 * 2**30, low=0.0, high=16 * 2**30,
     source="estimate: vLLM's measured non-torch memory ~0.5-1 GiB per GPU; below aiconfigurator's other_mem 3.5 GB",
     scales="per-GPU serving memory outside the allocator (CUDA context, cuBLAS workspaces, slack)")
-#: NCCL buffers per GPU when tp > 1: aiconfigurator system YAMLs `nccl_mem` 342-392 MB (h100_sxm).
-NCCL_BUFFER_BYTES = knobs.register(
-    "serving.memory.nccl_buffer_bytes", unit="bytes", default=400 * 10**6, low=0.0, high=8 * 2**30,
-    source="aiconfigurator system YAMLs nccl_mem 342-392 MB (h100_sxm)",
-    scales="per-GPU serving memory of NCCL buffers (replicas of more than one GPU)")
 #: vLLM paged-attention block size default, tokens per block (vLLM CacheConfig block_size=16).
 VLLM_BLOCK_SIZE = 16
 #: TensorRT-LLM KV-cache `tokens_per_block` default 64 (TensorRT-LLM KV cache management docs).
@@ -170,7 +169,7 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
     weights = weights_bytes_per_gpu(dep)
     workspace = activation_workspace_bytes(dep, max_batch_tokens, max_batch_seqs)
     reserve = (knobs.value("serving.memory.runtime_reserve_bytes")
-               + (knobs.value("serving.memory.nccl_buffer_bytes") if dep.num_gpus > 1 else 0.0))
+               + (float(nccl_buffer_bytes(1, ring_channels(dep.system, dep.gpu))) if dep.num_gpus > 1 else 0.0))
     if rule == KvBudgetRule.TOTAL:
         budget = total * memory_fraction - weights - workspace - reserve
     else:
