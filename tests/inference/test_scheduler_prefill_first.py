@@ -13,7 +13,7 @@ import pytest
 from gpuplan.workloads.inference.kernels import StepCoefficients, StepTables
 from gpuplan.workloads.inference.sim.schedulers import SCHEDULER_CODE, SchedulerKind
 from gpuplan.workloads.inference.sim.simulator import _simulate
-from gpuplan.workloads.inference.sim.events import _simulate_events
+from gpuplan.workloads.inference.sim.events import Engine, KvLayout, Requests, _simulate_events
 
 LIN = 0.1 * np.arange(65, dtype=float)  # 0.1 s per token (extended linearly past 64)
 
@@ -28,13 +28,15 @@ def _run(loop, kind, arrival, in_len, out_len, max_tokens):
                             prefill_flops_global=0.0, prefill_flops_window=0.0, prefill_bytes_per_token=0.0,
                             step_scale=1.0, verify_tokens=1, drafting=False, draft_ctx_s=0.0)
     tables = StepTables(LIN, np.zeros(65), np.zeros(0), np.zeros(0, np.int64))
-    args = (np.asarray(arrival, float), ins, outs, False, SCHEDULER_CODE[kind], False, 8, max_tokens,
-            1e18, 1, 1.0, 0.0, 0, 1 << 40,  # budget, block 1, 1 byte per token, no window
-            coef, tables, np.zeros(n, np.int64), outs.copy())
+    requests = Requests(np.asarray(arrival, float), ins, outs, np.zeros(n, np.int64), outs.copy())
+    engine = Engine(SCHEDULER_CODE[kind], False, 8, max_tokens, False)
+    layout = KvLayout(1e18, 1, 1.0, 0.0, 0, 1 << 40)  # budget, block 1, 1 byte per token, no window
     if loop == "reference":
-        first, finish, _, steps, pre, _, _ = _simulate(*args, 1.0)
+        first, finish, _, steps, pre, _, _ = _simulate(
+            requests.arrival, ins, outs, engine.closed_loop, engine.sched, engine.no_evict, engine.max_seqs,
+            engine.max_tokens, *layout, coef, tables, requests.cached, requests.out_steps, 1.0)
     else:
-        first, finish, _, steps, pre, _, _ = _simulate_events(*args)
+        first, finish, _, steps, pre, _, _ = _simulate_events(requests, engine, layout, coef, tables)
     return first, finish, steps, pre
 
 

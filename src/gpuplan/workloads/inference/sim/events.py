@@ -34,18 +34,74 @@ padding.
 
 Speculative decoding (context `input + min(out, 1 + (gen - 1) e)`, not linear in steps) runs on
 the reference loop.
+
+Layout: `_simulate_events` allocates the state (namedtuples of arrays: Progress, Decoding,
+LinkedList, BlockRing, Heap; together an EventState) and runs `_run_events`, whose step reads as the
+named helpers below: admission (`_admit_static_batch`, `_admit_continuous`, `_route_admitted`,
+`_enter_decoding`), scheduling a step (`_chunk_tokens`, `_prefill_first_chunks`, `_step_fits`,
+`_grow_due_blocks`, `_take_prompt_chunks`, `_walk_with_eviction`, `_decode_context`), its cost
+(kernels.step_seconds), completion bookkeeping (`_finish_prompts`, `_complete_decoders`,
+`_finish_request`, `_release_static_batch`) and statistics (`_record_trace`). The loop and its
+helpers are compiled without numba's reference counting (`_nrt=False`: they allocate nothing) and
+the helpers are inlined (numba IR), so splitting costs no call or reference count per step.
 """
 
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
-from gpuplan.workloads.inference.kernels import (TRACE_POINTS, blocks_kv_bytes, causal_pairs_upto, paged_kv_bytes,
-                                                 graph_tokens_of_step, step_seconds, table_lookup, trace_append)
+from gpuplan.workloads.inference.kernels import (TRACE_POINTS, blocks_kv_bytes, causal_pairs_upto, graph_tokens_of_step,
+                                                 paged_kv_bytes, step_seconds, table_lookup, trace_append)
+
+#: Options of the loop's functions: cached, numpy division semantics, no reference counting (they
+#: allocate nothing; numba's own internal kernels use the same `_nrt=False`).
+_LOOP = dict(cache=True, error_model="numpy", _nrt=False)
+#: ... and the helpers are inlined into `_run_events` (numba IR), so a split costs nothing per step.
+_HELPER = dict(_LOOP, inline="always")
+
+#: Per-request inputs (arrival order): arrival times (a closed loop writes its releases here),
+#: prompt and output lengths, prompt tokens served from the prefix cache, engine steps per output.
+Requests = namedtuple("Requests", ("arrival", "in_len", "out_len", "cached", "out_steps"))
+#: Scheduler (SCHEDULER_CODE: 0 static, 1 continuous, 2 chunked, 3 prefill-first), whole-sequence KV
+#: reservation (no_evict), per-step limits, and whether finished requests release the next (closed loop).
+Engine = namedtuple("Engine", ("sched", "no_evict", "max_seqs", "max_tokens", "closed_loop"))
+#: KV budget (bytes per GPU), block size (tokens), KV bytes per token of the global / window layers,
+#: the window (tokens; 0 none) and the blocks a window layer holds at most.
+KvLayout = namedtuple("KvLayout", ("budget", "block", "g_bytes", "w_bytes", "window", "w_blocks_cap"))
+#: Per-request progress: prompt(+recompute) tokens whose KV exists, tokens to prefill before the
+#: next sample, tokens sampled (materialised while not decoding), KV bytes and blocks held, prompt
+#: tokens run this step, first-token and finish times.
+Progress = namedtuple("Progress", ("pref", "tgt", "gen", "alloc", "nblk", "pq", "first", "finish"))
+#: Decoders (module docstring): key = context - decode steps, decoding, below the window, the
+#: decode step after the last one, the step reaching the window, the step of the next KV block,
+#: blocks and bytes after this step's block (decoders due one); `agg` holds the batch's sums
+#: (AGG_* indices).
+Decoding = namedtuple("Decoding", ("key", "dec", "below", "tfin", "twin", "tc", "x_blocks", "x_bytes", "agg"))
+AGG_N_DEC, AGG_KEY, AGG_N_BELOW, AGG_KEY_BELOW, AGG_N_CAPPED = range(5)
+#: A doubly-linked list of requests in admission order; `ends` = (head, tail, size).
+LinkedList = namedtuple("LinkedList", ("nx", "pv", "ends"))
+HEAD, TAIL, SIZE = range(3)
+#: KV-block ring: bucket b (slots[b, :count[b]]) holds the decoders whose next block step is b
+#: (mod block); a decoder's bucket and position in it.
+BlockRing = namedtuple("BlockRing", ("slots", "count", "bucket", "pos"))
+#: A min-heap of (step, request) with lazy deletion; `size` is a one-element array.
+Heap = namedtuple("Heap", ("keys", "vals", "size"))
+#: The loop's state, allocated by `_simulate_events`: the above, static-batch members, requests
+#: queued to start decoding, preempted requests (a stack), and the KV-memory trace (times, bytes).
+EventState = namedtuple("EventState", ("prog", "dec", "run", "prefill", "ring", "fheap", "wheap", "batch", "to_dec",
+                                       "preempted", "trace_t", "trace_b"))
+#: Token counts and attention sums of the step being built (ints, then floats).
+StepBatch = namedtuple("StepBatch", ("n_tok", "n_seq", "pf_tok", "budget_tok", "pairs_g", "pairs_w", "pf_kv"))
 
 
-@njit(cache=True)
+# ---------------------------------------------------------------------------------------------
+# containers
+
+
+@njit(**_LOOP)
 def _heap_push(hk, hv, size, key, val):
     """Push (key, val) on the min-heap hk/hv of `size` entries; returns the new size."""
     i = size
@@ -61,7 +117,7 @@ def _heap_push(hk, hv, size, key, val):
     return size + 1
 
 
-@njit(cache=True)
+@njit(**_LOOP)
 def _heap_pop(hk, hv, size):
     """Remove the top of the min-heap; returns the new size."""
     size -= 1
@@ -86,7 +142,7 @@ def _heap_pop(hk, hv, size):
     return size
 
 
-@njit(cache=True)
+@njit(**_LOOP)
 def _heap_compact(hk, hv, size, live, keyof):
     """Drop stale entries (request not `live`, or its current key differs); returns the new size."""
     m = 0
@@ -102,81 +158,525 @@ def _heap_compact(hk, hv, size, live, keyof):
     return size
 
 
-@njit(cache=True, error_model="numpy")
-def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
-                     budget, block, g_bytes, w_bytes, window, w_blocks_cap, coef, tables, cached, out_steps):
-    n = arrival.shape[0]
+@njit(**_HELPER)
+def _heap_add(h, key, r, live, keyof):
+    """Push (key, r) on heap h, first dropping stale entries when it is full."""
+    if h.size[0] == h.keys.shape[0]:
+        h.size[0] = _heap_compact(h.keys, h.vals, h.size[0], live, keyof)
+    h.size[0] = _heap_push(h.keys, h.vals, h.size[0], key, r)
+
+
+@njit(**_HELPER)
+def _push_back(lst, r):
+    """Append request r to the list."""
+    tail = lst.ends[TAIL]
+    lst.nx[r] = -1
+    lst.pv[r] = tail
+    if tail >= 0:
+        lst.nx[tail] = r
+    else:
+        lst.ends[HEAD] = r
+    lst.ends[TAIL] = r
+    lst.ends[SIZE] += 1
+
+
+@njit(**_HELPER)
+def _unlink(lst, r):
+    """Remove request r from the list."""
+    if lst.pv[r] >= 0:
+        lst.nx[lst.pv[r]] = lst.nx[r]
+    else:
+        lst.ends[HEAD] = lst.nx[r]
+    if lst.nx[r] >= 0:
+        lst.pv[lst.nx[r]] = lst.pv[r]
+    else:
+        lst.ends[TAIL] = lst.pv[r]
+    lst.ends[SIZE] -= 1
+
+
+@njit(**_HELPER)
+def _ring_insert(ring, r, b):
+    """Put decoder r in bucket b of the KV-block ring."""
+    ring.bucket[r] = b
+    ring.pos[r] = ring.count[b]
+    ring.slots[b, ring.count[b]] = r
+    ring.count[b] += 1
+
+
+@njit(**_HELPER)
+def _ring_remove(ring, r):
+    """Take decoder r out of its bucket (the bucket's last entry moves into its slot)."""
+    b = ring.bucket[r]
+    last_r = ring.slots[b, ring.count[b] - 1]
+    ring.slots[b, ring.pos[r]] = last_r
+    ring.pos[last_r] = ring.pos[r]
+    ring.count[b] -= 1
+    ring.bucket[r] = -1
+
+
+# ---------------------------------------------------------------------------------------------
+# admission
+
+
+@njit(**_HELPER)
+def _admit_static_batch(R, E, K, prog, run, batch, now, used, next_wait, released):
+    """Static batching: once the last batch is done, wait until a full batch has arrived (or take
+    what a closed loop released) and admit it, each request reserving its whole sequence's KV.
+    Returns (now, used, next_wait, batch size)."""
+    n = R.arrival.shape[0]
+    last = next_wait + min(E.max_seqs, n - next_wait) - 1
+    if R.arrival[last] < np.inf:
+        now = max(now, R.arrival[last])
+    elif next_wait < released:
+        now = max(now, R.arrival[released - 1])
+    nbatch = 0
+    while nbatch < E.max_seqs and next_wait < n and R.arrival[next_wait] <= now:
+        r = next_wait
+        cost = paged_kv_bytes(R.in_len[r] + R.out_len[r] - R.cached[r], K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
+        if nbatch > 0 and used + cost > K.budget:
+            break
+        used += cost
+        prog.alloc[r] = cost
+        batch[nbatch] = r
+        nbatch += 1
+        next_wait += 1
+        _push_back(run, r)
+    return now, used, next_wait, nbatch
+
+
+@njit(**_HELPER)
+def _admit_continuous(R, E, K, prog, run, preempted, now, used, next_wait, npre):
+    """Iteration-level admission while a sequence slot is free: preempted requests first (latest
+    first), then arrivals in order, while the KV they need fits (no-evict: the whole sequence,
+    reserved now; else the prompt, allocated as it runs). Returns (used, next_wait, npre)."""
+    n = R.arrival.shape[0]
+    while run.ends[SIZE] < E.max_seqs:
+        if npre > 0:
+            r = preempted[npre - 1]
+        elif next_wait < n and R.arrival[next_wait] <= now:
+            r = next_wait
+        else:
+            break
+        if E.no_evict:  # reserve the whole sequence's KV up front (TensorRT-LLM GUARANTEED_NO_EVICT)
+            cost = paged_kv_bytes(R.in_len[r] + R.out_len[r] - R.cached[r], K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
+        else:
+            cost = paged_kv_bytes(prog.tgt[r] - R.cached[r], K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
+        if used + cost > K.budget and run.ends[SIZE] > 0:
+            break
+        if E.no_evict:
+            used += cost
+            prog.alloc[r] = cost
+        if npre > 0:
+            npre -= 1
+        else:
+            next_wait += 1
+        prog.nblk[r] = 0
+        _push_back(run, r)
+    return used, next_wait, npre
+
+
+@njit(**_HELPER)
+def _route_admitted(R, prog, run, prefill, to_dec, n_to_dec, admit_from):
+    """Requests admitted after `admit_from`: a prompt joins the prefill list; a prompt already all in
+    KV decodes from this step (after the prompts that finished prefill in the last step). Returns
+    the new number queued in to_dec."""
+    r = run.nx[admit_from] if admit_from >= 0 else run.ends[HEAD]
+    while r >= 0:
+        if prog.pref[r] < prog.tgt[r]:
+            _push_back(prefill, r)
+        elif prog.gen[r] < R.out_steps[r]:
+            to_dec[n_to_dec] = r
+            n_to_dec += 1
+        r = run.nx[r]
+    return n_to_dec
+
+
+@njit(**_HELPER)
+def _enter_decoding(R, K, prog, D, ring, fheap, wheap, to_dec, n_to_dec, t, grow):
+    """The queued decoders enter the decoding state at decode step t: key (context - t), last step
+    on the completion heap, below the window (window heap) or capped at it, next KV-block step in
+    the ring."""
+    agg = D.agg
+    for i in range(n_to_dec):
+        r = to_dec[i]
+        k_r = R.in_len[r] + prog.gen[r] - t
+        D.key[r] = k_r
+        D.dec[r] = True
+        agg[AGG_N_DEC] += 1
+        agg[AGG_KEY] += k_r
+        D.tfin[r] = R.out_steps[r] - (prog.gen[r] - t)
+        _heap_add(fheap, D.tfin[r], r, D.dec, D.tfin)
+        if K.window > 0 and k_r + t < K.window:
+            D.below[r] = True
+            agg[AGG_N_BELOW] += 1
+            agg[AGG_KEY_BELOW] += k_r
+            D.twin[r] = K.window - k_r
+            _heap_add(wheap, D.twin[r], r, D.below, D.twin)
+        elif K.window > 0:
+            agg[AGG_N_CAPPED] += 1
+        if grow:
+            c_r = prog.nblk[r] * K.block + R.cached[r] - k_r
+            D.tc[r] = c_r if c_r > t else t
+            _ring_insert(ring, r, D.tc[r] % K.block)
+
+
+@njit(**_HELPER)
+def _leave_decoding(K, D, ring, r, grow):
+    """Decoder r leaves the decoding state (finished or preempted): the batch's sums and its ring slot."""
+    agg = D.agg
+    D.dec[r] = False
+    agg[AGG_N_DEC] -= 1
+    agg[AGG_KEY] -= D.key[r]
+    if K.window > 0:
+        if D.below[r]:
+            D.below[r] = False
+            agg[AGG_N_BELOW] -= 1
+            agg[AGG_KEY_BELOW] -= D.key[r]
+        else:
+            agg[AGG_N_CAPPED] -= 1
+    if grow:
+        _ring_remove(ring, r)
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduling a step
+
+
+@njit(**_HELPER)
+def _cross_window(D, wheap, t):
+    """Decoders reaching the sliding window read `window` tokens from decode step t on."""
+    agg = D.agg
+    wk, wv = wheap.keys, wheap.vals
+    while wheap.size[0] > 0 and wk[0] <= t:
+        r = wv[0]
+        kk = wk[0]
+        wheap.size[0] = _heap_pop(wk, wv, wheap.size[0])
+        if D.below[r] and D.twin[r] == kk:
+            D.below[r] = False
+            D.twin[r] = -1
+            agg[AGG_N_BELOW] -= 1
+            agg[AGG_KEY_BELOW] -= D.key[r]
+            agg[AGG_N_CAPPED] += 1
+
+
+@njit(**_HELPER)
+def _chunk_tokens(sched, rem, budget_tok, pf_tok):
+    """Prompt tokens a prompt with `rem` left runs this step (schedulers.py): chunked and
+    prefill-first, as many as the step's token budget leaves; continuous, the whole rest if it fits
+    the budget or no other prompt runs, else none; static, the whole prompt."""
+    if sched >= 2:
+        return min(rem, budget_tok)
+    if sched == 1:
+        return rem if (rem <= budget_tok or pf_tok == 0) else 0
+    return rem
+
+
+@njit(**_HELPER)
+def _add_chunk(acc, c, q, target, window):
+    """The step batch with a prompt chunk from token c to c + q added (it samples when it reaches
+    the prompt's target)."""
+    return StepBatch(acc.n_tok + q, acc.n_seq + (1 if c + q >= target else 0), acc.pf_tok + q, acc.budget_tok - q,
+                     acc.pairs_g + (causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)),
+                     acc.pairs_w + (causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)),
+                     acc.pf_kv + (c + q))
+
+
+@njit(**_HELPER)
+def _grant_chunk(R, K, prog, r, q, newb, acc, used, grow):
+    """Run q prompt tokens of r this step (its KV grows to newb bytes when allocated as it grows).
+    Returns (step batch, used)."""
+    c = prog.pref[r]
+    if grow:
+        used += newb - prog.alloc[r]
+        prog.alloc[r] = newb
+        prog.nblk[r] = (c + q - R.cached[r] + K.block - 1) // K.block
+    prog.pq[r] = q
+    return _add_chunk(acc, c, q, prog.tgt[r], K.window), used
+
+
+@njit(**_HELPER)
+def _prefill_first_chunks(R, K, prog, prefill, acc, used, grow):
+    """Prefill-first: prompt chunks only, in admission order; a chunk whose KV does not fit is
+    refused. Returns (step batch, used)."""
+    r = prefill.ends[HEAD]
+    while r >= 0:
+        prog.pq[r] = 0
+        q = min(prog.tgt[r] - prog.pref[r], acc.budget_tok)
+        if q > 0:
+            newb = paged_kv_bytes(prog.pref[r] + q - R.cached[r], K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
+            if not grow or used - prog.alloc[r] + newb <= K.budget:
+                acc, used = _grant_chunk(R, K, prog, r, q, newb, acc, used, grow)
+        r = prefill.nx[r]
+    return acc, used
+
+
+@njit(**_HELPER)
+def _step_fits(R, E, K, prog, D, ring, prefill, acc, used, t):
+    """Whether everything the step asks for fits in KV memory: the blocks of the decoders due one at
+    decode step t (recorded in x_blocks / x_bytes) and the prompt chunks (then nothing is refused
+    or preempted)."""
+    demand = 0.0
+    b = t % K.block
+    for i in range(ring.count[b]):
+        r = ring.slots[b, i]
+        if D.tc[r] == t:
+            # blocks after this step's write (= paged_kv_bytes's ceil(need / block)); one more
+            # than now except on entry with block 1, so the division is rarely needed
+            need = D.key[r] + t + 1 - R.cached[r]
+            nbk = prog.nblk[r] + 1 if (prog.nblk[r] + 1) * K.block >= need else (need + K.block - 1) // K.block
+            newb = blocks_kv_bytes(nbk, K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
+            D.x_blocks[r] = nbk
+            D.x_bytes[r] = newb
+            demand += newb - prog.alloc[r]
+    bt = acc.budget_tok
+    pft = 0
+    r = prefill.ends[HEAD] if E.sched != 3 else -1
+    while r >= 0:
+        q = _chunk_tokens(E.sched, prog.tgt[r] - prog.pref[r], bt, pft)
+        if q > 0:
+            demand += paged_kv_bytes(prog.pref[r] + q - R.cached[r], K.block, K.g_bytes, K.w_bytes,
+                                     K.w_blocks_cap) - prog.alloc[r]
+            bt -= q
+            pft += q
+        r = prefill.nx[r]
+    return used + demand <= K.budget
+
+
+@njit(**_HELPER)
+def _grow_due_blocks(R, K, prog, D, ring, used, t):
+    """Give each decoder due a block at decode step t the block `_step_fits` sized (they all fit)
+    and move it to the bucket of its next one, 1 to `block` steps later. Returns used."""
+    block = K.block
+    b = t % block
+    i = 0
+    while i < ring.count[b]:
+        r = ring.slots[b, i]
+        if D.tc[r] != t:
+            i += 1
+            continue
+        need = D.key[r] + t + 1 - R.cached[r]
+        newb = D.x_bytes[r]
+        used += newb - prog.alloc[r]
+        prog.alloc[r] = newb
+        prog.nblk[r] = D.x_blocks[r]
+        ahead = prog.nblk[r] * block - need + 1  # steps to the next block: 1..block
+        D.tc[r] = t + ahead
+        nbk = b + ahead
+        if nbk >= block:
+            nbk -= block
+        if nbk != b:  # to its new bucket (the bucket's last entry takes slot i: look at it next)
+            _ring_remove(ring, r)
+            _ring_insert(ring, r, nbk)
+        else:
+            i += 1
+    return used
+
+
+@njit(**_HELPER)
+def _take_prompt_chunks(R, E, K, prog, prefill, acc, used, grow):
+    """The prompt chunks of a step that fits (every scheduler but prefill-first, whose chunks ran
+    first). Returns (step batch, used)."""
+    r = prefill.ends[HEAD] if E.sched != 3 else -1
+    while r >= 0:
+        prog.pq[r] = 0
+        q = _chunk_tokens(E.sched, prog.tgt[r] - prog.pref[r], acc.budget_tok, acc.pf_tok)
+        if q > 0:
+            newb = 0.0
+            if grow:
+                newb = paged_kv_bytes(prog.pref[r] + q - R.cached[r], K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
+            acc, used = _grant_chunk(R, K, prog, r, q, newb, acc, used, grow)
+        r = prefill.nx[r]
+    return acc, used
+
+
+@njit(**_HELPER)
+def _preempt_tail(R, K, prog, D, ring, run, prefill, preempted, used, npre, t):
+    """Preempt the most recently admitted request (recompute later: its KV is freed, its target is
+    its tokens so far). Returns (used, npre)."""
+    v = run.ends[TAIL]
+    used -= prog.alloc[v]
+    prog.alloc[v] = 0.0
+    _unlink(run, v)
+    if D.dec[v]:
+        prog.gen[v] = D.key[v] + t - R.in_len[v]
+        _leave_decoding(K, D, ring, v, True)
+    else:  # a prompt: leaves the prefill list
+        _unlink(prefill, v)
+        if prog.pq[v] > 0:  # cannot happen (prompts after r are not yet visited)
+            prog.pq[v] = 0
+    prog.tgt[v] = R.in_len[v] + prog.gen[v]
+    prog.pref[v] = R.cached[v]
+    preempted[npre] = v
+    return used, npre + 1
+
+
+@njit(**_HELPER)
+def _walk_with_eviction(R, E, K, prog, D, ring, run, prefill, preempted, acc, used, npre, preemptions, t):
+    """A step where memory may run out: the reference's walk in admission order (prompt chunks
+    that do not fit are refused; a decoder due a block that does not fit preempts the latest
+    admitted). Returns (step batch, used, npre, preemptions)."""
+    r = run.ends[HEAD]
+    while r >= 0:
+        if prog.pref[r] < prog.tgt[r]:
+            if E.sched == 3:  # prefill-first: no chunk could run, the decoders do
+                r = run.nx[r]
+                continue
+            prog.pq[r] = 0
+            q = _chunk_tokens(E.sched, prog.tgt[r] - prog.pref[r], acc.budget_tok, acc.pf_tok)
+            if q > 0:
+                newb = paged_kv_bytes(prog.pref[r] + q - R.cached[r], K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
+                if used - prog.alloc[r] + newb <= K.budget:
+                    acc, used = _grant_chunk(R, K, prog, r, q, newb, acc, used, True)
+        elif D.dec[r]:
+            cross = D.tc[r] == t
+            need = D.key[r] + t + 1 - R.cached[r]
+            newb = paged_kv_bytes(need, K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap) if cross else prog.alloc[r]
+            while used - prog.alloc[r] + newb > K.budget and run.ends[TAIL] != r:
+                used, npre = _preempt_tail(R, K, prog, D, ring, run, prefill, preempted, used, npre, t)
+                preemptions += 1
+            if cross:
+                used += newb - prog.alloc[r]
+                prog.alloc[r] = newb
+                prog.nblk[r] = (need + K.block - 1) // K.block
+                D.tc[r] = t + prog.nblk[r] * K.block - need + 1
+                nbk = D.tc[r] % K.block
+                if nbk != ring.bucket[r]:
+                    _ring_remove(ring, r)
+                    _ring_insert(ring, r, nbk)
+        r = run.nx[r]
+    return acc, used, npre, preemptions
+
+
+@njit(**_HELPER)
+def _decode_context(K, D, t):
+    """Summed context of the decoders at decode step t, all layers and window layers
+    (sum(key) + n t; below the window likewise, capped ones at the window)."""
+    agg = D.agg
+    ctx_g = agg[AGG_KEY] + agg[AGG_N_DEC] * t
+    if K.window > 0:
+        ctx_w = agg[AGG_KEY_BELOW] + agg[AGG_N_BELOW] * t + agg[AGG_N_CAPPED] * K.window
+    else:
+        ctx_w = ctx_g
+    return ctx_g, ctx_w
+
+
+# ---------------------------------------------------------------------------------------------
+# completion bookkeeping and statistics
+
+
+@njit(**_HELPER)
+def _finish_request(R, E, prog, run, r, now, used, done, released, batch_left):
+    """Request r produced its last token at `now`: a closed loop releases the next request; outside
+    static batches its KV is freed and it leaves the running list. Returns (used, done, released,
+    batch_left)."""
+    n = R.arrival.shape[0]
+    prog.finish[r] = now
+    done += 1
+    if E.closed_loop and released < n:
+        R.arrival[released] = now
+        released += 1
+    if E.sched != 0:
+        used -= prog.alloc[r]
+        _unlink(run, r)
+    else:
+        batch_left -= 1
+    return used, done, released, batch_left
+
+
+@njit(**_HELPER)
+def _finish_prompts(R, E, prog, run, prefill, to_dec, now, used, done, released, batch_left):
+    """Prompt chunks that ran: a prompt whose prefill completed samples its token (its first, the
+    first time), leaves the prefill list and finishes or decodes from the next step on (queued in
+    to_dec). Returns (used, done, released, batch_left, queued decoders)."""
+    n_to_dec = 0
+    r = prefill.ends[HEAD]
+    while r >= 0:
+        r_next = prefill.nx[r]
+        q = prog.pq[r]
+        if q > 0:
+            prog.pq[r] = 0
+            prog.pref[r] += q
+            if prog.pref[r] >= prog.tgt[r]:
+                prog.gen[r] += 1
+                if prog.first[r] == np.inf:
+                    prog.first[r] = now
+                _unlink(prefill, r)
+                if prog.gen[r] >= R.out_steps[r]:
+                    used, done, released, batch_left = _finish_request(R, E, prog, run, r, now, used, done, released,
+                                                                       batch_left)
+                else:  # decodes from the next step on (its last step is later than this one)
+                    to_dec[n_to_dec] = r
+                    n_to_dec += 1
+        r = r_next
+    return used, done, released, batch_left, n_to_dec
+
+
+@njit(**_HELPER)
+def _complete_decoders(R, E, K, prog, D, ring, run, fheap, now, used, done, released, batch_left, t1, grow):
+    """Decoders whose last decode step is t1 or earlier finish at `now` (completion heap; stale
+    entries skipped). Returns (used, done, released, batch_left)."""
+    fk, fv = fheap.keys, fheap.vals
+    while fheap.size[0] > 0 and fk[0] <= t1:
+        r = fv[0]
+        kk = fk[0]
+        fheap.size[0] = _heap_pop(fk, fv, fheap.size[0])
+        if not (D.dec[r] and D.tfin[r] == kk):
+            continue
+        _leave_decoding(K, D, ring, r, grow)
+        prog.gen[r] = R.out_steps[r]
+        used, done, released, batch_left = _finish_request(R, E, prog, run, r, now, used, done, released, batch_left)
+    return used, done, released, batch_left
+
+
+@njit(**_HELPER)
+def _release_static_batch(prog, run, batch, nbatch, used):
+    """A static batch whose members all finished frees their KV and its slots. Returns used."""
+    for j in range(nbatch):
+        used -= prog.alloc[batch[j]]
+    run.ends[HEAD] = -1
+    run.ends[TAIL] = -1
+    run.ends[SIZE] = 0
+    return used
+
+
+@njit(**_HELPER)
+def _record_trace(tr_t, tr_b, steps, now, used, ntr, stride, next_trace):
+    """KV memory over time: a point at every `stride`-th step (kernels.trace_append halves the
+    trace and doubles the stride when full). Returns (ntr, stride, next_trace)."""
+    if steps == next_trace:
+        ntr, stride = trace_append(tr_t, tr_b, ntr, stride, now, used)
+        next_trace = (steps // stride + 1) * stride
+    return ntr, stride, next_trace
+
+
+# ---------------------------------------------------------------------------------------------
+# the loop
+
+
+@njit(**_LOOP)
+def _run_events(R, E, K, coef, tables, S):
+    """The event-driven loop (module docstring) over the state S (EventState) `_simulate_events`
+    allocates. Returns (engine steps, preemptions, trace points)."""
+    prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b = S
+    n = R.arrival.shape[0]
     lin_t, logit_t, draft_t, graph_t = tables
-    grow = sched != 0 and not no_evict
-    first = np.full(n, np.inf)
-    finish = np.full(n, np.inf)
-    pref = cached.copy()  # prompt(+recompute) tokens whose KV exists
-    tgt = in_len.copy()  # tokens to prefill before the next token is sampled
-    gen = np.zeros(n, np.int64)  # tokens sampled (materialised while not decoding)
-    alloc = np.zeros(n)  # KV bytes held
-    nblk = np.zeros(n, np.int64)  # KV blocks held (grow mode): they take nblk * block tokens
-    key = np.zeros(n, np.int64)  # decoders: context - decode steps
-    dec = np.zeros(n, np.bool_)  # decoding
-    below = np.zeros(n, np.bool_)  # decoding below the sliding window
-    tfin = np.full(n, -1, np.int64)  # decoders: decode-step count after their last step
-    twin = np.full(n, -1, np.int64)  # decoders below the window: first step at context >= window
-    tc = np.full(n, -1, np.int64)  # decoders (grow): step of the next KV block
-    pq = np.zeros(n, np.int64)  # prompt tokens run this step
-    x_blocks = np.zeros(n, np.int64)  # decoders due a block this step: blocks and bytes after it
-    x_bytes = np.zeros(n)
-    # running list (admission order) and prefill sub-list (same order)
-    nx = np.full(n, -1, np.int64)
-    pv = np.full(n, -1, np.int64)
-    head = -1
-    tail = -1
-    nrun = 0
-    pnx = np.full(n, -1, np.int64)
-    ppv = np.full(n, -1, np.int64)
-    phead = -1
-    ptail = -1
-    # static batches: members, released together
-    batch = np.empty(max(1, min(max_seqs, n)), np.int64)
+    sched = E.sched
+    grow = sched != 0 and not E.no_evict  # KV blocks allocated as the sequence grows (may preempt)
     nbatch = 0
     batch_left = 0
-    # KV-block ring: bucket b holds decoders whose next block step is = b (mod block)
-    nb_ring = block if grow else 1
-    cap_ring = min(max_seqs, n) + 1
-    ring = np.empty((nb_ring, cap_ring), np.int64)
-    ring_n = np.zeros(nb_ring, np.int64)
-    ring_b = np.full(n, -1, np.int64)
-    ring_p = np.zeros(n, np.int64)
-    # heaps (lazy deletion; compacted when full)
-    hcap = 2 * min(max_seqs, n) + 64
-    fk = np.empty(hcap, np.int64)
-    fv = np.empty(hcap, np.int64)
-    fn = 0
-    wk = np.empty(hcap, np.int64)
-    wv = np.empty(hcap, np.int64)
-    wn = 0
-    # decode aggregates
-    n_dec = 0
-    s_key = 0
-    n_below = 0
-    s_below = 0
-    n_capped = 0
     n_dec_last = 0  # decoders counted when the last step advanced (chunked budget)
-    # requests that start decoding at the next step (prompts done), entered at its top
-    to_dec = np.empty(max(1, min(max_seqs, n)), np.int64)
-    n_to_dec = 0
-    preempted = np.empty(n, np.int64)
+    n_to_dec = 0  # requests that start decoding at the next step (prompts done), entered at its top
     npre = 0
     next_wait = 0
     released = 0
     for i in range(n):
-        if arrival[i] < np.inf:
+        if R.arrival[i] < np.inf:
             released = i + 1
     used = 0.0
     now = 0.0
     done = 0
     steps = 0
     preemptions = 0
-    tr_t = np.empty(TRACE_POINTS)
-    tr_b = np.empty(TRACE_POINTS)
     ntr = 0
     stride = 1
     next_trace = 1  # the next step that is a multiple of `stride` (the reference's steps % stride == 0)
@@ -184,462 +684,98 @@ def _simulate_events(arrival, in_len, out_len, closed_loop, sched, no_evict, max
     while done < n:
         t = td
         # ---- admission (the reference's rules; appended to the running and prefill lists) ------
-        admit_from = tail
+        admit_from = run.ends[TAIL]
         if sched == 0:
             if batch_left == 0 and next_wait < n:
-                last = next_wait + min(max_seqs, n - next_wait) - 1
-                if arrival[last] < np.inf:
-                    now = max(now, arrival[last])
-                elif next_wait < released:
-                    now = max(now, arrival[released - 1])
-                nbatch = 0
-                while nbatch < max_seqs and next_wait < n and arrival[next_wait] <= now:
-                    r = next_wait
-                    cost = paged_kv_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
-                    if nbatch > 0 and used + cost > budget:
-                        break
-                    used += cost
-                    alloc[r] = cost
-                    batch[nbatch] = r
-                    nbatch += 1
-                    batch_left += 1
-                    next_wait += 1
-                    nx[r] = -1
-                    pv[r] = tail
-                    if tail >= 0:
-                        nx[tail] = r
-                    else:
-                        head = r
-                    tail = r
-                    nrun += 1
+                now, used, next_wait, nbatch = _admit_static_batch(R, E, K, prog, run, batch, now, used, next_wait,
+                                                                   released)
+                batch_left = nbatch
         else:
-            while nrun < max_seqs:
-                if npre > 0:
-                    r = preempted[npre - 1]
-                elif next_wait < n and arrival[next_wait] <= now:
-                    r = next_wait
-                else:
-                    break
-                if no_evict:
-                    cost = paged_kv_bytes(in_len[r] + out_len[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
-                else:
-                    cost = paged_kv_bytes(tgt[r] - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
-                if used + cost > budget and nrun > 0:
-                    break
-                if no_evict:
-                    used += cost
-                    alloc[r] = cost
-                if npre > 0:
-                    npre -= 1
-                else:
-                    next_wait += 1
-                nblk[r] = 0
-                nx[r] = -1
-                pv[r] = tail
-                if tail >= 0:
-                    nx[tail] = r
-                else:
-                    head = r
-                tail = r
-                nrun += 1
-        # newly admitted: prompts join the prefill list; a prompt already all in KV decodes at once
-        # (after the prompts that finished prefill in the last step)
-        r = nx[admit_from] if admit_from >= 0 else head
-        while r >= 0:
-            if pref[r] < tgt[r]:
-                pnx[r] = -1
-                ppv[r] = ptail
-                if ptail >= 0:
-                    pnx[ptail] = r
-                else:
-                    phead = r
-                ptail = r
-            elif gen[r] < out_steps[r]:
-                to_dec[n_to_dec] = r
-                n_to_dec += 1
-            r = nx[r]
-        # new decoders enter the decoding state at step t: key (context - t), last step on the
-        # completion heap, below the window (window heap) or capped at it, next KV-block step in the ring
-        for i in range(n_to_dec):
-            r = to_dec[i]
-            k_r = in_len[r] + gen[r] - t
-            key[r] = k_r
-            dec[r] = True
-            n_dec += 1
-            s_key += k_r
-            tfin[r] = out_steps[r] - (gen[r] - t)
-            if fn == hcap:
-                fn = _heap_compact(fk, fv, fn, dec, tfin)
-            fn = _heap_push(fk, fv, fn, tfin[r], r)
-            if window > 0 and k_r + t < window:
-                below[r] = True
-                n_below += 1
-                s_below += k_r
-                twin[r] = window - k_r
-                if wn == hcap:
-                    wn = _heap_compact(wk, wv, wn, below, twin)
-                wn = _heap_push(wk, wv, wn, twin[r], r)
-            elif window > 0:
-                n_capped += 1
-            if grow:
-                c_r = nblk[r] * block + cached[r] - k_r
-                tc[r] = c_r if c_r > t else t
-                b = tc[r] % block
-                ring_b[r] = b
-                ring_p[r] = ring_n[b]
-                ring[b, ring_n[b]] = r
-                ring_n[b] += 1
+            used, next_wait, npre = _admit_continuous(R, E, K, prog, run, preempted, now, used, next_wait, npre)
+        n_to_dec = _route_admitted(R, prog, run, prefill, to_dec, n_to_dec, admit_from)
+        _enter_decoding(R, K, prog, D, ring, fheap, wheap, to_dec, n_to_dec, t, grow)
         n_to_dec = 0
-        if nrun == 0:
-            if next_wait < n and arrival[next_wait] < np.inf:
-                now = max(now, arrival[next_wait])
+        if run.ends[SIZE] == 0:
+            if next_wait < n and R.arrival[next_wait] < np.inf:
+                now = max(now, R.arrival[next_wait])
                 continue
-            break
-        # ---- build the step ---------------------------------------------------------------
-        budget_tok = max_tokens - (n_dec_last if sched == 2 else 0)
-        # decoders reaching the sliding window read `window` tokens from this step on
-        while wn > 0 and wk[0] <= t:
-            r = wv[0]
-            kk = wk[0]
-            wn = _heap_pop(wk, wv, wn)
-            if below[r] and twin[r] == kk:
-                below[r] = False
-                twin[r] = -1
-                n_below -= 1
-                s_below -= key[r]
-                n_capped += 1
-        n_tok = 0
-        n_seq = 0
-        pairs_g = 0.0
-        pairs_w = 0.0
-        pf_kv = 0.0
-        pf_tok = 0
-        if sched == 3:
-            # prefill-first: prompt chunks only, in admission order (a chunk whose KV does not fit
-            # is refused); the decoders run only if no chunk could
-            r = phead
-            while r >= 0:
-                pq[r] = 0
-                q = min(tgt[r] - pref[r], budget_tok)
-                if q > 0:
-                    c = pref[r]
-                    newb = paged_kv_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
-                    if not grow or used - alloc[r] + newb <= budget:
-                        if grow:
-                            used += newb - alloc[r]
-                            alloc[r] = newb
-                            nblk[r] = (c + q - cached[r] + block - 1) // block
-                        pq[r] = q
-                        budget_tok -= q
-                        n_tok += q
-                        pf_tok += q
-                        pairs_g += causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)
-                        pairs_w += causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)
-                        pf_kv += c + q
-                        if c + q >= tgt[r]:
-                            n_seq += 1
-                r = pnx[r]
-        dec_run = pf_tok == 0 or sched != 3  # the decoders run this step
-        # does everything this step asks for fit in KV memory? (then no refusal, no preemption)
-        fits = True
-        if grow and dec_run:
-            demand = 0.0
-            b = t % block
-            for i in range(ring_n[b]):
-                r = ring[b, i]
-                if tc[r] == t:
-                    # blocks after this step's write (= paged_kv_bytes's ceil(need / block)); one more
-                    # than now except on entry with block 1, so the division is rarely needed
-                    need = key[r] + t + 1 - cached[r]
-                    nbk = nblk[r] + 1 if (nblk[r] + 1) * block >= need else (need + block - 1) // block
-                    newb = blocks_kv_bytes(nbk, block, g_bytes, w_bytes, w_blocks_cap)
-                    x_blocks[r] = nbk
-                    x_bytes[r] = newb
-                    demand += newb - alloc[r]
-            bt = budget_tok
-            pft = 0
-            r = phead if sched != 3 else -1
-            while r >= 0:
-                rem = tgt[r] - pref[r]
-                if sched == 2:
-                    q = min(rem, bt)
-                else:
-                    q = rem if (rem <= bt or pft == 0) else 0
-                if q > 0:
-                    demand += paged_kv_bytes(pref[r] + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap) - alloc[r]
-                    bt -= q
-                    pft += q
-                r = pnx[r]
-            fits = used + demand <= budget
-        if fits:
+            break  # nothing can ever arrive (closed loop exhausted)
+        # ---- scheduling the step ---------------------------------------------------------------
+        _cross_window(D, wheap, t)
+        acc = StepBatch(0, 0, 0, E.max_tokens - (n_dec_last if sched == 2 else 0), 0.0, 0.0, 0.0)
+        if sched == 3:  # prefill-first: prompt chunks only; the decoders run only if no chunk could
+            acc, used = _prefill_first_chunks(R, K, prog, prefill, acc, used, grow)
+        dec_run = acc.pf_tok == 0 or sched != 3  # the decoders run this step
+        if not (grow and dec_run) or _step_fits(R, E, K, prog, D, ring, prefill, acc, used, t):
             if grow and dec_run:
-                b = t % block
-                i = 0
-                while i < ring_n[b]:
-                    r = ring[b, i]
-                    if tc[r] != t:
-                        i += 1
-                        continue
-                    need = key[r] + t + 1 - cached[r]
-                    newb = x_bytes[r]
-                    used += newb - alloc[r]
-                    alloc[r] = newb
-                    nblk[r] = x_blocks[r]
-                    ahead = nblk[r] * block - need + 1  # steps to the next block: 1..block
-                    tc[r] = t + ahead
-                    nbk = b + ahead
-                    if nbk >= block:
-                        nbk -= block
-                    if nbk != b:  # move to its new bucket (swap-remove here)
-                        last_r = ring[b, ring_n[b] - 1]
-                        ring[b, i] = last_r
-                        ring_p[last_r] = i
-                        ring_n[b] -= 1
-                        ring_b[r] = nbk
-                        ring_p[r] = ring_n[nbk]
-                        ring[nbk, ring_n[nbk]] = r
-                        ring_n[nbk] += 1
-                    else:
-                        i += 1
-            r = phead if sched != 3 else -1
-            while r >= 0:
-                pq[r] = 0
-                rem = tgt[r] - pref[r]
-                if sched == 2:
-                    q = min(rem, budget_tok)
-                elif sched == 1:
-                    q = rem if (rem <= budget_tok or pf_tok == 0) else 0
-                else:
-                    q = rem
-                if q > 0:
-                    c = pref[r]
-                    if grow:
-                        newb = paged_kv_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
-                        used += newb - alloc[r]
-                        alloc[r] = newb
-                        nblk[r] = (c + q - cached[r] + block - 1) // block
-                    pq[r] = q
-                    budget_tok -= q
-                    n_tok += q
-                    pf_tok += q
-                    pairs_g += causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)
-                    pairs_w += causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)
-                    pf_kv += c + q
-                    if c + q >= tgt[r]:
-                        n_seq += 1
-                r = pnx[r]
+                used = _grow_due_blocks(R, K, prog, D, ring, used, t)
+            acc, used = _take_prompt_chunks(R, E, K, prog, prefill, acc, used, grow)
         else:
-            # memory may run out: the reference's walk in admission order (refuse prompt chunks,
-            # preempt the latest admitted to give a decoder its block)
-            r = head
-            while r >= 0:
-                if pref[r] < tgt[r]:
-                    if sched == 3:  # prefill-first: no chunk could run, the decoders do
-                        r = nx[r]
-                        continue
-                    pq[r] = 0
-                    rem = tgt[r] - pref[r]
-                    if sched == 2:
-                        q = min(rem, budget_tok)
-                    else:
-                        q = rem if (rem <= budget_tok or pf_tok == 0) else 0
-                    if q > 0:
-                        c = pref[r]
-                        newb = paged_kv_bytes(c + q - cached[r], block, g_bytes, w_bytes, w_blocks_cap)
-                        if used - alloc[r] + newb <= budget:
-                            used += newb - alloc[r]
-                            alloc[r] = newb
-                            nblk[r] = (c + q - cached[r] + block - 1) // block
-                            pq[r] = q
-                            budget_tok -= q
-                            n_tok += q
-                            pf_tok += q
-                            pairs_g += causal_pairs_upto(c + q, 0) - causal_pairs_upto(c, 0)
-                            pairs_w += causal_pairs_upto(c + q, window) - causal_pairs_upto(c, window)
-                            pf_kv += c + q
-                            if c + q >= tgt[r]:
-                                n_seq += 1
-                elif dec[r]:
-                    cross = tc[r] == t
-                    need = key[r] + t + 1 - cached[r]
-                    newb = paged_kv_bytes(need, block, g_bytes, w_bytes, w_blocks_cap) if cross else alloc[r]
-                    while used - alloc[r] + newb > budget and tail != r:
-                        v = tail  # preempt the most recently admitted (recompute later)
-                        used -= alloc[v]
-                        alloc[v] = 0.0
-                        tail = pv[v]
-                        nx[tail] = -1
-                        nrun -= 1
-                        if dec[v]:
-                            gen[v] = key[v] + t - in_len[v]
-                            dec[v] = False
-                            n_dec -= 1
-                            s_key -= key[v]
-                            if window > 0:
-                                if below[v]:
-                                    below[v] = False
-                                    n_below -= 1
-                                    s_below -= key[v]
-                                else:
-                                    n_capped -= 1
-                            bv = ring_b[v]
-                            last_r = ring[bv, ring_n[bv] - 1]
-                            ring[bv, ring_p[v]] = last_r
-                            ring_p[last_r] = ring_p[v]
-                            ring_n[bv] -= 1
-                            ring_b[v] = -1
-                        else:  # a prompt: leaves the prefill list
-                            if ppv[v] >= 0:
-                                pnx[ppv[v]] = pnx[v]
-                            else:
-                                phead = pnx[v]
-                            if pnx[v] >= 0:
-                                ppv[pnx[v]] = ppv[v]
-                            else:
-                                ptail = ppv[v]
-                            if pq[v] > 0:  # cannot happen (prompts after r are not yet visited)
-                                pq[v] = 0
-                        tgt[v] = in_len[v] + gen[v]
-                        pref[v] = cached[v]
-                        preempted[npre] = v
-                        npre += 1
-                        preemptions += 1
-                    if cross:
-                        used += newb - alloc[r]
-                        alloc[r] = newb
-                        nblk[r] = (need + block - 1) // block
-                        tc[r] = t + nblk[r] * block - need + 1
-                        b = ring_b[r]
-                        nbk = tc[r] % block
-                        if nbk != b:
-                            last_r = ring[b, ring_n[b] - 1]
-                            ring[b, ring_p[r]] = last_r
-                            ring_p[last_r] = ring_p[r]
-                            ring_n[b] -= 1
-                            ring_b[r] = nbk
-                            ring_p[r] = ring_n[nbk]
-                            ring[nbk, ring_n[nbk]] = r
-                            ring_n[nbk] += 1
-                r = nx[r]
+            acc, used, npre, preemptions = _walk_with_eviction(R, E, K, prog, D, ring, run, prefill, preempted, acc,
+                                                               used, npre, preemptions, t)
+        n_tok, n_seq = acc.n_tok, acc.n_seq
         ctx_g = 0
         ctx_w = 0
+        n_dec = D.agg[AGG_N_DEC]
         if dec_run:
             n_tok += n_dec
             n_seq += n_dec
-            ctx_g = s_key + n_dec * t
-            if window > 0:
-                ctx_w = s_below + n_below * t + n_capped * window
-            else:
-                ctx_w = ctx_g
+            ctx_g, ctx_w = _decode_context(K, D, t)
         if n_tok == 0:
-            if next_wait < n and arrival[next_wait] > now and arrival[next_wait] < np.inf:
-                now = arrival[next_wait]
+            # nothing runnable (memory-blocked prompts): wait for the next arrival or give up
+            if next_wait < n and R.arrival[next_wait] > now and R.arrival[next_wait] < np.inf:
+                now = R.arrival[next_wait]
                 continue
             break
-        # ---- step time (the reference's: kernels.step_seconds; no draft model on this loop) ------------
-        linear_s = table_lookup(lin_t, graph_tokens_of_step(graph_t, n_tok, pf_tok))
-        logits_s = table_lookup(logit_t, graph_tokens_of_step(graph_t, n_seq, pf_tok))
-        dt = step_seconds(coef, linear_s, logits_s, 0.0, ctx_g, ctx_w, pairs_g, pairs_w, pf_kv)
-        now += dt
+        # ---- the step's cost (the reference's: kernels.step_seconds; no draft model on this loop) --------
+        linear_s = table_lookup(lin_t, graph_tokens_of_step(graph_t, n_tok, acc.pf_tok))
+        logits_s = table_lookup(logit_t, graph_tokens_of_step(graph_t, n_seq, acc.pf_tok))
+        now += step_seconds(coef, linear_s, logits_s, 0.0, ctx_g, ctx_w, acc.pairs_g, acc.pairs_w, acc.pf_kv)
         steps += 1
         if dec_run:
             td += 1
-        t1 = td
-        # ---- advance: prompts that ran; decoders that finish ----------------------------------
-        r = phead
-        while r >= 0:
-            r_next = pnx[r]
-            q = pq[r]
-            if q > 0:
-                pq[r] = 0
-                pref[r] += q
-                if pref[r] >= tgt[r]:
-                    gen[r] += 1
-                    if first[r] == np.inf:
-                        first[r] = now
-                    if ppv[r] >= 0:
-                        pnx[ppv[r]] = pnx[r]
-                    else:
-                        phead = pnx[r]
-                    if pnx[r] >= 0:
-                        ppv[pnx[r]] = ppv[r]
-                    else:
-                        ptail = ppv[r]
-                    if gen[r] >= out_steps[r]:
-                        finish[r] = now
-                        done += 1
-                        if closed_loop and released < n:
-                            arrival[released] = now
-                            released += 1
-                        if sched != 0:
-                            used -= alloc[r]
-                            nrun -= 1
-                            if pv[r] >= 0:
-                                nx[pv[r]] = nx[r]
-                            else:
-                                head = nx[r]
-                            if nx[r] >= 0:
-                                pv[nx[r]] = pv[r]
-                            else:
-                                tail = pv[r]
-                        else:
-                            batch_left -= 1
-                    else:  # decodes from the next step on (its last step is later than t1)
-                        to_dec[n_to_dec] = r
-                        n_to_dec += 1
-            r = r_next
-        while fn > 0 and fk[0] <= t1:
-            r = fv[0]
-            kk = fk[0]
-            fn = _heap_pop(fk, fv, fn)
-            if not (dec[r] and tfin[r] == kk):
-                continue
-            dec[r] = False
-            n_dec -= 1
-            s_key -= key[r]
-            if window > 0:
-                if below[r]:
-                    below[r] = False
-                    n_below -= 1
-                    s_below -= key[r]
-                else:
-                    n_capped -= 1
-            if grow:
-                bv = ring_b[r]
-                last_r = ring[bv, ring_n[bv] - 1]
-                ring[bv, ring_p[r]] = last_r
-                ring_p[last_r] = ring_p[r]
-                ring_n[bv] -= 1
-                ring_b[r] = -1
-            gen[r] = out_steps[r]
-            finish[r] = now
-            done += 1
-            if closed_loop and released < n:
-                arrival[released] = now
-                released += 1
-            if sched != 0:
-                used -= alloc[r]
-                nrun -= 1
-                if pv[r] >= 0:
-                    nx[pv[r]] = nx[r]
-                else:
-                    head = nx[r]
-                if nx[r] >= 0:
-                    pv[nx[r]] = pv[r]
-                else:
-                    tail = pv[r]
-            else:
-                batch_left -= 1
-        n_dec_last = n_dec + n_to_dec
+        # ---- completion bookkeeping ---------------------------------------------------------------
+        used, done, released, batch_left, n_to_dec = _finish_prompts(R, E, prog, run, prefill, to_dec, now, used,
+                                                                     done, released, batch_left)
+        used, done, released, batch_left = _complete_decoders(R, E, K, prog, D, ring, run, fheap, now, used, done,
+                                                              released, batch_left, td, grow)
+        n_dec_last = D.agg[AGG_N_DEC] + n_to_dec
         if sched == 0 and batch_left == 0:
-            for j in range(nbatch):
-                used -= alloc[batch[j]]
+            used = _release_static_batch(prog, run, batch, nbatch, used)
             nbatch = 0
-            nrun = 0
-            head = -1
-            tail = -1
             n_dec_last = 0
-        if steps == next_trace:
-            ntr, stride = trace_append(tr_t, tr_b, ntr, stride, now, used)
-            next_trace = (steps // stride + 1) * stride
-    return first, finish, arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()
+        # ---- statistics ------------------------------------------------------------------------------
+        ntr, stride, next_trace = _record_trace(tr_t, tr_b, steps, now, used, ntr, stride, next_trace)
+    return steps, preemptions, ntr
+
+
+@njit(cache=True, error_model="numpy")
+def _simulate_events(R, E, K, coef, tables):
+    """Run the event-driven loop on requests R (Requests; R.arrival is written by a closed loop)
+    under engine E (Engine) and KV layout K (KvLayout), steps costed by kernels.step_seconds with
+    coef / tables (StepCoefficients, StepTables). Returns (first-token times, finish times,
+    arrivals, engine steps, preemptions, trace times, trace KV bytes): the reference's outputs."""
+    n = R.arrival.shape[0]
+    slots = max(1, min(E.max_seqs, n))
+    prog = Progress(R.cached.copy(), R.in_len.copy(), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
+                    np.zeros(n, np.int64), np.full(n, np.inf), np.full(n, np.inf))
+    D = Decoding(np.zeros(n, np.int64), np.zeros(n, np.bool_), np.zeros(n, np.bool_), np.full(n, -1, np.int64),
+                 np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n),
+                 np.zeros(5, np.int64))
+    run = LinkedList(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.array([-1, -1, 0], np.int64))
+    prefill = LinkedList(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.array([-1, -1, 0], np.int64))
+    grow = E.sched != 0 and not E.no_evict
+    n_buckets = K.block if grow else 1
+    ring = BlockRing(np.empty((n_buckets, min(E.max_seqs, n) + 1), np.int64), np.zeros(n_buckets, np.int64),
+                     np.full(n, -1, np.int64), np.zeros(n, np.int64))
+    hcap = 2 * min(E.max_seqs, n) + 64
+    fheap = Heap(np.empty(hcap, np.int64), np.empty(hcap, np.int64), np.zeros(1, np.int64))
+    wheap = Heap(np.empty(hcap, np.int64), np.empty(hcap, np.int64), np.zeros(1, np.int64))
+    batch = np.empty(slots, np.int64)  # static batches: members, released together
+    to_dec = np.empty(slots, np.int64)
+    preempted = np.empty(n, np.int64)
+    tr_t = np.empty(TRACE_POINTS)
+    tr_b = np.empty(TRACE_POINTS)
+    state = EventState(prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b)
+    steps, preemptions, ntr = _run_events(R, E, K, coef, tables, state)
+    return prog.first, prog.finish, R.arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()

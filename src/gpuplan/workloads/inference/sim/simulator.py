@@ -5,7 +5,7 @@ tokens that run, the step costs `operators.StepTimeModel` time (tables + a few m
 per-op recomputation), and the clock jumps by that time (or to the next arrival when idle). The loop
 is compiled with numba over flat arrays (no per-request Python objects). `_simulate` here is the
 step-by-step reference (every running sequence visited at every step); `simulate` runs the
-event-driven loop of simulator_events.py by default, which keeps decode state implicit and does work
+event-driven loop of sim/events.py by default, which keeps decode state implicit and does work
 only where something happens (a prompt chunk, a KV block, a completion, a window crossing) and
 gives the same results (tests/inference/test_simulator_events.py); `event_driven=False` runs this one.
 
@@ -32,7 +32,7 @@ from gpuplan.workloads.inference.cost.operators import StepTimeModel
 from gpuplan.workloads.inference.sim.schedulers import SCHEDULER_CODE, SchedulerConfig
 from gpuplan.workloads.inference.kernels import (TRACE_POINTS, causal_pairs_upto, paged_kv_bytes, step_seconds,
                                                  graph_tokens_of_step, table_lookup, trace_append)
-from gpuplan.workloads.inference.sim.events import _simulate_events
+from gpuplan.workloads.inference.sim.events import Engine, KvLayout, Requests, _simulate_events
 
 if TYPE_CHECKING:
     from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
@@ -419,7 +419,7 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     `speculative`: speculative decoding (speculative.py; `draft`: its speculative.draft_cost, built
     from steps.dep when not given);
     `prefix_cache`: prefix caching at a hit rate (prefix_cache.py). Both off: the plain simulation.
-    `event_driven`: run the event-driven loop (simulator_events.py: work per step proportional to
+    `event_driven`: run the event-driven loop (sim/events.py: work per step proportional to
     what happens in it; the same results), else the step-by-step reference loop. Speculative
     decoding always runs on the reference loop."""
     n = workload.arrival_s.shape[0]
@@ -432,18 +432,18 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     tables = steps.step_tables(cuda_graph_batch_sizes, draft_table)
     # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
     # context in `ctx_g` but the global coefficient is zero.
-    common = (
-        workload.arrival_s.astype(float).copy(), ins, outs, workload.kind == ArrivalKind.CLOSED_LOOP,
-        SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs), int(scheduler.max_batch_tokens),
-        budget, int(memory.block_size), g_bytes,
-        float(memory.window_kv_bytes_per_token_per_gpu), int(steps.window), int(memory.window_blocks_cap),
-        coef, tables, cached, np.ascontiguousarray(out_steps, dtype=np.int64),
-    )
+    requests = Requests(workload.arrival_s.astype(float).copy(), ins, outs, cached,
+                        np.ascontiguousarray(out_steps, dtype=np.int64))
+    engine = Engine(SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs),
+                    int(scheduler.max_batch_tokens), workload.kind == ArrivalKind.CLOSED_LOOP)
+    layout = KvLayout(budget, int(memory.block_size), g_bytes, float(memory.window_kv_bytes_per_token_per_gpu),
+                      int(steps.window), int(memory.window_blocks_cap))
     if event_driven and speculative is None:
-        first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate_events(*common)
+        first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate_events(requests, engine, layout, coef, tables)
     else:
         first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
-            *common, spec_e)
+            requests.arrival, ins, outs, engine.closed_loop, engine.sched, engine.no_evict, engine.max_seqs,
+            engine.max_tokens, *layout, coef, tables, cached, requests.out_steps, spec_e)
     ok = np.isfinite(finish)
     start = float(arrival[ok].min()) if ok.any() else 0.0
     end = float(finish[ok].max()) if ok.any() else 0.0
