@@ -290,7 +290,7 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
 
 
 def memory_band(model: ModelSpec, mem) -> dict:
-    """The 80% band of the predicted memory per GPU (interfaces.error_bands: cross-validated residuals
+    """The 80% band of the predicted memory per GPU (interfaces.validation.error_bands: cross-validated residuals
     of the public memory rows of the regime), and whether the plan still fits at the band's top."""
     from gpuplan.interfaces.validation.error_bands import training_memory_band
 

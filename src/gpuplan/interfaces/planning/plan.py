@@ -126,7 +126,7 @@ class PlanReport:
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS  # the one set every figure of the report used
     training_run: RunCost | None = None  # energy, CO2 and cost of the training run (goal train)
     serving_day: RunCost | None = None  # energy, CO2 and cost of one day of serving (goal serve)
-    band_80pct: dict | None = None  # the training run's 80% band (interfaces.error_bands.training_band)
+    band_80pct: dict | None = None  # the training run's 80% band (interfaces.validation.error_bands.training_band)
 
     def to_dict(self) -> dict:
         """The `plan --json` document: ONE `assumptions` object (pue, grid_kg_co2_per_kwh,
