@@ -152,10 +152,11 @@ def parse_enum(cls: type[E], raw: str | E, name: str) -> E:
 
 
 def default_seq_len(model: ModelSpec) -> int:
-    """The one `--seq-len` default (workloads.training.plan_search.default_seq_len): min(max positions, 4096)."""
-    from gpuplan.workloads.training.plan_search import default_seq_len as training_default
+    """The one `--seq-len` default: the model's published recipe (catalog.recipes), else
+    min(max positions, 4096) (workloads.training.plan_search.default_seq_len); interfaces.planning.defaults."""
+    from gpuplan.interfaces.planning.defaults import training_defaults
 
-    return training_default(model)
+    return training_defaults(model, None, None)[0]
 
 
 def count(value: str | float | int | None, name: str) -> float | None:

@@ -326,6 +326,11 @@ def plan(
     est = None
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         if goal is Goal.TRAIN:
+            from gpuplan.interfaces.planning.defaults import training_defaults
+
+            seq_len, global_batch, recipe_note = training_defaults(model, seq_len, global_batch)
+            if recipe_note:
+                notes.append(recipe_note)
             if gpus is not None:
                 if gpus < 1:
                     raise InputError("gpus: must be >= 1", field="gpus")
