@@ -69,6 +69,7 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
+from gpuplan.primitives.full_mesh import mesh_ring_links
 from gpuplan.specs import Gpu, System
 
 
@@ -329,17 +330,28 @@ def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
 def _intra_limit_gbps(f: _Fabric, ranks_in_domain):
     """Achievable per-rank ring bandwidth inside the scale-up domain, GB/s.
 
-    Switched (NVSwitch): every GPU reaches any other at its full link rate: B x NVLINK_EFFICIENCY.
-    Point-to-point mesh (xGMI): a GPU's links are split evenly over the domain - 1 peers; rings
-    over r ranks can use 2 floor((r-1)/2) of them (the complete graph K_r decomposes into
-    floor((r-1)/2) edge-disjoint Hamiltonian cycles, Walecki's construction, each run in both
-    directions; r = 2 uses its one link): B x usable / (domain - 1) x NVLINK_EFFICIENCY.
+    Switched (NVSwitch, a PCIe switch / root complex): every GPU reaches any other at its full link
+    rate: B x NVLINK_EFFICIENCY. Point-to-point full mesh (xGMI): a GPU's links are split evenly
+    over the domain - 1 peers (B / (domain - 1) per peer, per direction), of which rings over r ranks
+    keep `mesh_ring_links` busy: B x links / (domain - 1) x NVLINK_EFFICIENCY.
     """
     r = np.asarray(ranks_in_domain, dtype=np.float64)
     if f.switched or f.domain_gpus <= 1:
         return np.full_like(r, f.scaleup_gbps * knobs.value("collectives.nvlink_efficiency"))
-    usable = np.maximum(1.0, 2.0 * np.floor((r - 1.0) / 2.0))
-    return f.scaleup_gbps * usable / (f.domain_gpus - 1) * knobs.value("collectives.nvlink_efficiency")
+    return f.scaleup_gbps * mesh_ring_links(r, f.domain_gpus) / (f.domain_gpus - 1) * knobs.value(
+        "collectives.nvlink_efficiency")
+
+
+def _intra_all_to_all_gbps(f: _Fabric, ranks_in_domain):
+    """Achievable per-rank bandwidth of an all-to-all inside the scale-up domain, GB/s: each rank
+    sends to its r - 1 peers at once. Switched: the GPU's link rate, as `_intra_limit_gbps`. Full
+    mesh: one direct link per peer, so r - 1 of the domain - 1 links carry it:
+    B x (r - 1) / (domain - 1) x NVLINK_EFFICIENCY (all 7 links of an 8-GPU xGMI mesh)."""
+    r = np.asarray(ranks_in_domain, dtype=np.float64)
+    if f.switched or f.domain_gpus <= 1:
+        return _intra_limit_gbps(f, r)
+    peers = np.clip(r - 1.0, 1.0, f.domain_gpus - 1.0)
+    return f.scaleup_gbps * peers / (f.domain_gpus - 1) * knobs.value("collectives.nvlink_efficiency")
 
 
 def _node_egress_gbps(f: _Fabric, ranks_in_domain):
@@ -418,7 +430,8 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
     egress = np.where(multi, _node_egress_gbps(f, ppd), np.inf) * 1e9
     if op is Collective.ALL_TO_ALL:
         per_gpu_nic = egress / ppd
-        bw_s = np.maximum(size * (ppd - 1) / n / intra, np.where(multi, size * (n - ppd) / n / per_gpu_nic, 0.0))
+        intra_a2a = _intra_all_to_all_gbps(f, ppd) * 1e9
+        bw_s = np.maximum(size * (ppd - 1) / n / intra_a2a, np.where(multi, size * (n - ppd) / n / per_gpu_nic, 0.0))
     elif op is Collective.SEND_RECV:
         bw_s = size / np.where(multi, np.minimum(intra, egress / ppd), intra)
     else:
