@@ -70,6 +70,7 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.primitives.full_mesh import mesh_ring_links
+from gpuplan.primitives.torus_collectives import torus_collective
 from gpuplan.specs import Gpu, System
 
 
@@ -575,6 +576,13 @@ def collective_time_array(
     ranks per scale-up domain (default packed). Same formulas as `collective_time`; for `auto` the
     minimum over the algorithms and protocols available. Groups of 1 GPU take 0 s."""
     op, algo = Collective(collective), Algorithm(algorithm)
+    if system.ici_torus_axes is not None:  # TPU slices: one `_torus_result` per element
+        size_b, n_b = np.broadcast_arrays(np.asarray(size_bytes, dtype=np.float64), np.asarray(num_gpus))
+        out = np.zeros(size_b.shape)
+        for idx in np.ndindex(size_b.shape):
+            if n_b[idx] > 1 and size_b[idx] > 0:
+                out[idx] = _torus_result(op, float(size_b[idx]), system, int(n_b[idx])).time_s
+        return out
     if gpu is None:
         from gpuplan.catalog import get_gpu  # noqa: PLC0415 - convenience for callers without a Gpu spec
         gpu = get_gpu(system.gpu)
@@ -653,6 +661,8 @@ def collective_time(
         raise InputError(f"size: must be > 0 bytes, got {size_bytes}", field="size")
     if num_gpus < 2:
         raise InputError(f"num_gpus: a collective needs at least 2 GPUs, got {num_gpus}", field="num_gpus")
+    if system.ici_torus_axes is not None:
+        return _torus_result(op, float(size_bytes), system, int(num_gpus))
     if gpu is None:
         from gpuplan.catalog import get_gpu  # noqa: PLC0415
         gpu = get_gpu(system.gpu)
@@ -666,6 +676,18 @@ def collective_time(
         collective=op, algorithm=best_algo, protocol=best_proto, size_bytes=float(size_bytes), num_gpus=int(num_gpus),
         gpus_per_domain=int(ppd), domains=int(domains), time_s=t, algbw_gbps=algbw,
         busbw_gbps=algbw * float(busbw_factor(op, num_gpus)), latency_s=latency, bandwidth_s=t - latency,
+    )
+
+
+def _torus_result(op: Collective, size_bytes: float, system: System, num_gpus: int) -> CollectiveResult:
+    """`collective_time` on an ICI torus (TPU slices): `primitives.torus_collectives.torus_collective`
+    (bidirectional rings along the slice's axes, DCN between slices; the scaling book's formulas)."""
+    t = torus_collective(op.value, size_bytes, system, num_gpus, _nic_efficiency(system.nic_kind))
+    algbw = size_bytes / t.time_s / 1e9
+    return CollectiveResult(
+        collective=op, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE, size_bytes=size_bytes, num_gpus=num_gpus,
+        gpus_per_domain=t.chips_per_slice, domains=t.slices, time_s=t.time_s, algbw_gbps=algbw,
+        busbw_gbps=algbw * float(busbw_factor(op, num_gpus)), latency_s=t.latency_s, bandwidth_s=t.bandwidth_s,
     )
 
 
