@@ -45,6 +45,9 @@ class Gpu(SourcedSpec):
     scaleup_link: str | None = None  # interconnect id (nvlink4, xgmi3, ici-v5p, ...)
     scaleup_bandwidth_gbps: float | None = Field(default=None, gt=0)  # per GPU, per direction, GB/s
     pcie_gen: int | None = Field(default=None, ge=3, le=6)
+    #: GPU-to-GPU peer-to-peer over PCIe with the vendor's stock driver: False on GeForce cards
+    #: (NCCL then stages every transfer through host memory), None where no source says.
+    pcie_p2p: bool | None = None
     #: board/module power, W. None only where no source publishes one (Google TPUs).
     tdp_w: float | None = Field(default=None, gt=0)
     launch_year: int | None = None

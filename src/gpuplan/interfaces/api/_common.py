@@ -131,12 +131,11 @@ def system_and_gpu(system: str | System | None, gpu: str | Gpu | None, *, defaul
 
 
 def widest_system(gpu: Gpu) -> System:
-    """`Catalog.widest_system_for`, also for a GPU that is not in the catalog (its single-GPU box)."""
-    from gpuplan.catalog import single_gpu_system
-
+    """`Catalog.widest_system_for`, also for a GPU that is not in the catalog (its PCIe box,
+    `Catalog.gpu_box`)."""
     cat = catalog()
     if gpu.id not in cat.gpus:
-        return single_gpu_system(gpu)
+        return cat.gpu_box(gpu)
     return cat.widest_system_for(gpu.id)
 
 
