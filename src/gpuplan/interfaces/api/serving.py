@@ -39,6 +39,7 @@ class ServeResult(Result):
     report: Any  # gpuplan.workloads.inference.plan.service.ServeReport
     offered_rate: float | None = None  # requests/s offered by an open-loop (Poisson) load
     moe: bool = False  # the served model has routed experts (selects the error band's regime)
+    profile: Any = None; model_spec: Any = None  # noqa: E702 - the EngineProfile run, the ModelSpec served (--emit)
 
     @property
     def warnings(self) -> list[str]:
@@ -189,7 +190,7 @@ def serve_run(
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
                                       lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile),
-                       rate if concurrency is None and batch is None else None, spec.moe is not None)
+                       rate if concurrency is None and batch is None else None, spec.moe is not None, profile, spec)
 
 
 def lens_mean(lens, side: str) -> float:
@@ -213,6 +214,8 @@ class CapacityResult(Result):
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
     plot_file: str | None = None  # the --plot figure written, if any
     features: Any = None  # {lengths: mean/percentiles, spec_tokens_per_step, prefix_hit_rate} when any is on
+    #: the EngineProfile every candidate ran, the ModelSpec and formats served (`serve plan --emit`)
+    profile: Any = None; model_spec: Any = None; weight_dtype: str = "bf16"; kv_dtype: str = "bf16"  # noqa: E702
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -348,7 +351,7 @@ def serve_plan(
                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, lengths=lens, speculative=specdec,
                                    prefix_cache=cache, engine=profile)
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
-                          _features_summary(lens, specdec, cache))
+                          _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype)
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)
@@ -389,6 +392,7 @@ class DisaggregatedPlanResult(Result):
     kwh_per_million_output_tokens: float | None = None
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
     features: Any = None  # as CapacityResult.features
+    profile: Any = None; model_spec: Any = None; weight_dtype: str = "bf16"; kv_dtype: str = "bf16"  # noqa: E702
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -518,7 +522,8 @@ def serve_plan_disaggregated(
     if days and all(d.power is not None for *_, d in days):
         facility_kw = sum(d.power.facility_power_w for *_, d in days) / 1e3
         kwh = facility_kw / (rate * out_mean * 3600.0) * 1e6  # kW / (tokens/s x 3600 s/h) x 1e6
-    return DisaggregatedPlanResult(res, plot_file, days, kwh, a, _features_summary(lens, specdec, cache))
+    return DisaggregatedPlanResult(res, plot_file, days, kwh, a, _features_summary(lens, specdec, cache), profile, spec,
+                                   weight_dtype, kv_dtype)
 
 def _features_summary(lens, specdec, cache) -> dict | None:
     """JSON keys of the serving features of a plan: the length distribution's mean and percentiles

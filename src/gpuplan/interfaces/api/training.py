@@ -67,6 +67,8 @@ class TrainResult(Result):
     batch_note: str | None = None
     #: expected time with interruptions, restarts and checkpoints (facilities.goodput.Goodput)
     goodput: Any = None
+    #: the ModelSpec trained (what `gpuplan train --emit` writes into a launch config)
+    model_spec: Any = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -215,13 +217,16 @@ def train(
     top: int = 5,
     progress: Callable[[str, float], None] | None = None,
     gpu: str | Gpu | None = None,
+    search_limits: dict[str, list] | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
     days, GPU-hours, energy, cost and CO2. Power and cost use ONE assumptions set
     (facilities.assumptions: defaults, `overrides` {KEY: VALUE} or ["KEY=VALUE"], then the named
     values; `grid_kg_per_kwh` is the old spelling of `grid_kg_co2_per_kwh`). `gpu`: the system's GPU
-    (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given."""
+    (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given.
+    `search_limits` {axis: allowed values}: the searched axes keep only those values (the plans a
+    launch-config target can state, interfaces.deploy); an axis the options fixed must be one of them."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
@@ -258,6 +263,8 @@ def train(
         plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
     elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
         space = _constrained_space(space, gpus, degrees)
+    if search_limits:
+        space = _limited_space(space, search_limits)
     if plan is not None:
         check_plan(spec, sys_spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
@@ -274,7 +281,21 @@ def train(
     from gpuplan.layers.params import parameter_counts
 
     goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, spec)
+
+
+def _limited_space(space, limits: dict[str, list]):
+    """`space` with each axis in `limits` restricted to the allowed values (InputError naming the axis
+    when an axis the options fixed is not one of them)."""
+    changes = {}
+    for axis, allowed in limits.items():
+        current = getattr(space, axis)
+        kept = list(allowed) if current is None else [v for v in current if v in allowed]
+        if not kept:
+            names = ", ".join(str(getattr(v, "value", v)) for v in allowed)
+            raise InputError(f"{axis}: the launch config target states only {names}", field=axis, allowed=names)
+        changes[axis] = kept
+    return dataclasses.replace(space, **changes)
 
 
 # ---- fit ------------------------------------------------------------------------------------------
