@@ -83,7 +83,14 @@ def _print_memory(rec: dict) -> None:
 
 
 def _train(args: dict, gpus: int, as_json: bool) -> None:
-    rec = api.fit_train(args["model"], args["gpu"], gpus, **_plan_kw(args)).to_dict()
+    emit = args.pop("emit", None)
+    result = api.fit_train(args["model"], args["gpu"], gpus, **_plan_kw(args))
+    if emit:  # only the config on stdout
+        from gpuplan.cli.train import emit_text
+
+        emit_text(api.emit_fit(result, emit, args.get("system")), emit)
+        return
+    rec = result.to_dict()
     if as_json:
         print_json(rec)
     else:
@@ -145,19 +152,24 @@ def _install() -> None:
     json_opt = inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                                  default=typer.Option(False, "--json", help="Print JSON."))
 
-    def make(name: str, doc: str, runner, extra: inspect.Parameter):
+    emit_opt = inspect.Parameter("emit", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                                 default=typer.Option(None, "--emit", help="Print only this plan as a launch config: "
+                                                      "megatron, torchtitan or deepspeed (docs/deploy.md)."))
+
+    def make(name: str, doc: str, runner, extra: inspect.Parameter, *more: inspect.Parameter):
         def command(**kwargs):
             count = kwargs.pop(extra.name)
             as_json = kwargs.pop("as_json")
             runner(kwargs, count, as_json)
 
         params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind != inspect.Parameter.KEYWORD_ONLY else p for p in shared]
-        command.__signature__ = inspect.Signature([*params, extra, json_opt])
+        command.__signature__ = inspect.Signature([*params, extra, *more, json_opt])
         command.__doc__ = doc
         command.__name__ = name.replace("-", "_")
         fit_app.command(name)(command)
 
-    make("train", "Itemised training memory per GPU (weights, gradients, optimizer, activations, other), fits or not, headroom.", _train, gpus_opt)
+    make("train", "Itemised training memory per GPU (weights, gradients, optimizer, activations, other), fits or not, headroom.", _train, gpus_opt,
+         emit_opt)
     make("max-batch", "Largest micro-batch that fits on the given GPUs and layout.", _max_batch, gpus_opt)
     make("max-seq", "Longest sequence (multiple of 128) that fits on the given GPUs and layout.", _max_seq, gpus_opt)
     make("min-gpus", "Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from the options).", _min_gpus, max_opt)
