@@ -117,7 +117,7 @@ def run(
                            spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp, prefix_hit_rate=prefix_hit_rate,
                            prefix_cache_tokens=prefix_cache_tokens)
     if emit:  # only the command or manifests on stdout, so they can be redirected to a file
-        typer.echo(api.emit_serve(result, emit), nl=False)
+        typer.echo(api.emit_serve(result, emit, system), nl=False)
         return
     rep = result.report
     if as_json:
@@ -211,7 +211,7 @@ def plan(
                                 mtp=mtp, prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens,
                                 engine=engine, scheduler=scheduler, memory_fraction=memory_fraction)
     if emit:  # only the command or manifests on stdout
-        typer.echo(api.emit_serve(result, emit), nl=False)
+        typer.echo(api.emit_serve(result, emit, system), nl=False)
         return
     if disaggregated:
         _print_disaggregated(model, result, as_json)

@@ -202,13 +202,14 @@ def _command_of(launch: ServingLaunch, extra_file: str) -> list[str]:
     return module.command_words(launch, extra_file) if target == "trtllm" else module.command_words(launch)
 
 
-def emit_serve(result, target: str) -> str:
+def emit_serve(result, target: str, system=None) -> str:
     """`serve run|plan ... --emit TARGET`: one instance's engine command, or (k8s) the manifests of
-    every pool with its replica count."""
+    every pool with its replica count; `system`: the node the run used (--system; default each GPU's
+    widest catalog system, the serving commands' rule), whose GPUs per node size the pods."""
     from gpuplan.interfaces.deploy import k8s
 
     target = check_target(target, SERVING_TARGETS)
-    pools = _pools(result)
+    pools = _pools(result, resolve_system(system) if system is not None else None)
     engine_target = _target_of_engine(result.profile.name)
     if target == "k8s":
         node = pools[0][3]
@@ -222,7 +223,7 @@ def emit_serve(result, target: str) -> str:
     return serving_module(engine_target).emit(launch, header)
 
 
-def _pools(result) -> list[tuple]:
+def _pools(result, node_given=None) -> list[tuple]:
     """(role, ServingLaunch, replicas, System, description) of each pool of a serve result."""
     from gpuplan.interfaces.api.serving import CapacityResult, DisaggregatedPlanResult, ServeResult
     from gpuplan.interfaces.api._common import resolve_gpu
@@ -234,19 +235,19 @@ def _pools(result) -> list[tuple]:
     spec = result.model_spec
     if isinstance(result, ServeResult):
         r = result.report
-        node = widest_system(resolve_gpu(r.gpu))
+        node = node_given or widest_system(resolve_gpu(r.gpu))
         launch = _serving_launch(target, spec, result.profile, r.tp, r.pp, r.ep, r.attention_dp, r.weight_dtype, r.kv_dtype)
         return [("replica", launch, 1, node, f"serve run {r.model} on {r.tp * r.pp} x {r.gpu}")]
     if isinstance(result, CapacityResult):
         b = result.plan.best
-        node = widest_system(resolve_gpu(b.gpu))
+        node = node_given or widest_system(resolve_gpu(b.gpu))
         launch = _serving_launch(target, spec, result.profile, b.tp, 1, b.ep, b.attention_dp, result.weight_dtype,
                                  result.kv_dtype)
         return [("replica", launch, b.replicas, node, f"serve plan {spec.name}: {b.replicas} x {b.layout} on {b.gpu}")]
     if isinstance(result, DisaggregatedPlanResult):
         out = []
         for pool in result.plan.best.pools:
-            node = widest_system(resolve_gpu(pool.gpu))
+            node = node_given or widest_system(resolve_gpu(pool.gpu))
             launch = _serving_launch(target, spec, result.profile, pool.tp, 1, pool.ep, pool.attention_dp,
                                      result.weight_dtype, result.kv_dtype)
             out.append((pool.role, launch, pool.instances, node, f"serve plan {spec.name}: {result.plan.best.layout}"))

@@ -39,6 +39,8 @@ from gpuplan.specs.execution import Framework
 from gpuplan.specs.model import FfnKind, NormKind
 
 T = TORCHTITAN
+#: the search axes a torchtitan config can state (interfaces.api.deploy limits the plan search to them)
+SEARCH_LIMITS = {"sharding": [Sharding.NONE, Sharding.ZERO2, Sharding.ZERO3]}
 
 #: torchtitan v0.2.2 torchtitan/models/llama3/__init__.py `llama3_args` (dim, n_layers, n_heads,
 #: n_kv_heads, ffn_dim_multiplier, multiple_of); vocab 128256 (TransformerModelArgs.vocab_size, the
