@@ -96,7 +96,11 @@ def source_text(source: str) -> str:
         raise InputError("from: give a launch command, a config, or a path to one", field="from")
     if "\n" not in source and len(source) < 4096:
         path = Path(source).expanduser()
-        if path.is_file():
+        try:
+            is_file = path.is_file()
+        except (OSError, ValueError):  # not a path this system can name (too long, NUL): the text itself
+            is_file = False
+        if is_file:
             data = path.read_bytes()
             if len(data) > 1_000_000:
                 raise InputError(f"from: {path} is {len(data):,} bytes; at most 1,000,000", field="from")
@@ -125,7 +129,7 @@ def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: 
     text = source_text(source)
     fmt = training_format(text)
     if fmt == "megatron":
-        return megatron.read(text)
+        return megatron.read(text, resolve_model(model) if model is not None else None)
     if fmt == "torchtitan":
         return torchtitan.read(text, resolve_model(model) if model is not None else None, gpus)
     if model is None or gpus is None:

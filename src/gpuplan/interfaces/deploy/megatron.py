@@ -173,15 +173,26 @@ def _is_script(word: str, _next: str) -> bool:
     return word.endswith(SCRIPT) or word.endswith("pretrain_gpt_hybrid.py")
 
 
-def read(text: str) -> TrainingLaunch:
-    """A Megatron-LM command line (with or without its torchrun launcher) as a TrainingLaunch."""
+#: GPT-2's BPE vocabulary (Radford et al. 2019; the gpt2-vocab.json Megatron-LM's GPT examples use with
+#: --tokenizer-type GPT2BPETokenizer / --vocab-file + --merge-file): 50,257 tokens
+GPT2_BPE_VOCAB = 50257
+
+
+def read(text: str, model: ModelSpec | None = None) -> TrainingLaunch:
+    """A Megatron-LM command line (with or without its torchrun launcher) as a TrainingLaunch; `model`
+    replaces the model its architecture flags state."""
     launcher, words = find_command(text, _is_script, expected=f"Megatron-LM {SCRIPT}")
     args = parse_args(words, T)
-    gpus = _world_size(parse_args(launcher, TORCHRUN)) if launcher else None
+    if not args.has("--vocab-size") and (args.values.get("--tokenizer-type") == "GPT2BPETokenizer"
+                                         or any(u.startswith("--merge-file") for u in args.unmodelled)):
+        args.values["--vocab-size"] = str(GPT2_BPE_VOCAB)
+    launched = parse_args(launcher, TORCHRUN)
+    args.unmodelled = [f"(torchrun) {o}" for o in launched.unmodelled] + args.unmodelled
+    gpus = _world_size(launched) if launcher else None
     if gpus is None:
         raise InputError("from: the command has no torchrun --nnodes / --nproc-per-node, so no GPU count; "
                          "prefix it with its torchrun launcher", field="gpus")
-    model = model_from_args(args)
+    model = model if model is not None else model_from_args(args)
     plan = plan_from_args(args, gpus, model)
     steps = args.integer("--train-iters")
     if steps is None and args.has("--train-samples"):
