@@ -96,8 +96,9 @@ def test_torchtitan_fit_plan_golden():
     # 32 heads, 8 KV heads, ffn multiplier 1.3, multiple_of 1024 -> 14336). Plan: fit train --gpus 16 --tp 2 --pp 2
     # --vpp 2 --micro-batch 1 --global-batch 32 --sharding zero3 --recompute selective: seq 8192 (Llama 3's published
     # training sequence, catalog/data/recipes.toml), dp 4, each rank's batch
-    # 32 / 4 = 8 as local_batch_size (pp > 1: split in micro-batches of 1); 4 virtual stages from
-    # layers_per_stage = ceil((32 + 2) / 4) = 9 (ceil(34 / 9) = 4); FSDP2 shard degree 4; per-op SAC.
+    # 32 / 4 = 8 as local_batch_size (pp > 1: split in micro-batches of 1); pp x vpp = 4 virtual stages of
+    # layers_per_stage 32 / 4 = 8 with no layers less on the first and last stage (pipeline_parallel.py: stages =
+    # ceil((32 + 0 + 0) / 8) = 4); FSDP2 shard degree 4; per-op SAC.
     expected = """
 [model]
 name = "llama3"
@@ -118,7 +119,9 @@ tensor_parallel_degree = 2
 enable_async_tensor_parallel = false
 pipeline_parallel_degree = 2
 pipeline_parallel_schedule = "Interleaved1F1B"
-pipeline_parallel_layers_per_stage = 9
+pipeline_parallel_first_stage_less_layers = 0
+pipeline_parallel_last_stage_less_layers = 0
+pipeline_parallel_layers_per_stage = 8
 pipeline_parallel_microbatch_size = 1
 context_parallel_degree = 1
 expert_parallel_degree = 1

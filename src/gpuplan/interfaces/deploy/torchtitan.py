@@ -8,9 +8,11 @@ Plan -> keys (job_config.py docstrings):
                      parallelism and one with tp = 1 must not
   TP comm overlap    parallelism.enable_async_tensor_parallel
   pp, vpp            parallelism.pipeline_parallel_degree; schedule 1F1B (vpp 1) or Interleaved1F1B with
-                     pipeline_parallel_layers_per_stage = ceil((layers + 2) / (pp x vpp)): torchtitan makes
-                     ceil((layers + first_stage_less 1 + last_stage_less 1) / layers_per_stage) virtual stages
-                     (torchtitan/distributed/pipeline_parallel.py)
+                     pipeline_parallel_layers_per_stage = ceil(layers / (pp x vpp)); first_ and last_stage_less_layers
+                     0, so the layers split evenly as gpuplan's pipeline model assumes (torchtitan makes
+                     ceil((layers + first_less + last_less) / layers_per_stage) virtual stages,
+                     torchtitan/distributed/pipeline_parallel.py; its defaults give the first and last
+                     stages one layer less for the embedding and the output head)
   micro-batch        parallelism.pipeline_parallel_microbatch_size (pp > 1; training.local_batch_size is then
                      the rank's global_batch / dp), else training.local_batch_size (gradient accumulation
                      makes up training.global_batch_size)
@@ -82,6 +84,9 @@ def _check_plan(plan: TrainPlan) -> None:
     if plan.sequence_parallel != (plan.tp > 1):
         raise InputError("sequence_parallel: torchtitan's tensor parallelism always shards the sequence; give "
                          "--sequence-parallel with tp > 1 (and none with tp 1)", field="sequence_parallel")
+    if plan.dp == 1 and plan.sharding is not Sharding.NONE:
+        raise InputError("sharding: with dp 1 torchtitan applies no FSDP; allowed: none", field="sharding",
+                         allowed="none")
     if plan.sharding is Sharding.ZERO1:
         raise InputError("sharding: torchtitan (FSDP2) has no ZeRO-1; allowed: none, zero2, zero3, fsdp",
                          field="sharding", allowed="none, zero2, zero3, fsdp")
@@ -91,9 +96,10 @@ def _check_plan(plan: TrainPlan) -> None:
 
 
 def layers_per_stage(layers: int, stages: int) -> int:
-    """pipeline_parallel_layers_per_stage giving `stages` virtual stages (module docstring)."""
-    per = math.ceil((layers + 2) / stages)
-    if math.ceil((layers + 2) / per) != stages:
+    """pipeline_parallel_layers_per_stage giving `stages` virtual stages with no layers less on the
+    first and last (module docstring)."""
+    per = math.ceil(layers / stages)
+    if math.ceil(layers / per) != stages:
         raise InputError(f"vpp: torchtitan cannot split {layers} layers into {stages} virtual stages", field="vpp")
     return per
 
@@ -136,6 +142,8 @@ def keys(launch: TrainingLaunch) -> dict[str, object]:
     k["parallelism.pipeline_parallel_degree"] = plan.pp
     if plan.pp > 1:
         k["parallelism.pipeline_parallel_schedule"] = "Interleaved1F1B" if plan.vpp > 1 else "1F1B"
+        k["parallelism.pipeline_parallel_first_stage_less_layers"] = 0
+        k["parallelism.pipeline_parallel_last_stage_less_layers"] = 0
         if plan.vpp > 1:
             k["parallelism.pipeline_parallel_layers_per_stage"] = layers_per_stage(model.layers, plan.pp * plan.vpp)
         k["parallelism.pipeline_parallel_microbatch_size"] = plan.micro_batch
@@ -220,7 +228,8 @@ def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> 
     vpp = 1
     if pp > 1 and schedule not in ("1F1B", "GPipe"):
         per = _int(cfg, "parallelism.pipeline_parallel_layers_per_stage", None)
-        vpp = max(1, math.ceil((spec.layers + 2) / per) // pp) if per else 2
+        less = sum(_int(cfg, f"parallelism.pipeline_parallel_{end}_stage_less_layers", 1) for end in ("first", "last"))
+        vpp = max(1, math.ceil((spec.layers + less) / per) // pp) if per else 2
     mode = _get(cfg, "activation_checkpoint.mode", "selective")
     recompute = {"none": Recompute.NONE, "full": Recompute.FULL, "selective": Recompute.SELECTIVE}.get(mode)
     if recompute is None:

@@ -19,7 +19,8 @@ Instance -> options (the tensorrt-llm EngineProfile's limits are what the simula
   KV memory              --kv_cache_free_gpu_memory_fraction (the free-memory rule's fraction);
                          kv_cache_config.tokens_per_block (llm_args.py default 32: gpuplan states the
                          profile's), kv_cache_config.dtype auto | fp8
-  CUDA graphs            cuda_graph_config.batch_sizes with enable_padding: true
+  CUDA graphs            cuda_graph_config.batch_sizes with enable_padding: true; `cuda_graph_config: null` when
+                         the profile pads to none
   weights                bf16 / fp16 checkpoints as given; fp8 and nvfp4 are checkpoint formats (a ModelOpt
                          checkpoint): the command names that checkpoint, gpuplan reads --from with --weight-dtype
 """
@@ -53,7 +54,9 @@ def extra_options(launch: ServingLaunch) -> dict:
     out: dict = {"kv_cache_config": {"tokens_per_block": T.key("kv_cache_config.tokens_per_block", prof.block_size),
                                      "dtype": T.key("kv_cache_config.dtype", "fp8" if kv == "fp8" else "auto")},
                  "enable_attention_dp": T.key("enable_attention_dp", launch.attention_dp > 1)}
-    if prof.cuda_graph_batch_sizes:
+    if not prof.cuda_graph_batch_sizes:
+        out["cuda_graph_config"] = T.key("cuda_graph_config", None)
+    else:
         out["cuda_graph_config"] = {"batch_sizes": T.key("cuda_graph_config.batch_sizes", list(prof.cuda_graph_batch_sizes)),
                                     "enable_padding": T.key("cuda_graph_config.enable_padding", True)}
     return out
@@ -120,6 +123,7 @@ def read(text: str, weight_dtype: str | None = None) -> ServingLaunch:
                              "here", field="extra_llm_api_options")
         extra = _yaml_or_json(raw)
     kv_cfg = extra.pop("kv_cache_config", {}) or {}
+    graphs_off = "cuda_graph_config" in extra and extra["cuda_graph_config"] is None
     graphs = extra.pop("cuda_graph_config", None) or {}
     adp = bool(extra.pop("enable_attention_dp", False))
     unmodelled = list(args.unmodelled) + [f"{k}: {json.dumps(v)}" for k, v in extra.items()]
@@ -138,7 +142,7 @@ def read(text: str, weight_dtype: str | None = None) -> ServingLaunch:
     profile = profile_for(
         ENGINE, max_batch_seqs=args.integer("--max_batch_size"), max_batch_tokens=args.integer("--max_num_tokens"),
         memory_fraction=args.fraction("--kv_cache_free_gpu_memory_fraction"), block_size=block,
-        cuda_graph_batch_sizes=tuple(sizes) if sizes else None,
+        cuda_graph_batch_sizes=() if graphs_off else (tuple(sizes) if sizes else None),
         scheduler=SchedulerKind.CHUNKED if args.values.get("--enable_chunked_prefill") else SchedulerKind.CONTINUOUS)
     act = weight_dtype if weight_dtype in ("fp16", "fp32") else "bf16"
     return ServingLaunch(ENGINE, model, name, profile, tp=tp, pp=args.integer("--pp_size", 1),
