@@ -164,3 +164,15 @@ def test_kubernetes_manifest_keys_and_documents():
     assert {d["apiVersion"] for d in docs} <= set(TABLES["k8s"].option("apiVersion").choices)
     cmd = docs[0]["spec"]["template"]["spec"]["containers"][0]["command"]
     assert shlex.join(cmd) in re.sub(r"\s*\\\n\s*", " ", vllm.emit(launch))
+
+
+def test_docs_list_every_recorded_option():
+    from pathlib import Path
+
+    from gpuplan.interfaces.deploy.options import TORCHRUN
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text()
+    for table in (TORCHRUN, *TABLES.values()):
+        assert f"{table.program} {table.version}" in doc and table.source in doc, table.target
+        for name in table.options:
+            assert f"| `{name}`" in doc, (table.target, name)

@@ -121,3 +121,15 @@ def test_kubernetes_multi_node_instance_is_a_leader_worker_set():
     assert leader["resources"]["limits"]["nvidia.com/gpu"] == 8
     assert "--pp_size" in leader["command"]
     assert json.loads(docs[0]["data"]["extra-llm-api-options.yaml"])["kv_cache_config"]["tokens_per_block"] == 64
+
+
+def test_train_from_on_twice_the_gpus_keeps_layout_and_batch(tmp_path):
+    # the same tp x pp x cp group and global batch on 2x the GPUs: dp doubles, each rank runs half the micro-batches
+    text = cli("train", "llama-3-8b", "--gpus", "64", "--emit", "megatron")
+    path = tmp_path / "launch.sh"
+    path.write_text(text)
+    one = _train_json("--from", str(path), "--system", "dgx-h100")
+    two = _train_json("--from", str(path), "--system", "dgx-h100", "--gpus", "128")
+    assert two["best_plan"] == {**one["best_plan"], "dp": 2 * one["best_plan"]["dp"]}
+    assert two["global_batch_sequences"] == one["global_batch_sequences"]
+    assert two["num_micro_batches"] * 2 == one["num_micro_batches"]

@@ -95,10 +95,10 @@ def source_text(source: str) -> str:
     if not isinstance(source, str) or not source.strip():
         raise InputError("from: give a launch command, a config, or a path to one", field="from")
     if "\n" not in source and len(source) < 4096:
-        path = Path(source).expanduser()
         try:
-            is_file = path.is_file()
-        except (OSError, ValueError):  # not a path this system can name (too long, NUL): the text itself
+            is_file = Path(source).expanduser().is_file()
+            path = Path(source).expanduser()
+        except (OSError, ValueError, RuntimeError):  # not a path here (too long, NUL, ~unknown-user): the text itself
             is_file = False
         if is_file:
             data = path.read_bytes()
@@ -143,6 +143,24 @@ def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: 
     return deepspeed.read(text, spec, gpus, seq_len)
 
 
+def rescaled(launch: TrainingLaunch, gpus: int) -> TrainingLaunch:
+    """`launch` on `gpus` GPUs: the same tp x pp x cp model-parallel group, data parallelism
+    dp = gpus / (tp x pp x cp), the same global batch (it must stay a multiple of micro-batch x dp)."""
+    from dataclasses import replace
+
+    p = launch.plan
+    group = p.tp * p.pp * p.cp
+    positive(gpus, "gpus")
+    if gpus % group:
+        raise InputError(f"gpus: {gpus} is not a multiple of the config's tp x pp x cp = {group}", field="gpus")
+    dp = gpus // group
+    gb = p.global_batch or p.micro_batch * p.dp
+    if gb % (p.micro_batch * dp):
+        raise InputError(f"gpus: the config's global batch {gb} is not a multiple of micro-batch {p.micro_batch} x dp {dp} "
+                         f"on {gpus} GPUs", field="gpus")
+    return replace(launch, plan=p.model_copy(update={"dp": dp, "global_batch": gb}), gpus=gpus)
+
+
 @dataclass(frozen=True)
 class TrainFromResult(Result):
     """`train --from`: the prediction of the launch a config states (`train`), what it was read as,
@@ -158,13 +176,14 @@ class TrainFromResult(Result):
 
 def train_from(source: str, system, *, model=None, gpus: int | None = None, seq_len: int | None = None,
                tokens=None, **train_kw) -> TrainFromResult:
-    """Predict the training run a Megatron-LM command, torchtitan TOML or DeepSpeed JSON states, on `system`.
+    """Predict the training run a Megatron-LM command, torchtitan TOML or DeepSpeed JSON states, on `system`;
+    `gpus` other than the config's: the same model-parallel layout and batch on that many GPUs (`rescaled`).
     Run length: the config's steps (steps x global batch x sequence), else `tokens` (train's default)."""
     from gpuplan.interfaces.api.training import train
 
     launch = read_training(source, model=model, gpus=gpus, seq_len=seq_len)
     if gpus is not None and launch.gpus != gpus:
-        raise InputError(f"gpus: the config states {launch.gpus} GPUs, not {gpus}", field="gpus")
+        launch = rescaled(launch, gpus)
     if tokens is None and train_kw.get("flops") is None and launch.steps is not None:
         tokens = float(launch.steps * (launch.plan.global_batch or launch.plan.dp * launch.plan.micro_batch)
                        * launch.plan.seq_len)
@@ -247,7 +266,7 @@ def _pools(result, node_given=None) -> list[tuple]:
         node = node_given or widest_system(resolve_gpu(b.gpu))
         launch = _serving_launch(target, spec, result.profile, b.tp, 1, b.ep, b.attention_dp, result.weight_dtype,
                                  result.kv_dtype)
-        return [("replica", launch, b.replicas, node, f"serve plan {spec.name}: {b.replicas} x {b.layout} on {b.gpu}")]
+        return [("replica", launch, b.replicas, node, f"serve plan {spec.name}: {b.replicas} x {b.layout}")]
     if isinstance(result, DisaggregatedPlanResult):
         out = []
         for pool in result.plan.best.pools:

@@ -83,7 +83,9 @@ def model_from_id(name: str, field_name: str = "model") -> ModelSpec:
         raise InputError(f"{field_name}: the command names no model", field=field_name)
     try:
         return load_model(name)
-    except InputError as exc:
+    except (OSError, RuntimeError, ValueError) as exc:  # InputError, or a name no path can be (~user, too long)
+        if not isinstance(exc, InputError):
+            raise InputError(f"{field_name}: '{name[:80]}' is not a model name or a readable path", field=field_name) from None
         raise InputError(f"{field_name}: '{name}' is neither a bundled model's Hub id nor a local config "
                          f"({str(exc).split(': ', 1)[-1]})", field=field_name) from None
 
