@@ -86,6 +86,10 @@ def root(
 
     if not alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
         alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
+    from gpuplan.models.hf_config import config_warning_listeners
+
+    if not config_warning_listeners:  # an unknown model_type read by its fields: say so on stderr
+        config_warning_listeners.append(lambda warning: sys.stderr.write(f"warning: {warning}\n"))
 
     set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
     if catalog:

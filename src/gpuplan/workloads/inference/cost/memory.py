@@ -8,7 +8,9 @@ what fits (maximum concurrent sequences, maximum context).
 
 KV bytes per token come from gpuplan.layers.kv_cache_bytes_per_token (GQA, MLA latent, sliding
 window); a TP rank holds kv_shard_fraction of them (replicated heads when tp > kv_heads, the whole
-MLA latent). With attention data parallelism (Deployment.attention_dp) the plan is that of one
+MLA latent). Only attention layers hold KV per token; the recurrent layers of a hybrid model
+(Mamba-2, Gated DeltaNet, short conv, RG-LRU) hold a constant state per sequence
+(gpuplan.layers.state_bytes_per_sequence), split over attention_tp x pp GPUs like their heads. With attention data parallelism (Deployment.attention_dp) the plan is that of one
 attention group: its GPUs hold the KV of the group's own requests only, sharded over attention_tp,
 and the non-expert weights are sharded over attention_tp (replicated across groups). Sliding-window layers keep at most `window` tokens (plus one block being filled).
 """
@@ -21,7 +23,7 @@ from enum import Enum
 
 from gpuplan import knobs
 from gpuplan.errors import Infeasible
-from gpuplan.layers import kv_cache_bytes_per_token
+from gpuplan.layers import kv_bytes_per_token_split, state_bytes_per_sequence
 from gpuplan.layers.inventory import model_ops
 from gpuplan.layers.operators import Shard
 from gpuplan.workloads.inference.cost.deployment import Deployment
@@ -84,6 +86,7 @@ class MemoryPlan:
     window: int  # tokens kept by sliding-window layers (0 = none)
     block_size: int
     kv_capacity_blocks: int
+    state_bytes_per_sequence_per_gpu: float = 0.0  # recurrent layers' constant state of one sequence (hybrids)
 
     def sequence_kv_bytes(self, context: float) -> float:
         """Per-GPU KV bytes one sequence of `context` tokens holds in paged blocks: global layers
@@ -94,7 +97,7 @@ class MemoryPlan:
         out = blocks * b * per_token_global
         if self.window:
             out += min(blocks, math.ceil(self.window / b) + 1) * b * self.window_kv_bytes_per_token_per_gpu
-        return out
+        return out + self.state_bytes_per_sequence_per_gpu
 
     @property
     def kv_capacity_bytes(self) -> float:
@@ -177,20 +180,18 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
             f"{m.name} does not fit: {weights / 2**30:.1f} GiB of weights per GPU + {(workspace + reserve) / 2**30:.1f} GiB "
             f"workspace/reserve exceed {memory_fraction:.0%} of {total / 2**30:.1f} GiB on {dep.gpu.id} (tp={dep.tp}, pp={dep.pp})"
         )
-    kvb = bytes_per_element(dep.kv_dtype)
-    kv_model = kv_cache_bytes_per_token(m, kvb)  # all layers counted in full
-    windows = [m.window(i) for i in range(m.layers)]
-    window = max((w for w in windows if w is not None), default=0)
-    n_window = sum(1 for w in windows if w is not None)
-    per_layer = kv_model / m.layers
+    kv = kv_bytes_per_token_split(m, bytes_per_element(dep.kv_dtype))  # attention layers: global and windowed apart
     frac = dep.kv_shard_fraction / dep.pp
-    global_pg = per_layer * (m.layers - n_window) * frac
-    window_pg = per_layer * n_window * frac
+    global_pg = kv.global_bytes_per_token * frac
+    window_pg = kv.window_bytes_per_token * frac
+    # recurrent state in the model dtype (vLLM CacheConfig mamba_cache_dtype "auto"): 16-bit unless fp32
+    state_pg = state_bytes_per_sequence(m, max(2.0, bytes_per_element(dep.activation_dtype))) / (dep.attention_tp * dep.pp)
     plan = MemoryPlan(
         total_bytes=total, weights_bytes=weights, activation_workspace_bytes=workspace, runtime_reserve_bytes=reserve,
         unused_bytes=total - weights - workspace - reserve - budget, kv_budget_bytes=budget,
-        kv_cache_bytes_per_token=kv_model, kv_bytes_per_token_per_gpu=global_pg,
-        window_kv_bytes_per_token_per_gpu=window_pg, window=window, block_size=block_size, kv_capacity_blocks=0,
+        kv_cache_bytes_per_token=kv.total_bytes_per_token, kv_bytes_per_token_per_gpu=global_pg,
+        window_kv_bytes_per_token_per_gpu=window_pg, window=kv.window, block_size=block_size, kv_capacity_blocks=0,
+        state_bytes_per_sequence_per_gpu=state_pg,
     )
     blocks = int(budget // (block_size * (global_pg + window_pg))) if (global_pg + window_pg) > 0 else 0
     return MemoryPlan(**{**plan.__dict__, "kv_capacity_blocks": blocks})
