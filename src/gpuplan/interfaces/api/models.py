@@ -87,6 +87,16 @@ def model_show(model: str | ModelSpec, seq_len: int | None = None, kv_bytes: flo
     return ModelResult(spec, seq_len or default_seq_len(spec), kv_bytes)
 
 
+def on_config_warning(listener) -> None:
+    """Call `listener(text)` with each warning of a config.json read from now on (an unknown
+    model_type read by its fields, ...); the warnings are also `model_show`'s `warnings`. The CLI
+    prints them on stderr. Registering the same listener twice has no effect."""
+    from gpuplan.models.hf_config import config_warning_listeners
+
+    if listener not in config_warning_listeners:
+        config_warning_listeners.append(listener)
+
+
 @dataclass(frozen=True)
 class ModelListResult(Result):
     """`model_list`: one row per bundled model (a list in JSON)."""
