@@ -1,4 +1,4 @@
-"""MoE / MLA serving mechanisms of workloads.inference.operators against hand derivations:
+"""MoE / MLA serving mechanisms of workloads.inference.cost.operators against hand derivations:
 the attention core's math format (MLA before Blackwell computes in bf16) and expert parallelism
 without attention DP (no token exchange: the TP all-reduce combines)."""
 

@@ -61,6 +61,8 @@ class TrainResult(Result):
     moe: bool = False  # whether the model routes experts (the regime of the error band)
     #: set when no global batch was given: how the plan's batch was chosen (`default_batch_note`)
     batch_note: str | None = None
+    #: expected time with interruptions, restarts and checkpoints (facilities.goodput.Goodput)
+    goodput: Any = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -86,6 +88,8 @@ class TrainResult(Result):
             "memory_per_gpu_gib": est.memory_per_gpu_gib,
             "steps": est.steps, "time_s": est.time_s, "days": est.days, "gpu_hours": est.gpu_hours,
         }
+        if self.goodput is not None:  # `days` stays the ideal (failure-free) time: ideal_days == days
+            out.update(self.goodput.to_dict())
         if self.run is not None:
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
         from gpuplan.interfaces.validation.error_bands import training_band
@@ -216,7 +220,11 @@ def train(
     batch_note = None
     if global_batch is None and (plan is None or given_degrees):  # the batch was chosen here, not given
         batch_note = default_batch_note(est.plan.global_batch, est.plan.seq_len)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note)
+    from gpuplan.facilities.goodput import training_goodput
+    from gpuplan.layers.params import parameter_counts
+
+    goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput)
 
 
 # ---- fit ------------------------------------------------------------------------------------------
@@ -290,7 +298,7 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
 
 
 def memory_band(model: ModelSpec, mem) -> dict:
-    """The 80% band of the predicted memory per GPU (interfaces.error_bands: cross-validated residuals
+    """The 80% band of the predicted memory per GPU (interfaces.validation.error_bands: cross-validated residuals
     of the public memory rows of the regime), and whether the plan still fits at the band's top."""
     from gpuplan.interfaces.validation.error_bands import training_memory_band
 

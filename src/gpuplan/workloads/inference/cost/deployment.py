@@ -55,7 +55,7 @@ class Deployment:
     TensorRT-LLM blog "New XQA-kernel provides 2.4x more Llama-70B throughput within the same
     latency budget", one H200, 128/2048 tokens: 1,227 -> 2,941 tokens/s per GPU).
 
-    tp_allreduce: how the engine runs the tensor-parallel all-reduce (workloads.inference.tp_allreduce):
+    tp_allreduce: how the engine runs the tensor-parallel all-reduce (workloads.inference.cost.tp_allreduce):
     `tensorrt-llm` (default, the PyTorch backend: its one-shot / two-shot kernels within its IPC
     workspace, NCCL above), `tensorrt-llm-plugin` (TensorRT engines, v0.x: one-shot below a size,
     else NCCL), `vllm` (vLLM's / SGLang's custom all-reduce below 8 MiB, NCCL above) or `nccl`.
