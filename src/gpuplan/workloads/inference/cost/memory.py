@@ -184,7 +184,8 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
     frac = dep.kv_shard_fraction / dep.pp
     global_pg = kv.global_bytes_per_token * frac
     window_pg = kv.window_bytes_per_token * frac
-    # recurrent state in the model dtype (vLLM CacheConfig mamba_cache_dtype "auto"): 16-bit unless fp32
+    # recurrent state in the model dtype (vLLM CacheConfig mamba_cache_dtype "auto"): 16-bit unless fp32; TP splits
+    # its heads (vLLM mamba2_state_shape: heads / tp; the groups it replicates when tp > n_groups are left out)
     state_pg = state_bytes_per_sequence(m, max(2.0, bytes_per_element(dep.activation_dtype))) / (dep.attention_tp * dep.pp)
     plan = MemoryPlan(
         total_bytes=total, weights_bytes=weights, activation_workspace_bytes=workspace, runtime_reserve_bytes=reserve,
