@@ -29,7 +29,7 @@ from gpuplan.interfaces.api.kernel import (
     kernel_roofline,
 )
 from gpuplan.interfaces.api.mig import mig_plan, mig_profiles
-from gpuplan.interfaces.api.models import model_list, model_params, model_show, on_config_warning
+from gpuplan.interfaces.api.models import model_list, model_params, model_show
 from gpuplan.interfaces.api.planning import dc_assumptions, dc_fabric, dc_power, dc_tco, plan
 from gpuplan.interfaces.api.serving import (
     DEFAULT_ENGINE, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS, SERVING_ENGINES,
@@ -46,7 +46,7 @@ __all__ = [
     "train", "fit_train", "fit_max_batch", "fit_max_seq", "fit_min_gpus",
     "serve", "serve_run", "serve_plan", "serve_plan_disaggregated", "serve_frontier",
     "plan", "validate", "validate_cv", "calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench", "comm",
-    "model_show", "model_params", "model_list", "on_config_warning",
+    "model_show", "model_params", "model_list",
     "hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "systems_list", "systems_show",
     "dc_fabric", "dc_power", "dc_tco", "dc_assumptions",
     "mig_plan", "mig_profiles",
