@@ -102,7 +102,7 @@ def register(app: typer.Typer) -> None:
             print_json(result.to_dict())
             return
         _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
-                result.batch_note, result.goodput)
+                result.batch_note, result.goodput, result.evidence)
 
 
 def emit_text(text: str, target: str) -> None:
@@ -129,12 +129,14 @@ def _train_from(source, model, system, gpus, seq_len, tokens, flops, usd_per_gpu
         return
     t = result.train
     console.print(f"read as {result.launch.target}: {_plan_label(t.estimate.plan)}")
-    _render(t.estimate, t.run, t.assumptions, t.to_dict().get("band_80pct") or {}, t.batch_note, t.goodput)
+    _render(t.estimate, t.run, t.assumptions, t.to_dict().get("band_80pct") or {}, t.batch_note, t.goodput,
+            t.evidence)
     for option in result.launch.unmodelled:
         console.print(f"not modelled: {option}")
 
 
-def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None) -> None:
+def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
+            evidence: dict | None = None) -> None:
     st = est.step
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -170,6 +172,9 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         state = "" if band["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
         console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
                       f"step {fmt(t0)} - {fmt(t1)} s, {fmt(d0)} - {fmt(d1)} days{state}")
+    if evidence:
+        console.print(f"evidence: {evidence['note']}"
+                      + (f"; nearest: {', '.join(r['id'] for r in evidence['rows'])}" if evidence["rows"] else ""))
     console.print(f"power: PUE {assumptions.pue:g}, grid {assumptions.grid_kg_co2_per_kwh:g} kg CO2/kWh, "
                   f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
     if run.note:
