@@ -13,9 +13,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuplan.interfaces.api.training import plan_dict
-from gpuplan.interfaces.deploy import deepspeed, k8s, megatron, sglang, torchtitan, trtllm, vllm
+from gpuplan.interfaces.deploy import (
+    deepspeed,
+    k8s,
+    megatron,
+    sglang,
+    torchtitan,
+    trtllm,
+    vllm,
+)
 from gpuplan.interfaces.deploy.commandline import commands, here_documents
-from gpuplan.interfaces.deploy.launch import ServingLaunch, TrainingLaunch, model_id, profile_for
+from gpuplan.interfaces.deploy.launch import (
+    ServingLaunch,
+    TrainingLaunch,
+    model_id,
+    profile_for,
+)
 from gpuplan.interfaces.deploy.options import TABLES, TORCHRUN
 from gpuplan.models import load_model
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan

@@ -86,13 +86,14 @@ def _error(*args: str) -> str:
     (["train", "llama-3-8b", "--gpus", "8", "--framework", "deepspeed", "--emit", "megatron"], "--framework:"),
     (["train", "llama-3-8b", "--gpus", "8", "--sharding", "zero1", "--emit", "torchtitan"], "sharding:"),
     (["train", "--from", "echo hello"], "from: not a Megatron-LM command line"),
-    (["train", "--from", "torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers two --hidden-size 64 "
-                          "--num-attention-heads 4 --vocab-size 100"], "--num-layers: 'two' is not an integer"),
+    (["train", "--from", ("torchrun --nnodes 1 --nproc-per-node 8 pretrain_gpt.py --num-layers two --hidden-size 64 "
+                          "--num-attention-heads 4 --vocab-size 100")], "--num-layers: 'two' is not an integer"),
     (["train", "--from", "pretrain_gpt.py --num-layers 2"], "from: the command has no torchrun"),
     (["train", "--from", "{\"train_batch_size\": 8}"], "from: a DeepSpeed JSON states no model"),
     (["train", "llama-3-8b", "--gpus", "8", "--from",
       "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 5}}"], "zero_optimization.stage: 5"),
-    (["train", "--from", "[model]\nflavor = '8B'\n[parallelism]\ndata_parallel_shard_degree = 8\n[training]\nseq_len = 'long'"], "training.seq_len: 'long'"),
+    (["train", "--from", ("[model]\nflavor = '8B'\n[parallelism]\ndata_parallel_shard_degree = 8\n[training]\n"
+                          "seq_len = 'long'")], "training.seq_len: 'long'"),
     (["serve", "run", "--from", "vllm serve meta-llama/Meta-Llama-3-8B --tensor-parallel-size two"],
      "--tensor-parallel-size: 'two' is not an integer"),
     (["serve", "run", "--from", "vllm serve no-such/model"], "model: 'no-such/model'"),

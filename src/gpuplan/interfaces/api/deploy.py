@@ -18,9 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from gpuplan.errors import InputError
-from gpuplan.interfaces.api._common import Result, positive, resolve_model, resolve_system, system_and_gpu, widest_system
+from gpuplan.interfaces.api._common import (
+    Result,
+    positive,
+    resolve_model,
+    resolve_system,
+    system_and_gpu,
+    widest_system,
+)
 from gpuplan.interfaces.deploy import (
-    ENGINE_OF_TARGET, FINETUNE_TARGETS, FRAMEWORK_OF_TARGET, SERVING_TARGETS, TRAINING_TARGETS, serving_module,
+    ENGINE_OF_TARGET,
+    FINETUNE_TARGETS,
+    FRAMEWORK_OF_TARGET,
+    SERVING_TARGETS,
+    TRAINING_TARGETS,
+    serving_module,
     training_module,
 )
 from gpuplan.interfaces.deploy.launch import ServingLaunch, TrainingLaunch, model_id
@@ -241,15 +253,19 @@ def emit_serve(result, target: str, system=None) -> str:
     if len(pools) > 1:
         raise InputError(f"--emit {target}: a disaggregated plan is one command per pool; give --emit k8s for its "
                          "manifests", field="emit", allowed="k8s")
-    role, launch, replicas, _, what = pools[0]
+    _, launch, replicas, _, what = pools[0]
     header = f"; gpuplan {what}" + (f"; {replicas} replicas of this command" if replicas > 1 else "")
     return serving_module(engine_target).emit(launch, header)
 
 
 def _pools(result, node_given=None) -> list[tuple]:
     """(role, ServingLaunch, replicas, System, description) of each pool of a serve result."""
-    from gpuplan.interfaces.api.serving import CapacityResult, DisaggregatedPlanResult, ServeResult
     from gpuplan.interfaces.api._common import resolve_gpu
+    from gpuplan.interfaces.api.serving import (
+        CapacityResult,
+        DisaggregatedPlanResult,
+        ServeResult,
+    )
 
     target = _target_of_engine(result.profile.name) if result.profile.name in ENGINE_OF_TARGET.values() else None
     if target is None:
@@ -335,5 +351,16 @@ def emit_plan_training(target: str, *, model, system, gpus: int, tokens=None, se
     return emit_train(result, target, system)
 
 
-__all__ = ["emit_train", "emit_fit", "emit_serve", "emit_plan_training", "train_from", "serve_run_from",
-           "read_training", "read_serving", "train_options_for", "serve_engine_for", "written_for"]
+__all__ = [
+    "emit_fit",
+    "emit_plan_training",
+    "emit_serve",
+    "emit_train",
+    "read_serving",
+    "read_training",
+    "serve_engine_for",
+    "serve_run_from",
+    "train_from",
+    "train_options_for",
+    "written_for",
+]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from gpuplan.errors import InputError
 from gpuplan.interfaces.deploy.options import Kind, OptionTable
 
-_HEREDOC = re.compile(r"^[^\n]*?>\s*(\S+)\s*<<-?\s*'?\"?(\w+)'?\"?[^\n]*\n(.*?)\n\2[ \t]*$", re.S | re.M)
+_HEREDOC = re.compile(r"^[^\n]*?>\s*(\S+)\s*<<-?\s*'?\"?(\w+)'?\"?[^\n]*\n(.*?)\n\2[ \t]*$", re.DOTALL | re.MULTILINE)
 #: longest pasted command or config gpuplan reads (characters): a launch script is a few kB
 MAX_TEXT_CHARS = 1_000_000
 

@@ -48,7 +48,6 @@ class ServingLaunch:
     attention_dp: int = 1
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
-    max_model_len: int | None = None
     unmodelled: tuple[str, ...] = field(default=())
 
     @property

@@ -32,7 +32,12 @@ import math
 import re
 
 from gpuplan.errors import InputError
-from gpuplan.interfaces.deploy.commandline import ParsedArgs, find_command, parse_args, render_command
+from gpuplan.interfaces.deploy.commandline import (
+    ParsedArgs,
+    find_command,
+    parse_args,
+    render_command,
+)
 from gpuplan.interfaces.deploy.launch import TrainingLaunch
 from gpuplan.interfaces.deploy.options import MEGATRON, TORCHRUN
 from gpuplan.specs import ModelSpec, Precision, Recompute, Sharding, TrainPlan
@@ -170,7 +175,7 @@ def emit(launch: TrainingLaunch, gpus_per_node: int, header: str = "") -> str:
 
 # ---- read ------------------------------------------------------------------------------------------
 def _is_script(word: str, _next: str) -> bool:
-    return word.endswith(SCRIPT) or word.endswith("pretrain_gpt_hybrid.py")
+    return word.endswith((SCRIPT, "pretrain_gpt_hybrid.py"))
 
 
 #: GPT-2's BPE vocabulary (Radford et al. 2019; the gpt2-vocab.json Megatron-LM's GPT examples use with

@@ -163,8 +163,8 @@ def emit(launch: TrainingLaunch, header: str = "") -> str:
         section, _, key = dotted.partition(".")
         sections.setdefault(section, []).append(f"{key} = {_toml_value(v)}")
     out = [f"# written for {T.written_for} ({T.source}){header}",
-           f"# run: torchrun --nproc-per-node GPUS_PER_NODE --nnodes NODES -m torchtitan.train --job.config_file FILE "
-           f"(world size {launch.gpus})"]
+           (f"# run: torchrun --nproc-per-node GPUS_PER_NODE --nnodes NODES -m torchtitan.train --job.config_file FILE "
+            f"(world size {launch.gpus})")]
     for section, lines in sections.items():
         out += ["", f"[{section}]", *lines]
     return "\n".join(out) + "\n"

@@ -30,9 +30,19 @@ from __future__ import annotations
 import json
 
 from gpuplan.errors import InputError
-from gpuplan.interfaces.deploy.commandline import find_command, here_documents, parse_args, render_command
+from gpuplan.interfaces.deploy.commandline import (
+    find_command,
+    here_documents,
+    parse_args,
+    render_command,
+)
 from gpuplan.interfaces.deploy.launch import (
-    ServingLaunch, memory_fraction_of, model_from_id, profile_for, refuse, weight_name,
+    ServingLaunch,
+    memory_fraction_of,
+    model_from_id,
+    profile_for,
+    refuse,
+    weight_name,
 )
 from gpuplan.interfaces.deploy.options import TRTLLM
 

@@ -17,9 +17,18 @@ Instance -> options (the vllm EngineProfile's limits are what the simulator ran;
 
 from __future__ import annotations
 
-from gpuplan.interfaces.deploy.commandline import find_command, parse_args, render_command
+from gpuplan.interfaces.deploy.commandline import (
+    find_command,
+    parse_args,
+    render_command,
+)
 from gpuplan.interfaces.deploy.launch import (
-    ServingLaunch, memory_fraction_of, model_from_id, profile_for, refuse, weight_name,
+    ServingLaunch,
+    memory_fraction_of,
+    model_from_id,
+    profile_for,
+    refuse,
+    weight_name,
 )
 from gpuplan.interfaces.deploy.options import VLLM
 
