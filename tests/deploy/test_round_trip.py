@@ -133,3 +133,18 @@ def test_train_from_on_twice_the_gpus_keeps_layout_and_batch(tmp_path):
     assert two["best_plan"] == {**one["best_plan"], "dp": 2 * one["best_plan"]["dp"]}
     assert two["global_batch_sequences"] == one["global_batch_sequences"]
     assert two["num_micro_batches"] * 2 == one["num_micro_batches"]
+
+
+def test_disaggregated_plan_is_one_manifest_per_pool():
+    # llama-3-8b at 40 req/s, 4096-token prompts and a 20 ms TPOT objective: the plan's best option is
+    # disaggregated (its `--json`), so the manifests are one Deployment per pool with the pool's instances and tp
+    opts = ["serve", "plan", "llama-3-8b", "--rate", "40", "--input-len", "4096", "--output-len", "256", "--tpot-ms", "20",
+            "--disaggregated", "--engine", "vllm"]
+    best = json.loads(cli(*opts, "--json"))["best"]
+    assert best["mode"] == "disaggregated"
+    docs = [d for d in yaml.safe_load_all(cli(*opts, "--emit", "k8s")) if d]
+    got = {d["metadata"]["labels"]["gpuplan/role"]: (d["spec"]["replicas"],
+           d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]) for d in docs}
+    assert got == {p["role"]: (p["instances"], p["tp"]) for p in best["pools"]}
+    r = runner.invoke(app, [*opts, "--emit", "vllm"])  # one command cannot state two pools
+    assert r.exit_code == 2 and "--emit k8s" in r.output
