@@ -18,6 +18,7 @@ non-negative, per-option range and caps) before the command runs.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import List, Optional
@@ -26,7 +27,7 @@ import typer
 from typer.core import TyperGroup
 
 from gpuplan import __version__
-from gpuplan.cli.errors import exit_on_error
+from gpuplan.cli.errors import OutputClosed, exit_on_error
 from gpuplan.cli.output_options import add_shared_options, refuse_table_with_json, wants_json
 from gpuplan.cli.params import guard_numeric_options
 from gpuplan.cli.render import begin_invocation, finish_invocation
@@ -54,7 +55,17 @@ class GpuplanGroup(TyperGroup):
             code = code if isinstance(code, int) else 0
             if code == 0:
                 finish_invocation()  # --format csv: the one table; an unknown --table NAME
+            sys.stdout.flush()  # a closed pipe fails here, inside the error path, not at interpreter exit
             sys.exit(code)
+
+    def invoke(self, ctx):
+        """Run the command; an EPIPE on stdout becomes OutputClosed (typer would exit 1 on it)."""
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
+                raise OutputClosed() from exc
+            raise
 
 
 app = typer.Typer(
