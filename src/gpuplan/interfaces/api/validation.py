@@ -32,7 +32,7 @@ def validation_source(file: str | Path | None, builtin: str | None) -> Path:
 
 @dataclass(frozen=True)
 class ValidationResult(Result):
-    """`validate`: `report` is interfaces.validate.ValidationReport (rows + per-family summary)."""
+    """`validate`: `report` is interfaces.validation.validate.ValidationReport (rows + per-family summary)."""
 
     report: Any
 
@@ -53,7 +53,7 @@ def validate(file: str | Path | None = None, progress=None, *, builtin: str | No
 
 @dataclass(frozen=True)
 class CrossValidationResult(Result):
-    """`validate(..., cv="family")`: the leave-one-family-out report (interfaces.cross_validation)."""
+    """`validate(..., cv="family")`: the leave-one-family-out report (interfaces.validation.cross_validation)."""
 
     report: Any
 
