@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from gpuplan.errors import InputError
@@ -117,6 +118,39 @@ def check_number(value: Any, field: str, *, gt: float | None = None, ge: float |
             (lt is not None and not v < lt) or (le is not None and not v <= le):
         raise InputError(f"{field}: must be {allowed}, got {show(value)}", field=field, allowed=allowed)
     return value
+
+
+#: a number as gpuplan reads it from text: ASCII digits 0-9, an optional sign, decimal point and
+#: exponent. Python's int() and float() also take other scripts' digits ('٣', full-width '１'),
+#: underscores ('1_0') and words ('inf', 'nan'); none of those is a number a user means to type.
+ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+#: longest number text read (int() of a 5,000-digit string is slow and then refused by Python)
+MAX_NUMBER_CHARS = 100
+
+
+def is_ascii_number(text: str) -> bool:
+    """True when `text` (surrounding blanks ignored) is a number written as ASCII_NUMBER says."""
+    return isinstance(text, str) and ASCII_NUMBER.fullmatch(text.strip()) is not None
+
+
+def parse_number(text: Any, field: str, *, integer: bool = False, gt: float | None = None, ge: float | None = None,
+                 lt: float | None = None, le: float | None = None) -> Any:
+    """A number written as text (ASCII_NUMBER; a number passes through), checked like
+    `check_number` (finite, int64 when `integer`, in range). The one parser of numbers from text:
+    CLI values, `--set KEY=VALUE`, CSV cells, shapes such as `--gemm 8x8x8`, ratios such as `2:1`."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return check_number(text, field, integer=integer, gt=gt, ge=ge, lt=lt, le=le)
+    rng = describe_range(gt=gt, ge=ge, lt=lt, le=le)
+    allowed = f"{'an integer' if integer else 'a finite number'} {rng}".strip() + ", ASCII digits 0-9"
+    if not isinstance(text, str) or len(text) > MAX_NUMBER_CHARS or not is_ascii_number(text):
+        raise InputError(f"{field}: must be {allowed}, got {show(text)}", field=field, allowed=allowed)
+    t = text.strip()
+    value: Any = int(t) if ASCII_INTEGER.fullmatch(t) else float(t)
+    if isinstance(value, float) and not math.isfinite(value):  # '1e400': past the largest double
+        raise InputError(f"{field}: must be {allowed}, got {show(text)} (beyond the largest double, ~1.8e308)",
+                         field=field, allowed=allowed)
+    return check_number(value, field, integer=integer, gt=gt, ge=ge, lt=lt, le=le)
 
 
 def check_cap(value: float, cap: float, field: str, why: str) -> None:

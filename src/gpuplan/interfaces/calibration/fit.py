@@ -44,7 +44,7 @@ from gpuplan import __version__, knobs
 from gpuplan.errors import InputError
 from gpuplan.interfaces.calibration.hierarchy import (ParamFitter, candidate_params, knob_values_and_sigmas,
                                                       select_params)
-from gpuplan.interfaces.calibration.profile import profile_toml, write_atomically
+from gpuplan.interfaces.calibration.profile import profile_toml
 from gpuplan.interfaces.validation.cross_validation import row_predictor, schema_family
 from gpuplan.interfaces.fitting.least_squares import FD_STEP, FitResult, KnobFitter, error_figures
 from gpuplan.interfaces.fitting.knob_catalog import load_all
@@ -202,8 +202,11 @@ class CalibrationResult:
         used = [r["id"] for r in self.rows if r["used"]]
         return profile_toml(meta, err, [s.to_dict() for s in self.sources], used, entries)
 
-    def write_profile(self, path: str | Path) -> None:
-        write_atomically(path, self.profile_text())
+    def write_profile(self, path: str | Path, field: str = "out") -> None:
+        """The profile as TOML at `path` (gpuplan.output_files: atomic; `field` names the option)."""
+        from gpuplan.output_files import write_atomic
+
+        write_atomic(path, self.profile_text(), field)
 
 
 def _row_bands(fitter: KnobFitter, fit: FitResult, usable: np.ndarray) -> np.ndarray:
