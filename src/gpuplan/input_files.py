@@ -91,6 +91,35 @@ def input_stat(path: str | os.PathLike, field: str, what: str = "file") -> tuple
     return p, st
 
 
+def path_kind(path: str | os.PathLike) -> str | None:
+    """What is at `path` (links followed): 'file', 'pipe', 'folder', 'device', 'socket', or None when
+    nothing can be found there (missing, a name too long, a loop of links, no permission to look).
+    Never raises: for telling a name from a path ('llama-3-8b' vs './config.json')."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError, TypeError):
+        return None
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISFIFO(mode):
+        return "pipe"
+    if stat.S_ISDIR(mode):
+        return "folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "device"
+    return "socket" if stat.S_ISSOCK(mode) else "other"
+
+
+def regular_input_file(path: str | os.PathLike, field: str, what: str = "file") -> tuple[Path, os.stat_result]:
+    """(path, stat) of an input read with seeks (safetensors, .npy): like `input_stat`, but a pipe is
+    refused too (it cannot be read twice or at an offset)."""
+    p, st = input_stat(path, field, what)
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{field}: '{_show(p)}' is {kind_of(st.st_mode)}; a {what} is read at offsets, so give "
+                         "a regular file", field=field, allowed="a readable regular file")
+    return p, st
+
+
 def is_input_file(path: str | os.PathLike) -> bool:
     """True when `path` names a regular file or a pipe gpuplan could read (no error raised)."""
     try:

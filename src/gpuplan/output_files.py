@@ -153,9 +153,17 @@ def write_target(path: str | Path, field: str) -> Path:
     return target
 
 
-def check_output_path(path: str | Path, field: str) -> Path:
-    """`path` (as a Path, `~` expanded) if it may be written (module doc); InputError naming `field`
-    otherwise. Call it before any work; the writers check again when they write."""
+#: what a plot may be written as (matplotlib infers the format from the suffix)
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_output_path(path: str | Path, field: str, suffixes: tuple[str, ...] | None = None) -> Path:
+    """`path` (as a Path, `~` expanded) if it may be written (module doc) and, when `suffixes` is
+    given, ends in one of them; InputError naming `field` otherwise. Call it before any work; the
+    writers check again when they write."""
+    if suffixes is not None and Path(str(path)).suffix.lower() not in suffixes:
+        allowed = ", ".join(suffixes)
+        raise InputError(f"{field}: '{_show(path)}' must end in {allowed}", field=field, allowed=allowed)
     write_target(path, field)
     return Path(str(path)).expanduser()
 

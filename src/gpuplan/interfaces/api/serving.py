@@ -10,12 +10,14 @@ GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
-    DEFAULT_GPU, Result, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
+    DEFAULT_GPU, Result, check_pd_ratio, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu,
+    widest_system,
 )
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.engines import ENGINE_NAMES, GENERIC
@@ -122,8 +124,11 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
                                    mtp_layers=int(mtp))
     elif draft_model is not None or mtp or spec_acceptance is not None:
         raise InputError("spec_tokens: --draft-model / --mtp / --spec-acceptance need --spec-tokens K >= 1", field="spec_tokens")
-    check_number(prefix_hit_rate, "prefix_hit_rate", ge=0.0, lt=1.0)
-    cache = PrefixCache(float(prefix_hit_rate), prefix_cache_tokens) if prefix_hit_rate > 0 else None
+    check_number(prefix_hit_rate, "prefix_hit_rate", ge=0.0, le=1.0)
+    # 1.0 = every prompt token but the last (vLLM recomputes it): PrefixCache caps a hit at L - 1, so the
+    # largest double below 1 gives exactly that (its own range stops below 1)
+    rate = min(float(prefix_hit_rate), math.nextafter(1.0, 0.0))
+    cache = PrefixCache(rate, prefix_cache_tokens) if prefix_hit_rate > 0 else None
     if cache is None and prefix_cache_tokens is not None:
         raise InputError("prefix_cache_tokens: needs --prefix-hit-rate > 0", field="prefix_cache_tokens")
     return lens, spec, cache
@@ -456,10 +461,10 @@ def serve_plan_disaggregated(
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import serving_day_cost
-    from gpuplan.workloads.inference.plan.disaggregation import parse_pd_ratio, plan_disaggregated
+    from gpuplan.workloads.inference.plan.disaggregation import plan_disaggregated
     from gpuplan.workloads.inference.cost.kv_transfer import KvLink
 
-    parse_pd_ratio(pd_ratio)
+    pd_ratio = check_pd_ratio(pd_ratio)
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
     a = assumptions_from_options([f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides,
                                  pue=pue)
@@ -539,7 +544,7 @@ def _features_summary(lens, specdec, cache) -> dict | None:
         out.update(spec_tokens=specdec.tokens, spec_acceptance=specdec.acceptance,
                    spec_tokens_per_step=specdec.tokens_per_step)
     if cache is not None:
-        out["prefix_hit_rate"] = cache.hit_rate
+        out["prefix_hit_rate"] = round(cache.hit_rate, 12)  # 1.0 given: 1.0 shown (above)
     return out or None
 
 

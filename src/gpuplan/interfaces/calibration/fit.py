@@ -48,7 +48,8 @@ from gpuplan.interfaces.calibration.profile import profile_toml
 from gpuplan.interfaces.validation.cross_validation import row_predictor, schema_family
 from gpuplan.interfaces.fitting.least_squares import FD_STEP, FitResult, KnobFitter, error_figures
 from gpuplan.interfaces.fitting.knob_catalog import load_all
-from gpuplan.interfaces.validation.validate import read_rows
+from gpuplan.input_files import MAX_DATA_BYTES, read_input_bytes
+from gpuplan.interfaces.validation.validate import parse_rows
 
 #: Relative step of the log-prediction Jacobian used for the row bands.
 BAND_STEP = FD_STEP
@@ -76,7 +77,8 @@ def read_measurements(paths: Sequence[str | Path]) -> tuple[list[dict[str, str]]
     seen: dict[str, str] = {}
     for path in paths:
         p = Path(path)
-        file_rows = read_rows(p)
+        raw = read_input_bytes(p, "file", max_bytes=MAX_DATA_BYTES, what="CSV file")  # once: a pipe reads once
+        file_rows = parse_rows(raw, p.name)
         if not file_rows:
             raise InputError(f"{p.name}: no rows (a header and at least one measured row are needed)", field="file")
         for r in file_rows:
@@ -85,7 +87,7 @@ def read_measurements(paths: Sequence[str | Path]) -> tuple[list[dict[str, str]]
                 raise InputError(f"{p.name}: row id '{rid}' also appears in {seen[rid]}; ids must be unique", field="id")
             seen[rid] = p.name
         rows.extend(file_rows)
-        sources.append(SourceFile(str(p), hashlib.sha256(p.read_bytes()).hexdigest(), len(file_rows)))
+        sources.append(SourceFile(str(p), hashlib.sha256(raw).hexdigest(), len(file_rows)))
     return rows, sources
 
 

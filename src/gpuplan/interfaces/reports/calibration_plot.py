@@ -10,17 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuplan.errors import InputError
-from gpuplan.output_files import atomic_output, check_output_path
+from gpuplan.output_files import PLOT_SUFFIXES, atomic_output, check_output_path
 
 
 def check_plot_path(path: str | Path) -> Path:
     """InputError (before any work) unless the path ends in .png/.svg/.pdf and may be written
     (gpuplan.output_files: a new file or a regular one; never a device, FIFO or folder)."""
-    p = Path(path)
-    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError(f"plot: '{p}' must end in .png, .svg or .pdf", field="plot")
-    return check_output_path(p, "plot")
+    return check_output_path(path, "plot", PLOT_SUFFIXES)
 
 
 def plot_fit(path: str | Path, rows: list[dict], mape_before: float | None, mape_after: float | None) -> Path:
