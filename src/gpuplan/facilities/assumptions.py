@@ -236,11 +236,8 @@ def checked_value(a: Assumption, value: float) -> float:
     """`value` (a number, or text with ASCII digits) as a float if it is finite and within
     [min_value, max_value] of `a` (a whole number when `a.integer`); else an InputError naming the
     key and its range (one line). The one check of every assumption a user gives."""
-    v = parse_number(value, a.key, ge=a.min_value, le=a.max_value if a.max_value != math.inf else None)
-    v = float(v)
-    if a.integer and not v.is_integer():
-        raise InputError(f"{a.key}: must be {a.allowed}, got {show(value)}", field=a.key, allowed=a.allowed)
-    return v
+    return float(parse_number(value, a.key, integer=a.integer, ge=a.min_value,
+                              le=a.max_value if a.max_value != math.inf else None))
 
 
 DEFAULT_ASSUMPTIONS = Assumptions()
