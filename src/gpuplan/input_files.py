@@ -6,8 +6,9 @@ place that opens a user's path, with a size bound.
 - a regular file (or a link to one) is read whole if it holds at most `max_bytes`; a larger one is
   refused before it is read;
 - a pipe (`gpuplan validate <(cat rows.csv)`, `/dev/stdin` fed by a pipe, a FIFO) is read as a
-  stream, and refused once it passes `max_bytes`; a FIFO nobody writes to reads as empty (it is
-  opened without waiting for a writer), never as a hang;
+  stream, and refused once it passes `max_bytes`; a named FIFO is opened without waiting and gets
+  FIFO_WRITER_WAIT_S for a writer to send something, so a FIFO nobody writes to is one line, never
+  a hang (an anonymous pipe has its writer already and is read as long as it writes);
 - anything else (a character or block device such as /dev/zero, a socket, a folder) is refused:
   a device can be endless and a folder is not a file;
 - every OS error (no such file, name too long, permission denied, a loop of links, file too large)
@@ -41,6 +42,9 @@ MAX_SETTINGS_BYTES = 16 * MIB
 #: a vLLM result JSON with per-request latencies for 10,000 requests ~30 MB; parsed in Python a
 #: file takes ~10x its size in memory, so 64 MiB keeps a parse well under 1 GiB.
 MAX_DATA_BYTES = 64 * MIB
+
+#: seconds a named FIFO waits for its first bytes (or its writer's close) before it is refused
+FIFO_WRITER_WAIT_S = 10.0
 
 _ALLOWED = "a readable regular file or a pipe"
 _CHUNK = 1 * MIB
@@ -140,12 +144,14 @@ def read_input_bytes(path: str | os.PathLike, field: str, *, max_bytes: int = MA
     except OSError as exc:
         raise os_error(exc, field, p, doing="read", allowed=_ALLOWED) from None
     try:
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)  # opened without waiting for a writer; now read as a stream
         st = os.fstat(fd)  # what was opened (the path may have changed since the check)
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
             raise InputError(f"{field}: '{_show(p)}' is {kind_of(st.st_mode)}, not a {what}", field=field,
                              allowed=_ALLOWED)
+        if stat.S_ISFIFO(st.st_mode) and not _anonymous_pipe(fd) and not _wait_for_writer(fd):
+            raise InputError(f"{field}: nothing was written to the FIFO '{_show(p)}' within {FIFO_WRITER_WAIT_S:g} s",
+                             field=field, allowed=_ALLOWED)
+        os.set_blocking(fd, True)  # opened without waiting for a writer; now read as a stream
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, min(_CHUNK, max_bytes + 1 - total))
@@ -160,6 +166,25 @@ def read_input_bytes(path: str | os.PathLike, field: str, *, max_bytes: int = MA
         raise os_error(exc, field, p, doing="read", allowed=_ALLOWED) from None
     finally:
         os.close(fd)
+
+
+def _anonymous_pipe(fd: int) -> bool:
+    """True for a pipe without a name (`<(...)`, a shell pipe on stdin): its writer exists already."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:")
+    except OSError:  # no /proc (macOS): treat it as a named FIFO
+        return False
+
+
+def _wait_for_writer(fd: int) -> bool:
+    """Whether a writer sent bytes (or came and went) within FIFO_WRITER_WAIT_S on the FIFO `fd`."""
+    import select
+
+    if not hasattr(select, "poll"):  # pragma: no cover - Windows has no FIFOs
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(FIFO_WRITER_WAIT_S * 1000))
 
 
 def read_input_text(path: str | os.PathLike, field: str, *, max_bytes: int = MAX_DATA_BYTES,

@@ -167,21 +167,6 @@ def count(value: str | float | int | None, name: str) -> float | None:
     return parse_count(value, field=name)
 
 
-def check_pd_ratio(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
-    """`--pd-ratio P:D` as (P, D): two integers written with ASCII digits, each 1 .. MAX_GPUS (an
-    instance count past ten times the largest cluster is not a plan); InputError naming pd_ratio."""
-    from gpuplan.validation_rules import MAX_GPUS, parse_number
-
-    if text is None:
-        return None
-    parts = list(text) if isinstance(text, tuple) else str(text).split(":")
-    if len(parts) != 2:
-        raise InputError(f"pd_ratio: '{str(text)[:40]}' is not P:D with two integers (e.g. 2:1)", field="pd_ratio",
-                         allowed="P:D, integers >= 1")
-    p, d = (parse_number(x, "pd_ratio", integer=True, ge=1, le=MAX_GPUS) for x in parts)
-    return int(p), int(d)
-
-
 def positive(value: int | None, name: str) -> None:
     """InputError unless `value` is None or an integer >= 1."""
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):

@@ -10,15 +10,14 @@ GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
-    DEFAULT_GPU, Result, check_pd_ratio, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu,
-    widest_system,
+    DEFAULT_GPU, Result, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
 )
+from gpuplan.interfaces.api.serving_inputs import check_pd_ratio, prefix_cache
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.engines import ENGINE_NAMES, GENERIC
 
@@ -100,7 +99,6 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
     shared by `serve run` and `serve plan` (docs/serving.md); None where the feature is off."""
     from gpuplan.validation_rules import check_number
     from gpuplan.workloads.inference.sim.lengths import is_pairs_file, request_lengths
-    from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
     from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 
     lens = None
@@ -124,14 +122,7 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
                                    mtp_layers=int(mtp))
     elif draft_model is not None or mtp or spec_acceptance is not None:
         raise InputError("spec_tokens: --draft-model / --mtp / --spec-acceptance need --spec-tokens K >= 1", field="spec_tokens")
-    check_number(prefix_hit_rate, "prefix_hit_rate", ge=0.0, le=1.0)
-    # 1.0 = every prompt token but the last (vLLM recomputes it): PrefixCache caps a hit at L - 1, so the
-    # largest double below 1 gives exactly that (its own range stops below 1)
-    rate = min(float(prefix_hit_rate), math.nextafter(1.0, 0.0))
-    cache = PrefixCache(rate, prefix_cache_tokens) if prefix_hit_rate > 0 else None
-    if cache is None and prefix_cache_tokens is not None:
-        raise InputError("prefix_cache_tokens: needs --prefix-hit-rate > 0", field="prefix_cache_tokens")
-    return lens, spec, cache
+    return lens, spec, prefix_cache(prefix_hit_rate, prefix_cache_tokens)
 
 
 def serve_run(
@@ -544,7 +535,7 @@ def _features_summary(lens, specdec, cache) -> dict | None:
         out.update(spec_tokens=specdec.tokens, spec_acceptance=specdec.acceptance,
                    spec_tokens_per_step=specdec.tokens_per_step)
     if cache is not None:
-        out["prefix_hit_rate"] = round(cache.hit_rate, 12)  # 1.0 given: 1.0 shown (above)
+        out["prefix_hit_rate"] = cache.hit_rate
     return out or None
 
 

@@ -85,7 +85,7 @@ def _plot(rows: list[dict], front: list[dict], x: str, y: str, path: Path, title
     ax.legend(fontsize=7)
     fig.tight_layout()
     try:
-        with atomic_output(path, "out") as tmp:
+        with atomic_output(path, "--out") as tmp:
             fig.savefig(tmp, format="png", dpi=110)
     finally:
         plt.close(fig)
@@ -98,10 +98,10 @@ def sweep_report(results: str | Path, out_dir: str | Path | None = None) -> Swee
     from gpuplan.output_files import check_output_folder, check_output_path, make_output_folder
 
     if out_dir is not None:
-        folder = check_output_folder(out_dir, "out")
+        folder = check_output_folder(out_dir, "--out")
         if folder.is_dir():  # an earlier report's plots are replaced; a device or FIFO in their place is not
             for name in AXES_PLOTS:
-                check_output_path(folder / f"pareto_{name}.png", "out")
+                check_output_path(folder / f"pareto_{name}.png", "--out")
     rows = read_rows(results)
     goal = goal_of(rows)
     axes = AXES[goal]
@@ -112,7 +112,7 @@ def sweep_report(results: str | Path, out_dir: str | Path | None = None) -> Swee
     }
     plots = {}
     if out_dir is not None:
-        d = make_output_folder(out_dir, "out")
+        d = make_output_folder(out_dir, "--out")
         for name, front in fronts.items():
             x = axes["time"] if name == "cost_vs_time" else axes["gpus"]
             path = d / f"pareto_{name}.png"

@@ -33,8 +33,8 @@ SUFFIXES = (".parquet", ".csv")
 def check_out(out: str | Path) -> Path:
     """The output path, if its suffix names a format and it and its parts folder may be written
     (gpuplan.output_files); InputError otherwise."""
-    p = check_output_path(out, "out")
-    check_output_folder(p.with_name(p.name + ".parts"), "out")
+    p = check_output_path(out, "--out")
+    check_output_folder(p.with_name(p.name + ".parts"), "--out")
     if p.suffix.lower() not in SUFFIXES:
         raise InputError(f"--out: '{p.name}' must end in .parquet or .csv", field="out")
     if p.suffix.lower() == ".parquet":
@@ -45,7 +45,7 @@ def check_out(out: str | Path) -> Path:
     return p
 
 
-def atomic_write(path: Path, write: Callable[[Path], object], field: str = "out") -> None:
+def atomic_write(path: Path, write: Callable[[Path], object], field: str = "--out") -> None:
     """Call write(temp_path), then move the temporary file onto `path` (gpuplan.output_files)."""
     with atomic_output(path, field) as tmp:
         write(tmp)
@@ -63,7 +63,7 @@ class PartStore:
         """Check the manifest of an earlier run's folder and return its finished rows by point (the
         folder itself is created with the first part, `write_part`); `create=False` (a dry run)
         never writes."""
-        check_output_folder(self.dir, "out")
+        check_output_folder(self.dir, "--out")
         path = self.dir / "manifest.json"
         if not os.path.lexists(path):
             return {}
@@ -93,7 +93,7 @@ class PartStore:
     def write_part(self, rows: list[dict]) -> None:
         """One finished chunk's rows (the folder and its manifest are created with the first)."""
         if not os.path.lexists(self.dir / "manifest.json"):
-            make_output_folder(self.dir, "out")
+            make_output_folder(self.dir, "--out")
             atomic_write(self.dir / "manifest.json",
                          lambda t: t.write_text(json.dumps(self.manifest, indent=1, sort_keys=True)))
         first = min(r["point"] for r in rows)

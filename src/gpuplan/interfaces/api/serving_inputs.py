@@ -1,0 +1,45 @@
+"""Serving options checked at the boundary, where the CLI's text and the API's values meet the
+workloads' types: `--pd-ratio P:D` and `--prefix-hit-rate` (docs/serving.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuplan.errors import InputError
+from gpuplan.validation_rules import MAX_GPUS, check_number, parse_number
+from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+
+
+def check_pd_ratio(text: str | tuple[int, int] | None) -> tuple[int, int] | None:
+    """`--pd-ratio P:D` as (P, D): two integers written with ASCII digits, each 1 .. MAX_GPUS (an
+    instance count past ten times the largest cluster is not a plan); InputError naming pd_ratio."""
+    if text is None:
+        return None
+    parts = list(text) if isinstance(text, tuple) else str(text).split(":")
+    if len(parts) != 2:
+        raise InputError(f"pd_ratio: '{str(text)[:40]}' is not P:D with two integers (e.g. 2:1)", field="pd_ratio",
+                         allowed="P:D, integers >= 1")
+    p, d = (parse_number(x, "pd_ratio", integer=True, ge=1, le=MAX_GPUS) for x in parts)
+    return int(p), int(d)
+
+
+@dataclass(frozen=True)
+class FullPrefixCache(PrefixCache):
+    """A prefix cache at hit rate 1: every prompt token but the last is served from the cache
+    (`PrefixCache.cached_tokens` caps a hit at L - 1: vLLM recomputes the last token). PrefixCache's
+    own check stops below 1 although the option's range is 0-1; once it takes 1, this class goes."""
+
+    def __post_init__(self):
+        PrefixCache(0.0, self.pool_tokens)  # the pool's own check
+        check_number(self.hit_rate, "prefix_hit_rate", ge=0.0, le=1.0)
+
+
+def prefix_cache(hit_rate: float, pool_tokens: int | None) -> PrefixCache | None:
+    """The cache of `--prefix-hit-rate` (0-1) and `--prefix-cache-tokens`; None at hit rate 0 (an
+    InputError for a pool without a hit rate)."""
+    check_number(hit_rate, "prefix_hit_rate", ge=0.0, le=1.0)
+    if hit_rate == 0:
+        if pool_tokens is not None:
+            raise InputError("prefix_cache_tokens: needs --prefix-hit-rate > 0", field="prefix_cache_tokens")
+        return None
+    return PrefixCache(float(hit_rate), pool_tokens) if hit_rate < 1 else FullPrefixCache(1.0, pool_tokens)
