@@ -114,13 +114,17 @@ def path_kind(path: str | os.PathLike) -> str | None:
     return "socket" if stat.S_ISSOCK(mode) else "other"
 
 
-def regular_input_file(path: str | os.PathLike, field: str, what: str = "file") -> tuple[Path, os.stat_result]:
-    """(path, stat) of an input read with seeks (safetensors, .npy): like `input_stat`, but a pipe is
-    refused too (it cannot be read twice or at an offset)."""
+def regular_input_file(path: str | os.PathLike, field: str, what: str = "file",
+                       max_bytes: int | None = None) -> tuple[Path, os.stat_result]:
+    """(path, stat) of an input a reader opens itself (safetensors and .npy, read at offsets): like
+    `input_stat`, but a pipe is refused too (it cannot be read twice or at an offset), and so is a
+    file past `max_bytes` when given."""
     p, st = input_stat(path, field, what)
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{field}: '{_show(p)}' is {kind_of(st.st_mode)}; a {what} is read at offsets, so give "
                          "a regular file", field=field, allowed="a readable regular file")
+    if max_bytes is not None and st.st_size > max_bytes:
+        raise _too_big(field, p, max_bytes, st.st_size)
     return p, st
 
 

@@ -86,6 +86,8 @@ INPUT_OPTIONS = [
     (["sweep", "run", "{}"], "spec"),
     (["sweep", "report", "{}.csv"], "results"),
     (["formats", "compare", "{}"], "file"),
+    (["serve", "run", "gpt3-125m", "--concurrency", "2", "--input-len", "64", "--output-len", "8", "--lengths", "{}"],
+     "lengths"),
 ]
 
 

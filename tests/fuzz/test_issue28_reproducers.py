@@ -227,7 +227,19 @@ def test_a_huge_file_is_refused_before_reading(tmp_path):
     _bad("sweep", "run", str(big), names="limit")
 
 
+def test_serve_lengths_reads_a_pipe():
+    # `--lengths <(...)`: the pairs are read as a stream (a private copy for the reader), 100 and 10 tokens
+    cmd = (f'"$0" -m gpuplan.cli.main serve run gpt3-125m --concurrency 2 --output-len 8 --json '
+           "--lengths <(printf 'input_len,output_len\\n100,10\\n')")
+    p = subprocess.run(["bash", "-c", cmd, sys.executable], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["input_len_mean"] == 100.0 and d["output_len_mean"] == 10.0
+
+
 @pytest.mark.parametrize("args,field", [
+    (["serve", "run", "gpt3-125m", "--lengths", "x" * 300], "lengths"),
     (["validate", "x" * 300], "file"),
     (["--catalog", "x" * 300, "hw", "list"], "catalog"),
     (["model", "show", "x/" * 3000], "model"),

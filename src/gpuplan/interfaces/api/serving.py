@@ -10,6 +10,7 @@ GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -17,7 +18,7 @@ from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, Result, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
 )
-from gpuplan.interfaces.api.serving_inputs import check_pd_ratio, prefix_cache
+from gpuplan.interfaces.api.serving_inputs import check_pd_ratio, lengths_file, prefix_cache
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.engines import ENGINE_NAMES, GENERIC
 
@@ -98,18 +99,19 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
     """(RequestLengths or None, SpeculativeDecoding or None, PrefixCache or None) from the options
     shared by `serve run` and `serve plan` (docs/serving.md); None where the feature is off."""
     from gpuplan.validation_rules import check_number
-    from gpuplan.workloads.inference.sim.lengths import is_pairs_file, request_lengths
+    from gpuplan.workloads.inference.sim.lengths import request_lengths
     from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 
     lens = None
     if input_dist or output_dist or lengths:
-        dataset = None
-        if lengths and not is_pairs_file(lengths):
-            from gpuplan.catalog.datasets import get_dataset
+        with lengths_file(lengths) if lengths else nullcontext() as pairs:
+            dataset = None
+            if lengths and pairs is None:
+                from gpuplan.catalog.datasets import get_dataset
 
-            dataset, lengths = get_dataset(lengths), None
-        lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
-                               dataset=dataset)
+                dataset = get_dataset(lengths)
+            lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist,
+                                   lengths=pairs, dataset=dataset)
     spec = None
     check_number(spec_tokens, "spec_tokens", ge=0, integer=True)
     check_number(mtp, "mtp", ge=0, integer=True)
