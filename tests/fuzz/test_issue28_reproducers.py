@@ -229,7 +229,7 @@ def test_a_huge_file_is_refused_before_reading(tmp_path):
 
 def test_serve_lengths_reads_a_pipe():
     # `--lengths <(...)`: the pairs are read as a stream (a private copy for the reader), 100 and 10 tokens
-    cmd = (f'"$0" -m gpuplan.cli.main serve run gpt3-125m --concurrency 2 --output-len 8 --json '
+    cmd = ('"$0" -m gpuplan.cli.main serve run gpt3-125m --concurrency 2 --output-len 8 --json '
            "--lengths <(printf 'input_len,output_len\\n100,10\\n')")
     p = subprocess.run(["bash", "-c", cmd, sys.executable], capture_output=True, text=True, timeout=300,
                        env={**os.environ, "PYTHONPATH": str(REPO / "src")})

@@ -55,6 +55,8 @@ class Assumption:
 _MAX_ITEM_USD = 1e8
 #: upper bound of a yearly or monthly sum, USD (operations staff, space)
 _MAX_SUM_USD = 1e10
+#: upper bound of storage bandwidth per GPU, GB/s: 20x what a 400 Gb/s NIC per GPU carries (50 GB/s)
+_MAX_GPU_STORAGE_GBPS = 1000.0
 #: upper bound of a rack's power or a cooling threshold, kW: ~8x the densest racks shipping (GB200
 #: NVL72, ~120 kW per rack, NVIDIA GB200 NVL72 product page)
 _MAX_RACK_KW = 1000.0
@@ -136,10 +138,10 @@ _DEFAULTS: tuple[Assumption, ...] = (
                "that on A100 (MTTF 7.9 h at 1,024 GPUs)", "2024-07", max_value=1.0),
     Assumption("storage_write_gbps_per_gpu", 2000.0 / 16384, "sustained checkpoint write bandwidth per GPU (GB/s)",
                "Llama 3 report sec. 3.3.1: Tectonic sustains 2 TB/s for the 16,384-GPU cluster (= 0.122 GB/s per GPU)",
-               "2024-07", min_value=1e-6),
+               "2024-07", min_value=1e-6, max_value=_MAX_GPU_STORAGE_GBPS),
     Assumption("storage_read_gbps_per_gpu", 7000.0 / 16384, "checkpoint read bandwidth per GPU on restart (GB/s)",
                "Llama 3 report sec. 3.3.1: Tectonic peaks at 7 TB/s for the 16,384-GPU cluster (= 0.43 GB/s per GPU)",
-               "2024-07", min_value=1e-6),
+               "2024-07", min_value=1e-6, max_value=_MAX_GPU_STORAGE_GBPS),
     Assumption("restart_s", 600.0, "time to detect an interruption, replace or drain the node and relaunch the job "
                "(before reading the checkpoint)",
                "gpuplan estimate: Daly's worked examples use R = 10 min; no published fleet figure was found "
