@@ -322,7 +322,7 @@ def split_odd_even(rows: Sequence[Mapping[str, str]]) -> tuple[list[dict], list[
     side would be empty (a family numbered only 2, 4, 6, ...), alternate rows in id-number order."""
     def number(r) -> int:
         tail = str(r.get("id", "")).rsplit("-", 1)[-1]
-        return int(tail) if tail.isdigit() else -1
+        return int(tail) if tail.isascii() and tail.isdigit() else -1  # "²".isdigit() is True
 
     ordered = sorted((dict(r) for r in rows), key=number)
     odd = [r for r in ordered if number(r) % 2 == 1]
