@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplan import api
-from gpuplan.web.endpoints import ENDPOINTS, command
+from gpuplan.web.endpoints import ENDPOINTS, Text, command
 
 from .conftest import DATA, HOST, PORT, cli, cli_json, drop_timing
 
@@ -85,7 +85,7 @@ def test_serve_page_offers_every_engine_the_api_accepts():
     assert tuple(names) == api.SERVING_ENGINES and names[0] == api.DEFAULT_ENGINE
     ep = {e.path: e for e in ENDPOINTS}
     for path in ("/api/v1/serve/run", "/api/v1/serve/plan"):
-        assert ep[path].fields()["engine"] == (str, "generic")
+        assert ep[path].fields()["engine"] == (Text, "generic")  # a string of bounded length
     assert command(ep["/api/v1/serve/run"], {"model": "llama-3-8b", "engine": "vllm"}) == \
         "gpuplan serve run llama-3-8b --engine vllm --json"
     # the default is left off the command line, as every default is

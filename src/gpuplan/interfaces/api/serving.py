@@ -10,6 +10,7 @@ GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -17,6 +18,7 @@ from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, Result, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
 )
+from gpuplan.interfaces.api.serving_inputs import check_pd_ratio, lengths_file, prefix_cache
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.engines import ENGINE_NAMES, GENERIC
 
@@ -98,19 +100,19 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
     """(RequestLengths or None, SpeculativeDecoding or None, PrefixCache or None) from the options
     shared by `serve run` and `serve plan` (docs/serving.md); None where the feature is off."""
     from gpuplan.validation_rules import check_number
-    from gpuplan.workloads.inference.sim.lengths import is_pairs_file, request_lengths
-    from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+    from gpuplan.workloads.inference.sim.lengths import request_lengths
     from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 
     lens = None
     if input_dist or output_dist or lengths:
-        dataset = None
-        if lengths and not is_pairs_file(lengths):
-            from gpuplan.catalog.datasets import get_dataset
+        with lengths_file(lengths) if lengths else nullcontext() as pairs:
+            dataset = None
+            if lengths and pairs is None:
+                from gpuplan.catalog.datasets import get_dataset
 
-            dataset, lengths = get_dataset(lengths), None
-        lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
-                               dataset=dataset)
+                dataset = get_dataset(lengths)
+            lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist,
+                                   lengths=pairs, dataset=dataset)
     spec = None
     check_number(spec_tokens, "spec_tokens", ge=0, integer=True)
     check_number(mtp, "mtp", ge=0, integer=True)
@@ -123,11 +125,7 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
                                    mtp_layers=int(mtp))
     elif draft_model is not None or mtp or spec_acceptance is not None:
         raise InputError("spec_tokens: --draft-model / --mtp / --spec-acceptance need --spec-tokens K >= 1", field="spec_tokens")
-    check_number(prefix_hit_rate, "prefix_hit_rate", ge=0.0, lt=1.0)
-    cache = PrefixCache(float(prefix_hit_rate), prefix_cache_tokens) if prefix_hit_rate > 0 else None
-    if cache is None and prefix_cache_tokens is not None:
-        raise InputError("prefix_cache_tokens: needs --prefix-hit-rate > 0", field="prefix_cache_tokens")
-    return lens, spec, cache
+    return lens, spec, prefix_cache(prefix_hit_rate, prefix_cache_tokens)
 
 
 def serve_run(
@@ -460,10 +458,10 @@ def serve_plan_disaggregated(
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import serving_day_cost
-    from gpuplan.workloads.inference.plan.disaggregation import parse_pd_ratio, plan_disaggregated
+    from gpuplan.workloads.inference.plan.disaggregation import plan_disaggregated
     from gpuplan.workloads.inference.cost.kv_transfer import KvLink
 
-    parse_pd_ratio(pd_ratio)
+    pd_ratio = check_pd_ratio(pd_ratio)
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
     a = assumptions_from_options([f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides,
                                  pue=pue)

@@ -180,16 +180,12 @@ def load_bands() -> dict:
 
 
 def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping) -> Path:
-    """Write the shipped table atomically (temporary file + rename)."""
-    import os
-    import tempfile
+    """Write the shipped table atomically (gpuplan.output_files)."""
+    from gpuplan.output_files import write_atomic
 
     path = _bands_path()
     text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes)}, indent=1, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".error_bands.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, text + "\n", "error_bands")
     load_bands.cache_clear()
     return path
 

@@ -77,6 +77,7 @@ from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.validation_rules import parse_number
 
 TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
 MEMORY_METRICS = ("peak_mem_gib", "mem_activations_gib", "mem_states_gib", "peak_mem_reserved_gib")
@@ -91,8 +92,8 @@ def _int(row: dict[str, str], key: str, default: int | None) -> int | None:
     if not raw:
         return default
     try:
-        return int(float(raw))
-    except ValueError:
+        return int(float(parse_number(raw, key)))  # ASCII digits only (validation_rules.parse_number)
+    except (ValueError, OverflowError):
         raise SkipRow(f"column {key} is not a number: '{raw}'") from None
 
 
