@@ -74,6 +74,7 @@ import re
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.workloads.training.step_time import estimate_step_time
@@ -173,12 +174,14 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
                 notes.append(f"vpp={vpp} (interleaved schedule of a tuned Megatron-core run, unstated)")
     shard_raw = _cell(row, "sharding") or "none"
     seq = _int(row, "seq_len", 2048)
+    fine_tuning, ft_notes = fine_tuning_from_row(row)
+    notes += ft_notes
     try:
         plan = TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
             recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
             tp_comm_overlap=te_overlap and sp and tp > 1,
-            sharding=Sharding(shard_raw),
+            sharding=Sharding(shard_raw), fine_tuning=fine_tuning,
         )
     except ValueError as exc:
         raise SkipRow(f"plan columns not expressible: {exc}") from None
@@ -254,29 +257,6 @@ def attention_kernel_from_row(row: dict[str, str], framework: Framework,
     return AttentionKernel.FLASH
 
 
-#: SCHEMA.md's fine-tuning columns and the value each takes in ordinary mixed-precision training
-#: (every weight trained, fp32 AdamW moments, fp32 master weights, nothing offloaded): the only
-#: regime the training model covers today.
-ORDINARY_TRAINING_CELLS: dict[str, tuple[str, ...]] = {
-    "finetune": ("", "full"),
-    "optimizer": ("", "adamw"),
-    "offload": ("", "none"),
-    "master_weights": ("", "fp32"),
-}
-
-
-def unmodelled_training_regime(row: dict[str, str]) -> str | None:
-    """Why the row lies outside what the training model covers (None when it does not): LoRA /
-    QLoRA, low-bit or factored optimizers, CPU/NVMe offload and pure low-precision training are
-    not modelled yet (the fine-tuning issue), so such a row is not predicted rather than predicted
-    as full fp32-Adam pretraining (which overstates its memory up to 19x)."""
-    for key, ordinary in ORDINARY_TRAINING_CELLS.items():
-        value = _cell(row, key).lower()
-        if value not in ordinary:
-            return f"unvalidated regime: {key}={value} is not modelled (ordinary training only: {key} empty or {ordinary[-1]})"
-    return None
-
-
 def predict_row(row: dict[str, str]) -> Prediction:
     """Predicted value of the row's metric (unit of the metric); SkipRow when not expressible."""
     from gpuplan.catalog import load_catalog
@@ -285,9 +265,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     metric = _cell(row, "metric")
     if metric not in TIME_METRICS + MEMORY_METRICS:
         raise SkipRow(f"metric '{metric}' is not a training metric")
-    regime = unmodelled_training_regime(row)
-    if regime is not None:
-        raise SkipRow(regime)
     try:
         model = model_from_arch_row(row)
         catalog = load_catalog()
@@ -336,4 +313,4 @@ def predict_row(row: dict[str, str]) -> Prediction:
 
 __all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
-           "plan_from_row", "predict_row", "unmodelled_training_regime"]
+           "plan_from_row", "predict_row"]
