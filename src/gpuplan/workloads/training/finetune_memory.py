@@ -183,6 +183,7 @@ def _collect(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, 
             if adapted(p, ft.targets):
                 train(Tensor(ft.rank, k, count), expert)
                 train(Tensor(n, ft.rank, count), expert)
+                storage += b * ft.rank * (k + n) * count
         for op in layer_ops(model, i).ops:  # biases, norms, attention sinks: unquantised vectors
             vec = _vector_params(op, tp)
             if vec:
