@@ -15,14 +15,14 @@ from gpuplan.specs import TrainPlan
 def test_train_ids_and_specs_agree():
     """estimate_training("gpt3-175b", ...) crashed on string ids; api.train resolves them."""
     cat = load_catalog()
-    by_id = api.train("gpt3-175b", "dgx-h100", 1024, tp=8, pp=8, vpp=3, recompute="selective").to_dict()
-    by_spec = api.train(load_model("gpt3-175b"), cat.system("dgx-h100"), 1024, tp=8, pp=8, vpp=3,
-                        recompute="selective").to_dict()
+    one = dict(tp=8, pp=8, cp=1, vpp=3, micro_batch=1, recompute="selective", sharding="none", sequence_parallel=True)
+    by_id = api.train("gpt3-175b", "dgx-h100", 1024, **one).to_dict()
+    by_spec = api.train(load_model("gpt3-175b"), cat.system("dgx-h100"), 1024, **one).to_dict()
     assert by_id == by_spec
     # 1024 GPUs / (tp 8 x pp 8) = dp 16; default global batch: 2^22 tokens / 2048 = 2048 sequences,
     # already a multiple of micro-batch 1 x dp 16
     assert by_id["best_plan"]["dp"] == 16 and by_id["best_plan"]["global_batch"] == 2048
-    assert by_id["best_plan"]["sequence_parallel"] is True  # default on where tp > 1
+    assert by_id["best_plan"]["sequence_parallel"] is True
 
 
 def test_train_plan_object_equals_degrees():
@@ -31,7 +31,8 @@ def test_train_plan_object_equals_degrees():
     plan = TrainPlan(tp=8, pp=8, dp=16, vpp=3, micro_batch=1, global_batch=2048, seq_len=2048,
                      recompute="selective", sequence_parallel=True)
     given = api.train("gpt3-175b", plan=plan).to_dict()
-    degrees = api.train("gpt3-175b", tp=8, pp=8, vpp=3, recompute="selective").to_dict()
+    degrees = api.train("gpt3-175b", tp=8, pp=8, cp=1, vpp=3, micro_batch=1, recompute="selective", sharding="none",
+                        sequence_parallel=True).to_dict()
     how = ("global_batch_default", "global_batch_note")
     assert {k: v for k, v in given.items() if k not in how} == {k: v for k, v in degrees.items() if k not in how}
     assert degrees["global_batch_sequences"] == 2048 and degrees["global_batch_default"]

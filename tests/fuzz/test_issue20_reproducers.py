@@ -56,7 +56,7 @@ def test_set_assumption_must_be_finite_and_non_negative(value):
 
 def test_user_plan_that_does_not_fit_exits_2_with_the_reason():
     # Megatron 1T: ~1e12 parameters x 18 bytes (bf16 weights + fp32 grads/Adam) ~ 17,000 GiB on one GPU
-    line = _bad("train", "megatron-gpt-1t", "--gpus", "1", "--tp", "1", names="GiB per GPU")
+    line = _bad("train", "megatron-gpt-1t", "--gpus", "1", "--tp", "1", names="GiB usable")
     assert "80 GiB" in line
 
 

@@ -137,6 +137,9 @@ class PlanReport:
             "goal": self.goal, "model": self.model, "system": self.system_id, "answer": self.answer, "notes": self.notes,
             "estimator": w.estimator, "gpus": c.fabric.gpus, "nodes": c.fabric.nodes, "days": w.days,
             "gpu_hours": w.gpu_hours, "workload_details": w.details,
+            # training: `days` is the ideal (failure-free) time; facilities.goodput adds the expectation
+            **{k: w.details.get(k) for k in ("ideal_days", "expected_days", "goodput_pct", "checkpoint_interval_s")
+               if self.goal is Goal.TRAIN},
             "fabric": {k: getattr(c.fabric, k) for k in ("leaf_switches", "spine_switches", "core_switches", "cables",
                                                        "transceivers", "bisection_tbps", "tiers_count", "switches")},
             "racks": c.racks,
@@ -358,6 +361,11 @@ def plan(
                                 usd_per_gpu_hour=cloud_usd_per_gpu_hour)
         if run.energy is not None:
             work.details["energy_mwh"] = run.energy.energy_mwh
+        from gpuplan.facilities.goodput import training_goodput
+        from gpuplan.layers.params import parameter_counts
+
+        goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(model).total_with_mtp, assumptions)
+        work.details.update(goodput.to_dict())
         band = training_band(est, model.moe is not None, run)
         if band.get("days"):
             lo, hi = band["days"]
@@ -373,6 +381,8 @@ def plan(
     answer = (
         f"{'Train' if goal is Goal.TRAIN else 'Serve'} {model_id} on {nodes} x {system.id} ({cluster.fabric.gpus} GPUs"
         + (f", {work.days:.1f} days" if work.days is not None else "")
+        + (f" ideal, {work.details['expected_days']:.1f} expected at {work.details['goodput_pct']:.0f}% goodput"
+           if work.details.get("expected_days") is not None else "")
         + f"): {cluster.fabric.leaf_switches} leaf / {cluster.fabric.spine_switches} spine / {cluster.fabric.core_switches} core switches, "
         f"{cluster.racks.racks} racks ({cluster.racks.cooling.value}), {cluster.power.facility_power_kw:,.0f} kW facility power"
         + (f" ({run.energy.energy_mwh:,.0f} MWh and {run.energy.co2_tonnes:,.0f} t CO2 for the run at PUE {assumptions.pue:g})"
