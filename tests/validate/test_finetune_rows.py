@@ -41,3 +41,27 @@ def test_fine_tuning_columns():
         fine_tuning_from_row({"lora_rank": "8"})
     with pytest.raises(SkipRow, match="base_dtype must be nf4 or fp4"):
         fine_tuning_from_row({"finetune": "qlora", "base_dtype": "bf16"})
+
+
+def test_device_used_memory_and_volta_attention():
+    from gpuplan.interfaces.validation.training import attention_kernel_from_row, device_memory_stated
+    from gpuplan.specs.execution import AttentionKernel, Framework
+
+    assert device_memory_stated({"notes": "'GPU memory occupied' = NVML used memory after training"})
+    assert device_memory_stated({"notes": "read off an nvidia-smi-style screenshot"})
+    assert not device_memory_stated({"notes": "torch.cuda.max_memory_reserved"})
+    # no FlashAttention kernel exists for Volta (flash-attn v1: Turing or Ampere; v2: Ampere and later)
+    assert attention_kernel_from_row({}, Framework.OTHER, "Volta GV100") is AttentionKernel.UNFUSED
+    assert attention_kernel_from_row({}, Framework.OTHER, "Ampere GA100") is AttentionKernel.FLASH
+
+
+def test_nvml_row_adds_the_memory_outside_the_allocator():
+    from gpuplan.workloads.training.memory import CUDA_CONTEXT_BYTES
+
+    base = {"id": "x-1", "model": "m", "layers": "2", "hidden": "1024", "heads": "16", "vocab": "30522", "seq_len": "512",
+            "system": "a100-sxm4-80gb", "num_gpus": "1", "micro_batch": "1", "global_batch": "1", "framework": "other",
+            "precision": "bf16", "metric": "peak_mem_reserved_gib", "value": "1"}
+    plain = predict_row(base).value
+    nvml = predict_row({**base, "notes": "NVML used memory"}).value
+    # one GPU: the CUDA context (no NCCL communicator), in GiB
+    assert nvml - plain == CUDA_CONTEXT_BYTES / 2**30

@@ -66,6 +66,14 @@ Defaults for empty cells (documented, the same for every row):
   column (flash, flash_v1, unfused), or notes naming Megatron's unfused backend ("unfused attention
   backend", `--attention-backend unfused`: core_attention.DotProductAttention, which materialises
   the b x a x s x s scores and keeps the softmax output for its backward).
+  On Volta no stack has a fused FlashAttention kernel (Dao-AILab flash-attn README: v1 "supports
+  Turing or Ampere GPUs", v2 Ampere, Ada and Hopper): unstated rows there run unfused attention.
+- memory figures: `peak_mem_gib` is PyTorch's allocated peak, `peak_mem_reserved_gib` its reserved
+  peak; a row whose notes say the figure is the device's used memory (NVML, nvidia-smi: SCHEMA.md
+  "notes say when a figure is NVML's used memory") adds what lives outside PyTorch's allocator, the
+  CUDA context and NCCL buffers (`device_memory_stated`).
+- fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
+  master_weights): `fine_tuning_row.fine_tuning_from_row`.
 """
 
 from __future__ import annotations
@@ -241,6 +249,21 @@ def stated_attention_kernel(row: dict[str, str]) -> AttentionKernel | None:
     return None
 
 
+def _volta(gpu_architecture: str | None) -> bool:
+    """A Volta GPU, for which no FlashAttention kernel exists (module docstring)."""
+    return gpu_architecture is not None and "volta" in gpu_architecture.lower()
+
+
+#: Notes that state a memory figure as the device's used memory (NVML / nvidia-smi), which includes
+#: the CUDA context and other memory outside PyTorch's caching allocator.
+_STATED_DEVICE_MEMORY = re.compile(r"\bNVML\b|nvidia-smi", re.IGNORECASE)
+
+
+def device_memory_stated(row: dict[str, str]) -> bool:
+    """Whether the row's notes say its memory figure is the device's used memory (module docstring)."""
+    return bool(_STATED_DEVICE_MEMORY.search(_cell(row, "notes")))
+
+
 def attention_kernel_from_row(row: dict[str, str], framework: Framework,
                               gpu_architecture: str | None = None) -> AttentionKernel:
     """The kernel the row states (`stated_attention_kernel`); else unfused attention for fp16 (or
@@ -250,7 +273,7 @@ def attention_kernel_from_row(row: dict[str, str], framework: Framework,
     stated = stated_attention_kernel(row)
     if stated is not None:
         return stated
-    if legacy_stack(row, framework, gpu_architecture):
+    if legacy_stack(row, framework, gpu_architecture) or _volta(gpu_architecture):
         return AttentionKernel.UNFUSED
     if framework is Framework.FSDP:
         return AttentionKernel.FLASH_V1
@@ -289,9 +312,12 @@ def predict_row(row: dict[str, str]) -> Prediction:
         except GpuplanError as exc:
             raise SkipRow(str(exc)) from None
         per = mem.per_gpu_bytes
+        outside = per["total"] - mem.allocated_bytes if device_memory_stated(row) else 0.0  # CUDA context, NCCL
+        if outside:
+            notes.append("device used memory (NVML): + CUDA context and NCCL buffers")
         value = {
-            "peak_mem_gib": mem.allocated_bytes,
-            "peak_mem_reserved_gib": mem.reserved_bytes,
+            "peak_mem_gib": mem.allocated_bytes + outside,
+            "peak_mem_reserved_gib": mem.reserved_bytes + outside,
             "mem_activations_gib": per["activations"],
             "mem_states_gib": per["weights"] + per["gradients"] + per["optimizer"],
         }[metric]
@@ -311,6 +337,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
            "plan_from_row", "predict_row"]
