@@ -369,7 +369,7 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
         "bytes_per_param": {**states, "model_states": sum(states.values())},
         "activation_bytes_per_param": mem.per_gpu_bytes["activations"] / max(1, mem.params_per_gpu),
         "notes": list(mem.notes),
-        "band_80pct": memory_band(model, mem),
+        "band_80pct": memory_band(model, mem, finetune=not plan.fine_tuning.ordinary),
         # fine-tuning (workloads.training.finetune_memory): not part of per_gpu_bytes / fits
         "fine_tuning": plan.fine_tuning.label(),
         "trainable_params_per_gpu": mem.trainable_params if mem.trainable_params is not None else mem.params_per_gpu,
@@ -380,12 +380,12 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
     }
 
 
-def memory_band(model: ModelSpec, mem) -> dict:
+def memory_band(model: ModelSpec, mem, finetune: bool = False) -> dict:
     """The 80% band of the predicted memory per GPU (interfaces.validation.error_bands: cross-validated residuals
     of the public memory rows of the regime), and whether the plan still fits at the band's top."""
     from gpuplan.interfaces.validation.error_bands import training_memory_band
 
-    band = training_memory_band(model.moe is not None)
+    band = training_memory_band(model.moe is not None, finetune)
     if band is None:
         return {}
     lo, hi = band.interval(mem.per_gpu_bytes["total"] / GIB)
