@@ -35,9 +35,10 @@ def print_fine_tuning(rec: dict[str, Any]) -> None:
     """The fine-tuning lines of a `fit train` record: what trains, bytes per trainable parameter,
     paged optimizer states and offloaded bytes (neither counted in the total)."""
     b = rec["bytes_per_param"]
+    frozen = "" if rec["fine_tuning"].startswith("full") else "; the frozen base is in `weights` at its storage bytes"
     console.print(f"fine-tuning: {rec['fine_tuning']}; {rec['trainable_params_per_gpu']:,} trainable parameters per GPU "
                   f"at {b['weights']:g} (weights) + {b['gradients']:g} (grads) + {b['optimizer']:.4g} (optimizer) "
-                  f"B each before sharding; the frozen base is in `weights` at its storage bytes")
+                  f"B each before sharding{frozen}")
     if rec["paged_optimizer_bytes"]:
         console.print(f"paged optimizer states: {rec['paged_optimizer_gib']:.2f} GiB in CUDA unified memory "
                       f"(outside PyTorch's allocated figure; not counted against fits)")
