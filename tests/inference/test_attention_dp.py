@@ -16,7 +16,8 @@ from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective
 from gpuplan.workloads.inference.cost import operators
 from gpuplan.workloads.inference.cost.deployment import Deployment
-from gpuplan.workloads.inference.cost.memory import memory_plan, weights_bytes_per_gpu
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.weights import weights_bytes_per_gpu
 from gpuplan.workloads.inference.cost.operators import step_time_model
 
 

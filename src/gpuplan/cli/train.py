@@ -105,10 +105,11 @@ def register(app: typer.Typer) -> None:
             print_json(result.to_dict())
             return
         _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
-                result.batch_note, result.goodput)
+                result.batch_note, result.goodput, result.evidence)
 
 
-def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None) -> None:
+def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
+            evidence: dict | None = None) -> None:
     st = est.step
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -144,6 +145,9 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         state = "" if band["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
         console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
                       f"step {fmt(t0)} - {fmt(t1)} s, {fmt(d0)} - {fmt(d1)} days{state}")
+    if evidence:
+        console.print(f"evidence: {evidence['note']}"
+                      + (f"; nearest: {', '.join(r['id'] for r in evidence['rows'])}" if evidence["rows"] else ""))
     console.print(f"power: PUE {assumptions.pue:g}, grid {assumptions.grid_kg_co2_per_kwh:g} kg CO2/kWh, "
                   f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
     if run.note:

@@ -1,7 +1,8 @@
 """`gpuplan.api` for training: `train` (best plan, step time, totals) and `fit_*` (memory per GPU
 and its inverse questions). Defaults that used to live in the CLI live here:
 
-- `--seq-len`: `default_seq_len(model)` = min(max positions, 4096).
+- `--seq-len`, `--global-batch`: the model's published recipe (`training_defaults`, catalog.recipes), else
+  `default_seq_len(model)` = min(max positions, 4096) and each plan's default batch.
 - A given plan (any degree set): unset degrees are 1, dp fills the GPUs (gpus / (tp x pp x cp)),
   micro-batch 1, global batch = `plan_search.default_global_batch` (the multiple of micro_batch x dp
   nearest 2^22 tokens, the rule the plan search uses), sequence parallelism on where tp > 1
@@ -22,6 +23,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from gpuplan.errors import InputError
+from gpuplan.interfaces.planning.defaults import training_defaults
 from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
     resolve_gpu, resolve_model, resolve_system, system_and_gpu,
@@ -78,6 +80,8 @@ class TrainResult(Result):
     batch_note: str | None = None
     #: expected time with interruptions, restarts and checkpoints (facilities.goodput.Goodput)
     goodput: Any = None
+    #: the MFU comparable published runs reached (interfaces.planning.evidence.mfu_evidence)
+    evidence: dict | None = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -105,6 +109,8 @@ class TrainResult(Result):
         }
         if self.goodput is not None:  # `days` stays the ideal (failure-free) time: ideal_days == days
             out.update(self.goodput.to_dict())
+        if self.evidence is not None:
+            out["comparable_published_mfu_pct"] = self.evidence
         if self.run is not None:
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
         from gpuplan.interfaces.validation.error_bands import training_band
@@ -263,11 +269,15 @@ def train(
     budget = count(flops, "flops")
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    sharding=sharding, sequence_parallel=sequence_parallel)
+    recipe_note = None
+    ft = fine_tuning_spec(fine_tuning)
     if plan is not None:
         seq_len = plan.seq_len
-    elif seq_len is None:
-        seq_len = default_seq_len(spec)
-    ft = fine_tuning_spec(fine_tuning)
+    elif not ft.ordinary or grad_accum is not None:
+        # fine-tuning (or a batch given by --grad-accum): a pretraining recipe's batch does not apply
+        seq_len = default_seq_len(spec) if seq_len is None else seq_len
+    else:  # the model's published recipe where one exists (catalog.recipes), else the search's defaults
+        seq_len, global_batch, recipe_note = training_defaults(spec, seq_len, global_batch)
     given_degrees = plan is None and any(v is not None for v in degrees.values())
     space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap)
     if plan is None and (not ft.ordinary or grad_accum is not None):
@@ -288,14 +298,18 @@ def train(
             framework=fw, progress=progress if plan is None else None, top=top,
         )
     run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions, usd_per_gpu_hour=usd_per_gpu_hour)
-    batch_note = None
+    batch_note = recipe_note
     if global_batch is None and (plan is None or given_degrees):  # the batch was chosen here, not given
-        batch_note = default_batch_note(est.plan.global_batch, est.plan.seq_len)
+        batch_note = "; ".join(n for n in (recipe_note, default_batch_note(est.plan.global_batch, est.plan.seq_len)) if n)
     from gpuplan.facilities.goodput import training_goodput
     from gpuplan.layers.params import parameter_counts
 
     goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput)
+    from gpuplan.interfaces.planning.evidence import mfu_evidence
+
+    evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
+                            est.step.mfu_pct)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence)
 
 
 # ---- fit ------------------------------------------------------------------------------------------

@@ -138,8 +138,8 @@ class PlanReport:
             "estimator": w.estimator, "gpus": c.fabric.gpus, "nodes": c.fabric.nodes, "days": w.days,
             "gpu_hours": w.gpu_hours, "workload_details": w.details,
             # training: `days` is the ideal (failure-free) time; facilities.goodput adds the expectation
-            **{k: w.details.get(k) for k in ("ideal_days", "expected_days", "goodput_pct", "checkpoint_interval_s")
-               if self.goal is Goal.TRAIN},
+            **{k: w.details.get(k) for k in ("ideal_days", "expected_days", "goodput_pct", "checkpoint_interval_s",
+                                             "comparable_published_mfu_pct") if self.goal is Goal.TRAIN},
             "fabric": {k: getattr(c.fabric, k) for k in ("leaf_switches", "spine_switches", "core_switches", "cables",
                                                        "transceivers", "bisection_tbps", "tiers_count", "switches")},
             "racks": c.racks,
@@ -326,6 +326,11 @@ def plan(
     est = None
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         if goal is Goal.TRAIN:
+            from gpuplan.interfaces.planning.defaults import training_defaults
+
+            seq_len, global_batch, recipe_note = training_defaults(model, seq_len, global_batch)
+            if recipe_note:
+                notes.append(recipe_note)
             if gpus is not None:
                 if gpus < 1:
                     raise InputError("gpus: must be >= 1", field="gpus")
@@ -366,6 +371,12 @@ def plan(
 
         goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(model).total_with_mtp, assumptions)
         work.details.update(goodput.to_dict())
+        from gpuplan.interfaces.planning.evidence import mfu_evidence
+
+        evidence = mfu_evidence(gpu.architecture, model.moe is not None, 12.0 * model.layers * model.hidden**2,
+                                est.num_gpus, est.step.mfu_pct)
+        work.details["comparable_published_mfu_pct"] = evidence
+        notes.append(f"evidence: {evidence['note']}")
         band = training_band(est, model.moe is not None, run)
         if band.get("days"):
             lo, hi = band["days"]

@@ -122,7 +122,7 @@ def trtllm_bench_kv_max_requests(dep: Deployment, input_len: int, output_len: in
     safetensors metadata counts: packed 4-bit checkpoints store one uint8 per two elements plus their
     block scales, i.e. bytes_per_element of the format per quantised weight."""
     from gpuplan.layers.params import parameter_counts
-    from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
+    from gpuplan.specs.dtypes import bytes_per_element
 
     m = dep.model
     counts = parameter_counts(m)
