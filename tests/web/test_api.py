@@ -25,6 +25,10 @@ CASES = [
     ("plan", {"model": "gpt3-1.3b", "tokens": "20B", "days": 2}),
     ("fit/train", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8, "flash_attention": False}),
     ("fit/max-batch", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8}),
+    ("fit/train", {"model": "llama-2-70b", "gpu": "rtx-4090", "gpus": 2, "sharding": "fsdp", "recompute": "full",
+                   "fine_tuning": {"finetune": "qlora", "lora_rank": 64, "offload": "params"}}),
+    ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M", "grad_accum": 4,
+               "fine_tuning": {"finetune": "lora", "lora_targets": "all_linear", "master_weights": "none"}}),
     ("fit/min-gpus", {"model": "gpt3-13b", "tp": 2, "gpu": "a100-sxm4-80gb"}),
     ("serve/run", {"model": "llama-3-8b", "concurrency": 8, "output_len": 64}),
     ("serve/run", {"model": "llama-3-8b", "tp": 2, "concurrency": 8, "output_len": 64, "engine": "sglang",
@@ -130,6 +134,8 @@ def test_every_api_command_has_an_endpoint(client):
     # (out-of-range numbers are caught by the CLI's option guard before the api: the page marks the
     # field with the api's own message, tested in test_wrong_json_types_are_422_naming_the_field)
     ("train", {"model": "gpt3-175bb"}, ["train", "gpt3-175bb", "--json"]),
+    ("fit/train", {"model": "llama-2-7b", "gpus": 2, "fine_tuning": {"finetune": "lora", "offload": "params"}},
+     ["fit", "train", "llama-2-7b", "--gpus", "2", "--finetune", "lora", "--offload", "params", "--json"]),
     ("plan", {"goal": "inference"}, ["plan", "--goal", "inference", "--json"]),
     ("serve/run", {"model": "llama-3-8b", "scheduler": "fifo"}, ["serve", "run", "llama-3-8b", "--scheduler", "fifo", "--json"]),
     ("serve/run", {"model": "llama-3-8b", "engine": "triton"}, ["serve", "run", "llama-3-8b", "--engine", "triton", "--json"]),

@@ -14,7 +14,9 @@ import typer
 
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
+from gpuplan.cli.fine_tuning_options import fine_tuning_options
 from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
 
 
 def _plan_label(plan) -> str:
@@ -22,9 +24,10 @@ def _plan_label(plan) -> str:
     extra += f" ep{plan.ep}" if plan.ep > 1 else ""
     extra += f" etp{plan.expert_tp}" if plan.ep > 1 and plan.expert_tp != plan.tp else ""
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
+    ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
-            f"{plan.sharding.value}")
+            f"{plan.sharding.value}{ft}")
 
 
 def register(app: typer.Typer) -> None:
@@ -71,6 +74,21 @@ def register(app: typer.Typer) -> None:
             None, "--set", help="Override an assumption KEY=VALUE (repeatable; see `gpuplan dc assumptions`)."
         ),
         top: int = typer.Option(5, "--top", help="Plans to list."),
+        grad_accum: Optional[int] = typer.Option(
+            None, "--grad-accum", min=1, help="Micro-batches per step: global batch = micro-batch x grad-accum x dp."),
+        finetune: FineTuneMethod = typer.Option(
+            FineTuneMethod.FULL, "--finetune", help="full, lora or qlora (evaluates the given plan: dp = GPUs unless set)."),
+        lora_rank: Optional[int] = typer.Option(None, "--lora-rank", min=1, help="LoRA rank r (default 8, PEFT's)."),
+        lora_targets: Optional[str] = typer.Option(
+            None, "--lora-targets", help="attn, qv (default), all_linear, or a '+'-joined list such as q_proj+v_proj."),
+        lora_dropout: Optional[float] = typer.Option(None, "--lora-dropout", help="LoRA dropout (default 0)."),
+        base_dtype: Optional[BaseDtype] = typer.Option(
+            None, "--base-dtype", help="Frozen base storage: bf16, fp16, fp32, int8, nf4, fp4 (default: nf4 for qlora, else bf16)."),
+        double_quant: bool = typer.Option(True, "--double-quant/--no-double-quant", help="4-bit block scales quantised to 8 bits."),
+        optimizer: Optimizer = typer.Option(Optimizer.ADAMW, "--optimizer", help="adamw, adamw_8bit, paged_adamw_8bit, adamw_4bit, adafactor, sgd, lion."),
+        offload: Offload = typer.Option(Offload.NONE, "--offload", help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme."),
+        master_weights: MasterWeights = typer.Option(
+            MasterWeights.FP32, "--master-weights", help="fp32 (mixed precision) or none (pure bf16 training)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
             None, "--emit", help="Print only the best plan as a launch config: megatron, torchtitan or deepspeed "
@@ -94,6 +112,7 @@ def register(app: typer.Typer) -> None:
                 tp_comm_overlap=tp_comm_overlap, usd_per_gpu_hour=usd_per_gpu_hour, pue=pue,
                 grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
+                grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()),
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)

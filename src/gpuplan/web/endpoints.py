@@ -51,6 +51,8 @@ FIT_PLAN_FIELDS: dict[str, tuple[Any, Any]] = {
     "micro_batch": (int, 1), "global_batch": (Optional[int], None), "seq_len": (Optional[int], None),
     "recompute": (Text, "none"), "sharding": (Text, "none"), "precision": (Text, "bf16"),
     "grad_precision": (Text, "fp32"), "sequence_parallel": (Optional[bool], None), "flash_attention": (bool, True),
+    # fine-tuning: one object of the CLI's options ({"finetune": "qlora", "lora_rank": 64, "offload": "params"})
+    "fine_tuning": (Optional[dict], None), "grad_accum": (Optional[int], None),
 }
 
 
@@ -96,6 +98,8 @@ def json_type(name: str, annotation: str, default: Any) -> Any:
     """The JSON type of one api parameter (module docstring)."""
     if name == "overrides":
         return Optional[TextList]
+    if "dict" in annotation:  # a record of options (`fine_tuning`): a JSON object
+        return Optional[dict] if default is None or "None" in annotation else dict
     if "Sequence" in annotation or "list" in annotation:
         # `str | Sequence[str]` (formats, serve_plan's gpus): one string or several
         base: Any = Union[Text, TextList] if annotation.startswith("str") else TextList
@@ -180,6 +184,13 @@ def command(endpoint: Endpoint, values: dict[str, Any], *, file_arg: str | None 
         if v is None or v == default:
             continue
         flag = endpoint.flag(name)
+        if isinstance(v, dict):  # a record of options: each its own flag (`fine_tuning`: --finetune, --lora-rank ...)
+            for key, x in v.items():
+                if x is None:
+                    continue
+                sub = "--" + ("finetune" if key == "method" else key).replace("_", "-")
+                words.extend([sub] if x is True else ["--no-" + sub[2:]] if x is False else [sub, _text(x)])
+            continue
         if isinstance(v, bool):
             words.append(flag if v else "--no-" + flag[2:])
         elif isinstance(v, list):
