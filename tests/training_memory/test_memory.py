@@ -9,9 +9,8 @@ from gpuplan.errors import InputError
 from gpuplan.models import load_model, model_from_arch_row
 from gpuplan.specs import Gpu
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
-from gpuplan.workloads.training.memory import (
-    layer_activation_bytes_per_token, max_micro_batch, max_seq_len, min_gpus, training_memory,
-)
+from gpuplan.workloads.training.memory import layer_activation_bytes_per_token, training_memory
+from gpuplan.workloads.training.fit import max_micro_batch, max_seq_len, min_gpus
 
 GIB = 2**30
 GPT = {"model": "gpt", "layers": "24", "hidden": "2048", "heads": "16", "vocab": "51200", "seq_len": "2048"}

@@ -2,7 +2,7 @@
 
 `predict_row(row)` builds the ModelSpec from the architecture columns
 (`models.model_from_arch_row`), a TrainPlan from the parallelism columns, the system from the
-catalog, and predicts the row's metric with `step_time.estimate_step_time` (time metrics) or
+catalog, and predicts the row's metric with `step.assembly.estimate_step_time` (time metrics) or
 `memory.training_memory` (memory metrics).
 
 Defaults for empty cells (documented, the same for every row):
@@ -76,7 +76,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
-from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
 MEMORY_METRICS = ("peak_mem_gib", "mem_activations_gib", "mem_states_gib", "peak_mem_reserved_gib")

@@ -85,7 +85,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.errors import InputError
 from gpuplan.layers.inventory import layer_ops, model_ops
 from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
@@ -96,6 +95,7 @@ from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
+from gpuplan.workloads.training.plan_validity import check_plan
 
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
 #: allocator. PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12
@@ -226,40 +226,6 @@ class TrainingMemory:
     fits: bool | None = None
     headroom_bytes: float | None = None  # usable memory (workloads.memory_headroom) less the total
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-# ---------------------------------------------------------------------------------------------
-# validation of a plan against a model
-
-
-def check_plan(model: ModelSpec, plan: TrainPlan) -> None:
-    """Impossible parallelism -> InputError naming the field."""
-    if model.heads % plan.tp:
-        raise InputError(f"tp ({plan.tp}) must divide the number of attention heads ({model.heads})", field="tp")
-    if model.kv_heads % plan.tp and plan.tp % model.kv_heads:
-        raise InputError(
-            f"tp ({plan.tp}) and kv_heads ({model.kv_heads}) must divide one another", field="tp"
-        )
-    if plan.pp * plan.vpp > model.layers:
-        raise InputError(
-            f"pp x vpp ({plan.pp} x {plan.vpp}) exceeds the number of layers ({model.layers})", field="pp"
-        )
-    if plan.vpp > 1 and plan.pp == 1:
-        raise InputError("vpp > 1 (interleaved schedule) needs pp > 1", field="vpp")
-    if plan.ep > 1:
-        if model.moe is None:
-            raise InputError(f"ep ({plan.ep}) > 1 needs a MoE model; {model.name} is dense", field="ep")
-        if model.moe.num_experts % plan.ep:
-            raise InputError(f"ep ({plan.ep}) must divide the number of experts ({model.moe.num_experts})", field="ep")
-    if model.moe is not None:
-        ranks = plan.tp * plan.cp * plan.dp
-        if ranks % (plan.ep * plan.expert_tp):
-            raise InputError(
-                f"ep x etp ({plan.ep} x {plan.expert_tp}) must divide tp x cp x dp ({ranks}) "
-                "(experts are folded over a pipeline stage's ranks)", field="ep"
-            )
-    if plan.cp > 1 and plan.seq_len % (2 * plan.cp):
-        raise InputError(f"seq_len ({plan.seq_len}) must be a multiple of 2 x cp ({2 * plan.cp})", field="seq_len")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,118 +560,3 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
 
 def to_gib(n: float) -> float:
     return n / GIB
-
-
-# ---------------------------------------------------------------------------------------------
-# inverse questions: the largest micro-batch, the longest sequence, the fewest GPUs that fit
-
-
-def _fits(model: ModelSpec, plan: TrainPlan, gpu: Gpu) -> bool:
-    return training_memory(model, plan).per_gpu_bytes["total"] <= usable_memory_bytes(gpu.memory_bytes)
-
-
-def _largest_fitting(lo: int, hi: int, fits) -> int:
-    """Largest n in [lo, hi] with fits(n) true (fits monotone decreasing); lo - 1 if none."""
-    if not fits(lo):
-        return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def max_micro_batch(model: ModelSpec, plan: TrainPlan, gpu: Gpu, limit: int = 1 << 16) -> int:
-    """Largest micro-batch that fits (0 if none), keeping the number of micro-batches per step fixed."""
-    check_plan(model, plan)
-    steps = plan.grad_accum_steps if plan.global_batch is not None else None
-
-    def with_batch(b: int) -> TrainPlan:
-        gb = None if steps is None else steps * b * plan.dp
-        return plan.model_copy(update={"micro_batch": b, "global_batch": gb})
-
-    return _largest_fitting(1, limit, lambda b: _fits(model, with_batch(b), gpu))
-
-
-def max_seq_len(model: ModelSpec, plan: TrainPlan, gpu: Gpu, step: int = 128, limit: int = 1 << 24) -> int:
-    """Longest sequence (a multiple of `step` and of 2 x cp) that fits; 0 if none."""
-    check_plan(model, plan.model_copy(update={"seq_len": 2 * plan.cp * step}))
-    unit = step * 2 * plan.cp // math.gcd(step, 2 * plan.cp)
-    n = _largest_fitting(1, limit // unit, lambda k: _fits(model, plan.model_copy(update={"seq_len": k * unit}), gpu))
-    return n * unit
-
-
-@dataclass(frozen=True)
-class GpuCountAnswer:
-    num_gpus: int
-    plan: TrainPlan
-    memory: TrainingMemory
-    layouts_tried: int
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def layer_params_total(model: ModelSpec) -> int:
-    """All parameters of the main model (layers.params.parameter_counts)."""
-    from gpuplan.layers.params import parameter_counts
-
-    return parameter_counts(model).total
-
-
-def candidate_gpu_counts(limit: int) -> list[int]:
-    """1..8, then multiples of 8 (whole 8-GPU nodes) up to `limit`."""
-    return sorted({*range(1, min(8, limit) + 1), *range(8, limit + 1, 8)})
-
-
-def min_gpus(
-    model: ModelSpec, plan: TrainPlan, gpu: Gpu, max_gpus: int = 16384, max_tp: int = 8, progress=None
-) -> GpuCountAnswer | None:
-    """Fewest GPUs with a (tp, pp, dp) layout that fits; among layouts at that count the least memory.
-
-    tp ranges over divisors of the head count up to `max_tp` (one NVLink domain), pp over
-    divisors of the layer count, dp = N / (tp x pp); cp, ep, vpp, micro-batch, sequence,
-    recompute, sharding and precision come from `plan`. None when nothing up to `max_gpus` fits.
-    """
-    tps = [t for t in _divisors(model.heads) if t <= max_tp and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
-    pps = _divisors(model.layers)
-    tried = 0
-    total_params = float(layer_params_total(model))
-    s = plan.sharding
-    wb, gb, ob = weight_bytes_per_param(plan.precision), grad_bytes_per_param(plan), adam_bytes_per_param(plan.precision)
-    zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
-
-    def states_lower_bound(tp: int, pp: int, dp: int) -> float:
-        """Model states per GPU averaged over the tp x pp x dp ranks: the most loaded rank holds at least this."""
-        per_rank = total_params / (tp * pp)
-        return per_rank * (wb / (dp if zero3 else 1) + gb / (dp if s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP) else 1)
-                           + ob / (dp if s is not Sharding.NONE else 1))
-    for n in candidate_gpu_counts(max_gpus):
-        if progress:  # progress(GPUs reached, max_gpus)
-            progress(n, max_gpus)
-        if n % plan.cp:
-            continue
-        best: tuple[float, TrainPlan, TrainingMemory] | None = None
-        for tp in tps:
-            for pp in pps:
-                if (n // plan.cp) % (tp * pp):
-                    continue
-                dp = n // (plan.cp * tp * pp)
-                if plan.ep > 1 and (tp * dp * plan.cp) % (plan.ep * (plan.etp or 1)):
-                    continue
-                if plan.vpp > 1 and (pp == 1 or pp * plan.vpp > model.layers):
-                    continue
-                if states_lower_bound(tp, pp, dp) > usable_memory_bytes(gpu.memory_bytes):
-                    continue  # cannot fit: skip the exact (per-layer) evaluation
-                candidate = plan.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "global_batch": None,
-                                                    "sequence_parallel": plan.sequence_parallel and tp > 1})
-                tried += 1
-                mem = training_memory(model, candidate, gpu)
-                if mem.fits and (best is None or mem.per_gpu_bytes["total"] < best[0]):
-                    best = (mem.per_gpu_bytes["total"], candidate, mem)
-        if best is not None:
-            return GpuCountAnswer(num_gpus=n, plan=best[1], memory=best[2], layouts_tried=tried)
-    return None

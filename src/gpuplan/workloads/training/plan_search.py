@@ -51,18 +51,11 @@ from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
-from gpuplan.workloads.training.moe_time import ep_regime
-from gpuplan.workloads.training.step_time import (
-    RECOMPUTE_CODE,
-    SHARDING_CODE,
-    AttentionKernel,
-    Framework,
-    StepArrays,
-    StepContext,
-    StepTime,
-    step_time_arrays,
-    step_time_result,
-)
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, SHARDING_CODE
+from gpuplan.workloads.training.step.assembly import StepArrays, StepTime, step_time_arrays, step_time_result
+from gpuplan.workloads.training.step.expert import ep_regime
+from gpuplan.workloads.training.step.inputs import StepContext
 
 #: A plan passes the vectorised screen if its estimate is under this fraction above capacity;
 #: the exact `training_memory` check decides.
