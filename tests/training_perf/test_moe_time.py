@@ -185,12 +185,13 @@ def test_fp8_cast_elements_of_the_experts():
 
 
 def _mixtral_fixed_ep_seconds(catalog, system_id: str, **plan) -> float:
-    """ep_comm_s of Mixtral 8x7B (32 MoE layers, 8 experts) on one node, tp 8, ep 1, one micro-batch:
-    no all-to-all, so the EP term is the MoE layers' fixed time alone, with o = 1 ms per layer and
-    o_e = 0.5 ms per expert launch."""
+    """ep_comm_s of Mixtral 8x7B (32 MoE layers, 8 experts) on one GPU, ep 1, one micro-batch: no
+    all-to-all, so the EP term is the MoE layers' fixed time alone, with o = 1 ms per layer and
+    o_e = 0.5 ms per expert launch. (tp 1: Megatron-core runs MoE with tp > 1 only with sequence
+    parallelism, whose expert-TP token gather would add to the EP term; plan_validity.)"""
     system = catalog.system(system_id)
     with knobs.overridden({"training.moe_layer_overhead_s": 0.001, "training.moe_expert_launch_s": 0.0005}):
-        p = TrainPlan(tp=8, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, **plan)
+        p = TrainPlan(tp=1, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, **plan)
         return estimate_step_time(load_model("mixtral-8x7b"), system, p, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
 
 

@@ -174,7 +174,7 @@ def train(
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
-    from gpuplan.workloads.training.step.assembly import check_plan
+    from gpuplan.workloads.training.plan_validity import check_plan
     from gpuplan.workloads.training.totals import estimate_training
 
     positive(gpus, "gpus")
@@ -204,7 +204,7 @@ def train(
     if given_degrees:
         plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
     if plan is not None:
-        check_plan(spec, sys_spec, plan, gpus)
+        check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         est = estimate_training(
             spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,

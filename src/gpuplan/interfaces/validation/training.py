@@ -76,6 +76,7 @@ from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.plan_validity import moe_tp_needs_sequence_parallel
 from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
@@ -192,10 +193,8 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
 
 def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
     """A Megatron MoE row with tp > 1 runs sequence parallelism whatever its cell says: Megatron-core
-    refuses the layout otherwise (TransformerConfig.__post_init__: "When using expert parallelism and
-    tensor parallelism, sequence parallelism must be used"; Megatron-LM arguments.py: "When using MoE
-    and tensor parallelism, sequence parallelism must be used")."""
-    return framework is Framework.MEGATRON and bool(_cell(row, "moe_experts")) and tp > 1
+    refuses the layout otherwise (the rule and its source: `plan_validity.moe_tp_needs_sequence_parallel`)."""
+    return bool(moe_tp_needs_sequence_parallel(bool(_cell(row, "moe_experts")), framework, tp))
 
 
 def interleaved_virtual_stages(layers: int, pp: int) -> int:

@@ -6,12 +6,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Sharding, TrainPlan
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
 from gpuplan.workloads.training.memory import TrainingMemory, adam_bytes_per_param, grad_bytes_per_param, training_memory, weight_bytes_per_param
-from gpuplan.workloads.training.plan_validity import check_plan
+from gpuplan.workloads.training.plan_validity import (
+    PlanDegrees, check_plan, moe_tp_needs_sequence_parallel, violations,
+)
 
 
 def _fits(model: ModelSpec, plan: TrainPlan, gpu: Gpu) -> bool:
@@ -82,9 +86,11 @@ def min_gpus(
 
     tp ranges over divisors of the head count up to `max_tp` (one NVLink domain), pp over
     divisors of the layer count, dp = N / (tp x pp); cp, ep, vpp, micro-batch, sequence,
-    recompute, sharding and precision come from `plan`. None when nothing up to `max_gpus` fits.
+    recompute, sharding and precision come from `plan` (sequence parallelism also where the layout
+    needs it: a Megatron MoE model with tp > 1). Layouts that break a `plan_validity` rule are
+    skipped. None when nothing up to `max_gpus` fits.
     """
-    tps = [t for t in _divisors(model.heads) if t <= max_tp and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
+    tps = [t for t in _divisors(model.heads) if t <= max_tp]
     pps = _divisors(model.layers)
     tried = 0
     total_params = float(layer_params_total(model))
@@ -108,14 +114,13 @@ def min_gpus(
                 if (n // plan.cp) % (tp * pp):
                     continue
                 dp = n // (plan.cp * tp * pp)
-                if plan.ep > 1 and (tp * dp * plan.cp) % (plan.ep * (plan.etp or 1)):
-                    continue
-                if plan.vpp > 1 and (pp == 1 or pp * plan.vpp > model.layers):
-                    continue
                 if states_lower_bound(tp, pp, dp) > usable_memory_bytes(gpu.memory_bytes):
                     continue  # cannot fit: skip the exact (per-layer) evaluation
+                needs_sp = bool(moe_tp_needs_sequence_parallel(model.moe is not None, plan.framework, tp))
                 candidate = plan.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "global_batch": None,
-                                                    "sequence_parallel": plan.sequence_parallel and tp > 1})
+                                                    "sequence_parallel": (plan.sequence_parallel or needs_sp) and tp > 1})
+                if any(np.any(broken) for broken in violations(model, PlanDegrees.of_plan(candidate, n)).values()):
+                    continue
                 tried += 1
                 mem = training_memory(model, candidate, gpu)
                 if mem.fits and (best is None or mem.per_gpu_bytes["total"] < best[0]):

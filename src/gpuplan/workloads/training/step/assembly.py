@@ -31,11 +31,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from gpuplan.errors import InputError
 from gpuplan.specs import Gpu, ModelSpec, System, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, SHARDING_CODE, RecomputeCode
-from gpuplan.workloads.training.plan_validity import check_plan as check_model_split
+from gpuplan.workloads.training.plan_validity import check_plan
 from gpuplan.workloads.training.step import context, expert, tensor
 from gpuplan.workloads.training.step.compute import gemm_seconds, layer_compute, stage_compute
 from gpuplan.workloads.training.step.data import dp_comm_seconds, local_params
@@ -126,16 +125,6 @@ def mfu_peak_tflops(gpu: Gpu) -> float:
     return gpu.matmul_peak_tflops("bf16")
 
 
-def check_plan(model: ModelSpec, system: System, plan: TrainPlan, num_gpus: int | None = None) -> None:
-    """Raise InputError when the plan's degrees do not fit the model (`plan_validity.check_plan`: heads,
-    layers, experts, folding, sequence) or do not multiply to the GPU count."""
-    if num_gpus is not None and plan.num_gpus != num_gpus:
-        raise InputError(
-            f"tp x pp x dp x cp = {plan.num_gpus} does not equal the GPU count {num_gpus}", field="dp"
-        )
-    check_model_split(model, plan)
-
-
 def estimate_step_time(
     model: ModelSpec,
     system: System,
@@ -148,7 +137,7 @@ def estimate_step_time(
 
     The execution choices come from the plan (`plan.framework`, `plan.attention_kernel`, the same
     fields the memory model reads); `framework` / `attention_kernel` given here override them."""
-    check_plan(model, system, plan)
+    check_plan(model, plan)
     framework = plan.framework if framework is None else Framework(framework)
     attention_kernel = plan.attention_kernel if attention_kernel is None else AttentionKernel(attention_kernel)
     if (framework, attention_kernel) != (plan.framework, plan.attention_kernel):
@@ -180,6 +169,6 @@ def step_time_result(ctx: StepContext, plan: TrainPlan, breakdown: dict[str, flo
 
 
 __all__ = [
-    "StepArrays", "StepContext", "StepTime", "check_plan", "estimate_step_time", "mfu_peak_tflops",
+    "StepArrays", "StepContext", "StepTime", "estimate_step_time", "mfu_peak_tflops",
     "step_time_arrays", "step_time_result",
 ]
