@@ -8,11 +8,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gpuplan.layers.params import parameter_counts
+from gpuplan.specs.execution import Framework
 from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Sharding, TrainPlan
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
-from gpuplan.workloads.training.memory import TrainingMemory, adam_bytes_per_param, grad_bytes_per_param, training_memory, weight_bytes_per_param
+from gpuplan.workloads.training.memory import TrainingMemory, activation_bytes, state_bytes_per_param, training_memory
+from gpuplan.workloads.training.memory_terms import model_state_bytes
+from gpuplan.workloads.training.plan_codes import SHARDING_CODE
 from gpuplan.workloads.training.plan_validity import (
     PlanDegrees, check_plan, moe_tp_needs_sequence_parallel, violations,
 )
@@ -67,13 +71,6 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def layer_params_total(model: ModelSpec) -> int:
-    """All parameters of the main model (layers.params.parameter_counts)."""
-    from gpuplan.layers.params import parameter_counts
-
-    return parameter_counts(model).total
-
-
 def candidate_gpu_counts(limit: int) -> list[int]:
     """1..8, then multiples of 8 (whole 8-GPU nodes) up to `limit`."""
     return sorted({*range(1, min(8, limit) + 1), *range(8, limit + 1, 8)})
@@ -93,16 +90,20 @@ def min_gpus(
     tps = [t for t in _divisors(model.heads) if t <= max_tp]
     pps = _divisors(model.layers)
     tried = 0
-    total_params = float(layer_params_total(model))
-    s = plan.sharding
-    wb, gb, ob = weight_bytes_per_param(plan.precision), grad_bytes_per_param(plan), adam_bytes_per_param(plan.precision)
-    zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
+    counts = parameter_counts(model)
+    expert_params = float(counts.components.get("moe_routed_experts", 0))
+    dense_params = float(counts.total) - expert_params
 
-    def states_lower_bound(tp: int, pp: int, dp: int) -> float:
-        """Model states per GPU averaged over the tp x pp x dp ranks: the most loaded rank holds at least this."""
-        per_rank = total_params / (tp * pp)
-        return per_rank * (wb / (dp if zero3 else 1) + gb / (dp if s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP) else 1)
-                           + ob / (dp if s is not Sharding.NONE else 1))
+    def states_lower_bound(candidate: TrainPlan) -> float:
+        """Model states per GPU (`memory_terms.model_state_bytes`) of the parameters averaged over the
+        ranks (dense over tp x pp, experts over ep x etp x pp): the most loaded rank holds at least this."""
+        zero3 = candidate.sharding in (Sharding.ZERO3, Sharding.FSDP)
+        fsdp2_pp = zero3 and candidate.pp > 1 and candidate.framework is Framework.TORCHTITAN
+        states = model_state_bytes(
+            dense_params / (candidate.tp * candidate.pp), expert_params / (candidate.ep * candidate.expert_tp * candidate.pp),
+            state_bytes_per_param(candidate), SHARDING_CODE[candidate.sharding], candidate.dp * candidate.cp,
+            candidate.expert_dp, fsdp2_pp, activation_bytes(candidate.precision))
+        return float(sum(states))
     for n in candidate_gpu_counts(max_gpus):
         if progress:  # progress(GPUs reached, max_gpus)
             progress(n, max_gpus)
@@ -114,11 +115,11 @@ def min_gpus(
                 if (n // plan.cp) % (tp * pp):
                     continue
                 dp = n // (plan.cp * tp * pp)
-                if states_lower_bound(tp, pp, dp) > usable_memory_bytes(gpu.memory_bytes):
-                    continue  # cannot fit: skip the exact (per-layer) evaluation
                 needs_sp = bool(moe_tp_needs_sequence_parallel(model.moe is not None, plan.framework, tp))
                 candidate = plan.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "global_batch": None,
                                                     "sequence_parallel": (plan.sequence_parallel or needs_sp) and tp > 1})
+                if states_lower_bound(candidate) > usable_memory_bytes(gpu.memory_bytes):
+                    continue  # cannot fit: skip the exact (per-layer) evaluation
                 if any(np.any(broken) for broken in violations(model, PlanDegrees.of_plan(candidate, n)).values()):
                     continue
                 tried += 1

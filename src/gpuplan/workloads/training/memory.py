@@ -95,6 +95,9 @@ from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
+from gpuplan.workloads.training import memory_terms as terms
+from gpuplan.workloads.training.memory_terms import LOGITS_FP32_BYTES
+from gpuplan.workloads.training.plan_codes import SHARDING_CODE
 from gpuplan.workloads.training.plan_validity import check_plan
 
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
@@ -128,9 +131,6 @@ RESERVED_OVER_ALLOCATED = knobs.register(
     source="fitted: torchtitan reserved peaks (ttmem) over the modelled allocated peak; slack from the caching "
            "allocator's block rounding, per-stream pools and split-block reuse (PyTorch CUDA semantics notes)",
     scales="PyTorch-reserved training memory = allocated x this", fitted_on=("ttmem",))
-#: bytes of the fp32 copy of the logits the cross-entropy keeps for backward (Megatron-LM
-#: vocab_parallel_cross_entropy casts logits.float()).
-LOGITS_FP32_BYTES = 4
 #: bytes per vocabulary entry per token at the peak of PyTorch's own cross-entropy on fp32-cast
 #: logits (torchtitan: `cross_entropy(pred.flatten(0, 1).float(), labels)`, then `del pred` before
 #: `loss.backward()`): in backward the saved fp32 log-softmax output (4), the fp32 gradient of it
@@ -232,14 +232,19 @@ class TrainingMemory:
 # parameters per pipeline rank
 
 
-def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
+def pipeline_layer_split(layers: int, pp: int, vpp: int) -> list[list[int]]:
     """Layers of each pipeline rank: L split into pp x vpp chunks (as even as possible), chunk c on rank c % pp."""
-    chunks = plan.pp * plan.vpp
-    bounds = np.linspace(0, model.layers, chunks + 1).round().astype(int)
-    per_rank: list[list[int]] = [[] for _ in range(plan.pp)]
+    chunks = pp * vpp
+    bounds = np.linspace(0, layers, chunks + 1).round().astype(int)
+    per_rank: list[list[int]] = [[] for _ in range(pp)]
     for c in range(chunks):
-        per_rank[c % plan.pp].extend(range(bounds[c], bounds[c + 1]))
+        per_rank[c % pp].extend(range(bounds[c], bounds[c + 1]))
     return per_rank
+
+
+def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
+    """`pipeline_layer_split` of the model's layers under `plan`."""
+    return pipeline_layer_split(model.layers, plan.pp, plan.vpp)
 
 
 @lru_cache(maxsize=16384)
@@ -393,18 +398,21 @@ def microbatches_per_step(plan: TrainPlan) -> float:
 
 
 def chunks_in_flight(plan: TrainPlan, rank: int) -> float:
-    """Model chunks (of L/(pp*vpp) layers) whose activations pipeline rank `rank` holds at its peak.
+    """Model chunks (of L/(pp*vpp) layers) whose activations pipeline rank `rank` holds at its peak
+    (`memory_terms.chunks_in_flight`: 1F1B min(p - r, m), interleaved min(2(p - r - 1) + (v - 1)p + 1, m v))."""
+    return float(terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), rank))
 
-    1F1B: min(p - r, m) micro-batches; interleaved: min(2(p - r - 1) + (v - 1)p + 1, m v) chunks
-    (Megatron-LM pipeline_parallel/schedules.py warm-up micro-batch counts, + the one in steady state).
-    """
-    p, v = plan.pp, plan.vpp
-    m = microbatches_per_step(plan)
-    if p == 1:
-        return 1.0
-    if v == 1:
-        return float(min(p - rank, m))
-    return float(min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v))
+
+def widest_ffn(model: ModelSpec) -> int:
+    """The widest FFN a layer's backward holds gradients of: the dense FFN or top_k x the expert FFN."""
+    return max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
+
+
+def outside_allocator_bytes(num_gpus):
+    """(CUDA context, NCCL buffers) bytes outside PyTorch's allocator: the context on every GPU, the
+    NCCL communicator buffers only in jobs of more than one GPU (the knobs above)."""
+    nccl = np.where(np.greater(num_gpus, 1), knobs.value("training.memory.nccl_buffer_bytes"), 0.0)
+    return knobs.value("training.memory.cuda_context_bytes"), nccl
 
 
 # ---------------------------------------------------------------------------------------------
@@ -412,50 +420,36 @@ def chunks_in_flight(plan: TrainPlan, rank: int) -> float:
 
 
 def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]) -> dict[str, object]:
+    """One pipeline rank's terms (`memory_terms`, one plan); `memory_grid.rank_memory_arrays` is the
+    same for a grid of plans (a test checks them term by term)."""
     first, last = rank == 0, rank == plan.pp - 1
     dense, experts = rank_params(model, plan, layers, first, last)
-    wb, gb, ob = state_bytes_per_param(plan)
-    dense_shard = plan.dp * plan.cp
-    expert_shard = plan.expert_dp
-    s = plan.sharding
-    zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
-
-    def held(n_dense: float, n_expert: float, per_param: float, sharded: bool) -> float:
-        if not sharded:
-            return (n_dense + n_expert) * per_param
-        return (n_dense / dense_shard + n_expert / expert_shard) * per_param
-
-    weights = held(dense, experts, wb, zero3)
-    grads = held(dense, experts, gb, s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP))
+    zero3 = plan.sharding in (Sharding.ZERO3, Sharding.FSDP)
     # FSDP2 under a pipeline schedule (torchtitan): no reshard after forward (`fsdp_reshard_after_forward
     # = not pp_enabled`, torchtitan's default policy, "to avoid per-microbatch all-gathers") and no
     # gradient reduction until the last micro-batch (torch.distributed.pipelining stages run FSDP
-    # backward without gradient sync, then reduce once): the stage's parameters stay unsharded in the
-    # compute dtype, and its gradients accumulate unsharded in the fp32 reduce dtype
-    # (TORCHTITAN_REDUCE_BYTES, the mixed_precision_reduce default).
+    # backward without gradient sync, then reduce once)
     fsdp2_pp = zero3 and plan.pp > 1 and plan.framework is Framework.TORCHTITAN
-    if fsdp2_pp:
-        weights += (dense + experts) * activation_bytes(plan.precision)
-        grads = (dense + experts) * 4.0
-    optim = held(dense, experts, ob, s is not Sharding.NONE)
+    b = activation_bytes(plan.precision)
+    weights, grads, optim = terms.model_state_bytes(
+        dense, experts, state_bytes_per_param(plan), SHARDING_CODE[plan.sharding], plan.dp * plan.cp, plan.expert_dp,
+        fsdp2_pp, b)
 
     tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
     saved = saved_context(model, plan)
     per_layer = np.array([layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers]) * tokens
-    chunk_count = len(layers) / plan.vpp if layers else 0
     in_flight = chunks_in_flight(plan, rank)
-    stored = float(per_layer.mean() * chunk_count * in_flight) if layers else 0.0
+    stored = float(terms.stored_activation_bytes(per_layer.mean(), len(layers), plan.vpp, in_flight)) if layers else 0.0
     acts: dict[str, float] = {"layers": stored}
-    b = activation_bytes(plan.precision)
     sp = plan.tp if plan.sequence_parallel else 1
     if first and model.hidden_dropout > 0:  # embedding dropout mask of each micro-batch in flight on chunk 0
-        acts["embedding_dropout_masks"] = tokens * model.hidden / sp * min(in_flight, plan.pp if plan.pp > 1 else 1)
+        acts["embedding_dropout_masks"] = terms.embedding_dropout_bytes(tokens, model.hidden, sp, in_flight, plan.pp)
     # The peak is in one of two phases, both on top of the stored layers: the loss (forward end and
     # backward start: logits and their gradient, last rank only) or a layer's backward (its gradient
     # working set and, under full recompute, its re-materialised activations). The loss tensors are
     # freed once the output layer's backward has run, before the first layer's backward starts.
-    widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
-    backward_phase = {"backward_working_set": tokens * b * (model.hidden / sp + 2 * widest / plan.tp) if layers else 0.0}
+    backward_phase = {"backward_working_set": terms.backward_working_set_bytes(
+        tokens, b, model.hidden, widest_ffn(model), sp, plan.tp) if layers else 0.0}
     if plan.recompute is Recompute.FULL and layers:
         full = max(layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved) for i in layers)
         backward_phase["recompute_working_set"] = full * tokens
@@ -467,41 +461,29 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
             - layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers)
     loss_phase = {}
     if last:
-        # each MTP depth computes its own loss on the shared output head; its fp32 softmax stays for
-        # backward beside the main loss's (Megatron-core multi_token_prediction.py)
-        loss_phase["logits"] = (tokens * model.vocab / plan.tp * (loss_bytes_per_vocab_entry(plan)
-                                                                  + model.mtp_layers * LOGITS_FP32_BYTES)
-                                + tokens * 2 * b * model.hidden / sp)
-        if model.mtp_layers:
-            # MTP modules (DeepSeek-V3 sec. 2.2): per depth, the saved set of a layer like the last one
-            # plus the projection's input (the normed hidden state and the normed embedding, 2h)
-            # and its two norms' inputs, for the one micro-batch the last stage holds when it runs them
-            per_depth = (layer_activation_bytes_per_token(model, plan, model.layers - 1, saved=saved)
-                         + 2 * b * 2 * model.hidden / sp)
-            acts["mtp_layers"] = model.mtp_layers * per_depth * tokens
+        loss_phase["logits"] = terms.logits_bytes(tokens, model.vocab, plan.tp, loss_bytes_per_vocab_entry(plan),
+                                                  model.mtp_layers, b, model.hidden, sp)
+        if model.mtp_layers:  # run by the last stage, for the one micro-batch it holds when it runs them
+            last_layer = layer_activation_bytes_per_token(model, plan, model.layers - 1, saved=saved)
+            acts["mtp_layers"] = terms.mtp_activation_bytes(model.mtp_layers, last_layer, b, model.hidden, sp, tokens)
     acts.update(loss_phase if sum(loss_phase.values()) > sum(backward_phase.values()) else backward_phase)
 
     other: dict[str, float] = {}
+
+    def block_dense() -> float:  # the block weights held here (TP-split over tp, replicated whole)
+        return sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
+
     if zero3 and not fsdp2_pp:
         biggest = max((layer_params(model, i).total for i in layers), default=0)
-        other["zero3_gather_buffer"] = 2 * biggest / plan.tp * b
+        other["zero3_gather_buffer"] = terms.zero3_gather_bytes(biggest, plan.tp, b)
         if plan.framework is Framework.TORCHTITAN:
-            # FSDP2 never reshards the root module after forward ("The root FSDP state has its value
-            # specially set to False as a heuristic since its parameters would typically be
-            # immediately all-gathered for backward", torch.distributed.fsdp.fully_shard docs);
-            # torchtitan's root holds what no block does: the embedding, final norm and output head.
-            block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
-            other["fsdp_root_unsharded"] = max(0.0, dense - block_dense) * b
+            # torchtitan's root holds what no block does: the embedding, final norm and output head
+            other["fsdp_root_unsharded"] = terms.fsdp_root_bytes(dense, block_dense(), b)
     if plan.precision.low_precision_matmul and plan.framework is not Framework.TORCHTITAN and layers:
-        # Transformer Engine keeps each linear's quantised weight and its transpose (row-wise and
-        # column-wise copies) across the micro-batches of a step (TE pytorch/module/linear.py
-        # `_Linear.forward(weight, weight_fp8, weight_t_fp8, ...)`, cached while Megatron-core passes
-        # `is_first_microbatch`, i.e. unless `disable_parameter_transpose_cache`): 2 x the format's
-        # bytes per block weight held here (fp8 1, mxfp8 1.03125 with scales); the output head stays bf16.
-        block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
-        other["fp8_weight_cache"] = 2 * number_format(plan.precision.value).bytes_per_element * (block_dense + experts)
-    other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")
-    other["nccl_buffers"] = knobs.value("training.memory.nccl_buffer_bytes") if plan.num_gpus > 1 else 0.0
+        # cached unless Megatron-core passes `disable_parameter_transpose_cache`; the output head stays bf16
+        other["fp8_weight_cache"] = terms.fp8_weight_cache_bytes(number_format(plan.precision.value).bytes_per_element,
+                                                                 block_dense(), experts)
+    other["cuda_context"], other["nccl_buffers"] = outside_allocator_bytes(plan.num_gpus)
     return {
         "weights": weights, "gradients": grads, "optimizer": optim,
         "acts": acts, "other": other, "params": dense + experts,

@@ -27,15 +27,13 @@ instead would rank plans by how far they push it past 2^22 tokens (DeepSeek-V3 o
 A dp whose default batch exceeds MAX_DEFAULT_BATCH_TOKENS (twice the default) is not offered: set a
 global batch for such runs.
 
-Memory screen: `memory_bytes_arrays` evaluates the same formulas as
-`workloads.training.memory.training_memory` (the single source of truth) in vectorised form:
-parameters of the first pipeline stage, bytes per parameter and the per-token activation bytes of
-a layer are taken *from that module's functions* (called once per unique (tp, sp, recompute)),
-and only the in-flight micro-batch count and the sharding divisions are computed on arrays. Plans
-over SCREEN_MARGIN x capacity are dropped; the ranked survivors are confirmed one by one with
-`training_memory` itself until `top` plans fit. A confirmed plan must leave the caching
-allocator its slack (`runs_within_memory`): PyTorch-reserved memory, not the allocated peak, plus
-what lives outside the allocator, within the GPU's capacity.
+Memory screen: `workloads.training.memory_grid.screen_bytes`, the memory model's own terms
+(`memory_terms`, the functions `training_memory` calls) on the grid, for the first and the last
+pipeline rank: a lower bound of `training_memory`'s peak over all ranks. A plan whose bound already
+breaks `runs_within_memory` (`exceeds_memory`) cannot run and is dropped; the ranked survivors are
+confirmed one by one with `training_memory` itself (every rank) until `top` plans fit. A confirmed
+plan must leave the caching allocator its slack (`runs_within_memory`): PyTorch-reserved memory,
+not the allocated peak, plus what lives outside the allocator, within the GPU's capacity.
 """
 
 from __future__ import annotations
@@ -50,18 +48,19 @@ from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
+from gpuplan.workloads.training.memory_grid import screen_bytes
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.workloads.training.plan_codes import (
-    RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode, ShardingCode,
+    RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode,
 )
 from gpuplan.workloads.training.plan_validity import MOE_TP_NEEDS_SP_REASON, PlanDegrees, violations
 from gpuplan.workloads.training.step.assembly import StepArrays, StepTime, step_time_arrays, step_time_result
 from gpuplan.workloads.training.step.expert import ep_regime
 from gpuplan.workloads.training.step.inputs import StepContext
 
-#: A plan passes the vectorised screen if its estimate is under this fraction above capacity;
-#: the exact `training_memory` check decides.
-SCREEN_MARGIN = 1.05
+#: The screen drops a plan whose lower bound exceeds a limit by more than this factor: 1 + 1e-9
+#: guards against float rounding (the grid sums a rank's layers by kind, `training_memory` one by one).
+SCREEN_MARGIN = 1.0 + 1e-9
 #: Default tokens per optimizer step when no global batch is given: 2^22 ~ 4M tokens (GPT-3 175B
 #: used 3.2M, Llama 2/3 4M-16M); each plan rounds it to whole micro-batches per rank
 #: (`default_global_batch`).
@@ -90,6 +89,16 @@ def runs_within_memory(memory, gpu: Gpu) -> bool:
     allocated peak is not a plan a tuned run uses."""
     outside = memory.per_gpu_bytes["total"] - memory.allocated_bytes
     return bool(memory.fits) and memory.reserved_bytes + outside <= gpu.memory_bytes
+
+
+def exceeds_memory(total, outside, gpu: Gpu):
+    """Where `runs_within_memory` must fail for a plan whose modelled total is at least `total` bytes
+    (`outside` of them outside PyTorch's allocator): the total over the usable part, or the reserved
+    peak ((total - outside) x `training.memory.reserved_over_allocated`) + outside over capacity.
+    Both grow with the total, so a lower bound that exceeds either is enough (SCREEN_MARGIN aside)."""
+    reserved = (total - outside) * knobs.value("training.memory.reserved_over_allocated")
+    return ((total > SCREEN_MARGIN * usable_memory_bytes(gpu.memory_bytes))
+            | (reserved + outside > SCREEN_MARGIN * gpu.memory_bytes))
 
 
 def default_seq_len(model: ModelSpec) -> int:
@@ -251,55 +260,6 @@ def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np.ndarray], dp, m) -> np.ndarray:
-    """Vectorised screen of `training_memory` (module docstring): bytes on the first pipeline stage."""
-    from gpuplan.workloads.training import memory as mem
-
-    tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
-    etp = _expert_tp(tp, et)
-    # per-token activation bytes of one layer, from the memory module, per unique (tp, sp, rc)
-    per_token = np.zeros(np.broadcast_shapes(tp.shape, sp.shape, rc.shape))
-    layer = model.layers - 1  # representative layer (MoE where the model has experts)
-    for idx in np.ndindex(per_token.shape):
-        t = int(np.broadcast_to(tp, per_token.shape)[idx])
-        s_ = bool(np.broadcast_to(sp, per_token.shape)[idx]) and t > 1
-        r = RECOMPUTE_OF_CODE[int(np.broadcast_to(rc, per_token.shape)[idx])]
-        proto = plan_proto.model_copy(update={"tp": t, "sequence_parallel": s_, "recompute": r})
-        per_token[idx] = mem.layer_activation_bytes_per_token(model, proto, layer)
-    tokens = mb * plan_proto.seq_len / cp
-    chunks = np.where(pp == 1, 1.0, np.where(vpp == 1, np.minimum(pp, m), np.minimum(2 * (pp - 1) + (vpp - 1) * pp + 1, m * vpp)))
-    acts = per_token * tokens * (model.layers / pp / vpp) * chunks
-    b = mem.activation_bytes(plan_proto.precision)
-    widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
-    # the larger of the two peak phases (memory.training_memory): a layer's backward, or the loss
-    # (first stage only when pp == 1; the screen skips the full-recompute working set and the
-    # framework's FSDP root / gather buffers, which the exact check adds)
-    backward = tokens * b * (model.hidden / np.where(sp, tp, 1) + 2 * widest / tp)
-    loss_bytes = np.where(tp > 1, mem.loss_bytes_per_vocab_entry(plan_proto.model_copy(update={"tp": 2})),
-                          mem.loss_bytes_per_vocab_entry(plan_proto.model_copy(update={"tp": 1})))
-    loss = np.where(pp == 1, tokens * model.vocab / tp * loss_bytes, 0.0)
-    acts = acts + np.maximum(backward, loss)
-    # states of the first stage
-    from gpuplan.layers.params import parameter_counts
-
-    counts = parameter_counts(model)
-    experts = counts.components.get("moe_routed_experts", 0)
-    dense_body = counts.non_embedding - experts
-    table = model.vocab * model.hidden
-    dense = dense_body / pp / tp + table / tp + np.where(pp == 1, 0.0 if model.tied_embeddings else table / tp, 0.0)
-    expert = experts / pp / (ep * etp)
-    shard = dp * cp
-    wb, gb, ob = mem.state_bytes_per_param(plan_proto)
-    expert_shard = np.maximum(1, tp * shard / (ep * etp))  # expert data-parallel group
-    params_all = dense + expert
-    params_sharded = dense / shard + expert / expert_shard
-    weights = np.where(sh >= ShardingCode.ZERO3, params_sharded, params_all) * wb
-    grads = np.where(sh >= ShardingCode.ZERO2, params_sharded, params_all) * gb
-    optim = np.where(sh >= ShardingCode.ZERO1, params_sharded, params_all) * ob
-    other = knobs.value("training.memory.cuda_context_bytes") + knobs.value("training.memory.nccl_buffer_bytes")
-    return weights + grads + optim + acts + other
-
-
 #: Grid points scored at once. The search streams its grid in C-order blocks of about this many
 #: points (each point holds ~215 bytes of arrays while its block is scored: ~55 MiB a block), so a
 #: search's memory is bounded at any grid size, while a block is still large enough for numpy's
@@ -396,12 +356,9 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
         rejected[reason] = int(np.count_nonzero(mask & ~invalid))
         invalid |= mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
-    mem = memory_bytes_arrays(model, proto, g, dp, m)
-    # the exact checks (`runs_within_memory`) ask for the modelled total within the usable part and
-    # the reserved peak within capacity: screen on the tighter of the two
-    ratio = knobs.value("training.memory.reserved_over_allocated")
-    limit = min(usable_memory_bytes(gpu.memory_bytes), gpu.memory_bytes / ratio)
-    too_big = np.broadcast_to(mem > SCREEN_MARGIN * limit, shape) & ~invalid
+    total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
+                                  m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
+    too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid |= too_big
     # ranking key: step time for one batch; with a batch per plan, time per sequence of the batch
@@ -547,7 +504,9 @@ def search_plans(
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
     )
-    proto = TrainPlan(seq_len=space.seq_len, precision=space.precision)
+    # what every plan of the grid shares: the memory screen reads its precision and execution choices
+    proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
+                      attention_kernel=ctx.attention_kernel)
     leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
@@ -614,4 +573,4 @@ def search_plans(
 
 __all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "MAX_DEFAULT_BATCH_TOKENS", "MOE_TP_NEEDS_SP_REASON",
            "RankedPlan", "SearchResult", "SearchSpace", "default_batch_note", "default_global_batch", "default_seq_len",
-           "grid_blocks", "grid_validity", "memory_bytes_arrays", "plan_at", "runs_within_memory", "search_plans"]
+           "exceeds_memory", "grid_blocks", "grid_validity", "plan_at", "runs_within_memory", "search_plans"]
