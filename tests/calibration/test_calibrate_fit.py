@@ -1,4 +1,4 @@
-"""`gpuplan calibrate fit` (interfaces.calibration): recovery of a known value, the profile and its
+"""`gpuplan calibrate fit` (interfaces.calibration.fit): recovery of a known value, the profile and its
 provenance, refusals (exit 2, one line, nothing written), the per-row uncertainty guarantee, --plot."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Front-end latency of a serving API (workloads.inference.frontend): the first token and the end of
+"""Front-end latency of a serving API (workloads.inference.sim.frontend): the first token and the end of
 a request measured through the API pay it once; TPOT and throughput do not."""
 
 from __future__ import annotations

@@ -210,13 +210,16 @@ def test_search_reports_the_kv_head_rule_under_torchtitan():
 def test_api_refuses_a_megatron_moe_plan_with_tp_and_no_sequence_parallelism():
     from gpuplan import api
 
+    # every axis named: the one plan is checked (a subset of the axes would be searched instead)
     with pytest.raises(InputError, match="needs sequence parallelism") as err:
-        api.train("mixtral-8x7b", "dgx-h100", 16, tp=2, pp=1, sequence_parallel=False)
+        api.train("mixtral-8x7b", "dgx-h100", 16, tp=2, pp=1, dp=8, ep=1, vpp=1, micro_batch=1, recompute="full",
+                  sharding="zero1", sequence_parallel=False)
     assert err.value.field == "sequence_parallel"
 
 
 def test_cli_reports_a_broken_rule_in_one_line_exit_2():
-    result = runner.invoke(app, ["train", "gpt3-175b", "--gpus", "64", "--tp", "8", "--pp", "8", "--vpp", "2",
+    result = runner.invoke(app, ["train", "gpt3-175b", "--gpus", "64", "--tp", "8", "--pp", "8", "--dp", "1", "--vpp", "2",
+                                 "--micro-batch", "1", "--recompute", "none", "--sharding", "none", "--sequence-parallel",
                                  "--global-batch", "12", "--json"])
     assert result.exit_code == 2
     error = json.loads(result.output)["error"]

@@ -69,6 +69,10 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _print_config_warning(warning: str) -> None:
+    sys.stderr.write(f"warning: {warning}\n")
+
+
 @app.callback()
 def root(
     ctx: typer.Context,
@@ -86,6 +90,9 @@ def root(
 
     if not alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
         alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
+    from gpuplan.interfaces.api.models import on_config_warning
+
+    on_config_warning(_print_config_warning)  # an unknown model_type read by its fields: say so on stderr
 
     set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
     if catalog:

@@ -42,8 +42,11 @@ def show(
             ("6N GFLOP (rule of thumb)", f["six_n_flops"] / 1e9), ("training / 6N", f["training_over_six_n"]),
             (f"KV-cache bytes/token ({kv['bytes_per_element']:g} B/elem)", kv["bytes_per_token"]),
             (f"KV-cache bytes/token averaged over {kv['context_len']} ctx", kv[f"bytes_per_token_at_{kv['context_len']}_context"]),
-        ],
+        ] + ([("recurrent state bytes/sequence", kv["state_bytes_per_sequence"])] if kv["state_bytes_per_sequence"] else []),
     ))
+    if set(a["layers_by_mixer"]) != {"attention"}:
+        console.print("layers by sequence mixer: " + ", ".join(f"{k} {v}" for k, v in a["layers_by_mixer"].items())
+                      + f"; FFN in {a['ffn_layers']} of {a['layers']}")
     if rec["source"]:
         console.print(f"source: {rec['source']}")
 

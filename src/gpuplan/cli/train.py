@@ -86,10 +86,11 @@ def register(app: typer.Typer) -> None:
             print_json(result.to_dict())
             return
         _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
-                result.batch_note)
+                result.batch_note, result.goodput, result.evidence)
 
 
-def _render(est, run, assumptions, band: dict, batch_note: str | None = None) -> None:
+def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
+            evidence: dict | None = None) -> None:
     st = est.step
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -110,6 +111,11 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None) ->
         ["tokens/s", st.tokens_per_s], ["model TFLOP/s per GPU", st.tflops_per_gpu_model], ["MFU %", st.mfu_pct],
         ["memory per GPU GiB", est.memory_per_gpu_gib], ["days", est.days], ["GPU-hours", est.gpu_hours],
     ]
+    if goodput is not None:  # facilities.goodput: interruptions, restarts and checkpoints
+        g = goodput.to_dict()
+        rows += [["expected days (goodput %)", f"{g['expected_days']:,.2f} ({g['goodput_pct']:.1f}%)"
+                  if g["expected_days"] is not None else "never finishes (interrupted faster than it restarts)"],
+                 ["checkpoint every (min)", g["checkpoint_interval_s"] / 60.0]]
     if run.energy is not None:
         rows += [["average facility kW", run.power.facility_power_w / 1e3], ["energy MWh", run.energy.energy_mwh],
                  ["CO2 tonnes", run.energy.co2_tonnes], ["electricity USD", run.energy.electricity_usd]]
@@ -120,6 +126,9 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None) ->
         state = "" if band["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
         console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
                       f"step {fmt(t0)} - {fmt(t1)} s, {fmt(d0)} - {fmt(d1)} days{state}")
+    if evidence:
+        console.print(f"evidence: {evidence['note']}"
+                      + (f"; nearest: {', '.join(r['id'] for r in evidence['rows'])}" if evidence["rows"] else ""))
     console.print(f"power: PUE {assumptions.pue:g}, grid {assumptions.grid_kg_co2_per_kwh:g} kg CO2/kWh, "
                   f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
     if run.note:

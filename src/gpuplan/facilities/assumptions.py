@@ -83,6 +83,22 @@ _DEFAULTS: tuple[Assumption, ...] = (
     Assumption("busy_activity_fraction", 1.0, "math-kernel activity of a node while it is busy (1 = nameplate maximum power)",
                f"conservative: nameplate maximum, as the seed's arithmetic uses ({_SEED}); a training run uses its own "
                "activity from the step time", "2024"),
+    # ---- reliability (facilities.goodput) ----------------------------------------------------
+    Assumption("gpu_interruptions_per_gpu_hour", 419 / (54 * 24 * 16384),
+               "unexpected job interruptions per GPU-hour (failures of GPUs, HBM, hosts, network, software)",
+               "Llama 3 report (Dubey et al. 2024) sec. 3.3.4: 419 unexpected interruptions in a 54-day snapshot on "
+               "16,384 H100 (= 1.97e-5 per GPU-hour; ~78% hardware); Meta RSC-1 (Kokolis et al. 2024) measured ~6x "
+               "that on A100 (MTTF 7.9 h at 1,024 GPUs)", "2024-07", max_value=1.0),
+    Assumption("storage_write_gbps_per_gpu", 2000.0 / 16384, "sustained checkpoint write bandwidth per GPU (GB/s)",
+               "Llama 3 report sec. 3.3.1: Tectonic sustains 2 TB/s for the 16,384-GPU cluster (= 0.122 GB/s per GPU)",
+               "2024-07", min_value=1e-6),
+    Assumption("storage_read_gbps_per_gpu", 7000.0 / 16384, "checkpoint read bandwidth per GPU on restart (GB/s)",
+               "Llama 3 report sec. 3.3.1: Tectonic peaks at 7 TB/s for the 16,384-GPU cluster (= 0.43 GB/s per GPU)",
+               "2024-07", min_value=1e-6),
+    Assumption("restart_s", 600.0, "time to detect an interruption, replace or drain the node and relaunch the job "
+               "(before reading the checkpoint)",
+               "gpuplan estimate: Daly's worked examples use R = 10 min; no published fleet figure was found "
+               "(../shared/reference/wave3-facts.md section 8)", "2024", max_value=86400.0 * 7),
     # ---- GPU memory -------------------------------------------------------------------------
     Assumption("usable_memory_fraction", USABLE_MEMORY_FRACTION, "fraction of each GPU's memory a plan may use "
                "(the rest is headroom: allocator fragmentation, workspaces, transient peaks); = 1 - --memory-headroom",

@@ -38,7 +38,7 @@ def calibrate_knobs(fitted: bool = False) -> KnobsResult:
 
 @dataclass(frozen=True)
 class FitProfileResult(Result):
-    """`calibrate_fit`: the fit (interfaces.calibration.CalibrationResult) and where the profile and
+    """`calibrate_fit`: the fit (interfaces.calibration.fit.CalibrationResult) and where the profile and
     plot were written (None when not asked)."""
 
     calibration: object
@@ -55,7 +55,7 @@ def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Pa
     """Fit the knobs the measured rows inform (docs/calibration.md) and write the profile to `out`
     (atomically; nothing is written when the fit is refused). `knobs`: names (a list or
     "a,b") restricting the fit; default every knob the rows' predictions read. `method`: auto,
-    hierarchical or flat (interfaces.calibration). `progress(stage, fraction)` per stage and fold."""
+    hierarchical or flat (interfaces.calibration.fit). `progress(stage, fraction)` per stage and fold."""
     from gpuplan.interfaces.calibration.fit import calibrate_files
     from gpuplan.interfaces.reports.calibration_plot import check_plot_path, plot_fit
     from gpuplan.interfaces.calibration.profile import check_out_path
@@ -92,7 +92,7 @@ class ImportRowsResult(Result):
 
 def calibrate_import(kind: str, file: str | Path, out: str | Path | None = None, *, config: str | Path | None = None,
                      sets: Sequence[str] = ()) -> ImportRowsResult:
-    """Turn a tool's output into measured rows (interfaces.importers: nccl-tests, mamf, vllm, sglang,
+    """Turn a tool's output into measured rows (interfaces.calibration.importers: nccl-tests, mamf, vllm, sglang,
     torchtitan, megatron); `config` (TOML) and `sets` ("column=value") give the run's configuration.
     With `out`, the rows are written there as CSV, atomically."""
     from gpuplan.interfaces.calibration.profile import check_out_path, write_atomically
@@ -108,7 +108,7 @@ def calibrate_import(kind: str, file: str | Path, out: str | Path | None = None,
 
 @dataclass(frozen=True)
 class BenchResult(Result):
-    """`bench`: the measurements (interfaces.bench.BenchReport) and the files written."""
+    """`bench`: the measurements (interfaces.calibration.bench.BenchReport) and the files written."""
 
     report: object
     rows_path: str | None
@@ -120,7 +120,7 @@ class BenchResult(Result):
 
 def bench(device: str | None = None, quick: bool = False, out: str | Path | None = None,
           profile: str | Path | None = None, progress=None) -> BenchResult:
-    """Measure this machine (interfaces.bench): GEMM sweep per dtype, memory bandwidth, attention,
+    """Measure this machine (interfaces.calibration.bench): GEMM sweep per dtype, memory bandwidth, attention,
     host-device copies and collectives (torch), compared with the catalog's peak. `out`: the GEMM
     (matmul) and collectives rows as CSV;
     `profile`: the fitted matmul ceilings (only for a catalog GPU). Files are written atomically."""
@@ -145,7 +145,7 @@ def bench(device: str | None = None, quick: bool = False, out: str | Path | None
 
 def apply(profile: Profile | str | Path):
     """Context manager: within it every prediction uses the profile's knob values, and every
-    result's JSON carries `calibration: {profile, knobs}` (interfaces.calibration_profile)."""
+    result's JSON carries `calibration: {profile, knobs}` (interfaces.calibration.profile)."""
     return apply_profile(profile)
 
 

@@ -1,7 +1,7 @@
 """`gpuplan.api` for serving: `serve_run` (one deployment under one load), `serve_plan` (fewest GPUs
 meeting latency objectives; with `disaggregated=True` the cheapest of co-located and disaggregated
 prefill/decode serving, `serve_plan_disaggregated`), `serve_frontier` (throughput vs interactivity).
-`plot=` on plan and frontier writes a latency-throughput figure (interfaces.serving_plot).
+`plot=` on plan and frontier writes a latency-throughput figure (interfaces.reports.serving_plot).
 
 Hardware rule (one for the three, `_common.system_and_gpu`): `--system` names the node and its
 GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
@@ -290,7 +290,7 @@ def serve_plan(
     both for hypothetical hardware variants. `progress(stage, fraction)` before each (GPU, tp).
     `disaggregated=True`: `serve_plan_disaggregated` (with
     `pd_ratio`, `kv_link`, `prefill_gpus`, `decode_gpus`). `plot`: write the latency-throughput figure
-    of the candidates (interfaces.serving_plot) to this .png/.svg/.pdf.
+    of the candidates (interfaces.reports.serving_plot) to this .png/.svg/.pdf.
     Length distributions, speculative decoding and prefix caching: as `serve_run` (`serving_features`);
     with a length distribution `output_len` is its mean. Co-located layouts: tp, and for MoE models
     ep and attention_dp (capacity.colocated_layouts); each is sized under a closed loop and verified
@@ -445,12 +445,12 @@ def serve_plan_disaggregated(
     """The cheapest way to serve `rate` req/s within p90 TTFT / TPOT: disaggregated prefill / decode
     pools (GPU type and layout each, the P:D ratio; `pd_ratio` 'P:D' fixes it) or co-located
     replicas, compared in one list with $/M output tokens and why each other option loses
-    (workloads.inference.disaggregation). `prefill_gpus` / `decode_gpus` restrict a pool's GPU types
+    (workloads.inference.plan.disaggregation). `prefill_gpus` / `decode_gpus` restrict a pool's GPU types
     (default `gpus`); `kv_link` 'nvlink' or 'network' forces the KV path (default: NVLink when both
     pools fit in one scale-up domain). The best option's energy: one day of serving per pool
     (facilities.run_cost at busy_activity_fraction, under `pue` / `overrides`), and facility kWh per
     million output tokens summed over the pools. Length distributions, speculative decoding and prefix
-    caching: as `serve_run` (`serving_features`; workloads.inference.disaggregation gives how each
+    caching: as `serve_run` (`serving_features`; workloads.inference.plan.disaggregation gives how each
     pool sees them); with a length distribution the cost uses its mean output. `engine`,
     `scheduler`, `memory_fraction`: as `serve_run`, for every instance."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
@@ -525,7 +525,7 @@ def _features_summary(lens, specdec, cache) -> dict | None:
     (10,000 draws at the plan's seed), tokens per verify step, prefix hit rate."""
     import numpy as np
 
-    from gpuplan.workloads.inference.plan.capacity import PLAN_SEED
+    from gpuplan.workloads.inference.replica import PLANNING_SEED as PLAN_SEED
     from gpuplan.workloads.inference.sim.lengths import length_stats
 
     out: dict = {}
@@ -571,7 +571,7 @@ def serve_frontier(
 ) -> FrontierResult:
     """Tokens/s per GPU against tokens/s per user over TP and closed-loop concurrency;
     `progress(stage, fraction)` before each tp; `plot`: write them as a figure (.png/.svg/.pdf,
-    interfaces.serving_plot)."""
+    interfaces.reports.serving_plot)."""
     from gpuplan.workloads.inference.plan.capacity import frontier
 
     if plot is not None:

@@ -1,7 +1,8 @@
 """`gpuplan.api` for training: `train` (best plan, step time, totals) and `fit_*` (memory per GPU
 and its inverse questions). Defaults that used to live in the CLI live here:
 
-- `--seq-len`: `default_seq_len(model)` = min(max positions, 4096).
+- `--seq-len`, `--global-batch`: the model's published recipe (`training_defaults`, catalog.recipes), else
+  `default_seq_len(model)` = min(max positions, 4096) and each plan's default batch.
 - A given plan (any degree set): unset degrees are 1, dp fills the GPUs (gpus / (tp x pp x cp)),
   micro-batch 1, global batch = `plan_search.default_global_batch` (the multiple of micro_batch x dp
   nearest 2^22 tokens, the rule the plan search uses), sequence parallelism on where tp > 1
@@ -10,12 +11,15 @@ and its inverse questions). Defaults that used to live in the CLI live here:
 
 from __future__ import annotations
 
+import dataclasses
+
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from gpuplan.errors import InputError
+from gpuplan.interfaces.planning.defaults import training_defaults
 from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
     resolve_gpu, resolve_model, resolve_system, system_and_gpu,
@@ -61,6 +65,10 @@ class TrainResult(Result):
     moe: bool = False  # whether the model routes experts (the regime of the error band)
     #: set when no global batch was given: how the plan's batch was chosen (`default_batch_note`)
     batch_note: str | None = None
+    #: expected time with interruptions, restarts and checkpoints (facilities.goodput.Goodput)
+    goodput: Any = None
+    #: the MFU comparable published runs reached (interfaces.planning.evidence.mfu_evidence)
+    evidence: dict | None = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -86,6 +94,10 @@ class TrainResult(Result):
             "memory_per_gpu_gib": est.memory_per_gpu_gib,
             "steps": est.steps, "time_s": est.time_s, "days": est.days, "gpu_hours": est.gpu_hours,
         }
+        if self.goodput is not None:  # `days` stays the ideal (failure-free) time: ideal_days == days
+            out.update(self.goodput.to_dict())
+        if self.evidence is not None:
+            out["comparable_published_mfu_pct"] = self.evidence
         if self.run is not None:
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
         from gpuplan.interfaces.validation.error_bands import training_band
@@ -109,6 +121,49 @@ class TrainResult(Result):
                 ],
             }
         return out
+
+
+#: the axes the plan search chooses; giving all of them names one plan, a subset constrains the search
+SEARCHED_AXES = ("tp", "pp", "cp", "vpp", "micro_batch", "recompute", "sharding", "sequence_parallel")
+
+
+def _every_axis_given(degrees: dict[str, Any], moe: bool) -> bool:
+    """True when the options name one plan: every searched axis (dp may stand for cp), and ep for MoE."""
+    given = {k for k, v in degrees.items() if v is not None}
+    if "dp" in given:
+        given.add("cp")
+    if degrees.get("pp") == 1:  # interleaving needs pp > 1 (Megatron-LM arguments.py): vpp is 1
+        given.add("vpp")
+    if degrees.get("tp") == 1:  # sequence parallelism needs tp > 1: it is off
+        given.add("sequence_parallel")
+    needed = set(SEARCHED_AXES) | ({"ep"} if moe else set())
+    return needed <= given
+
+
+def _constrained_space(space, gpus: int, degrees: dict[str, Any]):
+    """`space` with each given axis fixed (the others searched). dp fixes cp = gpus / (tp pp dp) and so
+    needs --tp and --pp; etp is not an axis of the search."""
+    d = {k: v for k, v in degrees.items() if v is not None}
+    for name in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"):
+        positive(d.get(name), name)
+    if "etp" in d:
+        raise InputError("etp: give it with every other axis (one plan), or leave it to the search", field="etp")
+    if "dp" in d:
+        if "tp" not in d or "pp" not in d:
+            raise InputError("dp: give --tp and --pp with --dp (cp = gpus / (tp x pp x dp)), or leave dp to the search",
+                             field="dp")
+        tpp = d["tp"] * d["pp"] * d["dp"]
+        if gpus % tpp or ("cp" in d and d["cp"] * tpp != gpus):
+            raise InputError(f"dp: tp x pp x dp = {tpp} must divide --gpus {gpus} (times cp)", field="dp")
+        d["cp"] = gpus // tpp
+    fixed: dict[str, Any] = {k: [d[k]] for k in ("tp", "pp", "cp", "ep", "vpp", "micro_batch") if k in d}
+    if "recompute" in d:
+        fixed["recompute"] = [parse_enum(Recompute, d["recompute"], "recompute")]
+    if "sharding" in d:
+        fixed["sharding"] = [parse_enum(Sharding, d["sharding"], "sharding")]
+    if "sequence_parallel" in d:
+        fixed["sequence_parallel"] = [bool(d["sequence_parallel"])]
+    return dataclasses.replace(space, **fixed)
 
 
 def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
@@ -196,27 +251,38 @@ def train(
     budget = count(flops, "flops")
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    sharding=sharding, sequence_parallel=sequence_parallel)
+    recipe_note = None
     if plan is not None:
         seq_len = plan.seq_len
-    elif seq_len is None:
-        seq_len = default_seq_len(spec)
+    else:  # the model's published recipe where one exists (catalog.recipes), else the search's defaults
+        seq_len, global_batch, recipe_note = training_defaults(spec, seq_len, global_batch)
     given_degrees = plan is None and any(v is not None for v in degrees.values())
-    if given_degrees:
+    space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap)
+    if given_degrees and _every_axis_given(degrees, spec.moe is not None):
         plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
+    elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
+        space = _constrained_space(space, gpus, degrees)
     if plan is not None:
         check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         est = estimate_training(
             spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
-            precision=prec, plan=plan,
-            space=SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap),
+            precision=prec, plan=plan, space=space,
             framework=fw, progress=progress if plan is None else None, top=top,
         )
     run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions, usd_per_gpu_hour=usd_per_gpu_hour)
-    batch_note = None
+    batch_note = recipe_note
     if global_batch is None and (plan is None or given_degrees):  # the batch was chosen here, not given
-        batch_note = default_batch_note(est.plan.global_batch, est.plan.seq_len)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note)
+        batch_note = "; ".join(n for n in (recipe_note, default_batch_note(est.plan.global_batch, est.plan.seq_len)) if n)
+    from gpuplan.facilities.goodput import training_goodput
+    from gpuplan.layers.params import parameter_counts
+
+    goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
+    from gpuplan.interfaces.planning.evidence import mfu_evidence
+
+    evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
+                            est.step.mfu_pct)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence)
 
 
 # ---- fit ------------------------------------------------------------------------------------------
@@ -290,7 +356,7 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
 
 
 def memory_band(model: ModelSpec, mem) -> dict:
-    """The 80% band of the predicted memory per GPU (interfaces.error_bands: cross-validated residuals
+    """The 80% band of the predicted memory per GPU (interfaces.validation.error_bands: cross-validated residuals
     of the public memory rows of the regime), and whether the plan still fits at the band's top."""
     from gpuplan.interfaces.validation.error_bands import training_memory_band
 

@@ -12,7 +12,7 @@ from gpuplan.interfaces.api._common import Result
 
 @dataclass(frozen=True)
 class ValidationResult(Result):
-    """`validate`: `report` is interfaces.validate.ValidationReport (rows + per-family summary)."""
+    """`validate`: `report` is interfaces.validation.validate.ValidationReport (rows + per-family summary)."""
 
     report: Any
 
@@ -32,7 +32,7 @@ def validate(file: str | Path, progress=None) -> ValidationResult:
 
 @dataclass(frozen=True)
 class CrossValidationResult(Result):
-    """`validate(..., cv="family")`: the leave-one-family-out report (interfaces.cross_validation)."""
+    """`validate(..., cv="family")`: the leave-one-family-out report (interfaces.validation.cross_validation)."""
 
     report: Any
 

@@ -3,7 +3,7 @@
 Input: one or more CSV files of ../shared/validation/SCHEMA.md rows (training, inference and
 collectives rows, mixed freely; plus the `matmul` rows the importers and `gpuplan bench` write,
 docs/calibration.md). The rows are predicted by the validation predictors
-(`cross_validation.row_predictor`) and fitted by THE fitter (`interfaces.fitting.KnobFitter`:
+(`cross_validation.row_predictor`) and fitted by THE fitter (`interfaces.fitting.least_squares.KnobFitter`:
 robust soft-L1 least squares on log error, pulled toward the values in effect).
 
 Which knobs. Default: every registered knob the rows' predictions read (recorded once with
@@ -12,9 +12,9 @@ of which the fitter keeps the ones whose Jacobian column moves (the others are r
 informed). No informed knob at all -> InputError (exit 2).
 
 Method. `hierarchical` (the default when no knob is named): a few site factors first, then
-single knobs only where they lower the leave-one-out error (interfaces.calibration_hierarchy);
+single knobs only where they lower the leave-one-out error (interfaces.calibration.hierarchy);
 the profile holds the resulting knob values. `flat` (the default when `knob_names` is given, and
-on request): every informed knob of the set is a free parameter (interfaces.fitting).
+on request): every informed knob of the set is a free parameter (interfaces.fitting.least_squares).
 
 Figures.
 - in-sample error before / after: the rows used, predicted with the start values and with the fit;

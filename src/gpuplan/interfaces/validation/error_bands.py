@@ -1,7 +1,7 @@
 """80% error bands from cross-validated residuals: how far off the model is, per regime.
 
 Every prediction carries a band (DESIGN.md). The band of a regime is the 10th and 90th percentile of
-the *cross-validated* residuals of the public rows in that regime (`interfaces.cross_validation`:
+the *cross-validated* residuals of the public rows in that regime (`interfaces.validation.cross_validation`:
 each family predicted with knobs refit without it), so it estimates the error on workloads the model
 was not tuned on.
 
@@ -239,7 +239,7 @@ def serving_bands(values: Mapping[str, float], moe: bool) -> dict:
 
 
 def training_band(est, moe: bool, run=None) -> dict:
-    """The 80% band (interfaces.error_bands: cross-validated residuals of the public rows of this
+    """The 80% band (interfaces.validation.error_bands: cross-validated residuals of the public rows of this
     regime) of the step time and what scales with it (days, GPU-hours, cost, energy; tokens/s
     inversely), and of the memory per GPU. `validated: false` marks a regime without rows of its own."""
     out: dict = {}

@@ -60,7 +60,7 @@ class RowResult:
     notes: str = ""  # defaults the predictor used
     group: str = ""  # Spearman group key
     confidence: str = ""  # high / medium / low, as the file states
-    predicted_low: float | None = None  # the 80% band (interfaces.error_bands), None when no regime has one
+    predicted_low: float | None = None  # the 80% band (interfaces.validation.error_bands), None when no regime has one
     predicted_high: float | None = None
     band_regime: str = ""
 

@@ -307,7 +307,7 @@ async function update(page) {
 
 // ---- pages ----------------------------------------------------------------------------------
 const PRECISIONS = ["bf16", "fp16", "fp8"];
-const SERVE_DTYPES = ["bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4"];
+const SERVE_DTYPES = ["bf16", "fp16", "fp32", "tf32", "fp8", "mxfp8", "int8", "mxfp6", "int4", "mxfp4", "nvfp4"];  // specs.dtypes.StoredFormat
 // `serve run|plan --engine` (gpuplan.api.SERVING_ENGINES; tests/web/test_api.py keeps them equal)
 const SERVE_ENGINES = ["generic", "tensorrt-llm", "vllm", "sglang", "lmdeploy", "tgi"];
 const PLAN_FIELDS = [

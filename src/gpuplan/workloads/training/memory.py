@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.layers.inventory import layer_ops, model_ops
+from gpuplan.layers.inventory import layer_ops, model_ops, refuse_hybrid
 from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
@@ -491,7 +491,9 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
 
 
 def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -> TrainingMemory:
-    """Itemised per-GPU training memory of the most loaded GPU; fits/headroom against `gpu` if given."""
+    """Itemised per-GPU training memory of the most loaded GPU; fits/headroom against `gpu` if given
+    (hybrid layers are not modelled here: refused by name)."""
+    refuse_hybrid(model, "training memory")
     check_plan(model, plan)
     split = _layer_split(model, plan)
     best: dict[str, object] | None = None

@@ -218,7 +218,9 @@ def _divisors(n: int) -> list[int]:
 
 def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchSpace) -> dict[str, np.ndarray]:
     """Candidate values per axis (before validity): documented, model-aware defaults."""
-    tp = space.tp or [v for v in _powers_of_two_dividing(num_gpus, min(num_gpus, 2 * system.scaleup_domain_gpus)) if model.heads % v == 0]
+    # tensor parallelism inside the scale-up domain (Narayanan et al. 2021, takeaway #1: "tensor model
+    # parallelism should generally be used up to degree g when using g-GPU servers"); --tp goes beyond
+    tp = space.tp or [v for v in _powers_of_two_dividing(num_gpus, min(num_gpus, system.scaleup_domain_gpus)) if model.heads % v == 0]
     # pp need not divide the layers (uneven split: the busiest stage sets the pace, see step_time)
     pp = space.pp or [d for d in _divisors(num_gpus) if d <= min(model.layers, 128)]
     cp = space.cp or [v for v in _powers_of_two_dividing(num_gpus, 16) if space.seq_len % v == 0 and (v == 1 or space.seq_len >= 8192)]

@@ -74,15 +74,16 @@ from gpuplan.workloads.inference.sim.decode_pool import simulate_decode
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
 from gpuplan.workloads.inference.cost.kv_transfer import KvLink, KvTransferStats, link_wait_s, same_domain_possible, transfer_stats
-from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.replica import PLANNING_SEED, STEADY_STATE, Load, Replica, ServingFeatures
+from gpuplan.workloads.inference.sim.frontend import frontend_latency_s
 from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
-from gpuplan.workloads.inference.sim.simulator import simulate
 
 #: per-instance rates simulated, as fractions of the instance's saturated requests/s
 LOAD_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
-#: requests per simulated point (the first WARMUP_FRACTION of them are left out of the percentiles)
-SIM_REQUESTS = 800
-WARMUP_FRACTION = 0.1
+#: requests per simulated point and the leading fraction left out of the percentiles: the
+#: replica's STEADY_STATE window for a Poisson loop (replica.py), as `serve run --rate` measures
+SIM_REQUESTS = STEADY_STATE.open_loop_requests
+WARMUP_FRACTION = STEADY_STATE.open_loop_warmup_fraction
 #: options re-simulated at their actual per-instance rates, and the extra instances tried for each
 VERIFY_TOP = 4
 VERIFY_BUMPS = 4
@@ -92,22 +93,9 @@ CURVE_OPTIONS = 6
 CURVE_STOP_FACTOR = 2.0
 #: decode instances tried beyond what the TPOT objective needs (to shorten their admission queue)
 DECODE_EXTRA = 3
-PLAN_SEED = 11
+PLAN_SEED = PLANNING_SEED
 #: prompts drawn to evaluate the KV transfer over a length distribution
 TRANSFER_SAMPLES = 4000
-
-
-@dataclass(frozen=True)
-class ServingFeatures:
-    """Length distribution, speculative decoding and prefix caching of a plan (None: off); module docstring."""
-
-    lengths: object = None  # lengths.RequestLengths
-    speculative: object = None  # speculative.SpeculativeDecoding
-    prefix_cache: object = None  # prefix_cache.PrefixCache
-
-    @property
-    def any(self) -> bool:
-        return self.lengths is not None or self.speculative is not None or self.prefix_cache is not None
 
 
 def mean_lengths(lengths) -> tuple[float, float]:
@@ -231,18 +219,17 @@ class _Instance:
                               attention_dp=layout.attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                               **engine.deployment_options())
         self.groups = layout.attention_dp
-        self.steps = step_time_model(self.dep)
+        # the co-located instance is the replica `serve run` simulates (replica.py); prefill- and
+        # decode-only instances reuse its step model and memory plan
+        self.replica = Replica(self.dep, engine, sched, features)
+        self.steps = self.replica.steps
         self.sched = sched
-        self.mem = engine.memory_plan(self.dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
+        self.mem = self.replica.mem
         # a decode instance's steps hold one token per sequence: its activation workspace is that of max_batch_seqs tokens
         self.decode_mem = engine.memory_plan(self.dep, max_batch_tokens=sched.max_batch_seqs, max_batch_seqs=sched.max_batch_seqs)
         self.input_len, self.output_len = input_len, output_len
         self.features = features
-        self.draft = None
-        if features.speculative is not None:
-            from gpuplan.workloads.inference.cost.speculative import draft_cost
-
-            self.draft = draft_cost(self.dep, features.speculative)
+        self.draft = self.replica.draft
 
     def _make(self, n: int, kind: ArrivalKind, output_len: int | None, seed: int, **load) -> Workload:
         """n requests of the plan's lengths (fixed input_len / output_len, or its distribution);
@@ -260,15 +247,8 @@ class _Instance:
         return self._make(SIM_REQUESTS, ArrivalKind.POISSON, output_len, seed, rate=rate / self.groups)
 
     def _simulate(self, wl: Workload, *, decoding: bool, warmup: int = 0):
-        """simulator.py with the plan's prefix cache, and its speculative decoding where `decoding`."""
-        f = self.features
-        graphs = self.engine.cuda_graph_batch_sizes
-        if not f.any:
-            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, cuda_graph_batch_sizes=graphs)
-        spec = f.speculative if decoding else None
-        return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, cuda_graph_batch_sizes=graphs,
-                        speculative=spec,
-                        draft=self.draft if spec is not None else None, prefix_cache=f.prefix_cache)
+        """The replica's simulation (its prefix cache, and its speculative decoding where `decoding`)."""
+        return self.replica.simulate(wl, warmup, decoding=decoding)
 
     def _decode(self, wl: Workload):
         f = self.features
@@ -279,7 +259,9 @@ class _Instance:
     def prefill_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
         """A prefill-only instance (each request outputs the one token its prefill samples)."""
         res = self._simulate(self._workload(rate, 1, seed), decoding=False, warmup=int(SIM_REQUESTS * WARMUP_FRACTION))
-        return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3)
+        # the request enters through the serving API on the prefill side: its front-end latency
+        # (sim/frontend.py) is part of TTFT once, as in a co-located replica's `serve run`
+        return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3 + frontend_latency_s())
 
     def decode_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
         run = self._decode(self._workload(rate, self.output_len, seed))
@@ -288,8 +270,8 @@ class _Instance:
                          first_token_delay_p90_s=_p90(run.first_token_delay_s[keep]))
 
     def colocated_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
-        res = self._simulate(self._workload(rate, self.output_len, seed), decoding=True,
-                             warmup=int(SIM_REQUESTS * WARMUP_FRACTION))
+        """`serve run --rate` on this layout: the replica under Poisson arrivals (replica.py)."""
+        res = self.replica.run(Load.poisson(rate), self.input_len, self.output_len, window=STEADY_STATE, seed=seed).result
         return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3, tpot_p90_s=res.tpot_ms.p90 / 1e3)
 
     # saturated requests/s of one instance per role (the ladder's 100%)

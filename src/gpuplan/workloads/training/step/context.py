@@ -151,8 +151,10 @@ def cp_exposed_seconds(framework: Framework, system: System, gpu: Gpu, *, t, tp,
         per_layer = fwd_passes * np.maximum(0.0, ring_fwd - attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - attn_bwd)
         return np.where(cp > 1, layers * per_layer, 0.0)
     width = kv_width(framework, q_dim, kv_dim)
-    gather = collective_seconds_array(Collective.ALL_GATHER, torch_allgather_kv_bytes(t, width, tp, cp), cp_int, cp_pn,
-                                      system, gpu=gpu)
+    # plans without CP (cp = 1) gather nothing: a zero size costs 0 s without laying out the stand-in
+    # 2-rank group (which, one rank per node, would need NICs the system may lack)
+    gather_bytes = np.where(cp > 1, torch_allgather_kv_bytes(t, width, tp, cp), 0.0)
+    gather = collective_seconds_array(Collective.ALL_GATHER, gather_bytes, cp_int, cp_pn, system, gpu=gpu)
     dkv_hop = collective_seconds_array(Collective.P2P, kv_block_bytes(t, width, tp, 4.0), np.where(cp > 1, 2, 1),
                                        np.where(cp_pn > 1, 2, 1), system, gpu=gpu)
     slow = knobs.value("training.torch_cp_attention_slowdown") - 1.0

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuplan.layers.flops import flops_per_token
-from gpuplan.layers.inventory import ModelOps, model_ops
+from gpuplan.layers.inventory import ModelOps, model_ops, refuse_hybrid
 from gpuplan.layers.params import parameter_counts
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, System
+from gpuplan.specs.dtypes import Weights
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.plan import default_expert_tp
 
@@ -66,6 +67,7 @@ class StepContext:
         attention_kernel: AttentionKernel = AttentionKernel.FLASH,
         tp_comm_overlap: bool = False,
     ) -> "StepContext":
+        refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         if model.mla is not None:
             q_dim = model.heads * (model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim)
             kv_dim = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
@@ -73,9 +75,10 @@ class StepContext:
         else:
             q_dim, kv_dim, head_dim = model.heads * model.head_dim, model.kv_heads * model.head_dim, model.head_dim
         precision = Precision(precision)
-        # the tensor-core precision of the layers' GEMMs (specs.dtypes: mxfp8 runs at the fp8 rate,
-        # nvfp4 at fp4; a part without it falls back); fp32 / tf32 runs are modelled on bf16 GEMMs
-        gemm_dtype = (gpu.matmul_precision(precision.value) if precision.low_precision_matmul
+        # the tensor-core precision of the layers' GEMMs (specs.dtypes.gemm_compute_dtype, a training
+        # recipe casting both operands: mxfp8 runs at the fp8 rate, nvfp4 at fp4; a part without it
+        # falls back to the nearest recipe it has); fp32 / tf32 runs are modelled on bf16 GEMMs
+        gemm_dtype = (gpu.gemm_compute_dtype(precision.value, weights=Weights.CAST) if precision.low_precision_matmul
                       else {Precision.FP16: "fp16"}.get(precision, "bf16"))
         act_dtype = "fp16" if precision is Precision.FP16 else "bf16"
         counts = parameter_counts(model)
