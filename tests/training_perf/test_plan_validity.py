@@ -240,3 +240,12 @@ def test_check_plan_either_passes_or_names_a_field_in_one_line(tp, pp, vpp, cp, 
         check_plan(model, plan, plan.num_gpus)
     except InputError as exc:
         assert exc.field in {rule.field for rule in RULES} and "\n" not in str(exc)
+
+
+def test_huge_degrees_are_compared_exactly():
+    # one plan's rules run on Python ints: 2 x (2^63 - 1) is not wrapped to -2 (int64), so pp x vpp
+    # exceeds GPT-3 125M's 12 layers and the plan is refused by name (found by tests/fuzz)
+    model = load_model("gpt3-125m")
+    with pytest.raises(InputError, match="exceeds the number of layers") as err:
+        check_plan(model, TrainPlan(pp=2, vpp=2**63 - 1))
+    assert err.value.field == "pp"

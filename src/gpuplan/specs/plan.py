@@ -53,8 +53,9 @@ def batch_splits_into_micro_batches(global_batch, micro_batch, dp):
     """Whether a global batch (sequences per step) is a whole number of micro-batches on every
     data-parallel rank: global_batch % (micro_batch x dp) == 0 (Megatron-core
     num_microbatches_calculator.py: `assert global_batch_size % micro_batch_times_data_parallel_size
-    == 0`). Works on ints and numpy arrays (the plan search's grid; `workloads.training.plan_validity`)."""
-    return np.mod(global_batch, np.multiply(micro_batch, dp)) == 0
+    == 0`). Works on ints (exactly, at any size) and numpy arrays (the plan search's grid;
+    `workloads.training.plan_validity`)."""
+    return global_batch % (micro_batch * dp) == 0
 
 
 class TrainPlan(Spec):

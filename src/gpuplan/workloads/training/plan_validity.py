@@ -2,7 +2,8 @@
 
 Each rule is one array expression: it takes the plan's degrees as ints (one plan) or numpy arrays
 that broadcast together (a plan search's grid of ~10^6 plans) and returns True where the plan
-breaks the rule. `check_plan` evaluates the rules on one `TrainPlan` and raises the first broken
+breaks the rule. The expressions use Python's operators (%, *, >, ==, &, |), which numpy arrays
+overload: on one plan's ints they are exact at any size (no int64 overflow), on arrays elementwise. `check_plan` evaluates the rules on one `TrainPlan` and raises the first broken
 one as an `InputError` naming the field; `plan_search` evaluates the same functions on its grid
 (`violations`) and reports each rule's `reason` in `SearchResult.rejected`. The rules, in the order
 they are checked, with what each framework checks:
@@ -98,40 +99,40 @@ def gpu_count_broken(model: ModelSpec, d: PlanDegrees):
     """tp x pp x dp x cp differs from the GPU count (module docstring: arguments.py, parallel_dims.py)."""
     if d.num_gpus is None:
         return np.False_
-    return np.multiply(np.multiply(d.tp, d.pp), np.multiply(d.dp, d.cp)) != d.num_gpus
+    return d.tp * d.pp * d.dp * d.cp != d.num_gpus
 
 
 def batch_broken(model: ModelSpec, d: PlanDegrees):
     """global_batch % (micro_batch x dp) != 0 (num_microbatches_calculator.py)."""
     if d.global_batch is None:
         return np.False_
-    return ~batch_splits_into_micro_batches(d.global_batch, d.micro_batch, d.dp)
+    return np.logical_not(batch_splits_into_micro_batches(d.global_batch, d.micro_batch, d.dp))
 
 
 def heads_broken(model: ModelSpec, d: PlanDegrees):
     """heads % tp != 0 (transformer_config.py; torchtitan decoder.py)."""
-    return np.mod(model.heads, d.tp) != 0
+    return model.heads % d.tp != 0
 
 
 def kv_heads_broken(model: ModelSpec, d: PlanDegrees):
     """Megatron-core: neither kv_heads % tp nor tp % kv_heads is 0; torchtitan: kv_heads % tp != 0."""
-    splits = np.mod(model.kv_heads, d.tp) == 0
+    unsplit = model.kv_heads % d.tp != 0
     if d.framework is Framework.TORCHTITAN:
-        return ~splits
-    return ~splits & (np.mod(d.tp, model.kv_heads) != 0)
+        return unsplit
+    return unsplit & (d.tp % model.kv_heads != 0)
 
 
 def layers_broken(model: ModelSpec, d: PlanDegrees):
     """pp x vpp > layers: a model chunk without a layer."""
-    return np.multiply(d.pp, d.vpp) > model.layers
+    return d.pp * d.vpp > model.layers
 
 
 def interleaving_broken(model: ModelSpec, d: PlanDegrees):
     """vpp > 1 with pp = 1 (arguments.py), or with m % pp != 0 where m is known (schedules.py)."""
-    interleaved = np.greater(d.vpp, 1)
+    interleaved = d.vpp > 1
     if d.m is None:
-        return interleaved & np.equal(d.pp, 1)
-    return interleaved & (np.equal(d.pp, 1) | (np.mod(d.m, d.pp) != 0))
+        return interleaved & (d.pp == 1)
+    return interleaved & ((d.pp == 1) | (d.m % d.pp != 0))
 
 
 def moe_tp_needs_sequence_parallel(moe: bool, framework: Framework, tp):
@@ -139,40 +140,39 @@ def moe_tp_needs_sequence_parallel(moe: bool, framework: Framework, tp):
     The validation harness also reads it, to complete a row that does not state sequence parallelism."""
     if not moe or framework is not Framework.MEGATRON:
         return np.False_
-    return np.greater(tp, 1)
+    return tp > 1
 
 
 def moe_tp_without_sp_broken(model: ModelSpec, d: PlanDegrees):
     """A Megatron MoE model with tp > 1 and no sequence parallelism (moe_layer.py)."""
     needs = moe_tp_needs_sequence_parallel(model.moe is not None, d.framework, d.tp)
-    return needs & ~np.asarray(d.sequence_parallel, dtype=bool)
+    return needs & np.logical_not(d.sequence_parallel)
 
 
 def dense_ep_broken(model: ModelSpec, d: PlanDegrees):
     """ep > 1 on a dense model (arguments.py: num_experts must be set)."""
     if model.moe is not None:
         return np.False_
-    return np.greater(d.ep, 1)
+    return d.ep > 1
 
 
 def experts_broken(model: ModelSpec, d: PlanDegrees):
     """num_experts % ep != 0 (arguments.py; torchtitan decoder.py)."""
     if model.moe is None:
         return np.False_
-    return np.mod(model.moe.num_experts, d.ep) != 0
+    return model.moe.num_experts % d.ep != 0
 
 
 def expert_folding_broken(model: ModelSpec, d: PlanDegrees):
     """(tp x cp x dp) % (ep x etp) != 0 for a MoE model (parallel_state.py; torchtitan parallel_dims.py)."""
     if model.moe is None:
         return np.False_
-    ranks = np.multiply(np.multiply(d.tp, d.cp), d.dp)
-    return np.mod(ranks, np.multiply(d.ep, d.etp)) != 0
+    return (d.tp * d.cp * d.dp) % (d.ep * d.etp) != 0
 
 
 def context_broken(model: ModelSpec, d: PlanDegrees):
     """cp > 1 and seq_len % (2 cp) != 0 (arguments.py)."""
-    return np.greater(d.cp, 1) & (np.mod(d.seq_len, np.multiply(2, d.cp)) != 0)
+    return (d.cp > 1) & (d.seq_len % (2 * d.cp) != 0)
 
 
 @dataclass(frozen=True)
