@@ -103,7 +103,7 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         )
         console.print(table("best plans", ["#", "plan", "batch seqs", "step s", "MFU %", "GiB/GPU"],
                             [[r.rank, _plan_label(r.plan), r.plan.global_batch, r.step.step_time_s, r.step.mfu_pct,
-                              r.memory_gib] for r in s.best]))
+                              r.memory_gib] for r in s.best], name="plans"))
     rows = [["plan", _plan_label(est.plan)], ["global batch sequences", est.plan.global_batch],
             ["tokens per step", st.tokens_per_step], ["step time s", st.step_time_s]]
     rows += [[f"  {k.removesuffix('_s')} s", v] for k, v in st.breakdown_s.items() if v > 0]
@@ -120,7 +120,7 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         rows += [["average facility kW", run.power.facility_power_w / 1e3], ["energy MWh", run.energy.energy_mwh],
                  ["CO2 tonnes", run.energy.co2_tonnes], ["electricity USD", run.energy.electricity_usd]]
     rows += [["cost USD (rented)", run.cost_usd]]
-    console.print(table("training estimate", ["quantity", "value"], rows))
+    console.print(table("training estimate", ["quantity", "value"], rows, name="estimate", main=True))
     if band.get("step_time_s"):
         (t0, t1), (d0, d1) = band["step_time_s"], band["days"]
         state = "" if band["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"

@@ -27,6 +27,12 @@ SIZE_BAND = 4.0
 SCALE_BAND = 8.0
 
 
+def generation_of(architecture: str) -> str:
+    """The GPU generation of a catalog architecture string ("Hopper GH100" -> "hopper")."""
+    words = architecture.split()
+    return words[0].lower() if words else ""
+
+
 @dataclass(frozen=True)
 class PublishedRun:
     id: str
@@ -82,7 +88,7 @@ def published_runs() -> tuple[PublishedRun, ...]:
                 continue
             out.append(PublishedRun(
                 id=row["id"], model=row.get("model") or "", system=row["system"].strip(),
-                generation=gpu.architecture.lower(), moe=bool(_int(row, "moe_experts")),
+                generation=generation_of(gpu.architecture), moe=bool(_int(row, "moe_experts")),
                 params=12.0 * layers * hidden**2, num_gpus=max(1, _int(row, "num_gpus", 1)), mfu_pct=value,
                 source=(row.get("source") or "")[:160]))
     return tuple(out)
@@ -90,7 +96,8 @@ def published_runs() -> tuple[PublishedRun, ...]:
 
 def comparable_runs(generation: str, moe: bool, params: float, num_gpus: int) -> tuple[list[PublishedRun], bool]:
     """(nearest runs of the same generation and class, whether they lie within the size/scale bands)."""
-    pool = [r for r in published_runs() if r.generation == generation.lower() and r.moe == moe]
+    generation = generation_of(generation)
+    pool = [r for r in published_runs() if r.generation == generation and r.moe == moe]
 
     def distance(r: PublishedRun) -> float:
         return abs(math.log10(r.params / params)) + abs(math.log10(r.num_gpus / num_gpus))
@@ -104,6 +111,7 @@ def comparable_runs(generation: str, moe: bool, params: float, num_gpus: int) ->
 def mfu_evidence(generation: str, moe: bool, params: float, num_gpus: int, plan_mfu_pct: float) -> dict:
     """`comparable_published_mfu_pct` of `train --json` / `plan --json`: {low, high, rows, note}."""
     runs, close = comparable_runs(generation, moe, params, num_gpus)
+    generation = generation_of(generation)
     if not runs:
         return {"low": None, "high": None, "rows": [],
                 "note": f"no published {'MoE' if moe else 'dense'} run on {generation} GPUs in the validation data: "
@@ -120,4 +128,4 @@ def mfu_evidence(generation: str, moe: bool, params: float, num_gpus: int, plan_
     return {"low": low, "high": high, "rows": [r.as_dict() for r in runs], "note": verdict + where}
 
 
-__all__ = ["PublishedRun", "comparable_runs", "mfu_evidence", "published_runs"]
+__all__ = ["PublishedRun", "comparable_runs", "generation_of", "mfu_evidence", "published_runs"]
