@@ -17,7 +17,7 @@ from gpuplan.specs.dtypes import FORMATS, StoredFormat, Weights, gemm_compute_dt
 from gpuplan.specs.gpu import DTYPES
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.operators import StepTimeModel
-from gpuplan.workloads.training.step_time import StepContext
+from gpuplan.workloads.training.step.inputs import StepContext
 
 CAT = load_catalog()
 STORED, CAST = Weights.STORED, Weights.CAST

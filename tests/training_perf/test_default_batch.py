@@ -19,7 +19,7 @@ from gpuplan.workloads.training.plan_search import (
     DEFAULT_BATCH_REASON, MAX_DEFAULT_BATCH_TOKENS, OVERSIZED_BATCH_REASON, SearchSpace, default_global_batch,
     search_plans,
 )
-from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 runner = CliRunner()
 

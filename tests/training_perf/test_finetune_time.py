@@ -14,7 +14,9 @@ from gpuplan.specs.finetune import FineTuning, Optimizer
 from gpuplan.workloads.training.finetune_time import dequantize_seconds
 from gpuplan.workloads.training.offload import pcie_bytes_s
 from gpuplan.workloads.training.optimizer_states import step_bytes_per_element
-from gpuplan.workloads.training.step_time import PlanAxes, StepContext, estimate_step_time, sustained_gemm_fraction
+from gpuplan.workloads.training.step.assembly import estimate_step_time
+from gpuplan.workloads.training.step.compute import sustained_gemm_fraction
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 
 @pytest.fixture(scope="module")

@@ -50,6 +50,15 @@ def default_expert_tp(tp, dp, cp, ep):
     return np.where((dp * cp) % ep == 0, tp, 1)
 
 
+def batch_splits_into_micro_batches(global_batch, micro_batch, dp):
+    """Whether a global batch (sequences per step) is a whole number of micro-batches on every
+    data-parallel rank: global_batch % (micro_batch x dp) == 0 (Megatron-core
+    num_microbatches_calculator.py: `assert global_batch_size % micro_batch_times_data_parallel_size
+    == 0`). Works on ints (exactly, at any size) and numpy arrays (the plan search's grid;
+    `workloads.training.plan_validity`)."""
+    return global_batch % (micro_batch * dp) == 0
+
+
 class TrainPlan(Spec):
     tp: int = Field(default=1, gt=0, le=MAX_GPUS)
     pp: int = Field(default=1, gt=0, le=MAX_GPUS)
@@ -111,7 +120,7 @@ class TrainPlan(Spec):
 
     @model_validator(mode="after")
     def _batch_divides(self):
-        if self.global_batch is not None and self.global_batch % (self.micro_batch * self.dp):
+        if self.global_batch is not None and not batch_splits_into_micro_batches(self.global_batch, self.micro_batch, self.dp):
             raise ValueError(
                 f"global_batch ({self.global_batch}) is not a multiple of micro_batch x dp ({self.micro_batch} x {self.dp})"
             )

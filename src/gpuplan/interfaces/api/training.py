@@ -252,7 +252,7 @@ def train(
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
-    from gpuplan.workloads.training.step_time import check_plan
+    from gpuplan.workloads.training.plan_validity import check_plan
     from gpuplan.workloads.training.totals import estimate_training
 
     positive(gpus, "gpus")
@@ -297,7 +297,7 @@ def train(
     if search_limits:
         space = _limited_space(space, search_limits)
     if plan is not None:
-        check_plan(spec, sys_spec, plan, gpus)
+        check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         est = estimate_training(
             spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
@@ -507,7 +507,8 @@ def fit_train(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | 
 def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
                   system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
     """Largest micro-batch that fits on the given GPUs and layout (global batch keeps its micro-batches in flight)."""
-    from gpuplan.workloads.training.memory import max_micro_batch, training_memory
+    from gpuplan.workloads.training.fit import max_micro_batch
+    from gpuplan.workloads.training.memory import training_memory
 
     spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
     best = max_micro_batch(spec, plan, g)
@@ -522,7 +523,8 @@ def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: in
 def fit_max_seq(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
                 system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
     """Longest sequence (multiple of 128) that fits on the given GPUs and layout."""
-    from gpuplan.workloads.training.memory import max_seq_len, training_memory
+    from gpuplan.workloads.training.fit import max_seq_len
+    from gpuplan.workloads.training.memory import training_memory
 
     spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
     best = max_seq_len(spec, plan, g)
@@ -537,7 +539,7 @@ def fit_min_gpus(model: str | ModelSpec, gpu: str | Gpu | None = None, max_gpus:
                  system: str | System | None = None, progress=None, **plan_kw: Any) -> MinGpusResult:
     """Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from `plan_kw`);
     `progress(GPUs reached, max_gpus)` as counts are tried."""
-    from gpuplan.workloads.training.memory import min_gpus
+    from gpuplan.workloads.training.fit import min_gpus
 
     positive(max_gpus, "max_gpus")
     spec, g, plan = _fit_inputs(model, gpu, system, None, plan_kw)

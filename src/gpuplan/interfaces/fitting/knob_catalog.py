@@ -17,9 +17,10 @@ from gpuplan import knobs
 KNOB_MODULES = (
     "gpuplan.primitives.efficiency",
     "gpuplan.primitives.collectives",
-    "gpuplan.workloads.training.step_time",
-    "gpuplan.workloads.training.context_parallel",
-    "gpuplan.workloads.training.moe_time",
+    "gpuplan.workloads.training.step.compute",
+    "gpuplan.workloads.training.step.tensor",
+    "gpuplan.workloads.training.step.context",
+    "gpuplan.workloads.training.step.expert",
     "gpuplan.workloads.training.memory",
     "gpuplan.workloads.training.offload",
     "gpuplan.workloads.inference.cost.operators",

@@ -3,7 +3,7 @@
 The index is built once per process from the validation data that ships with the package
 (catalog/data/validation/training.csv, SCHEMA.md): every high/medium-confidence row whose metric is an
 MFU (`mfu_pct`) or model TFLOP/s per GPU (`tflops_per_gpu_model`, divided by the GPU's dense bf16 peak
-from the catalog: the MFU convention of workloads.training.step_time, also for fp8 runs). Each row carries its GPU generation (the catalog GPU's
+from the catalog: the MFU convention of workloads.training.step.assembly, also for fp8 runs). Each row carries its GPU generation (the catalog GPU's
 architecture), whether the model routes experts, its size (12 L h^2, the transformer-block parameters
 from the row's columns; Kaplan et al. 2020 eq. 2.1 without embeddings) and its GPU count.
 

@@ -162,7 +162,7 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
     `seq_len` defaults to min(max positions, 4096); `global_batch` (sequences) to each plan's
     `default_global_batch` (the multiple of dp x micro-batch nearest 2^22 tokens), plans then ranked
     by time per token."""
-    from gpuplan.workloads.training.moe_time import ep_regime
+    from gpuplan.workloads.training.step.expert import ep_regime
     from gpuplan.workloads.training.plan_search import SearchSpace, default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
 

@@ -2,7 +2,7 @@
 
 `predict_row(row)` builds the ModelSpec from the architecture columns
 (`models.model_from_arch_row`), a TrainPlan from the parallelism columns, the system from the
-catalog, and predicts the row's metric with `step_time.estimate_step_time` (time metrics) or
+catalog, and predicts the row's metric with `step.assembly.estimate_step_time` (time metrics) or
 `memory.training_memory` (memory metrics).
 
 Defaults for empty cells (documented, the same for every row):
@@ -85,8 +85,9 @@ from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
-from gpuplan.workloads.training.step_time import estimate_step_time
 from gpuplan.validation_rules import parse_number
+from gpuplan.workloads.training.plan_validity import moe_tp_needs_sequence_parallel
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
 MEMORY_METRICS = ("peak_mem_gib", "mem_activations_gib", "mem_states_gib", "peak_mem_reserved_gib")
@@ -204,10 +205,8 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
 
 def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
     """A Megatron MoE row with tp > 1 runs sequence parallelism whatever its cell says: Megatron-core
-    refuses the layout otherwise (TransformerConfig.__post_init__: "When using expert parallelism and
-    tensor parallelism, sequence parallelism must be used"; Megatron-LM arguments.py: "When using MoE
-    and tensor parallelism, sequence parallelism must be used")."""
-    return framework is Framework.MEGATRON and bool(_cell(row, "moe_experts")) and tp > 1
+    refuses the layout otherwise (the rule and its source: `plan_validity.moe_tp_needs_sequence_parallel`)."""
+    return bool(moe_tp_needs_sequence_parallel(bool(_cell(row, "moe_experts")), framework, tp))
 
 
 def interleaved_virtual_stages(layers: int, pp: int) -> int:

@@ -1,8 +1,8 @@
 """Step-time terms of fine-tuning: what a frozen base, adapters, a quantised base, another optimizer
-and offload change in `workloads.training.step_time` (which calls these where a plan's
+and offload change in `workloads.training.step` (compute, data, optimizer, assembly) (which calls these where a plan's
 `fine_tuning` is not ordinary training).
 
-Per layer and micro-batch on one GPU, t tokens (step_time.PlanAxes), b activation bytes:
+Per layer and micro-batch on one GPU, t tokens (step.inputs.PlanAxes), b activation bytes:
 - Frozen base (LoRA / QLoRA): a frozen projection computes no weight gradient, so its backward is
   one GEMM of the forward's shape (the input gradient) instead of two (Narayanan et al. 2021 sec.
   5.1 counts 2 x forward for the two): the layer's backward loses one forward's GEMM time
@@ -62,7 +62,7 @@ def _representative_layers(ctx):
 
 
 def _rows(p, g):
-    """(token rows, instances) of one projection's GEMM per micro-batch (step_time.layer_gemm_calls)."""
+    """(token rows, instances) of one projection's GEMM per micro-batch (step.compute.layer_gemm_calls)."""
     if p.shard is Shard.EXPERT:
         return g.ep * g.t_expert * p.active_instances / p.instances, p.instances / g.ep
     if p.shard is Shard.REPLICATED:
@@ -80,7 +80,7 @@ def base_dtype(ctx, ft: FineTuning) -> BaseDtype:
 
 def adapter_seconds(ctx, g, gemm):
     """(forward, backward) seconds of one layer's adapters per micro-batch (module docstring);
-    `gemm(ctx, m, n, k)` is step_time's GEMM time."""
+    `gemm(ctx, m, n, k)` is step.compute.gemm_seconds."""
     ft: FineTuning = ctx.fine_tuning
     b, r = act_bytes(ctx), float(ft.rank)
     fwd = bwd = 0.0

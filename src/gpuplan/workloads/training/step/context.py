@@ -52,6 +52,9 @@ from gpuplan import knobs
 from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
 from gpuplan.specs import Gpu, System
 from gpuplan.specs.execution import ContextParallelMethod, Framework
+from gpuplan.workloads.training.plan_codes import RecomputeCode
+from gpuplan.workloads.training.step.compute import LayerCompute, StageCompute
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Bytes per element (of the rank's q-sized tensor t x q / tp; K and V are that size after
 #: torchtitan's `repeat_kv`) that one forward ring step after the first moves through HBM in
@@ -172,3 +175,15 @@ __all__ = [
     "causal_imbalance", "causal_pairs_per_rank", "cp_exposed_seconds", "kv_block_bytes", "kv_width",
     "torch_allgather_kv_bytes",
 ]
+
+
+def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
+    """Exposed context-parallel time per micro-batch: the framework's K/V exchange not hidden behind
+    the attention core, and (PyTorch's ring) its per-step eager work; this module
+    (`cp_exposed_seconds`) has the formulas per `ContextParallelMethod`."""
+    selective = (knobs.value("training.torchtitan_selective_recompute_fraction")
+                 if ctx.framework is Framework.TORCHTITAN else 1.0)
+    passes = attention_passes(g.rc, RecomputeCode.FULL, RecomputeCode.SELECTIVE, selective)
+    return cp_exposed_seconds(ctx.framework, ctx.system, ctx.gpu, t=g.t, tp=g.tp, cp=g.cp, q_dim=ctx.q_dim,
+                              kv_dim=ctx.kv_dim, attn_fwd=lc.attn_fwd, attn_bwd=lc.attn_bwd, fwd_passes=passes,
+                              layers=sc.layers_per_stage, hbm_bytes_s=ctx.hbm_bytes_s)
