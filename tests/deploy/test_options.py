@@ -98,7 +98,7 @@ def test_torchtitan_plan_translation_is_exact(plan):
     launch = TrainingLaunch("torchtitan", LLAMA8B, plan, plan.num_gpus, 1000)
     # 32 layers in pp x vpp even stages: ceil(32 / s) layers each must make exactly s stages (all s here divide 32)
     text = torchtitan.emit(launch)
-    from gpuplan.catalog import tomllib
+    import tomllib
 
     cfg = tomllib.loads(text)
     assert all(f"{s}.{k}" in torchtitan.T.options for s, sec in cfg.items() for k in sec)

@@ -189,12 +189,9 @@ def _get(cfg: dict, dotted: str, default=None):
 def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> TrainingLaunch:
     """A torchtitan job-config TOML as a TrainingLaunch (`model` overrides the [model] flavor; `gpus`
     fills a data_parallel_shard_degree of -1, torchtitan's "the rest of the world")."""
-    from gpuplan.catalog import tomllib
+    from gpuplan.validation_rules import load_toml_text
 
-    try:
-        cfg = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
-        raise InputError(f"from: not a torchtitan TOML ({exc})", field="from") from None
+    cfg = load_toml_text(text, "from: a torchtitan TOML", "from")
     known = set(T.options)
     unmodelled = [f"{s}.{k} = {v!r}" for s, sec in cfg.items() if isinstance(sec, dict) for k, v in sec.items()
                   if f"{s}.{k}" not in known]
