@@ -107,16 +107,17 @@ def source_text(source: str) -> str:
     if not isinstance(source, str) or not source.strip():
         raise InputError("from: give a launch command, a config, or a path to one", field="from")
     if "\n" not in source and len(source) < 4096:
+        from gpuplan.input_files import path_kind, read_input_bytes
+
         try:
-            is_file = Path(source).expanduser().is_file()
             path = Path(source).expanduser()
-        except (OSError, ValueError, RuntimeError):  # not a path here (too long, NUL, ~unknown-user): the text itself
-            is_file = False
-        if is_file:
-            data = path.read_bytes()
-            if len(data) > 1_000_000:
-                raise InputError(f"from: {path} is {len(data):,} bytes; at most 1,000,000", field="from")
-            return data.decode("utf-8", errors="replace")
+        except (ValueError, RuntimeError):  # not a path here (NUL, ~unknown-user): the text itself
+            path = None
+        # a file or a pipe (`--from <(...)`) is read, bounded (gpuplan.input_files); a name too long to be a
+        # path, or nothing there, is the text itself
+        if path is not None and path_kind(path) in ("file", "pipe"):
+            return read_input_bytes(path, "from", max_bytes=1_000_000, what="launch config").decode("utf-8",
+                                                                                                  errors="replace")
     return source
 
 

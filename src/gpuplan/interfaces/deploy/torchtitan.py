@@ -191,7 +191,7 @@ def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> 
     fills a data_parallel_shard_degree of -1, torchtitan's "the rest of the world")."""
     from gpuplan.validation_rules import load_toml_text
 
-    cfg = load_toml_text(text, "from: not a torchtitan TOML;", "from")
+    cfg = load_toml_text(text, "from: a torchtitan TOML", "from")
     known = set(T.options)
     unmodelled = [f"{s}.{k} = {v!r}" for s, sec in cfg.items() if isinstance(sec, dict) for k, v in sec.items()
                   if f"{s}.{k}" not in known]

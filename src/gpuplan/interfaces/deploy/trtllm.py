@@ -110,7 +110,7 @@ def _is_program(word: str, _nxt: str) -> bool:
 
 def read(text: str, weight_dtype: str | None = None) -> ServingLaunch:
     """A trtllm-serve command (with its options file as a here-document, or a file on this machine)."""
-    from pathlib import Path
+    from gpuplan.input_files import MAX_SETTINGS_BYTES, path_kind, read_input_bytes
 
     from gpuplan.workloads.inference.sim.schedulers import SchedulerKind
 
@@ -126,8 +126,9 @@ def read(text: str, weight_dtype: str | None = None) -> ServingLaunch:
     path = args.text("--extra_llm_api_options")
     if path is not None:
         raw = bodies.get(path)
-        if raw is None and Path(path).is_file():
-            raw = Path(path).read_text(encoding="utf-8", errors="replace")
+        if raw is None and path_kind(path) in ("file", "pipe"):  # gpuplan.input_files: bounded, never a device
+            raw = read_input_bytes(path, "extra_llm_api_options", max_bytes=MAX_SETTINGS_BYTES,
+                                   what="options file").decode("utf-8", errors="replace")
         if raw is None:
             raise InputError(f"--extra_llm_api_options: '{path}' is neither a here-document of the script nor a file "
                              "here", field="extra_llm_api_options")
