@@ -22,11 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from gpuplan import __version__
+from gpuplan.catalog.validation_sets import validation_dir
 from gpuplan.interfaces.validation.cross_validation import cross_validate
 from gpuplan.interfaces.validation.error_bands import bands_from_cv_rows, family_out_coverage, fit_bands, write_bands
 from gpuplan.interfaces.validation.validate import read_rows
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+SHARED = validation_dir()  # the packaged copy of ../shared/validation
 
 
 def _mape(pairs) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
-from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 # (row, model, system, gpus, global batch, micro batch, seq, fsdp, tp, pp, cp, vpp, ep, measured tok/s/GPU)
 ROWS = [

@@ -6,7 +6,8 @@ from gpuplan.catalog import get_gpu
 from gpuplan.models import load_model
 from gpuplan.layers import parameter_counts
 from gpuplan.specs.plan import Sharding, TrainPlan
-from gpuplan.workloads.training.memory import max_micro_batch, min_gpus, training_memory
+from gpuplan.workloads.training.fit import max_micro_batch, min_gpus
+from gpuplan.workloads.training.memory import training_memory
 
 
 def rate(fn, seconds=2.0):

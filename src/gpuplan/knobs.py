@@ -101,7 +101,7 @@ def value(name: str) -> float:
 
 
 def active_overrides() -> dict[str, float]:
-    """Every override in effect here, innermost winning: what a worker process must re-apply to
+    """Every knob whose value is overridden right now, innermost winning: what a worker process must re-apply to
     predict as this one does (knob scopes are per thread and do not cross process boundaries)."""
     out: dict[str, float] = {}
     for layer in _stack():
@@ -156,14 +156,6 @@ def recording_reads() -> Iterator[set[str]]:
         _LOCAL.reads = outer
         if outer is not None:
             outer |= reads
-
-
-def active_overrides() -> dict[str, float]:
-    """Every knob whose value differs from its default right now (innermost wins)."""
-    merged: dict[str, float] = {}
-    for layer in _stack():
-        merged.update(layer)
-    return merged
 
 
 def overrides_key(prefix: str = "") -> tuple:

@@ -15,26 +15,27 @@ from gpuplan.specs import TrainPlan
 def test_train_ids_and_specs_agree():
     """estimate_training("gpt3-175b", ...) crashed on string ids; api.train resolves them."""
     cat = load_catalog()
-    by_id = api.train("gpt3-175b", "dgx-h100", 1024, tp=8, pp=8, vpp=3, recompute="selective").to_dict()
-    by_spec = api.train(load_model("gpt3-175b"), cat.system("dgx-h100"), 1024, tp=8, pp=8, vpp=3,
-                        recompute="selective").to_dict()
+    one = dict(tp=8, pp=8, cp=1, vpp=3, micro_batch=1, recompute="selective", sharding="none", sequence_parallel=True)
+    by_id = api.train("gpt3-175b", "dgx-h100", 1024, **one).to_dict()
+    by_spec = api.train(load_model("gpt3-175b"), cat.system("dgx-h100"), 1024, **one).to_dict()
     assert by_id == by_spec
-    # 1024 GPUs / (tp 8 x pp 8) = dp 16; default global batch: 2^22 tokens / 2048 = 2048 sequences,
-    # already a multiple of micro-batch 1 x dp 16
-    assert by_id["best_plan"]["dp"] == 16 and by_id["best_plan"]["global_batch"] == 2048
-    assert by_id["best_plan"]["sequence_parallel"] is True  # default on where tp > 1
+    # 1024 GPUs / (tp 8 x pp 8) = dp 16; the published GPT-3 175B batch: 1536 sequences (Brown et al. 2020
+    # Table 2.1, 3.2M tokens; Narayanan et al. 2021 Table 1: 1536), a multiple of micro-batch 1 x dp 16
+    assert by_id["best_plan"]["dp"] == 16 and by_id["best_plan"]["global_batch"] == 1536
+    assert by_id["best_plan"]["sequence_parallel"] is True
 
 
 def test_train_plan_object_equals_degrees():
-    # the degrees' default batch: 2^22 tokens / 2048 = 2048 sequences, dp = 1024 / 64 = 16, micro-batch 1:
-    # 2048 / 16 = 128 micro-batches exactly, so 2048, the plan object's batch; only how it was set differs
-    plan = TrainPlan(tp=8, pp=8, dp=16, vpp=3, micro_batch=1, global_batch=2048, seq_len=2048,
+    # the degrees' default batch: GPT-3 175B's published 1536 sequences (catalog.recipes), dp = 1024 / 64 =
+    # 16, micro-batch 1: 96 micro-batches, so 1536, the plan object's batch; only how it was set differs
+    plan = TrainPlan(tp=8, pp=8, dp=16, vpp=3, micro_batch=1, global_batch=1536, seq_len=2048,
                      recompute="selective", sequence_parallel=True)
     given = api.train("gpt3-175b", plan=plan).to_dict()
-    degrees = api.train("gpt3-175b", tp=8, pp=8, vpp=3, recompute="selective").to_dict()
+    degrees = api.train("gpt3-175b", tp=8, pp=8, cp=1, vpp=3, micro_batch=1, recompute="selective", sharding="none",
+                        sequence_parallel=True).to_dict()
     how = ("global_batch_default", "global_batch_note")
     assert {k: v for k, v in given.items() if k not in how} == {k: v for k, v in degrees.items() if k not in how}
-    assert degrees["global_batch_sequences"] == 2048 and degrees["global_batch_default"]
+    assert degrees["global_batch_sequences"] == 1536 and degrees["global_batch_default"]
     assert not given["global_batch_default"] and given["global_batch_note"] is None
 
 
@@ -67,10 +68,12 @@ def test_bad_types_name_the_field():
 @pytest.mark.parametrize("model,expected,degrees", [
     ("gpt3-175b", 2048, dict(gpus=64, tp=8, pp=8, recompute="full")),  # GPT-3's context is 2048 tokens (Brown et al. 2020, sec. 2.1)
     ("gpt2", 1024, dict(gpus=8, tp=1)),  # GPT-2's n_positions = 1024 (its config.json)
-    ("llama-3-8b", 4096, dict(gpus=8, tp=8)),  # max positions 8192, capped at 4096
+    ("llama-3-8b", 8192, dict(gpus=8, tp=8)),  # its published recipe: 8,192-token sequences (Meta, 2024-04-18)
+    ("mistral-7b", 4096, dict(gpus=8, tp=8)),  # no recipe: max positions 32768, capped at 4096
 ])
 def test_one_seq_len_default(model, expected, degrees):
-    """--seq-len defaults to min(max positions, 4096) in train, fit and model show alike (the plans
+    """--seq-len defaults to the published recipe's, else min(max positions, 4096), in train, fit and model
+    show alike (the plans
     given to `train` fit in 80 GiB: a plan that does not fit is refused)."""
     assert api.model_show(model).to_dict()["flops_per_token"]["seq_len"] == expected
     assert api.fit_train(model, gpus=1).to_dict()["plan"]["seq_len"] == expected
@@ -110,5 +113,6 @@ def test_fit_takes_a_system_or_a_plan_object():
     assert by_system == api.fit_train("llama-3-8b", "b200", 8, tp=2).to_dict() and by_system["gpu"] == "b200"
     with pytest.raises(InputError, match="gpu"):
         api.fit_train("llama-3-8b", "h100-sxm5-80gb", 8, system="dgx-b200")
-    plan = TrainPlan(tp=2, dp=4, seq_len=4096, sequence_parallel=True)
+    # llama-3-8b's default sequence is its published 8,192 tokens (catalog.recipes)
+    plan = TrainPlan(tp=2, dp=4, seq_len=8192, sequence_parallel=True)
     assert api.fit_train("llama-3-8b", gpus=8, plan=plan).to_dict() == api.fit_train("llama-3-8b", gpus=8, tp=2).to_dict()

@@ -25,14 +25,14 @@ FAMILIES = [
 ]
 
 
-def family_rows(shared_dir, family: str, file: str) -> list[dict]:
-    return [r for r in read_rows(shared_dir / "validation" / f"{file}.csv")
+def family_rows(validation_dir, family: str, file: str) -> list[dict]:
+    return [r for r in read_rows(validation_dir / f"{file}.csv")
             if r["id"].rsplit("-", 1)[0] == family and r.get("confidence") != "low"]
 
 
 @pytest.mark.parametrize("family, file, names", FAMILIES)
-def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, file, names):
-    odd, even = split_odd_even(family_rows(shared_dir, family, file))
+def test_calibrating_on_odd_rows_cuts_error_on_even_rows(validation_dir, family, file, names):
+    odd, even = split_odd_even(family_rows(validation_dir, family, file))
     assert odd and even
     h = holdout_errors(odd, even, knob_names=names)
     assert h["method"] == "flat"
@@ -52,7 +52,7 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, fil
     # Megatron 2021 weak scaling on A100 (Narayanan et al., table 2 rows): the model is too fast on
     # every row, by 1.3x to 3.3x, and most on the rows whose steps are the most network-bound (odd rows
     # 3 and 5, even row 6: d log pred / d log network 0.17-0.30 against 0.09 on rows 1 and 4; print
-    # them with the screen of interfaces.calibration). Two site factors, compute (every row) and network
+    # them with the screen of interfaces.calibration.fit). Two site factors, compute (every row) and network
     # (the large ones), carry from the odd rows to the even: 118.1% -> 47.2% (-60%)
     ("meg21-t2", "training", {"site.compute", "site.network"}, 118.1, 47.2),
     # torchtitan's H100 table: the odd rows run under the model's compute, the 405B pipeline rows
@@ -64,8 +64,8 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, fil
     # 25.2% -> 12.9% (-49%) on the plain roofline; with serving.gemm_overlap (the GEMMs' math and
     # memory times overlap in part) the default even-row error is 21.2% and the fit takes it to 12.0%
     # (-43%); with the serving API's front-end latency on the Poisson TTFT row (vllmci-10, an even
-    # row: -38 -> -33%; workloads.inference.frontend) 20.3% -> 11.0% (-46%); with vLLM's own TP
-    # all-reduce (workloads.inference.tp_allreduce) and gemm_overlap refit to 0.60: 21.7% -> 10.8% (-50%)
+    # row: -38 -> -33%; workloads.inference.sim.frontend) 20.3% -> 11.0% (-46%); with vLLM's own TP
+    # all-reduce (workloads.inference.cost.tp_allreduce) and gemm_overlap refit to 0.60: 21.7% -> 10.8% (-50%)
     # NCCL above the custom kernels as the one collective model (LL128, no steady-ring min): 21.7 -> 10.6%
     ("vllmci", "inference", {"site.memory", "site.compute"}, 21.7, 10.6),
     # Megatron-Bridge on H100 (two dense FP8 rows and a DeepSeek-V3 BF16 row in each half): with the
@@ -74,8 +74,8 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, fil
     # with NCCL's LL128 and one-step Simple fill their tp all-reduces are faster: 10.1% -> 4.2% (-58%)
     ("mbridge", "training", {"site.compute"}, 10.1, 4.2),
 ])
-def test_the_default_hierarchical_fit_carries_to_even_rows(shared_dir, family, file, parameters, before, after):
-    odd, even = split_odd_even(family_rows(shared_dir, family, file))
+def test_the_default_hierarchical_fit_carries_to_even_rows(validation_dir, family, file, parameters, before, after):
+    odd, even = split_odd_even(family_rows(validation_dir, family, file))
     h = holdout_errors(odd, even)
     assert h["method"] == "hierarchical" and set(h["parameters"]) == parameters
     # figures measured by benchmarks/calibration_odd_even.py (docs/calibration.md); the selection and

@@ -91,16 +91,17 @@ def test_hw_interconnects_and_prices(runner):
     assert [p["usd_per_gpu_hour"] for p in prices] == sorted(p["usd_per_gpu_hour"] for p in prices)
 
 
-def _systems_md_ids(shared_dir):
-    # the ids of record: SYSTEMS.md's first table. The ids its third split added (2026-11-28: TPU pods,
-    # mi355x-platform, PCIe boxes of new GPU ids) are gated by the hardware issue ("Every accelerator").
-    text = (shared_dir / "validation" / "SYSTEMS.md").read_text().split("Systems added in the third split")[0]
+def _systems_md_ids(validation_dir):
+    # every id of every table of SYSTEMS.md: systems, the third split's TPU pods and mi355x-platform, and
+    # the GPU ids used as single GPUs or PCIe boxes (rtx-3090, rtx-a6000, a10g, v100-sxm2-16gb, ...)
+    text = (validation_dir / "SYSTEMS.md").read_text()
     return re.findall(r"^\| `([a-z0-9.\-]+)` \|", text, flags=re.M)
 
 
-def test_systems_show_every_systems_md_id(runner, shared_dir):
-    ids = _systems_md_ids(shared_dir)
-    assert len(ids) >= 20
+def test_systems_show_every_systems_md_id(runner, validation_dir):
+    ids = _systems_md_ids(validation_dir)
+    assert len(ids) >= 32
+    assert {"mi355x-platform", "tpu-v5p-pod", "tpu7x-pod", "rtx-3090", "a10g", "v100-sxm2-16gb"} <= set(ids)
     for system_id in ids:
         result = _run(runner, "systems", "show", system_id, "--json")
         assert result.exit_code == 0, (system_id, result.output)

@@ -92,9 +92,15 @@ def test_systems(catalog):
     # ROCm mi300.md: 8 OAMs, 7 point-to-point links each, no switch
     mi = catalog.system("mi300x-platform")
     assert (mi.scaleup_switched, mi.scaleup_bandwidth_gbps) == (False, 448)
-    # a GPU id names a single-GPU box
-    single = catalog.system("h100-sxm5-80gb")
-    assert (single.gpus_per_node, single.scaleup_domain_gpus, single.system_power_w) == (1, 1, 700)
+    # a GPU id names a PCIe box of up to 8 (SYSTEMS.md): H100 SXM5 states PCIe Gen5 -> 64 GB/s per
+    # direction (H100 page 'PCIe Gen5: 128 GB/s' bidirectional), power 8 x 700 W TDP (GPUs only)
+    box = catalog.system("h100-sxm5-80gb")
+    assert (box.gpus_per_node, box.scaleup_domain_gpus, box.system_power_w) == (8, 8, 5600)
+    assert (box.scaleup_interconnect, box.scaleup_bandwidth_gbps, box.scaleup_switched, box.nics_per_node) == (
+        "pcie5-x16", 64, True, 0)
+    # a TPU chip states no PCIe generation: one chip alone
+    chip = catalog.system("tpu-v6e")
+    assert (chip.gpus_per_node, chip.scaleup_domain_gpus) == (1, 1)
 
 
 def test_cloud_prices(catalog):

@@ -21,7 +21,8 @@ runner = CliRunner()
 GIB = 2**30
 # llama-3-8b, 8 GPUs, tp1 dp8, zero1, sequence 4096, micro-batch 1: about 77 GiB per GPU -- between the
 # 72 GiB usable at the default 10% headroom and the 80 GiB of an H100 (so the headroom decides)
-PLAN_ARGS = ["llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--tp", "1", "--pp", "1", "--sharding", "zero1",
+# every searched axis named (tp 1 / pp 1 imply sequence parallelism off and vpp 1): one plan, evaluated
+PLAN_ARGS = ["llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--tp", "1", "--pp", "1", "--cp", "1", "--sharding", "zero1",
              "--seq-len", "4096", "--micro-batch", "1", "--recompute", "none", "--tokens", "1B"]
 
 

@@ -1,7 +1,8 @@
 """Collectives: nccl-tests definitions (hardware.md section 3.1) and hand-derived alpha-beta times.
 
 Catalog figures used: dgx-h100 = 8 GPUs, NVSwitch, 450 GB/s NVLink per GPU per direction, 8 x 400
-Gb/s InfiniBand (50 GB/s per GPU), NVLS; mi300x-platform = 8 GPUs, xGMI full mesh 448 GB/s, no NICs.
+Gb/s InfiniBand (50 GB/s per GPU), NVLS; mi300x-platform = 8 GPUs, xGMI full mesh 448 GB/s (7 x 64);
+rtx-4090 (a GPU id) = a PCIe box of at most 8 GPUs, no NICs.
 Model constants (collectives.py, sourced there): NVLink efficiency 0.80, IB efficiency 0.93,
 Simple fill inside a domain = channels x one NCCL step (NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8 = 512 KiB)
 with channels = link rate / (450/32 GB/s) (H100 32 -> 16,777,216 B; A100 300 GB/s -> 21); across
@@ -119,11 +120,16 @@ def test_nvls_one_node_by_hand():
     assert r.busbw_gbps > 450  # in-switch reduction beats the link rate (ml-engineering: 480 on H200)
 
 
-def test_mesh_uses_hamiltonian_cycles():
-    # MI300X: 7 links of 448/7 = 64 GB/s; K8 has 3 edge-disjoint Hamiltonian cycles, run both ways -> 6 links:
-    # limit = 6 x 64 x 0.80 = 307.2 GB/s; 4 GiB ring: bus = 7,516,192,768; alpha 56 us
+def test_mesh_rings_use_every_link_of_the_full_mesh():
+    # MI300X: 7 links of 448/7 = 64 GB/s. RCCL rome_model_79 (8 GPUs, nLinks 7) runs 14 rings that use
+    # each of the 56 directed links twice -> all 7 links busy: limit = 7 x 64 x 0.80 = 358.4 GB/s;
+    # 4 GiB ring: bus = 2 x 7/8 x 4 GiB = 7,516,192,768; channels round(448 / (450/32)) = 32 -> FILL; alpha 56 us
     r = collective_time("all_reduce", 4 * GIB, MI300, 8)
-    assert r.time_s == pytest.approx((7_516_192_768 + FILL) / 307.2e9 + 56e-6, rel=1e-9)
+    assert r.time_s == pytest.approx((7_516_192_768 + FILL) / 358.4e9 + 56e-6, rel=1e-9)
+    # 4 of the 8 (RCCL's generic search): K4 has 1 Hamiltonian cycle, both ways -> 2 links: 2 x 64 x 0.8 = 102.4
+    # bus = 2 x 3/4 x 4 GiB = 6,442,450,944; alpha 8.4 + 6 x 3.4 = 28.8 us
+    r4 = collective_time("all_reduce", 4 * GIB, MI300, 4)
+    assert r4.time_s == pytest.approx((6_442_450_944 + FILL) / 102.4e9 + 28.8e-6, rel=1e-9)
 
 
 def test_auto_picks_the_fastest():
@@ -139,7 +145,7 @@ def test_bad_requests():
     with pytest.raises(InputError, match="nvls"):
         collective_time("all_reduce", GIB, get_system("dgx-a100-80gb"), 8, "nvls")
     with pytest.raises(InputError, match="num_gpus"):
-        collective_time("all_reduce", GIB, MI300, 16)  # no NICs in the catalog
+        collective_time("all_reduce", GIB, get_system("rtx-4090"), 16)  # a PCIe box of 8 has no NICs
     with pytest.raises(InputError, match="collective"):
         collective_time("all_sum", GIB, DGX, 8)
     with pytest.raises(InputError, match="size"):

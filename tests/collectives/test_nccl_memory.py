@@ -31,16 +31,16 @@ def test_channels_follow_the_link_rate():
     assert ring_channels(cat.system("dgx-a100-80gb")) == 21
     # H800 NVLink 200 GB/s -> 14.2 -> 14
     assert ring_channels(cat.system("hgx-h800")) == 14
-    # a single-GPU box (no scale-up link of its own): the GPU's link, H100 SXM 450 GB/s
-    assert ring_channels(cat.system("h100-sxm5-80gb"), cat.gpu("h100-sxm5-80gb")) == 32
+    # a GPU id as system is a PCIe box (PCIe Gen5 x16, 64 GB/s per direction): 64 / 14.06 = 4.6 -> 5
+    assert ring_channels(cat.system("h100-sxm5-80gb"), cat.gpu("h100-sxm5-80gb")) == 5
 
 
 def test_serving_reserve_holds_one_communicator():
     cat = load_catalog()
     g = cat.gpu("h100-sxm5-80gb")
     model = load_model("llama-3-8b")
-    one = memory_plan(Deployment(model, g, cat.system(g.id)))
-    two = memory_plan(Deployment(model, g, cat.system(g.id), tp=2))
+    one = memory_plan(Deployment(model, g, cat.system("dgx-h100")))
+    two = memory_plan(Deployment(model, g, cat.system("dgx-h100"), tp=2))
     # a 2-GPU replica reserves one communicator's ring buffers beside the runtime reserve:
     # 32 channels x 9,633,792 B = 308,281,344 B (294 MiB)
     assert two.runtime_reserve_bytes - one.runtime_reserve_bytes == 32 * CONNECTION == 308_281_344

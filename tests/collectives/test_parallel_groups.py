@@ -48,7 +48,7 @@ def test_group_time_is_the_collective_with_its_ranks_per_domain(system_id):
 
 
 def test_group_cache_is_invalidated_by_knob_overrides(monkeypatch):
-    import gpuplan.workloads.training.step_time  # noqa: F401 - registers the training knobs
+    import gpuplan.workloads.training.step.assembly  # noqa: F401 - registers the training knobs
 
     calls = []
     real = collectives._group_collective_seconds

@@ -183,3 +183,21 @@ def test_plan_serve_capacity_covers_the_demand(cli_app):
     assert w["replicas"] * w["replica_output_tokens_per_s"] >= 5 * 256 * 0.999
     assert d["gpus"] >= w["replicas"] * w["tp"]
     assert w["ttft_p90_ms"] <= 2000 and w["tpot_p90_ms"] <= 50  # the default objectives
+
+
+@pytest.mark.parametrize("capex, opex, cloud, residual, months", [
+    (1.0e6, 10e3, 40e3, 0.0, 48),     # m_cash = 1e6 / 30e3 = 33.3 months inside the period
+    (2.0e6, 10e3, 50e3, 3e5, 48),     # m_cash = 50 > 48; 48 x 40e3 - 2e6 + 3e5 = 220e3 >= 0: the resale closes it
+    (2.0e6, 10e3, 50e3, 0.0, 48),     # m_cash = 50 > 48 and no resale: 50 months (keep the cluster longer)
+    (1.0e6, 50e3, 40e3, 5e5, 48),     # cloud cheaper than opex: never
+    (5.0e5, 0.0, 10e3, 1e6, 12),      # residual above capex: 50 months cash, but the resale pays at month 12
+])
+def test_breakeven_and_savings_come_from_one_cash_flow(capex, opex, cloud, residual, months):
+    # the period's savings (cloud - on-prem, residual counted) are >= 0 exactly when breakeven <= the period
+    from gpuplan.facilities.tco import cash_flow_breakeven_months
+
+    m = cash_flow_breakeven_months(capex, opex, cloud, residual, months)
+    savings = months * cloud - (capex + months * opex - residual)
+    assert (savings >= 0) == (m is not None and m <= months)
+    if m is not None and m < months:  # the cash crossing itself: capex + m opex = m cloud
+        assert capex + m * opex == pytest.approx(m * cloud)

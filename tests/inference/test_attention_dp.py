@@ -16,7 +16,8 @@ from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective
 from gpuplan.workloads.inference.cost import operators
 from gpuplan.workloads.inference.cost.deployment import Deployment
-from gpuplan.workloads.inference.cost.memory import memory_plan, weights_bytes_per_gpu
+from gpuplan.workloads.inference.cost.memory import memory_plan
+from gpuplan.workloads.inference.cost.weights import weights_bytes_per_gpu
 from gpuplan.workloads.inference.cost.operators import step_time_model
 
 
@@ -109,7 +110,7 @@ def test_experts_see_every_group_tokens(monkeypatch):
     # (same expert shards E/ep), while the dense part of DEP2 is that of one GPU at n tokens.
     monkeypatch.setattr(operators, "collective_seconds",
                         lambda op, sizes, system, n, gpu: np.zeros_like(np.asarray(sizes, dtype=float)))
-    # the TP all-reduce of the engine (workloads.inference.tp_allreduce) free as well
+    # the TP all-reduce of the engine (workloads.inference.cost.tp_allreduce) free as well
     monkeypatch.setattr(operators, "tp_allreduce_seconds",
                         lambda sizes, n, system, gpu, impl, hidden=None: np.zeros_like(np.asarray(sizes, dtype=float)))
     dep2 = step_time_model(_dep("mixtral-8x7b", tp=2, ep=2, attention_dp=2), table_tokens=4)

@@ -1,4 +1,4 @@
-"""First output token from a decode step (workloads.inference.deferred_first_token).
+"""First output token from a decode step (workloads.inference.sim.deferred_first_token).
 
 FasterTransformer-derived engines (lmdeploy TurboMind before "Refactor turbomind attention", PR
 #1116, March 2024) run the prompt's first L - 1 tokens in the context step, which samples nothing;

@@ -88,8 +88,9 @@ def test_transfer_time_over_infiniband_and_nvlink():
 
 
 def test_transfer_needs_nics_to_leave_the_node():
-    # the catalog's MI300X platform has no scale-out NICs: its KV cannot go over the network
-    p = _dep("llama-3-8b", 1, gpu="mi300x")
+    # an RTX 4090's only system is its PCIe box (catalog.pcie_box_system): no scale-out NICs, so its KV
+    # cannot go over the network (the MI300X platform of this test before 2026-11-29 now has 8 x 400G NICs)
+    p = _dep("llama-3-8b", 1, gpu="rtx-4090")
     with pytest.raises(Exception, match="no scale-out NICs"):
         kv_transfer(p, p, 1024, KvLink.NETWORK)
 

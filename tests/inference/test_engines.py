@@ -19,9 +19,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.plan import capacity
-from gpuplan.workloads.inference.plan import disaggregation
-from gpuplan.workloads.inference.plan import service
+from gpuplan.workloads.inference import replica as replica_module
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.engines import (
     ENGINE_NAMES, ENGINES, GENERIC, TRTLLM_CUDA_GRAPH_BATCH_SIZES, engine_profile,
@@ -52,13 +50,13 @@ def captured(monkeypatch):
     """What service.serve_estimate hands the simulator: the scheduler, the memory plan and the
     CUDA-graph batch sizes (the real simulate still runs)."""
     seen: dict = {}
-    real = service.simulate
+    real = replica_module.simulate
 
     def spy(steps, mem, wl, sched, **kw):
         seen.update(sched=sched, mem=mem, graphs=tuple(kw.get("cuda_graph_batch_sizes", ())), dep=steps.dep)
         return real(steps, mem, wl, sched, **kw)
 
-    monkeypatch.setattr(service, "simulate", spy)
+    monkeypatch.setattr(replica_module, "simulate", spy)  # the one path: replica.py
     return seen
 
 
@@ -179,13 +177,13 @@ def test_each_engine_runs_its_own_tp_allreduce(captured):
 
 def test_serve_plan_runs_the_engine_on_every_layout(monkeypatch):
     seen = []
-    real = capacity.simulate
+    real = replica_module.simulate
 
     def spy(steps, mem, wl, sched, **kw):
         seen.append((sched.kind, sched.max_batch_seqs, mem.block_size, steps.dep.tp_allreduce))
         return real(steps, mem, wl, sched, **kw)
 
-    monkeypatch.setattr(capacity, "simulate", spy)
+    monkeypatch.setattr(replica_module, "simulate", spy)  # the one path: replica.py
     d = api.serve_plan("llama-3-8b", rate=2, input_len=256, output_len=32, engine="sglang").to_dict()
     assert d["engine"] == "sglang"
     assert seen and set(seen) == {(SchedulerKind.PREFILL_FIRST, 512, 1, TpAllReduce.VLLM)}
@@ -193,13 +191,13 @@ def test_serve_plan_runs_the_engine_on_every_layout(monkeypatch):
 
 def test_serve_plan_disaggregated_runs_the_engine(monkeypatch):
     seen = set()
-    real = disaggregation.simulate
+    real = replica_module.simulate
 
     def spy(steps, mem, wl, sched, **kw):
         seen.add((sched.max_batch_seqs, mem.block_size, tuple(kw.get("cuda_graph_batch_sizes", ())), steps.dep.tp_allreduce))
         return real(steps, mem, wl, sched, **kw)
 
-    monkeypatch.setattr(disaggregation, "simulate", spy)
+    monkeypatch.setattr(replica_module, "simulate", spy)  # the one path: replica.py
     d = api.serve_plan("llama-3-8b", rate=2, ttft_ms=3000, tpot_ms=20, input_len=2048, output_len=32, disaggregated=True,
                        pd_ratio="1:1", engine="tensorrt-llm").to_dict()
     assert d["engine"] == "tensorrt-llm"

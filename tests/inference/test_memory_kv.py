@@ -8,7 +8,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
 from gpuplan.layers import kv_cache_bytes_per_token
 from gpuplan.workloads.inference.cost.deployment import Deployment
-from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
+from gpuplan.specs.dtypes import bytes_per_element
 from gpuplan.workloads.inference.cost.memory import memory_plan
 
 

@@ -1,4 +1,4 @@
-"""MoE / MLA serving mechanisms of workloads.inference.operators against hand derivations:
+"""MoE / MLA serving mechanisms of workloads.inference.cost.operators against hand derivations:
 the attention core's math format (MLA before Blackwell computes in bf16) and expert parallelism
 without attention DP (no token exchange: the TP all-reduce combines)."""
 
@@ -99,7 +99,7 @@ def test_expert_tp_splits_experts_shared_by_tp_ranks():
     # tp/ep = 2 ways (TensorRT-LLM moe_tp_size = tp / ep); ep=4 -> 2 whole experts per GPU.
     # In every layout a GPU holds 1/4 of the routed-expert weights:
     # 8 experts x 3 x 4096 x 14336 x 32 layers / 4 = 11,274,289,152 weights.
-    from gpuplan.workloads.inference.cost.memory import weights_bytes_per_gpu
+    from gpuplan.workloads.inference.cost.weights import weights_bytes_per_gpu
 
     deps = {ep: _dep("mixtral-8x7b", "dgx-h100", tp=4, ep=ep) for ep in (1, 2, 4)}
     assert [deps[ep].expert_tp for ep in (1, 2, 4)] == [4, 2, 1]

@@ -17,6 +17,7 @@ from gpuplan import api
 from gpuplan.cli.main import app
 from gpuplan.interfaces.api._common import resolve_gpu, resolve_model, widest_system
 from gpuplan.workloads.inference.plan import capacity
+from gpuplan.workloads.inference.replica import Replica, fewest_replicas
 from gpuplan.workloads.inference.plan.capacity import CandidateResult, colocated_layouts, plan_capacity
 from gpuplan.workloads.inference.sim.decode_pool import simulate_decode
 from gpuplan.workloads.inference.cost.deployment import Deployment
@@ -126,38 +127,51 @@ def test_why_others_lose():
 
 
 # ============================================================ 2. open-loop verification
-def test_verified_replicas_grows_then_bisects():
-    # meets(n) iff n >= 7, from n0 = 3: probes 3, 4 (+1), 5 (+2), 7 (+4) -> first hit 7 after miss 5;
-    # bisection probes 6 (miss) -> 7
+def test_fewest_replicas_searches_up_then_bisects():
+    # meets(n) iff n >= 7, first guess 3, cap 16: probes 3, 4 (+1), 5 (+2), 7 (+4) -> first hit 7 after
+    # the miss at 5; bisection probes 6 (miss) -> 7
     probes = []
 
     def meets(n):
         probes.append(n)
         return n >= 7, n
 
-    assert capacity._verified_replicas(meets, 3) == (7, 7)
+    assert fewest_replicas(meets, 3, 16) == (7, 7)
     assert probes == [3, 4, 5, 7, 6]
 
 
-def test_verified_replicas_gives_up_at_the_cap():
-    # never met, n0 = 2: cap = 4 x 2 + 4 = 12; probes 2, 3, 4, 6, 10 (2 + 16 = 18 > 12 stops)
+def test_fewest_replicas_searches_down_when_the_first_guess_meets():
+    # meets(n) iff n >= 2, first guess 9: probes 9, 8 (-1), 6 (-2), 2 (-4) all meet; 2 - 8 < 1 stops the
+    # steps; bisection between 0 and 2 probes 1 (miss) -> 2
+    probes = []
+
+    def meets(n):
+        probes.append(n)
+        return n >= 2, n
+
+    assert fewest_replicas(meets, 9, 40) == (2, 2)
+    assert probes == [9, 8, 6, 2, 1]
+
+
+def test_fewest_replicas_gives_up_at_the_cap():
+    # never met, first guess 2, cap 12: probes 2, 3, 4, 6, 10, then the cap 12 (2 + 16 > 12)
     probes = []
 
     def meets(n):
         probes.append(n)
         return False, n
 
-    assert capacity._verified_replicas(meets, 2) == (None, 10)
-    assert probes == [2, 3, 4, 6, 10]
+    assert fewest_replicas(meets, 2, 12) == (None, 12)
+    assert probes == [2, 3, 4, 6, 10, 12]
 
 
 def test_open_loop_adds_replicas_that_the_closed_loop_misses():
     # Llama-3-70B, 2048 in / 256 out, 10 req/s, TTFT <= 1000 ms, TPOT <= 40 ms, tp 2 on H100s. The
-    # closed loop's goodput is ~0.8 req/s per replica -> n0 = ceil(10 / 0.8) = 13 replicas, each then
-    # offered 10 / 13 = 0.77 req/s, >= 90% of what it serves back to back: Poisson arrivals at that
+    # closed loop's goodput is ~0.8 req/s per replica -> first guess ceil(10 / 0.8) = 13 replicas, each
+    # then offered 10 / 13 = 0.77 req/s, >= 90% of what it serves back to back: Poisson arrivals at that
     # utilisation queue (M/G/1 waiting grows as rho / (1 - rho), ~10 service times at rho 0.9) and the
-    # p90 TTFT passes 1000 ms, so the open-loop check must add replicas; the verified count meets both
-    # objectives under Poisson arrivals at rate / replicas
+    # p90 TPOT passes 40 ms (decode steps share the GPU with queued prefills), so the plan needs more
+    # replicas; the count meets both objectives under Poisson arrivals at rate / replicas
     plan = plan_capacity(resolve_model("llama-3-70b"), _hw(), rate=10, ttft_ms=1000, tpot_ms=40, input_len=2048,
                          output_len=256, tps=(2,))
     c = plan.best
@@ -168,10 +182,8 @@ def test_open_loop_adds_replicas_that_the_closed_loop_misses():
     assert c.open_loop_requests_per_s == pytest.approx(10 / c.replicas)
     assert c.gpus == 2 * c.replicas
     # one replica fewer misses an objective under Poisson arrivals (the count is the fewest)
-    dep = _dep("llama-3-70b", 2)
-    from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
-
-    fewer = capacity.open_loop_check(dep, 10 / (c.replicas - 1), 2048, 256, SchedulerConfig())
+    rep = Replica(_dep("llama-3-70b", 2))
+    fewer = capacity.open_loop_check(rep, 10 / (c.replicas - 1), 2048, 256).result
     assert fewer.ttft_ms.p90 > 1000 or fewer.tpot_ms.p90 > 40
 
 

@@ -3,7 +3,6 @@ validation MAPE on ../shared/validation/inference.csv."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
@@ -141,13 +140,13 @@ def test_cli_serve_plan_json(runner):
 #: of TTFT / TPOT / e2e rows -16 / -13 / -14% -> -12 / -9 / -11%, throughput +6 -> +2%.
 #: Limits: figure x 1.1 (aic, 2 rows: 2.5).
 #: Re-set with the first output token of lmdeploy TurboMind before v0.3 from its first decode step
-#: (workloads.inference.deferred_first_token: ContextDecode runs L - 1 prompt tokens) and the
-#: serving API's front-end latency on Poisson / closed-loop TTFT and e2e (workloads.inference.frontend,
+#: (workloads.inference.sim.deferred_first_token: ContextDecode runs L - 1 prompt tokens) and the
+#: serving API's front-end latency on Poisson / closed-loop TTFT and e2e (workloads.inference.sim.frontend,
 #: knob serving.frontend_latency_s 3 ms): MAPE 12.6% over 95 (13.4); lmdeploy 8.3 (12.7: lmdeploy-2
 #: TTFT -45 -> -0.2%), trtllm014 16.7 (18.4: trtllm014-1 TTFT -27 -> -14%), vllmci 19.2 (19.6),
 #: nim 6.5 (6.6), aic 1.5 (1.1: aic-1 TTFT -0.1 -> +0.9%); mean signed error of the TTFT rows -12 -> -6%.
 #: Limits of the moved families and the overall: figure x 1.1 (aic, 2 rows: 2.5).
-#: Re-set with the serving engines' own tensor-parallel all-reduce (workloads.inference.tp_allreduce:
+#: Re-set with the serving engines' own tensor-parallel all-reduce (workloads.inference.cost.tp_allreduce:
 #: TensorRT-LLM / vLLM one-shot and two-shot kernels within their size limits, NCCL above, on one
 #: NVLink domain the faster of the collective model and its steady-state ring, whose staging-buffer
 #: fill made 8-64 MB all-reduces about twice as slow as vLLM's measured pynccl) and

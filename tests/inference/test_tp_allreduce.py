@@ -1,4 +1,4 @@
-"""The serving engines' tensor-parallel all-reduce (workloads.inference.tp_allreduce): bytes per
+"""The serving engines' tensor-parallel all-reduce (workloads.inference.cost.tp_allreduce): bytes per
 algorithm, the engines' size thresholds, times against hand derivations, and the wiring into the
 step model and the validation rows."""
 

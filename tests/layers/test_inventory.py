@@ -15,7 +15,8 @@ from gpuplan.layers import (
 )
 from gpuplan.layers.operators import AttentionCore, Linear, Shard, mean_keys_per_query
 from gpuplan.models import bundled_model_names, load_model
-from gpuplan.workloads.training.step_time import StepContext, charged_layer_forward_flops
+from gpuplan.workloads.training.step.inputs import StepContext
+from gpuplan.workloads.training.step.compute import charged_layer_forward_flops
 
 
 def _shapes(lo):

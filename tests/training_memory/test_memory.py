@@ -1,6 +1,5 @@
 """Training memory per GPU: hand derivations, Korthikanti et al. 2022, invariants, validation rows."""
 
-import csv
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -8,10 +7,11 @@ from hypothesis import given, settings, strategies as st
 from gpuplan.errors import InputError
 from gpuplan.models import load_model, model_from_arch_row
 from gpuplan.specs import Gpu
+from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
-from gpuplan.workloads.training.memory import (
-    layer_activation_bytes_per_token, max_micro_batch, max_seq_len, min_gpus, training_memory,
-)
+from gpuplan.workloads.training.memory import layer_activation_bytes_per_token, training_memory
+from gpuplan.workloads.training.fit import max_micro_batch, max_seq_len, min_gpus
+from gpuplan.workloads.training.plan_validity import moe_tp_needs_sequence_parallel
 
 GIB = 2**30
 GPT = {"model": "gpt", "layers": "24", "hidden": "2048", "heads": "16", "vocab": "51200", "seq_len": "2048"}
@@ -116,8 +116,9 @@ def test_breakdown_sums_and_monotone(tp, pp, dp, mb, seq, recompute, sharding, p
     m = load_model(name)
     if m.heads % tp or pp > m.layers:
         return
+    # a MoE model with tp > 1 runs sequence parallelism (Megatron-core requires it: plan_validity)
     plan = TrainPlan(tp=tp, pp=pp, dp=dp, micro_batch=mb, seq_len=seq, recompute=recompute, sharding=sharding,
-                     precision=precision, sequence_parallel=sp and tp > 1)
+                     precision=precision, sequence_parallel=(sp or m.moe is not None) and tp > 1)
     mem = training_memory(m, plan, _gpu(80))
     parts = mem.per_gpu_bytes
     assert parts["total"] == pytest.approx(sum(parts[k] for k in ("weights", "gradients", "optimizer", "activations", "other")))
@@ -158,10 +159,14 @@ def _rows(record_rows):
 def _plan(row) -> TrainPlan:
     def i(k):
         return int(row[k]) if row[k] else 1
+    # sequence parallelism as stated, and always for a MoE model with tp > 1 (Megatron-core refuses
+    # the layout without it: plan_validity.moe_tp_needs_sequence_parallel)
+    sp = row["sequence_parallel"] == "true" or bool(
+        moe_tp_needs_sequence_parallel(bool(row["moe_experts"]), Framework.MEGATRON, i("tp")))
     return TrainPlan(
         tp=i("tp"), pp=i("pp"), dp=i("dp"), cp=i("cp"), ep=i("ep"), vpp=i("vpp"), micro_batch=i("micro_batch"),
         global_batch=int(row["global_batch"]) if row["global_batch"] else None, seq_len=int(row["seq_len"]),
-        recompute=row["recompute"] or "none", sequence_parallel=row["sequence_parallel"] == "true",
+        recompute=row["recompute"] or "none", sequence_parallel=sp,
         precision=row["precision"] or "bf16", sharding=row["sharding"] or "none",
     )
 

@@ -16,10 +16,10 @@ from gpuplan.primitives.collectives import Collective, collective_seconds_array
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Precision
 from gpuplan.specs.execution import ContextParallelMethod, Framework
-from gpuplan.workloads.training import context_parallel as cpm
-from gpuplan.workloads.training.step_time import (
-    PlanAxes, StepContext, attention_core_seconds, step_time_arrays, training_attention_ceiling,
-)
+from gpuplan.workloads.training.step import context as cpm
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+from gpuplan.workloads.training.step.compute import attention_core_seconds, training_attention_ceiling
+from gpuplan.workloads.training.step.assembly import step_time_arrays
 
 
 @pytest.fixture(scope="module")

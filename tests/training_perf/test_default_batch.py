@@ -19,7 +19,7 @@ from gpuplan.workloads.training.plan_search import (
     DEFAULT_BATCH_REASON, MAX_DEFAULT_BATCH_TOKENS, OVERSIZED_BATCH_REASON, SearchSpace, default_global_batch,
     search_plans,
 )
-from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 runner = CliRunner()
 
@@ -134,25 +134,28 @@ def test_a_dp_past_the_batch_cap_is_not_offered(h100):
 def test_api_and_cli_agree_on_the_batch():
     # the search (CLI, no degrees) and the API's one-plan default (--tp 8 --pp 1) both use
     # default_global_batch: dp 384 -> 1152 sequences
-    cli = json.loads(runner.invoke(app, ["train", "llama-3-70b", "--gpus", "3072", "--json"]).stdout)
+    # --seq-len 4096 given: Llama 3's published recipe (8,192 tokens, catalog.recipes) would set it otherwise
+    cli = json.loads(runner.invoke(app, ["train", "llama-3-70b", "--gpus", "3072", "--seq-len", "4096", "--json"]).stdout)
     assert cli["global_batch_sequences"] == cli["best_plan"]["global_batch"]
     assert cli["tokens_per_step"] == cli["global_batch_sequences"] * 4096
     assert cli["global_batch_default"] and cli["global_batch_note"].startswith(
         f"global batch {cli['global_batch_sequences']:,} sequences")
     assert cli["best_plan"]["pp"] == 1
-    assert api.train("llama-3-70b", "dgx-h100", 3072).to_dict()["best_plan"] == cli["best_plan"]
-    one = api.train("llama-3-70b", "dgx-h100", 3072, tp=8, pp=1, sharding="zero2").to_dict()
+    assert api.train("llama-3-70b", "dgx-h100", 3072, seq_len=4096).to_dict()["best_plan"] == cli["best_plan"]
+    one = api.train("llama-3-70b", "dgx-h100", 3072, seq_len=4096, tp=8, pp=1, sharding="zero2").to_dict()
     assert (one["best_plan"]["dp"], one["global_batch_sequences"], one["tokens_per_step"]) == (384, 1152, 1152 * 4096)
     assert one["global_batch_default"] and "1,152 sequences" in one["global_batch_note"]
-    given = api.train("llama-3-70b", "dgx-h100", 3072, tp=8, pp=1, sharding="zero2", global_batch=1536).to_dict()
+    given = api.train("llama-3-70b", "dgx-h100", 3072, seq_len=4096, tp=8, pp=1, sharding="zero2",
+                      global_batch=1536).to_dict()
     assert given["global_batch_sequences"] == 1536 and not given["global_batch_default"]
 
 
 def test_train_text_states_the_batch():
-    out = runner.invoke(app, ["train", "llama-3-70b", "--gpus", "3072", "--tp", "8", "--pp", "1", "--sharding", "zero2"]).stdout
+    out = runner.invoke(app, ["train", "llama-3-70b", "--gpus", "3072", "--seq-len", "4096", "--tp", "8", "--pp", "1",
+                              "--sharding", "zero2"]).stdout
     assert "global batch sequences" in out and "1,152" in out
     assert "note: global batch 1,152 sequences (4.72M tokens): the multiple of dp x micro-batch" in out
-    searched = runner.invoke(app, ["train", "llama-3-70b", "--gpus", "3072"]).stdout
+    searched = runner.invoke(app, ["train", "llama-3-70b", "--gpus", "3072", "--seq-len", "4096"]).stdout
     assert "global batch per plan: the multiple of dp x micro-batch nearest 2^22 tokens; ranked by time per token" in searched
     assert "batch seqs" in searched and "note: global batch " in searched
 
@@ -163,7 +166,7 @@ def test_bad_global_batch_is_a_one_line_error():
     assert "--global-batch" in result.output and "Traceback" not in result.output
 
 
-def test_validation_rows_state_their_batch(shared_dir):
+def test_validation_rows_state_their_batch(validation_dir):
     # the harness never falls back on the search's default batch: each row's plan has its own (the
     # row's global_batch, or one sequence per GPU: validation_training docstring), whole micro-batches per rank
     import csv
@@ -172,7 +175,7 @@ def test_validation_rows_state_their_batch(shared_dir):
     from gpuplan.interfaces.row_types import SkipRow
 
     planned = 0
-    for row in csv.DictReader(open(shared_dir / "validation" / "training.csv", encoding="utf-8")):
+    for row in csv.DictReader(open(validation_dir / "training.csv", encoding="utf-8")):
         try:
             plan, _ = plan_from_row(row)
         except SkipRow:

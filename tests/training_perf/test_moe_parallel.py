@@ -1,6 +1,6 @@
 """MoE parallelism: expert tensor parallel size (Megatron-core parallel folding), all-to-all payload,
 expert data-parallel reduce. Expected values are derived in the comments from the formulas in
-`workloads/training/step_time.py` and Megatron-core's dispatcher."""
+`workloads/training/step/` and Megatron-core's dispatcher."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from gpuplan.models import load_model
 from gpuplan.specs import Precision, Sharding, TrainPlan
 from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
 from gpuplan.workloads.training.memory import training_memory
-from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_all_to_all_carries_each_ranks_sequence_shard(h100, mixtral):
     # With sequence parallelism each rank routes its t / tp tokens; the dispatcher's all-to-all over
     # EP carries t/tp x top_k x h x 2 bytes, 4 times per MoE layer (dispatch + combine, fwd + bwd);
     # with etp = 1 there is no expert-TP all-gather. Mixtral: every one of its 32 layers is MoE.
-    # One micro-batch and no pipeline: no other micro-batch to hide behind (moe_time), and the fixed
+    # One micro-batch and no pipeline: no other micro-batch to hide behind (step.expert), and the fixed
     # per-layer / per-expert times are zeroed so that only the bytes are checked.
     system, gpu = h100
     plan = TrainPlan(tp=2, dp=16, ep=8, etp=1, micro_batch=1, global_batch=16, seq_len=4096, sequence_parallel=True)

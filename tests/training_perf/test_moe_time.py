@@ -1,4 +1,4 @@
-"""MoE training cost terms (`workloads/training/moe_time.py`): expert all-to-all bytes, tokens per
+"""MoE training cost terms (`workloads/training/step/expert.py`): expert all-to-all bytes, tokens per
 expert, the share of routed copies that leaves an NVLink domain, and the direction of the
 inside-vs-across-domain cost. Expected values are derived by hand in the comments."""
 
@@ -14,8 +14,8 @@ from gpuplan import knobs
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
 from gpuplan.specs import TrainPlan
-from gpuplan.workloads.training import moe_time
-from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.workloads.training.step import expert
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 # DeepSeek-V3 (config.json): hidden 7168, 256 routed experts, top-8.
 H, E, K = 7168, 256, 8
@@ -30,28 +30,28 @@ def test_deepseek_v3_a2a_bytes_per_layer():
     # One micro-batch of 1 x 4096 tokens, tp 1 (t_local = 4096): one all-to-all sends every routed
     # copy, R = 4096 x 8 x 7168 x 2 B = 469,762,048 B; dispatch + combine, forward + backward = 4 R
     # = 1,879,048,192 B per MoE layer and GPU.
-    assert moe_time.routed_bytes(4096, K, H) == 469_762_048
-    assert moe_time.a2a_bytes_per_layer(4096, K, H) == 1_879_048_192
+    assert expert.routed_bytes(4096, K, H) == 469_762_048
+    assert expert.a2a_bytes_per_layer(4096, K, H) == 1_879_048_192
 
 
 def test_deepseek_v3_tokens_per_expert():
     # ep 64: the 64 ranks of the group route 64 x 4096 tokens x 8 copies over 256 experts:
     # 64 x 4096 x 8 / 256 = 8192 tokens per expert, each rank holding 256 / 64 = 4 experts.
-    assert moe_time.tokens_per_expert(64 * 4096, K, E) == 8192
+    assert expert.tokens_per_expert(64 * 4096, K, E) == 8192
     # one rank alone (ep 1): 4096 x 8 / 256 = 128 tokens per expert: a small-M grouped GEMM
-    assert moe_time.tokens_per_expert(4096, K, E) == 128
+    assert expert.tokens_per_expert(4096, K, E) == 128
 
 
 def test_cross_domain_fraction_nvl8_vs_nvl72():
     # ep 64 with etp 1: on 8-GPU NVLink nodes 8 ranks share a domain -> 1 - 8/64 = 0.875 of the
     # routed copies leave it; in a 72-GPU GB200 NVL72 domain all 64 ranks fit -> 0.
-    d8 = moe_time.ep_ranks_per_domain(64, 1, 8)
-    d72 = moe_time.ep_ranks_per_domain(64, 1, 72)
+    d8 = expert.ep_ranks_per_domain(64, 1, 8)
+    d72 = expert.ep_ranks_per_domain(64, 1, 72)
     assert (d8, d72) == (8, 64)
-    assert moe_time.cross_domain_fraction(64, d8) == pytest.approx(0.875, rel=1e-15)
-    assert moe_time.cross_domain_fraction(64, d72) == 0.0
+    assert expert.cross_domain_fraction(64, d8) == pytest.approx(0.875, rel=1e-15)
+    assert expert.cross_domain_fraction(64, d72) == 0.0
     # expert TP 2 spaces the EP ranks 2 apart: 4 of them per 8-GPU node
-    assert moe_time.ep_ranks_per_domain(64, 2, 8) == 4
+    assert expert.ep_ranks_per_domain(64, 2, 8) == 4
 
 
 def test_network_bytes_one_copy_per_domain():
@@ -59,15 +59,15 @@ def test_network_bytes_one_copy_per_domain():
     # (n - 1)(1 - (1 - 1/n)^8) = 7 (1 - 0.875^8) = 7 x 0.656391 = 4.59474 other nodes.
     # DeepEP sends one copy per node: 4096 x 7168 x 2 x 4.59474 = 269,811,786 B; NCCL every copy
     # that leaves: R x 0.875 = 469,762,048 x 0.875 = 411,041,792 B.
-    remote = moe_time.remote_domains_per_token(64, 8, K)
+    remote = expert.remote_domains_per_token(64, 8, K)
     assert remote == pytest.approx(7 * (1 - 0.875 ** 8), rel=1e-12)
     assert remote == pytest.approx(4.594738, rel=1e-6)
-    per_domain = moe_time.network_bytes(4096, K, H, 64, 8, dedup=1.0)
-    per_copy = moe_time.network_bytes(4096, K, H, 64, 8, dedup=0.0)
+    per_domain = expert.network_bytes(4096, K, H, 64, 8, dedup=1.0)
+    per_copy = expert.network_bytes(4096, K, H, 64, 8, dedup=0.0)
     assert per_domain == pytest.approx(4096 * 7168 * 2 * 4.594738, rel=1e-6)
     assert per_copy == pytest.approx(411_041_792, rel=1e-12)
     # inside one domain nothing crosses the network
-    assert moe_time.network_bytes(4096, K, H, 8, 8, dedup=1.0) == 0.0
+    assert expert.network_bytes(4096, K, H, 8, 8, dedup=1.0) == 0.0
 
 
 def test_a2a_inside_nvl72_is_cheaper_than_across_nvl8_nodes(catalog):
@@ -75,13 +75,13 @@ def test_a2a_inside_nvl72_is_cheaper_than_across_nvl8_nodes(catalog):
     # GB200 NVL72 domain the all-to-all runs on NVLink only, on DGX B200 7/8 of the copies (or 4.6
     # of 8 with DeepEP) go over one 400 Gb/s NIC per GPU (50 GB/s): slower by several times.
     nvl72, b200 = catalog.system("gb200-nvl72"), catalog.system("dgx-b200")
-    inside = float(moe_time.a2a_seconds(4096, K, H, 64, 1, nvl72, catalog.gpu(nvl72.gpu)))
-    across = float(moe_time.a2a_seconds(4096, K, H, 64, 1, b200, catalog.gpu(b200.gpu)))
+    inside = float(expert.a2a_seconds(4096, K, H, 64, 1, nvl72, catalog.gpu(nvl72.gpu)))
+    across = float(expert.a2a_seconds(4096, K, H, 64, 1, b200, catalog.gpu(b200.gpu)))
     assert across > 3.0 * inside
     # the network leg bounds it from below: 269.8 MB / 50 GB/s = 5.4 ms with one copy per node
     assert across >= 269.8e6 / 50e9
     # sending every copy (NCCL) instead of one per node moves more bytes and takes longer
-    nccl = float(moe_time.a2a_seconds(4096, K, H, 64, 1, b200, catalog.gpu(b200.gpu), dedup=0.0))
+    nccl = float(expert.a2a_seconds(4096, K, H, 64, 1, b200, catalog.gpu(b200.gpu), dedup=0.0))
     assert nccl > across
 
 
@@ -90,14 +90,14 @@ def test_overlap_hides_comm_behind_another_microbatch():
     # SM share the communication kernels hold (20 of 132 SMs x 10 ms = 1.515 ms) + the fixed time.
     with knobs.overridden({"training.moe_a2a_overlap": 1.0, "training.moe_layer_overhead_s": 0.0,
                            "training.moe_expert_launch_s": 0.0}):
-        hidden = float(moe_time.exposed_ep_seconds(0.010, 0.030, 132, True))
-        alone = float(moe_time.exposed_ep_seconds(0.010, 0.030, 132, False))
+        hidden = float(expert.exposed_ep_seconds(0.010, 0.030, 132, True))
+        alone = float(expert.exposed_ep_seconds(0.010, 0.030, 132, False))
     assert hidden == pytest.approx(20 / 132 * 0.010, rel=1e-12)
     assert alone == pytest.approx(0.010, rel=1e-12)  # one micro-batch, no pipeline: nothing to hide behind
     with knobs.overridden({"training.moe_a2a_overlap": 0.25, "training.moe_layer_overhead_s": 0.001,
                            "training.moe_expert_launch_s": 0.0005}):
         # a w = 7.5 ms hidden: 2.5 ms exposed + 20/132 x 7.5 ms + 1 ms + 4 local experts x 0.5 ms
-        partial = float(moe_time.exposed_ep_seconds(0.010, 0.030, 132, True, local_experts=4))
+        partial = float(expert.exposed_ep_seconds(0.010, 0.030, 132, True, local_experts=4))
     assert partial == pytest.approx(0.0025 + 20 / 132 * 0.0075 + 0.001 + 0.002, rel=1e-12)
 
 
@@ -117,10 +117,10 @@ def test_step_time_ep_term_grows_when_ep_leaves_the_domain(catalog):
 
 
 def test_ep_regime_words():
-    assert moe_time.ep_regime(1, 1, 8) == "no expert parallelism (experts local)"
-    assert moe_time.ep_regime(64, 1, 72).startswith("EP 64 within one NVLink domain")
+    assert expert.ep_regime(1, 1, 8) == "no expert parallelism (experts local)"
+    assert expert.ep_regime(64, 1, 72).startswith("EP 64 within one NVLink domain")
     # 64 / 8 = 8 domains, 1 - 8/64 = 87.5% -> "88%"
-    assert moe_time.ep_regime(64, 1, 8) == "EP 64 across 8 NVLink domains (8 ranks per domain): 88% of routed copies cross the network"
+    assert expert.ep_regime(64, 1, 8) == "EP 64 across 8 NVLink domains (8 ranks per domain): 88% of routed copies cross the network"
 
 
 @settings(max_examples=200, deadline=None)
@@ -129,14 +129,14 @@ def test_network_bytes_invariants(ep_exp, dom_exp, k):
     # For any power-of-two layout: the cross-domain share is in [0, 1), one copy per destination
     # domain never exceeds one per routed copy, and a token reaches at most min(k, n - 1) other domains.
     ep, dom = 2 ** ep_exp, 2 ** dom_exp
-    ep_d = int(moe_time.ep_ranks_per_domain(ep, 1, dom))
-    frac = float(moe_time.cross_domain_fraction(ep, ep_d))
+    ep_d = int(expert.ep_ranks_per_domain(ep, 1, dom))
+    frac = float(expert.cross_domain_fraction(ep, ep_d))
     assert 0.0 <= frac < 1.0
     n = ep / ep_d
-    remote = float(moe_time.remote_domains_per_token(ep, ep_d, k))
+    remote = float(expert.remote_domains_per_token(ep, ep_d, k))
     assert -1e-12 <= remote <= min(k, n - 1) + 1e-9
-    per_domain = float(moe_time.network_bytes(1000, k, 64, ep, ep_d, dedup=1.0))
-    per_copy = float(moe_time.network_bytes(1000, k, 64, ep, ep_d, dedup=0.0))
+    per_domain = float(expert.network_bytes(1000, k, 64, ep, ep_d, dedup=1.0))
+    per_copy = float(expert.network_bytes(1000, k, 64, ep, ep_d, dedup=0.0))
     assert per_domain <= per_copy * (1 + 1e-12) + 1e-9
     assert math.isfinite(per_domain) and np.isfinite(per_copy)
 
@@ -181,16 +181,17 @@ def test_fp8_cast_elements_of_the_experts():
 
     moe = load_model("deepseek-v3").moe
     g = SimpleNamespace(t=4096.0, t_expert=4096.0, tp=1.0, etp=1.0)
-    assert moe_time.expert_cast_elements(g, moe, H) == 339_738_624
+    assert expert.expert_cast_elements(g, moe, H) == 339_738_624
 
 
 def _mixtral_fixed_ep_seconds(catalog, system_id: str, **plan) -> float:
-    """ep_comm_s of Mixtral 8x7B (32 MoE layers, 8 experts) on one node, tp 8, ep 1, one micro-batch:
-    no all-to-all, so the EP term is the MoE layers' fixed time alone, with o = 1 ms per layer and
-    o_e = 0.5 ms per expert launch."""
+    """ep_comm_s of Mixtral 8x7B (32 MoE layers, 8 experts) on one GPU, ep 1, one micro-batch: no
+    all-to-all, so the EP term is the MoE layers' fixed time alone, with o = 1 ms per layer and
+    o_e = 0.5 ms per expert launch. (tp 1: Megatron-core runs MoE with tp > 1 only with sequence
+    parallelism, whose expert-TP token gather would add to the EP term; plan_validity.)"""
     system = catalog.system(system_id)
     with knobs.overridden({"training.moe_layer_overhead_s": 0.001, "training.moe_expert_launch_s": 0.0005}):
-        p = TrainPlan(tp=8, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, **plan)
+        p = TrainPlan(tp=1, dp=1, ep=1, micro_batch=1, global_batch=1, seq_len=4096, **plan)
         return estimate_step_time(load_model("mixtral-8x7b"), system, p, catalog.gpu(system.gpu)).breakdown_s["ep_comm_s"]
 
 
@@ -218,9 +219,9 @@ def test_megatron_batch_overlap_needs_one_pipeline_stage_or_interleaving():
     lc = SimpleNamespace(layer_fwd=1.0, layer_bwd=2.0)
     pp, vpp, m = np.array([1, 1, 4, 4]), np.array([1, 1, 1, 2]), np.array([1, 8, 8, 8])
     g = SimpleNamespace(pp=pp, vpp=vpp, m=m)
-    window, other = moe_time.overlap_window(SimpleNamespace(framework=Framework.MEGATRON), g, lc, None)
+    window, other = expert.overlap_window(SimpleNamespace(framework=Framework.MEGATRON), g, lc, None)
     assert window == 3.0 and other.tolist() == [False, True, False, True]
-    _, other_dualpipe = moe_time.overlap_window(SimpleNamespace(framework=Framework.OTHER), g, lc, None)
+    _, other_dualpipe = expert.overlap_window(SimpleNamespace(framework=Framework.OTHER), g, lc, None)
     assert other_dualpipe.tolist() == [False, True, True, True]
 
 
@@ -232,7 +233,7 @@ def test_expert_gemms_launch_per_expert_except_te_block_scaled_grouped_kernels()
     from gpuplan.specs.execution import Framework
     from gpuplan.specs.plan import Precision
 
-    launches = moe_time.per_expert_launches
+    launches = expert.per_expert_launches
     assert launches(Framework.MEGATRON, Precision.BF16, False)
     assert launches(Framework.MEGATRON, Precision.FP8, True)
     assert not launches(Framework.MEGATRON, Precision.MXFP8, True)
@@ -285,7 +286,7 @@ def test_full_recompute_dispatches_and_combines_once_more(catalog):
     # recomputed layer re-runs its forward (token dispatcher included) before its backward: 6. With
     # nothing hidden (moe_a2a_overlap 0) and no fixed time, the exposed EP time is the all-to-alls
     # alone, so full recompute gives exactly 6 / 4 = 1.5 x the EP time of the same plan without it.
-    assert moe_time.collectives_per_layer(False) == 4.0 and moe_time.collectives_per_layer(True) == 6.0
+    assert expert.collectives_per_layer(False) == 4.0 and expert.collectives_per_layer(True) == 6.0
     system = catalog.system("dgx-h100")
     model = load_model("mixtral-8x7b")
     out = {}

@@ -12,7 +12,7 @@ from gpuplan.models import load_model
 from gpuplan.specs import Recompute, Sharding, TrainPlan
 from gpuplan.workloads.training.memory import training_memory
 from gpuplan.workloads.training.plan_search import SearchSpace, search_plans
-from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.workloads.training.step.assembly import estimate_step_time
 
 
 def test_uneven_pipeline_split_is_searched(h100):

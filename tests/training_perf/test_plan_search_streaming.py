@@ -49,5 +49,5 @@ def test_streamed_search_equals_one_block(model, num_gpus, space):
     spec = load_model(model)
     whole = search_plans(spec, system, gpu, num_gpus, space, top=5, chunk_points=10**12)
     streamed = search_plans(spec, system, gpu, num_gpus, space, top=5, chunk_points=997)
-    assert whole.plans_evaluated > 40 * 997  # the grid really is cut into many blocks
+    assert whole.plans_evaluated > 30 * 997  # the grid really is cut into many blocks
     assert _summary(streamed) == _summary(whole)

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
 from gpuplan.specs import Recompute, Sharding, TrainPlan
-from gpuplan.workloads.training.step_time import StepContext, estimate_step_time, step_time_arrays
+from gpuplan.workloads.training.step.inputs import StepContext
+from gpuplan.workloads.training.step.assembly import estimate_step_time, step_time_arrays
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def test_bubble_is_pp_minus_1_over_vpp_microbatch_times_without_the_head(dgx, gp
     # and drain run through the pp - 1 stages that do not hold the output head, so their micro-batch
     # time is the last stage's minus the head (3 GEMMs t x V/tp x h plus the loss traffic).
     from gpuplan.primitives.op_cost import gemm_time_array
-    from gpuplan.workloads.training import step_time as stm
+    from gpuplan.workloads.training.step import compute as stm
 
     system, gpu = dgx
     ctx = StepContext.build(gpt175, system, gpu, 2048)
@@ -85,7 +86,7 @@ def test_fp8_runs_keep_the_output_head_in_bf16():
     # traffic, the same in an FP8 and a BF16 run.
     from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
     from gpuplan.specs import Precision
-    from gpuplan.workloads.training import step_time as stm
+    from gpuplan.workloads.training.step import compute as stm
 
     c = load_catalog()
     system = c.system("dgx-h100")
@@ -99,7 +100,7 @@ def test_fp8_runs_keep_the_output_head_in_bf16():
                                                  8192, precision), *args)
         deltas[precision] = float(big.compute_s) - float(small.compute_s)
     t, V, h = 8192.0, model.vocab, model.hidden
-    # H100: the sustained fraction x the Hopper ratio (step_time.sustained_gemm_fraction)
+    # H100: the sustained fraction x the Hopper ratio (step.compute.sustained_gemm_fraction)
     sustained = stm.SUSTAINED_GEMM_FRACTION * stm.SUSTAINED_GEMM_RATIO_HOPPER
     head = lambda v: 3 * float(gemm_time_array(gpu, t, v, h, "bf16")) / sustained  # noqa: E731
     expected = head(2 * V) - head(V) + t * V * stm.LOSS_BYTES_PER_LOGIT / memory_bandwidth_bytes_s(gpu)
@@ -117,7 +118,7 @@ def test_torchtitan_eager_elementwise_bytes_counted_by_operator():
     # writes 6 f: 81920 + 86016 = 167936 B.
     # Backward moves twice the forward: the compute difference is 3 x 32 layers x t x 458752 B.
     from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
-    from gpuplan.workloads.training.step_time import Framework
+    from gpuplan.specs.execution import Framework
 
     c = load_catalog()
     system = c.system("dgx-a100-80gb")
@@ -135,7 +136,8 @@ def test_fsdp2_copies_are_14_bytes_per_gathered_parameter_per_micro_batch():
     # (forward + backward, 2 x 4 B) and reduce-scatter copy-in (6 B) over every parameter.
     from gpuplan.layers.params import parameter_counts
     from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
-    from gpuplan.workloads.training.step_time import Framework, ShardingCode
+    from gpuplan.specs.execution import Framework
+    from gpuplan.workloads.training.plan_codes import ShardingCode
 
     c = load_catalog()
     system = c.system("dgx-a100-80gb")
@@ -153,7 +155,7 @@ def test_hand_derived_gemm_time_single_gpu():
     system = c.system("h100-sxm5-80gb")
     gpu = c.gpu(system.gpu)
     from gpuplan.primitives.op_cost import gemm_time_array
-    from gpuplan.workloads.training import step_time as stm
+    from gpuplan.workloads.training.step import compute as stm
 
     model = load_model("gpt3-175b").model_copy(update={"layers": 2, "name": "tiny"})
     ctx = StepContext.build(model, system, gpu, 2048)
@@ -203,7 +205,7 @@ def test_properties(mb, m, rc, sh):
 def test_torchtitan_selective_recomputes_half_the_forward(dgx, gpt175):
     # torchtitan selective AC (every 2nd block / every other matmul) re-runs half of each layer's
     # forward, full AC all of it: recompute_s(selective) / recompute_s(full) = 0.5 by definition.
-    from gpuplan.workloads.training.step_time import Framework
+    from gpuplan.specs.execution import Framework
 
     system, gpu = dgx
     times = {}
@@ -216,7 +218,7 @@ def test_torchtitan_selective_recomputes_half_the_forward(dgx, gpt175):
 def test_flash_v1_attention_takes_twice_flash2(dgx, gpt175):
     # Megatron selective recompute re-runs the attention core forward only; FlashAttention v1 runs at
     # FLASH_V1_OVER_V2 = 0.5 of FlashAttention-2's rate (Dao 2023) -> exactly twice the time.
-    from gpuplan.workloads.training.step_time import AttentionKernel
+    from gpuplan.specs.execution import AttentionKernel
 
     system, gpu = dgx
     plan = TrainPlan(tp=8, pp=8, dp=2, micro_batch=1, global_batch=16, seq_len=2048, recompute=Recompute.SELECTIVE)
@@ -249,7 +251,7 @@ def test_tp_comm_overlap_bounds(dgx, gpt175):
 def test_interleaved_p2p_overlaps_only_in_megatron_core(dgx, gpt175):
     # Megatron-core overlaps interleaved-schedule sends with compute (overlap_p2p_comm); the
     # 2021-22 stack (unfused attention) and the 1F1B schedule block on them.
-    from gpuplan.workloads.training.step_time import AttentionKernel
+    from gpuplan.specs.execution import AttentionKernel
 
     system, gpu = dgx
     inter = TrainPlan(tp=8, pp=8, dp=2, vpp=3, micro_batch=1, global_batch=32, seq_len=2048)
@@ -296,7 +298,7 @@ def test_uneven_pipeline_split_models_the_busiest_stage(dgx, gpt175):
 def test_sustained_gemm_fraction_takes_the_hopper_ratio_on_hopper_only():
     # training GEMMs run at mamf x shape x sustained; on Hopper sustained = base x the Hopper ratio
     from gpuplan import knobs
-    from gpuplan.workloads.training.step_time import sustained_gemm_fraction
+    from gpuplan.workloads.training.step.compute import sustained_gemm_fraction
 
     c = load_catalog()
     h100, a100 = c.gpu("h100-sxm5-80gb"), c.gpu("a100-sxm4-80gb")

@@ -22,10 +22,18 @@ def test_default_answers_the_175b_question(runner):
 
 
 def test_one_plan_and_errors(runner):
-    res = runner.invoke(app, ["train", "--tp", "8", "--pp", "8", "--vpp", "3", "--recompute", "selective", "--json"])
+    # every searched axis named: that one plan is evaluated (no search)
+    one = ["--tp", "8", "--pp", "8", "--cp", "1", "--vpp", "3", "--micro-batch", "1", "--recompute", "selective",
+           "--sharding", "none", "--sequence-parallel"]
+    res = runner.invoke(app, ["train", *one, "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert d["best_plan"]["tp"] == 8 and d["best_plan"]["dp"] == 16 and "search" not in d
+    # a subset of the axes (issue "Plans a practitioner would sign", partial constraints): those are
+    # fixed and the rest searched; the search's best plan keeps tp 8 and pp 8
+    part = json.loads(runner.invoke(app, ["train", "--tp", "8", "--pp", "8", "--json"]).stdout)
+    assert part["best_plan"]["tp"] == 8 and part["best_plan"]["pp"] == 8 and part["search"]["plans_evaluated"] > 1
+    assert {p["plan"]["tp"] for p in part["search"]["top_plans"]} == {8}
     bad = runner.invoke(app, ["train", "--recompute", "sometimes"])
     assert bad.exit_code == 2 and "recompute" in bad.output
     bad = runner.invoke(app, ["train", "--tp", "3"])

@@ -9,7 +9,7 @@ from gpuplan import knobs
 from gpuplan.interfaces.validation.training import attention_kernel_from_row, plan_from_row, predict_row
 from gpuplan.specs import Precision, Recompute
 from gpuplan.specs.execution import AttentionKernel, Framework
-from gpuplan.workloads.training.step_time import (
+from gpuplan.workloads.training.step.tensor import (
     userbuffers_bulk_exposed, userbuffers_pipeline_exposed, userbuffers_ring_exposed,
 )
 
@@ -151,7 +151,7 @@ def test_unstated_vpp_of_a_tuned_megatron_core_pipeline_is_interleaved():
 
 
 def test_cross_entropy_bytes_per_logit_by_framework():
-    from gpuplan.workloads.training.step_time import loss_bytes_per_logit
+    from gpuplan.workloads.training.step.compute import loss_bytes_per_logit
 
     # Megatron-core vocab-parallel CE, op by op: float() 2+4, max 4, sub 4+4, exp 4+4, sum 4,
     # div 4+4 = 38 forward; mul_ 4+4, cast back 4+2 = 14 backward -> 52
@@ -167,7 +167,8 @@ def test_zero2_reduce_scatters_every_micro_batch():
     from gpuplan.catalog import load_catalog
     from gpuplan.models import load_model
     from gpuplan.primitives.collectives import Collective, collective_seconds
-    from gpuplan.workloads.training.step_time import StepContext, step_time_arrays
+    from gpuplan.workloads.training.step.inputs import StepContext
+    from gpuplan.workloads.training.step.assembly import step_time_arrays
 
     c = load_catalog()
     system = c.system("dgx-a100-80gb")

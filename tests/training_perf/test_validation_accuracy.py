@@ -6,7 +6,6 @@ figure past them fails the suite (STYLE.md: validation that can fail).
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 
 import pytest
@@ -90,11 +89,11 @@ def test_memory_rows_per_family(results):
 #: +28% with its stated unfused attention, validation_training.stated_attention_kernel).
 #: Then (h-moetrain) Megatron MoE rows with tp > 1 run sequence parallelism (Megatron-core refuses
 #: EP + TP without it) and TE's block-scaled (MXFP8 / NVFP4) expert GEMMs launch once, not per
-#: local expert (moe_time.per_expert_launches): mbr-moe 24.3 -> 18.1 (mbr-moe-6 -41 -> -12%, -10
+#: local expert (step.expert.per_expert_launches): mbr-moe 24.3 -> 18.1 (mbr-moe-6 -41 -> -12%, -10
 #: -33 -> -22%, -12 -24 -> +14%, -2 -6 -> +10%), mbridge 20.2 -> 17.3 (mbridge-8 -34 -> -7%: its tp 2
 #: shards the dispatched tokens over SP), megft 24.8 -> 23.2 (megft-13 +28 -> +17%); all time rows
 #: 12.4 -> 12.0; dense families unchanged. A fully recomputed MoE layer dispatches and combines once
-#: more (moe_time.collectives_per_layer): megpr6429 8.9 -> 7.6. Limits: figure x 1.1, rounded up to 0.5.
+#: more (step.expert.collectives_per_layer): megpr6429 8.9 -> 7.6. Limits: figure x 1.1, rounded up to 0.5.
 MERGED_LIMITS: dict = {"bloom": 6.5, "dsv3": 23.5, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 5.0, "llama3": 37.0, "mbr-bw": 11.0, "mbr-moe": 20.0, "mbridge": 19.0, "meg21-t1": 5.8, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 8.5, "megft": 25.5, "megpr6429": 8.5, "mpt-a100": 8.0, "mpt-h100": 7.0, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 17.5, "vtrain": 10.0}
 
 
@@ -123,11 +122,11 @@ def test_time_mape_per_family(results):
     # parameters unsharded for the step and reduces gradients once (torchtitan's reshard policy):
     # ttbench 27.2 -> 33.0 (its 405B pipeline rows were already too fast; the pipeline cost torchtitan
     # pays is not modelled yet), all time rows 16.05.
-    # Context parallelism per framework (workloads.training.context_parallel: PyTorch's all-gather
+    # Context parallelism per framework (workloads.training.step.context: PyTorch's all-gather
     # ring with its fp32 merges and dK/dV ring under torchtitan, the fitted ring-step slowdown at its
     # default 1) and the Blackwell training attention rate (cuDNN on B200 vs H100, FlashAttention-3/4
     # papers: 0.311 of peak): ttbench 33.0 -> 28.6, mbr-bw 12.5 -> 10.3, all time rows 16.05 -> 15.69.
-    # MoE cost terms (workloads/training/moe_time.py): the expert all-to-all sends one network copy per
+    # MoE cost terms (workloads/training/step/expert.py): the expert all-to-all sends one network copy per
     # destination domain (DeepEP / HybridEP), is hidden behind another micro-batch's layer compute
     # where the framework has batch-level overlap (Megatron-core with pp 1 or an interleaved
     # pipeline; DualPipe), each MoE layer pays fixed per-layer and (Megatron's TE GroupedLinear)

@@ -23,12 +23,7 @@ from pydantic import ValidationError
 
 from gpuplan.errors import InputError, unknown_id
 from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
-from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8, load_toml_text
 
 DATA_DIR = Path(__file__).with_name("data")
 ENV_VAR = "GPUPLAN_CATALOG"
@@ -164,21 +159,10 @@ class Catalog:
     def add_file(self, path: Path, origin: str | None = None) -> None:
         """Validate and add every entry of one TOML file (entries override existing ids)."""
         origin = origin or str(path)
-        if not str(path).strip():
-            raise InputError("catalog: empty path; give a .toml file", field="catalog", allowed="a TOML file")
-        if Path(path).is_dir():
-            raise InputError(f"catalog {origin}: is a folder; give a .toml file", field="catalog", allowed="a TOML file")
-        try:
-            raw_bytes = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise InputError(f"catalog {origin}: file not found", field="catalog") from None
-        except OSError as exc:
-            raise InputError(f"catalog {origin}: cannot read: {exc.strerror}", field="catalog") from None
-        try:
-            data = tomllib.loads(decode_utf8(raw_bytes, f"catalog {origin}", "catalog"))
-        except (tomllib.TOMLDecodeError, RecursionError) as exc:
-            raise InputError(f"catalog {origin}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'too deeply nested'}",
-                             field="catalog") from None
+        from gpuplan.input_files import MAX_SETTINGS_BYTES, read_input_bytes
+
+        raw_bytes = read_input_bytes(path, "catalog", max_bytes=MAX_SETTINGS_BYTES, what="TOML file")
+        data = load_toml_text(decode_utf8(raw_bytes, f"catalog {origin}", "catalog"), f"catalog {origin}", "catalog")
         _check_int64(data, f"catalog {origin}")
         sources = data.get("sources", {})
         if not isinstance(sources, dict) or not all(isinstance(v, dict) for v in sources.values()):
@@ -253,9 +237,15 @@ class Catalog:
         if key in self.systems:
             return self.systems[key]
         gpu_key = self.resolve_gpu_id(key)
-        if gpu_key in self.gpus:  # a GPU id names a single-GPU box (validation/SYSTEMS.md convention)
-            return single_gpu_system(self.gpus[gpu_key])
+        if gpu_key in self.gpus:  # a GPU id names one GPU or a PCIe box of them (validation/SYSTEMS.md)
+            return self.gpu_box(self.gpus[gpu_key])
         raise unknown_id("system", system_id, sorted(self.systems))
+
+    def gpu_box(self, gpu: Gpu) -> System:
+        """The system a bare GPU id names: `pcie_box_system` over the catalog's PCIe x16 link of the
+        GPU's generation, or `single_gpu_system` when the GPU states no PCIe generation (TPUs)."""
+        link = self.interconnects.get(f"pcie{gpu.pcie_gen}-x16") if gpu.pcie_gen else None
+        return pcie_box_system(gpu, link) if link is not None else single_gpu_system(gpu)
 
     def interconnect(self, interconnect_id: str) -> Interconnect:
         try:
@@ -269,7 +259,7 @@ class Catalog:
         gpu = self.gpu(gpu_id)
         systems = [s for s in self.systems.values() if s.gpu == gpu.id]
         if not systems:
-            return single_gpu_system(gpu)
+            return self.gpu_box(gpu)
         return max(systems, key=lambda s: (s.scaleup_domain_gpus, s.scaleup_bandwidth_gbps or 0.0))
 
     def system_gpu(self, system_id: str) -> Gpu:
@@ -293,6 +283,40 @@ def single_gpu_system(gpu: Gpu) -> System:
         sources={
             "default": f"single-GPU box built from catalog GPU '{gpu.id}' (validation/SYSTEMS.md convention)",
             "system_power_w": f"GPU TDP of '{gpu.id}' (host power not included)",
+        },
+    )
+
+
+#: GPUs in the PCIe box a bare GPU id names: a dual-socket x86 server has 128-160 PCIe lanes, room for
+#: eight x16 slots (AWS g5.48xlarge: 8 x A10G; 8-GPU PCIe L40S / RTX servers). More GPUs need NICs.
+PCIE_BOX_MAX_GPUS = 8
+
+
+def pcie_box_system(gpu: Gpu, link: Interconnect) -> System:
+    """Up to PCIE_BOX_MAX_GPUS of `gpu` in one host on PCIe x16 (`link`, per direction), no NVLink
+    and no NICs (validation/SYSTEMS.md: a GPU id as `system` with more than one GPU). The host's
+    PCIe root complex / switches let every GPU reach every other at its own x16 rate, so the box is
+    a switched scale-up domain of `link.per_direction_gbps` per GPU (the collectives' achievable
+    fraction applies on top: 0.8 x 32 = 25.6 GB/s on PCIe 4.0, against the 24.5 GB/s nccl-tests
+    busbw of six RTX 4090s, S_TINY_P2P). Without driver P2P (`Gpu.pcie_p2p` false, GeForce) NCCL
+    stages every transfer through pinned host memory: each byte still crosses the sender's link
+    once (to the host) and the receiver's once (from it), so the same per-direction bound holds;
+    the host-memory bandwidth this also uses is not modelled. One GPU of the box is the old
+    single-GPU box: power = GPU TDP each (host power not included)."""
+    p2p = {True: "P2P over PCIe", False: "no driver P2P: transfers staged through host memory",
+           None: "P2P support not stated"}[gpu.pcie_p2p]
+    return System(
+        id=gpu.id, name=f"PCIe box of 1-{PCIE_BOX_MAX_GPUS}x {gpu.name} ({link.name}, {p2p})", gpu=gpu.id,
+        gpus_per_node=PCIE_BOX_MAX_GPUS, scaleup_domain_gpus=PCIE_BOX_MAX_GPUS, scaleup_interconnect=link.id,
+        scaleup_bandwidth_gbps=link.per_direction_gbps, scaleup_switched=True, nvls=False,
+        system_power_w=PCIE_BOX_MAX_GPUS * gpu.tdp_w if gpu.tdp_w else None,
+        notes=f"A GPU id as a system: up to {PCIE_BOX_MAX_GPUS} GPUs on PCIe in one host, no NVLink, no NICs; {p2p}.",
+        sources={
+            "default": f"PCIe box built from catalog GPU '{gpu.id}' (validation/SYSTEMS.md convention: PCIe x16 per GPU,"
+                       " no NVLink unless stated); gpus_per_node = catalog.PCIE_BOX_MAX_GPUS (eight x16 slots of a"
+                       " dual-socket host)",
+            "scaleup_bandwidth_gbps": f"{link.id}: {link.sources.get('default', '')}",
+            "system_power_w": f"{PCIE_BOX_MAX_GPUS} x GPU TDP of '{gpu.id}' (host power not included)",
         },
     )
 

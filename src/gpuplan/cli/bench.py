@@ -1,5 +1,5 @@
 """CLI: `gpuplan bench [--device cpu|cuda|rocm|mps] [--quick] [--json] [--out rows.csv] [--profile p.toml]`:
-measure this machine (gpuplan.api.bench -> interfaces.bench). A progress bar goes to stderr."""
+measure this machine (gpuplan.api.bench -> interfaces.calibration.bench). A progress bar goes to stderr."""
 
 from __future__ import annotations
 

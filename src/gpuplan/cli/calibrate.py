@@ -4,8 +4,8 @@
   the value in effect, the range physics allows, what it scales, and the validation families a
   fitted knob was chosen on (gpuplan.knobs, gpuplan.interfaces.fitting.knob_catalog);
 - `fit ROWS.csv [...] --out profile.toml [--knobs a,b] [--plot fit.png] [--json]`: fit the knobs
-  the rows inform and write a profile (interfaces.calibration; docs/calibration.md);
-- `import KIND FILE [--out rows.csv] [--json]`: turn a tool's output into rows (interfaces.importers).
+  the rows inform and write a profile (interfaces.calibration.fit; docs/calibration.md);
+- `import KIND FILE [--out rows.csv] [--json]`: turn a tool's output into rows (interfaces.calibration.importers).
 """
 
 from __future__ import annotations

@@ -72,7 +72,8 @@ def occupancy_cmd(
 @kernel_app.command("roofline")
 def roofline_cmd(
     gpu: str = typer.Option(..., "--gpu", help="Catalog GPU id."),
-    dtype: str = typer.Option("bf16", "--dtype", help="Compute dtype (its dense peak is the roof)."),
+    dtype: str = typer.Option("bf16", "--dtype", help="Operand dtype or number format (fp8, mxfp8, nvfp4, ...): the dense peak of the "
+                                                      "precision its GEMMs run at on the GPU is the roof."),
     sparse: bool = typer.Option(False, "--sparse", help="Use the 2:4 sparse peak instead of dense."),
     gemm: Optional[List[str]] = typer.Option(None, "--gemm", help="GEMM MxNxK[@achieved_tflops] (repeatable)."),
     elementwise: Optional[List[str]] = typer.Option(
@@ -92,16 +93,18 @@ def roofline_cmd(
         return
     roof, points, dtype = result.roofline, result.points, result.dtype
     kind = "sparse" if sparse else "dense"
-    console.print(f"{roof.gpu} {dtype}: {kind} peak {roof.peak_tflops:g} TFLOP/s")
+    runs_at = f" (GEMMs run at {roof.compute_dtype})" if roof.compute_dtype != dtype else ""
+    console.print(f"{roof.gpu} {dtype}{runs_at}: {kind} peak {roof.peak_tflops:g} TFLOP/s")
     console.print(table("Ceilings", ["memory", "GB/s", "ridge FLOP/B"],
-                        [(c.name, c.bandwidth_gbps, c.ridge_flop_per_byte) for c in roof.ceilings]))
+                        [(c.name, c.bandwidth_gbps, c.ridge_flop_per_byte) for c in roof.ceilings], name="ceilings"))
     for c in roof.ceilings:
         console.print(f"  {c.name}: {c.source}", soft_wrap=True)
     if points:
         rows = [(p.name, p.intensity_flop_per_byte, p.attainable_tflops, p.bound.value,
                  f"{p.bound_factor:.3g}x", p.min_time_s * 1e3, p.achieved_tflops) for p in points]
         console.print(table("Workloads (HBM roof)", ["workload", "FLOP/B", "attainable TFLOP/s", "bound",
-                                                     "from ridge", "min time ms", "achieved TFLOP/s"], rows))
+                                                     "from ridge", "min time ms", "achieved TFLOP/s"], rows,
+                            name="workloads", main=True))
     for p in points:
         for w in p.warnings:
             console.print(f"WARNING: {w}")

@@ -15,9 +15,11 @@ Residual value at the end of `years`:
 On-prem cost of the period = capex - residual + years * opex; GPU-hours used = GPUs * 8760 * years * u.
     on_prem_usd_per_gpu_hour = on-prem cost / GPU-hours used
     cloud cost of the same GPU-hours = cloud $/GPU-hour * GPU-hours used
-Breakeven months (cumulative cost, capex up front, residual ignored, conservative):
+Breakeven months: from the one cash flow the savings use (capex at month 0, opex monthly, the residual
+received at the end of the period; `cash_flow_breakeven_months`):
     capex + m * opex_month = m * cloud_month  ->  m = capex / (cloud_month - opex_month),
-    cloud_month = $/GPU-hour * GPUs * 730 h * u; never when cloud_month <= opex_month.
+    cloud_month = $/GPU-hour * GPUs * 730 h * u; if m passes the period but the resale at its end
+    makes the period's savings >= 0, breakeven is the period's end; never when cloud_month <= opex_month.
 Breakeven utilisation over the period (cost is linear in u: fixed + variable * u = cloud * u):
     u* = fixed / (cloud $/GPU-hour * GPUs * 8760 * years - variable); none when u* > 1.
 """
@@ -110,7 +112,7 @@ def estimate_tco(
     notes = []
     cloud_month = cloud_rate * gpus * HOURS_PER_MONTH * utilization
     opex_month = opex_total / 12
-    breakeven_months = capex_total / (cloud_month - opex_month) if cloud_month > opex_month else None
+    breakeven_months = cash_flow_breakeven_months(capex_total, opex_month, cloud_month, residual, 12.0 * years)
     if breakeven_months is None:
         notes.append("cloud costs less per month than on-prem opex alone: on-prem never breaks even")
 
@@ -132,6 +134,28 @@ def estimate_tco(
         cloud_reserved_total_usd=reserved_total, savings_usd=cloud_total - on_prem_total,
         breakeven_months=breakeven_months, breakeven_utilization=breakeven_u, notes=tuple(notes),
     )
+
+
+def cash_flow_breakeven_months(capex: float, opex_month: float, cloud_month: float, residual: float,
+                               period_months: float) -> float | None:
+    """The month the cumulative cloud bill first reaches the cumulative on-prem cash flow, the one
+    cash flow the period's savings come from: capex at month 0, opex every month, the residual
+    value received when the hardware is sold at the end of the period (month `period_months`).
+
+        m_cash = capex / (cloud_month - opex_month)          (cloud_month > opex_month)
+        m_cash <= period                              -> m_cash
+        period x (cloud - opex) - capex + residual >= 0 -> period   (the resale closes the gap)
+        else                                          -> m_cash when cloud_month > opex_month (keep
+                                                         the cluster longer, no resale), else None
+
+    So savings over the period (cloud - on-prem, residual counted) are >= 0 exactly when the
+    breakeven month is <= the period."""
+    m_cash = capex / (cloud_month - opex_month) if cloud_month > opex_month else None
+    if m_cash is not None and m_cash <= period_months:
+        return m_cash
+    if period_months * (cloud_month - opex_month) - capex + residual >= 0:
+        return period_months
+    return m_cash
 
 
 def workload_cost_usd(gpu_hours: float, tco: TcoEstimate) -> dict[str, float]:

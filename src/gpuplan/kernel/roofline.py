@@ -6,7 +6,10 @@ arithmetic intensity I (FLOP/byte) on a memory level of bandwidth BW under a com
     bound_factor  = I / ridge (compute-bound) or ridge / I (memory-bound): how far from the ridge
     min_time_s    = max(flops / P, bytes / BW)
 
-P is the DENSE peak of the dtype from the catalog (sparse only on request). Ceilings:
+P is the DENSE peak (sparse only on request) of the tensor-core precision a GEMM with both operands
+in `dtype` runs at on the part (specs.dtypes.gemm_compute_dtype, operands stored in that format:
+`compute_dtype`, e.g. mxfp8 on H100 runs at bf16 (no block-scaled tensor cores), on B200 at fp8).
+Ceilings:
 - HBM/DRAM: the catalog's memory bandwidth (sourced there).
 - shared memory (NVIDIA): 32 banks x 4 bytes per clock per SM (CUDA C++ Programming Guide,
   "Shared Memory": each bank serves one 32-bit word per clock) x SMs x boost clock (catalog).
@@ -24,6 +27,7 @@ from enum import Enum
 from gpuplan.errors import InputError
 from gpuplan.kernel.workload_intensity import KernelWork
 from gpuplan.specs import Gpu
+from gpuplan.specs.dtypes import Weights
 
 #: Shared-memory bytes per clock per SM: 32 banks x 4 bytes (CUDA C++ Programming Guide, Shared Memory).
 SMEM_BYTES_PER_CLOCK_PER_SM = 32 * 4
@@ -59,6 +63,7 @@ class Roofline:
     peak_tflops: float
     peak_source: str
     ceilings: list[Ceiling]
+    compute_dtype: str = ""  # the tensor-core precision whose peak is the roof (= dtype where the part has it)
 
     @property
     def hbm(self) -> Ceiling:
@@ -78,8 +83,10 @@ def _source(gpu: Gpu, key: str) -> str:
 
 
 def roofline(gpu: Gpu, dtype: str = "bf16", sparse: bool = False) -> Roofline:
-    """The roof of `gpu` for `dtype`: dense peak (sparse on request) and its memory ceilings."""
-    peak = gpu.peak(dtype, sparse=sparse)
+    """The roof of `gpu` for `dtype`: the dense peak (sparse on request) of the precision its GEMMs
+    run at (module docstring) and its memory ceilings."""
+    compute = gpu.gemm_compute_dtype(dtype, weights=Weights.STORED)
+    peak = gpu.peak(compute, sparse=sparse)
     peak_flops = peak * 1e12
 
     def ceiling(name: str, gbps: float, source: str) -> Ceiling:
@@ -96,7 +103,7 @@ def roofline(gpu: Gpu, dtype: str = "bf16", sparse: bool = False) -> Roofline:
             f"DERIVED: 128 B/clock/SM (CUDA C++ Programming Guide, Shared Memory: 32 banks x 4 B) x "
             f"{gpu.sm_count} SMs x {gpu.boost_clock_mhz:g} MHz boost (catalog)",
         ))
-    return Roofline(gpu.id, dtype, sparse, peak, _source(gpu, "peak_tflops"), ceilings)
+    return Roofline(gpu.id, dtype, sparse, peak, _source(gpu, "peak_tflops"), ceilings, compute)
 
 
 @dataclass(frozen=True)

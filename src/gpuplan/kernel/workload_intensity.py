@@ -22,11 +22,12 @@ from dataclasses import dataclass
 
 from gpuplan.errors import InputError
 from gpuplan.layers.operators import attention_flops
+from gpuplan.specs.dtypes import FORMATS
 
-#: Bytes per element of each dtype (IEEE 754 sizes; OCP OFP8 / MX v1.0 for fp8, fp6, fp4;
-#: tf32 is stored as fp32).
+#: Bytes per element of each dtype: the one table, specs.dtypes.FORMATS (IEEE 754 sizes; OCP OFP8 /
+#: MX v1.0 with their block scales; tf32 stored as fp32), and the catalog's fp64_tensor (fp64 data).
 DTYPE_BYTES: dict[str, float] = {
-    "fp64": 8, "fp64_tensor": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp6": 0.75, "fp4": 0.5,
+    **{name: f.bytes_per_element for name, f in FORMATS.items()}, "fp64_tensor": FORMATS["fp64"].bytes_per_element,
 }
 
 

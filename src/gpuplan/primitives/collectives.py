@@ -69,6 +69,8 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
+from gpuplan.primitives.full_mesh import mesh_ring_links
+from gpuplan.primitives.torus_collectives import torus_collective
 from gpuplan.specs import Gpu, System
 
 
@@ -328,17 +330,28 @@ def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
 def _intra_limit_gbps(f: _Fabric, ranks_in_domain):
     """Achievable per-rank ring bandwidth inside the scale-up domain, GB/s.
 
-    Switched (NVSwitch): every GPU reaches any other at its full link rate: B x NVLINK_EFFICIENCY.
-    Point-to-point mesh (xGMI): a GPU's links are split evenly over the domain - 1 peers; rings
-    over r ranks can use 2 floor((r-1)/2) of them (the complete graph K_r decomposes into
-    floor((r-1)/2) edge-disjoint Hamiltonian cycles, Walecki's construction, each run in both
-    directions; r = 2 uses its one link): B x usable / (domain - 1) x NVLINK_EFFICIENCY.
+    Switched (NVSwitch, a PCIe switch / root complex): every GPU reaches any other at its full link
+    rate: B x NVLINK_EFFICIENCY. Point-to-point full mesh (xGMI): a GPU's links are split evenly
+    over the domain - 1 peers (B / (domain - 1) per peer, per direction), of which rings over r ranks
+    keep `mesh_ring_links` busy: B x links / (domain - 1) x NVLINK_EFFICIENCY.
     """
     r = np.asarray(ranks_in_domain, dtype=np.float64)
     if f.switched or f.domain_gpus <= 1:
         return np.full_like(r, f.scaleup_gbps * knobs.value("collectives.nvlink_efficiency"))
-    usable = np.maximum(1.0, 2.0 * np.floor((r - 1.0) / 2.0))
-    return f.scaleup_gbps * usable / (f.domain_gpus - 1) * knobs.value("collectives.nvlink_efficiency")
+    return f.scaleup_gbps * mesh_ring_links(r, f.domain_gpus) / (f.domain_gpus - 1) * knobs.value(
+        "collectives.nvlink_efficiency")
+
+
+def _intra_all_to_all_gbps(f: _Fabric, ranks_in_domain):
+    """Achievable per-rank bandwidth of an all-to-all inside the scale-up domain, GB/s: each rank
+    sends to its r - 1 peers at once. Switched: the GPU's link rate, as `_intra_limit_gbps`. Full
+    mesh: one direct link per peer, so r - 1 of the domain - 1 links carry it:
+    B x (r - 1) / (domain - 1) x NVLINK_EFFICIENCY (all 7 links of an 8-GPU xGMI mesh)."""
+    r = np.asarray(ranks_in_domain, dtype=np.float64)
+    if f.switched or f.domain_gpus <= 1:
+        return _intra_limit_gbps(f, r)
+    peers = np.clip(r - 1.0, 1.0, f.domain_gpus - 1.0)
+    return f.scaleup_gbps * peers / (f.domain_gpus - 1) * knobs.value("collectives.nvlink_efficiency")
 
 
 def _node_egress_gbps(f: _Fabric, ranks_in_domain):
@@ -422,7 +435,8 @@ def _ring_time(op: Collective, f: _Fabric, size, n, ppd, domains, protocol: Prot
     egress = np.where(multi, _node_egress_gbps(f, ppd), np.inf) * 1e9
     if op is Collective.ALL_TO_ALL:
         per_gpu_nic = egress / ppd
-        bw_s = np.maximum(size * (ppd - 1) / n / intra, np.where(multi, size * (n - ppd) / n / per_gpu_nic, 0.0))
+        intra_a2a = _intra_all_to_all_gbps(f, ppd) * 1e9
+        bw_s = np.maximum(size * (ppd - 1) / n / intra_a2a, np.where(multi, size * (n - ppd) / n / per_gpu_nic, 0.0))
     elif op is Collective.SEND_RECV:
         bw_s = size / np.where(multi, np.minimum(intra, egress / ppd), intra)
     else:
@@ -566,6 +580,13 @@ def collective_time_array(
     ranks per scale-up domain (default packed). Same formulas as `collective_time`; for `auto` the
     minimum over the algorithms and protocols available. Groups of 1 GPU take 0 s."""
     op, algo = Collective(collective), Algorithm(algorithm)
+    if system.ici_torus_axes is not None:  # TPU slices: one `_torus_result` per element
+        size_b, n_b = np.broadcast_arrays(np.asarray(size_bytes, dtype=np.float64), np.asarray(num_gpus))
+        out = np.zeros(size_b.shape)
+        for idx in np.ndindex(size_b.shape):
+            if n_b[idx] > 1 and size_b[idx] > 0:
+                out[idx] = _torus_result(op, float(size_b[idx]), system, int(n_b[idx])).time_s
+        return out
     if gpu is None:
         from gpuplan.catalog import get_gpu  # noqa: PLC0415 - convenience for callers without a Gpu spec
         gpu = get_gpu(system.gpu)
@@ -644,6 +665,8 @@ def collective_time(
         raise InputError(f"size: must be > 0 bytes, got {size_bytes}", field="size")
     if num_gpus < 2:
         raise InputError(f"num_gpus: a collective needs at least 2 GPUs, got {num_gpus}", field="num_gpus")
+    if system.ici_torus_axes is not None:
+        return _torus_result(op, float(size_bytes), system, int(num_gpus))
     if gpu is None:
         from gpuplan.catalog import get_gpu  # noqa: PLC0415
         gpu = get_gpu(system.gpu)
@@ -657,6 +680,18 @@ def collective_time(
         collective=op, algorithm=best_algo, protocol=best_proto, size_bytes=float(size_bytes), num_gpus=int(num_gpus),
         gpus_per_domain=int(ppd), domains=int(domains), time_s=t, algbw_gbps=algbw,
         busbw_gbps=algbw * float(busbw_factor(op, num_gpus)), latency_s=latency, bandwidth_s=t - latency,
+    )
+
+
+def _torus_result(op: Collective, size_bytes: float, system: System, num_gpus: int) -> CollectiveResult:
+    """`collective_time` on an ICI torus (TPU slices): `primitives.torus_collectives.torus_collective`
+    (bidirectional rings along the slice's axes, DCN between slices; the scaling book's formulas)."""
+    t = torus_collective(op.value, size_bytes, system, num_gpus, _nic_efficiency(system.nic_kind))
+    algbw = size_bytes / t.time_s / 1e9
+    return CollectiveResult(
+        collective=op, algorithm=Algorithm.RING, protocol=Protocol.SIMPLE, size_bytes=size_bytes, num_gpus=num_gpus,
+        gpus_per_domain=t.chips_per_slice, domains=t.slices, time_s=t.time_s, algbw_gbps=algbw,
+        busbw_gbps=algbw * float(busbw_factor(op, num_gpus)), latency_s=t.latency_s, bandwidth_s=t.bandwidth_s,
     )
 
 

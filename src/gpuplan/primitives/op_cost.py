@@ -24,7 +24,7 @@ from gpuplan.primitives.efficiency import (
 )
 from gpuplan.layers.operators import attention_flops as layer_attention_flops, causal_pairs
 from gpuplan.specs import Gpu
-from gpuplan.specs.dtypes import FORMATS
+from gpuplan.specs.dtypes import FORMATS, Weights
 
 #: Bytes per element of each matmul dtype (the one table: specs.dtypes.FORMATS; fp6 packs 4 in 3 bytes).
 BYTES_PER_ELEMENT: dict[str, float] = {
@@ -68,13 +68,15 @@ def output_bytes_per_element(dtype: str) -> float:
 
 
 def _peak_flops(gpu: Gpu, dtype: str) -> float:
-    """Dense tensor-core peak FLOP/s, falling back as `Gpu.matmul_peak_tflops` does (fp8 -> bf16)."""
+    """Dense tensor-core peak FLOP/s of a GEMM with operands in `dtype`: `Gpu.matmul_peak_tflops`
+    (the precision specs.dtypes.gemm_compute_dtype gives, e.g. fp8 on A100 -> bf16)."""
     return gpu.matmul_peak_tflops(dtype) * 1e12
 
 
 def _effective_dtype(gpu: Gpu, dtype: str) -> str:
-    """The dtype whose efficiency ceiling applies: the one the GPU actually has a peak for."""
-    return gpu.matmul_precision(dtype)
+    """The dtype whose efficiency ceiling applies: the precision the GEMM runs at on this part
+    (specs.dtypes.gemm_compute_dtype; operands given in `dtype`, Weights.STORED)."""
+    return gpu.gemm_compute_dtype(dtype, weights=Weights.STORED)
 
 
 def memory_bandwidth_bytes_s(gpu: Gpu) -> float:

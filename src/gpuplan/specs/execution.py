@@ -13,7 +13,7 @@ different things in two modules):
   property of the framework, `Framework.context_parallel_method`): TransformerEngine's p2p ring
   overlapped with each step's attention (Megatron-core), or PyTorch's `context_parallel` with its
   default all-gather rotation, fp32 merges and fp32 dK/dV ring (torchtitan). The formulas are in
-  `workloads.training.context_parallel`.
+  `workloads.training.step.context`.
 - `Execution`: the bundle a plan carries (framework, attention kernel, TP-communication overlap,
   matmul precision, gradient dtype), built by `TrainPlan.execution`.
 """
@@ -43,7 +43,7 @@ class Framework(str, Enum):
 
 
 class ContextParallelMethod(str, Enum):
-    """K/V exchange of context-parallel attention (formulas: `workloads.training.context_parallel`)."""
+    """K/V exchange of context-parallel attention (formulas: `workloads.training.step.context`)."""
 
     #: TransformerEngine `cp_comm_type="p2p"` (Megatron-core default): each rank's K,V block passes
     #: around the ring, each hop overlapped with the attention of the block already held;

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from gpuplan.specs.dtypes import tensor_core_precision
+from gpuplan.specs.dtypes import Weights, gemm_compute_dtype
 from gpuplan.specs._base import SourcedSpec, Spec
 
 #: dtypes with a peak figure. fp64/fp32 are the vector (CUDA-core) rates; fp64_tensor and the rest
@@ -64,6 +64,9 @@ class Gpu(SourcedSpec):
     scaleup_link: str | None = None  # interconnect id (nvlink4, xgmi3, ici-v5p, ...)
     scaleup_bandwidth_gbps: float | None = Field(default=None, gt=0)  # per GPU, per direction, GB/s
     pcie_gen: int | None = Field(default=None, ge=3, le=6)
+    #: GPU-to-GPU peer-to-peer over PCIe with the vendor's stock driver: False on GeForce cards
+    #: (NCCL then stages every transfer through host memory), None where no source says.
+    pcie_p2p: bool | None = None
     #: board/module power, W. None only where no source publishes one (Google TPUs).
     tdp_w: float | None = Field(default=None, gt=0)
     launch_year: int | None = None
@@ -118,15 +121,19 @@ class Gpu(SourcedSpec):
             return entry.sparse
         return entry.dense
 
-    def matmul_precision(self, precision: str) -> str:
-        """The tensor-core precision a GEMM in `precision` (a catalog key or a number format such as
-        mxfp8 / nvfp4) runs at on this part: specs.dtypes.tensor_core_precision (fp8 -> bf16 on parts
-        without fp8; fp4 -> fp6 -> fp8 -> bf16; bf16 <-> fp16)."""
-        return tensor_core_precision(precision, self.peak_tflops)
+    def gemm_compute_dtype(self, weight_dtype: str, activation_dtype: str | None = None, *,
+                           weights: Weights) -> str:
+        """The tensor-core precision a GEMM of `weight_dtype` weights and `activation_dtype`
+        activations (default: the same format) runs at on this part: specs.dtypes.gemm_compute_dtype
+        (serving checkpoints and kernel inputs Weights.STORED, training recipes Weights.CAST)."""
+        activation = weight_dtype if activation_dtype is None else activation_dtype
+        return gemm_compute_dtype(weight_dtype, activation, self.peak_tflops, weights=weights)
 
     def matmul_peak_tflops(self, precision: str) -> float:
-        """Dense tensor-core peak for a matmul precision, at the precision `matmul_precision` picks."""
-        dtype = self.matmul_precision(precision)
+        """Dense tensor-core peak of a GEMM with both operands in `precision` (a catalog key or a
+        number format such as mxfp8): the peak of `gemm_compute_dtype(precision)`; a caller that
+        resolved the precision already passes a key the part has, which resolves to itself."""
+        dtype = self.gemm_compute_dtype(precision, weights=Weights.STORED)
         if dtype in self.peak_tflops:
             return self.peak_tflops[dtype].dense
         return self.peak(dtype)

@@ -11,6 +11,7 @@ from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
 from gpuplan.specs.execution import AttentionKernel, Execution, Framework
+from gpuplan.specs.finetune import FineTuning, MasterWeights
 
 
 class Recompute(str, Enum):
@@ -54,8 +55,17 @@ def expert_data_parallel_size(tp, cp, dp, ep, etp):
     ranks that hold one copy of the routed experts, at least 1 (Megatron-core parallel_state.py
     initialize_model_parallel: expert_data_parallel_size = world_size // (expert_tensor_parallel_size
     x expert_model_parallel_size x pipeline_model_parallel_size), world_size / pp = tp x cp x dp).
-    Works on ints and numpy arrays."""
-    return np.maximum(1, tp * cp * dp / (ep * etp))
+    Works on ints and numpy arrays (floats too: the step model's plan axes)."""
+    return np.maximum(1, np.floor_divide(tp * cp * dp, ep * etp))
+
+
+def batch_splits_into_micro_batches(global_batch, micro_batch, dp):
+    """Whether a global batch (sequences per step) is a whole number of micro-batches on every
+    data-parallel rank: global_batch % (micro_batch x dp) == 0 (Megatron-core
+    num_microbatches_calculator.py: `assert global_batch_size % micro_batch_times_data_parallel_size
+    == 0`). Works on ints (exactly, at any size) and numpy arrays (the plan search's grid;
+    `workloads.training.plan_validity`)."""
+    return global_batch % (micro_batch * dp) == 0
 
 
 class TrainPlan(Spec):
@@ -88,6 +98,10 @@ class TrainPlan(Spec):
     #: Attention kernel (specs.execution.AttentionKernel). The legacy boolean `flash_attention=False`
     #: given at construction means AttentionKernel.UNFUSED.
     attention_kernel: AttentionKernel = AttentionKernel.FLASH
+    #: Fine-tuning choices (specs.finetune.FineTuning): LoRA / QLoRA, the frozen base's dtype, the
+    #: optimizer, offload, fp32 master weights or pure low-precision training. The default is
+    #: ordinary training (every weight, AdamW, fp32 master, nothing offloaded).
+    fine_tuning: FineTuning = FineTuning()
 
     @model_validator(mode="before")
     @classmethod
@@ -115,10 +129,23 @@ class TrainPlan(Spec):
 
     @model_validator(mode="after")
     def _batch_divides(self):
-        if self.global_batch is not None and self.global_batch % (self.micro_batch * self.dp):
+        if self.global_batch is not None and not batch_splits_into_micro_batches(self.global_batch, self.micro_batch, self.dp):
             raise ValueError(
                 f"global_batch ({self.global_batch}) is not a multiple of micro_batch x dp ({self.micro_batch} x {self.dp})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _fine_tuning_fits_the_plan(self):
+        ft = self.fine_tuning
+        if ft.offload.moves_params and self.sharding not in (Sharding.ZERO3, Sharding.FSDP):
+            # FSDP CPUOffload(offload_params=True) offloads the flat-parameter shards FSDP owns;
+            # DeepSpeed's offload_param is a ZeRO stage-3 option ("only valid with stage 3")
+            raise ValueError(f"offload {ft.offload.value} moves parameter shards: it needs sharding zero3 or fsdp, "
+                             f"not {Sharding(self.sharding).value}")
+        if ft.master_weights is MasterWeights.NONE and Precision(self.precision).low_precision_matmul:
+            raise ValueError(f"master_weights none trains the weights themselves in the compute dtype: precision must be "
+                             f"bf16, fp16 or fp32, not {Precision(self.precision).value}")
         return self
 
     @property

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from gpuplan.specs._base import SourcedSpec
 
-NicKind = Literal["infiniband", "roce", "efa", "omnipath", "tcp", "none"]
+NicKind = Literal["infiniband", "roce", "efa", "omnipath", "tcp", "dcn", "none"]  # dcn: Google's data-centre network between TPU slices
 
 
 class System(SourcedSpec):
@@ -22,6 +22,12 @@ class System(SourcedSpec):
     #: per GPU, per direction, GB/s, as this system wires it (may be below the GPU's own figure)
     scaleup_bandwidth_gbps: float | None = Field(default=None, gt=0)
     scaleup_switched: bool = True  # NVSwitch (any-to-any at full rate) vs point-to-point mesh
+    #: the scale-up fabric is an ICI torus of this many axes (2: TPU v5e / v6e, 3: v5p / TPU7x); the
+    #: chip's `scaleup_bandwidth_gbps` (per direction) is spread over 2 links per axis
+    ici_torus_axes: int | None = Field(default=None, ge=2, le=3)
+    #: an axis of a slice has wrap-around links when its length is a multiple of this (on 3-axis tori
+    #: only when every axis is: whole cubes); None: no torus
+    ici_wraparound_length: int | None = Field(default=None, gt=0)
     nvls: bool = False  # NVLink SHARP in-switch reduction available
     nics_per_node: int = Field(default=0, ge=0)  # compute-fabric NICs (storage NICs excluded)
     nic_gbit_s: float | None = Field(default=None, gt=0)  # per NIC port, line rate
@@ -33,6 +39,13 @@ class System(SourcedSpec):
     system_power_w: float | None = Field(default=None, gt=0)  # max system power of one node
     rack_units: int | None = Field(default=None, gt=0)
     price_usd: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _torus_is_not_switched(self):
+        if self.ici_torus_axes is not None and (self.scaleup_switched or self.ici_wraparound_length is None):
+            raise ValueError("ici_torus_axes: a torus is not switched (scaleup_switched = false) and needs "
+                             "ici_wraparound_length")
+        return self
 
     @property
     def scaleout_gbps_per_gpu(self) -> float:

@@ -131,12 +131,11 @@ def system_and_gpu(system: str | System | None, gpu: str | Gpu | None, *, defaul
 
 
 def widest_system(gpu: Gpu) -> System:
-    """`Catalog.widest_system_for`, also for a GPU that is not in the catalog (its single-GPU box)."""
-    from gpuplan.catalog import single_gpu_system
-
+    """`Catalog.widest_system_for`, also for a GPU that is not in the catalog (its PCIe box,
+    `Catalog.gpu_box`)."""
     cat = catalog()
     if gpu.id not in cat.gpus:
-        return single_gpu_system(gpu)
+        return cat.gpu_box(gpu)
     return cat.widest_system_for(gpu.id)
 
 
@@ -152,10 +151,11 @@ def parse_enum(cls: type[E], raw: str | E, name: str) -> E:
 
 
 def default_seq_len(model: ModelSpec) -> int:
-    """The one `--seq-len` default (workloads.training.plan_search.default_seq_len): min(max positions, 4096)."""
-    from gpuplan.workloads.training.plan_search import default_seq_len as training_default
+    """The one `--seq-len` default: the model's published recipe (catalog.recipes), else
+    min(max positions, 4096) (workloads.training.plan_search.default_seq_len); interfaces.planning.defaults."""
+    from gpuplan.interfaces.planning.defaults import training_defaults
 
-    return training_default(model)
+    return training_defaults(model, None, None)[0]
 
 
 def count(value: str | float | int | None, name: str) -> float | None:

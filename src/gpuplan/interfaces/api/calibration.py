@@ -38,7 +38,7 @@ def calibrate_knobs(fitted: bool = False) -> KnobsResult:
 
 @dataclass(frozen=True)
 class FitProfileResult(Result):
-    """`calibrate_fit`: the fit (interfaces.calibration.CalibrationResult) and where the profile and
+    """`calibrate_fit`: the fit (interfaces.calibration.fit.CalibrationResult) and where the profile and
     plot were written (None when not asked)."""
 
     calibration: object
@@ -55,21 +55,21 @@ def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Pa
     """Fit the knobs the measured rows inform (docs/calibration.md) and write the profile to `out`
     (atomically; nothing is written when the fit is refused). `knobs`: names (a list or
     "a,b") restricting the fit; default every knob the rows' predictions read. `method`: auto,
-    hierarchical or flat (interfaces.calibration). `progress(stage, fraction)` per stage and fold."""
+    hierarchical or flat (interfaces.calibration.fit). `progress(stage, fraction)` per stage and fold."""
     from gpuplan.interfaces.calibration.fit import calibrate_files
     from gpuplan.interfaces.reports.calibration_plot import check_plot_path, plot_fit
-    from gpuplan.interfaces.calibration.profile import check_out_path
+    from gpuplan.output_files import check_output_path
 
     paths = [measurements] if isinstance(measurements, (str, Path)) else list(measurements)
     names = [n.strip() for n in knobs.split(",") if n.strip()] if isinstance(knobs, str) else (list(knobs) if knobs else None)
     if out is not None:
-        check_out_path(out)
+        check_output_path(out, "out")
     if plot is not None:
         check_plot_path(plot)
     result = calibrate_files(paths, knob_names=names, lam=lam, prior_width=prior_width, method=method,
                              progress=progress)
     if out is not None:
-        result.write_profile(out)
+        result.write_profile(out, "out")
     if plot is not None:
         err = result.error_block()
         plot_fit(plot, result.rows, err["mape_before_pct"], err["mape_after_pct"])
@@ -92,23 +92,23 @@ class ImportRowsResult(Result):
 
 def calibrate_import(kind: str, file: str | Path, out: str | Path | None = None, *, config: str | Path | None = None,
                      sets: Sequence[str] = ()) -> ImportRowsResult:
-    """Turn a tool's output into measured rows (interfaces.importers: nccl-tests, mamf, vllm, sglang,
+    """Turn a tool's output into measured rows (interfaces.calibration.importers: nccl-tests, mamf, vllm, sglang,
     torchtitan, megatron); `config` (TOML) and `sets` ("column=value") give the run's configuration.
     With `out`, the rows are written there as CSV, atomically."""
-    from gpuplan.interfaces.calibration.profile import check_out_path, write_atomically
     from gpuplan.interfaces.calibration.importers import import_file, parse_config
+    from gpuplan.output_files import check_output_path, write_atomic
 
     if out is not None:
-        check_out_path(out)
+        check_output_path(out, "out")
     result = import_file(kind, file, parse_config(config, sets))
     if out is not None:
-        write_atomically(out, result.csv_text())
+        write_atomic(out, result.csv_text(), "out")
     return ImportRowsResult(kind, str(file), tuple(result.rows), None if out is None else str(out))
 
 
 @dataclass(frozen=True)
 class BenchResult(Result):
-    """`bench`: the measurements (interfaces.bench.BenchReport) and the files written."""
+    """`bench`: the measurements (interfaces.calibration.bench.BenchReport) and the files written."""
 
     report: object
     rows_path: str | None
@@ -120,32 +120,32 @@ class BenchResult(Result):
 
 def bench(device: str | None = None, quick: bool = False, out: str | Path | None = None,
           profile: str | Path | None = None, progress=None) -> BenchResult:
-    """Measure this machine (interfaces.bench): GEMM sweep per dtype, memory bandwidth, attention,
+    """Measure this machine (interfaces.calibration.bench): GEMM sweep per dtype, memory bandwidth, attention,
     host-device copies and collectives (torch), compared with the catalog's peak. `out`: the GEMM
     (matmul) and collectives rows as CSV;
     `profile`: the fitted matmul ceilings (only for a catalog GPU). Files are written atomically."""
     from gpuplan.errors import InputError
     from gpuplan.interfaces.calibration.bench import run_bench
-    from gpuplan.interfaces.calibration.profile import check_out_path, write_atomically
     from gpuplan.interfaces.calibration.importers import rows_csv
+    from gpuplan.output_files import check_output_path, write_atomic
 
-    for path in (out, profile):
+    for path, name in ((out, "out"), (profile, "profile")):
         if path is not None:
-            check_out_path(path)
+            check_output_path(path, name)
     report = run_bench(device, quick, progress, fit_profile=profile is not None)
     if profile is not None and report.calibration is None:
         raise InputError(f"profile: {report.device_name} is not a catalog GPU, so no knob of the registry describes "
                          "it; nothing to write (the rows can still be written with --out)", field="profile")
     if out is not None:
-        write_atomically(out, rows_csv(report.rows()))
+        write_atomic(out, rows_csv(report.rows()), "out")
     if profile is not None:
-        report.calibration.write_profile(profile)
+        report.calibration.write_profile(profile, "profile")
     return BenchResult(report, None if out is None else str(out), None if profile is None else str(profile))
 
 
 def apply(profile: Profile | str | Path):
     """Context manager: within it every prediction uses the profile's knob values, and every
-    result's JSON carries `calibration: {profile, knobs}` (interfaces.calibration_profile)."""
+    result's JSON carries `calibration: {profile, knobs}` (interfaces.calibration.profile)."""
     return apply_profile(profile)
 
 

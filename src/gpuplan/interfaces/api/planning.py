@@ -29,7 +29,7 @@ def _system_id(system: str | System) -> str:
 # ---- plan -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PlanResult(Result):
-    """`plan`: `report` is interfaces.plan.PlanReport; `html()` the self-contained HTML report."""
+    """`plan`: `report` is interfaces.planning.plan.PlanReport; `html()` the self-contained HTML report."""
 
     report: Any  # gpuplan.interfaces.planning.plan.PlanReport
 
@@ -103,7 +103,7 @@ _FABRIC_KEYS = (
 
 @dataclass(frozen=True)
 class ClusterResult(Result):
-    """`dc_fabric` / `dc_power` / `dc_tco`: `cluster` is interfaces.plan.ClusterReport; `view` picks the JSON."""
+    """`dc_fabric` / `dc_power` / `dc_tco`: `cluster` is interfaces.planning.plan.ClusterReport; `view` picks the JSON."""
 
     cluster: Any  # gpuplan.interfaces.planning.plan.ClusterReport
     view: str  # "fabric", "power" or "tco"

@@ -1,14 +1,21 @@
 """`gpuplan.api` for training: `train` (best plan, step time, totals) and `fit_*` (memory per GPU
 and its inverse questions). Defaults that used to live in the CLI live here:
 
-- `--seq-len`: `default_seq_len(model)` = min(max positions, 4096).
+- `--seq-len`, `--global-batch`: the model's published recipe (`training_defaults`, catalog.recipes), else
+  `default_seq_len(model)` = min(max positions, 4096) and each plan's default batch.
 - A given plan (any degree set): unset degrees are 1, dp fills the GPUs (gpus / (tp x pp x cp)),
   micro-batch 1, global batch = `plan_search.default_global_batch` (the multiple of micro_batch x dp
   nearest 2^22 tokens, the rule the plan search uses), sequence parallelism on where tp > 1
   (Megatron-LM's recipes).
+- Fine-tuning (`fine_tuning`: LoRA / QLoRA, optimizer, offload, master weights; api.fine_tuning):
+  `train` evaluates the given plan (unset degrees as above: tp = pp = 1, dp = all GPUs) rather than
+  searching, since fine-tuning stacks (PEFT, torchtune, fsdp_qlora, DeepSpeed) shard by data
+  parallelism; `--grad-accum` sets the global batch (micro-batch x grad-accum x dp).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -16,11 +23,14 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from gpuplan.errors import InputError
+from gpuplan.interfaces.planning.defaults import training_defaults
 from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
     resolve_gpu, resolve_model, resolve_system, system_and_gpu,
 )
+from gpuplan.interfaces.api.fine_tuning import batch_with_grad_accum, fine_tuning_spec
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
+from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
 
 GIB = 2**30
@@ -34,9 +44,15 @@ def sequence_parallel_default(tp: int, given: bool | None) -> bool:
 
 
 def _plan_error(exc: ValidationError) -> InputError:
+    """The first error of a TrainPlan as an InputError naming its option (a plan-level rule names the
+    option its message starts with: `offload ...`, `master_weights ...`, `global_batch ...`)."""
     err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "global_batch"
-    return InputError(f"--{field.replace('_', '-')}: {err['msg']}", field=field)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(p) for p in err["loc"])
+    if not field:
+        first = msg.split(" ", 1)[0].strip("(:,")
+        field = first if first in ("offload", "master_weights", "global_batch") else "global_batch"
+    return InputError(f"--{field.replace('_', '-')}: {msg}", field=field)
 
 
 # ---- train ----------------------------------------------------------------------------------------
@@ -47,6 +63,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "micro_batch": plan.micro_batch, "global_batch": plan.global_batch, "seq_len": plan.seq_len,
         "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
         "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
+        "fine_tuning": plan.fine_tuning.model_dump(mode="json"),
     }
 
 
@@ -61,6 +78,12 @@ class TrainResult(Result):
     moe: bool = False  # whether the model routes experts (the regime of the error band)
     #: set when no global batch was given: how the plan's batch was chosen (`default_batch_note`)
     batch_note: str | None = None
+    #: expected time with interruptions, restarts and checkpoints (facilities.goodput.Goodput)
+    goodput: Any = None
+    #: the MFU comparable published runs reached (interfaces.planning.evidence.mfu_evidence)
+    evidence: dict | None = None
+    #: the ModelSpec trained (what `gpuplan train --emit` writes into a launch config)
+    model_spec: Any = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -86,6 +109,10 @@ class TrainResult(Result):
             "memory_per_gpu_gib": est.memory_per_gpu_gib,
             "steps": est.steps, "time_s": est.time_s, "days": est.days, "gpu_hours": est.gpu_hours,
         }
+        if self.goodput is not None:  # `days` stays the ideal (failure-free) time: ideal_days == days
+            out.update(self.goodput.to_dict())
+        if self.evidence is not None:
+            out["comparable_published_mfu_pct"] = self.evidence
         if self.run is not None:
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
         from gpuplan.interfaces.validation.error_bands import training_band
@@ -111,8 +138,51 @@ class TrainResult(Result):
         return out
 
 
+#: the axes the plan search chooses; giving all of them names one plan, a subset constrains the search
+SEARCHED_AXES = ("tp", "pp", "cp", "vpp", "micro_batch", "recompute", "sharding", "sequence_parallel")
+
+
+def _every_axis_given(degrees: dict[str, Any], moe: bool) -> bool:
+    """True when the options name one plan: every searched axis (dp may stand for cp), and ep for MoE."""
+    given = {k for k, v in degrees.items() if v is not None}
+    if "dp" in given:
+        given.add("cp")
+    if degrees.get("pp") == 1:  # interleaving needs pp > 1 (Megatron-LM arguments.py): vpp is 1
+        given.add("vpp")
+    if degrees.get("tp") == 1:  # sequence parallelism needs tp > 1: it is off
+        given.add("sequence_parallel")
+    needed = set(SEARCHED_AXES) | ({"ep"} if moe else set())
+    return needed <= given
+
+
+def _constrained_space(space, gpus: int, degrees: dict[str, Any]):
+    """`space` with each given axis fixed (the others searched). dp fixes cp = gpus / (tp pp dp) and so
+    needs --tp and --pp; etp is not an axis of the search."""
+    d = {k: v for k, v in degrees.items() if v is not None}
+    for name in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch"):
+        positive(d.get(name), name)
+    if "etp" in d:
+        raise InputError("etp: give it with every other axis (one plan), or leave it to the search", field="etp")
+    if "dp" in d:
+        if "tp" not in d or "pp" not in d:
+            raise InputError("dp: give --tp and --pp with --dp (cp = gpus / (tp x pp x dp)), or leave dp to the search",
+                             field="dp")
+        tpp = d["tp"] * d["pp"] * d["dp"]
+        if gpus % tpp or ("cp" in d and d["cp"] * tpp != gpus):
+            raise InputError(f"dp: tp x pp x dp = {tpp} must divide --gpus {gpus} (times cp)", field="dp")
+        d["cp"] = gpus // tpp
+    fixed: dict[str, Any] = {k: [d[k]] for k in ("tp", "pp", "cp", "ep", "vpp", "micro_batch") if k in d}
+    if "recompute" in d:
+        fixed["recompute"] = [parse_enum(Recompute, d["recompute"], "recompute")]
+    if "sharding" in d:
+        fixed["sharding"] = [parse_enum(Sharding, d["sharding"], "sharding")]
+    if "sequence_parallel" in d:
+        fixed["sequence_parallel"] = [bool(d["sequence_parallel"])]
+    return dataclasses.replace(space, **fixed)
+
+
 def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
-                degrees: dict[str, Any]) -> TrainPlan:
+                degrees: dict[str, Any], fine_tuning: FineTuning = FineTuning(), grad_accum: int | None = None) -> TrainPlan:
     """The one plan `train` evaluates when any degree is given (module docstring defaults)."""
     from gpuplan.workloads.training.plan_search import default_global_batch
 
@@ -124,7 +194,7 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
         raise InputError(f"--gpus {gpus} is not a multiple of tp x pp x cp = {tp * pp * cp}", field="gpus")
     dp = d.get("dp", gpus // (tp * pp * cp))
     mb = d.get("micro_batch", 1)
-    gb = global_batch or default_global_batch(seq_len, dp, mb)
+    gb = batch_with_grad_accum(mb, dp, global_batch, grad_accum) or default_global_batch(seq_len, dp, mb)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=d.get("ep", 1), etp=d.get("etp"), vpp=d.get("vpp", 1), micro_batch=mb,
@@ -132,10 +202,10 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
             recompute=parse_enum(Recompute, d.get("recompute", "none"), "recompute"),
             sharding=parse_enum(Sharding, d.get("sharding", "none"), "sharding"),
             sequence_parallel=sequence_parallel_default(tp, d.get("sequence_parallel")),
-            tp_comm_overlap=tp_comm_overlap,
+            tp_comm_overlap=tp_comm_overlap, fine_tuning=fine_tuning,
         )
     except ValidationError as exc:
-        raise InputError(f"plan: {exc.errors()[0]['msg']}", field="plan") from None
+        raise _plan_error(exc) from None
 
 
 def train(
@@ -164,17 +234,25 @@ def train(
     top: int = 5,
     progress: Callable[[str, float], None] | None = None,
     gpu: str | Gpu | None = None,
+    search_limits: dict[str, list] | None = None,
+    fine_tuning: FineTuning | dict | None = None,
+    grad_accum: int | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
     days, GPU-hours, energy, cost and CO2. Power and cost use ONE assumptions set
     (facilities.assumptions: defaults, `overrides` {KEY: VALUE} or ["KEY=VALUE"], then the named
     values; `grid_kg_per_kwh` is the old spelling of `grid_kg_co2_per_kwh`). `gpu`: the system's GPU
-    (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given."""
+    (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given.
+    `search_limits` {axis: allowed values}: the searched axes keep only those values (the plans a
+    launch-config target can state, interfaces.deploy); an axis the options fixed must be one of them.
+    `fine_tuning`: LoRA / QLoRA, optimizer, offload, master weights (api.fine_tuning; a FineTuning or a
+    dict of its options); such a plan is evaluated, not searched (module docstring). `grad_accum`:
+    micro-batches per step (global batch = micro-batch x grad-accum x dp)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
-    from gpuplan.workloads.training.step_time import check_plan
+    from gpuplan.workloads.training.plan_validity import check_plan
     from gpuplan.workloads.training.totals import estimate_training
 
     positive(gpus, "gpus")
@@ -196,27 +274,63 @@ def train(
     budget = count(flops, "flops")
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    sharding=sharding, sequence_parallel=sequence_parallel)
+    recipe_note = None
+    ft = fine_tuning_spec(fine_tuning)
     if plan is not None:
         seq_len = plan.seq_len
-    elif seq_len is None:
-        seq_len = default_seq_len(spec)
+    elif not ft.ordinary or grad_accum is not None:
+        # fine-tuning (or a batch given by --grad-accum): a pretraining recipe's batch does not apply
+        seq_len = default_seq_len(spec) if seq_len is None else seq_len
+    else:  # the model's published recipe where one exists (catalog.recipes), else the search's defaults
+        seq_len, global_batch, recipe_note = training_defaults(spec, seq_len, global_batch)
     given_degrees = plan is None and any(v is not None for v in degrees.values())
-    if given_degrees:
+    space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap)
+    if plan is None and (not ft.ordinary or grad_accum is not None):
+        # fine-tuning (or a batch given by --grad-accum): the one plan of the given degrees (module docstring)
+        given_degrees = True
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum)
+        global_batch = plan.global_batch if grad_accum is not None else global_batch
+    elif given_degrees and _every_axis_given(degrees, spec.moe is not None):
         plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
+    elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
+        space = _constrained_space(space, gpus, degrees)
+    if search_limits:
+        space = _limited_space(space, search_limits)
     if plan is not None:
-        check_plan(spec, sys_spec, plan, gpus)
+        check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         est = estimate_training(
             spec, sys_spec, gpus, n_tokens, gpu=gpu, flop_budget=budget, seq_len=seq_len, global_batch=global_batch,
-            precision=prec, plan=plan,
-            space=SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap),
+            precision=prec, plan=plan, space=space,
             framework=fw, progress=progress if plan is None else None, top=top,
         )
     run = training_run_cost(est, sys_spec, gpu, assumptions=assumptions, usd_per_gpu_hour=usd_per_gpu_hour)
-    batch_note = None
+    batch_note = recipe_note
     if global_batch is None and (plan is None or given_degrees):  # the batch was chosen here, not given
-        batch_note = default_batch_note(est.plan.global_batch, est.plan.seq_len)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note)
+        batch_note = "; ".join(n for n in (recipe_note, default_batch_note(est.plan.global_batch, est.plan.seq_len)) if n)
+    from gpuplan.facilities.goodput import training_goodput
+    from gpuplan.layers.params import parameter_counts
+
+    goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
+    from gpuplan.interfaces.planning.evidence import mfu_evidence
+
+    evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
+                            est.step.mfu_pct)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec)
+
+
+def _limited_space(space, limits: dict[str, list]):
+    """`space` with each axis in `limits` restricted to the allowed values (InputError naming the axis
+    when an axis the options fixed is not one of them)."""
+    changes = {}
+    for axis, allowed in limits.items():
+        current = getattr(space, axis)
+        kept = list(allowed) if current is None else [v for v in current if v in allowed]
+        if not kept:
+            names = ", ".join(str(getattr(v, "value", v)) for v in allowed)
+            raise InputError(f"{axis}: the launch config target states only {names}", field=axis, allowed=names)
+        changes[axis] = kept
+    return dataclasses.replace(space, **changes)
 
 
 # ---- fit ------------------------------------------------------------------------------------------
@@ -226,8 +340,10 @@ def fit_plan(
     seq_len: int | None = None, recompute: str | Recompute = Recompute.NONE, sharding: str | Sharding = Sharding.NONE,
     precision: str | Precision = Precision.BF16, grad_precision: str | Precision = Precision.FP32,
     sequence_parallel: bool | None = None, flash_attention: bool = True,
+    fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None,
 ) -> TrainPlan:
-    """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given)."""
+    """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given).
+    `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp."""
     if plan is not None:
         if gpus is not None and plan.num_gpus != gpus:
             raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp of the plan ({plan.num_gpus})", field="gpus")
@@ -245,6 +361,8 @@ def fit_plan(
     if gpus is not None and tp * pp * dp * cp != gpus:
         raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp ({tp} x {pp} x {dp} x {cp} = {tp * pp * dp * cp})",
                          field="gpus")
+    ft = fine_tuning_spec(fine_tuning)
+    global_batch = batch_with_grad_accum(micro_batch, dp, global_batch, grad_accum)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
@@ -254,6 +372,7 @@ def fit_plan(
             grad_precision=parse_enum(Precision, grad_precision, "grad_precision"),
             sequence_parallel=sequence_parallel_default(tp, sequence_parallel),
             attention_kernel=AttentionKernel.FLASH if flash_attention else AttentionKernel.UNFUSED,
+            fine_tuning=ft,
         )
     except ValidationError as exc:
         raise _plan_error(exc) from None
@@ -285,16 +404,23 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
         "bytes_per_param": {**states, "model_states": sum(states.values())},
         "activation_bytes_per_param": mem.per_gpu_bytes["activations"] / max(1, mem.params_per_gpu),
         "notes": list(mem.notes),
-        "band_80pct": memory_band(model, mem),
+        "band_80pct": memory_band(model, mem, finetune=not plan.fine_tuning.ordinary),
+        # fine-tuning (workloads.training.finetune_memory): not part of per_gpu_bytes / fits
+        "fine_tuning": plan.fine_tuning.label(),
+        "trainable_params_per_gpu": mem.trainable_params if mem.trainable_params is not None else mem.params_per_gpu,
+        "paged_optimizer_bytes": mem.paged_optimizer_bytes,
+        "paged_optimizer_gib": mem.paged_optimizer_bytes / GIB,
+        "host_offload_bytes": mem.host_bytes,
+        "host_offload_gib": mem.host_bytes / GIB,
     }
 
 
-def memory_band(model: ModelSpec, mem) -> dict:
-    """The 80% band of the predicted memory per GPU (interfaces.error_bands: cross-validated residuals
+def memory_band(model: ModelSpec, mem, finetune: bool = False) -> dict:
+    """The 80% band of the predicted memory per GPU (interfaces.validation.error_bands: cross-validated residuals
     of the public memory rows of the regime), and whether the plan still fits at the band's top."""
     from gpuplan.interfaces.validation.error_bands import training_memory_band
 
-    band = training_memory_band(model.moe is not None)
+    band = training_memory_band(model.moe is not None, finetune)
     if band is None:
         return {}
     lo, hi = band.interval(mem.per_gpu_bytes["total"] / GIB)
@@ -381,7 +507,8 @@ def fit_train(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | 
 def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
                   system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
     """Largest micro-batch that fits on the given GPUs and layout (global batch keeps its micro-batches in flight)."""
-    from gpuplan.workloads.training.memory import max_micro_batch, training_memory
+    from gpuplan.workloads.training.fit import max_micro_batch
+    from gpuplan.workloads.training.memory import training_memory
 
     spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
     best = max_micro_batch(spec, plan, g)
@@ -396,7 +523,8 @@ def fit_max_batch(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: in
 def fit_max_seq(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,
                 system: str | System | None = None, **plan_kw: Any) -> FitMaxResult:
     """Longest sequence (multiple of 128) that fits on the given GPUs and layout."""
-    from gpuplan.workloads.training.memory import max_seq_len, training_memory
+    from gpuplan.workloads.training.fit import max_seq_len
+    from gpuplan.workloads.training.memory import training_memory
 
     spec, g, plan = _fit_inputs(model, gpu, system, gpus, plan_kw)
     best = max_seq_len(spec, plan, g)
@@ -411,7 +539,7 @@ def fit_min_gpus(model: str | ModelSpec, gpu: str | Gpu | None = None, max_gpus:
                  system: str | System | None = None, progress=None, **plan_kw: Any) -> MinGpusResult:
     """Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from `plan_kw`);
     `progress(GPUs reached, max_gpus)` as counts are tried."""
-    from gpuplan.workloads.training.memory import min_gpus
+    from gpuplan.workloads.training.fit import min_gpus
 
     positive(max_gpus, "max_gpus")
     spec, g, plan = _fit_inputs(model, gpu, system, None, plan_kw)

@@ -6,7 +6,7 @@ move every compute ceiling together), the achieved memory bandwidth, the efficie
 network (NCCL version, fabric and NIC settings move every link together) and the host overhead per
 step (CPU, Python, launch latency: in serving the engine step and kernel launches, in training the
 fixed per-layer and per-expert MoE launch and device-to-host sync time). Fitting every knob the
-rows read one by one (the flat fit, `interfaces.fitting.KnobFitter` over all of them) gives a dozen
+rows read one by one (the flat fit, `interfaces.fitting.least_squares.KnobFitter` over all of them) gives a dozen
 weakly informed knobs from a handful of rows: the fit describes the rows it saw, not the next ones
 (docs/calibration.md, the odd/even table). So the fit is given a hierarchy:
 

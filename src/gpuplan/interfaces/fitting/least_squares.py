@@ -243,7 +243,7 @@ class KnobFitter:
     # ------------------------------------------------------------------ evaluation
     def unit_of(self, name: str) -> str:
         """The unit of the fitted parameter `name` (here a registry knob's; a subclass may fit
-        other parameters: interfaces.calibration_hierarchy)."""
+        other parameters: interfaces.calibration.hierarchy)."""
         return knobs.REGISTRY[name].unit
 
     def parameter_values(self, x: np.ndarray) -> dict[str, float]:
@@ -303,7 +303,7 @@ class KnobFitter:
     def screened(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """After the screen on the `usable` rows: (informed mask over the knobs, transformed
         residuals at the start values, their Jacobian there), for a caller that chooses which
-        parameters to fit (interfaces.calibration_hierarchy)."""
+        parameters to fit (interfaces.calibration.hierarchy)."""
         self._screen(usable)
         return self._informed.copy(), self._residuals(self.base_predictions()), self._jac0.copy()
 

@@ -126,7 +126,7 @@ class PlanReport:
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS  # the one set every figure of the report used
     training_run: RunCost | None = None  # energy, CO2 and cost of the training run (goal train)
     serving_day: RunCost | None = None  # energy, CO2 and cost of one day of serving (goal serve)
-    band_80pct: dict | None = None  # the training run's 80% band (interfaces.error_bands.training_band)
+    band_80pct: dict | None = None  # the training run's 80% band (interfaces.validation.error_bands.training_band)
 
     def to_dict(self) -> dict:
         """The `plan --json` document: ONE `assumptions` object (pue, grid_kg_co2_per_kwh,
@@ -137,6 +137,9 @@ class PlanReport:
             "goal": self.goal, "model": self.model, "system": self.system_id, "answer": self.answer, "notes": self.notes,
             "estimator": w.estimator, "gpus": c.fabric.gpus, "nodes": c.fabric.nodes, "days": w.days,
             "gpu_hours": w.gpu_hours, "workload_details": w.details,
+            # training: `days` is the ideal (failure-free) time; facilities.goodput adds the expectation
+            **{k: w.details.get(k) for k in ("ideal_days", "expected_days", "goodput_pct", "checkpoint_interval_s",
+                                             "comparable_published_mfu_pct") if self.goal is Goal.TRAIN},
             "fabric": {k: getattr(c.fabric, k) for k in ("leaf_switches", "spine_switches", "core_switches", "cables",
                                                        "transceivers", "bisection_tbps", "tiers_count", "switches")},
             "racks": c.racks,
@@ -159,7 +162,7 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
     `seq_len` defaults to min(max positions, 4096); `global_batch` (sequences) to each plan's
     `default_global_batch` (the multiple of dp x micro-batch nearest 2^22 tokens), plans then ranked
     by time per token."""
-    from gpuplan.workloads.training.moe_time import ep_regime
+    from gpuplan.workloads.training.step.expert import ep_regime
     from gpuplan.workloads.training.plan_search import SearchSpace, default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
 
@@ -323,6 +326,11 @@ def plan(
     est = None
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         if goal is Goal.TRAIN:
+            from gpuplan.interfaces.planning.defaults import training_defaults
+
+            seq_len, global_batch, recipe_note = training_defaults(model, seq_len, global_batch)
+            if recipe_note:
+                notes.append(recipe_note)
             if gpus is not None:
                 if gpus < 1:
                     raise InputError("gpus: must be >= 1", field="gpus")
@@ -358,6 +366,17 @@ def plan(
                                 usd_per_gpu_hour=cloud_usd_per_gpu_hour)
         if run.energy is not None:
             work.details["energy_mwh"] = run.energy.energy_mwh
+        from gpuplan.facilities.goodput import training_goodput
+        from gpuplan.layers.params import parameter_counts
+
+        goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(model).total_with_mtp, assumptions)
+        work.details.update(goodput.to_dict())
+        from gpuplan.interfaces.planning.evidence import mfu_evidence
+
+        evidence = mfu_evidence(gpu.architecture, model.moe is not None, 12.0 * model.layers * model.hidden**2,
+                                est.num_gpus, est.step.mfu_pct)
+        work.details["comparable_published_mfu_pct"] = evidence
+        notes.append(f"evidence: {evidence['note']}")
         band = training_band(est, model.moe is not None, run)
         if band.get("days"):
             lo, hi = band["days"]
@@ -373,6 +392,8 @@ def plan(
     answer = (
         f"{'Train' if goal is Goal.TRAIN else 'Serve'} {model_id} on {nodes} x {system.id} ({cluster.fabric.gpus} GPUs"
         + (f", {work.days:.1f} days" if work.days is not None else "")
+        + (f" ideal, {work.details['expected_days']:.1f} expected at {work.details['goodput_pct']:.0f}% goodput"
+           if work.details.get("expected_days") is not None else "")
         + f"): {cluster.fabric.leaf_switches} leaf / {cluster.fabric.spine_switches} spine / {cluster.fabric.core_switches} core switches, "
         f"{cluster.racks.racks} racks ({cluster.racks.cooling.value}), {cluster.power.facility_power_kw:,.0f} kW facility power"
         + (f" ({run.energy.energy_mwh:,.0f} MWh and {run.energy.co2_tonnes:,.0f} t CO2 for the run at PUE {assumptions.pue:g})"

@@ -7,7 +7,7 @@ with the task, so a worker needs no catalog of its own and user catalogs reach i
 Derived columns (units in the names):
     usd_per_million_tokens (train) = cost_usd / tokens x 1e6
     usd_per_million_tokens (serve) = GPUs x $/GPU-hour / (3600 x rate x output_len) x 1e6
-                                     (workloads.inference.capacity)
+                                     (workloads.inference.plan.capacity)
     meets_constraints              = status ok and every bound of [constraints] holds
 A point that cannot run (does not fit, degrees do not divide, no layout meets the objectives) is
 a row with status "infeasible" and the reason; a failure of gpuplan itself is status "error".

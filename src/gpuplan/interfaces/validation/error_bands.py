@@ -1,7 +1,7 @@
 """80% error bands from cross-validated residuals: how far off the model is, per regime.
 
 Every prediction carries a band (DESIGN.md). The band of a regime is the 10th and 90th percentile of
-the *cross-validated* residuals of the public rows in that regime (`interfaces.cross_validation`:
+the *cross-validated* residuals of the public rows in that regime (`interfaces.validation.cross_validation`:
 each family predicted with knobs refit without it), so it estimates the error on workloads the model
 was not tuned on.
 
@@ -16,8 +16,11 @@ Residuals are oriented so that one band serves every metric of a class:
 Regimes, most specific first (a key with fewer than MIN_ROWS scored rows falls back to its parent):
 `training/time/<dense|moe>/<stack>` (stack: megatron for Megatron-core / DeepSpeed / other, fsdp for
 FSDP / torchtitan) -> `training/time/<dense|moe>` -> `training/time`; `training/memory` ...;
-`inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. A prediction
-whose regime key has no rows of its own says so (`validated: false`): an extrapolation.
+`inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. Fine-tuning
+(LoRA / QLoRA, another optimizer, offload, pure low precision: a row's fine-tuning columns, a plan's
+`fine_tuning`) puts `training/<time|memory>/finetune` first: its bands come from the fine-tuning
+families' residuals. A prediction whose regime key has no rows of its own says so
+(`validated: false`): an extrapolation.
 
 The shipped table (`catalog/data/error_bands.json`) is written by `benchmarks/accuracy_cv.py
 --write` from the public files; its provenance (date, gpuplan version, rows) is in the file.
@@ -48,13 +51,16 @@ INFERENCE_LATENCY_METRICS = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 BANDS_FILE = "catalog/data/error_bands.json"
 
 
-def regime_keys(kind: str, metric_class: str, moe: bool | None = None, stack: str | None = None) -> list[str]:
+def regime_keys(kind: str, metric_class: str, moe: bool | None = None, stack: str | None = None,
+                finetune: bool = False) -> list[str]:
     """Regime keys of a prediction, most specific first (module docstring)."""
     keys = [f"{kind}/{metric_class}"]
     if moe is not None:
         keys.insert(0, f"{keys[0]}/{'moe' if moe else 'dense'}")
         if stack is not None:
             keys.insert(0, f"{keys[0]}/{stack}")
+    if finetune:
+        keys.insert(0, f"{kind}/{metric_class}/finetune")
     return keys
 
 
@@ -91,7 +97,18 @@ def row_regime(row: Mapping[str, str], kind: str) -> list[str]:
     except Exception:  # noqa: BLE001 - a row whose model cannot be built has no finer regime
         moe = None
     stack = stack_of((row.get("framework") or "megatron").strip().lower()) if kind == "training" and cls == "time" else None
-    return regime_keys(kind, cls, moe, stack)
+    return regime_keys(kind, cls, moe, stack, finetune=kind == "training" and _fine_tuning_row(row))
+
+
+def _fine_tuning_row(row: Mapping[str, str]) -> bool:
+    """Whether a training row's fine-tuning columns leave ordinary training (SCHEMA.md)."""
+    from gpuplan.interfaces.row_types import SkipRow
+    from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
+
+    try:
+        return not fine_tuning_from_row(dict(row))[0].ordinary
+    except SkipRow:
+        return False
 
 
 @dataclass(frozen=True)
@@ -180,27 +197,23 @@ def load_bands() -> dict:
 
 
 def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping) -> Path:
-    """Write the shipped table atomically (temporary file + rename)."""
-    import os
-    import tempfile
+    """Write the shipped table atomically (gpuplan.output_files)."""
+    from gpuplan.output_files import write_atomic
 
     path = _bands_path()
     text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes)}, indent=1, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".error_bands.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, text + "\n", "error_bands")
     load_bands.cache_clear()
     return path
 
 
-def training_time_band(moe: bool, framework: str) -> Band | None:
-    """The shipped 80% band of a training step time (regime from the model and the stack)."""
-    return band_for(load_bands()["regimes"], regime_keys("training", "time", moe, stack_of(framework)))
+def training_time_band(moe: bool, framework: str, finetune: bool = False) -> Band | None:
+    """The shipped 80% band of a training step time (regime from the model, the stack and fine-tuning)."""
+    return band_for(load_bands()["regimes"], regime_keys("training", "time", moe, stack_of(framework), finetune))
 
 
-def training_memory_band(moe: bool) -> Band | None:
-    return band_for(load_bands()["regimes"], regime_keys("training", "memory", moe))
+def training_memory_band(moe: bool, finetune: bool = False) -> Band | None:
+    return band_for(load_bands()["regimes"], regime_keys("training", "memory", moe, finetune=finetune))
 
 
 def serving_band(metric: str, moe: bool) -> Band | None:
@@ -239,11 +252,12 @@ def serving_bands(values: Mapping[str, float], moe: bool) -> dict:
 
 
 def training_band(est, moe: bool, run=None) -> dict:
-    """The 80% band (interfaces.error_bands: cross-validated residuals of the public rows of this
+    """The 80% band (interfaces.validation.error_bands: cross-validated residuals of the public rows of this
     regime) of the step time and what scales with it (days, GPU-hours, cost, energy; tokens/s
     inversely), and of the memory per GPU. `validated: false` marks a regime without rows of its own."""
     out: dict = {}
-    time_band = training_time_band(moe, est.step.framework.value)
+    finetune = not est.plan.fine_tuning.ordinary
+    time_band = training_time_band(moe, est.step.framework.value, finetune)
     if time_band is not None:
         def scaled(v):
             return None if v is None else list(time_band.interval(v))
@@ -256,7 +270,7 @@ def training_band(est, moe: bool, run=None) -> dict:
             "cost_usd": scaled(getattr(run, "cost_usd", None)),
             "energy_mwh": scaled(run.energy.energy_mwh) if run is not None and run.energy is not None else None,
         })
-    mem_band = training_memory_band(moe)
+    mem_band = training_memory_band(moe, finetune)
     if mem_band is not None:
         out["memory_per_gpu_gib"] = list(mem_band.interval(est.memory_per_gpu_gib))
         out["memory_regime"] = mem_band.regime

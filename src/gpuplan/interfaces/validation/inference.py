@@ -8,7 +8,7 @@ Load given by the row:
   many requests as the run had (`run_requests`: stated in the row, else the benchmark's default);
 - `request_rate`: a Poisson open loop.
 Poisson and closed-loop rows are measured by a load generator through a serving API, whose front-end
-latency (workloads.inference.frontend) the first token and the request's end pay; static-batch and
+latency (workloads.inference.sim.frontend) the first token and the request's end pay; static-batch and
 max-load rows are offline benchmarks that call the engine in-process.
 The engine column picks the engine's documented scheduler and memory defaults
 (workloads.inference.engines: EngineProfile, ENGINES; vLLM's for any other engine), at the version
@@ -17,7 +17,7 @@ the row states (`stated_engine_version`);
 `attention_dp` = a, each replica is a attention groups that each serve their own requests (the
 load splits evenly over them: concurrency / a, rate / a, batch / a; TensorRT-LLM's attention-DP
 balance), simulated as one group whose MoE layers carry all a groups' tokens
-(workloads.inference.operators); throughput metrics scale by replicas x a.
+(workloads.inference.cost.operators); throughput metrics scale by replicas x a.
 Latency metrics are means over requests (`ttft_ms`, `tpot_ms`, `e2e_latency_ms`).
 """
 
@@ -26,22 +26,19 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.models import model_from_arch_row
-from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, make_workload
 from gpuplan.workloads.inference.sim.lengths import RequestLengths, dataset_lengths
 from gpuplan.workloads.inference.sim.lengths import fixed as lengths_fixed
-from gpuplan.workloads.inference.sim.deferred_first_token import deferred_result, deferred_workload
 from gpuplan.workloads.inference.cost.deployment import Deployment
-from gpuplan.workloads.inference.sim.frontend import with_frontend_latency
 from gpuplan.workloads.inference.engines import ENGINES, EngineProfile
-from gpuplan.workloads.inference.cost.operators import step_time_model
 from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.sim.simulator import SimResult, simulate
+from gpuplan.workloads.inference.sim.simulator import SimResult
+from gpuplan.workloads.inference.replica import BENCHMARK_RUN, Load, Replica, ServingFeatures, static_scheduler
 from gpuplan.workloads.inference.cost.tp_allreduce import TpAllReduce
+from gpuplan.validation_rules import parse_number
 
 #: Seed of the validation simulations (fixed so `gpuplan validate` is reproducible).
 VALIDATION_SEED = 20240601
@@ -126,7 +123,7 @@ def trtllm_bench_kv_max_requests(dep: Deployment, input_len: int, output_len: in
     safetensors metadata counts: packed 4-bit checkpoints store one uint8 per two elements plus their
     block scales, i.e. bytes_per_element of the format per quantised weight."""
     from gpuplan.layers.params import parameter_counts
-    from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
+    from gpuplan.specs.dtypes import bytes_per_element
 
     m = dep.model
     counts = parameter_counts(m)
@@ -181,9 +178,9 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int | Non
     if not v:
         return default
     try:
-        return int(float(v))
+        return int(float(parse_number(v, key)))  # ASCII digits only (validation_rules.parse_number)
     except (ValueError, OverflowError):
-        raise SkipRow(f"{key}: not a finite number ({v!r})") from None
+        raise SkipRow(f"{key}: not a finite number ({v[:40]!r})") from None
 
 
 def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | None):
@@ -289,11 +286,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
             batch = max(1, -(-batch // adp))
         if conc:
             conc = max(1, round(conc / adp))
-        sched = engine.scheduler_config()
-        if batch:
-            sched = SchedulerConfig(kind=SchedulerKind.STATIC, max_batch_seqs=batch, max_batch_tokens=batch * in_len)
-        mem = engine.memory_plan(dep, max_batch_tokens=min(sched.max_batch_tokens, engine.max_batch_tokens),
-                                 max_batch_seqs=sched.max_batch_seqs)
+        sched = static_scheduler(batch, in_len) if batch else engine.scheduler_config()
+        workspace = None
         if max_load and not batch and not conc and not rate and engine.bench_limits:
             bs, tokens = trtllm_bench_limits(
                 trtllm_bench_kv_max_requests(dep, in_len, out_len, engine.memory_fraction), in_len, out_len, pp)
@@ -302,55 +296,48 @@ def predict_row(row: dict[str, str]) -> Prediction:
             tokens = max(tokens, in_len + bs)
             sched = SchedulerConfig(kind=SchedulerKind.CONTINUOUS, max_batch_seqs=bs, max_batch_tokens=tokens,
                                     no_evict=engine.no_evict)
-            mem = engine.memory_plan(dep, max_batch_tokens=tokens, max_batch_seqs=bs)
+            workspace = tokens
             notes.append(f"trtllm-bench limits max_batch_size={bs} max_num_tokens={tokens}")
-        steps = step_time_model(dep)
+        deferred = engine.defers_first_token(version)
+        if deferred:  # prefill of L - 1 tokens; the first output token from the first decode step
+            notes.append("first token from a decode step (engine version before its prefill sampled it)")
+        replica = Replica(dep, engine, sched, ServingFeatures(lengths=lengths), workspace_tokens=workspace,
+                          deferred_first_token=deferred)
         stated = run_requests(row, dataset)
-        rng = np.random.default_rng(VALIDATION_SEED)
-        lens = dict(lengths=lengths)
+        window = BENCHMARK_RUN
+        # the load one replica receives (loads split evenly over replicas; Replica splits them over
+        # its attention-DP groups), given per group x adp so the row's own rounding stays
         if batch:
-            wl = make_workload(rng, batch, ArrivalKind.BURST, **lens)
+            load = Load.static(batch * adp)
         elif conc:
-            wl = make_workload(rng, max(4 * conc, 200), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
+            load = Load.closed(conc * adp)
         elif rate:
-            n = MAX_LOAD_REQUESTS
+            load = Load.poisson(float(rate) / replicas)
             if stated:  # the run's / dataset's request count
-                n = max(1, -(-stated // groups))
+                window = window.with_requests(max(1, -(-stated // groups)))
                 notes.append(f"{stated} requests in the run")
-            wl = make_workload(rng, n, ArrivalKind.POISSON, rate=float(rate) / groups, **lens)
         elif max_load:
-            fit = mem.max_concurrent_sequences(in_len + out_len)
             if stated:  # the run's / dataset's request count
                 n = max(1, -(-stated // groups))
                 notes.append(f"{stated} requests in the run")
             elif engine.bench_limits:  # trtllm-bench's documented request count, spread over the attention groups
                 n = max(1, -(-trtllm_bench_requests(in_len, out_len) // adp))
             else:
-                n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, sched.max_batch_seqs)), 6000))
-            wl = make_workload(rng, n, ArrivalKind.BURST, **lens)
+                fit = replica.mem.max_concurrent_sequences(in_len + out_len)
+                n = int(min(max(MAX_LOAD_REQUESTS, 3 * min(fit, replica.sched.max_batch_seqs)), 6000))
+            load = Load.burst(n * adp)
         else:
             raise SkipRow("the row gives no load (batch, concurrency, max_load or request_rate)")
-        real_wl = wl
-        deferred = engine.defers_first_token(version)
-        if deferred:  # prefill of L - 1 tokens; the first output token from the first decode step
-            wl = deferred_workload(wl)
-            notes.append("first token from a decode step (engine version before its prefill sampled it)")
-        # closed loop: latencies of the steady state, without the initial burst of `conc` requests
-        # (simulator.simulate, `warmup_requests`)
-        res: SimResult = simulate(steps, mem, wl, sched, warmup_requests=conc if (conc and not batch) else 0,
-                                  cuda_graph_batch_sizes=engine.cuda_graph_batch_sizes if not batch else ())
-        if deferred:
-            res = deferred_result(res, real_wl, wl)
-        if (rate or conc) and not batch:  # a load generator against a serving API: the front-end's latency
-            res = with_frontend_latency(res)
+        run = replica.run(load, in_len, out_len, window=window, seed=VALIDATION_SEED)
+        res: SimResult = run.result
     except SkipRow:
         raise
     except GpuplanError as exc:
         raise SkipRow(str(exc)) from None
     value = {
-        "output_tokens_per_s": res.output_tokens_per_s * groups,
-        "total_tokens_per_s": res.total_tokens_per_s * groups,
-        "requests_per_s": res.requests_per_s * groups,
+        "output_tokens_per_s": run.output_tokens_per_s * replicas,
+        "total_tokens_per_s": run.total_tokens_per_s * replicas,
+        "requests_per_s": run.requests_per_s * replicas,
         "ttft_ms": res.ttft_ms.mean,
         "tpot_ms": res.tpot_ms.mean,
         "e2e_latency_ms": res.e2e_ms.mean,

@@ -12,7 +12,7 @@ carries its source in the comment above its profile.
 it (`EngineProfile.scheduler_config`, `EngineProfile.memory_plan`, `EngineProfile.deployment_options`,
 `EngineProfile.cuda_graph_batch_sizes`); `GENERIC` is gpuplan's own default when no engine is named
 (vLLM-like scheduling and paged KV, the memory headroom knob `memory.usable_fraction`, TensorRT-LLM's
-TP all-reduce). The validation harness (interfaces.validation_inference) gives each inference.csv row
+TP all-reduce). The validation harness (interfaces.validation.inference) gives each inference.csv row
 its `engine` column's profile, at the engine version the row states.
 """
 
@@ -52,7 +52,7 @@ class EngineProfile:
     #: kernel. None: grouped in every version a row may state.
     grouped_decode_from: tuple[int, int] | None = None
     #: first version whose prefill step samples the request's first output token; rows stating an
-    #: older version get the FasterTransformer behaviour of workloads.inference.deferred_first_token
+    #: older version get the FasterTransformer behaviour of workloads.inference.sim.deferred_first_token
     #: (the last prompt token runs in the first decode step, which samples the first token). None:
     #: the prefill samples it in every version a row may state.
     first_token_in_prefill_from: tuple[int, int] | None = None
@@ -100,7 +100,7 @@ class EngineProfile:
 
     def defers_first_token(self, version: tuple[int, int] | None = None) -> bool:
         """Whether the engine at `version` samples the first output token in a decode step, not in
-        the prefill (before `first_token_in_prefill_from`; workloads.inference.deferred_first_token)."""
+        the prefill (before `first_token_in_prefill_from`; workloads.inference.sim.deferred_first_token)."""
         return _older(version, self.first_token_in_prefill_from)
 
 
@@ -120,7 +120,7 @@ ENGINES: dict[str, EngineProfile] = {
     # trtllm-bench throughput runs use kv_cache_free_gpu_mem_fraction 0.95 (perf-overview.md
     # "Reproducing"). Max-load rows (bench_limits) take trtllm-bench's own settings instead:
     # max_batch_size / max_num_tokens from its heuristic, chunked prefill off (get_settings).
-    # Its TP all-reduce (workloads.inference.tp_allreduce): v1.x (PyTorch backend) the AUTO lookup
+    # Its TP all-reduce (workloads.inference.cost.tp_allreduce): v1.x (PyTorch backend) the AUTO lookup
     # table of one-shot / two-shot / NCCL; v0.x (TensorRT engines) the AllReduce plugin's rule
     # (one-shot below a size, else NCCL).
     # Its XQA generation kernel for MQA / GQA arrived in v0.8 (TensorRT-LLM blog "New XQA-kernel
@@ -145,7 +145,7 @@ ENGINES: dict[str, EngineProfile] = {
     # Its context decoder left the last prompt token to the first decode step until "Refactor
     # turbomind attention" (PR #1116, merged March 2024, in a v0.2.x patch release at the earliest):
     # rows stating a version before v0.3, the first minor release certainly after it, get that
-    # (workloads.inference.deferred_first_token; a row stating v0.2.5 or v0.2.6 may be misread).
+    # (workloads.inference.sim.deferred_first_token; a row stating v0.2.5 or v0.2.6 may be misread).
     # TP all-reduce through NCCL (no custom kernels modelled for TurboMind).
     "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192,
                               first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind"),

@@ -85,8 +85,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.errors import InputError
-from gpuplan.layers.inventory import layer_ops, model_ops
+from gpuplan.layers.inventory import layer_ops, model_ops, refuse_hybrid
 from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.primitives.nccl_memory import nccl_buffer_bytes
@@ -96,7 +95,12 @@ from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
+from gpuplan.workloads.training.finetune_memory import adapter_activation_delta_per_token, rank_fine_tuning_states
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
+from gpuplan.workloads.training import memory_terms as terms
+from gpuplan.workloads.training.memory_terms import LOGITS_FP32_BYTES
+from gpuplan.workloads.training.plan_codes import SHARDING_CODE
+from gpuplan.workloads.training.plan_validity import check_plan
 
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
 #: allocator. PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12
@@ -123,9 +127,6 @@ RESERVED_OVER_ALLOCATED = knobs.register(
     source="fitted: torchtitan reserved peaks (ttmem) over the modelled allocated peak; slack from the caching "
            "allocator's block rounding, per-stream pools and split-block reuse (PyTorch CUDA semantics notes)",
     scales="PyTorch-reserved training memory = allocated x this", fitted_on=("ttmem",))
-#: bytes of the fp32 copy of the logits the cross-entropy keeps for backward (Megatron-LM
-#: vocab_parallel_cross_entropy casts logits.float()).
-LOGITS_FP32_BYTES = 4
 #: bytes per vocabulary entry per token at the peak of PyTorch's own cross-entropy on fp32-cast
 #: logits (torchtitan: `cross_entropy(pred.flatten(0, 1).float(), labels)`, then `del pred` before
 #: `loss.backward()`): in backward the saved fp32 log-softmax output (4), the fp32 gradient of it
@@ -230,54 +231,31 @@ class TrainingMemory:
     fits: bool | None = None
     headroom_bytes: float | None = None  # usable memory (workloads.memory_headroom) less the total
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-# ---------------------------------------------------------------------------------------------
-# validation of a plan against a model
-
-
-def check_plan(model: ModelSpec, plan: TrainPlan) -> None:
-    """Impossible parallelism -> InputError naming the field."""
-    if model.heads % plan.tp:
-        raise InputError(f"tp ({plan.tp}) must divide the number of attention heads ({model.heads})", field="tp")
-    if model.kv_heads % plan.tp and plan.tp % model.kv_heads:
-        raise InputError(
-            f"tp ({plan.tp}) and kv_heads ({model.kv_heads}) must divide one another", field="tp"
-        )
-    if plan.pp * plan.vpp > model.layers:
-        raise InputError(
-            f"pp x vpp ({plan.pp} x {plan.vpp}) exceeds the number of layers ({model.layers})", field="pp"
-        )
-    if plan.vpp > 1 and plan.pp == 1:
-        raise InputError("vpp > 1 (interleaved schedule) needs pp > 1", field="vpp")
-    if plan.ep > 1:
-        if model.moe is None:
-            raise InputError(f"ep ({plan.ep}) > 1 needs a MoE model; {model.name} is dense", field="ep")
-        if model.moe.num_experts % plan.ep:
-            raise InputError(f"ep ({plan.ep}) must divide the number of experts ({model.moe.num_experts})", field="ep")
-    if model.moe is not None:
-        ranks = plan.tp * plan.cp * plan.dp
-        if ranks % (plan.ep * plan.expert_tp):
-            raise InputError(
-                f"ep x etp ({plan.ep} x {plan.expert_tp}) must divide tp x cp x dp ({ranks}) "
-                "(experts are folded over a pipeline stage's ranks)", field="ep"
-            )
-    if plan.cp > 1 and plan.seq_len % (2 * plan.cp):
-        raise InputError(f"seq_len ({plan.seq_len}) must be a multiple of 2 x cp ({2 * plan.cp})", field="seq_len")
+    #: fine-tuning (workloads.training.finetune_memory): 8-bit optimizer states paged into CUDA unified
+    #: memory (outside PyTorch's counters and the total), bytes offloaded to host memory or NVMe, and
+    #: the parameters this GPU trains (None: every parameter it holds)
+    paged_optimizer_bytes: float = 0.0
+    host_bytes: float = 0.0
+    trainable_params: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
 # parameters per pipeline rank
 
 
-def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
+def pipeline_layer_split(layers: int, pp: int, vpp: int) -> list[list[int]]:
     """Layers of each pipeline rank: L split into pp x vpp chunks (as even as possible), chunk c on rank c % pp."""
-    chunks = plan.pp * plan.vpp
-    bounds = np.linspace(0, model.layers, chunks + 1).round().astype(int)
-    per_rank: list[list[int]] = [[] for _ in range(plan.pp)]
+    chunks = pp * vpp
+    bounds = np.linspace(0, layers, chunks + 1).round().astype(int)
+    per_rank: list[list[int]] = [[] for _ in range(pp)]
     for c in range(chunks):
-        per_rank[c % plan.pp].extend(range(bounds[c], bounds[c + 1]))
+        per_rank[c % pp].extend(range(bounds[c], bounds[c + 1]))
     return per_rank
+
+
+def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
+    """`pipeline_layer_split` of the model's layers under `plan`."""
+    return pipeline_layer_split(model.layers, plan.pp, plan.vpp)
 
 
 @lru_cache(maxsize=16384)
@@ -361,7 +339,9 @@ def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: i
     saved = saved or saved_context(model, plan)
     if stored and plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN:
         return op_sac_bytes_per_token(model, layer, saved)
-    return _saved_activation_bytes(model, layer, saved)
+    # a frozen base with adapters keeps fewer projection inputs, and the adapters' own (finetune_memory)
+    return _saved_activation_bytes(model, layer, saved) + adapter_activation_delta_per_token(
+        model, plan.fine_tuning, layer, saved)
 
 
 @lru_cache(maxsize=65536)
@@ -431,18 +411,21 @@ def microbatches_per_step(plan: TrainPlan) -> float:
 
 
 def chunks_in_flight(plan: TrainPlan, rank: int) -> float:
-    """Model chunks (of L/(pp*vpp) layers) whose activations pipeline rank `rank` holds at its peak.
+    """Model chunks (of L/(pp*vpp) layers) whose activations pipeline rank `rank` holds at its peak
+    (`memory_terms.chunks_in_flight`: 1F1B min(p - r, m), interleaved min(2(p - r - 1) + (v - 1)p + 1, m v))."""
+    return float(terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), rank))
 
-    1F1B: min(p - r, m) micro-batches; interleaved: min(2(p - r - 1) + (v - 1)p + 1, m v) chunks
-    (Megatron-LM pipeline_parallel/schedules.py warm-up micro-batch counts, + the one in steady state).
-    """
-    p, v = plan.pp, plan.vpp
-    m = microbatches_per_step(plan)
-    if p == 1:
-        return 1.0
-    if v == 1:
-        return float(min(p - rank, m))
-    return float(min(2 * (p - rank - 1) + (v - 1) * p + 1, m * v))
+
+def widest_ffn(model: ModelSpec) -> int:
+    """The widest FFN a layer's backward holds gradients of: the dense FFN or top_k x the expert FFN."""
+    return max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
+
+
+def outside_allocator_bytes(tp, cp, dp, pp, ep):
+    """(CUDA context, NCCL buffers) bytes outside PyTorch's allocator: the context on every GPU (the
+    knob above), the connection buffers of the plan's NCCL communicators (`nccl_communicators`;
+    primitives.nccl_memory.nccl_buffer_bytes). Works on ints and numpy arrays."""
+    return knobs.value("training.memory.cuda_context_bytes"), nccl_buffer_bytes(nccl_communicators(tp, cp, dp, pp, ep))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -450,50 +433,36 @@ def chunks_in_flight(plan: TrainPlan, rank: int) -> float:
 
 
 def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]) -> dict[str, object]:
+    """One pipeline rank's terms (`memory_terms`, one plan); `memory_grid.rank_memory_arrays` is the
+    same for a grid of plans (a test checks them term by term)."""
     first, last = rank == 0, rank == plan.pp - 1
     dense, experts = rank_params(model, plan, layers, first, last)
-    wb, gb, ob = state_bytes_per_param(plan)
-    dense_shard = plan.dp * plan.cp
-    expert_shard = plan.expert_dp
-    s = plan.sharding
-    zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
-
-    def held(n_dense: float, n_expert: float, per_param: float, sharded: bool) -> float:
-        if not sharded:
-            return (n_dense + n_expert) * per_param
-        return (n_dense / dense_shard + n_expert / expert_shard) * per_param
-
-    weights = held(dense, experts, wb, zero3)
-    grads = held(dense, experts, gb, s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP))
+    zero3 = plan.sharding in (Sharding.ZERO3, Sharding.FSDP)
     # FSDP2 under a pipeline schedule (torchtitan): no reshard after forward (`fsdp_reshard_after_forward
     # = not pp_enabled`, torchtitan's default policy, "to avoid per-microbatch all-gathers") and no
     # gradient reduction until the last micro-batch (torch.distributed.pipelining stages run FSDP
-    # backward without gradient sync, then reduce once): the stage's parameters stay unsharded in the
-    # compute dtype, and its gradients accumulate unsharded in the fp32 reduce dtype
-    # (TORCHTITAN_REDUCE_BYTES, the mixed_precision_reduce default).
+    # backward without gradient sync, then reduce once)
     fsdp2_pp = zero3 and plan.pp > 1 and plan.framework is Framework.TORCHTITAN
-    if fsdp2_pp:
-        weights += (dense + experts) * activation_bytes(plan.precision)
-        grads = (dense + experts) * 4.0
-    optim = held(dense, experts, ob, s is not Sharding.NONE)
+    b = activation_bytes(plan.precision)
+    weights, grads, optim = terms.model_state_bytes(
+        dense, experts, state_bytes_per_param(plan), SHARDING_CODE[plan.sharding], plan.dp * plan.cp, plan.expert_dp,
+        fsdp2_pp, b)
 
     tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
     saved = saved_context(model, plan)
     per_layer = np.array([layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers]) * tokens
-    chunk_count = len(layers) / plan.vpp if layers else 0
     in_flight = chunks_in_flight(plan, rank)
-    stored = float(per_layer.mean() * chunk_count * in_flight) if layers else 0.0
+    stored = float(terms.stored_activation_bytes(per_layer.mean(), len(layers), plan.vpp, in_flight)) if layers else 0.0
     acts: dict[str, float] = {"layers": stored}
-    b = activation_bytes(plan.precision)
     sp = plan.tp if plan.sequence_parallel else 1
     if first and model.hidden_dropout > 0:  # embedding dropout mask of each micro-batch in flight on chunk 0
-        acts["embedding_dropout_masks"] = tokens * model.hidden / sp * min(in_flight, plan.pp if plan.pp > 1 else 1)
+        acts["embedding_dropout_masks"] = terms.embedding_dropout_bytes(tokens, model.hidden, sp, in_flight, plan.pp)
     # The peak is in one of two phases, both on top of the stored layers: the loss (forward end and
     # backward start: logits and their gradient, last rank only) or a layer's backward (its gradient
     # working set and, under full recompute, its re-materialised activations). The loss tensors are
     # freed once the output layer's backward has run, before the first layer's backward starts.
-    widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
-    backward_phase = {"backward_working_set": tokens * b * (model.hidden / sp + 2 * widest / plan.tp) if layers else 0.0}
+    backward_phase = {"backward_working_set": terms.backward_working_set_bytes(
+        tokens, b, model.hidden, widest_ffn(model), sp, plan.tp) if layers else 0.0}
     if plan.recompute is Recompute.FULL and layers:
         full = max(layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved) for i in layers)
         backward_phase["recompute_working_set"] = full * tokens
@@ -505,49 +474,45 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
             - layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers)
     loss_phase = {}
     if last:
-        # each MTP depth computes its own loss on the shared output head; its fp32 softmax stays for
-        # backward beside the main loss's (Megatron-core multi_token_prediction.py)
-        loss_phase["logits"] = (tokens * model.vocab / plan.tp * (loss_bytes_per_vocab_entry(plan)
-                                                                  + model.mtp_layers * LOGITS_FP32_BYTES)
-                                + tokens * 2 * b * model.hidden / sp)
-        if model.mtp_layers:
-            # MTP modules (DeepSeek-V3 sec. 2.2): per depth, the saved set of a layer like the last one
-            # plus the projection's input (the normed hidden state and the normed embedding, 2h)
-            # and its two norms' inputs, for the one micro-batch the last stage holds when it runs them
-            per_depth = (layer_activation_bytes_per_token(model, plan, model.layers - 1, saved=saved)
-                         + 2 * b * 2 * model.hidden / sp)
-            acts["mtp_layers"] = model.mtp_layers * per_depth * tokens
+        loss_phase["logits"] = terms.logits_bytes(tokens, model.vocab, plan.tp, loss_bytes_per_vocab_entry(plan),
+                                                  model.mtp_layers, b, model.hidden, sp)
+        if model.mtp_layers:  # run by the last stage, for the one micro-batch it holds when it runs them
+            last_layer = layer_activation_bytes_per_token(model, plan, model.layers - 1, saved=saved)
+            acts["mtp_layers"] = terms.mtp_activation_bytes(model.mtp_layers, last_layer, b, model.hidden, sp, tokens)
     acts.update(loss_phase if sum(loss_phase.values()) > sum(backward_phase.values()) else backward_phase)
 
     other: dict[str, float] = {}
+
+    def block_dense() -> float:  # the block weights held here (TP-split over tp, replicated whole)
+        return sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
+
     if zero3 and not fsdp2_pp:
         biggest = max((layer_params(model, i).total for i in layers), default=0)
-        other["zero3_gather_buffer"] = 2 * biggest / plan.tp * b
+        other["zero3_gather_buffer"] = terms.zero3_gather_bytes(biggest, plan.tp, b)
         if plan.framework is Framework.TORCHTITAN:
-            # FSDP2 never reshards the root module after forward ("The root FSDP state has its value
-            # specially set to False as a heuristic since its parameters would typically be
-            # immediately all-gathered for backward", torch.distributed.fsdp.fully_shard docs);
-            # torchtitan's root holds what no block does: the embedding, final norm and output head.
-            block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
-            other["fsdp_root_unsharded"] = max(0.0, dense - block_dense) * b
+            # torchtitan's root holds what no block does: the embedding, final norm and output head
+            other["fsdp_root_unsharded"] = terms.fsdp_root_bytes(dense, block_dense(), b)
     if plan.precision.low_precision_matmul and plan.framework is not Framework.TORCHTITAN and layers:
-        # Transformer Engine keeps each linear's quantised weight and its transpose (row-wise and
-        # column-wise copies) across the micro-batches of a step (TE pytorch/module/linear.py
-        # `_Linear.forward(weight, weight_fp8, weight_t_fp8, ...)`, cached while Megatron-core passes
-        # `is_first_microbatch`, i.e. unless `disable_parameter_transpose_cache`): 2 x the format's
-        # bytes per block weight held here (fp8 1, mxfp8 1.03125 with scales); the output head stays bf16.
-        block_dense = sum(_layer_param_split(model, i)[0] / plan.tp + _layer_param_split(model, i)[1] for i in layers)
-        other["fp8_weight_cache"] = 2 * number_format(plan.precision.value).bytes_per_element * (block_dense + experts)
-    other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")
-    other["nccl_buffers"] = float(nccl_buffer_bytes(nccl_communicators(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)))
-    return {
-        "weights": weights, "gradients": grads, "optimizer": optim,
-        "acts": acts, "other": other, "params": dense + experts,
-    }
+        # cached unless Megatron-core passes `disable_parameter_transpose_cache`; the output head stays bf16
+        other["fp8_weight_cache"] = terms.fp8_weight_cache_bytes(number_format(plan.precision.value).bytes_per_element,
+                                                                 block_dense(), experts)
+    context, nccl = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)
+    other["cuda_context"], other["nccl_buffers"] = context, float(nccl)
+    out = {"weights": weights, "gradients": grads, "optimizer": optim, "acts": acts, "other": other,
+           "params": dense + experts}
+    if not plan.fine_tuning.ordinary:  # LoRA / QLoRA, other optimizers, offload, pure low precision
+        ft = rank_fine_tuning_states(model, plan, layers, first, last)
+        for key in ("zero3_gather_buffer", "fsdp_root_unsharded"):
+            other.pop(key, None)
+        other.update(ft.other)
+        out.update(weights=ft.weights, gradients=ft.gradients, optimizer=ft.optimizer, fine_tuning=ft)
+    return out
 
 
 def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -> TrainingMemory:
-    """Itemised per-GPU training memory of the most loaded GPU; fits/headroom against `gpu` if given."""
+    """Itemised per-GPU training memory of the most loaded GPU; fits/headroom against `gpu` if given
+    (hybrid layers are not modelled here: refused by name)."""
+    refuse_hybrid(model, "training memory")
     check_plan(model, plan)
     split = _layer_split(model, plan)
     best: dict[str, object] | None = None
@@ -579,12 +544,24 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
     notes = []
     if plan.precision.low_precision_matmul:
         notes.append(f"{plan.precision.value}: weights kept in bf16 and cast per GEMM (Transformer Engine); linear inputs saved in fp8")
+    ft = best.get("fine_tuning")
+    per_param = dict(zip(("weights", "gradients", "optimizer"), state_bytes_per_param(plan)))
+    if ft is not None:
+        per_param = dict(ft.bytes_per_param)
+        notes.append(f"fine-tuning: {plan.fine_tuning.label()}; {ft.trainable_params:,.0f} trainable parameters on this "
+                     f"GPU; bytes per parameter are per trainable parameter")
+        if ft.paged_optimizer:
+            notes.append(f"paged optimizer states: {to_gib(ft.paged_optimizer):.2f} GiB in CUDA unified memory, outside "
+                         f"PyTorch's allocated figure and not counted against fits (the driver pages them to host memory)")
+        if ft.host:
+            notes.append(f"offload {plan.fine_tuning.offload.value}: {to_gib(ft.host):.2f} GiB per GPU kept in host "
+                         f"{'NVMe' if plan.fine_tuning.offload.value == 'nvme' else 'memory'}")
     return TrainingMemory(
         per_gpu_bytes=per_gpu,
         activations_bytes_detail=acts,
         other_bytes_detail=other,
         params_per_gpu=int(round(float(best["params"]))),
-        bytes_per_param=dict(zip(("weights", "gradients", "optimizer"), state_bytes_per_param(plan))),
+        bytes_per_param=per_param,
         peak_pipeline_rank=best_rank,
         microbatches_in_flight=chunks_in_flight(plan, best_rank) / plan.vpp,
         allocated_bytes=allocated,
@@ -593,123 +570,11 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         fits=fits,
         headroom_bytes=headroom,
         notes=tuple(notes),
+        paged_optimizer_bytes=ft.paged_optimizer if ft is not None else 0.0,
+        host_bytes=ft.host if ft is not None else 0.0,
+        trainable_params=int(round(ft.trainable_params)) if ft is not None else None,
     )
 
 
 def to_gib(n: float) -> float:
     return n / GIB
-
-
-# ---------------------------------------------------------------------------------------------
-# inverse questions: the largest micro-batch, the longest sequence, the fewest GPUs that fit
-
-
-def _fits(model: ModelSpec, plan: TrainPlan, gpu: Gpu) -> bool:
-    return training_memory(model, plan).per_gpu_bytes["total"] <= usable_memory_bytes(gpu.memory_bytes)
-
-
-def _largest_fitting(lo: int, hi: int, fits) -> int:
-    """Largest n in [lo, hi] with fits(n) true (fits monotone decreasing); lo - 1 if none."""
-    if not fits(lo):
-        return lo - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def max_micro_batch(model: ModelSpec, plan: TrainPlan, gpu: Gpu, limit: int = 1 << 16) -> int:
-    """Largest micro-batch that fits (0 if none), keeping the number of micro-batches per step fixed."""
-    check_plan(model, plan)
-    steps = plan.grad_accum_steps if plan.global_batch is not None else None
-
-    def with_batch(b: int) -> TrainPlan:
-        gb = None if steps is None else steps * b * plan.dp
-        return plan.model_copy(update={"micro_batch": b, "global_batch": gb})
-
-    return _largest_fitting(1, limit, lambda b: _fits(model, with_batch(b), gpu))
-
-
-def max_seq_len(model: ModelSpec, plan: TrainPlan, gpu: Gpu, step: int = 128, limit: int = 1 << 24) -> int:
-    """Longest sequence (a multiple of `step` and of 2 x cp) that fits; 0 if none."""
-    check_plan(model, plan.model_copy(update={"seq_len": 2 * plan.cp * step}))
-    unit = step * 2 * plan.cp // math.gcd(step, 2 * plan.cp)
-    n = _largest_fitting(1, limit // unit, lambda k: _fits(model, plan.model_copy(update={"seq_len": k * unit}), gpu))
-    return n * unit
-
-
-@dataclass(frozen=True)
-class GpuCountAnswer:
-    num_gpus: int
-    plan: TrainPlan
-    memory: TrainingMemory
-    layouts_tried: int
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-def layer_params_total(model: ModelSpec) -> int:
-    """All parameters of the main model (layers.params.parameter_counts)."""
-    from gpuplan.layers.params import parameter_counts
-
-    return parameter_counts(model).total
-
-
-def candidate_gpu_counts(limit: int) -> list[int]:
-    """1..8, then multiples of 8 (whole 8-GPU nodes) up to `limit`."""
-    return sorted({*range(1, min(8, limit) + 1), *range(8, limit + 1, 8)})
-
-
-def min_gpus(
-    model: ModelSpec, plan: TrainPlan, gpu: Gpu, max_gpus: int = 16384, max_tp: int = 8, progress=None
-) -> GpuCountAnswer | None:
-    """Fewest GPUs with a (tp, pp, dp) layout that fits; among layouts at that count the least memory.
-
-    tp ranges over divisors of the head count up to `max_tp` (one NVLink domain), pp over
-    divisors of the layer count, dp = N / (tp x pp); cp, ep, vpp, micro-batch, sequence,
-    recompute, sharding and precision come from `plan`. None when nothing up to `max_gpus` fits.
-    """
-    tps = [t for t in _divisors(model.heads) if t <= max_tp and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
-    pps = _divisors(model.layers)
-    tried = 0
-    total_params = float(layer_params_total(model))
-    s = plan.sharding
-    wb, gb, ob = weight_bytes_per_param(plan.precision), grad_bytes_per_param(plan), adam_bytes_per_param(plan.precision)
-    zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
-
-    def states_lower_bound(tp: int, pp: int, dp: int) -> float:
-        """Model states per GPU averaged over the tp x pp x dp ranks: the most loaded rank holds at least this."""
-        per_rank = total_params / (tp * pp)
-        return per_rank * (wb / (dp if zero3 else 1) + gb / (dp if s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP) else 1)
-                           + ob / (dp if s is not Sharding.NONE else 1))
-    for n in candidate_gpu_counts(max_gpus):
-        if progress:  # progress(GPUs reached, max_gpus)
-            progress(n, max_gpus)
-        if n % plan.cp:
-            continue
-        best: tuple[float, TrainPlan, TrainingMemory] | None = None
-        for tp in tps:
-            for pp in pps:
-                if (n // plan.cp) % (tp * pp):
-                    continue
-                dp = n // (plan.cp * tp * pp)
-                if plan.ep > 1 and (tp * dp * plan.cp) % (plan.ep * (plan.etp or 1)):
-                    continue
-                if plan.vpp > 1 and (pp == 1 or pp * plan.vpp > model.layers):
-                    continue
-                if states_lower_bound(tp, pp, dp) > usable_memory_bytes(gpu.memory_bytes):
-                    continue  # cannot fit: skip the exact (per-layer) evaluation
-                candidate = plan.model_copy(update={"tp": tp, "pp": pp, "dp": dp, "global_batch": None,
-                                                    "sequence_parallel": plan.sequence_parallel and tp > 1})
-                tried += 1
-                mem = training_memory(model, candidate, gpu)
-                if mem.fits and (best is None or mem.per_gpu_bytes["total"] < best[0]):
-                    best = (mem.per_gpu_bytes["total"], candidate, mem)
-        if best is not None:
-            return GpuCountAnswer(num_gpus=n, plan=best[1], memory=best[2], layouts_tried=tried)
-    return None

@@ -6,15 +6,14 @@ out as the dimensions of one numpy grid; dp = num_gpus / (tp pp cp) follows. `st
 evaluates the whole grid at once (each term is computed on the sub-grid of the axes it depends on
 and broadcast), so a search over ~10^5-10^6 plans takes a fraction of a second.
 
-Validity (Megatron-LM constraints): tp divides the heads, pp x vpp at most the layers (a split
-that is not even is allowed, as in Megatron-core's uneven pipeline split: Llama 3.1 405B's 126
-layers on pp 16; the busiest stage sets the step time and the exact memory check sees every
-stage), vpp > 1 only with pp > 1 and m % pp == 0 (interleaved schedule), dp integral, m = global_batch /
-(micro_batch x dp) a positive integer, cp divides seq_len, ep divides the experts and dp x cp,
-sequence parallelism only with tp > 1 (and always with tp > 1 for a Megatron MoE model: Megatron-LM
-arguments.py "When using MoE and tensor parallelism, sequence parallelism must be used"); for MoE
-models the expert tensor-parallel size is tp (Megatron's default) or 1, and ep x etp divides
-tp x cp x dp (parallel folding).
+Validity: the rules of `workloads.training.plan_validity` (the same array expressions `check_plan`
+evaluates on one plan; their sources there), evaluated on the grid with dp = num_gpus / (tp pp cp)
+and m = global_batch / (micro_batch x dp). pp x vpp need not divide the layers (Megatron-core's
+uneven split: Llama 3.1 405B's 126 layers on pp 16; the busiest stage sets the step time and the
+exact memory check sees every stage). The search's own enumeration rules drop grid points that
+are the same plan as another: sequence parallelism with tp = 1 (Megatron-LM arguments.py turns it
+off there) and, for MoE models, whose expert tensor-parallel size is tp (Megatron's default) or 1,
+etp = 1 with tp = 1.
 
 Global batch: a given one is the same for every plan (plans ranked by step time). With none, each
 plan gets `default_global_batch(seq_len, dp, micro_batch)` (the multiple of micro_batch x dp
@@ -28,15 +27,13 @@ instead would rank plans by how far they push it past 2^22 tokens (DeepSeek-V3 o
 A dp whose default batch exceeds MAX_DEFAULT_BATCH_TOKENS (twice the default) is not offered: set a
 global batch for such runs.
 
-Memory screen: `memory_bytes_arrays` evaluates the same formulas as
-`workloads.training.memory.training_memory` (the single source of truth) in vectorised form:
-parameters of the first pipeline stage, bytes per parameter and the per-token activation bytes of
-a layer are taken *from that module's functions* (called once per unique (tp, sp, recompute)),
-and only the in-flight micro-batch count and the sharding divisions are computed on arrays. Plans
-over SCREEN_MARGIN x capacity are dropped; the ranked survivors are confirmed one by one with
-`training_memory` itself until `top` plans fit. A confirmed plan must leave the caching
-allocator its slack (`runs_within_memory`): PyTorch-reserved memory, not the allocated peak, plus
-what lives outside the allocator, within the GPU's capacity.
+Memory screen: `workloads.training.memory_grid.screen_bytes`, the memory model's own terms
+(`memory_terms`, the functions `training_memory` calls) on the grid, for the first and the last
+pipeline rank: a lower bound of `training_memory`'s peak over all ranks. A plan whose bound already
+breaks `runs_within_memory` (`exceeds_memory`) cannot run and is dropped; the ranked survivors are
+confirmed one by one with `training_memory` itself (every rank) until `top` plans fit. A confirmed
+plan must leave the caching allocator its slack (`runs_within_memory`): PyTorch-reserved memory,
+not the allocated peak, plus what lives outside the allocator, within the GPU's capacity.
 """
 
 from __future__ import annotations
@@ -50,25 +47,20 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
-from gpuplan.specs.plan import expert_data_parallel_size
-from gpuplan.primitives.nccl_memory import nccl_buffer_bytes
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
-from gpuplan.workloads.training.moe_time import ep_regime
-from gpuplan.workloads.training.step_time import (
-    RECOMPUTE_CODE,
-    SHARDING_CODE,
-    AttentionKernel,
-    Framework,
-    StepArrays,
-    StepContext,
-    StepTime,
-    step_time_arrays,
-    step_time_result,
+from gpuplan.workloads.training.memory_grid import screen_bytes
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.plan_codes import (
+    RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode,
 )
+from gpuplan.workloads.training.plan_validity import MOE_TP_NEEDS_SP_REASON, PlanDegrees, violations
+from gpuplan.workloads.training.step.assembly import StepArrays, StepTime, step_time_arrays, step_time_result
+from gpuplan.workloads.training.step.expert import ep_regime
+from gpuplan.workloads.training.step.inputs import StepContext
 
-#: A plan passes the vectorised screen if its estimate is under this fraction above capacity;
-#: the exact `training_memory` check decides.
-SCREEN_MARGIN = 1.05
+#: The screen drops a plan whose lower bound exceeds a limit by more than this factor: 1 + 1e-9
+#: guards against float rounding (the grid sums a rank's layers by kind, `training_memory` one by one).
+SCREEN_MARGIN = 1.0 + 1e-9
 #: Default tokens per optimizer step when no global batch is given: 2^22 ~ 4M tokens (GPT-3 175B
 #: used 3.2M, Llama 2/3 4M-16M); each plan rounds it to whole micro-batches per rank
 #: (`default_global_batch`).
@@ -97,6 +89,16 @@ def runs_within_memory(memory, gpu: Gpu) -> bool:
     allocated peak is not a plan a tuned run uses."""
     outside = memory.per_gpu_bytes["total"] - memory.allocated_bytes
     return bool(memory.fits) and memory.reserved_bytes + outside <= gpu.memory_bytes
+
+
+def exceeds_memory(total, outside, gpu: Gpu):
+    """Where `runs_within_memory` must fail for a plan whose modelled total is at least `total` bytes
+    (`outside` of them outside PyTorch's allocator): the total over the usable part, or the reserved
+    peak ((total - outside) x `training.memory.reserved_over_allocated`) + outside over capacity.
+    Both grow with the total, so a lower bound that exceeds either is enough (SCREEN_MARGIN aside)."""
+    reserved = (total - outside) * knobs.value("training.memory.reserved_over_allocated")
+    return ((total > SCREEN_MARGIN * usable_memory_bytes(gpu.memory_bytes))
+            | (reserved + outside > SCREEN_MARGIN * gpu.memory_bytes))
 
 
 def default_seq_len(model: ModelSpec) -> int:
@@ -216,7 +218,9 @@ def _divisors(n: int) -> list[int]:
 
 def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchSpace) -> dict[str, np.ndarray]:
     """Candidate values per axis (before validity): documented, model-aware defaults."""
-    tp = space.tp or [v for v in _powers_of_two_dividing(num_gpus, min(num_gpus, 2 * system.scaleup_domain_gpus)) if model.heads % v == 0]
+    # tensor parallelism inside the scale-up domain (Narayanan et al. 2021, takeaway #1: "tensor model
+    # parallelism should generally be used up to degree g when using g-GPU servers"); --tp goes beyond
+    tp = space.tp or [v for v in _powers_of_two_dividing(num_gpus, min(num_gpus, system.scaleup_domain_gpus)) if model.heads % v == 0]
     # pp need not divide the layers (uneven split: the busiest stage sets the pace, see step_time)
     pp = space.pp or [d for d in _divisors(num_gpus) if d <= min(model.layers, 128)]
     cp = space.cp or [v for v in _powers_of_two_dividing(num_gpus, 16) if space.seq_len % v == 0 and (v == 1 or space.seq_len >= 8192)]
@@ -229,9 +233,9 @@ def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchS
     rc = space.recompute or list(RECOMPUTES)
     sh = space.sharding or list(SHARDINGS)
     sp = space.sequence_parallel or [False, True]
-    # expert tensor parallelism: ETP_IS_TP (etp = tp, Megatron's default) or ETP_IS_ONE (etp = 1,
-    # which lets ep fold over the tp ranks too); one value for dense models
-    et = [ETP_IS_TP, ETP_IS_ONE] if model.moe is not None else [ETP_IS_TP]
+    # expert tensor parallelism: etp = tp (Megatron's default) or etp = 1 (which lets ep fold over the
+    # tp ranks too); one value for dense models
+    et = [ExpertTpCode.TP, ExpertTpCode.ONE] if model.moe is not None else [ExpertTpCode.TP]
     return {
         "tp": np.array(tp), "pp": np.array(pp), "cp": np.array(cp), "ep": np.array(ep), "vpp": np.array(vpp),
         "mb": np.array(mb), "rc": np.array([RECOMPUTE_CODE[Recompute(r)] for r in rc]),
@@ -241,12 +245,11 @@ def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchS
 
 
 AXES = ("tp", "pp", "cp", "ep", "vpp", "mb", "rc", "sh", "sp", "et")
-#: codes of the "et" axis
-ETP_IS_TP, ETP_IS_ONE = 0, 1
 
 
 def _expert_tp(tp, et):
-    return np.where(et == ETP_IS_ONE, 1, tp)
+    """The expert tensor-parallel degree of an "et" axis code (ExpertTpCode)."""
+    return np.where(et == ExpertTpCode.ONE, 1, tp)
 
 
 def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -257,56 +260,6 @@ def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         shape[i] = len(axes[name])
         out[name] = axes[name].reshape(shape)
     return out
-
-
-def memory_bytes_arrays(model: ModelSpec, plan_proto: TrainPlan, g: dict[str, np.ndarray], dp, m) -> np.ndarray:
-    """Vectorised screen of `training_memory` (module docstring): bytes on the first pipeline stage."""
-    from gpuplan.workloads.training import memory as mem
-
-    tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
-    etp = _expert_tp(tp, et)
-    # per-token activation bytes of one layer, from the memory module, per unique (tp, sp, rc)
-    per_token = np.zeros(np.broadcast_shapes(tp.shape, sp.shape, rc.shape))
-    codes = {v: k for k, v in RECOMPUTE_CODE.items()}
-    layer = model.layers - 1  # representative layer (MoE where the model has experts)
-    for idx in np.ndindex(per_token.shape):
-        t = int(np.broadcast_to(tp, per_token.shape)[idx])
-        s_ = bool(np.broadcast_to(sp, per_token.shape)[idx]) and t > 1
-        r = codes[int(np.broadcast_to(rc, per_token.shape)[idx])]
-        proto = plan_proto.model_copy(update={"tp": t, "sequence_parallel": s_, "recompute": r})
-        per_token[idx] = mem.layer_activation_bytes_per_token(model, proto, layer)
-    tokens = mb * plan_proto.seq_len / cp
-    chunks = np.where(pp == 1, 1.0, np.where(vpp == 1, np.minimum(pp, m), np.minimum(2 * (pp - 1) + (vpp - 1) * pp + 1, m * vpp)))
-    acts = per_token * tokens * (model.layers / pp / vpp) * chunks
-    b = mem.activation_bytes(plan_proto.precision)
-    widest = max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
-    # the larger of the two peak phases (memory.training_memory): a layer's backward, or the loss
-    # (first stage only when pp == 1; the screen skips the full-recompute working set and the
-    # framework's FSDP root / gather buffers, which the exact check adds)
-    backward = tokens * b * (model.hidden / np.where(sp, tp, 1) + 2 * widest / tp)
-    loss_bytes = np.where(tp > 1, mem.loss_bytes_per_vocab_entry(plan_proto.model_copy(update={"tp": 2})),
-                          mem.loss_bytes_per_vocab_entry(plan_proto.model_copy(update={"tp": 1})))
-    loss = np.where(pp == 1, tokens * model.vocab / tp * loss_bytes, 0.0)
-    acts = acts + np.maximum(backward, loss)
-    # states of the first stage
-    from gpuplan.layers.params import parameter_counts
-
-    counts = parameter_counts(model)
-    experts = counts.components.get("moe_routed_experts", 0)
-    dense_body = counts.non_embedding - experts
-    table = model.vocab * model.hidden
-    dense = dense_body / pp / tp + table / tp + np.where(pp == 1, 0.0 if model.tied_embeddings else table / tp, 0.0)
-    expert = experts / pp / (ep * etp)
-    shard = dp * cp
-    wb, gb, ob = mem.state_bytes_per_param(plan_proto)
-    expert_shard = expert_data_parallel_size(tp, cp, dp, ep, etp)
-    params_all = dense + expert
-    params_sharded = dense / shard + expert / expert_shard
-    weights = np.where(sh == 3, params_sharded, params_all) * wb
-    grads = np.where(sh >= 2, params_sharded, params_all) * gb
-    optim = np.where(sh >= 1, params_sharded, params_all) * ob
-    other = knobs.value("training.memory.cuda_context_bytes") + nccl_buffer_bytes(mem.nccl_communicators(tp, cp, dp, pp, ep))
-    return weights + grads + optim + acts + other
 
 
 #: Grid points scored at once. The search streams its grid in C-order blocks of about this many
@@ -356,42 +309,47 @@ class _Block:
 
 #: rejection reason of a plan whose micro-batch does not divide a rank's share of dp's default batch
 DEFAULT_BATCH_REASON = "micro-batch does not divide a rank's share of the default global batch"
-#: rejection reason of a Megatron MoE plan with tp > 1 and no sequence parallelism (Megatron-core refuses it)
-MOE_TP_NEEDS_SP_REASON = "Megatron MoE with tp > 1 needs sequence parallelism"
 #: rejection reason of a plan whose dp needs a default batch over MAX_DEFAULT_BATCH_TOKENS
 OVERSIZED_BATCH_REASON = (f"dp needs a default global batch over 2^{MAX_DEFAULT_BATCH_TOKENS.bit_length() - 1} tokens "
                           "(one sequence per rank)")
 
 
+#: rejection reasons of the grid points that are the same plan as another point (module docstring)
+SP_WITHOUT_TP_REASON = "sequence parallelism needs tp > 1"
+ETP_ONE_WITHOUT_TP_REASON = "etp = 1 is the same plan as etp = tp when tp = 1"
+
+
+def grid_validity(model: ModelSpec, framework: Framework, seq_len: int, g: dict[str, np.ndarray], num_gpus: int,
+                  given_batch: int | None):
+    """(dp, m, global batch, reasons) of grid points `g` (the AXES arrays, broadcast together): dp =
+    num_gpus / (tp pp cp), m = global_batch / (micro_batch x dp), and reason -> where the point is
+    rejected: first the `plan_validity` rules (in their order), then the default-batch policy (no
+    `given_batch`: the batch suits dp and the micro-batch divides a rank's share, module docstring)
+    and the duplicate points."""
+    tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
+    dp = np.maximum(1, np.floor(num_gpus / (tp * pp * cp)))
+    gb = given_batch if given_batch is not None else default_global_batch(seq_len, dp, mb)
+    m = np.maximum(1, np.floor(gb / (mb * dp)))
+    degrees = PlanDegrees(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=_expert_tp(tp, et), vpp=vpp, micro_batch=mb,
+                          sequence_parallel=sp, seq_len=seq_len, framework=framework, global_batch=gb, m=m,
+                          num_gpus=num_gpus)
+    reasons = violations(model, degrees)
+    if given_batch is None:
+        dp_batch = default_global_batch(seq_len, dp, 1)
+        reasons[OVERSIZED_BATCH_REASON] = dp_batch * seq_len > MAX_DEFAULT_BATCH_TOKENS
+        reasons[DEFAULT_BATCH_REASON] = (dp_batch / dp) % mb != 0
+    reasons[SP_WITHOUT_TP_REASON] = sp & (tp == 1)
+    reasons[ETP_ONE_WITHOUT_TP_REASON] = (et == ExpertTpCode.ONE) & (tp == 1)
+    return dp, m, gb, reasons
+
+
 def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan, g: dict[str, np.ndarray],
                  num_gpus: int, given_batch: int | None) -> _Block:
-    """Validity (module docstring), vectorised step time and memory screen of one block of the grid.
+    """Validity (`grid_validity`), vectorised step time and memory screen of one block of the grid.
     `given_batch` None: each plan gets `default_global_batch` and the key is step time per sequence."""
     tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
     etp = _expert_tp(tp, et)
-    dp_f = num_gpus / (tp * pp * cp)
-    dp = np.maximum(1, np.floor(dp_f))
-    gb = given_batch if given_batch is not None else default_global_batch(proto.seq_len, dp, mb)
-    m_f = gb / (mb * dp)
-    m = np.maximum(1, np.floor(m_f))
-    reasons: dict[str, np.ndarray] = {
-        "degrees do not divide the GPU count": dp_f != dp,
-        "global batch does not divide into micro-batches x dp": (m_f != m) | (m_f < 1),
-    }
-    if given_batch is None:  # the default batch suits dp; the micro-batch divides a rank's share (module docstring)
-        dp_batch = default_global_batch(proto.seq_len, dp, 1)
-        reasons[OVERSIZED_BATCH_REASON] = dp_batch * proto.seq_len > MAX_DEFAULT_BATCH_TOKENS
-        reasons[DEFAULT_BATCH_REASON] = (dp_batch / dp) % mb != 0
-    reasons |= {
-        "tp does not divide the heads": (model.heads % tp) != 0,
-        "pp x vpp exceeds the layers": pp * vpp > model.layers,
-        "interleaving needs pp > 1 and m divisible by pp": (vpp > 1) & ((pp == 1) | (m % pp != 0)),
-        "sequence parallelism needs tp > 1": sp & (tp == 1),
-        # Megatron-LM arguments.py: "When using MoE and tensor parallelism, sequence parallelism must be used"
-        MOE_TP_NEEDS_SP_REASON: (model.moe is not None and ctx.framework is Framework.MEGATRON) & ~sp & (tp > 1),
-        "ep x etp must divide tp x cp x dp": (tp * dp * cp) % (ep * etp) != 0,
-        "etp = 1 is the same plan as etp = tp when tp = 1": (et == ETP_IS_ONE) & (tp == 1),
-    }
+    dp, m, gb, reasons = grid_validity(model, ctx.framework, proto.seq_len, g, num_gpus, given_batch)
     shape = np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, vpp, mb, rc, sh, sp, et, dp, m)))
     invalid = np.zeros(shape, dtype=bool)
     rejected: dict[str, int] = {}
@@ -400,12 +358,9 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
         rejected[reason] = int(np.count_nonzero(mask & ~invalid))
         invalid |= mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
-    mem = memory_bytes_arrays(model, proto, g, dp, m)
-    # the exact checks (`runs_within_memory`) ask for the modelled total within the usable part and
-    # the reserved peak within capacity: screen on the tighter of the two
-    ratio = knobs.value("training.memory.reserved_over_allocated")
-    limit = min(usable_memory_bytes(gpu.memory_bytes), gpu.memory_bytes / ratio)
-    too_big = np.broadcast_to(mem > SCREEN_MARGIN * limit, shape) & ~invalid
+    total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
+                                  m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
+    too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid |= too_big
     # ranking key: step time for one batch; with a batch per plan, time per sequence of the batch
@@ -488,7 +443,8 @@ def _explain(best: RankedPlan, fastest: _FastestPerValue, per_token: bool) -> li
     base = best.step.step_time_s / p.global_batch if per_token else best.step.step_time_s
     measure = "time per token" if per_token else "step time"
     index_of = {"tp": p.tp, "pp": p.pp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
-    shown = {"rc": {0: "none", 1: "selective", 2: "full"}, "sh": {0: "none", 1: "zero1", 2: "zero2", 3: "zero3"}}
+    shown = {"rc": {code: r.value for code, r in RECOMPUTE_OF_CODE.items()},
+             "sh": {code: s.value for code, s in SHARDING_OF_CODE.items()}}
     for name, label in EXPLAINED:
         for v in sorted(value for axis, value in fastest.best if axis == name):
             if v == index_of[name]:
@@ -504,6 +460,19 @@ def _explain(best: RankedPlan, fastest: _FastestPerValue, per_token: bool) -> li
             worst = max(parts, key=lambda k: parts[k] * scale - best.step.breakdown_s.get(k, 0.0))
             lines.append(f"{label}={value}: best such plan {100 * slower:+.1f}% {measure}, mostly more {worst.removesuffix('_s')}")
     return lines
+
+
+def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> TrainPlan:
+    """The TrainPlan of one grid point (a mapping of AXES values, dp and the global batch "gb")."""
+    return TrainPlan(
+        tp=int(point["tp"]), pp=int(point["pp"]), dp=int(point["dp"]), cp=int(point["cp"]),
+        ep=int(point["ep"]), vpp=int(point["vpp"]), micro_batch=int(point["mb"]), global_batch=int(point["gb"]),
+        seq_len=space.seq_len, recompute=RECOMPUTE_OF_CODE[int(point["rc"])], sequence_parallel=bool(point["sp"]),
+        precision=space.precision, sharding=SHARDING_OF_CODE[int(point["sh"])],
+        tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
+        etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
+        framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+    )
 
 
 def search_plans(
@@ -537,7 +506,9 @@ def search_plans(
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
     )
-    proto = TrainPlan(seq_len=space.seq_len, precision=space.precision)
+    # what every plan of the grid shares: the memory screen reads its precision and execution choices
+    proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
+                      attention_kernel=ctx.attention_kernel)
     leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
@@ -558,23 +529,13 @@ def search_plans(
         progress("confirm", 0.9)
     from gpuplan.workloads.training.memory import training_memory
 
-    codes_rc = {v: k for k, v in RECOMPUTE_CODE.items()}
-    codes_sh = {0: Sharding.NONE, 1: Sharding.ZERO1, 2: Sharding.ZERO2, 3: Sharding.ZERO3}
     part_names = [f.name for f in fields(StepArrays) if f.name != "step_s"]  # as StepArrays.parts()
     best: list[RankedPlan] = []
     exact_rejects = 0
     for row in leaders.rows():
         if not np.isfinite(row["key"]) or len(best) >= top:
             break
-        plan = TrainPlan(
-            tp=int(row["tp"]), pp=int(row["pp"]), dp=int(row["dp"]), cp=int(row["cp"]),
-            ep=int(row["ep"]), vpp=int(row["vpp"]), micro_batch=int(row["mb"]), global_batch=int(row["gb"]),
-            seq_len=space.seq_len, recompute=codes_rc[int(row["rc"])], sequence_parallel=bool(row["sp"]),
-            precision=space.precision, sharding=codes_sh[int(row["sh"])],
-            tp_comm_overlap=space.tp_comm_overlap and bool(row["sp"]),
-            etp=int(_expert_tp(row["tp"], row["et"])) if model.moe is not None else None,
-            framework=ctx.framework, attention_kernel=ctx.attention_kernel,
-        )
+        plan = plan_at(model, space, ctx, row)
         memory = training_memory(model, plan, gpu)
         if not runs_within_memory(memory, gpu):
             exact_rejects += 1
@@ -612,6 +573,6 @@ def search_plans(
     )
 
 
-__all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "MAX_DEFAULT_BATCH_TOKENS", "RankedPlan",
-           "SearchResult", "SearchSpace", "default_batch_note", "default_global_batch", "default_seq_len", "grid_blocks",
-           "memory_bytes_arrays", "runs_within_memory", "search_plans"]
+__all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "MAX_DEFAULT_BATCH_TOKENS", "MOE_TP_NEEDS_SP_REASON",
+           "RankedPlan", "SearchResult", "SearchSpace", "default_batch_note", "default_global_batch", "default_seq_len",
+           "exceeds_memory", "grid_blocks", "grid_validity", "plan_at", "runs_within_memory", "search_plans"]

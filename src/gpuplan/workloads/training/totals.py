@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, System, TrainPlan
 from gpuplan.workloads.training.plan_search import SearchResult, SearchSpace, search_plans
-from gpuplan.workloads.training.step_time import Framework, StepTime, estimate_step_time
+from gpuplan.specs.execution import Framework
+from gpuplan.workloads.training.step.assembly import StepTime, estimate_step_time
 from gpuplan.workloads.memory_headroom import headroom_note
 
 

@@ -49,7 +49,7 @@ class BenchReport:
     catalog_gpu: str | None
     seconds: float
     skipped: dict = field(default_factory=dict)
-    calibration: object = None  # interfaces.calibration.CalibrationResult for a catalog GPU
+    calibration: object = None  # interfaces.calibration.fit.CalibrationResult for a catalog GPU
     collectives: list[CollectivePoint] = field(default_factory=list)
     collectives_system: str = ""
 

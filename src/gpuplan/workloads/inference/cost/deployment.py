@@ -7,20 +7,22 @@ from dataclasses import dataclass, field
 
 from gpuplan.errors import InputError
 from gpuplan.specs import Gpu, ModelSpec, System
-from gpuplan.workloads.inference.cost.dtypes import ServingDtype, parse_dtype
+from gpuplan.specs.dtypes import StoredFormat, parse_stored_format
 from gpuplan.workloads.inference.cost.tp_allreduce import TpAllReduce, parse_tp_allreduce
 
 
-def default_activation_dtype(weight: ServingDtype) -> ServingDtype:
-    """Activations run in fp8 with fp8 weights (TensorRT-LLM / vLLM FP8 W8A8 checkpoints), in fp4
-    with nvfp4 weights (Blackwell W4A4), else in bf16."""
-    if weight == ServingDtype.FP8:
-        return ServingDtype.FP8
-    if weight == ServingDtype.NVFP4:
-        return ServingDtype.NVFP4
-    if weight == ServingDtype.FP16:
-        return ServingDtype.FP16
-    return ServingDtype.BF16
+#: The activation format a checkpoint's weight format implies: W8A8 fp8 (TensorRT-LLM / vLLM FP8
+#: checkpoints), W8A8 MXFP8 (vLLM CompressedTensorsW8A8Mxfp8: "Activations are dynamically quantized
+#: to MXFP8 at runtime"), W4A4 NVFP4 (Blackwell; ModelOpt NVFP4 checkpoints), the model's own
+#: fp32 / fp16; every other format (int4, int8 weight-only, mxfp4, mxfp6) with bf16 activations.
+DEFAULT_ACTIVATION = {StoredFormat.FP8: StoredFormat.FP8, StoredFormat.MXFP8: StoredFormat.MXFP8,
+                      StoredFormat.NVFP4: StoredFormat.NVFP4, StoredFormat.FP16: StoredFormat.FP16,
+                      StoredFormat.FP32: StoredFormat.FP32, StoredFormat.TF32: StoredFormat.TF32}
+
+
+def default_activation_dtype(weight: StoredFormat) -> StoredFormat:
+    """The activation format of a `weight` checkpoint (DEFAULT_ACTIVATION; bf16 otherwise)."""
+    return DEFAULT_ACTIVATION.get(weight, StoredFormat.BF16)
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,7 @@ class Deployment:
     TensorRT-LLM blog "New XQA-kernel provides 2.4x more Llama-70B throughput within the same
     latency budget", one H200, 128/2048 tokens: 1,227 -> 2,941 tokens/s per GPU).
 
-    tp_allreduce: how the engine runs the tensor-parallel all-reduce (workloads.inference.tp_allreduce):
+    tp_allreduce: how the engine runs the tensor-parallel all-reduce (workloads.inference.cost.tp_allreduce):
     `tensorrt-llm` (default, the PyTorch backend: its one-shot / two-shot kernels within its IPC
     workspace, NCCL above), `tensorrt-llm-plugin` (TensorRT engines, v0.x: one-shot below a size,
     else NCCL), `vllm` (vLLM's / SGLang's custom all-reduce below 8 MiB, NCCL above) or `nccl`.
@@ -68,20 +70,20 @@ class Deployment:
     pp: int = 1
     ep: int = 1
     attention_dp: int = 1
-    weight_dtype: ServingDtype = ServingDtype.BF16
-    kv_dtype: ServingDtype = ServingDtype.BF16
-    activation_dtype: ServingDtype = field(default=None)  # type: ignore[assignment]
+    weight_dtype: StoredFormat = StoredFormat.BF16
+    kv_dtype: StoredFormat = StoredFormat.BF16
+    activation_dtype: StoredFormat = field(default=None)  # type: ignore[assignment]
     grouped_decode_attention: bool = True
     tp_allreduce: TpAllReduce = TpAllReduce.TENSORRT_LLM
 
     def __post_init__(self):
         object.__setattr__(self, "tp_allreduce", parse_tp_allreduce(self.tp_allreduce))
-        object.__setattr__(self, "weight_dtype", parse_dtype(self.weight_dtype, "weight_dtype"))
-        object.__setattr__(self, "kv_dtype", parse_dtype(self.kv_dtype, "kv_dtype"))
+        object.__setattr__(self, "weight_dtype", parse_stored_format(self.weight_dtype, "weight_dtype"))
+        object.__setattr__(self, "kv_dtype", parse_stored_format(self.kv_dtype, "kv_dtype"))
         if self.activation_dtype is None:
             object.__setattr__(self, "activation_dtype", default_activation_dtype(self.weight_dtype))
         else:
-            object.__setattr__(self, "activation_dtype", parse_dtype(self.activation_dtype, "activation_dtype"))
+            object.__setattr__(self, "activation_dtype", parse_stored_format(self.activation_dtype, "activation_dtype"))
         for name in ("tp", "pp", "ep", "attention_dp"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -123,6 +125,17 @@ class Deployment:
     @property
     def layers_per_stage(self) -> int:
         return math.ceil(self.model.layers / self.pp)
+
+    @property
+    def stage_layers(self) -> tuple[range, ...]:
+        """The layers of each pipeline stage, as vLLM splits them (vllm/distributed/utils.py
+        `get_pp_indices`): L // pp each, the remainder r one each to the r stages before the last
+        (`partitions[-i] += 1 for i in range(2, r + 2)`), which holds the final norm and LM head."""
+        sizes = [self.model.layers // self.pp] * self.pp
+        for i in range(2, self.model.layers % self.pp + 2):
+            sizes[-i] += 1
+        starts = [sum(sizes[:s]) for s in range(self.pp)]
+        return tuple(range(a, a + n) for a, n in zip(starts, sizes))
 
     @property
     def kv_heads_per_gpu(self) -> int:

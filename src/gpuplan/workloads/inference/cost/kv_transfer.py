@@ -66,7 +66,7 @@ from gpuplan.errors import Infeasible, InputError
 from gpuplan.layers import kv_cache_bytes_per_token
 from gpuplan.primitives.collectives import Collective, collective_time
 from gpuplan.workloads.inference.cost.deployment import Deployment
-from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
+from gpuplan.specs.dtypes import bytes_per_element
 
 
 class KvLink(str, Enum):

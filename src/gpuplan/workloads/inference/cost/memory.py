@@ -8,9 +8,17 @@ what fits (maximum concurrent sequences, maximum context).
 
 KV bytes per token come from gpuplan.layers.kv_cache_bytes_per_token (GQA, MLA latent, sliding
 window); a TP rank holds kv_shard_fraction of them (replicated heads when tp > kv_heads, the whole
-MLA latent). With attention data parallelism (Deployment.attention_dp) the plan is that of one
+MLA latent). Only attention layers hold KV per token; the recurrent layers of a hybrid model
+(Mamba-2, Gated DeltaNet, short conv, RG-LRU) hold a constant state per sequence
+(gpuplan.layers.state_bytes_per_sequence), split over attention_tp x pp GPUs like their heads. With attention data parallelism (Deployment.attention_dp) the plan is that of one
 attention group: its GPUs hold the KV of the group's own requests only, sharded over attention_tp,
 and the non-expert weights are sharded over attention_tp (replicated across groups). Sliding-window layers keep at most `window` tokens (plus one block being filled).
+
+Weights are the operator inventory's, per GPU and stage (workloads.inference.cost.weights). With
+pipeline stages every stage holds the KV of its own layers for every sequence, so the replica holds
+as many blocks as its tightest stage (vLLM sizes the cache by the minimum over workers): the plan
+is that of the stage with the fewest KV blocks (the first on a tie).
+
 The reserve is the runtime reserve knob plus, for a replica of more than one GPU, one NCCL
 communicator's connection buffers (primitives.nccl_memory: ring channels of the replica's fabric
 x 9.6 MB; 308 MB on NVSwitch H100).
@@ -24,14 +32,13 @@ from enum import Enum
 
 from gpuplan import knobs
 from gpuplan.errors import Infeasible
-from gpuplan.layers import kv_cache_bytes_per_token
+from gpuplan.layers import kv_bytes_per_token_split
 from gpuplan.layers.inventory import model_ops
-from gpuplan.layers.operators import Shard
 from gpuplan.primitives.nccl_memory import nccl_buffer_bytes, ring_channels
+from gpuplan.specs.dtypes import bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
-from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
+from gpuplan.workloads.inference.cost.weights import stage_weights, weights_bytes_per_gpu
 from gpuplan.workloads.memory_headroom import usable_fraction
-from gpuplan.workloads.inference.cost.operators import dense_linear_ops
 from gpuplan.workloads.inference.kernels import paged_kv_bytes
 
 
@@ -84,6 +91,7 @@ class MemoryPlan:
     window: int  # tokens kept by sliding-window layers (0 = none)
     block_size: int
     kv_capacity_blocks: int
+    state_bytes_per_sequence_per_gpu: float = 0.0  # recurrent layers' constant state of one sequence (hybrids)
 
     @property
     def window_blocks_cap(self) -> int:
@@ -94,9 +102,10 @@ class MemoryPlan:
     def sequence_kv_bytes(self, context: float) -> float:
         """Per-GPU KV bytes one sequence of `context` tokens holds in paged blocks: global layers
         ceil(L/b) blocks, window layers at most `window_blocks_cap` (kernels.paged_kv_bytes, the
-        simulator's; ceil(ceil(L) / b) = ceil(L / b))."""
-        return float(paged_kv_bytes(math.ceil(context), self.block_size, float(self.kv_bytes_per_token_per_gpu),
-                                    float(self.window_kv_bytes_per_token_per_gpu), self.window_blocks_cap))
+        simulator's; ceil(ceil(L) / b) = ceil(L / b)), plus a hybrid's recurrent state."""
+        kv = paged_kv_bytes(math.ceil(context), self.block_size, float(self.kv_bytes_per_token_per_gpu),
+                            float(self.window_kv_bytes_per_token_per_gpu), self.window_blocks_cap)
+        return float(kv) + self.state_bytes_per_sequence_per_gpu
 
     @property
     def kv_capacity_bytes(self) -> float:
@@ -125,27 +134,6 @@ class MemoryPlan:
         return lo
 
 
-def weights_bytes_per_gpu(dep: Deployment) -> float:
-    """Weight bytes the most loaded GPU holds: each layer's GEMMs (TP-sharded shapes of
-    operators.dense_linear_ops, split over attention_tp) + routed experts (E/ep experts, 1/expert_tp of
-    each: Deployment.expert_tp) over pp stages, + embedding and LM head (vocab-parallel over attention_tp; kept in 16-bit, as ModelOpt / AWQ /
-    GPTQ exclude them from quantisation), + norms."""
-    m = dep.model
-    wb = bytes_per_element(dep.weight_dtype)
-    per_layer_total = sum(op.n_out * op.k_in * op.layers for op in dense_linear_ops(dep))
-    ops = model_ops(m)
-    if ops.moe_layer is not None:  # routed experts of the inventory: E/ep experts, 1/expert_tp of each
-        expert_weights = sum(op.in_features * op.out_features * op.instances for op in ops.moe_layer.linears
-                             if op.shard is Shard.EXPERT)
-        per_layer_total += ops.num_moe_layers * expert_weights / (dep.ep * dep.expert_tp)
-    layer_bytes = per_layer_total * wb / dep.pp
-    emb_bytes = max(wb, 2.0)
-    vocab_tables = 1 if m.tied_embeddings else 2
-    embed = vocab_tables * m.vocab * m.hidden / dep.attention_tp * emb_bytes / (1 if dep.pp == 1 else 2)
-    norms = (2 * m.layers + 1) * m.hidden * 2.0 / dep.pp
-    return layer_bytes + embed + norms
-
-
 def activation_workspace_bytes(dep: Deployment, max_batch_tokens: int, max_batch_seqs: int) -> float:
     """Peak transient activations of one step (the profile run vLLM does at start-up):
     tokens x (QKV out + gate/up out + activation out + 4 hidden-size buffers) x 2 B
@@ -166,33 +154,48 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
     if memory_fraction is None:
         memory_fraction = (usable_fraction() if rule == KvBudgetRule.TOTAL
                            else knobs.value("serving.memory.trtllm_free_gpu_memory_fraction"))
-    weights = weights_bytes_per_gpu(dep)
     workspace = activation_workspace_bytes(dep, max_batch_tokens, max_batch_seqs)
     reserve = (knobs.value("serving.memory.runtime_reserve_bytes")
                + (float(nccl_buffer_bytes(1, ring_channels(dep.system, dep.gpu))) if dep.num_gpus > 1 else 0.0))
-    if rule == KvBudgetRule.TOTAL:
-        budget = total * memory_fraction - weights - workspace - reserve
-    else:
-        budget = (total - weights - workspace - reserve) * memory_fraction
-    if budget <= 0:
-        raise Infeasible(
-            f"{m.name} does not fit: {weights / 2**30:.1f} GiB of weights per GPU + {(workspace + reserve) / 2**30:.1f} GiB "
-            f"workspace/reserve exceed {memory_fraction:.0%} of {total / 2**30:.1f} GiB on {dep.gpu.id} (tp={dep.tp}, pp={dep.pp})"
-        )
-    kvb = bytes_per_element(dep.kv_dtype)
-    kv_model = kv_cache_bytes_per_token(m, kvb)  # all layers counted in full
-    windows = [m.window(i) for i in range(m.layers)]
-    window = max((w for w in windows if w is not None), default=0)
-    n_window = sum(1 for w in windows if w is not None)
-    per_layer = kv_model / m.layers
-    frac = dep.kv_shard_fraction / dep.pp
-    global_pg = per_layer * (m.layers - n_window) * frac
-    window_pg = per_layer * n_window * frac
-    plan = MemoryPlan(
-        total_bytes=total, weights_bytes=weights, activation_workspace_bytes=workspace, runtime_reserve_bytes=reserve,
-        unused_bytes=total - weights - workspace - reserve - budget, kv_budget_bytes=budget,
-        kv_cache_bytes_per_token=kv_model, kv_bytes_per_token_per_gpu=global_pg,
-        window_kv_bytes_per_token_per_gpu=window_pg, window=window, block_size=block_size, kv_capacity_blocks=0,
-    )
-    blocks = int(budget // (block_size * (global_pg + window_pg))) if (global_pg + window_pg) > 0 else 0
-    return MemoryPlan(**{**plan.__dict__, "kv_capacity_blocks": blocks})
+    kv = kv_bytes_per_token_split(m, bytes_per_element(dep.kv_dtype))  # attention layers: global and windowed apart
+    kv_bpe = bytes_per_element(dep.kv_dtype)
+    # recurrent state in the model dtype (vLLM CacheConfig mamba_cache_dtype "auto"): 16-bit unless fp32; TP splits
+    # its heads (vLLM mamba2_state_shape: heads / tp; the groups it replicates when tp > n_groups are left out)
+    state_bpe = max(2.0, bytes_per_element(dep.activation_dtype))
+    layer_ops = model_ops(m).layers
+    plans = []
+    for stage in stage_weights(dep):
+        weights = stage.total_bytes
+        if rule == KvBudgetRule.TOTAL:
+            budget = total * memory_fraction - weights - workspace - reserve
+        else:
+            budget = (total - weights - workspace - reserve) * memory_fraction
+        if budget <= 0:
+            raise Infeasible(
+                f"{m.name} does not fit: {weights_bytes_per_gpu(dep) / 2**30:.1f} GiB of weights per GPU + "
+                f"{(workspace + reserve) / 2**30:.1f} GiB workspace/reserve exceed {memory_fraction:.0%} of "
+                f"{total / 2**30:.1f} GiB on {dep.gpu.id} (tp={dep.tp}, pp={dep.pp})"
+            )
+        # this stage's layers: KV of its attention layers (global and windowed), state of its recurrent layers
+        global_pg = window_pg = state_pg = 0.0
+        for i in stage.layers:
+            lo = layer_ops[i]
+            core = lo.attention_core
+            if core is not None:
+                per = core.kv_cache_elements * kv_bpe * dep.kv_shard_fraction
+                if core.window is None:
+                    global_pg += per
+                else:
+                    window_pg += per
+            for rc in lo.recurrent_cores:
+                state_pg += (rc.conv_state_elements + rc.recurrent_state_elements) * state_bpe / dep.attention_tp
+        per_block = block_size * (global_pg + window_pg)
+        blocks = int(budget // per_block) if per_block > 0 else 0
+        plans.append(MemoryPlan(
+            total_bytes=total, weights_bytes=weights, activation_workspace_bytes=workspace, runtime_reserve_bytes=reserve,
+            unused_bytes=total - weights - workspace - reserve - budget, kv_budget_bytes=budget,
+            kv_cache_bytes_per_token=kv.total_bytes_per_token, kv_bytes_per_token_per_gpu=global_pg,
+            window_kv_bytes_per_token_per_gpu=window_pg, window=kv.window if window_pg else 0, block_size=block_size,
+            kv_capacity_blocks=blocks, state_bytes_per_sequence_per_gpu=state_pg,
+        ))
+    return min(plans, key=lambda p: p.kv_capacity_blocks)

@@ -45,7 +45,8 @@ balance ratio avg_tokens / max_tokens measures the loss). The simulated group is
 with a > 1 every step is scaled by 1 / ATTENTION_DP_BALANCE (`StepTimeModel.step_scale`).
 
 Sources of the constants are on each constant. Weight, KV and activation formats are independent
-(gpuplan.workloads.inference.cost.dtypes). MoE layers read only the experts the step's tokens touch:
+(gpuplan.specs.dtypes.StoredFormat); the GEMMs run at specs.dtypes.gemm_compute_dtype of the weight
+and activation formats with the weights a stored checkpoint (Weights.STORED). MoE layers read only the experts the step's tokens touch:
 with B tokens each choosing top-k of E experts uniformly, the expected number of distinct experts
 is E x (1 - (1 - k/E)^B) (each expert is missed by one token with probability 1 - k/E).
 """
@@ -59,15 +60,16 @@ from statistics import NormalDist
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.layers.inventory import local_gemm_shape, model_ops
+from gpuplan.layers.inventory import local_gemm_shape, model_ops, refuse_hybrid
 from gpuplan.layers.operators import Linear, Norm, ResidualAdd, Shard, attention_flops
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, System
+from gpuplan.specs.dtypes import Weights, bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
-from gpuplan.workloads.inference.cost.dtypes import bytes_per_element, matmul_precision
 from gpuplan.workloads.inference.cost.tp_allreduce import tp_allreduce_seconds
+from gpuplan.workloads.inference.cost.weights import matrix_format
 from gpuplan.workloads.inference.kernels import (StepCoefficients, StepTables, causal_pairs_upto, graph_token_table,
                                                  step_seconds, table_lookup)
 
@@ -150,10 +152,9 @@ ATTENTION_DP_BALANCE = knobs.register(
 def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
     """Achievable fraction of dense peak of a serving GEMM with m token rows (numpy array):
     primitives.efficiency.matmul_ceiling(gpu, dtype) (MAMF-sourced) x m / (m + GEMM_HALF_EFFICIENCY_TOKENS),
-    m clamped to >= 1. The ceiling of `precision` applies when the GPU has a peak for it, else bf16's."""
+    m clamped to >= 1; `precision` is the tensor-core precision the GEMM runs at (StepTimeModel.precision)."""
     rows = np.maximum(np.asarray(m, dtype=float), 1.0)
-    dtype = gpu.matmul_precision(precision)
-    return float(matmul_ceiling(gpu, dtype)) * rows / (rows + knobs.value("serving.gemm_half_efficiency_tokens"))
+    return float(matmul_ceiling(gpu, precision)) * rows / (rows + knobs.value("serving.gemm_half_efficiency_tokens"))
 
 
 def attention_math_precision(dep: Deployment) -> str:
@@ -258,31 +259,33 @@ class LinearOp:
     n_out: int
     k_in: int
     layers: int  # how many layers of the model have it
+    weight_bytes_per_element: float = 2.0  # its weight matrix's storage (weights.matrix_format)
 
 
 def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
     """The per-GPU shapes of the non-expert GEMMs of every layer: the operator inventory's
-    (layers.inventory) attention projections for all layers, the dense FFN for dense layers, and the
-    router and shared experts for MoE layers, each split by `layers.inventory.local_gemm_shape` at
-    the deployment's attention_tp (= tp without attention data parallelism; replicated
-    down-projections whole, as vLLM's ReplicatedLinear)."""
-    ops_inv = model_ops(dep.model)
-    L = dep.model.layers
-    moe_layers = ops_inv.num_moe_layers
-    groups = []
-    first = ops_inv.layers[0]
-    groups.append(([op for op in first.attention if isinstance(op, Linear)], L))
-    if ops_inv.dense_layer is not None:
-        groups.append(([op for op in ops_inv.dense_layer.ffn if isinstance(op, Linear)], L - moe_layers))
-    if ops_inv.moe_layer is not None:
-        groups.append(([op for op in ops_inv.moe_layer.ffn if isinstance(op, Linear) and op.shard is not Shard.EXPERT],
-                       moe_layers))
-    out: list[LinearOp] = []
-    for linears, count in groups:
-        for op in linears:
-            n, k = local_gemm_shape(op, dep.attention_tp)
-            out.append(LinearOp(op.name, int(n), int(k), count))
-    return out
+    (layers.inventory) sequence-mixer projections of each layer (attention; the recurrent mixers'
+    projections of a hybrid model), the dense FFN of dense layers, and the router and shared experts
+    of MoE layers, each split by `layers.inventory.local_gemm_shape` at the deployment's attention_tp
+    (= tp without attention data parallelism; replicated down-projections whole, as vLLM's
+    ReplicatedLinear), each with its weight matrix's storage bytes per element
+    (workloads.inference.cost.weights.matrix_format: the router unquantised). Equal shapes are one
+    LinearOp counting the layers that have it, listed mixer GEMMs first, then dense FFN, then MoE (the
+    order the step time sums them in)."""
+    layers = model_ops(dep.model).layers
+    groups: dict[tuple[str, int, int, float], int] = {}
+    passes = ((lambda lo: lo.attention, lambda lo: True), (lambda lo: lo.ffn, lambda lo: not lo.moe),
+              (lambda lo: lo.ffn, lambda lo: lo.moe))
+    for ops_of, takes in passes:
+        for lo in layers:
+            if not takes(lo):
+                continue
+            for op in ops_of(lo):
+                if isinstance(op, Linear) and op.shard is not Shard.EXPERT:
+                    n, k = local_gemm_shape(op, dep.attention_tp)
+                    key = (op.name, int(n), int(k), bytes_per_element(matrix_format(dep, op)))
+                    groups[key] = groups.get(key, 0) + 1
+    return [LinearOp(name, n, k, count, bpe) for (name, n, k, bpe), count in groups.items()]
 
 
 class StepTimeModel:
@@ -295,14 +298,17 @@ class StepTimeModel:
     def __init__(self, dep: Deployment, table_tokens: int = 16384):
         self.dep = dep
         m = dep.model
+        refuse_hybrid(m, "serving step time")  # the coefficients below model attention + FFN layers only
         gpu = dep.gpu
-        self.precision = matmul_precision(dep.weight_dtype, dep.activation_dtype, set(gpu.peak_tflops))
+        #: the tensor-core precision of the layer GEMMs (specs.dtypes.gemm_compute_dtype, weights from a checkpoint)
+        self.precision = gpu.gemm_compute_dtype(dep.weight_dtype, dep.activation_dtype, weights=Weights.STORED)
         self.peak_flops_per_s = gpu.matmul_peak_tflops(self.precision) * 1e12
         self.hbm_bytes_per_s = memory_bandwidth_bytes_s(gpu)
         #: attention-core FLOP/s: the peak of attention_math_precision x the FlashAttention-class ceiling
         self.attention_flops_per_s = (gpu.matmul_peak_tflops(attention_math_precision(dep)) * 1e12
                                       * attention_ceiling(gpu))
         self.weight_bytes = bytes_per_element(dep.weight_dtype)
+        self.head_weight_bytes = bytes_per_element(matrix_format(dep, model_ops(m).head))
         self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)
         self.kv_bytes = bytes_per_element(dep.kv_dtype)
         self.ops = dense_linear_ops(dep)
@@ -354,7 +360,7 @@ class StepTimeModel:
         total = np.zeros_like(tok)
         for op in self.ops:
             flops = 2.0 * tok * op.n_out * op.k_in
-            bytes_ = op.n_out * op.k_in * self.weight_bytes + tok * (op.k_in * self.act_in_bytes + op.n_out * ACTIVATION_IO_BYTES)
+            bytes_ = op.n_out * op.k_in * op.weight_bytes_per_element + tok * (op.k_in * self.act_in_bytes + op.n_out * ACTIVATION_IO_BYTES)
             total += op.layers * self._gemm_seconds(tok, flops, bytes_)
         f_eff = m.ffn / dep.attention_tp
         ffn_tok = tok
@@ -410,13 +416,13 @@ class StepTimeModel:
         return np.where(tok > 0, total, 0.0)
 
     def logits_time(self, seqs) -> np.ndarray:
-        """Seconds for the LM head (vocab/attention_tp x hidden GEMM, 16-bit weights as quantisers leave it)
+        """Seconds for the LM head (vocab/attention_tp x hidden GEMM, its weights unquantised: weights.matrix_format)
         over one sampled token per sequence, plus the final norm and sampling kernels."""
         m, dep = self.dep.model, self.dep
         s = np.asarray(seqs, dtype=float)
         n_out = m.vocab / dep.attention_tp
         flops = 2.0 * s * n_out * m.hidden
-        bytes_ = n_out * m.hidden * max(self.weight_bytes, 2.0) + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
+        bytes_ = n_out * m.hidden * self.head_weight_bytes + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
         t = self._gemm_seconds(s, flops, bytes_) + 3 * knobs.value("serving.per_kernel_latency_s")
         return np.where(s > 0, t, 0.0)
 

@@ -108,19 +108,19 @@ def draft_deployment(dep: Deployment, spec: SpeculativeDecoding) -> Deployment:
 def draft_cost(dep: Deployment, spec: SpeculativeDecoding, table_tokens: int = 4096) -> DraftCost:
     """The draft's per-step cost tables on the target's GPUs (module docstring)."""
     from gpuplan.layers import kv_cache_bytes_per_token
-    from gpuplan.workloads.inference.cost.dtypes import bytes_per_element
-    from gpuplan.workloads.inference.cost.memory import weights_bytes_per_gpu
+    from gpuplan.specs.dtypes import bytes_per_element
     from gpuplan.workloads.inference.cost.operators import StepTimeModel
+    from gpuplan.workloads.inference.cost.weights import stage_weights
 
     ddep = draft_deployment(dep, spec)
     st = StepTimeModel(ddep, table_tokens=table_tokens)
     k = spec.tokens
     table = k * (st.linear_table + st.logits_table)
     kv_tok = kv_cache_bytes_per_token(ddep.model, bytes_per_element(ddep.kv_dtype)) * ddep.kv_shard_fraction
-    weights = weights_bytes_per_gpu(ddep)
+    (stage,) = stage_weights(ddep)  # the draft runs unpipelined (draft_deployment: pp = 1)
+    weights = stage.total_bytes
     if spec.draft_model is None:  # MTP heads share the target's embedding and LM head
-        m = ddep.model
-        weights -= (1 if m.tied_embeddings else 2) * m.vocab * m.hidden / ddep.attention_tp * max(bytes_per_element(ddep.weight_dtype), 2.0)
+        weights -= stage.table_bytes
     return DraftCost(table=np.ascontiguousarray(table, dtype=float),
                      ctx_seconds_per_token=k * st.layers * st.decode_kv_bytes_per_token_layer / st.hbm_bytes_per_s,
                      weights_bytes_per_gpu=float(max(weights, 0.0)), kv_bytes_per_token_per_gpu=float(kv_tok))

@@ -9,23 +9,22 @@ tp: every GPU its own attention group, the DeepSeek serving layout of TensorRT-L
 are searched over tp only: for them attention-DP groups would be independent replicas, which the
 replica count already covers (the engines enable attention DP for MoE models).
 
-Sizing (closed loop). One replica is simulated under a closed loop at increasing concurrency (per
-attention-DP group: the groups split the requests, one group is simulated and the replica's
-throughput is groups x the group's, as service.py); the largest concurrency whose p90 TTFT and p90
-TPOT meet the objectives gives the replica's sustainable requests/s. Then
+Sizing. Every layout is a `replica.Replica` under the engine's defaults, simulated exactly as
+`serve run` simulates it (replica.py: one path, the STEADY_STATE window, one seed). A capacity plan
+meets its objectives under Poisson arrivals at the rate each replica receives (the total rate /
+replicas, open loop), with p90 TTFT and p90 TPOT over the steady state after warm-up:
 
-    replicas = ceil(rate / replica_requests_per_s),  gpus = replicas x tp
+    replicas = the fewest n with p90 TTFT(rate / n) <= ttft_ms and p90 TPOT(rate / n) <= tpot_ms
+    gpus = replicas x tp
     usd_per_million_output_tokens = gpus x usd_per_gpu_hour / (3600 x rate x output_len) x 1e6
 
-Verification (open loop). A closed loop never queues a request, so Poisson arrivals at a
-replica's closed-loop goodput queue and their p90 TTFT can exceed the objective (M/G/c waiting,
-Kleinrock vol. 1 ch. 3; DistServe, Zhong et al. OSDI 2024 sec. 3, sizes by goodput under Poisson
-arrivals for the same reason). Every sized candidate is therefore re-simulated with Poisson
-arrivals at rate / replicas per replica (OPEN_LOOP_REQUESTS requests, the first
-OPEN_LOOP_WARMUP_FRACTION left out of the percentiles); while its p90 TTFT or TPOT misses, replicas
-are added (1, 2, 4, ... more, then bisection to the fewest that meet both), and the ranking uses
-the verified counts, so a plan that needs more replicas can lose to the next one. A candidate
-still missing at OPEN_LOOP_MAX_FACTOR x its closed-loop replicas (+ 4) is reported, not chosen.
+(Sizing by goodput under Poisson arrivals, not by a closed loop's throughput, because a closed
+loop never queues a request: M/G/c waiting, Kleinrock vol. 1 ch. 3; DistServe, Zhong et al. OSDI
+2024 sec. 3.) The search starts from the closed loop's estimate: the largest concurrency on the
+ladder whose p90s meet the objectives gives a sustainable requests/s, and ceil(rate / it) replicas
+is the first guess; `replica.fewest_replicas` then searches down or up (exponential steps, then
+bisection; latency is monotone in the per-replica rate). A layout that still misses at
+OPEN_LOOP_MAX_FACTOR x the first guess (+ 4) replicas is reported, not chosen.
 
 Ranking: fewest GPUs, then lowest cost, then the most closed-loop capacity (replicas x
 replica requests/s: headroom over the rate); each other candidate and each layout that cannot serve
@@ -40,25 +39,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from gpuplan.errors import GpuplanError, Infeasible, InputError
 from gpuplan.validation_rules import check_number
 from gpuplan.specs import Gpu, ModelSpec, System
-from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, make_workload
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
-from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.replica import (
+    PLANNING_SEED, STEADY_STATE, Load, Replica, ReplicaRun, ServingFeatures, fewest_replicas, replicas_for_rate,
+)
 from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
-from gpuplan.workloads.inference.sim.simulator import SimResult, simulate
 
 #: closed-loop concurrencies tried per candidate (powers of two up to the scheduler's sequence cap)
 CONCURRENCY_LADDER = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-PLAN_SEED = 7
-#: Poisson requests per open-loop verification run (per attention-DP group) and the leading
-#: fraction of them left out of the percentiles (the run starts with an empty queue)
-OPEN_LOOP_REQUESTS = 1000
-OPEN_LOOP_WARMUP_FRACTION = 0.1
 #: replicas tried in the open-loop check: at most this multiple of the closed-loop count, plus 4
 OPEN_LOOP_MAX_FACTOR = 4
 
@@ -144,88 +136,19 @@ def colocated_layouts(model: ModelSpec, tp: int) -> list[tuple[int, int]]:
     return out
 
 
-def _lens(input_len, output_len, lengths):
-    return dict(lengths=lengths) if lengths is not None else \
-        dict(input_len=LengthDistribution(input_len), output_len=LengthDistribution(output_len))
+def _replica(dep: Deployment, sched: SchedulerConfig, lengths=None, speculative=None, prefix_cache=None,
+             engine: EngineProfile | None = None) -> Replica:
+    return Replica(dep, engine, sched, ServingFeatures(lengths, speculative, prefix_cache))
 
 
-class _Replica:
-    """A deployment's step model and memory plan, built once and shared by its simulations, under
-    the engine's memory rule and CUDA-graph padding (engines.py; default GENERIC)."""
-
-    def __init__(self, dep: Deployment, sched: SchedulerConfig, speculative=None, prefix_cache=None,
-                 engine: EngineProfile | None = None):
-        self.dep, self.sched = dep, sched
-        self.engine = engine or GENERIC
-        self.mem = self.engine.memory_plan(dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
-        self.steps = step_time_model(dep)
-        self.speculative, self.prefix_cache = speculative, prefix_cache
-        self.draft = None
-        if speculative is not None:
-            from gpuplan.workloads.inference.cost.speculative import draft_cost
-
-            self.draft = draft_cost(dep, speculative)
-
-    def simulate(self, wl, warmup_requests: int = 0) -> SimResult:
-        graphs = self.engine.cuda_graph_batch_sizes
-        if self.speculative is None and self.prefix_cache is None:
-            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup_requests,
-                            cuda_graph_batch_sizes=graphs)
-        return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup_requests,
-                        cuda_graph_batch_sizes=graphs, speculative=self.speculative, draft=self.draft,
-                        prefix_cache=self.prefix_cache)
+def open_loop_check(rep: Replica, replica_rate: float, input_len: int, output_len: int) -> ReplicaRun:
+    """One replica under Poisson arrivals at `replica_rate` requests/s: `serve run --rate` exactly."""
+    return rep.run(Load.poisson(replica_rate), input_len, output_len, window=STEADY_STATE, seed=PLANNING_SEED)
 
 
-def _run(dep: Deployment | _Replica, conc: int, input_len: int, output_len: int, sched: SchedulerConfig,
-         lengths=None, speculative=None, prefix_cache=None) -> SimResult:
-    """One attention-DP group (the whole replica without attention DP) under a closed loop of `conc`."""
-    rep = dep if isinstance(dep, _Replica) else _Replica(dep, sched, speculative, prefix_cache)
-    rng = np.random.default_rng(PLAN_SEED)
-    wl = make_workload(rng, max(4 * conc, 64), ArrivalKind.CLOSED_LOOP, concurrency=conc,
-                       **_lens(input_len, output_len, lengths))
-    return rep.simulate(wl)
-
-
-def open_loop_check(dep: Deployment | _Replica, replica_rate: float, input_len: int, output_len: int,
-                    sched: SchedulerConfig, lengths=None, speculative=None, prefix_cache=None) -> SimResult:
-    """One replica under Poisson arrivals at `replica_rate` requests/s (each of its attention-DP
-    groups at replica_rate / groups; one group simulated), OPEN_LOOP_REQUESTS requests with the
-    first OPEN_LOOP_WARMUP_FRACTION left out of the percentiles."""
-    rep = dep if isinstance(dep, _Replica) else _Replica(dep, sched, speculative, prefix_cache)
-    rng = np.random.default_rng(PLAN_SEED)
-    wl = make_workload(rng, OPEN_LOOP_REQUESTS, ArrivalKind.POISSON, rate=replica_rate / rep.dep.attention_dp,
-                       **_lens(input_len, output_len, lengths))
-    return rep.simulate(wl, warmup_requests=int(OPEN_LOOP_REQUESTS * OPEN_LOOP_WARMUP_FRACTION))
-
-
-def _verified_replicas(meets, n0: int) -> tuple[int | None, object]:
-    """The fewest replicas n >= n0 with meets(n) true: n0, then n0 + 1, 2, 4, ... until one meets,
-    then bisection between the last miss and the first hit (latency falls with the per-replica
-    rate). (n, meets' result at n), or (None, the last result) when OPEN_LOOP_MAX_FACTOR x n0 + 4
-    replicas still miss."""
-    ok, res = meets(n0)
-    if ok:
-        return n0, res
-    cap = OPEN_LOOP_MAX_FACTOR * n0 + 4
-    lo, step, hit = n0, 1, None
-    while n0 + step <= cap:
-        ok, r = meets(n0 + step)
-        if ok:
-            hit = (n0 + step, r)
-            break
-        lo, res = n0 + step, r
-        step *= 2
-    if hit is None:
-        return None, res
-    hi, best = hit
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        ok, r = meets(mid)
-        if ok:
-            hi, best = mid, r
-        else:
-            lo = mid
-    return hi, best
+def closed_loop(rep: Replica, concurrency: int, input_len: int, output_len: int) -> ReplicaRun:
+    """One replica under a closed loop of `concurrency`: `serve run --concurrency` exactly."""
+    return rep.run(Load.closed(concurrency), input_len, output_len, window=STEADY_STATE, seed=PLANNING_SEED)
 
 
 def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | None]], *, rate: float,
@@ -327,17 +250,18 @@ def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_
             raise
         return str(exc)
     groups = dep.attention_dp
+    in_len, out_len = max(1, round(input_len)), max(1, round(output_len))
     try:
-        rep = _Replica(dep, sched, speculative, prefix_cache, engine)
-        best: tuple[int, SimResult] | None = None
-        first: SimResult | None = None
+        rep = _replica(dep, sched, lengths, speculative, prefix_cache, engine)
+        best: tuple[int, ReplicaRun] | None = None
+        first: ReplicaRun | None = None
         for conc in CONCURRENCY_LADDER:
             if conc > sched.max_batch_seqs:
                 break
-            res = _run(rep, conc, input_len, output_len, sched, lengths)
-            first = first or res
-            if res.ttft_ms.p90 <= ttft_ms and res.tpot_ms.p90 <= tpot_ms:
-                best = (conc, res)
+            run = closed_loop(rep, conc * groups, in_len, out_len)
+            first = first or run
+            if run.meets(ttft_ms, tpot_ms):
+                best = (conc, run)
             else:
                 break
     except InputError as exc:
@@ -349,19 +273,18 @@ def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_
     if best is None:
         if first is None:
             return "no concurrency to try (max_batch_seqs < 1)"
-        return (f"misses the objectives at concurrency {groups}: p90 TTFT {first.ttft_ms.p90:.0f} ms, "
-                f"TPOT {first.tpot_ms.p90:.1f} ms")
-    conc, res = best
-    replica_rps = res.requests_per_s * groups
-    n0 = max(1, math.ceil(rate / replica_rps))
+        return (f"misses the objectives at concurrency {groups}: p90 TTFT {first.result.ttft_ms.p90:.0f} ms, "
+                f"TPOT {first.result.tpot_ms.p90:.1f} ms")
+    conc, closed = best
+    replica_rps = closed.requests_per_s
+    n0 = replicas_for_rate(rate, replica_rps)
 
     def meets(n: int):
-        r = open_loop_check(rep, rate / n, input_len, output_len, sched, lengths)
-        ok = r.ttft_ms.p90 <= ttft_ms and r.tpot_ms.p90 <= tpot_ms and r.completed == r.requests
-        return ok, r
+        r = open_loop_check(rep, rate / n, in_len, out_len)
+        return r.meets(ttft_ms, tpot_ms), r
 
     try:
-        replicas, open_res = _verified_replicas(meets, n0)
+        replicas, open_run = fewest_replicas(meets, n0, OPEN_LOOP_MAX_FACTOR * n0 + 4)
     except InputError:
         raise
     except GpuplanError as exc:
@@ -370,9 +293,10 @@ def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_
     replicas = replicas if ok else OPEN_LOOP_MAX_FACTOR * n0 + 4
     gpus = replicas * tp
     cost = None if price is None else gpus * price / (3600.0 * rate * output_len) * 1e6
+    res, open_res = closed.result, open_run.result
     return CandidateResult(
         gpu=gpu.id, tp=tp, concurrency=conc * groups, ttft_p90_ms=res.ttft_ms.p90, tpot_p90_ms=res.tpot_ms.p90,
-        replica_requests_per_s=replica_rps, replica_output_tokens_per_s=res.output_tokens_per_s * groups,
+        replica_requests_per_s=replica_rps, replica_output_tokens_per_s=closed.output_tokens_per_s,
         replicas=replicas, gpus=gpus, usd_per_gpu_hour=price, usd_per_million_output_tokens=cost, meets_slo=ok,
         ep=ep, attention_dp=adp, layout=layout_label(gpu.id, tp, ep, adp), closed_loop_replicas=n0,
         open_loop_ttft_p90_ms=open_res.ttft_ms.p90, open_loop_tpot_p90_ms=open_res.tpot_ms.p90,
@@ -382,13 +306,15 @@ def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_
 
 def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, output_len: int,
              tps: tuple[int, ...] = (1, 2, 4, 8), weight_dtype: str = "bf16", kv_dtype: str = "bf16",
-             scheduler: SchedulerConfig | None = None, progress=None) -> list[FrontierPoint]:
+             scheduler: SchedulerConfig | None = None, progress=None,
+             engine: EngineProfile | None = None) -> list[FrontierPoint]:
     """Throughput-vs-interactivity points over tp and closed-loop concurrency (Pareto filtering is
-    left to the reader: every simulated point is returned, sorted by tokens/s per user);
-    `progress(stage, fraction)` before each tp."""
+    left to the reader: every simulated point is returned, sorted by tokens/s per user); each point
+    is `serve run --concurrency c` on that tp (replica.py); `progress(stage, fraction)` before each tp."""
     check_number(input_len, "input_len", gt=0, integer=True)
     check_number(output_len, "output_len", gt=0, integer=True)
-    sched = scheduler or SchedulerConfig()
+    engine = engine or GENERIC
+    sched = scheduler or engine.scheduler_config()
     out: list[FrontierPoint] = []
     why_not: list[str] = []
     for i_tp, tp in enumerate(tps):
@@ -398,12 +324,15 @@ def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, outp
             why_not.append(f"tp={tp}: {'exceeds the scale-up domain' if tp > system.scaleup_domain_gpus else 'does not divide the heads'}")
             continue
         try:
-            rep = _Replica(Deployment(model, gpu, system, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype), sched)
+            dep = Deployment(model, gpu, system, tp=tp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                             **engine.deployment_options())
+            rep = Replica(dep, engine, sched)
             for conc in CONCURRENCY_LADDER:
                 if conc > sched.max_batch_seqs:
                     break
-                res = _run(rep, conc, input_len, output_len, sched)
-                out.append(FrontierPoint(tp, conc, res.output_tokens_per_s / tp, 1e3 / res.tpot_ms.mean, res.ttft_ms.p90))
+                run = closed_loop(rep, conc, input_len, output_len)
+                res = run.result
+                out.append(FrontierPoint(tp, conc, run.output_tokens_per_s / tp, 1e3 / res.tpot_ms.mean, res.ttft_ms.p90))
         except InputError:  # bad input (unknown dtype ...) is the user's to fix, not a tp that does not fit
             raise
         except GpuplanError as exc:

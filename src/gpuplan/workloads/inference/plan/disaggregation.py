@@ -69,20 +69,14 @@ import numpy as np
 
 from gpuplan.errors import GpuplanError, Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, System
-from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, Workload, make_workload
-from gpuplan.workloads.inference.sim.decode_pool import simulate_decode
-from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
 from gpuplan.workloads.inference.cost.kv_transfer import KvLink, KvTransferStats, link_wait_s, same_domain_possible, transfer_stats
-from gpuplan.workloads.inference.cost.operators import step_time_model
+from gpuplan.workloads.inference.replica import ServingFeatures
 from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
-from gpuplan.workloads.inference.sim.simulator import simulate
+from gpuplan.workloads.inference.plan.instances import (
+    PLAN_SEED, InstanceLayout, RoleCurve, _Instance, _ladder, candidate_layouts,
+)
 
-#: per-instance rates simulated, as fractions of the instance's saturated requests/s
-LOAD_FRACTIONS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
-#: requests per simulated point (the first WARMUP_FRACTION of them are left out of the percentiles)
-SIM_REQUESTS = 800
-WARMUP_FRACTION = 0.1
 #: options re-simulated at their actual per-instance rates, and the extra instances tried for each
 VERIFY_TOP = 4
 VERIFY_BUMPS = 4
@@ -92,22 +86,8 @@ CURVE_OPTIONS = 6
 CURVE_STOP_FACTOR = 2.0
 #: decode instances tried beyond what the TPOT objective needs (to shorten their admission queue)
 DECODE_EXTRA = 3
-PLAN_SEED = 11
 #: prompts drawn to evaluate the KV transfer over a length distribution
 TRANSFER_SAMPLES = 4000
-
-
-@dataclass(frozen=True)
-class ServingFeatures:
-    """Length distribution, speculative decoding and prefix caching of a plan (None: off); module docstring."""
-
-    lengths: object = None  # lengths.RequestLengths
-    speculative: object = None  # speculative.SpeculativeDecoding
-    prefix_cache: object = None  # prefix_cache.PrefixCache
-
-    @property
-    def any(self) -> bool:
-        return self.lengths is not None or self.speculative is not None or self.prefix_cache is not None
 
 
 def mean_lengths(lengths) -> tuple[float, float]:
@@ -121,208 +101,6 @@ def mean_lengths(lengths) -> tuple[float, float]:
 class ServingMode(str, Enum):
     COLOCATED = "colocated"
     DISAGGREGATED = "disaggregated"
-
-
-@dataclass(frozen=True, eq=False)
-class InstanceLayout:
-    """One instance's hardware and parallel layout, and its GPU price ($/GPU-hour or None).
-    Equal (and hashed) by `key`: GPU and system ids, tp, ep, attention_dp."""
-
-    gpu: Gpu
-    system: System
-    tp: int
-    ep: int = 1
-    attention_dp: int = 1
-    usd_per_gpu_hour: float | None = None
-
-    @property
-    def key(self) -> tuple:
-        return (self.gpu.id, self.system.id, self.tp, self.ep, self.attention_dp)
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, InstanceLayout) and self.key == other.key
-
-    @property
-    def label(self) -> str:
-        out = f"{self.gpu.id} tp{self.tp}"
-        if self.ep > 1:
-            out += f" ep{self.ep}"
-        if self.attention_dp > 1:
-            out += f" adp{self.attention_dp}"
-        return out
-
-
-def candidate_layouts(model: ModelSpec, hardware: list[tuple[Gpu, System, float | None]],
-                      tps: tuple[int, ...] = (1, 2, 4, 8)) -> list[InstanceLayout]:
-    """Instance layouts to search: every tp of `tps` inside the scale-up domain that divides the
-    heads; MoE models also with the experts split over the tp GPUs (ep = tp) and with attention data
-    parallelism on top (ep = attention_dp = tp, the DeepSeek serving layout)."""
-    out: list[InstanceLayout] = []
-    for gpu, system, price in hardware:
-        for tp in tps:
-            if tp > system.scaleup_domain_gpus or model.heads % tp:
-                continue
-            out.append(InstanceLayout(gpu, system, tp, usd_per_gpu_hour=price))
-            if model.moe is not None and tp > 1 and model.moe.num_experts % tp == 0:
-                out.append(InstanceLayout(gpu, system, tp, ep=tp, usd_per_gpu_hour=price))
-                out.append(InstanceLayout(gpu, system, tp, ep=tp, attention_dp=tp, usd_per_gpu_hour=price))
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- curves
-@dataclass(frozen=True)
-class LoadPoint:
-    """One simulated per-instance Poisson rate and its p90 latencies, seconds (NaN: not measured)."""
-
-    rate: float
-    ttft_p90_s: float = math.nan
-    tpot_p90_s: float = math.nan
-    first_token_delay_p90_s: float = math.nan  # decode instances: arrival of the KV -> first token
-
-
-@dataclass(frozen=True)
-class RoleCurve:
-    """A layout's points in one role (prefill / decode / co-located), increasing rate."""
-
-    layout: InstanceLayout
-    points: tuple[LoadPoint, ...]
-    why_not: str = ""  # set when the layout cannot serve in this role at all
-
-    def at(self, rate: float, metric: str) -> float:
-        """`metric` at per-instance `rate`, linear between simulated points (held flat below the first)."""
-        rates = np.array([p.rate for p in self.points])
-        vals = np.array([getattr(p, metric) for p in self.points])
-        return float(np.interp(rate, rates, vals))
-
-    def max_rate(self, metric: str, limit_s: float) -> float | None:
-        """The largest rate whose `metric` stays <= limit_s (linear between the last point that meets
-        it and the first that does not); None when even the lowest simulated rate misses it."""
-        prev = None
-        for p in self.points:
-            v = getattr(p, metric)
-            if not v <= limit_s:
-                if prev is None:
-                    return None
-                pv = getattr(prev, metric)
-                return prev.rate + (limit_s - pv) / (v - pv) * (p.rate - prev.rate)
-            prev = p
-        return prev.rate if prev is not None else None
-
-
-def _p90(x: np.ndarray) -> float:
-    x = x[np.isfinite(x)]
-    return float(np.percentile(x, 90)) if x.size else math.nan
-
-
-class _Instance:
-    """Deployment, step model and memory plans of one layout (built once per search), under the
-    engine's TP all-reduce, memory rule and CUDA-graph padding (engines.py; the decode-only loop of
-    decode_pool.py pads no batch)."""
-
-    def __init__(self, layout: InstanceLayout, model: ModelSpec, weight_dtype: str, kv_dtype: str,
-                 input_len: int, output_len: int, sched: SchedulerConfig, features: ServingFeatures = ServingFeatures(),
-                 engine: EngineProfile = GENERIC):
-        self.layout = layout
-        self.engine = engine
-        self.dep = Deployment(model, layout.gpu, layout.system, tp=layout.tp, ep=layout.ep,
-                              attention_dp=layout.attention_dp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                              **engine.deployment_options())
-        self.groups = layout.attention_dp
-        self.steps = step_time_model(self.dep)
-        self.sched = sched
-        self.mem = engine.memory_plan(self.dep, max_batch_tokens=sched.max_batch_tokens, max_batch_seqs=sched.max_batch_seqs)
-        # a decode instance's steps hold one token per sequence: its activation workspace is that of max_batch_seqs tokens
-        self.decode_mem = engine.memory_plan(self.dep, max_batch_tokens=sched.max_batch_seqs, max_batch_seqs=sched.max_batch_seqs)
-        self.input_len, self.output_len = input_len, output_len
-        self.features = features
-        self.draft = None
-        if features.speculative is not None:
-            from gpuplan.workloads.inference.cost.speculative import draft_cost
-
-            self.draft = draft_cost(self.dep, features.speculative)
-
-    def _make(self, n: int, kind: ArrivalKind, output_len: int | None, seed: int, **load) -> Workload:
-        """n requests of the plan's lengths (fixed input_len / output_len, or its distribution);
-        `output_len` 1: prefill-only requests (one output token each)."""
-        rng = np.random.default_rng(seed)
-        if self.features.lengths is None:
-            return make_workload(rng, n, kind, input_len=LengthDistribution(self.input_len),
-                                 output_len=LengthDistribution(output_len or self.output_len), **load)
-        wl = make_workload(rng, n, kind, lengths=self.features.lengths, **load)
-        if output_len == 1:
-            wl = Workload(wl.arrival_s, wl.input_len, np.ones_like(wl.output_len), wl.kind, wl.concurrency)
-        return wl
-
-    def _workload(self, rate: float, output_len: int, seed: int) -> Workload:
-        return self._make(SIM_REQUESTS, ArrivalKind.POISSON, output_len, seed, rate=rate / self.groups)
-
-    def _simulate(self, wl: Workload, *, decoding: bool, warmup: int = 0):
-        """simulator.py with the plan's prefix cache, and its speculative decoding where `decoding`."""
-        f = self.features
-        graphs = self.engine.cuda_graph_batch_sizes
-        if not f.any:
-            return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, cuda_graph_batch_sizes=graphs)
-        spec = f.speculative if decoding else None
-        return simulate(self.steps, self.mem, wl, self.sched, warmup_requests=warmup, cuda_graph_batch_sizes=graphs,
-                        speculative=spec,
-                        draft=self.draft if spec is not None else None, prefix_cache=f.prefix_cache)
-
-    def _decode(self, wl: Workload):
-        f = self.features
-        return simulate_decode(self.steps, self.decode_mem, wl.arrival_s, wl.input_len, wl.output_len,
-                               self.sched.max_batch_seqs, speculative=f.speculative, draft=self.draft,
-                               prefix_cache=f.prefix_cache)
-
-    def prefill_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
-        """A prefill-only instance (each request outputs the one token its prefill samples)."""
-        res = self._simulate(self._workload(rate, 1, seed), decoding=False, warmup=int(SIM_REQUESTS * WARMUP_FRACTION))
-        return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3)
-
-    def decode_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
-        run = self._decode(self._workload(rate, self.output_len, seed))
-        keep = slice(int(SIM_REQUESTS * WARMUP_FRACTION), None)
-        return LoadPoint(rate, tpot_p90_s=_p90(run.tpot_s[keep]),
-                         first_token_delay_p90_s=_p90(run.first_token_delay_s[keep]))
-
-    def colocated_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
-        res = self._simulate(self._workload(rate, self.output_len, seed), decoding=True,
-                             warmup=int(SIM_REQUESTS * WARMUP_FRACTION))
-        return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3, tpot_p90_s=res.tpot_ms.p90 / 1e3)
-
-    # saturated requests/s of one instance per role (the ladder's 100%)
-    def prefill_saturation(self) -> float:
-        conc = max(2, 2 * math.ceil(self.sched.max_batch_tokens / self.input_len))
-        wl = self._make(8 * conc, ArrivalKind.CLOSED_LOOP, 1, PLAN_SEED, concurrency=conc)
-        return self._simulate(wl, decoding=False).requests_per_s * self.groups
-
-    def decode_saturation(self) -> float:
-        """B / (output_len x decode step at B), B = the batch that fits (memory, max_batch_seqs); with
-        serving features on, the decode loop itself on 3 B requests that all arrive at once."""
-        b = max(1, min(self.sched.max_batch_seqs, self.decode_mem.max_concurrent_sequences(self.input_len + self.output_len)))
-        if self.features.any:
-            wl = self._make(3 * b, ArrivalKind.BURST, None, PLAN_SEED)
-            run = self._decode(wl)
-            return run.output_tokens_per_s * wl.arrival_s.shape[0] / max(1.0, float(wl.output_len.sum())) * self.groups
-        step = self.steps.decode_step_time(b, self.input_len + self.output_len / 2)
-        return b / (self.output_len * step) * self.groups
-
-    def colocated_saturation(self) -> float:
-        conc = max(1, min(self.sched.max_batch_seqs, self.mem.max_concurrent_sequences(self.input_len + self.output_len)))
-        wl = self._make(4 * conc, ArrivalKind.CLOSED_LOOP, None, PLAN_SEED, concurrency=conc)
-        return self._simulate(wl, decoding=True).requests_per_s * self.groups
-
-
-def _ladder(point, saturation: float, stop) -> tuple[LoadPoint, ...]:
-    pts = []
-    for f in LOAD_FRACTIONS:
-        p = point(f * saturation)
-        pts.append(p)
-        if stop(p):
-            break
-    return tuple(pts)
 
 
 # ---------------------------------------------------------------------------------------------- options

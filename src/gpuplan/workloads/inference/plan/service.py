@@ -1,4 +1,6 @@
 """One-call serving estimate: a deployment under one load -> the report `gpuplan serve` prints.
+The replica, its load split and its measurement window are replica.py's (one path for serve run,
+serve plan, serve frontier, disaggregation and validate).
 
 Load (exactly one): `rate` (Poisson open loop, requests/s), `concurrency` (closed loop) or
 `batch` (one static batch). With none, the closed loop runs at the largest concurrency that fits
@@ -12,25 +14,18 @@ operators.py) and the replica's throughput is a x the group's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-import numpy as np
-
-from gpuplan import knobs
 from gpuplan.errors import InputError
-from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, make_workload
-from gpuplan.workloads.inference.sim.lengths import RequestLengths, fixed, length_stats
-from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
-from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding, draft_cost
 from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
-from gpuplan.workloads.inference.sim.frontend import with_frontend_latency
-from gpuplan.workloads.inference.cost.operators import step_time_model
-from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, SchedulerKind
-from gpuplan.workloads.inference.sim.simulator import simulate
-
-#: Requests simulated per estimate (enough for stable p99 at the default seed).
-SERVE_REQUESTS = 2000
+from gpuplan.workloads.inference.replica import (
+    PLANNING_SEED, STEADY_STATE, Load, LoadKind, Replica, ServingFeatures, static_scheduler,
+)
+from gpuplan.workloads.inference.sim.lengths import RequestLengths, length_stats
+from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
 
 
 @dataclass(frozen=True)
@@ -95,73 +90,68 @@ class ServeReport:
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
                    concurrency: int | None = None, batch: int | None = None,
-                   scheduler: SchedulerConfig | None = None, requests: int = SERVE_REQUESTS, seed: int = 0,
+                   scheduler: SchedulerConfig | None = None, requests: int | None = None, seed: int = PLANNING_SEED,
                    lengths: RequestLengths | None = None, speculative: SpeculativeDecoding | None = None,
                    prefix_cache: PrefixCache | None = None, engine: EngineProfile | None = None) -> ServeReport:
-    """Simulate one replica under the given load and report (module docstring). `lengths`: request
-    lengths other than fixed input_len / output_len (then input_len / output_len are their means,
-    used for memory fit and the static batch's token budget); `speculative`, `prefix_cache`: see
-    speculative.py and prefix_cache.py. `engine` (engines.py; default GENERIC): its scheduler (when
-    `scheduler` is None), KV memory rule, fraction and block size, and the CUDA-graph batch sizes
-    its generation steps pad to (not for a static batch); the caller builds `dep` with its
-    `deployment_options()`."""
+    """Simulate one replica under the given load and report (module docstring): one `Replica.run`
+    over the STEADY_STATE window (replica.py), the path `serve plan`, `serve frontier` and
+    `validate` take too. `lengths`: request lengths other than fixed input_len / output_len (then
+    input_len / output_len are their means, used for the memory fit and the static batch's token
+    budget); `speculative`, `prefix_cache`: see speculative.py and prefix_cache.py. `engine`
+    (engines.py; default GENERIC): its scheduler (when `scheduler` is None), KV memory rule, fraction
+    and block size, and the CUDA-graph batch sizes its generation steps pad to (not for a static
+    batch); the caller builds `dep` with its `deployment_options()`. `requests`: simulate that many
+    requests (open loop; a closed loop at least that many) instead of the window's 2000."""
     given = [x is not None for x in (rate, concurrency, batch)]
     if sum(given) > 1:
         raise InputError("load: give at most one of --rate, --concurrency, --batch", field="load")
     if input_len < 1 or output_len < 1:
         raise InputError("input_len / output_len: must be >= 1 token", field="input_len")
     engine = engine or GENERIC
-    sched = scheduler or engine.scheduler_config()
+    features = ServingFeatures(lengths, speculative, prefix_cache)
     groups = dep.attention_dp
     if batch is not None:
         if batch < 1:
             raise InputError(f"batch: must be >= 1, got {batch}", field="batch")
-        batch = -(-batch // groups)
-        sched = SchedulerConfig(kind=SchedulerKind.STATIC, max_batch_seqs=batch, max_batch_tokens=batch * input_len)
-    mem = engine.memory_plan(dep, max_batch_tokens=min(sched.max_batch_tokens, 65536), max_batch_seqs=sched.max_batch_seqs)
-    fit = mem.max_concurrent_sequences(input_len + output_len)
-    steps = step_time_model(dep)
-    rng = np.random.default_rng(seed)
-    lens = dict(lengths=lengths if lengths is not None else RequestLengths(fixed(input_len), fixed(output_len)))
-    conc = 0
+        scheduler = static_scheduler(-(-batch // groups), input_len)
+    replica = Replica(dep, engine, scheduler, features)
+    fit = replica.mem.max_concurrent_sequences(input_len + output_len)
     if batch is not None:
-        wl, load = make_workload(rng, batch, ArrivalKind.BURST, **lens), f"static batch {batch * groups}"
+        load = Load.static(batch)
     elif rate is not None:
-        wl = make_workload(rng, requests, ArrivalKind.POISSON, rate=rate / groups, **lens)
-        load = f"poisson {rate:g} req/s"
-    else:
-        conc = -(-concurrency // groups) if concurrency is not None else max(1, min(fit, sched.max_batch_seqs))
-        wl = make_workload(rng, max(requests, 4 * conc), ArrivalKind.CLOSED_LOOP, concurrency=conc, **lens)
-        load = f"closed loop {conc * groups}"
+        load = Load.poisson(rate)
+    elif concurrency is not None:
+        load = Load.closed(concurrency)
+    else:  # saturated: the largest closed loop that fits memory and the scheduler's sequence cap
+        load = Load.closed(replica.fit_concurrency(input_len, output_len) * groups)
+    window = STEADY_STATE if requests is None else replace(STEADY_STATE, closed_loop_min_requests=requests,
+                                                           open_loop_requests=requests)
+    run = replica.run(load, input_len, output_len, window=window, seed=seed)
+    res, wl = run.result, run.workload
+    label = {LoadKind.BATCH: f"static batch {-(-batch // groups) * groups}" if batch else "",
+             LoadKind.RATE: f"poisson {rate:g} req/s" if rate is not None else "",
+             LoadKind.CONCURRENCY: f"closed loop {load.per_group(groups).value * groups:g}"}[load.kind]
     if groups > 1:
-        load += f" over {groups} attention-DP groups"
-    # a closed loop's latencies are those of its steady state: its initial burst (every slot filled at
-    # t = 0) is left out of the percentiles, as a long benchmark run dilutes it
-    warmup = conc if (batch is None and rate is None) else 0
-    draft = draft_cost(dep, speculative) if speculative is not None else None
-    res = simulate(steps, mem, wl, sched, warmup_requests=warmup,
-                   cuda_graph_batch_sizes=engine.cuda_graph_batch_sizes if batch is None else (),
-                   speculative=speculative, draft=draft, prefix_cache=prefix_cache)
-    # requests served through an API (an open or closed loop of clients) pay the front-end's latency on
-    # their first token and their end (frontend.py); a static batch is an in-process run
-    frontend_s = knobs.value("serving.frontend_latency_s") if batch is None else 0.0
-    res = with_frontend_latency(res, frontend_s)
+        label += f" over {groups} attention-DP groups"
     gib = 2.0**30
+    mem = replica.mem
+    sched = replica.sched
     li, lo = length_stats(wl.input_len), length_stats(wl.output_len)
     pool = prefix_cache.pool(wl.input_len) if prefix_cache is not None and prefix_cache.hit_rate > 0 else 0
+    lens = replica.lengths(input_len, output_len)
     return ServeReport(
         model=dep.model.name, gpu=dep.gpu.id, tp=dep.tp, pp=dep.pp, ep=dep.ep, attention_dp=groups, weight_dtype=dep.weight_dtype.value,
-        kv_dtype=dep.kv_dtype.value, load=load, input_len=input_len, output_len=output_len,
+        kv_dtype=dep.kv_dtype.value, load=label, input_len=input_len, output_len=output_len,
         ttft_ms=res.ttft_ms.mean, ttft_p50_ms=res.ttft_ms.p50, ttft_p90_ms=res.ttft_ms.p90, ttft_p99_ms=res.ttft_ms.p99,
         tpot_ms=res.tpot_ms.mean, tpot_p50_ms=res.tpot_ms.p50, tpot_p90_ms=res.tpot_ms.p90, tpot_p99_ms=res.tpot_ms.p99,
         e2e_p50_ms=res.e2e_ms.p50, e2e_p90_ms=res.e2e_ms.p90, e2e_p99_ms=res.e2e_ms.p99,
-        output_tokens_per_s=res.output_tokens_per_s * groups, requests_per_s=res.requests_per_s * groups,
+        output_tokens_per_s=run.output_tokens_per_s, requests_per_s=run.requests_per_s,
         kv_cache_bytes_per_token=mem.kv_cache_bytes_per_token, kv_cache_gib_per_gpu=mem.kv_budget_bytes / gib,
         weights_gib_per_gpu=mem.weights_bytes / gib, max_concurrent_sequences=fit * groups,
         max_context_tokens=min(mem.max_context(1), dep.model.max_position_embeddings or 1 << 62), peak_kv_gib_per_gpu=res.peak_kv_bytes / gib, preemptions=res.preemptions,
         input_len_mean=li.mean, input_len_p50=li.p50, input_len_p90=li.p90, input_len_p99=li.p99,
         output_len_mean=lo.mean, output_len_p50=lo.p50, output_len_p90=lo.p90, output_len_p99=lo.p99,
-        lengths=", ".join(f"{k}={v}" for k, v in lens["lengths"].describe().items()),
+        lengths=", ".join(f"{k}={v}" for k, v in lens.describe().items()),
         spec_tokens=speculative.tokens if speculative else 0,
         spec_acceptance=speculative.acceptance if speculative else 0.0,
         spec_draft=(speculative.draft_model.name if speculative.draft_model is not None else f"mtp x{speculative.mtp_layers}")
@@ -169,5 +159,5 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         spec_tokens_per_step=speculative.tokens_per_step if speculative else 1.0,
         prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
-        frontend_latency_ms=1e3 * frontend_s, engine=engine.name, scheduler=sched.kind.value,
+        frontend_latency_ms=1e3 * run.frontend_latency_s, engine=engine.name, scheduler=sched.kind.value,
     )

@@ -37,10 +37,15 @@ FRONTEND_LATENCY_S = knobs.register(
     fitted_on=("trtllm014", "vllmci", "nim", "aic"))
 
 
+def frontend_latency_s() -> float:
+    """Seconds a request spends in the serving front-end (the knob serving.frontend_latency_s)."""
+    return knobs.value("serving.frontend_latency_s")
+
+
 def with_frontend_latency(res: SimResult, seconds: float | None = None) -> SimResult:
     """`res` as a client of the serving API sees it (module docstring): TTFT and e2e percentiles
     later by `seconds` (default: the knob serving.frontend_latency_s); TPOT and throughputs unchanged."""
-    ms = 1e3 * (knobs.value("serving.frontend_latency_s") if seconds is None else float(seconds))
+    ms = 1e3 * (frontend_latency_s() if seconds is None else float(seconds))
 
     def shifted(p: Percentiles) -> Percentiles:
         return Percentiles(p.p50 + ms, p.p90 + ms, p.p99 + ms, p.mean + ms)

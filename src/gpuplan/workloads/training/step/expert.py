@@ -1,5 +1,5 @@
 """Mixture-of-experts training cost terms: the expert all-to-all (how many bytes, over which links)
-and what of it a training step exposes. `step_time.ep_comm_seconds` calls `ep_comm_seconds` here.
+and what of it a training step exposes. `step.assembly` calls `ep_comm_seconds` here.
 
 Symbols, per GPU and micro-batch: t_local tokens the rank holds before dispatch (its sequence shard
 with sequence parallelism), k = top_k routed experts per token, E routed experts, h hidden, b bytes
@@ -63,10 +63,10 @@ recipes run one grouped quantize and one grouped GEMM for all local experts, TE 
 v2.14 #2748, GROUPED_KERNEL_PRECISIONS). Both fitted. With a single
 micro-batch and no pipeline there is no other micro-batch to hide behind (w = 0).
 
-Charged elsewhere: the experts' GEMMs at their real per-expert shapes (`step_time.layer_gemm_calls`:
+Charged elsewhere: the experts' GEMMs at their real per-expert shapes (`step.compute.layer_gemm_calls`:
 E / ep local experts of `tokens_per_expert` rows each, so a small-M grouped GEMM pays the GEMM
 efficiency model's wave and memory-bound penalties), the permute / unpermute copies and the FP8 /
-MXFP8 casts of the experts' inputs (`step_time.elementwise_seconds`, `expert_cast_elements`), the
+MXFP8 casts of the experts' inputs (`step.compute.elementwise_seconds`, `expert_cast_elements`), the
 MLA projections and core (the inventory). Not charged: DeepSeek-V3's MTP module; the published
 layouts give it (with the loss) a short last virtual stage (Megatron-Bridge `pp_layout`
 "...tmL"), so it does not load the busiest stage the step time follows.
@@ -143,7 +143,7 @@ def expert_cast_elements(g, moe, hidden: int):
     quantizes per micro-batch on one GPU, forward: the routed copies into the experts' up projection
     (t_expert k h) and into their down projection (t_expert k f_e / etp), and the shared experts'
     inputs (t h and t n_s f_s / tp), the same per-element cast + transpose TransformerEngine does for
-    every linear (`step_time.FP8_CAST_BYTES`)."""
+    every linear (`step.compute.FP8_CAST_BYTES`)."""
     h, k, fe = float(hidden), float(moe.top_k), float(moe.expert_ffn)
     shared_ffn = float(moe.shared_experts * (moe.shared_expert_ffn or moe.expert_ffn))
     routed = g.t_expert * k * (h + fe / g.etp)

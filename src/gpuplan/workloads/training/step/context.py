@@ -52,6 +52,9 @@ from gpuplan import knobs
 from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
 from gpuplan.specs import Gpu, System
 from gpuplan.specs.execution import ContextParallelMethod, Framework
+from gpuplan.workloads.training.plan_codes import RecomputeCode
+from gpuplan.workloads.training.step.compute import LayerCompute, StageCompute
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Bytes per element (of the rank's q-sized tensor t x q / tp; K and V are that size after
 #: torchtitan's `repeat_kv`) that one forward ring step after the first moves through HBM in
@@ -148,8 +151,10 @@ def cp_exposed_seconds(framework: Framework, system: System, gpu: Gpu, *, t, tp,
         per_layer = fwd_passes * np.maximum(0.0, ring_fwd - attn_fwd) + np.maximum(0.0, 2.0 * ring_fwd - attn_bwd)
         return np.where(cp > 1, layers * per_layer, 0.0)
     width = kv_width(framework, q_dim, kv_dim)
-    gather = collective_seconds_array(Collective.ALL_GATHER, torch_allgather_kv_bytes(t, width, tp, cp), cp_int, cp_pn,
-                                      system, gpu=gpu)
+    # plans without CP (cp = 1) gather nothing: a zero size costs 0 s without laying out the stand-in
+    # 2-rank group (which, one rank per node, would need NICs the system may lack)
+    gather_bytes = np.where(cp > 1, torch_allgather_kv_bytes(t, width, tp, cp), 0.0)
+    gather = collective_seconds_array(Collective.ALL_GATHER, gather_bytes, cp_int, cp_pn, system, gpu=gpu)
     dkv_hop = collective_seconds_array(Collective.P2P, kv_block_bytes(t, width, tp, 4.0), np.where(cp > 1, 2, 1),
                                        np.where(cp_pn > 1, 2, 1), system, gpu=gpu)
     slow = knobs.value("training.torch_cp_attention_slowdown") - 1.0
@@ -170,3 +175,15 @@ __all__ = [
     "causal_imbalance", "causal_pairs_per_rank", "cp_exposed_seconds", "kv_block_bytes", "kv_width",
     "torch_allgather_kv_bytes",
 ]
+
+
+def cp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
+    """Exposed context-parallel time per micro-batch: the framework's K/V exchange not hidden behind
+    the attention core, and (PyTorch's ring) its per-step eager work; this module
+    (`cp_exposed_seconds`) has the formulas per `ContextParallelMethod`."""
+    selective = (knobs.value("training.torchtitan_selective_recompute_fraction")
+                 if ctx.framework is Framework.TORCHTITAN else 1.0)
+    passes = attention_passes(g.rc, RecomputeCode.FULL, RecomputeCode.SELECTIVE, selective)
+    return cp_exposed_seconds(ctx.framework, ctx.system, ctx.gpu, t=g.t, tp=g.tp, cp=g.cp, q_dim=ctx.q_dim,
+                              kv_dim=ctx.kv_dim, attn_fwd=lc.attn_fwd, attn_bwd=lc.attn_bwd, fwd_passes=passes,
+                              layers=sc.layers_per_stage, hbm_bytes_s=ctx.hbm_bytes_s)

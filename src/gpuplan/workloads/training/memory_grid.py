@@ -1,0 +1,212 @@
+"""Training memory of a grid of plans: `memory.training_memory`'s terms for one pipeline rank,
+evaluated on numpy arrays (the plan search's memory screen scores ~10^6 plans at once).
+
+The terms are `memory_terms`' formulas, the same functions `memory._rank_memory` calls for one
+plan. What differs is only how the rank's layers are summed: `_rank_memory` walks them one by one;
+here the layers are grouped by kind (layers with the same operator inventory, `layers.inventory.
+layer_ops`: dense and MoE layers, sliding-window and global attention) and each kind's per-token
+bytes are computed once per distinct (tp, sequence parallelism, recompute, etp) and weighted by its
+count on the rank; parameters are summed once per distinct (pp, vpp). A test checks every term
+against `_rank_memory` on 10,000 random plans (equal to float rounding).
+
+`screen_bytes` is the screen: the larger of the first and the last rank (the first holds the most
+micro-batches in flight and the embedding, the last the output head and the loss), a lower bound
+of `training_memory`'s peak over all ranks, so a plan the screen finds too big cannot fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from gpuplan.layers.inventory import layer_ops
+from gpuplan.layers.params import layer_params, norm_params
+from gpuplan.specs.dtypes import number_format
+from gpuplan.specs.execution import Framework
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.plan import TrainPlan, expert_data_parallel_size
+from gpuplan.workloads.training import memory_terms as terms
+from gpuplan.workloads.training.memory import (
+    _layer_param_split, _mtp_param_split, activation_bytes, layer_activation_bytes_per_token, loss_bytes_per_vocab_entry,
+    outside_allocator_bytes, pipeline_layer_split, saved_context, state_bytes_per_param, widest_ffn,
+)
+from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, RecomputeCode, ShardingCode
+
+
+def _per_distinct(fn, *arrays) -> tuple[np.ndarray, ...]:
+    """fn(*scalars) -> tuple of numbers, called once per distinct combination of the broadcast
+    `arrays`; each output as an array of their broadcast shape."""
+    parts = np.broadcast_arrays(*(np.asarray(a) for a in arrays))
+    shape = parts[0].shape
+    rows, inverse = np.unique(np.stack([p.ravel().astype(float) for p in parts], axis=1), axis=0, return_inverse=True)
+    values = np.array([fn(*row) for row in rows], dtype=float)
+    return tuple(values[inverse.ravel(), j].reshape(shape) for j in range(values.shape[1]))
+
+
+@lru_cache(maxsize=256)
+def layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(kind of each layer, a representative layer of each kind): layers whose operators are equal
+    (all but the layer's index) are one kind; every per-layer quantity of the memory model is a
+    function of the operators."""
+    first_of: dict[object, int] = {}
+    kind = []
+    for i in range(model.layers):
+        lo = layer_ops(model, i)
+        kind.append(first_of.setdefault((lo.attention, lo.ffn, lo.norms, lo.moe), len(first_of)))
+    representative = [0] * len(first_of)
+    for i in reversed(range(model.layers)):
+        representative[kind[i]] = i
+    return tuple(kind), tuple(representative)
+
+
+@dataclass(frozen=True)
+class RankLayers:
+    """What one pipeline rank's layers add up to: their number, parameters split over tp, replicated
+    and routed (`memory._layer_param_split`), the largest layer's parameters, and the count of each kind."""
+
+    count: int
+    split: float
+    replicated: float
+    routed: float
+    biggest: float
+    kinds: tuple[int, ...]
+
+
+    def numbers(self) -> tuple[float, ...]:
+        """count, split, replicated, routed, biggest, then the count of each kind."""
+        return (self.count, self.split, self.replicated, self.routed, self.biggest, *self.kinds)
+
+
+@lru_cache(maxsize=8192)
+def rank_layers(model: ModelSpec, pp: int, vpp: int, rank: int) -> RankLayers:
+    layers = pipeline_layer_split(model.layers, pp, vpp)[rank]
+    kind, representative = layer_kinds(model)
+    splits = [_layer_param_split(model, i) for i in layers]
+    return RankLayers(
+        count=len(layers), split=float(sum(s[0] for s in splits)), replicated=float(sum(s[1] for s in splits)),
+        routed=float(sum(s[2] for s in splits)), biggest=float(max((layer_params(model, i).total for i in layers), default=0)),
+        kinds=tuple(sum(1 for i in layers if kind[i] == k) for k in range(len(representative))),
+    )
+
+
+def _per_token_bytes(model: ModelSpec, proto: TrainPlan, tp, sp, rc, etp, cp) -> tuple[float, ...]:
+    """Bytes per token of each layer kind: stored (as the plan keeps them) then the full saved set
+    (`stored=False`: what a recomputed layer re-materialises), under `proto` with these axes."""
+    plan = proto.model_copy(update={"tp": int(tp), "sequence_parallel": bool(sp), "recompute": RECOMPUTE_OF_CODE[int(rc)],
+                                    "etp": int(etp), "cp": int(cp)})
+    saved = saved_context(model, plan)
+    _, representative = layer_kinds(model)
+    stored = [layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in representative]
+    full = [layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved) for i in representative]
+    return (*stored, *full)
+
+
+def per_kind_bytes_per_token(model: ModelSpec, proto: TrainPlan, *, tp, cp, etp, recompute, sequence_parallel,
+                             **_) -> tuple[np.ndarray, ...]:
+    """`_per_token_bytes` of each layer kind (stored ones, then full ones) for every plan of the grid,
+    computed once per distinct (tp, sequence parallelism, recompute, etp; cp for unfused attention)."""
+    cp_key = 1 if proto.flash_attention else cp  # the sequence shard matters only for stored scores
+    return _per_distinct(lambda *a: _per_token_bytes(model, proto, *a), tp, sequence_parallel, recompute, etp, cp_key)
+
+
+def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep, etp, vpp, micro_batch, m, recompute,
+                       sequence_parallel, sharding, num_gpus: int, last: bool = False,
+                       per_kind: tuple[np.ndarray, ...] | None = None) -> dict[str, np.ndarray]:
+    """`memory._rank_memory`'s terms (bytes, by their names there, and "total") of the first
+    pipeline rank (`last` False) or the last one, for plans given as broadcastable arrays: the axes
+    (`recompute` RecomputeCode, `sharding` ShardingCode, `m` micro-batches per step, inf without a
+    global batch); seq_len, precision, gradient precision, framework and attention kernel from `proto`.
+    `per_kind`: `per_kind_bytes_per_token` of these axes, when the caller has it."""
+    if per_kind is None:
+        per_kind = per_kind_bytes_per_token(model, proto, tp=tp, cp=cp, etp=etp, recompute=recompute,
+                                            sequence_parallel=sequence_parallel)
+    rank = np.subtract(pp, 1) if last else 0
+    comp = _per_distinct(lambda p, v: rank_layers(model, int(p), int(v), int(p) - 1 if last else 0).numbers(), pp, vpp)
+    count, split_sum, replicated_sum, routed_sum, biggest = comp[:5]
+    kind_counts = comp[5:]
+    k = len(kind_counts)
+    first, is_last = (np.equal(pp, 1), True) if last else (True, np.equal(pp, 1))
+    titan = proto.framework is Framework.TORCHTITAN
+    b = activation_bytes(proto.precision)
+
+    # parameters held by one GPU of the rank (memory.rank_params)
+    table = model.vocab * model.hidden / tp
+    positions = (model.max_position_embeddings or 0) * model.hidden if model.learned_position_embeddings else 0
+    mtp_split, mtp_replicated, mtp_routed = _mtp_param_split(model) if model.mtp_layers else (0, 0, 0)
+    expert_group = np.multiply(ep, etp)
+    block_dense = split_sum / tp + replicated_sum
+    dense = (block_dense + np.where(first, table + positions, 0.0)
+             + np.where(is_last, norm_params(model) + np.where(model.tied_embeddings & np.equal(pp, 1), 0.0, table)
+                        + mtp_split / tp + mtp_replicated, 0.0))
+    experts = routed_sum / expert_group + np.where(is_last, mtp_routed / expert_group, 0.0)
+    fsdp2_pp = (sharding >= ShardingCode.ZERO3) & np.greater(pp, 1) & titan
+    out: dict[str, np.ndarray] = {}
+    out["weights"], out["gradients"], out["optimizer"] = terms.model_state_bytes(
+        dense, experts, state_bytes_per_param(proto), sharding, np.multiply(dp, cp),
+        expert_data_parallel_size(tp, cp, dp, ep, etp), fsdp2_pp, b)
+
+    # activations: the rank's layers by kind, per token
+    stored, full = per_kind[:k], per_kind[k:]
+    has_layers = count > 0
+    tokens = micro_batch * proto.seq_len / cp
+    sp = np.where(sequence_parallel, tp, 1)
+    in_flight = terms.chunks_in_flight(pp, vpp, m, rank)
+    mean_stored = sum(n * x for n, x in zip(kind_counts, stored)) / np.maximum(count, 1)
+    out["layers"] = np.where(has_layers, terms.stored_activation_bytes(mean_stored * tokens, count, vpp, in_flight), 0.0)
+    out["embedding_dropout_masks"] = np.where(first & (model.hidden_dropout > 0),
+                                              terms.embedding_dropout_bytes(tokens, model.hidden, sp, in_flight, pp), 0.0)
+    backward = np.where(has_layers, terms.backward_working_set_bytes(tokens, b, model.hidden, widest_ffn(model), sp, tp), 0.0)
+    present = [n > 0 for n in kind_counts]
+    full_max = np.max(np.broadcast_arrays(*(np.where(p, f, -np.inf) for p, f in zip(present, full))), axis=0)
+    sac_max = np.max(np.broadcast_arrays(*(np.where(p, f - x, -np.inf) for p, f, x in zip(present, full, stored))), axis=0)
+    rematerialised = np.where(np.equal(recompute, RecomputeCode.FULL), full_max * tokens,
+                              np.where(np.equal(recompute, RecomputeCode.SELECTIVE) & titan, tokens * sac_max, 0.0))
+    rematerialised = np.where(has_layers, rematerialised, 0.0)
+    loss = np.where(is_last, terms.logits_bytes(tokens, model.vocab, tp, _loss_bytes(proto, tp), model.mtp_layers, b,
+                                                model.hidden, sp), 0.0)
+    kind_of_last = layer_kinds(model)[0][-1]
+    out["mtp_layers"] = np.where(is_last & (model.mtp_layers > 0), terms.mtp_activation_bytes(
+        model.mtp_layers, stored[kind_of_last], b, model.hidden, sp, tokens), 0.0)
+    loss_wins = loss > backward + rematerialised
+    out["logits"] = np.where(loss_wins, loss, 0.0)
+    out["backward_working_set"] = np.where(loss_wins, 0.0, backward)
+    out["recompute_working_set"] = np.where(loss_wins, 0.0, rematerialised)
+
+    # other
+    gathered = (sharding >= ShardingCode.ZERO3) & ~fsdp2_pp
+    out["zero3_gather_buffer"] = np.where(gathered, terms.zero3_gather_bytes(biggest, tp, b), 0.0)
+    out["fsdp_root_unsharded"] = np.where(gathered & titan, terms.fsdp_root_bytes(dense, block_dense, b), 0.0)
+    quantised = proto.precision.low_precision_matmul and not titan
+    bytes_per_element = number_format(proto.precision.value).bytes_per_element if quantised else 0.0
+    out["fp8_weight_cache"] = np.where(has_layers & quantised,
+                                       terms.fp8_weight_cache_bytes(bytes_per_element, block_dense, experts), 0.0)
+    out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep)
+    # summed by group, as training_memory does: each group stays on the axes it depends on, and only
+    # the last two additions are the size of the whole grid
+    states = out["weights"] + out["gradients"] + out["optimizer"]
+    acts = sum(out[k] for k in ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set",
+                                "recompute_working_set"))
+    other = sum(out[k] for k in ("zero3_gather_buffer", "fsdp_root_unsharded", "fp8_weight_cache", "cuda_context",
+                                 "nccl_buffers"))
+    out["total"] = states + acts + other
+    return out
+
+
+def _loss_bytes(proto: TrainPlan, tp):
+    """`memory.loss_bytes_per_vocab_entry` for every tp (it depends on tp > 1 only)."""
+    one, many = (loss_bytes_per_vocab_entry(proto.model_copy(update={"tp": t})) for t in (1, 2))
+    return np.where(np.greater(tp, 1), many, one)
+
+
+def screen_bytes(model: ModelSpec, proto: TrainPlan, **axes) -> tuple[np.ndarray, np.ndarray]:
+    """(total, memory outside PyTorch's allocator) bytes of the larger of the first and the last
+    pipeline rank (`rank_memory_arrays`; module docstring): a lower bound of `training_memory`."""
+    per_kind = per_kind_bytes_per_token(model, proto, **axes)
+    first = rank_memory_arrays(model, proto, per_kind=per_kind, **axes)
+    last = rank_memory_arrays(model, proto, last=True, per_kind=per_kind, **axes)
+    return np.maximum(first["total"], last["total"]), first["cuda_context"] + first["nccl_buffers"]
+
+
+__all__ = ["RankLayers", "layer_kinds", "per_kind_bytes_per_token", "rank_layers", "rank_memory_arrays", "screen_bytes"]

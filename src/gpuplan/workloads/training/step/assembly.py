@@ -1,0 +1,185 @@
+"""Training step time: per-operator rooflines, communication with the overlap frameworks achieve,
+and the pipeline bubble, for one plan or a million plans at once (numpy broadcasting).
+
+One optimizer step on the slowest pipeline stage (the last one, which also holds the output
+head) is
+
+    step = m x (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb)     # steady state
+         + bubble                                                               # fill + drain
+         + dp_exposed + optimizer
+
+with m = global_batch / (micro_batch x dp) micro-batches. When pp x vpp does not divide the layers
+(e.g. DeepSeek-V3's 61 layers on pp 16), layers are split as evenly as possible (Megatron's uneven
+split, the same split `memory` uses) and the stage modelled is the busiest: ceil(L / (pp vpp)) x vpp
+layers, with that share of the body's parameters. Every term is a field of `StepTime`;
+the fields sum to `step_time_s` (tests check it).
+
+The terms, one module each under `workloads.training.step`: `compute` (layers, attention core,
+elementwise traffic, recompute, output head and loss), `tensor` (TP collectives, TE userbuffers),
+`context` (CP K/V exchange), `expert` (MoE all-to-all), `pipeline` (sends and bubble), `data`
+(DP reduction and ZeRO / FSDP gathers), `optimizer` (Adam); `inputs` holds what they read.
+
+Model FLOPs (for TFLOP/s and MFU) follow Megatron's definition: `models.flops.flops_per_token`
+with causal=False (= 72 B s l h^2 (1 + s/6h + V/12lh) for GPT, Narayanan et al. 2021 eq. 3 without
+the recompute pass; PaLM App. B's 6N + 12 L h s), recompute excluded. MFU is against the GPU's
+dense bf16 (fp16) peak, also for FP8 runs (the convention of the Megatron/NeMo tables).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from gpuplan.specs import Gpu, ModelSpec, System, TrainPlan
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, SHARDING_CODE, RecomputeCode
+from gpuplan.workloads.training.plan_validity import check_plan
+from gpuplan.workloads.training.step import context, expert, tensor
+from gpuplan.workloads.training.step.compute import gemm_seconds, layer_compute, stage_compute
+from gpuplan.workloads.training import finetune_time
+from gpuplan.workloads.training.step.data import dp_comm_seconds, local_params
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+from gpuplan.workloads.training.step.optimizer import optimizer_seconds
+from gpuplan.workloads.training.step.pipeline import bubble_seconds, pp_comm_seconds
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """Step time split into parts (seconds per optimizer step, one array element per plan)."""
+
+    compute_s: np.ndarray  # forward + backward operators (no recompute), all micro-batches
+    recompute_s: np.ndarray
+    tp_comm_s: np.ndarray  # exposed
+    cp_comm_s: np.ndarray  # exposed
+    ep_comm_s: np.ndarray  # exposed
+    pp_comm_s: np.ndarray  # exposed
+    bubble_s: np.ndarray
+    dp_comm_s: np.ndarray  # exposed
+    optimizer_s: np.ndarray
+    offload_s: np.ndarray  # exposed host <-> GPU copies of offloaded parameters (finetune_time)
+    step_s: np.ndarray
+
+    def parts(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "step_s"}
+
+
+def step_time_arrays(
+    ctx: StepContext,
+    tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel, sharding,
+    etp=None,
+) -> StepArrays:
+    """Step time of every plan given as broadcastable arrays: the named terms of the `step` modules, composed as
+
+        step = m x (compute + recompute + tp + cp + ep + pp) + bubble + dp + optimizer
+
+    `recompute` holds RecomputeCode values, `sharding` ShardingCode values, `sequence_parallel`
+    booleans; `etp` the expert tensor parallel degree (None: tp where ep divides dp x cp, else 1,
+    as `TrainPlan.expert_tp`). Arrays may carry only the axes they depend on; intermediate terms stay
+    small and only the final sums are full size.
+    """
+    g = PlanAxes.build(ctx, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel,
+                       sharding, etp)
+    lc = layer_compute(ctx, g)
+    sc = stage_compute(ctx, g, lc)
+    tp_mb = tensor.tp_comm_seconds(ctx, g, lc, sc)
+    cp_mb = context.cp_comm_seconds(ctx, g, lc, sc)
+    # expert all-to-all (a full-recompute plan dispatches and combines once more in its recompute forward)
+    ep_mb = expert.ep_comm_seconds(ctx, g, lc, sc, gemm_seconds, full_recompute=g.rc == RecomputeCode.FULL)
+    pp_mb = pp_comm_seconds(ctx, g, sc)
+    mb_time = sc.compute_mb + sc.recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
+    local_dense, local_experts = local_params(ctx, g, sc)
+    dp_terms = {}
+    if ctx.fine_tuning.adapters:  # only the adapters' gradients are reduced; the base is gathered as stored
+        share = local_experts / np.maximum(local_dense + local_experts, 1.0)
+        trainable = finetune_time.trainable_elements(ctx, g, sc, local_dense, local_experts)
+        stored = finetune_time.stage_storage_bytes(ctx, g, sc, local_dense, local_experts)
+        dp_terms = dict(reduced=(trainable * (1.0 - share), trainable * share),
+                        gathered_bytes=(stored * (1.0 - share), stored * share))
+    m = g.m
+    parts = dict(
+        compute_s=m * sc.compute_mb, recompute_s=m * sc.recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
+        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble_seconds(g, mb_time, sc.head),
+        dp_comm_s=dp_comm_seconds(ctx, g, sc, local_dense, local_experts, **dp_terms),
+        optimizer_s=optimizer_seconds(ctx, g, local_dense, local_experts, sc),
+        offload_s=finetune_time.offload_seconds(ctx, g, sc, local_dense, local_experts),
+    )
+    shape = np.broadcast_shapes(*(np.shape(v) for v in parts.values()))
+    parts = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for k, v in parts.items()}
+    total = sum(parts.values())
+    return StepArrays(step_s=total, **parts)
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Step time of one plan, its breakdown (seconds, summing to `step_time_s`) and throughput."""
+
+    plan: TrainPlan
+    framework: Framework
+    attention_kernel: AttentionKernel
+    step_time_s: float
+    breakdown_s: dict[str, float]
+    num_micro_batches: int
+    tokens_per_step: int
+    tokens_per_s: float
+    tokens_per_s_per_gpu: float
+    model_flops_per_token: float
+    tflops_per_gpu_model: float  # Megatron model FLOPs (recompute excluded) per GPU per second
+    mfu_pct: float  # vs dense bf16/fp16 peak
+    #: attention convention of `model_flops_per_token` (layers.flops.FlopsPerToken.attention_convention)
+    model_flops_convention: str = "megatron_full_scores"
+
+
+def mfu_peak_tflops(gpu: Gpu) -> float:
+    """The peak MFU is measured against: dense bf16 (fp16 where the part has no bf16)."""
+    return gpu.matmul_peak_tflops("bf16")
+
+
+def estimate_step_time(
+    model: ModelSpec,
+    system: System,
+    plan: TrainPlan,
+    gpu: Gpu,
+    framework: Framework | None = None,
+    attention_kernel: AttentionKernel | None = None,
+) -> StepTime:
+    """Step time of one plan (formulas in the module docstring). `gpu` is the system's GPU spec.
+
+    The execution choices come from the plan (`plan.framework`, `plan.attention_kernel`, the same
+    fields the memory model reads); `framework` / `attention_kernel` given here override them."""
+    check_plan(model, plan)
+    framework = plan.framework if framework is None else Framework(framework)
+    attention_kernel = plan.attention_kernel if attention_kernel is None else AttentionKernel(attention_kernel)
+    if (framework, attention_kernel) != (plan.framework, plan.attention_kernel):
+        plan = plan.model_copy(update={"framework": framework, "attention_kernel": attention_kernel})
+    ctx = StepContext.build(
+        model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap,
+        fine_tuning=plan.fine_tuning, grad_precision=plan.grad_precision,
+    )
+    arrays = step_time_arrays(
+        ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,
+        RECOMPUTE_CODE[plan.recompute], plan.sequence_parallel, SHARDING_CODE[plan.sharding], etp=plan.expert_tp,
+    )
+    return step_time_result(ctx, plan, {k: float(v) for k, v in arrays.parts().items()})
+
+
+def step_time_result(ctx: StepContext, plan: TrainPlan, breakdown: dict[str, float]) -> StepTime:
+    """StepTime of `plan` from its breakdown (seconds): throughput, model TFLOP/s and MFU derived."""
+    m = plan.grad_accum_steps
+    step = float(sum(breakdown.values()))
+    tokens = plan.micro_batch * m * plan.dp * plan.seq_len
+    tps = tokens / step
+    gpus = plan.num_gpus
+    tflops = ctx.model_flops_per_token * tps / gpus / 1e12
+    return StepTime(
+        plan=plan, framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+        step_time_s=step, breakdown_s=dict(breakdown), num_micro_batches=m, tokens_per_step=tokens,
+        tokens_per_s=tps, tokens_per_s_per_gpu=tps / gpus, model_flops_per_token=ctx.model_flops_per_token,
+        tflops_per_gpu_model=tflops, mfu_pct=100.0 * tflops / mfu_peak_tflops(ctx.gpu),
+    )
+
+
+__all__ = [
+    "StepArrays", "StepContext", "StepTime", "estimate_step_time", "mfu_peak_tflops",
+    "step_time_arrays", "step_time_result",
+]

@@ -1,0 +1,418 @@
+"""Training compute per layer and micro-batch on one GPU, and the busiest pipeline stage's.
+
+Per layer and micro-batch, on one GPU, with t = micro_batch x seq_len / cp tokens, h hidden,
+q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
+
+- GEMMs (forward): QKV (t x (q+2k)/tp x h), output projection (t x h x q/tp), MLP up/gate
+  (t x n_up f/tp x h) and down (t x h x f/tp); MoE layers run E/ep local experts, each on
+  ep x t x top_k / E tokens (balanced routing), plus shared experts and the router GEMM. Each is
+  `primitives.op_cost.gemm_time_array` (roofline, MAMF-measured ceiling x shape factor).
+  Backward = 2 x forward (input gradient + weight gradient GEMMs of the same shapes).
+- Attention core: FlashAttention FLOPs 4 b (a/tp) d s(s+1)/2 / cp forward (causal), backward
+  2.5 x forward (FlashAttention-2, Dao 2023: 5 GEMMs in backward vs 2 forward), at
+  TRAINING_ATTENTION_CEILING (x FLASH_V1_OVER_V2 with `AttentionKernel.FLASH_V1`). With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
+  DeepSpeed: scores materialised, fused scale-mask-softmax + dropout), the two batched GEMMs are
+  full s x s and every score element moves UNFUSED_SCORE_BYTES_FWD / _BWD bytes through HBM.
+- Elementwise (norms, residual adds, dropout, activation): the inventory's per-operator bytes
+  (`LayerOps.hidden_elementwise_bytes`, divided by tp with sequence parallelism, replicated
+  otherwise) plus the activation's bytes per FFN element x f/tp; backward moves 2 x forward; at
+  achievable HBM bandwidth.
+  Megatron's fused kernels move those bytes; Composer's separate kernels EAGER_ELEMENTWISE_FACTOR x
+  them; torchtitan's eager Llama is counted operator by operator (TORCHTITAN_* constants: fp32
+  RMSNorm, complex-multiply rotary on q and k, GQA `repeat_kv` copies, SwiGLU in two kernels).
+- Recompute: full = one more layer forward; selective = one more attention-core forward
+  (Korthikanti et al. 2022 sec. 4). Under `Framework.TORCHTITAN`, "selective" is torchtitan's own
+  selective activation checkpointing, which recomputes about half of each layer's forward
+  (TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION): layer mode checkpoints every 2nd block, op mode saves
+  the outputs of every other matmul and recomputes the rest.
+- Output head + cross-entropy on the last stage: one GEMM t x V/tp x h (x3 for fwd+bwd) plus
+  `loss_bytes_per_logit` bytes per logit (Megatron's op-by-op cross entropy: 52 B; llm-foundry's
+  fused one: 6 B). The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
+  recipes convert only the transformer layers' linears (TransformerEngine modules in Megatron-core,
+  whose output layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuplan import knobs
+from gpuplan.layers.inventory import LayerOps, local_gemm_shape
+from gpuplan.layers.operators import Shard
+from gpuplan.primitives.op_cost import gemm_time_array
+from gpuplan.specs import Gpu
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.model import FfnKind
+from gpuplan.workloads.training.plan_codes import RecomputeCode
+from gpuplan.workloads.training import finetune_time
+from gpuplan.workloads.training.step import expert
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+
+#: Per score element of unfused attention, forward: write QK^T (2), softmax read+write (4), dropout
+#: mask + read + write (5), read by the AV GEMM (2) = 13 B; backward: about twice that (26 B).
+UNFUSED_SCORE_BYTES_FWD = 13.0
+UNFUSED_SCORE_BYTES_BWD = 26.0
+#: FlashAttention backward / forward FLOPs (Dao 2023, FlashAttention-2 sec. 3: 5 vs 2 GEMMs).
+FLASH_BACKWARD_RATIO = 2.5
+#: Cross-entropy over the logits, HBM bytes per logit (forward + backward), counted from Megatron-core's
+#: vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py, unfused): forward
+#: `.float()` of the bf16 logits (read 2, write 4), max over the vocabulary (read 4), in-place
+#: subtraction of the max (4 + 4), in-place exp (4 + 4), sum (4), in-place division into the softmax it
+#: saves (4 + 4) = 38 B; backward `grad_input.mul_(grad_output)` (4 + 4) and the cast of the fp32
+#: gradient back to bf16 for the output layer (read 4, write 2) = 14 B; 52 B in all. PyTorch's
+#: `cross_entropy(logits.float(), ...)` (torchtitan, HF) moves about as much (cast, log-softmax with
+#: its max / sum passes, its backward, the cast back).
+LOSS_BYTES_PER_LOGIT = 52.0
+#: llm-foundry's MPT (`Framework.FSDP`, Composer) takes flash-attn's fused cross entropy by default
+#: (ComposerMPTCausalLM: `om_model_config.get('loss_fn', 'fused_crossentropy')`, flash_attn.losses.
+#: cross_entropy): one forward kernel reads the bf16 logits (2 B), one backward kernel reads them
+#: again and writes their gradient (2 + 2): 6 B per logit.
+FUSED_LOSS_BYTES_PER_LOGIT = 6.0
+#: Training attention (forward + backward, causal, head_dim 128) as a fraction of dense peak:
+#: FlashAttention-2 (Dao 2023, sec. 4.1 / Fig. 4-7): about 180 of 312 TFLOP/s on A100 at 2k-16k
+#: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
+#: instructions; training stacks of 2023-24 ran FA2 or cuDNN attention at similar rates).
+#: `efficiency.attention_ceiling` is the inference (forward, FA3) ceiling and is not used here.
+#: Blackwell: the Hopper value x the ratio of the fused-attention kernel's fraction of peak on B200 and
+#: H100 (the stacks of 2025 run TransformerEngine's cuDNN fused attention). B200: FlashAttention-4
+#: reaches 1613 TFLOP/s BF16 forward = 71% of 2250 and is "up to 1.3x" cuDNN 9.13 (Zadouri, Shah, Dao
+#: et al. 2026, arXiv 2603.05451), so cuDNN forward = 0.551; H100 cuDNN at head_dim 128, 16k tokens:
+#: forward 595, backward 516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, Fig. 5-6), and the
+#: same backward / forward ratio (0.867) is taken for B200. Forward + backward at the FLOP ratio 1 : 2.5:
+#: B200 3.5 / (1 / 0.551 + 2.5 / 0.478) = 0.497, H100 3.5 / (1 / 0.602 + 2.5 / 0.522) = 0.542; ratio 0.917
+#: (Blackwell doubled the tensor cores but not the exponential units or shared-memory bandwidth that
+#: attention also needs: FlashAttention-4 sec. 1), so 0.339 x 0.917 = 0.311.
+_B200_CUDNN_FWD = 1613.0 / 1.3 / 2250.0
+_H100_CUDNN_FWD, _CUDNN_BWD_OVER_FWD = 595.0 / 989.0, 516.0 / 595.0
+
+
+def _fwd_bwd_fraction(fwd: float) -> float:
+    """Forward + backward attention fraction of peak at the FLOP ratio 1 : FLASH_BACKWARD_RATIO."""
+    return (1.0 + FLASH_BACKWARD_RATIO) / (1.0 / fwd + FLASH_BACKWARD_RATIO / (fwd * _CUDNN_BWD_OVER_FWD))
+
+
+BLACKWELL_TRAINING_ATTENTION = 335.0 / 989.0 * _fwd_bwd_fraction(_B200_CUDNN_FWD) / _fwd_bwd_fraction(_H100_CUDNN_FWD)
+BLACKWELL_TRAINING_ATTENTION_SOURCE = (
+    "Hopper 0.339 x (B200 / H100 cuDNN fused-attention fwd+bwd fraction of peak): B200 forward 1613/1.3 of 2250"
+    " (arXiv 2603.05451, FlashAttention-4 vs cuDNN 9.13), H100 595 fwd / 516 bwd of 989 (FlashAttention-3 Fig. 5-6)"
+    " -> 0.497 / 0.542 = 0.917 -> 0.311")
+TRAINING_ATTENTION_CEILING = {
+    family: knobs.register(
+        f"training.attention_ceiling.{family}", unit="fraction of dense peak", default=v, low=0.05, high=1.0,
+        source=src, scales="training attention core (FlashAttention-2 forward + backward)")
+    for family, v, src in (
+        ("ampere", 180.0 / 312.0, "Dao 2023 (FlashAttention-2) Fig. 4-7: about 180 of 312 TFLOP/s on A100"),
+        ("hopper", 335.0 / 989.0, "Dao 2023 (FlashAttention-2): up to 335 TFLOP/s on H100 = 0.34 of 989"),
+        ("blackwell", BLACKWELL_TRAINING_ATTENTION, BLACKWELL_TRAINING_ATTENTION_SOURCE),
+    )
+}
+DEFAULT_TRAINING_ATTENTION_CEILING = knobs.register(
+    "training.attention_ceiling.default", unit="fraction of dense peak", default=0.34, low=0.05, high=1.0,
+    source="the Hopper value (FlashAttention-2 on H100) for architectures without a measurement",
+    scales="training attention core on other architectures")
+#: FlashAttention (v1) / FlashAttention-2 throughput: Dao 2023 (FlashAttention-2, abstract and
+#: sec. 4.1, Fig. 4-7): "around 2x faster than FlashAttention" forward + backward on A100 across
+#: sequence lengths and head dims 64/128 -> 0.5. Applies to stacks of 2022 to mid-2023 (e.g.
+#: llm-foundry's `gpu` extra pinned flash-attn==1.0.3.post0 until FA2 support landed).
+FLASH_V1_OVER_V2 = knobs.register(
+    "training.flash_v1_over_v2", unit="ratio", default=0.5, low=0.2, high=1.0,
+    source="Dao 2023 (FlashAttention-2) abstract and sec. 4.1: about 2x FlashAttention v1 forward + backward on A100",
+    scales="training attention-core rate under AttentionKernel.FLASH_V1")
+#: Sustained fraction of the best-shape GEMM rate inside a training step (clocks fall under the
+#: sustained power draw of a full step; kernels of one layer do not reach mamf-finder's best
+#: tile sizes). Modelling assumption, one value for every GPU, set from the Megatron A100 rows.
+SUSTAINED_GEMM_FRACTION = knobs.register(
+    "training.sustained_gemm_fraction", unit="fraction", default=0.85, low=0.5, high=1.0,
+    source="fitted: one value for every GPU, set from the Megatron A100 rows (Narayanan et al. 2021, Korthikanti et al. 2022)",
+    scales="every training GEMM (divides the mamf-finder-sourced GEMM rate)",
+    fitted_on=("meg21-t1", "korth-t5", "korth-abs"))
+#: Hopper's sustained GEMM fraction relative to the one above (the A100-fitted value): the share of
+#: the short-benchmark (mamf-finder) rate a GEMM keeps inside a full training step depends on how
+#: far the part's clock falls under its sustained power draw (H100 SXM: 700 W; its 989 TFLOP/s
+#: peak is quoted at the 1830 MHz boost clock), so it is a property of the part, not one value for
+#: every GPU. Fitted on the H100 training families (0.891 +- 0.040 with the base refit on every
+#: family, `validate --cv family`, 2026-11-24); 1.0 would be the A100 value.
+SUSTAINED_GEMM_RATIO_HOPPER = knobs.register(
+    "training.sustained_gemm_ratio.hopper", unit="ratio", default=0.89, low=0.5, high=1.25,
+    source="fitted: the H100 families' steady-state throughput (Megatron-core 2024 weak / strong scaling, NeMo 24.07, "
+           "Megatron-Bridge, MosaicML llm-foundry, torchtitan)",
+    scales="every training GEMM on Hopper parts (x training.sustained_gemm_fraction)",
+    fitted_on=("meg24", "meg24-ss", "nemo2407", "mbridge", "mpt-h100", "ttbench", "megft"))
+#: Extra HBM bytes per GEMM-input element with FP8 (TransformerEngine): cast + transpose of the
+#: bf16 input (read 2 B, write 1 B twice) and of the output gradient in backward.
+FP8_CAST_BYTES = 4.0
+#: Fraction of a layer's forward that torchtitan's selective activation checkpointing recomputes.
+#: torchtitan `activation_checkpoint.mode = "selective"`: `selective_ac_option = "2"` (its default,
+#: "layer" SAC) wraps every 2nd transformer block in full checkpointing -> half the layers re-run
+#: their forward; "op" SAC saves the outputs of every other matmul (its `_save_list` policy) and
+#: recomputes the rest -> about half the forward GEMM FLOPs. torchtitan docs/performance.md reports
+#: near-identical throughput for the two (Llama 3 8B: 2904 vs 2973 tokens/s/GPU on 64 A100).
+TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION = knobs.register(
+    "training.torchtitan_selective_recompute_fraction", unit="fraction", default=0.5, low=0.0, high=1.0,
+    source="torchtitan selective_ac_option='2' checkpoints every 2nd block; op SAC saves every other matmul (docs/performance.md)",
+    scales="recompute time of torchtitan selective activation checkpointing")
+#: Composer / llm-foundry (`Framework.FSDP`) runs norms, activations and residuals as separate
+#: PyTorch kernels, each reading and writing its tensors: about twice the bytes of Megatron's fused
+#: kernels (apex/TE fused layer norm, bias-gelu, bias-dropout-add).
+EAGER_ELEMENTWISE_FACTOR = knobs.register(
+    "training.eager_elementwise_factor", unit="ratio", default=2.0, low=1.0, high=4.0,
+    source="assumption: separate PyTorch kernels read and write each tensor, about twice Megatron's fused kernels",
+    scales="elementwise HBM traffic under Framework.FSDP (Composer / llm-foundry)")
+#: torchtitan's Llama (eager PyTorch, no torch.compile, its 2024 model code), forward bytes per
+#: element, counted from the operators (bf16 = 2 B, fp32 = 4 B, read + write):
+#: RMSNorm `(x.float() * rsqrt(x.pow(2).mean(-1) + eps)).type_as(x) * weight`: float() 2+4, pow 4+4,
+#: mean 4, x*rsqrt 4+4, type_as 4+2, *weight 2+2 = 36 per hidden element, two per layer;
+#: residual adds 2+2+2 = 6, two per layer;
+TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN = 2 * 36.0 + 2 * 6.0
+#: rotary embedding on q and k via complex multiply: float() 2+4, complex mul 4+4, type_as 4+2 = 20
+#: per q and k element; the attention output's transpose().contiguous() 2+2 per q element;
+#: `repeat_kv` (GQA) materialises k and v at n_heads: read kv 2, write q 2 per element.
+TORCHTITAN_ROPE_BYTES = 20.0
+TORCHTITAN_ATTN_OUT_COPY_BYTES = 4.0
+#: SwiGLU `w2(silu(w1 x) * w3 x)`: silu 2+2, multiply 2+2+2 = 10 per FFN element.
+TORCHTITAN_SWIGLU_BYTES_PER_FFN = 10.0
+
+
+def sustained_gemm_fraction(gpu: Gpu) -> float:
+    """Sustained fraction of the mamf-finder GEMM rate in a training step: `training.sustained_gemm_fraction`,
+    x `training.sustained_gemm_ratio.hopper` on Hopper parts."""
+    base = knobs.value("training.sustained_gemm_fraction")
+    if gpu.family == "hopper":
+        return base * knobs.value("training.sustained_gemm_ratio.hopper")
+    return base
+
+
+def gemm_seconds(ctx: StepContext, m, n, k, dtype: str | None = None):
+    return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / sustained_gemm_fraction(ctx.gpu)
+
+
+def training_attention_ceiling(gpu: Gpu) -> float:
+    """Forward+backward FlashAttention efficiency for training (TRAINING_ATTENTION_CEILING)."""
+    if gpu.family in TRAINING_ATTENTION_CEILING:
+        return knobs.value(f"training.attention_ceiling.{gpu.family}")
+    return knobs.value("training.attention_ceiling.default")
+
+
+def _peak_flops(ctx: StepContext, dtype: str) -> float:
+    return ctx.gpu.matmul_peak_tflops(dtype) * 1e12
+
+
+@dataclass(frozen=True)
+class GemmCall:
+    """One weight GEMM of a layer as one GPU runs it per micro-batch: `count` GEMMs of m x n x k
+    (m token rows, n output and k input features on this GPU). `group`: attn_in (projections that
+    read the layer input), attn_out, router, fc1, fc2 (FFN or expert up / down)."""
+
+    op: str
+    group: str
+    m: object
+    n: object
+    k: object
+    count: object
+
+    def flops(self):
+        return 2.0 * self.count * self.m * self.n * self.k
+
+
+def layer_gemm_calls(layer: LayerOps, t, t_local, t_expert, tp, etp, ep) -> list[GemmCall]:
+    """The layer's weight GEMMs (layers.inventory) on one GPU for one micro-batch of t tokens.
+
+    Shapes: `layers.inventory.local_gemm_shape` (COLUMN n/tp, ROW k/tp, REPLICATED whole, experts
+    over etp). Rows: TP-split GEMMs see all t tokens (after the sequence-parallel all-gather);
+    REPLICATED ones (MLA down-projections, the router) run on the rank's sequence shard t_local
+    (Megatron-core MLA gathers the compressed latents after them); routed experts run E/ep local
+    experts, each on ep x t_expert x top_k / E tokens (balanced routing). Works on numpy arrays."""
+    calls = []
+    attention = {id(op) for op in layer.attention}
+    for op in layer.linears:
+        n, k = local_gemm_shape(op, tp, etp)
+        if op.shard is Shard.EXPERT:
+            m, count = ep * t_expert * op.active_instances / op.instances, op.instances / ep
+        elif op.shard is Shard.REPLICATED:
+            m, count = t_local, 1.0
+        else:
+            m, count = t, 1.0
+        if id(op) in attention:
+            group = "attn_out" if op.shard is Shard.ROW else "attn_in"
+        elif op.name == "router":
+            group = "router"
+        else:
+            group = "fc1" if op.name.endswith("fc1") else "fc2"
+        calls.append(GemmCall(op.name, group, m, n, k, count))
+    return calls
+
+
+def charged_layer_forward_flops(ctx: "StepContext", layer: int, tp=1, etp=1, ep=1, sequence_parallel=True,
+                                micro_batch=1, cp=1) -> float:
+    """Forward weight-GEMM + attention-core FLOPs the step-time model charges one GPU for `layer`
+    and one micro-batch: the FLOPs of `layer_gemm_calls` plus the attention core's (flash path).
+    With sequence parallelism (or tp = 1) and ep x etp = tp, multiplying by tp x cp gives the whole
+    layer's forward FLOPs for micro_batch x seq_len tokens (tests check it against the inventory)."""
+    lo = ctx.ops.layers[layer]
+    t = micro_batch * ctx.seq_len / cp
+    t_local = t / tp if sequence_parallel else t
+    t_expert = t_local * etp if sequence_parallel else t
+    gemm = sum(c.flops() for c in layer_gemm_calls(lo, t, t_local, t_expert, tp, etp, ep))
+    return float(gemm + micro_batch * ctx.seq_len * lo.core.forward_flops(ctx.seq_len, True) / tp / cp)
+
+
+@dataclass(frozen=True)
+class LayerCompute:
+    """Per layer and micro-batch on one GPU (seconds): the GEMM groups, the attention core, the
+    elementwise traffic, and the layer's forward / backward / recompute times (layer mean over the
+    dense and MoE layers of the model)."""
+
+    qkv: object  # projections that read the layer input (attn_in GEMMs)
+    out: object  # attention output projection
+    dense_up: object
+    dense_down: object
+    moe_mlp: object  # router + routed experts + shared experts
+    attn_fwd: object
+    attn_bwd: object
+    dense_frac: float
+    moe_frac: float
+    layer_fwd: object
+    layer_bwd: object
+    layer_recompute: object
+
+
+@dataclass(frozen=True)
+class StageCompute:
+    """The busiest pipeline rank's compute per micro-batch (seconds) and its share of the layers."""
+
+    layers_per_stage: object
+    stage_share: object
+    head: object  # output head + loss (last stage)
+    stage_fwd: object
+    stage_bwd: object
+    compute_mb: object  # forward + backward + head, no recompute
+    recompute_mb: object
+
+
+def attention_core_seconds(ctx: StepContext, g: PlanAxes):
+    """(forward, backward) seconds of one layer's attention core per micro-batch on one GPU.
+
+    Fused (FlashAttention): the inventory's causal core FLOPs (layer mean: windows differ by layer)
+    on this rank's heads (a / tp) and query shard (s / cp), at the training attention ceiling
+    (`training.attention_ceiling.*`) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs), x
+    `training.flash_v1_over_v2` for FlashAttention v1; backward FLASH_BACKWARD_RATIO x forward
+    (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
+    scores (x 2 in backward) plus UNFUSED_SCORE_BYTES_FWD / _BWD bytes per score through HBM."""
+    s = float(ctx.seq_len)
+    heads_local = ctx.heads / g.tp
+    if ctx.attention_kernel in (AttentionKernel.FLASH, AttentionKernel.FLASH_V1):
+        sms = ctx.gpu.sm_count_or_default
+        fill = np.minimum(1.0, g.mb * heads_local * np.ceil(s / g.cp / 128.0) / sms)
+        eff = training_attention_ceiling(ctx.gpu) * fill
+        if ctx.attention_kernel is AttentionKernel.FLASH_V1:
+            eff = eff * knobs.value("training.flash_v1_over_v2")
+        flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
+        fwd = flops / (_peak_flops(ctx, ctx.act_dtype) * eff)
+        return fwd, FLASH_BACKWARD_RATIO * fwd
+    scores = g.mb * heads_local * s * s / g.cp
+    bmm = 2.0 * gemm_time_array(ctx.gpu, s / g.cp, s, ctx.head_dim, ctx.act_dtype, batch=g.mb * heads_local)
+    return (bmm + scores * UNFUSED_SCORE_BYTES_FWD / ctx.hbm_bytes_s,
+            2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s)
+
+
+def elementwise_seconds(ctx: StepContext, g: PlanAxes):
+    """(attention block, dense FFN, MoE FFN) elementwise seconds per layer and micro-batch, forward.
+
+    Megatron's fused kernels: the inventory's norm and residual-add bytes per token
+    (`LayerOps.hidden_elementwise_bytes`: 20 B x h for a Llama layer, 22 with dropout; / tp with
+    sequence parallelism) + the activation's bytes per FFN element (6 gated, 4 otherwise) x f / tp;
+    Composer (`Framework.FSDP`)
+    `training.eager_elementwise_factor` x those; torchtitan's eager Llama counted per operator
+    (TORCHTITAN_* bytes). FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
+    activation on the routed tokens plus the permute / unpermute copies of t_local x top_k x h."""
+    h, act_bytes = float(ctx.hidden), 2.0
+    hidden_div = np.where(g.sp, g.tp, 1.0)
+    layer = ctx.ops.layers[0]
+    ffn_bytes = layer.activation_bytes_per_ffn_element()
+    if ctx.framework is Framework.TORCHTITAN:
+        repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
+        head_bytes = TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
+        elem_attn = g.t * (h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN / hidden_div + head_bytes / g.tp) / ctx.hbm_bytes_s
+        swiglu = ctx.model.ffn_kind is FfnKind.SWIGLU
+        ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
+    else:
+        eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
+        elem_attn = eager * g.t * layer.hidden_elementwise_bytes() / hidden_div / ctx.hbm_bytes_s
+        ffn_bytes = eager * ffn_bytes
+    if ctx.low_precision:  # inputs of QKV and output projection
+        elem_attn = elem_attn + g.t * (h + ctx.q_dim) / g.tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
+    elem_dense = elem_moe = 0.0
+    if ctx.dense_layers:
+        f = float(ctx.model.ffn)
+        elem_dense = g.t * f / g.tp * ffn_bytes / ctx.hbm_bytes_s
+        if ctx.low_precision:  # inputs of the up and down projections
+            elem_dense = elem_dense + g.t * (h + f / g.tp) * FP8_CAST_BYTES / ctx.hbm_bytes_s
+    if ctx.moe_layers:
+        k, fe = float(ctx.model.moe.top_k), float(ctx.model.moe.expert_ffn)
+        elem_moe = (g.t_expert * k * fe / g.etp * ffn_bytes + 2 * g.t_local * k * h * 2 * act_bytes) / ctx.hbm_bytes_s
+        if ctx.low_precision:  # inputs of the routed and shared experts' GEMMs (step.expert)
+            elem_moe = elem_moe + expert.expert_cast_elements(g, ctx.model.moe, ctx.hidden) * FP8_CAST_BYTES / ctx.hbm_bytes_s
+    return elem_attn, elem_dense, elem_moe
+
+
+def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
+    """One layer's forward, backward and recompute seconds per micro-batch on one GPU: the
+    inventory's GEMMs (`layer_gemm_calls`, backward = 2 x forward: input- and weight-gradient GEMMs
+    of the same shapes), the attention core and the elementwise traffic (backward 2 x forward).
+    Recompute: full = one more layer forward; selective = one more attention-core forward
+    (Korthikanti et al. 2022 sec. 4), or under torchtitan `training.torchtitan_selective_recompute_fraction`
+    of the layer forward (its selective activation checkpointing)."""
+
+    def seconds(calls, groups):
+        return sum(c.count * gemm_seconds(ctx, c.m, c.n, c.k) for c in calls if c.group in groups)
+
+    dense_calls = layer_gemm_calls(ctx.ops.dense_layer, g.t, g.t_local, g.t_expert, g.tp, g.etp, g.ep) if ctx.dense_layers else []
+    moe_calls = layer_gemm_calls(ctx.ops.moe_layer, g.t, g.t_local, g.t_expert, g.tp, g.etp, g.ep) if ctx.moe_layers else []
+    attn_calls = dense_calls if ctx.dense_layers else moe_calls
+    qkv, out = seconds(attn_calls, ("attn_in",)), seconds(attn_calls, ("attn_out",))
+    dense_up, dense_down = seconds(dense_calls, ("fc1",)), seconds(dense_calls, ("fc2",))
+    moe_mlp = seconds(moe_calls, ("fc1", "fc2", "router"))
+    attn_fwd, attn_bwd = attention_core_seconds(ctx, g)
+    elem_attn, elem_dense, elem_moe = elementwise_seconds(ctx, g)
+    L = float(ctx.layers)
+    dense_frac, moe_frac = ctx.dense_layers / L, ctx.moe_layers / L
+    gemm_fwd = qkv + out + dense_frac * (dense_up + dense_down) + moe_frac * moe_mlp
+    elem_fwd = elem_attn + dense_frac * elem_dense + moe_frac * elem_moe
+    layer_fwd = gemm_fwd + attn_fwd + elem_fwd
+    layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elem_fwd
+    if ctx.fine_tuning.adapters:  # frozen base: no weight gradients; adapters, dequantisation (finetune_time)
+        extra_fwd, extra_bwd = finetune_time.layer_extra_seconds(ctx, g, gemm_seconds, gemm_fwd)
+        layer_fwd, layer_bwd = layer_fwd + extra_fwd, layer_bwd + extra_bwd
+    if ctx.framework is Framework.TORCHTITAN:
+        selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
+    else:
+        selective = attn_fwd
+    recompute = np.where(g.rc == RecomputeCode.FULL, layer_fwd, np.where(g.rc == RecomputeCode.SELECTIVE, selective, 0.0))
+    return LayerCompute(qkv, out, dense_up, dense_down, moe_mlp, attn_fwd, attn_bwd, dense_frac, moe_frac,
+                        layer_fwd, layer_bwd, recompute)
+
+
+def loss_bytes_per_logit(framework: Framework) -> float:
+    """HBM bytes per logit of the cross-entropy, forward + backward: FUSED_LOSS_BYTES_PER_LOGIT under
+    `Framework.FSDP` (llm-foundry's fused cross entropy), else LOSS_BYTES_PER_LOGIT (Megatron-core's
+    vocab-parallel cross entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
+    return FUSED_LOSS_BYTES_PER_LOGIT if framework is Framework.FSDP else LOSS_BYTES_PER_LOGIT
+
+
+def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompute:
+    """The busiest pipeline rank: ceil(L / (pp vpp)) x vpp layers (Megatron's uneven split; = L / pp
+    when pp x vpp divides L) and, on the last stage, the output head + loss: one GEMM t x V / tp x h
+    (x 3 for forward + backward) in the activation dtype also in FP8 runs (Megatron-core's output
+    layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`) plus
+    `loss_bytes_per_logit` bytes per logit."""
+    L = float(ctx.layers)
+    layers_per_stage = np.ceil(L / (g.pp * g.vpp)) * g.vpp
+    head_n, head_k = local_gemm_shape(ctx.ops.head, g.tp)
+    head = (finetune_time.head_gemm_passes(ctx) * gemm_seconds(ctx, g.t, head_n, head_k, ctx.act_dtype)
+            + finetune_time.head_adapter_seconds(ctx, g, gemm_seconds)
+            + g.t * ctx.vocab / g.tp * loss_bytes_per_logit(ctx.framework) / ctx.hbm_bytes_s)
+    stage_fwd, stage_bwd = layers_per_stage * lc.layer_fwd, layers_per_stage * lc.layer_bwd
+    return StageCompute(layers_per_stage, layers_per_stage / L, head, stage_fwd, stage_bwd,
+                        stage_fwd + stage_bwd + head, layers_per_stage * lc.layer_recompute)

@@ -1,0 +1,129 @@
+"""Data parallelism (DP, ZeRO / FSDP sharding): the exposed gradient reduction and parameter
+gathers per step, and the parameters one GPU holds.
+
+- DP: gradients reduced over dp x cp ranks. No sharding: all-reduce; ZeRO-1/2: reduce-scatter +
+  all-gather of bf16 parameters; ZeRO-3/FSDP: per micro-batch all-gather forward, all-gather
+  backward, reduce-scatter. Overlap by framework (`Framework`): Megatron-core and FSDP bucket the
+  reduce and overlap it with the backward pass (window = backward of the last micro-batch, and the
+  parameter all-gather with the first forward); FSDP overlaps each micro-batch's gathers with its
+  compute; DeepSpeed's ZeRO-0/1 engine (Megatron-DeepSpeed) reduces after the backward pass.
+  While an overlapped NCCL collective runs, its thread blocks (one per channel: 16 for a ring over
+  8 NICs per node, 32 inside an H100 node) hold that many SMs, so the compute it hides behind runs
+  channels / SMs slower: that share of the overlapped time is added (NCCL launches one CTA per
+  channel; Calculon models the same effect as `processor_usage`).
+  Gradients are reduced in fp32 with bf16 (Megatron forces accumulate_allreduce_grads_in_fp32 for
+  bf16), in fp16 with fp16, and in the parameter dtype under ZeRO-3/FSDP (fp32 under
+  `Framework.TORCHTITAN`, whose FSDP2 default reduce dtype is float32). Parameters are gathered
+  in bf16, except under `Framework.FSDP` (Composer's 2023 DEFAULT mixed precision gathers fp32:
+  COMPOSER_GATHER_BYTES). FSDP2 (`Framework.TORCHTITAN`) also copies the gathered parameters out
+  and the gradients in on the GPU each micro-batch (FSDP2_COPY_BYTES_PER_PARAM, memory-bound; counted
+  with the exposed DP time, as they exist only because of the sharding).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplan.primitives.collectives import Collective, collective_seconds_array, collective_sm_fraction, group_per_node
+from gpuplan.specs import Precision
+from gpuplan.specs.execution import Framework
+from gpuplan.specs.plan import expert_data_parallel_size
+from gpuplan.workloads.training.plan_codes import ShardingCode
+from gpuplan.workloads.training.step.compute import StageCompute
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+
+#: Bytes per parameter of the ZeRO-3 / FSDP all-gathers under `Framework.FSDP` (Composer /
+#: llm-foundry): Composer's `mixed_precision: DEFAULT` of 2023 (the MPT benchmark tables) set
+#: MixedPrecision(param_dtype=float32, reduce_dtype=<autocast dtype>, buffer_dtype=float32), so
+#: parameters are gathered in fp32 and cast by autocast at each matmul; gradients are reduced in
+#: bf16. (Later Composer releases gather in the autocast dtype and reduce in fp32.)
+COMPOSER_GATHER_BYTES = 4.0
+#: Bytes per gradient element of torchtitan's FSDP2 reduce-scatter: its JobConfig default
+#: `mixed_precision_reduce = "float32"` (MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)),
+#: so gradients are reduced in fp32 while parameters are gathered in bf16.
+TORCHTITAN_REDUCE_BYTES = 4.0
+#: FSDP2 (torchtitan) copies per unsharded parameter and micro-batch, on the GPU: all-gather
+#: copy-out (`split_with_sizes_copy` of the gathered buffer into the parameters, read 2 + write 2)
+#: in forward and again in backward (reshard_after_forward), and the reduce-scatter copy-in
+#: (`chunk_cat` of the bf16 gradients into the fp32 reduce buffer, read 2 + write 4):
+#: 4 + 4 + 6 = 14 B, memory-bound. FSDP1 (Composer) gathers into its flat parameter in place.
+FSDP2_COPY_BYTES_PER_PARAM = 14.0
+
+
+def local_params(ctx: StepContext, g: PlanAxes, sc: StageCompute):
+    """(dense, expert) parameters one GPU of the busiest stage holds: the stage's share of the body
+    (+ the embedding table on the first / the head on the last stage: the larger when pp > 1) over tp;
+    its share of the routed experts over ep x etp."""
+    dense_body = ctx.body_params - ctx.expert_params
+    embed_stage = np.where(g.pp > 1, max(ctx.input_embedding_params, ctx.output_head_params),
+                           ctx.input_embedding_params + ctx.output_head_params)
+    return ((dense_body * sc.stage_share + embed_stage) / g.tp,
+            ctx.expert_params * sc.stage_share / (g.ep * g.etp))
+
+
+def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense, local_experts,
+                    reduced=None, gathered_bytes=None):
+    """Exposed data-parallel communication per step. Gradients reduce over dp x cp ranks (experts
+    over their expert-DP group tp x cp x dp / (ep x etp)). No sharding: all-reduce; ZeRO-1:
+    reduce-scatter + all-gather of the parameters once per step; ZeRO-2: the reduce-scatter after
+    every micro-batch (gradients are partitioned, so a rank keeps only its shard and cannot wait for
+    the accumulation boundary: DeepSpeed engine "ZeRO stage >= 2 communicates during non gradient
+    accumulation boundaries as well", deepspeedai/DeepSpeed#2252), each behind that micro-batch's
+    backward, the gather once per step (every micro-batch under FSDP's SHARD_GRAD_OP, which frees
+    the parameters after each backward); ZeRO-3/FSDP: per micro-batch two all-gathers and a
+    reduce-scatter. Megatron-core and FSDP overlap them (the reduce with the last backward, the
+    gather with the first forward; ZeRO-3 per micro-batch with its compute), DeepSpeed's ZeRO-0/1
+    engine does not. An overlapped NCCL collective holds one SM per channel, slowing the compute it
+    hides behind by channels / SMs (`collective_sm_fraction`; Calculon's processor_usage). Gradient
+    bytes: fp32 (bf16 runs), fp16 (fp16 runs), the compute dtype under ZeRO-3 (fp32 under
+    torchtitan: COMPOSER / TORCHTITAN constants); FSDP2 adds its copy-in / copy-out kernels.
+    Fine-tuning (`finetune_time`): `reduced` = the (dense, expert) trainable parameters whose
+    gradients are reduced, `gathered_bytes` = the (dense, expert) bytes gathered (a quantised frozen
+    base in its storage bytes); default every local parameter, at the gather dtype."""
+    gpn = ctx.system.gpus_per_node
+    dp_group = g.dp * g.cp
+    expert_dp = expert_data_parallel_size(g.tp, g.cp, g.dp, g.ep, g.etp)
+    zero3_grad_bytes = TORCHTITAN_REDUCE_BYTES if ctx.framework is Framework.TORCHTITAN else 2.0
+    grad_bytes = np.where(g.shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
+    gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
+
+    reduced = (local_dense, local_experts) if reduced is None else reduced
+    gathered_bytes = (local_dense * gather_bytes, local_experts * gather_bytes) if gathered_bytes is None else gathered_bytes
+
+    def dp_collectives(params, gathered, group, stride):
+        pn = group_per_node(group, stride, gpn)
+        return tuple(np.where(group > 1, collective_seconds_array(kind, nbytes, group, pn, ctx.system, gpu=ctx.gpu), 0.0)
+                     for kind, nbytes in ((Collective.ALL_REDUCE, params * grad_bytes),
+                                          (Collective.REDUCE_SCATTER, params * grad_bytes), (Collective.ALL_GATHER, gathered)))
+
+    reduce_all, reduce_scatter, gather = dp_collectives(reduced[0], gathered_bytes[0], dp_group, g.tp)
+    if ctx.expert_params:
+        e_all, e_rs, e_ag = dp_collectives(reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp)
+        reduce_all, reduce_scatter, gather = reduce_all + e_all, reduce_scatter + e_rs, gather + e_ag
+    last_bwd = sc.stage_bwd + sc.recompute_mb
+    if ctx.framework is not Framework.DEEPSPEED:
+        contention = collective_sm_fraction(dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu)
+        unsharded = np.maximum(0.0, reduce_all - last_bwd) + contention * np.minimum(reduce_all, last_bwd)
+        reduce_mb = np.maximum(0.0, reduce_scatter - last_bwd) + contention * np.minimum(reduce_scatter, last_bwd)
+        gather_mb = np.maximum(0.0, gather - sc.stage_fwd) + contention * np.minimum(gather, sc.stage_fwd)
+        zero12 = reduce_mb + gather_mb
+        # ZeRO-2: each micro-batch's gradients are reduce-scattered behind its own backward; FSDP's
+        # SHARD_GRAD_OP also re-gathers the parameters it frees after each backward
+        zero2 = g.m * reduce_mb + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb
+        per_mb = 2.0 * gather + reduce_scatter
+        window = sc.compute_mb + sc.recompute_mb
+        zero3 = g.m * (np.maximum(0.0, per_mb - window) + contention * np.minimum(per_mb, window))
+    else:
+        unsharded = reduce_all
+        zero12 = reduce_scatter + gather
+        zero2 = g.m * reduce_scatter + gather
+        zero3 = g.m * (2.0 * gather + reduce_scatter)
+    if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
+        zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
+        # under a pipeline schedule torchtitan keeps the parameters unsharded for the step (no reshard
+        # after forward) and reduces gradients once after the last micro-batch: one gather and one
+        # reduce-scatter per step, overlapped like ZeRO-1/2, one copy-out (4 B) and one copy-in (6 B)
+        zero3_pp = zero12 + (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
+        zero3 = np.where(g.pp > 1, zero3_pp, zero3)
+    return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(
+        g.shard == ShardingCode.NONE, unsharded, np.where(g.shard == ShardingCode.ZERO2, zero2, zero12)))

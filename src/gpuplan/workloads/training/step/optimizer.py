@@ -1,0 +1,33 @@
+"""The optimizer step's time.
+
+- Optimizer: Adam reads fp32 master weight, m, v and gradient and writes master, m, v and the
+  bf16 weight: ADAM_BYTES_PER_PARAM bytes per local (sharded) parameter, memory-bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplan.specs.plan import expert_data_parallel_size
+from gpuplan.workloads.training import finetune_time
+from gpuplan.workloads.training.plan_codes import ShardingCode
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+
+#: Adam: read master, m, v, grad (4 x 4 B), write master, m, v (3 x 4 B) and the bf16 weight (2 B).
+ADAM_BYTES_PER_PARAM = 30.0
+
+
+def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts, sc=None):
+    """Adam step, memory-bound: ADAM_BYTES_PER_PARAM (read master, m, v, gradient; write master, m,
+    v and the bf16 weight) per parameter this GPU updates (its ZeRO shard under ZeRO-1 and above).
+    Fine-tuning (another optimizer, adapters only, pure low precision, offload to the CPU):
+    `finetune_time.optimizer_seconds` on the trainable elements of the shard (`sc`: the stage)."""
+    dp_group = g.dp * g.cp
+    expert_dp = expert_data_parallel_size(g.tp, g.cp, g.dp, g.ep, g.etp)
+    if not ctx.fine_tuning.ordinary and sc is not None:
+        elements = finetune_time.trainable_elements(ctx, g, sc, local_dense, local_experts)
+        shard = np.where(g.shard >= ShardingCode.ZERO1, dp_group, 1.0)
+        return finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
+    params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
+                      local_dense + local_experts)
+    return params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s

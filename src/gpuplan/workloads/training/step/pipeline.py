@@ -1,0 +1,48 @@
+"""Pipeline parallelism (PP): the exposed point-to-point sends and the pipeline bubble.
+
+- PP: one send of the boundary activation (t x h x 2 / tp bytes: Megatron's scatter-gather)
+  forward and one backward per micro-batch and virtual stage. The interleaved schedule (vpp > 1)
+  overlaps these sends with the next virtual stage's compute in Megatron-core (`overlap_p2p_comm`,
+  on by default; `--no-overlap-p2p-communication` turns it off): only the excess of a transfer
+  over half a virtual stage's forward + backward is exposed. The 1F1B schedule (vpp = 1), the
+  2021-22 Megatron stack (`AttentionKernel.UNFUSED`: Narayanan et al. 2021 and Korthikanti et al.
+  2022 predate the option) and other frameworks block on them.
+- Pipeline bubble: (pp-1)/vpp micro-batch times (1F1B, Narayanan et al. 2021 sec. 2.2; interleaved
+  schedule divides by the virtual stages per GPU). The fill runs the forward passes of stages
+  0..pp-2 and the drain their backward passes, so the micro-batch time in the bubble is the last
+  stage's minus the output head: 1F1B's critical path is sum_{i<pp-1}(f_i + b_i) + m (f_last + b_last).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplan import knobs
+from gpuplan.primitives.collectives import Collective, collective_seconds_array
+from gpuplan.workloads.training.step.compute import StageCompute
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+from gpuplan.workloads.training.step.tensor import OVERLAP_CONTENTION  # noqa: F401 - registers the knob read here
+
+
+def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
+    """Exposed pipeline point-to-point time per micro-batch: one send of the boundary activation
+    (t x h x 2 / tp bytes, Megatron's scatter-gather) forward and one backward per virtual stage.
+    Megatron-core's interleaved schedule (vpp > 1, `overlap_p2p_comm`) hides a send behind half a
+    virtual stage's forward + backward (the excess is exposed, the overlap costs
+    `training.overlap_contention`); 1F1B and other stacks block on them."""
+    gpn = ctx.system.gpus_per_node
+    crosses = g.tp * g.cp * g.dp >= gpn
+    p2p = collective_seconds_array(Collective.P2P, g.t * float(ctx.hidden) * 2.0 / g.tp, np.where(g.pp > 1, 2, 1),
+                                   np.where(crosses, 1, 2), ctx.system, gpu=ctx.gpu)
+    half_chunk = (sc.compute_mb + sc.recompute_mb) / g.vpp / 2.0
+    contention = knobs.value("training.overlap_contention")
+    hidden_send = np.maximum(0.0, p2p - half_chunk) + contention * np.minimum(p2p, half_chunk)
+    per_transfer = np.where((g.vpp > 1) & ctx.p2p_overlap, hidden_send, p2p)
+    return np.where(g.pp > 1, 2.0 * g.vpp * per_transfer, 0.0)
+
+
+def bubble_seconds(g: PlanAxes, micro_batch_s, head):
+    """Pipeline fill and drain: (pp - 1) / vpp micro-batch times (1F1B, Narayanan et al. 2021 sec.
+    2.2; the interleaved schedule divides by vpp). The fill runs stages 0..pp-2's forward passes and
+    the drain their backward passes, so the micro-batch time in the bubble excludes the output head."""
+    return (g.pp - 1.0) / g.vpp * (micro_batch_s - head)

@@ -1,0 +1,125 @@
+"""Tensor parallelism (TP): the exposed time of its collectives per micro-batch.
+
+Communication times come from `primitives.collectives`.
+
+- TP: 2 all-reduces of t x h x 2 bytes per layer forward and 2 backward (+2 in a full-recompute
+  forward); with sequence parallelism the same count of all-gather + reduce-scatter pairs, which
+  move the same bytes (Korthikanti et al. 2022 sec. 4.2.2). Backward TP collectives overlap the
+  weight-gradient GEMM for TP_BACKWARD_OVERLAP of their time (Megatron's async TP all-reduce,
+  Narayanan et al. 2021 / Megatron-LM `--async-tensor-model-parallel-allreduce`).
+  With `tp_comm_overlap` and sequence parallelism (TransformerEngine userbuffers; Wang et al. 2023,
+  "Overlap Communication with Dependent Computation via Decomposition", ASPLOS; NeMo
+  `tp_comm_overlap`), each all-gather / reduce-scatter (half an all-reduce's time, c) overlaps a
+  GEMM by the method NeMo's tuned configs give it (UB_* constants): the all-gathers before QKV and
+  FC1 (and the backward all-gathers of the row-parallel dgrads) by ring exchange in tp chunks,
+  max(0, c - g) + min(c, g) / tp exposed + OVERLAP_CONTENTION x min(c, g); the reduce-scatters
+  after the output projection and FC2 by `pipeline` (4 splits, the GEMM on the SMs the reduction
+  leaves: slowed by SMs / (SMs - n_sm)), the last split exposed; in backward the re-gather of the
+  input beside the QKV / FC1 dgrad and the reduce-scatter of the input gradient beside their wgrad
+  by `bulk` (n_sm SMs lost while both run).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuplan import knobs
+from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
+from gpuplan.workloads.training.plan_codes import RecomputeCode
+from gpuplan.workloads.training.step.compute import LayerCompute, StageCompute
+from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+
+#: Fraction of backward TP collective time hidden behind weight-gradient GEMMs (Megatron async TP
+#: all-reduce overlaps the input-gradient all-reduce with the weight-gradient GEMM: about half the
+#: backward collectives; modelling assumption).
+TP_BACKWARD_OVERLAP = knobs.register(
+    "training.tp_backward_overlap", unit="fraction", default=0.5, low=0.0, high=1.0,
+    source="modelling assumption: Megatron's async TP all-reduce overlaps the input-gradient all-reduce with the weight-gradient GEMM (about half the backward collectives)",
+    scales="exposed backward tensor-parallel collectives (without TE userbuffers)")
+#: Compute slowdown while TransformerEngine userbuffers or pipeline sends run alongside: those
+#: move data with a few SMs or the copy engines, so 5% of the overlapped time (assumption; Calculon's
+#: `processor_usage` is 15% on NVLink, 2% on InfiniBand). Data-parallel NCCL collectives instead
+#: occupy one SM per channel: their slowdown is channels / SMs (`primitives.collectives.collective_sm_fraction`).
+OVERLAP_CONTENTION = knobs.register(
+    "training.overlap_contention", unit="fraction", default=0.05, low=0.0, high=0.5,
+    source="assumption; Calculon processor_usage is 0.15 on NVLink, 0.02 on InfiniBand",
+    scales="compute slowdown while TE userbuffers or pipeline sends overlap it")
+#: TransformerEngine userbuffers TP-overlap methods and SM budgets per GEMM (NeMo's tuned H100
+#: configs, nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py,
+#: `userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192`, the same in its fp8 twin): the forward
+#: all-gathers before QKV and FC1 and the backward all-gathers of the row-parallel dgrads use
+#: `ring_exchange` (point-to-point, copy engines); the forward reduce-scatters after the output
+#: projection and FC2 use `pipeline` with num_splits 4 on 24 and 16 SMs (set_sm_margin: the GEMM
+#: runs on the rest); backward `bulk` overlaps run the re-gather of the input beside the QKV / FC1
+#: dgrad GEMMs on 4 / 2 SMs and the reduce-scatter of the input gradient beside the QKV / FC1 wgrad
+#: GEMMs on 24 / 4 SMs. TE's `comm_gemm_overlap` implements the three methods (ring exchange =
+#: SPLIT_PIPELINED_AG_P2P, pipeline = SPLIT_PIPELINED_RS, bulk = BULK_OVERLAP_AG / _RS).
+UB_PIPELINE_SPLITS = 4.0
+UB_PROJ_FPROP_SMS = 24.0
+UB_FC2_FPROP_SMS = 16.0
+UB_QKV_DGRAD_SMS = 4.0
+UB_QKV_WGRAD_SMS = 24.0
+UB_FC1_DGRAD_SMS = 2.0
+UB_FC1_WGRAD_SMS = 4.0
+
+
+def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
+    """Exposed tensor-parallel communication per micro-batch: 2 all-reduces of t x h x 2 bytes per
+    layer forward (+2 in a full-recompute forward) and 2 backward, of which `training.tp_backward_overlap`
+    hides behind the weight-gradient GEMMs (Megatron's async TP all-reduce); with sequence
+    parallelism the same count of all-gather + reduce-scatter pairs, which move the same bytes
+    (Korthikanti et al. 2022 sec. 4.2.2). With TE userbuffers (`tp_comm_overlap` + SP; Wang et al.
+    2023 ASPLOS), each AG / RS (c = half an all-reduce) overlaps a GEMM by NeMo's method for it:
+    forward AG ring exchange (`userbuffers_ring_exposed`), forward RS pipeline
+    (`userbuffers_pipeline_exposed`, 24 / 16 SMs), backward AG of the row-parallel dgrads ring
+    exchange, and the column-parallel layers' re-gather and input-gradient RS bulk
+    (`userbuffers_bulk_exposed`, beside their dgrad / wgrad GEMMs)."""
+    gpn = ctx.system.gpus_per_node
+    ar = collective_seconds_array(Collective.ALL_REDUCE, g.t * float(ctx.hidden) * 2.0, g.tp,
+                                  group_per_node(g.tp, 1, gpn), ctx.system, gpu=ctx.gpu)
+    fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
+    tp_mb = sc.layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - knobs.value("training.tp_backward_overlap")))
+    if not ctx.tp_comm_overlap:
+        return tp_mb
+    c = 0.5 * ar
+    mlp_half = lc.moe_frac * lc.moe_mlp / 2.0
+    qkv, out = lc.qkv, lc.out
+    up, down = lc.dense_frac * lc.dense_up + mlp_half, lc.dense_frac * lc.dense_down + mlp_half
+    sms = float(ctx.gpu.sm_count_or_default)
+    ring = lambda gemm: userbuffers_ring_exposed(c, gemm, g.tp)  # noqa: E731
+    fwd_exp = (ring(qkv) + userbuffers_pipeline_exposed(c, out, UB_PROJ_FPROP_SMS, sms)
+               + ring(up) + userbuffers_pipeline_exposed(c, down, UB_FC2_FPROP_SMS, sms))
+    # backward: the row-parallel dgrads all-gather their input gradient (ring exchange); the
+    # column-parallel layers re-gather their input for the weight gradient (bulk, beside the dgrad
+    # GEMM) and reduce-scatter the input gradient (bulk, beside the wgrad GEMM)
+    bwd_exp = (ring(out) + ring(down)
+               + userbuffers_bulk_exposed(c, qkv, UB_QKV_DGRAD_SMS, sms) + userbuffers_bulk_exposed(c, qkv, UB_QKV_WGRAD_SMS, sms)
+               + userbuffers_bulk_exposed(c, up, UB_FC1_DGRAD_SMS, sms) + userbuffers_bulk_exposed(c, up, UB_FC1_WGRAD_SMS, sms))
+    overlapped = sc.layers_per_stage * (np.where(g.rc == RecomputeCode.FULL, 2.0, 1.0) * fwd_exp + bwd_exp)
+    return np.where(g.sp & (g.tp > 1), overlapped, tp_mb)
+
+
+def userbuffers_ring_exposed(c, gemm, tp):
+    """Exposed time of a TE userbuffers `ring_exchange` overlap (an all-gather of c seconds pipelined
+    in tp point-to-point steps with the GEMM of `gemm` seconds it feeds, copy engines moving the
+    data): max(0, c - g) + min(c, g) / tp (the first chunk cannot overlap) + the copy engines'
+    contention `training.overlap_contention` x min(c, g)."""
+    overlapped = np.minimum(c, gemm)
+    return np.maximum(0.0, c - gemm) + overlapped / tp + knobs.value("training.overlap_contention") * overlapped
+
+
+def userbuffers_pipeline_exposed(c, gemm, comm_sms, sms):
+    """Exposed time of a TE userbuffers `pipeline` overlap (a GEMM of `gemm` seconds split in
+    UB_PIPELINE_SPLITS chunks, each chunk's output reduce-scattered while the next computes, the
+    reduction kernel on `comm_sms` SMs and the GEMM launched on the others, `set_sm_margin`): the GEMM
+    slows to g' = g x SMs / (SMs - comm_sms); max(0, c - g') + min(c, g') / splits of the reduce-scatter
+    (c seconds) stays exposed (the last chunk's) + the slowdown g' - g."""
+    slowed = gemm * sms / (sms - comm_sms)
+    return (slowed - gemm) + np.maximum(0.0, c - slowed) + np.minimum(c, slowed) / UB_PIPELINE_SPLITS
+
+
+def userbuffers_bulk_exposed(c, gemm, comm_sms, sms):
+    """Exposed time of a TE userbuffers `bulk` overlap (a collective of c seconds run on `comm_sms` SMs
+    beside an independent GEMM of `gemm` seconds on all SMs): the excess max(0, c - g) + the GEMM's
+    loss of those SMs while both run, comm_sms / SMs x min(c, g)."""
+    return np.maximum(0.0, c - gemm) + comm_sms / sms * np.minimum(c, gemm)
