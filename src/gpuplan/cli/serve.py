@@ -109,7 +109,12 @@ def run(
     console.print(table(f"gpuplan serve {model} on {rep.tp} x {rep.gpu} ({rep.load}, engine {rep.engine})",
                         ["quantity", "value", "80% band"], rows))
     for cls, info in (band.get("regimes") or {}).items():
-        state = "" if info["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
+        if info.get("novelty", "seen") != "seen":
+            state = f" - {info['reason']} (band: errors of public rows predicted with that held out)"
+        elif not info["validated"]:
+            state = " - band borrowed from a broader regime (too few public rows of its own)"
+        else:
+            state = ""
         console.print(f"80% {cls} band: cross-validated errors of {info['rows']} public rows ({info['regime']}){state}")
     for warning in result.warnings:
         err_console.print(f"warning: {warning}")

@@ -39,6 +39,9 @@ class ServeResult(Result):
     report: Any  # gpuplan.workloads.inference.plan.service.ServeReport
     offered_rate: float | None = None  # requests/s offered by an open-loop (Poisson) load
     moe: bool = False  # the served model has routed experts (selects the error band's regime)
+    #: the prediction's regime (interfaces.validation.regimes.serving_regime): hardware generation,
+    #: engine, architecture, weight precision; widens the band where no public row shares it
+    regime: Any = None
 
     @property
     def warnings(self) -> list[str]:
@@ -56,7 +59,7 @@ class ServeResult(Result):
         from gpuplan.interfaces.validation.error_bands import serving_bands
 
         out = to_jsonable(self.report)
-        out["band_80pct"] = serving_bands(out, self.moe)
+        out["band_80pct"] = serving_bands(out, self.moe, self.regime)
         out["warnings"] = self.warnings
         return out
 
@@ -167,6 +170,7 @@ def serve_run(
     memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
     `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
     override the engine's (`serving_engine`)."""
+    from gpuplan.interfaces.validation.regimes import serving_regime
     from gpuplan.workloads.inference.cost.deployment import Deployment
     from gpuplan.workloads.inference.plan.service import serve_estimate
 
@@ -189,7 +193,8 @@ def serve_run(
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
                                       lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile),
-                       rate if concurrency is None and batch is None else None, spec.moe is not None)
+                       rate if concurrency is None and batch is None else None, spec.moe is not None,
+                       serving_regime(gpu_spec, profile.name, spec.moe is not None, weight_dtype))
 
 
 def lens_mean(lens, side: str) -> float:

@@ -67,6 +67,9 @@ class TrainResult(Result):
     batch_note: str | None = None
     #: expected time with interruptions, restarts and checkpoints (facilities.goodput.Goodput)
     goodput: Any = None
+    #: the prediction's regime (interfaces.validation.regimes.training_regime): widens the band
+    #: where no public row shares its hardware generation, framework, architecture or precision
+    regime: Any = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -98,7 +101,7 @@ class TrainResult(Result):
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
         from gpuplan.interfaces.validation.error_bands import training_band
 
-        out["band_80pct"] = training_band(est, self.moe, self.run)
+        out["band_80pct"] = training_band(est, self.moe, self.run, self.regime)
         a = self.assumptions
         if a is not None:
             out.update({"pue": a.pue, "grid_kg_co2_per_kwh": a.grid_kg_co2_per_kwh,
@@ -274,7 +277,10 @@ def train(
     from gpuplan.layers.params import parameter_counts
 
     goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput)
+    from gpuplan.interfaces.validation.regimes import training_regime
+
+    regime = training_regime(gpu, est.step.framework.value, spec.moe is not None, Precision(est.plan.precision).value)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, regime)
 
 
 # ---- fit ------------------------------------------------------------------------------------------

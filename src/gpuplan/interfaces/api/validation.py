@@ -32,7 +32,8 @@ def validate(file: str | Path, progress=None) -> ValidationResult:
 
 @dataclass(frozen=True)
 class CrossValidationResult(Result):
-    """`validate(..., cv="family")`: the leave-one-family-out report (interfaces.validation.cross_validation)."""
+    """`validate(..., cv="family"|"regime")`: the leave-one-family-out report, with `cv="regime"` also
+    leave-one-regime-out (interfaces.validation.cross_validation)."""
 
     report: Any
 
@@ -42,7 +43,9 @@ class CrossValidationResult(Result):
 
 def validate_cv(file: str | Path, cv: str = "family", progress=None) -> CrossValidationResult:
     """Leave-one-family-out cross-validation of `file`: the fitted knobs refit without each family,
-    that family predicted with the refit values; CV, in-sample and default errors per family."""
+    that family predicted with the refit values; CV, in-sample and default errors per family.
+    `cv="regime"`: also each regime tuple and each single axis value (hardware generation, engine,
+    architecture, precision) left out as a whole; figures per held-out value."""
     from gpuplan.interfaces.validation.cross_validation import cross_validate_file
 
     return CrossValidationResult(cross_validate_file(file, cv, progress=progress))

@@ -13,14 +13,27 @@ Residuals are oriented so that one band serves every metric of a class:
   scale with it.
 - training memory class and the serving metrics: r = log(measured / predicted) in the metric's unit.
 
-Regimes, most specific first (a key with fewer than MIN_ROWS scored rows falls back to its parent):
-`training/time/<dense|moe>/<stack>` (stack: megatron for Megatron-core / DeepSpeed / other, fsdp for
-FSDP / torchtitan) -> `training/time/<dense|moe>` -> `training/time`; `training/memory` ...;
-`inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. A prediction
-whose regime key has no rows of its own says so (`validated: false`): an extrapolation.
+Bands that widen with novelty. A prediction is placed in its regime (interfaces.validation.regimes:
+hardware generation, engine or framework, dense / MoE, weight precision) and compared with the
+public rows (the table's `inventory`, `regimes.novelty`):
+
+- *validated regime* (public rows of its hardware generation, engine and architecture together, and
+  of its precision): the band of the leave-one-**family**-out residuals, most specific key first (a
+  key with fewer than MIN_ROWS scored rows falls back to its parent):
+  `training/time/<dense|moe>/<stack>` (stack: megatron for Megatron-core / DeepSpeed / other, fsdp
+  for FSDP / torchtitan) -> `training/time/<dense|moe>` -> `training/time`; `training/memory` ...;
+  `inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`.
+- *unvalidated regime*: the band of the leave-one-**regime**-out residuals
+  (interfaces.validation.cross_validation, `--cv regime`) of the most novel part it falls in:
+  for each axis whose value no public row has, `<kind>/<class>/unseen-<axis>` (the residuals of every
+  row predicted with every row of its own value of that axis left out: its hardware generation, its
+  engine, ...), the widest of those when several axes are new; when every value was seen but never
+  together, `<kind>/<class>/unseen-regime` (every row of its (hardware, engine, architecture) tuple
+  left out). The band says which (`novelty`, `reason`) and `validated: false`.
 
 The shipped table (`catalog/data/error_bands.json`) is written by `benchmarks/accuracy_cv.py
---write` from the public files; its provenance (date, gpuplan version, rows) is in the file.
+--write` from the public files; its provenance (date, gpuplan version, rows, the coverage of the
+procedure on the public rows: interfaces.validation.band_coverage) is in the file.
 """
 
 from __future__ import annotations
@@ -35,6 +48,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from gpuplan.interfaces.validation.regimes import AXES, Novelty, Regime, describe, novelty
+
 #: Scored rows a regime needs for its own percentiles (else its parent's band is used).
 MIN_ROWS = 8
 #: The band's coverage: the 10th and 90th percentiles of the residuals.
@@ -46,6 +61,8 @@ TRAINING_TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per
 THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct")
 INFERENCE_LATENCY_METRICS = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 BANDS_FILE = "catalog/data/error_bands.json"
+#: the leave-one-regime-out groupings a band can come from (cross_validation.HELD_OUT_GROUPINGS)
+UNSEEN_GROUPINGS = ("regime", *AXES)
 
 
 def regime_keys(kind: str, metric_class: str, moe: bool | None = None, stack: str | None = None) -> list[str]:
@@ -78,7 +95,12 @@ def oriented_residual(kind: str, metric: str, measured: float, predicted: float)
     return -r if kind == "training" and metric in THROUGHPUT_METRICS else r
 
 
-def row_regime(row: Mapping[str, str], kind: str) -> list[str]:
+def unseen_key(kind: str, metric_class: str, grouping: str) -> str:
+    """The band key of a prediction new along `grouping` ("regime" or an axis): `<kind>/<class>/unseen-<grouping>`."""
+    return f"{kind}/{metric_class}/unseen-{grouping}"
+
+
+def row_regime_keys(row: Mapping[str, str], kind: str) -> list[str]:
     """Regime keys of a validation row (MoE from its model; stack from its framework column)."""
     cls = metric_class(kind, (row.get("metric") or "").strip())
     if cls is None:
@@ -103,11 +125,15 @@ class Band:
     q10: float
     q90: float
     rows: int  # scored rows behind the percentiles
+    #: "seen" (family-out residuals) or "unseen-<grouping>" (the regime-out residuals used)
+    novelty: str = "seen"
+    reason: str = ""  # for people: validated regime, or what no public row has
 
     @property
     def validated(self) -> bool:
-        """Whether the prediction's own regime had rows (False: the band is borrowed from a parent)."""
-        return self.regime == self.requested
+        """Whether the prediction's regime had public rows and its own key a band (False: an
+        unvalidated regime, or a band borrowed from a parent key)."""
+        return self.novelty == "seen" and self.regime == self.requested
 
     def interval(self, predicted: float, inverse: bool = False) -> tuple[float, float]:
         """(low, high) of `predicted`; `inverse` for a quantity inversely proportional to the
@@ -116,9 +142,13 @@ class Band:
             return predicted * math.exp(-self.q90), predicted * math.exp(-self.q10)
         return predicted * math.exp(self.q10), predicted * math.exp(self.q90)
 
+    @property
+    def width(self) -> float:
+        return self.q90 - self.q10
+
     def to_dict(self) -> dict:
         return {"regime": self.regime, "validated": self.validated, "q10_log": self.q10, "q90_log": self.q90,
-                "rows": self.rows}
+                "rows": self.rows, "novelty": self.novelty, "reason": self.reason}
 
 
 def fit_bands(residuals: Sequence[float], regimes: Sequence[Sequence[str]]) -> dict[str, dict]:
@@ -140,6 +170,48 @@ def band_for(table: Mapping[str, Mapping], keys: Sequence[str]) -> Band | None:
             e = table[k]
             return Band(k, keys[0], float(e["q10"]), float(e["q90"]), int(e["rows"]))
     return None
+
+
+def novelty_band(table: Mapping[str, Mapping], seen: Mapping[str, Sequence[str]], keys: Sequence[str],
+                 regime: Regime | None) -> Band | None:
+    """The band of a prediction whose family-out regime keys are `keys` (most specific first, the
+    last `<kind>/<class>`) and whose regime is `regime` (module docstring): the family-out band
+    when `seen` (an `inventory` of the public rows) has its regime; else the widest band of its unseen
+    axes, or the unseen-regime band. `regime` None: the family-out band, as before regimes."""
+    if not keys:
+        return None
+    if regime is None:
+        return band_for(table, keys)
+    nov = novelty(regime, seen)
+    reason = describe(regime, nov)
+    if nov.validated:
+        band = band_for(table, keys)
+        return None if band is None else _with(band, "seen", reason)
+    groupings = nov.unseen_axes if nov.unseen_axes else ("regime",)
+    kind, cls = keys[-1].split("/", 1)
+    candidates = [b for g in groupings
+                  if (b := band_for(table, [unseen_key(kind, cls, g)])) is not None]
+    if not candidates:  # no regime-out residuals shipped: the family-out band, marked unvalidated
+        band = band_for(table, keys)
+        return None if band is None else _with(band, unseen_key(kind, cls, groupings[0]).rsplit("/", 1)[1], reason)
+    widest = max(candidates, key=lambda b: b.width)
+    return _with(Band(widest.regime, keys[0], widest.q10, widest.q90, widest.rows), widest.regime.rsplit("/", 1)[1],
+                 reason)
+
+
+def _with(band: Band, novelty_name: str, reason: str) -> Band:
+    return Band(band.regime, band.requested, band.q10, band.q90, band.rows, novelty_name, reason)
+
+
+def fit_unseen_bands(residuals: Mapping[str, Sequence[float | None]], classes: Sequence[str]) -> dict[str, dict]:
+    """{`<kind>/<class>/unseen-<grouping>`: {q10, q90, rows}} from the leave-one-regime-out residuals
+    (`residuals[grouping][i]`, None where row i has none) of rows of class `classes[i]`
+    (`<kind>/<class>`), for each grouping with at least MIN_ROWS residuals in the class."""
+    out: dict[str, dict] = {}
+    for grouping, res in residuals.items():
+        keys = [[f"{c}/unseen-{grouping}"] for c in classes]
+        out.update(fit_bands([r if r is not None else math.nan for r in res], keys))
+    return dict(sorted(out.items()))
 
 
 def family_out_coverage(residuals: Sequence[float], regimes: Sequence[Sequence[str]],
@@ -171,21 +243,24 @@ def _bands_path() -> Path:
 
 @lru_cache(maxsize=1)
 def load_bands() -> dict:
-    """The shipped table {"regimes": {...}, "provenance": {...}}; empty regimes when none is shipped.
-    Read once per process (validate looks up a band per row)."""
+    """The shipped table {"regimes": {...}, "inventory": {...}, "provenance": {...}}; empty when none
+    is shipped. Read once per process (validate looks up a band per row)."""
     path = _bands_path()
     if not path.is_file():
-        return {"regimes": {}, "provenance": {}}
+        return {"regimes": {}, "inventory": {}, "provenance": {}}
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping) -> Path:
-    """Write the shipped table atomically (temporary file + rename)."""
+def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping,
+                inventory: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> Path:
+    """Write the shipped table atomically (temporary file + rename); `inventory`: {kind: the
+    regimes.inventory of its public scored rows} (what a prediction's novelty is judged against)."""
     import os
     import tempfile
 
     path = _bands_path()
-    text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes)}, indent=1, sort_keys=True)
+    text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes), "inventory": dict(inventory or {})},
+                      indent=1, sort_keys=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".error_bands.", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text + "\n")
@@ -194,18 +269,25 @@ def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping) -> Path:
     return path
 
 
-def training_time_band(moe: bool, framework: str) -> Band | None:
-    """The shipped 80% band of a training step time (regime from the model and the stack)."""
-    return band_for(load_bands()["regimes"], regime_keys("training", "time", moe, stack_of(framework)))
+def shipped_band(kind: str, keys: Sequence[str], regime: Regime | None) -> Band | None:
+    """`novelty_band` in the shipped table, against the shipped inventory of `kind`'s public rows."""
+    table = load_bands()
+    return novelty_band(table["regimes"], table.get("inventory", {}).get(kind, {}), keys, regime)
 
 
-def training_memory_band(moe: bool) -> Band | None:
-    return band_for(load_bands()["regimes"], regime_keys("training", "memory", moe))
+def training_time_band(moe: bool, framework: str, regime: Regime | None = None) -> Band | None:
+    """The shipped 80% band of a training step time (keys from the model and the stack; `regime`:
+    the prediction's, for the unvalidated-regime widths)."""
+    return shipped_band("training", regime_keys("training", "time", moe, stack_of(framework)), regime)
 
 
-def serving_band(metric: str, moe: bool) -> Band | None:
+def training_memory_band(moe: bool, regime: Regime | None = None) -> Band | None:
+    return shipped_band("training", regime_keys("training", "memory", moe), regime)
+
+
+def serving_band(metric: str, moe: bool, regime: Regime | None = None) -> Band | None:
     cls = metric_class("inference", metric)
-    return band_for(load_bands()["regimes"], regime_keys("inference", cls, moe)) if cls else None
+    return shipped_band("inference", regime_keys("inference", cls, moe), regime) if cls else None
 
 
 #: serve-run outputs and the validation metric whose band each one takes (percentile latencies take
@@ -218,45 +300,52 @@ SERVING_BAND_KEYS = {
 }
 
 
-def serving_bands(values: Mapping[str, float], moe: bool) -> dict:
+def serving_bands(values: Mapping[str, float], moe: bool, regime: Regime | None = None) -> dict:
     """The 80% bands of a serving prediction's latencies and throughputs (`values`: the keys of
     SERVING_BAND_KEYS that are present): the latency band for latencies, the throughput band for
-    throughputs, each from the regime `inference/<latency|throughput>/<dense|moe>` (module
-    docstring). `validated: false` where the regime borrowed its parent's band."""
+    throughputs, each from `inference/<latency|throughput>/<dense|moe>` when public rows of the
+    prediction's `regime` exist, else from the leave-one-regime-out residuals of its most novel
+    part (module docstring). `validated: false` for an unvalidated regime (`reason` says what no
+    public row has) or a band borrowed from a parent key."""
     out: dict = {}
     regimes: dict = {}
     for key, metric in SERVING_BAND_KEYS.items():
         v = values.get(key)
-        band = serving_band(metric, moe)
+        band = serving_band(metric, moe, regime)
         if v is None or band is None or not math.isfinite(float(v)):
             continue
         out[key] = list(band.interval(float(v)))
         regimes[metric_class("inference", metric)] = {"regime": band.regime, "validated": band.validated,
-                                                       "rows": band.rows}
+                                                       "rows": band.rows, "novelty": band.novelty,
+                                                       "reason": band.reason}
     if out:
         out["regimes"] = regimes
+        if regime is not None:
+            out["prediction_regime"] = regime.to_dict()
     return out
 
 
-def training_band(est, moe: bool, run=None) -> dict:
+def training_band(est, moe: bool, run=None, regime: Regime | None = None) -> dict:
     """The 80% band (interfaces.validation.error_bands: cross-validated residuals of the public rows of this
     regime) of the step time and what scales with it (days, GPU-hours, cost, energy; tokens/s
-    inversely), and of the memory per GPU. `validated: false` marks a regime without rows of its own."""
+    inversely), and of the memory per GPU. `validated: false` marks an unvalidated regime (`reason`)
+    or a key without rows of its own."""
     out: dict = {}
-    time_band = training_time_band(moe, est.step.framework.value)
+    time_band = training_time_band(moe, est.step.framework.value, regime)
     if time_band is not None:
         def scaled(v):
             return None if v is None else list(time_band.interval(v))
 
         out.update({
             "regime": time_band.regime, "validated": time_band.validated, "rows": time_band.rows,
+            "novelty": time_band.novelty, "reason": time_band.reason,
             "step_time_s": scaled(est.step.step_time_s), "days": scaled(est.days), "gpu_hours": scaled(est.gpu_hours),
             "tokens_per_s": list(time_band.interval(est.step.tokens_per_s, inverse=True)),
             "mfu_pct": list(time_band.interval(est.step.mfu_pct, inverse=True)),
             "cost_usd": scaled(getattr(run, "cost_usd", None)),
             "energy_mwh": scaled(run.energy.energy_mwh) if run is not None and run.energy is not None else None,
         })
-    mem_band = training_memory_band(moe)
+    mem_band = training_memory_band(moe, regime)
     if mem_band is not None:
         out["memory_per_gpu_gib"] = list(mem_band.interval(est.memory_per_gpu_gib))
         out["memory_regime"] = mem_band.regime
@@ -272,11 +361,12 @@ def bands_from_cv_rows(rows: Iterable, raw_rows: Sequence[Mapping[str, str]]) ->
             continue
         metric = (raw.get("metric") or "").strip()
         residuals.append(oriented_residual(cv_row.kind, metric, cv_row.measured, cv_row.predicted_cv))
-        regimes.append(row_regime(raw, cv_row.kind))
+        regimes.append(row_regime_keys(raw, cv_row.kind))
         families.append(cv_row.family)
     return residuals, regimes, families
 
 
-__all__ = ["Band", "band_for", "bands_from_cv_rows", "family_out_coverage", "fit_bands", "load_bands",
-           "oriented_residual", "regime_keys", "row_regime", "serving_band", "training_memory_band",
-           "training_band", "training_time_band", "write_bands"]
+__all__ = ["Band", "UNSEEN_GROUPINGS", "band_for", "bands_from_cv_rows", "family_out_coverage", "fit_bands",
+           "fit_unseen_bands", "load_bands", "novelty_band", "oriented_residual", "regime_keys", "row_regime_keys",
+           "serving_band", "shipped_band", "training_memory_band", "training_band", "training_time_band",
+           "unseen_key", "write_bands"]
