@@ -188,6 +188,8 @@ def plan(
                + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))
     echo(f"sized under a closed loop, verified under Poisson arrivals at {fmt(b.open_loop_requests_per_s)} req/s per "
          f"replica: p90 TTFT {fmt(b.open_loop_ttft_p90_ms)} ms, TPOT {fmt(b.open_loop_tpot_p90_ms)} ms")
+    if result.best_regime is not None:
+        echo(f"regime of the best layout: {result.best_regime['reason']}")
     rows = [(c.layout, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.open_loop_ttft_p90_ms, c.open_loop_tpot_p90_ms,
              c.replica_requests_per_s, c.replicas, c.gpus, c.usd_per_million_output_tokens, c.why_not_best)
             for c in res.candidates]

@@ -218,12 +218,16 @@ class CapacityResult(Result):
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
     plot_file: str | None = None  # the --plot figure written, if any
     features: Any = None  # {lengths: mean/percentiles, spec_tokens_per_step, prefix_hit_rate} when any is on
+    #: the best layout's regime against the public rows (error_bands.regime_summary): validated or not, and why
+    best_regime: dict | None = None
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
         from gpuplan.interfaces.api._common import to_jsonable
 
         out = to_jsonable(self.plan)
+        if self.best_regime is not None:
+            out["best_regime"] = self.best_regime
         if self.plot_file is not None:
             out["plot_file"] = self.plot_file
         if self.serving_day is not None:
@@ -352,8 +356,12 @@ def serve_plan(
                                    input_len=max(1, round(input_len)), output_len=max(1, round(output_len)),
                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, lengths=lens, speculative=specdec,
                                    prefix_cache=cache, engine=profile)
+    from gpuplan.interfaces.validation.error_bands import regime_summary
+    from gpuplan.interfaces.validation.regimes import serving_regime
+
+    best_regime = regime_summary("inference", serving_regime(g, profile.name, spec.moe is not None, weight_dtype))
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
-                          _features_summary(lens, specdec, cache))
+                          _features_summary(lens, specdec, cache), best_regime)
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)

@@ -74,11 +74,14 @@ def records_from_cv(cv_rows: Iterable, raw_rows: Sequence[Mapping[str, str]], ta
 
 
 def band_table(records: Sequence[BandRecord]) -> dict[str, dict]:
-    """The band table of `records`: the family-out bands (error_bands.fit_bands over their keys)
-    and the unseen-<grouping> bands (error_bands.fit_unseen_bands over their regime-out residuals)."""
-    table = fit_bands([r.residual for r in records], [list(r.keys) for r in records])
+    """The band table of `records`: the family-out bands (error_bands.fit_bands over their keys,
+    each family weighing the same) and the unseen-<grouping> bands (error_bands.fit_unseen_bands
+    over their regime-out residuals, each held-out regime or axis value weighing the same)."""
+    table = fit_bands([r.residual for r in records], [list(r.keys) for r in records], [r.family for r in records])
     table.update(fit_unseen_bands({g: [r.held_out.get(g) for r in records] for g in UNSEEN_GROUPINGS},
-                                  [r.cls for r in records]))
+                                  [r.cls for r in records],
+                                  {g: [r.regime.key if g == "regime" else r.regime.value(g) for r in records]
+                                   for g in UNSEEN_GROUPINGS}))
     return dict(sorted(table.items()))
 
 

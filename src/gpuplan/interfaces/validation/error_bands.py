@@ -31,6 +31,13 @@ public rows (the table's `inventory`, `regimes.novelty`):
   together, `<kind>/<class>/unseen-regime` (every row of its (hardware, engine, architecture) tuple
   left out). The band says which (`novelty`, `reason`) and `validated: false`.
 
+Weights: a new measurement arrives as a new source table (a family) and, in an unvalidated regime,
+as a new regime; its error is a sample of those units, not of rows. So in the shipped table each
+family weighs the same within a family-out key, and each held-out value within an unseen key
+(`fit_bands(units=...)`, `fit_unseen_bands`, `weighted_percentiles`): the public rows crowd into a
+few families and regimes that engine rules and knobs were tuned on (79 of 127 serving rows are
+Hopper, 20 are one TensorRT-LLM table), and row weights would let those set the width.
+
 The shipped table (`catalog/data/error_bands.json`) is written by `benchmarks/accuracy_cv.py
 --write` from the public files; its provenance (date, gpuplan version, rows, the coverage of the
 procedure on the public rows: interfaces.validation.band_coverage) is in the file.
@@ -151,16 +158,31 @@ class Band:
                 "rows": self.rows, "novelty": self.novelty, "reason": self.reason}
 
 
-def fit_bands(residuals: Sequence[float], regimes: Sequence[Sequence[str]]) -> dict[str, dict]:
-    """{regime key: {q10, q90, rows}} for every key with at least MIN_ROWS residuals."""
-    by_key: dict[str, list[float]] = {}
-    for r, keys in zip(residuals, regimes):
+def fit_bands(residuals: Sequence[float], regimes: Sequence[Sequence[str]],
+              units: Sequence[str] | None = None) -> dict[str, dict]:
+    """{regime key: {q10, q90, rows}} for every key with at least MIN_ROWS residuals. `units`
+    (e.g. each row's family): each unit weighs the same within a key (`weighted_percentiles`,
+    module docstring); None: every row the same (numpy's linear percentiles)."""
+    by_key: dict[str, list[tuple[float, str]]] = {}
+    for i, (r, keys) in enumerate(zip(residuals, regimes)):
         if r is None or not math.isfinite(r):
             continue
         for k in keys:
-            by_key.setdefault(k, []).append(float(r))
-    return {k: {"q10": float(np.percentile(v, LOWER_Q)), "q90": float(np.percentile(v, UPPER_Q)), "rows": len(v)}
-            for k, v in sorted(by_key.items()) if len(v) >= MIN_ROWS}
+            by_key.setdefault(k, []).append((float(r), "" if units is None else units[i]))
+    out = {}
+    for k, pairs in sorted(by_key.items()):
+        if len(pairs) < MIN_ROWS:
+            continue
+        v = [r for r, _ in pairs]
+        if units is None:
+            q10, q90 = float(np.percentile(v, LOWER_Q)), float(np.percentile(v, UPPER_Q))
+        else:
+            counts: dict[str, int] = {}
+            for _, u in pairs:
+                counts[u] = counts.get(u, 0) + 1
+            q10, q90 = weighted_percentiles(v, [1.0 / counts[u] for _, u in pairs], (LOWER_Q, UPPER_Q))
+        out[k] = {"q10": q10, "q90": q90, "rows": len(v)}
+    return out
 
 
 def band_for(table: Mapping[str, Mapping], keys: Sequence[str]) -> Band | None:
@@ -203,14 +225,43 @@ def _with(band: Band, novelty_name: str, reason: str) -> Band:
     return Band(band.regime, band.requested, band.q10, band.q90, band.rows, novelty_name, reason)
 
 
-def fit_unseen_bands(residuals: Mapping[str, Sequence[float | None]], classes: Sequence[str]) -> dict[str, dict]:
-    """{`<kind>/<class>/unseen-<grouping>`: {q10, q90, rows}} from the leave-one-regime-out residuals
-    (`residuals[grouping][i]`, None where row i has none) of rows of class `classes[i]`
-    (`<kind>/<class>`), for each grouping with at least MIN_ROWS residuals in the class."""
+def weighted_percentiles(values: Sequence[float], weights: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """Percentiles `qs` (0-100) of `values` with `weights`: the weighted empirical CDF with Hazen
+    plotting positions (Hyndman & Fan 1996, definition 5: value i of n sorted at (i - 0.5) / n),
+    each value at the middle of its weight, linearly interpolated, clamped to the extremes."""
+    order = np.argsort(np.asarray(values, dtype=np.float64))
+    v = np.asarray(values, dtype=np.float64)[order]
+    w = np.asarray(weights, dtype=np.float64)[order]
+    pos = (np.cumsum(w) - 0.5 * w) / w.sum()
+    return [float(np.interp(q / 100.0, pos, v)) for q in qs]
+
+
+def fit_unseen_bands(residuals: Mapping[str, Sequence[float | None]], classes: Sequence[str],
+                     groups: Mapping[str, Sequence[str]]) -> dict[str, dict]:
+    """{`<kind>/<class>/unseen-<grouping>`: {q10, q90, rows, groups}} from the leave-one-regime-out
+    residuals (`residuals[grouping][i]`, None where row i has none) of rows of class `classes[i]`
+    (`<kind>/<class>`), for each grouping with at least MIN_ROWS residuals in the class from at
+    least two held-out values (`groups[grouping][i]`: row i's regime key or axis value).
+
+    Each held-out value weighs the same (its rows share 1 / their count): a regime, not a row, is
+    what a new prediction is a sample of, and the public rows crowd into a few regimes that were
+    tuned on (module docstring). Percentiles: `weighted_percentiles`."""
     out: dict[str, dict] = {}
     for grouping, res in residuals.items():
-        keys = [[f"{c}/unseen-{grouping}"] for c in classes]
-        out.update(fit_bands([r if r is not None else math.nan for r in res], keys))
+        by_class: dict[str, list[tuple[float, str]]] = {}
+        for r, c, g in zip(res, classes, groups[grouping]):
+            if r is not None and math.isfinite(r):
+                by_class.setdefault(c, []).append((float(r), g))
+        for c, pairs in by_class.items():
+            counts: dict[str, int] = {}
+            for _, g in pairs:
+                counts[g] = counts.get(g, 0) + 1
+            if len(pairs) < MIN_ROWS or len(counts) < 2:
+                continue
+            q10, q90 = weighted_percentiles([r for r, _ in pairs], [1.0 / counts[g] for _, g in pairs],
+                                            (LOWER_Q, UPPER_Q))
+            out[unseen_key(*c.split("/", 1), grouping)] = {"q10": q10, "q90": q90, "rows": len(pairs),
+                                                           "groups": len(counts)}
     return dict(sorted(out.items()))
 
 
@@ -273,6 +324,14 @@ def shipped_band(kind: str, keys: Sequence[str], regime: Regime | None) -> Band 
     """`novelty_band` in the shipped table, against the shipped inventory of `kind`'s public rows."""
     table = load_bands()
     return novelty_band(table["regimes"], table.get("inventory", {}).get(kind, {}), keys, regime)
+
+
+def regime_summary(kind: str, regime: Regime) -> dict:
+    """{hardware, engine, architecture, precision, validated, reason} of a prediction's regime
+    against the shipped inventory of `kind`'s public rows (`regimes.novelty`)."""
+    nov = novelty(regime, load_bands().get("inventory", {}).get(kind, {}))
+    return {**regime.to_dict(), "validated": nov.validated, "unseen_axes": list(nov.unseen_axes),
+            "reason": describe(regime, nov)}
 
 
 def training_time_band(moe: bool, framework: str, regime: Regime | None = None) -> Band | None:
@@ -367,6 +426,6 @@ def bands_from_cv_rows(rows: Iterable, raw_rows: Sequence[Mapping[str, str]]) ->
 
 
 __all__ = ["Band", "UNSEEN_GROUPINGS", "band_for", "bands_from_cv_rows", "family_out_coverage", "fit_bands",
-           "fit_unseen_bands", "load_bands", "novelty_band", "oriented_residual", "regime_keys", "row_regime_keys",
+           "fit_unseen_bands", "load_bands", "weighted_percentiles", "novelty_band", "oriented_residual", "regime_keys", "regime_summary", "row_regime_keys",
            "serving_band", "shipped_band", "training_memory_band", "training_band", "training_time_band",
            "unseen_key", "write_bands"]
