@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuplan import __version__
+from gpuplan.catalog.validation_sets import validation_dir
 from gpuplan.interfaces.validation.band_coverage import (
     arrival_coverage, band_table, inventories, records_from_cv, regime_out_coverage,
 )
@@ -34,7 +35,7 @@ from gpuplan.interfaces.validation.cross_validation import cross_validate
 from gpuplan.interfaces.validation.error_bands import bands_from_cv_rows, family_out_coverage, write_bands
 from gpuplan.interfaces.validation.validate import read_rows
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+SHARED = validation_dir()  # the packaged copy of ../shared/validation
 
 
 def _mape(pairs) -> float:

@@ -86,5 +86,7 @@ def main(folder: str, flat: bool = True) -> None:
 
 if __name__ == "__main__":
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    main(args[0] if args else str(Path(__file__).resolve().parents[1].parent / "shared" / "validation"),
+    from gpuplan.catalog.validation_sets import validation_dir  # the packaged copy of ../shared/validation
+
+    main(args[0] if args else str(validation_dir()),
          flat="--no-flat" not in sys.argv)

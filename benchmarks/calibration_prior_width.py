@@ -103,5 +103,7 @@ def main(folder: str) -> None:
 
 
 if __name__ == "__main__":
-    default = Path(__file__).resolve().parents[1].parent / "shared" / "validation"
+    from gpuplan.catalog.validation_sets import validation_dir
+
+    default = validation_dir()  # the packaged copy of ../shared/validation
     main(sys.argv[1] if len(sys.argv) > 1 else str(default))

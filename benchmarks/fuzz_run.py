@@ -123,7 +123,7 @@ def file_cases(n_files: int, rng: random.Random, tmp: Path) -> list[dict]:
     import numpy as np
 
     models = REPO / "src" / "gpuplan" / "catalog" / "data" / "models"
-    shared = REPO.parent / "shared" / "validation"
+    shared = REPO / "src" / "gpuplan" / "catalog" / "data" / "validation"  # the packaged ../shared/validation
     cases: list[dict] = []
     share = {"config": 0.35, "config_bytes": 0.05, "safetensors": 0.2, "csv": 0.2, "toml": 0.12, "npy": 0.08}
     k = 0

@@ -1,4 +1,6 @@
-"""Shared fixtures: the repository's ../shared folder (validation CSVs, model configs) when present."""
+"""Shared fixtures: the public validation data as the package ships it (catalog/data/validation, a
+byte copy of ../shared/validation: tests/validate/test_builtin_data.py checks the copy), so every
+accuracy gate runs on a fresh clone without ../shared beside it."""
 
 from __future__ import annotations
 
@@ -14,8 +16,16 @@ from typer.testing import CliRunner
 settings.register_profile("gpuplan", deadline=None)
 settings.load_profile("gpuplan")
 
+from gpuplan.catalog import DATA_DIR
+from gpuplan.catalog.validation_sets import validation_dir
+
 REPO = Path(__file__).resolve().parents[1]
+#: the project's shared folder beside the repository (absent on a fresh clone): only the test that the
+#: packaged copies equal it reads it (tests/validate/test_builtin_data.py)
 SHARED = REPO.parent / "shared"
+#: the public validation files as the package ships them (training.csv, inference.csv, collectives.csv,
+#: SCHEMA.md, SYSTEMS.md)
+VALIDATION = validation_dir()
 
 
 @pytest.fixture
@@ -23,15 +33,22 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+@pytest.fixture(name="validation_dir")
+def validation_dir_fixture() -> Path:
+    """The packaged validation folder (VALIDATION): `validation_dir / "training.csv"`."""
+    return VALIDATION
+
+
 @pytest.fixture
 def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.skip("../shared is not beside the repository")
-    return SHARED
+    """The package's data folder, laid out as ../shared is for what tests read from it:
+    `shared_dir / "validation" / "training.csv"` is the packaged copy, `shared_dir / "models"` the bundled
+    configs. Kept for tests written against ../shared; new tests take `validation_dir`."""
+    return DATA_DIR
 
 
-#: Families that ../shared/validation gained in its third split (2026-11-28; SCHEMA.md, SYSTEMS.md and
-#: the round's issues name them): the families measured in the previous round, now public, and the
+#: Families that the validation files (../shared/validation, shipped in the package) gained in their
+#: third split (2026-11-28; SCHEMA.md, SYSTEMS.md and the round's issues name them): the families measured in the previous round, now public, and the
 #: fine-tuning and TPU families. The accuracy gates of record were set before them and cover the rows
 #: the model claimed then; each new family gets its gate in the issue that owns its regime (training
 #: and MoE: "Training predictions within 9%"; serving: "Serving predictions that hold"; fine-tuning:
@@ -53,15 +70,16 @@ def row_family(row_id: str) -> str:
     return row_id.rsplit("-", 1)[0]
 
 
-def rows_of_record(shared: Path, file: str) -> list[dict[str, str]]:
-    """The rows of ../shared/validation/{file}.csv in the families the gates of record cover."""
+def rows_of_record(file: str, folder: Path = VALIDATION) -> list[dict[str, str]]:
+    """The rows of {folder}/{file}.csv (the packaged copy unless told) in the families the gates of
+    record cover."""
     import csv
 
-    with open(shared / "validation" / f"{file}.csv", encoding="utf-8", newline="") as f:
+    with open(folder / f"{file}.csv", encoding="utf-8", newline="") as f:
         return [r for r in csv.DictReader(f) if row_family(r["id"]) not in THIRD_SPLIT_FAMILIES[file]]
 
 
 @pytest.fixture
-def record_rows(shared_dir):
-    """rows_of_record bound to ../shared (skips where it is absent)."""
-    return lambda file: rows_of_record(shared_dir, file)
+def record_rows():
+    """rows_of_record on the packaged validation files (never skipped)."""
+    return rows_of_record

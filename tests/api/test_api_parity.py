@@ -103,8 +103,8 @@ def test_train_search_parity(runner):
     assert len(got["search"]["top_plans"]) == 3  # --top reaches the search (it listed 5 whatever --top said)
 
 
-def test_validate_parity(runner, shared_dir):
-    path = str(shared_dir / "validation" / "collectives.csv")
+def test_validate_parity(runner, validation_dir):
+    path = str(validation_dir / "collectives.csv")
     assert api.validate(path).to_dict() == cli_json(runner, "validate", path)
 
 

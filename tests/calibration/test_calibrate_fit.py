@@ -135,11 +135,11 @@ def test_a_profile_never_worsens_a_fitted_row_by_more_than_its_band(rows_at_075)
         assert after - before <= 1.03 * math.log1p(r["band_pct"] / 100), r["id"]
 
 
-def test_the_guarantee_holds_on_a_public_family(shared_dir):
+def test_the_guarantee_holds_on_a_public_family(validation_dir):
     # torchtitan's H100 table (ttbench): 18 rows, default MAPE 27%.
     from gpuplan.interfaces.validation.validate import read_rows
 
-    rows = [r for r in read_rows(shared_dir / "validation" / "training.csv") if r["id"].startswith("ttbench-")]
+    rows = [r for r in read_rows(validation_dir / "training.csv") if r["id"].startswith("ttbench-")]
     res = calibrate_rows(rows)
     assert res.error_block()["mape_after_pct"] < res.error_block()["mape_before_pct"]
     for r in res.rows:

@@ -72,8 +72,8 @@ def test_family_out_coverage_of_some_families_still_fits_on_all_others():
     assert family_out_coverage(res, keys, fams, scored=lambda f: f == "a") == pytest.approx(0.8)
 
 
-def test_validate_rows_carry_bands_around_the_prediction(runner, shared_dir):
-    out = runner.invoke(app, ["validate", str(shared_dir / "validation" / "training.csv"), "--json"])
+def test_validate_rows_carry_bands_around_the_prediction(runner, validation_dir):
+    out = runner.invoke(app, ["validate", str(validation_dir / "training.csv"), "--json"])
     assert out.exit_code == 0, out.output
     rows = [r for r in json.loads(out.stdout)["rows"] if not r["skipped"]]
     banded = [r for r in rows if r["predicted_low"] is not None]

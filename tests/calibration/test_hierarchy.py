@@ -190,12 +190,12 @@ def test_bad_method_exits_2_and_writes_nothing(tmp_path, runner, compute_site_ro
 
 @pytest.mark.parametrize("family, file", [("trtllm061", "inference"), ("meg24", "training"),
                                           ("lmdeploy", "inference")])
-def test_the_guarantee_holds_on_public_families(shared_dir, family, file):
+def test_the_guarantee_holds_on_public_families(validation_dir, family, file):
     # "A profile never makes a row it was fitted on worse by more than its reported uncertainty",
     # with the default (hierarchical) method, on families whose parameters move (docs/calibration.md).
     from gpuplan.interfaces.validation.validate import read_rows
 
-    rows = [r for r in read_rows(shared_dir / "validation" / f"{file}.csv")
+    rows = [r for r in read_rows(validation_dir / f"{file}.csv")
             if r["id"].rsplit("-", 1)[0] == family and r.get("confidence") != "low"]
     res = calibrate_rows(rows)
     assert res.method == "hierarchical" and res.values

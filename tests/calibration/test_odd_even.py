@@ -25,14 +25,14 @@ FAMILIES = [
 ]
 
 
-def family_rows(shared_dir, family: str, file: str) -> list[dict]:
-    return [r for r in read_rows(shared_dir / "validation" / f"{file}.csv")
+def family_rows(validation_dir, family: str, file: str) -> list[dict]:
+    return [r for r in read_rows(validation_dir / f"{file}.csv")
             if r["id"].rsplit("-", 1)[0] == family and r.get("confidence") != "low"]
 
 
 @pytest.mark.parametrize("family, file, names", FAMILIES)
-def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, file, names):
-    odd, even = split_odd_even(family_rows(shared_dir, family, file))
+def test_calibrating_on_odd_rows_cuts_error_on_even_rows(validation_dir, family, file, names):
+    odd, even = split_odd_even(family_rows(validation_dir, family, file))
     assert odd and even
     h = holdout_errors(odd, even, knob_names=names)
     assert h["method"] == "flat"
@@ -81,8 +81,8 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(shared_dir, family, fil
     # with NCCL's LL128 and one-step Simple fill their tp all-reduces are faster: 10.1% -> 4.2% (-58%)
     ("mbridge", "training", {"site.compute"}, 10.1, 4.2),
 ])
-def test_the_default_hierarchical_fit_carries_to_even_rows(shared_dir, family, file, parameters, before, after):
-    odd, even = split_odd_even(family_rows(shared_dir, family, file))
+def test_the_default_hierarchical_fit_carries_to_even_rows(validation_dir, family, file, parameters, before, after):
+    odd, even = split_odd_even(family_rows(validation_dir, family, file))
     h = holdout_errors(odd, even)
     assert h["method"] == "hierarchical" and set(h["parameters"]) == parameters
     # figures measured by benchmarks/calibration_odd_even.py (docs/calibration.md); the selection and

@@ -67,13 +67,13 @@ def test_api_apply_scopes_the_profile(profile):
     assert api.load_profile(profile).values == {SGF: 0.6}
 
 
-def test_fit_then_validate_with_the_profile(shared_dir, tmp_path, runner):
+def test_fit_then_validate_with_the_profile(validation_dir, tmp_path, runner):
     # torchtitan's H100 table (ttbench, 18 rows, default MAPE 27%): a profile fitted on it, applied
     # to `validate` of the same rows, gives validate's MAPE = the fit's "after" figure.
     from gpuplan.interfaces.calibration.importers import rows_csv
     from gpuplan.interfaces.validation.validate import read_rows
 
-    rows = [r for r in read_rows(shared_dir / "validation" / "training.csv") if r["id"].startswith("ttbench-")]
+    rows = [r for r in read_rows(validation_dir / "training.csv") if r["id"].startswith("ttbench-")]
     data = tmp_path / "tt.csv"
     data.write_text(rows_csv(rows))
     prof = tmp_path / "tt.toml"

@@ -91,15 +91,15 @@ def test_hw_interconnects_and_prices(runner):
     assert [p["usd_per_gpu_hour"] for p in prices] == sorted(p["usd_per_gpu_hour"] for p in prices)
 
 
-def _systems_md_ids(shared_dir):
+def _systems_md_ids(validation_dir):
     # every id of every table of SYSTEMS.md: systems, the third split's TPU pods and mi355x-platform, and
     # the GPU ids used as single GPUs or PCIe boxes (rtx-3090, rtx-a6000, a10g, v100-sxm2-16gb, ...)
-    text = (shared_dir / "validation" / "SYSTEMS.md").read_text()
+    text = (validation_dir / "SYSTEMS.md").read_text()
     return re.findall(r"^\| `([a-z0-9.\-]+)` \|", text, flags=re.M)
 
 
-def test_systems_show_every_systems_md_id(runner, shared_dir):
-    ids = _systems_md_ids(shared_dir)
+def test_systems_show_every_systems_md_id(runner, validation_dir):
+    ids = _systems_md_ids(validation_dir)
     assert len(ids) >= 32
     assert {"mi355x-platform", "tpu-v5p-pod", "tpu7x-pod", "rtx-3090", "a10g", "v100-sxm2-16gb"} <= set(ids)
     for system_id in ids:

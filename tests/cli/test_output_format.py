@@ -6,12 +6,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 
 import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
 
+from gpuplan.catalog.validation_sets import validation_set_path
 from gpuplan.cli.main import app
 
 runner = CliRunner()
@@ -94,8 +94,8 @@ def test_error_under_format_json_is_the_json_error_object():
 
 
 def test_validate_summary_as_csv(tmp_path):
-    # the first three rows of the shared training file (family meg21-t1): the summary as a CSV table
-    lines = (Path(__file__).parents[2] / "../shared/validation/training.csv").read_text().splitlines(keepends=True)
+    # the first three rows of the packaged training file (family meg21-t1): the summary as a CSV table
+    lines = validation_set_path("training").read_text(encoding="utf-8").splitlines(keepends=True)
     f = tmp_path / "rows.csv"
     f.write_text("".join(lines[:4]))
     rows = list(csv.reader(io.StringIO(run("validate", str(f), "--summary", "--format", "csv").stdout)))

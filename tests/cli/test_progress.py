@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from gpuplan import api
 from gpuplan.cli import progress as progress_mod
 from gpuplan.cli.progress import ProgressBar, progress_bar
+from gpuplan.catalog.validation_sets import validation_set_path
 from gpuplan.cli.render import set_output_format
 
-TRAINING_CSV = Path(__file__).parents[2] / "../shared/validation/training.csv"
+TRAINING_CSV = validation_set_path("training")  # the packaged copy of ../shared/validation/training.csv
 
 
 def test_no_bar_when_stderr_is_not_a_terminal():

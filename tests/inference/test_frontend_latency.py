@@ -37,12 +37,12 @@ def test_default_is_the_knob():
         assert with_frontend_latency(_result()).ttft_ms.mean == pytest.approx(11.0 + 7.0)
 
 
-def _rows(shared_dir):
-    return {r["id"]: r for r in csv.DictReader(open(shared_dir / "validation" / "inference.csv", encoding="utf-8"))}
+def _rows(validation_dir):
+    return {r["id"]: r for r in csv.DictReader(open(validation_dir / "inference.csv", encoding="utf-8"))}
 
 
-def test_online_rows_pay_it_offline_rows_do_not(shared_dir):
-    rows = _rows(shared_dir)
+def test_online_rows_pay_it_offline_rows_do_not(validation_dir):
+    rows = _rows(validation_dir)
     # trtllm014-1: Triton TensorRT-LLM backend at Poisson 2 req/s: TTFT + 5 ms with a 5 ms front-end
     # (the simulation is seeded: the engine part is the same in both runs)
     online = rows["trtllm014-1"]

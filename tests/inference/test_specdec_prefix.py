@@ -236,12 +236,12 @@ def test_cli_bad_feature_input_exit_2(runner, args, field):
     assert field in out.output and "Traceback" not in out.output
 
 
-def test_mlperf_and_sharegpt_rows_are_predicted(shared_dir):
+def test_mlperf_and_sharegpt_rows_are_predicted(validation_dir):
     import csv
 
     from gpuplan.interfaces.validation.inference import predict_row
 
-    rows = {r["id"]: r for r in csv.DictReader(open(shared_dir / "validation" / "inference.csv", encoding="utf-8"))}
+    rows = {r["id"]: r for r in csv.DictReader(open(validation_dir / "inference.csv", encoding="utf-8"))}
     for rid, ds in (("mlperf40-1", "openorca-mlperf"), ("mlperf40-2", "openorca-mlperf"), ("vllmci-7", "sharegpt-vllm")):
         if rid in rows:
             p = predict_row(rows[rid])

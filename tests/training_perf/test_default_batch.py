@@ -166,7 +166,7 @@ def test_bad_global_batch_is_a_one_line_error():
     assert "--global-batch" in result.output and "Traceback" not in result.output
 
 
-def test_validation_rows_state_their_batch(shared_dir):
+def test_validation_rows_state_their_batch(validation_dir):
     # the harness never falls back on the search's default batch: each row's plan has its own (the
     # row's global_batch, or one sequence per GPU: validation_training docstring), whole micro-batches per rank
     import csv
@@ -175,7 +175,7 @@ def test_validation_rows_state_their_batch(shared_dir):
     from gpuplan.interfaces.row_types import SkipRow
 
     planned = 0
-    for row in csv.DictReader(open(shared_dir / "validation" / "training.csv", encoding="utf-8")):
+    for row in csv.DictReader(open(validation_dir / "training.csv", encoding="utf-8")):
         try:
             plan, _ = plan_from_row(row)
         except SkipRow:

@@ -31,8 +31,8 @@ def test_comm_sweep_and_errors(runner):
     assert bad.exit_code == 2 and "size" in bad.output
 
 
-def test_validate_json_and_summary(runner, shared_dir):
-    path = str(shared_dir / "validation" / "collectives.csv")
+def test_validate_json_and_summary(runner, validation_dir):
+    path = str(validation_dir / "collectives.csv")
     res = runner.invoke(app, ["validate", path, "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)

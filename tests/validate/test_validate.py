@@ -107,8 +107,8 @@ def test_spearman_groups_in_summary(tmp_path):
     assert groups[0]["spearman"] == pytest.approx(1.0)  # busbw rises with size in both
 
 
-def test_public_collectives_within_target(shared_dir):
-    report = validate_file(shared_dir / "validation" / "collectives.csv")
+def test_public_collectives_within_target(validation_dir):
+    report = validate_file(validation_dir / "collectives.csv")
     assert not [r.id for r in report.rows if r.skipped]
     overall = report.summary["overall"]
     assert overall["count"] >= 20

@@ -212,6 +212,33 @@ def test_validate_upload_equals_cli_validate(client):
     assert [row["id"] for row in r.json()["rows"]] == ["meg21-t1-1", "meg21-t1-2", "meg21-t1-3", "meg21-t1-4"]
 
 
+def test_validate_builtin_equals_cli_validate_builtin(client):
+    # the Validate page's default: a public set shipped with gpuplan, by name (no upload)
+    r = client.post("/api/v1/validate", data={"builtin": "collectives"})
+    assert r.status_code == 200, r.text
+    assert r.headers["x-gpuplan-command"] == "gpuplan validate --builtin collectives --json"
+    assert r.json() == json.loads(cli(["validate", "--builtin", "collectives", "--json"]).stdout)
+    # neither a file nor a set, or both: the CLI's one line, 400
+    none = client.post("/api/v1/validate")
+    assert none.status_code == 400 and none.json()["error"]["field"] == "file"
+    both = client.post("/api/v1/validate", data={"builtin": "training"},
+                       files={"file": ("rows.csv", (DATA / "sample_training.csv").read_bytes(), "text/csv")})
+    assert both.status_code == 400 and both.json()["error"]["message"] == \
+        "--builtin: give a FILE or --builtin training|inference|collectives, not both"
+
+
+def test_validate_page_offers_every_builtin_set():
+    """The Validate page's `builtin` selector lists exactly api.VALIDATION_SETS, training (the default) first."""
+    import re
+    from pathlib import Path
+
+    import gpuplan.web
+
+    js = (Path(gpuplan.web.__file__).parent / "static" / "app.js").read_text()
+    field = re.search(r'\{ name: "builtin", type: "select", options: (\[[^\]]*\]), def: "(\w+)"', js)
+    assert tuple(json.loads(field.group(1))) == api.VALIDATION_SETS and field.group(2) == api.VALIDATION_SETS[0]
+
+
 def test_uploads_are_size_bounded(client):
     from gpuplan.web.app import MAX_UPLOAD_BYTES
 

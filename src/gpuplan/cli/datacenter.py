@@ -108,7 +108,8 @@ def tco_cmd(
              ("cloud $/GPU-hour", t.cloud_usd_per_gpu_hour), ("cloud total ($)", t.cloud_total_usd),
              ("savings on-prem vs cloud ($)", t.savings_usd), ("breakeven (months)", t.breakeven_months),
              ("breakeven utilisation", t.breakeven_utilization)]
-    console.print(table(f"{system}: {t.nodes} nodes, {t.gpus} GPUs, {t.years:g} years at {t.utilization:.0%}", ["item", "value"], rows))
+    console.print(table(f"{system}: {t.nodes} nodes, {t.gpus} GPUs, {t.years:g} years at {t.utilization:.0%}", ["item", "value"], rows,
+                        name="tco"))
     console.print(f"cloud price: {t.cloud_price_source}")
     for note in t.notes:
         console.print(f"note: {note}")
@@ -117,7 +118,8 @@ def tco_cmd(
 
 def _print_assumptions(rows) -> None:
     console.print(table("assumptions (override with --set KEY=VALUE)", ["key", "value", "source", "date"],
-                        [(r["key"], fmt(r["value"]), r["source"], r["date"]) for r in rows]))
+                        [(r["key"], fmt(r["value"]), r["source"], r["date"]) for r in rows], keep_whole=1,
+                        name="assumptions"))
 
 
 @dc.command("assumptions")

@@ -28,6 +28,11 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
 
+class OutputClosed(Exception):
+    """stdout was closed by its reader (EPIPE, `gpuplan ... | head`). Raised in place of the OSError so
+    that typer, which turns an EPIPE into exit code 1, lets it through to `exit_on_error` (exit 0)."""
+
+
 def one_line(text: str) -> str:
     """Collapse a multi-line message into one line."""
     parts = [p.strip() for p in str(text).splitlines() if p.strip()]
@@ -112,7 +117,7 @@ def exit_on_error(*, as_json: bool, debug: bool) -> Iterator[None]:
             traceback.print_exc()
         report(exc, as_json=as_json)
         sys.exit(EXIT_BAD_INPUT)
-    except BrokenPipeError:
+    except (BrokenPipeError, OutputClosed):
         _quiet_broken_pipe()
         sys.exit(EXIT_OK)
     except OSError as exc:

@@ -28,10 +28,11 @@ def register(app: typer.Typer) -> None:
                                         "min subnormal", "Inf", "NaN", "bits/elem", "block", "scale"],
                             [[r.name, r.bits, r.exponent_bits, r.mantissa_bits, r.bias, r.emax, r.max_normal,
                               r.min_normal, r.min_subnormal, r.has_inf, r.has_nan, r.bits_per_element,
-                              r.block_size, r.scale] for r in rows]))
+                              r.block_size, r.scale] for r in rows], keep_whole=1, name="formats",
+                            secondary=["min subnormal", "NaN", "Inf", "emax", "bias"]))
         for name, vt in values.items():
             console.print(table(f"{name} values", ["code", "bits", "value"],
-                                [[f"0x{v['code']:02X}", v["bits"], repr(v["value"])] for v in vt]))
+                                [[f"0x{v['code']:02X}", v["bits"], repr(v["value"])] for v in vt], name=name))
 
     @sub.command("compare")
     def compare_cmd(

@@ -11,9 +11,9 @@ from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table as _table
 
 
-def table(title, columns, rows, keep_whole: int = 1):
+def table(title, columns, rows, keep_whole: int = 1, **kwargs):
     """render.table with the id column kept whole."""
-    return _table(title, columns, rows, keep_whole=keep_whole)
+    return _table(title, columns, rows, keep_whole=keep_whole, **kwargs)
 
 hw_app = typer.Typer(help="GPUs and accelerators in the catalog (every figure sourced).", no_args_is_help=True)
 
@@ -76,9 +76,9 @@ def show_gpu(
         (f, str(rec[f]) if f in plain else _with_unit(rec[f], _UNITS.get(f, "")))
         for f in fields if rec.get(f) is not None
     ]
-    console.print(table(f"{gpu.name} ({gpu.id})", ["field", "value"], rows))
+    console.print(table(f"{gpu.name} ({gpu.id})", ["field", "value"], rows, name="gpu"))
     peaks = [(d, p.dense, p.sparse) for d, p in gpu.peak_tflops.items()]
-    console.print(table("peak TFLOP/s (int8: TOP/s)", ["dtype", "dense", "sparse (2:4)"], peaks))
+    console.print(table("peak TFLOP/s (int8: TOP/s)", ["dtype", "dense", "sparse (2:4)"], peaks, name="peaks"))
     if gpu.notes:
         console.print(f"notes: {gpu.notes}", markup=False)
     console.print("sources:")
@@ -128,6 +128,7 @@ def interconnects(
     console.print(table(
         "interconnects (scale-up: per GPU, all links; NIC/PCIe: per port)",
         ["id", "name", "kind", "GB/s per direction", "GB/s bidirectional", "line Gb/s", "latency us", "in-network reduction"], rows,
+        secondary=["GB/s bidirectional", "latency us"],
     ))
 
 
@@ -144,7 +145,8 @@ def prices(
     entries = result.prices
     rows = [(c.id, c.gpu, c.usd_per_gpu_hour, c.pricing_model, c.date, c.instance) for c in entries]
     console.print(table("cloud prices (USD per GPU-hour; dated; `--json` for sources and notes)",
-                        ["id", "gpu", "USD/GPU-h", "pricing", "read on", "instance"], rows, keep_whole=2))
+                        ["id", "gpu", "USD/GPU-h", "pricing", "read on", "instance"], rows, keep_whole=2,
+                        secondary=["instance", "read on"]))
 
 
 def register(app: typer.Typer) -> None:

@@ -96,14 +96,15 @@ def roofline_cmd(
     runs_at = f" (GEMMs run at {roof.compute_dtype})" if roof.compute_dtype != dtype else ""
     console.print(f"{roof.gpu} {dtype}{runs_at}: {kind} peak {roof.peak_tflops:g} TFLOP/s")
     console.print(table("Ceilings", ["memory", "GB/s", "ridge FLOP/B"],
-                        [(c.name, c.bandwidth_gbps, c.ridge_flop_per_byte) for c in roof.ceilings]))
+                        [(c.name, c.bandwidth_gbps, c.ridge_flop_per_byte) for c in roof.ceilings], name="ceilings"))
     for c in roof.ceilings:
         console.print(f"  {c.name}: {c.source}", soft_wrap=True)
     if points:
         rows = [(p.name, p.intensity_flop_per_byte, p.attainable_tflops, p.bound.value,
                  f"{p.bound_factor:.3g}x", p.min_time_s * 1e3, p.achieved_tflops) for p in points]
         console.print(table("Workloads (HBM roof)", ["workload", "FLOP/B", "attainable TFLOP/s", "bound",
-                                                     "from ridge", "min time ms", "achieved TFLOP/s"], rows))
+                                                     "from ridge", "min time ms", "achieved TFLOP/s"], rows,
+                            name="workloads", main=True))
     for p in points:
         for w in p.warnings:
             console.print(f"WARNING: {w}")

@@ -8,7 +8,8 @@ The one error path of the CLI (`GpuplanGroup.main`):
   returns).
 - `--format json` / `--output-format json` count as `--json` for the error object.
 - `--debug` (root option) or `GPUPLAN_DEBUG=1`: the traceback as well, for bug reports.
-- a closed pipe (`gpuplan ... | head`): exit 0, quietly.
+- a closed pipe (`gpuplan ... | head`): exit 0, quietly (rich's own handler, which exits 1, is
+  replaced: render._FormatConsole.on_broken_pipe).
 - anything else is a bug in gpuplan: `internal error: ... (run with --debug ...)`, exit code 1.
 
 Every numeric option of every command passes the checks of cli/params.py (finite, int64,
@@ -17,6 +18,7 @@ non-negative, per-option range and caps) before the command runs.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from typing import List, Optional
@@ -25,10 +27,10 @@ import typer
 from typer.core import TyperGroup
 
 from gpuplan import __version__
-from gpuplan.cli.errors import exit_on_error
-from gpuplan.cli.output_options import add_shared_options, wants_json
+from gpuplan.cli.errors import OutputClosed, exit_on_error
+from gpuplan.cli.output_options import add_shared_options, refuse_table_with_json, wants_json
 from gpuplan.cli.params import guard_numeric_options
-from gpuplan.cli.render import set_output_format
+from gpuplan.cli.render import begin_invocation, finish_invocation
 
 
 class GpuplanGroup(TyperGroup):
@@ -36,7 +38,7 @@ class GpuplanGroup(TyperGroup):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        add_shared_options(self)  # --format, --memory-headroom (cli/output_options.py)
+        add_shared_options(self)  # --format, --wide, --table, --memory-headroom (cli/output_options.py)
         guard_numeric_options(self)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -45,11 +47,25 @@ class GpuplanGroup(TyperGroup):
             return super().main(args=argv, prog_name=prog_name, complete_var=complete_var,
                                 standalone_mode=False, **extra)
         debug = "--debug" in argv or os.environ.get("GPUPLAN_DEBUG", "") not in ("", "0")
-        set_output_format("table")  # this invocation's --format (an earlier in-process one may have set it)
+        begin_invocation()  # this invocation's --format, --wide, --table (an earlier in-process one may have set them)
         with exit_on_error(as_json=wants_json(argv), debug=debug):
+            refuse_table_with_json(argv)
             code = super().main(args=argv, prog_name=prog_name or "gpuplan", complete_var=complete_var,
                                 standalone_mode=False, **extra)
-            sys.exit(code if isinstance(code, int) else 0)
+            code = code if isinstance(code, int) else 0
+            if code == 0:
+                finish_invocation()  # --format csv: the one table; an unknown --table NAME
+            sys.stdout.flush()  # a closed pipe fails here, inside the error path, not at interpreter exit
+            sys.exit(code)
+
+    def invoke(self, ctx):
+        """Run the command; an EPIPE on stdout becomes OutputClosed (typer would exit 1 on it)."""
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError) or exc.errno == errno.EPIPE:
+                raise OutputClosed() from exc
+            raise
 
 
 app = typer.Typer(
@@ -69,6 +85,10 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _print_config_warning(warning: str) -> None:
+    sys.stderr.write(f"warning: {warning}\n")
+
+
 @app.callback()
 def root(
     ctx: typer.Context,
@@ -86,6 +106,9 @@ def root(
 
     if not alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
         alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
+    from gpuplan.interfaces.api.models import on_config_warning
+
+    on_config_warning(_print_config_warning)  # an unknown model_type read by its fields: say so on stderr
 
     set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
     if catalog:

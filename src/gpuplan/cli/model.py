@@ -33,7 +33,7 @@ def show(
     if rec["mtp_params"]:
         rows.append(("MTP modules (apart)", rec["mtp_params"]))
     rows += [(f"  {k}", v) for k, v in rec["params_by_component"].items() if v]
-    console.print(table("parameters", ["", "count"], rows))
+    console.print(table("parameters", ["", "count"], rows, name="parameters"))
     console.print(table(
         f"per token at seq {f['seq_len']} (causal)", ["quantity", "value"],
         [
@@ -42,8 +42,12 @@ def show(
             ("6N GFLOP (rule of thumb)", f["six_n_flops"] / 1e9), ("training / 6N", f["training_over_six_n"]),
             (f"KV-cache bytes/token ({kv['bytes_per_element']:g} B/elem)", kv["bytes_per_token"]),
             (f"KV-cache bytes/token averaged over {kv['context_len']} ctx", kv[f"bytes_per_token_at_{kv['context_len']}_context"]),
-        ],
+        ] + ([("recurrent state bytes/sequence", kv["state_bytes_per_sequence"])] if kv["state_bytes_per_sequence"] else []),
+        name="per-token",
     ))
+    if set(a["layers_by_mixer"]) != {"attention"}:
+        console.print("layers by sequence mixer: " + ", ".join(f"{k} {v}" for k, v in a["layers_by_mixer"].items())
+                      + f"; FFN in {a['ffn_layers']} of {a['layers']}")
     if rec["source"]:
         console.print(f"source: {rec['source']}")
 

@@ -5,6 +5,9 @@ numeric guard of cli/params.py), so no command repeats them:
   stays as the short form of `--format json`). Where a command already uses `--format` for its own
   purpose (`formats encode/decode --format e4m3`) the option is spelled `--output-format` only;
   `--output-format` works everywhere.
+- `--table NAME` (print only that table; under csv, the one table written instead of the main one)
+  and `--wide` (tables show every column, each row on one line, instead of fitting 100 columns) on
+  the same commands (cli/table_layout.py). `--table` with JSON output is refused: the JSON holds all.
 - `--memory-headroom FRACTION` on every command whose answer depends on what fits in GPU memory
   (`MEMORY_COMMANDS`): the fraction of each GPU's memory kept free; the command runs with the knob
   `memory.usable_fraction` = 1 - FRACTION (gpuplan.workloads.memory_headroom; default headroom
@@ -18,7 +21,8 @@ from typing import Any, Optional
 
 import typer
 
-from gpuplan.cli.render import FORMATS, output_format, set_output_format
+from gpuplan.cli.render import FORMATS, output_format, set_output_format, set_table_choice, set_wide
+from gpuplan.errors import InputError
 
 #: command paths (below the root) whose answers are memory-feasibility questions
 MEMORY_COMMANDS: frozenset[tuple[str, ...]] = frozenset({
@@ -30,6 +34,20 @@ MEMORY_COMMANDS: frozenset[tuple[str, ...]] = frozenset({
 def _format_callback(value: Optional[str]) -> Optional[str]:
     if value is not None:
         set_output_format(value.strip().lower())
+    return value
+
+
+def _wide_callback(value: bool) -> bool:
+    if value:
+        set_wide(True)
+    return value
+
+
+def _table_callback(value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        if not value.strip():
+            raise InputError("--table: must name a table of the command, got ''", field="--table")
+        set_table_choice(value)
     return value
 
 
@@ -66,7 +84,17 @@ def _templates() -> dict[str, Any]:
                  "default 0.10, i.e. plans use at most 90%. Same as --set usable_memory_fraction=1-FRACTION "
                  "where --set exists.")) -> None: ...
 
-    return {"both": params_of(both)[0], "long_only": params_of(long_only)[0], "headroom": params_of(headroom)[0]}
+    def wide(wide: bool = typer.Option(
+            False, "--wide", expose_value=False, callback=_wide_callback,
+            help="Tables show every column, each row on one line (default: fit 100 columns).")) -> None: ...
+
+    def table_choice(table: Optional[str] = typer.Option(
+            None, "--table", metavar="NAME", expose_value=False, callback=_table_callback,
+            help="Print only the table NAME (with --format csv: instead of the main one); "
+                 "an unknown NAME lists the command's tables.")) -> None: ...
+
+    return {"both": params_of(both)[0], "long_only": params_of(long_only)[0], "headroom": params_of(headroom)[0],
+            "wide": params_of(wide)[0], "table": params_of(table_choice)[0]}
 
 
 def _opts(cmd: Any) -> set[str]:
@@ -105,8 +133,18 @@ def add_shared_options(root: Any) -> None:
             _wrap_json_flag(json_params[0])
             template = templates["long_only" if "--format" in opts else "both"]
             cmd.params.append(copy.copy(template))
+            cmd.params += [copy.copy(templates[k]) for k, flag in (("wide", "--wide"), ("table", "--table"))
+                           if flag not in opts]
         if path in MEMORY_COMMANDS and "--memory-headroom" not in opts:
             cmd.params.append(copy.copy(templates["headroom"]))
+
+
+def refuse_table_with_json(argv: list[str]) -> None:
+    """`--table NAME` picks one table of the people's output; with JSON output (the whole document) it is
+    an error, said before the command runs."""
+    if wants_json(argv) and any(a == "--table" or a.startswith("--table=") for a in argv):
+        raise InputError("--table: picks one table of --format table|md|csv; the JSON output holds every table",
+                         field="--table")
 
 
 def wants_json(argv: list[str]) -> bool:

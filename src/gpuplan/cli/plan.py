@@ -70,7 +70,7 @@ def plan_cmd(
     c, w = rep.cluster, rep.workload
     console.print(rep.answer)
     rows = [("estimator", w.estimator), ("GPUs", c.fabric.gpus), ("nodes", c.fabric.nodes), ("days", w.days),
-            ("GPU-hours", w.gpu_hours)] + [(k, v) for k, v in w.details.items()]
+            ("GPU-hours", w.gpu_hours)] + [(k, v) for k, v in w.details.items() if not isinstance(v, (dict, list))]
     rows += [("leaf / spine / core", f"{c.fabric.leaf_switches} / {c.fabric.spine_switches} / {c.fabric.core_switches}"),
              ("cables / transceivers", f"{c.fabric.cables} / {c.fabric.transceivers}"), ("bisection (TB/s)", c.fabric.bisection_tbps),
              ("racks (compute + network)", f"{c.racks.compute_racks} + {c.racks.network_racks}"),

@@ -195,7 +195,8 @@ def plan(
             for c in res.candidates]
     console.print(table("candidates (closed loop: sizing; open loop: Poisson check)",
                         ["layout", "concurrency", "ttft_p90_ms", "tpot_p90_ms", "open_ttft_p90_ms", "open_tpot_p90_ms",
-                         "replica_req_per_s", "replicas", "gpus", "usd_per_m_tokens", "why"], rows))
+                         "replica_req_per_s", "replicas", "gpus", "usd_per_m_tokens", "why"], rows, keep_whole=1,
+                        secondary=["why", "open_tpot_p90_ms", "open_ttft_p90_ms", "replica_req_per_s", "replicas"]))
     for r in res.rejected:
         echo(f"cannot serve: {r.layout}: {r.why}")
     if result.plot_file:
@@ -237,7 +238,8 @@ def _print_disaggregated(model: str, result, as_json: bool) -> None:
              o.ttft_p90_ms, o.tpot_p90_ms, o.usd_per_million_output_tokens, o.why_not_best) for o in keep]
     console.print(table(f"serving options for {model} at {res.rate_requests_per_s:g} req/s (p90 TTFT <= {res.ttft_slo_ms:g} ms, "
                         f"TPOT <= {res.tpot_slo_ms:g} ms)",
-                        ["option", "gpus", "kv", "ttft_p90_ms", "tpot_p90_ms", "usd_per_m_out", "why"], rows))
+                        ["option", "gpus", "kv", "ttft_p90_ms", "tpot_p90_ms", "usd_per_m_out", "why"], rows, keep_whole=1,
+                        secondary=["why"]))
     if unfit:
         typer.echo("do not fit in GPU memory: " + ", ".join(unfit))
     if len(res.options) > len(keep) + len(unfit):

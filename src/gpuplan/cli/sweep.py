@@ -80,6 +80,6 @@ def register(app: typer.Typer) -> None:
         for name, front in rep.fronts.items():
             x = AXES[rep.goal]["time" if name == "cost_vs_time" else "gpus"]
             console.print(table(f"Pareto front: {AXES[rep.goal]['cost']} vs {x} ({len(front)} of {rep.eligible} rows)",
-                                list(cols), [[r.get(c) for c in cols] for r in front]))
+                                list(cols), [[r.get(c) for c in cols] for r in front], name=name))
         for name, path in rep.plots.items():
             console.print(f"{name}: {path}")

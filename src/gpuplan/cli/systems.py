@@ -9,9 +9,9 @@ from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table as _table
 
 
-def table(title, columns, rows, keep_whole: int = 1):
+def table(title, columns, rows, keep_whole: int = 1, **kwargs):
     """render.table with the id column kept whole."""
-    return _table(title, columns, rows, keep_whole=keep_whole)
+    return _table(title, columns, rows, keep_whole=keep_whole, **kwargs)
 
 
 systems_app = typer.Typer(help="Systems: GPUs per node, scale-up domain, NICs, power (every figure sourced).", no_args_is_help=True)
@@ -34,6 +34,7 @@ def list_systems(as_json: bool = typer.Option(False, "--json", help="Print JSON.
     console.print(table(
         "systems (bandwidths per GPU per direction)",
         ["id", "gpu", "GPUs/node", "NVLink domain", "scale-up GB/s", "NICs", "scale-out GB/s", "power W"], rows, keep_whole=2,
+        secondary=["power W", "GPUs/node"],
     ))
 
 

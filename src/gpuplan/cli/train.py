@@ -86,10 +86,11 @@ def register(app: typer.Typer) -> None:
             print_json(result.to_dict())
             return
         _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
-                result.batch_note, result.goodput)
+                result.batch_note, result.goodput, result.evidence)
 
 
-def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None) -> None:
+def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
+            evidence: dict | None = None) -> None:
     st = est.step
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -102,7 +103,7 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         )
         console.print(table("best plans", ["#", "plan", "batch seqs", "step s", "MFU %", "GiB/GPU"],
                             [[r.rank, _plan_label(r.plan), r.plan.global_batch, r.step.step_time_s, r.step.mfu_pct,
-                              r.memory_gib] for r in s.best]))
+                              r.memory_gib] for r in s.best], name="plans"))
     rows = [["plan", _plan_label(est.plan)], ["global batch sequences", est.plan.global_batch],
             ["tokens per step", st.tokens_per_step], ["step time s", st.step_time_s]]
     rows += [[f"  {k.removesuffix('_s')} s", v] for k, v in st.breakdown_s.items() if v > 0]
@@ -119,7 +120,7 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         rows += [["average facility kW", run.power.facility_power_w / 1e3], ["energy MWh", run.energy.energy_mwh],
                  ["CO2 tonnes", run.energy.co2_tonnes], ["electricity USD", run.energy.electricity_usd]]
     rows += [["cost USD (rented)", run.cost_usd]]
-    console.print(table("training estimate", ["quantity", "value"], rows))
+    console.print(table("training estimate", ["quantity", "value"], rows, name="estimate", main=True))
     if band.get("step_time_s"):
         (t0, t1), (d0, d1) = band["step_time_s"], band["days"]
         if band.get("novelty", "seen") != "seen":
@@ -128,6 +129,9 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
             state = "" if band["validated"] else " - band borrowed from a broader regime (too few public rows of its own)"
         console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
                       f"step {fmt(t0)} - {fmt(t1)} s, {fmt(d0)} - {fmt(d1)} days{state}")
+    if evidence:
+        console.print(f"evidence: {evidence['note']}"
+                      + (f"; nearest: {', '.join(r['id'] for r in evidence['rows'])}" if evidence["rows"] else ""))
     console.print(f"power: PUE {assumptions.pue:g}, grid {assumptions.grid_kg_co2_per_kwh:g} kg CO2/kWh, "
                   f"${assumptions.electricity_usd_per_kwh:g}/kWh (override with --set KEY=VALUE)")
     if run.note:

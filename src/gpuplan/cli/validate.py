@@ -1,8 +1,9 @@
-"""CLI: `gpuplan validate FILE.csv [--json] [--summary] [--cv family|regime]` - predicted vs measured per
-row, and error statistics per source family and overall (gpuplan.interfaces.validation.validate); with
-`--cv family` the leave-one-family-out cross-validated errors, with `--cv regime` also the
-leave-one-regime-out errors per held-out regime, hardware generation, engine, architecture and precision
-(gpuplan.interfaces.validation.cross_validation)."""
+"""CLI: `gpuplan validate FILE.csv | --builtin training|inference|collectives [--json] [--summary]
+[--cv family|regime]` - predicted vs measured per row, and error statistics per source family and overall
+(gpuplan.interfaces.validation.validate); with `--cv family` the leave-one-family-out cross-validated
+errors, with `--cv regime` also the leave-one-regime-out errors per held-out regime, hardware
+generation, engine, architecture and precision (gpuplan.interfaces.validation.cross_validation).
+`--builtin NAME` reads the public set shipped with gpuplan (gpuplan.catalog.validation_sets) instead of a FILE."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _summary_table(summary: dict):
     return table("summary per family", ["family", "n", "skipped", "MAPE %", "median abs error %", "max abs error %",
                                         "spearman"],
                  [(f, b["count"], b["skipped"], b["mape_pct"], b["median_abs_error_pct"], b["max_abs_error_pct"],
-                   b.get("spearman_mean")) for f, b in blocks], keep_whole=1)
+                   b.get("spearman_mean")) for f, b in blocks], keep_whole=1, name="summary")
 
 
 def _cv_line(name: str, b: dict) -> tuple:
@@ -69,7 +70,11 @@ def register(app: typer.Typer) -> None:
 
     @app.command("validate")
     def validate(
-        file: str = typer.Argument(..., help="CSV of ../shared/validation/SCHEMA.md (training, inference, collectives)."),
+        file: str = typer.Argument(None, help="CSV of SCHEMA.md rows (training, inference, collectives); "
+                                               "or --builtin NAME instead."),
+        builtin: str = typer.Option(None, "--builtin", metavar="|".join(api.VALIDATION_SETS),
+                                    help="Validate the public set shipped with gpuplan (the measurements of "
+                                         "docs/accuracy.md) instead of a FILE."),
         as_json: bool = typer.Option(False, "--json", help="JSON: {rows: [...], summary: {...}}."),
         summary_only: bool = typer.Option(False, "--summary", help="Only the compact per-family table; overall last."),
         cv: str = typer.Option(None, "--cv", help="'family': refit the fitted knobs leaving each family (id without "
@@ -77,17 +82,18 @@ def register(app: typer.Typer) -> None:
                                                   "'regime': also leave out each regime (hardware generation, "
                                                   "engine, architecture) and each single axis value as a whole."),
     ) -> None:
-        """Predict every row of FILE and compare with the measurement."""
+        """Predict every row of FILE (or of the shipped set --builtin NAME) and compare with the measurement."""
+        name = f"--builtin {builtin.strip().lower()}" if builtin else file
         if cv is not None:
             with progress_bar("cross-validation") as bar:
-                cv_result = api.validate_cv(file, cv, progress=bar)
+                cv_result = api.validate_cv(file, cv, progress=bar, builtin=builtin)
             if as_json:
                 print_json(cv_result.to_dict())
             else:
                 _print_cv(cv_result.to_dict()["cv"])
             return
         with progress_bar("validate rows") as bar:
-            result = api.validate(file, progress=bar)
+            result = api.validate(file, progress=bar, builtin=builtin)
         if as_json:
             print_json(result.to_dict())
             return
@@ -95,8 +101,8 @@ def register(app: typer.Typer) -> None:
         if not summary_only:
             rows = [(r.id, r.metric, r.measured, r.predicted, r.error_pct,
                      ("SKIPPED: " + r.reason) if r.skipped else r.notes[:60]) for r in report.rows]
-            console.print(table(f"validate {file}", ["id", "metric", "measured", "predicted", "error_pct", "notes"],
-                                rows))
+            console.print(table(f"validate {name}", ["id", "metric", "measured", "predicted", "error_pct", "notes"],
+                                rows, keep_whole=1, name="rows", secondary=["notes"]))
         if output_format() == "table":
             for text in _summary_lines(report.summary):
                 typer.echo(text)

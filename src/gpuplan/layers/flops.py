@@ -13,6 +13,9 @@ Forward FLOPs of one token, averaged over the positions of a sequence of length 
   n_keys = min(s, w). (PaLM, Chowdhery et al. 2022 App. B, counts 6 * L * h * s per token for
   training, the non-causal value; the causal mask halves it.)
 
+- recurrent mixers (Mamba-2 scan, gated delta rule, short conv, RG-LRU; layers.recurrent): their
+  cores' scan and depthwise-conv FLOPs, reported apart as `recurrent_forward`.
+
 backward = 2 x forward (a gradient for the input and one for the weights per matmul);
 total = 3 x forward. The 6N rule (Kaplan et al. 2020: C = 6 N D) uses N = active matmul
 parameters and omits attention; it is reported as `six_n` for comparison, never as the method.
@@ -42,6 +45,7 @@ class FlopsPerToken:
     attention_forward: float  # Q K^T and softmax x V
     matmul_params: int  # N of the 6N rule: weights a token multiplies
     six_n: float  # 6 * matmul_params: the rule of thumb, for comparison
+    recurrent_forward: float = 0.0  # recurrent mixers' scans and convs (0 for a plain transformer)
 
     @property
     def attention_convention(self) -> str:
@@ -67,13 +71,16 @@ def flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> Flop
     if not isinstance(seq_len, (int, np.integer)) or seq_len <= 0:
         raise InputError(f"seq_len must be a positive integer, got {seq_len!r}", field="seq_len")
     ops = model_ops(model)
-    attention = float(sum(lo.core.forward_flops(int(seq_len), causal) for lo in ops.layers))
+    attention = float(sum(lo.attention_core.forward_flops(int(seq_len), causal) for lo in ops.layers
+                          if lo.attention_core is not None))
+    recurrent = float(sum(core.forward_flops(int(seq_len), causal) for lo in ops.layers for core in lo.recurrent_cores))
     n = matmul_params_per_token(model)
     matmul = 2.0 * n
-    forward = matmul + attention
+    forward = matmul + attention + recurrent
     return FlopsPerToken(
         seq_len=int(seq_len), causal=causal, forward=forward, backward=2 * forward, total=3 * forward,
         matmul_forward=matmul, attention_forward=attention, matmul_params=n, six_n=6.0 * n,
+        recurrent_forward=recurrent,
     )
 
 

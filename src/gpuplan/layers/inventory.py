@@ -17,8 +17,25 @@ ffn (f FFN size):
   `fc2` f -> h, ROW; biases with mlp_bias.
 - MoE (Shazeer et al. 2017; GShard): `router` h -> E (REPLICATED, bias with router_bias); routed
   experts `expert_fc1` / `expert_fc2` of the expert size, E instances of which a token uses top_k
-  (Shard.EXPERT); shared experts `shared_fc1` / `shared_fc2` of the shared size, S instances all used.
+  (Shard.EXPERT); shared experts `shared_fc1` / `shared_fc2` of the shared size, S instances all used,
+  and with `shared_expert_gate` their sigmoid gate `shared_gate` h -> 1 (REPLICATED).
 norms: `norms_per_layer` norms of h (RMSNorm h, LayerNorm 2h).
+Qwen3-Next gated attention (`attention_output_gate`) adds `q_gate` h -> a d (COLUMN): its q_proj
+emits 2 a d, the query and a sigmoid gate of the output (transformers Qwen3NextAttention).
+
+Hybrid layers (`ModelSpec.layer_mixers` / `layer_ffns`; layers.recurrent gives each core's sources):
+- Mamba-2: `mamba_in_proj` h -> d_inner + conv_dim + H (COLUMN; bias with in_proj_bias), the
+  Mamba2Scan core, `mamba_out_proj` d_inner -> h (ROW; bias with out_proj_bias).
+- Gated DeltaNet: `gdn_in_proj_qkvz` h -> 2 key_dim + 2 value_dim and `gdn_in_proj_ba` h -> 2 Hv
+  (COLUMN), the GatedDeltaRule core, `gdn_out_proj` value_dim -> h (ROW).
+- short conv: `conv_in_proj` h -> 3h (COLUMN), the ShortConv core, `conv_out_proj` h -> h (ROW),
+  biases with conv_bias.
+- RG-LRU: `lru_y`, `lru_x` h -> w (COLUMN, bias), the block-diagonal gates `lru_input_gate` and
+  `lru_recurrent_gate` (blocks instances of bw -> bw, bias), the RgLruScan core, `lru_out` w -> h
+  (ROW, bias).
+A layer lists its mixers' operators in order in its `attention` group (the sequence mixer; Falcon-H1
+holds attention and Mamba-2 side by side), nothing for an MLP-only layer; its `ffn` group is empty
+for a mixer-only layer (Nemotron-H). Each group present ends in one residual add.
 
 `model_ops(model)` adds the input embedding (V x h), learned positions, the final norm, the output
 head (a matmul h -> V; owns no parameters when tied) and DeepSeek-V3's MTP modules (per module two
@@ -35,9 +52,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from gpuplan.errors import InputError
 from gpuplan.layers.operators import (
     Activation, AttentionCore, Embedding, Linear, MatmulClass, Norm, Operator, ResidualAdd, Saved, Shard,
 )
+from gpuplan.layers.recurrent import GatedDeltaRule, Mamba2Scan, RecurrentCore, RgLruScan, ShortConv
+from gpuplan.specs.mixers import FfnSlot, MixerKind
 from gpuplan.specs.model import FfnKind, ModelSpec, NormKind
 
 
@@ -46,10 +66,11 @@ class LayerOps:
     """One transformer layer's operators, grouped (see module docstring)."""
 
     index: int
-    attention: tuple[Operator, ...]
+    attention: tuple[Operator, ...]  # the sequence mixer(s): attention and / or recurrent mixers
     ffn: tuple[Operator, ...]
     norms: tuple[Operator, ...]
     moe: bool
+    mixers: tuple[MixerKind, ...] = (MixerKind.ATTENTION,)
 
     @property
     def ops(self) -> tuple[Operator, ...]:
@@ -60,8 +81,27 @@ class LayerOps:
         return tuple(op for op in self.ops if isinstance(op, Linear))
 
     @property
+    def attention_core(self) -> AttentionCore | None:
+        """The softmax-attention core of the layer, None for a recurrent-only or MLP-only layer."""
+        return next((op for op in self.attention if isinstance(op, AttentionCore)), None)
+
+    @property
     def core(self) -> AttentionCore:
-        return next(op for op in self.attention if isinstance(op, AttentionCore))
+        """The attention core; callers that model attention layers only (the step-time models)
+        refuse hybrid models first (`refuse_hybrid`)."""
+        core = self.attention_core
+        if core is None:
+            raise ValueError(f"layer {self.index} has no attention core (mixers: {[m.value for m in self.mixers]})")
+        return core
+
+    @property
+    def recurrent_cores(self) -> tuple[RecurrentCore, ...]:
+        return tuple(op for op in self.attention if isinstance(op, RecurrentCore))
+
+    @property
+    def sequence_cores(self) -> tuple[AttentionCore | RecurrentCore, ...]:
+        """Every core that mixes positions: the attention core and the recurrent cores."""
+        return tuple(op for op in self.attention if isinstance(op, (AttentionCore, RecurrentCore)))
 
     def linear(self, name: str) -> Linear | None:
         return next((op for op in self.linears if op.name == name), None)
@@ -140,6 +180,8 @@ def _attention_ops(model: ModelSpec, layer: int) -> tuple[Operator, ...]:
         return tuple(ops)
     ops = [Linear("qkv", h, (a + 2 * g) * d, Shard.COLUMN, bias=model.qkv_bias, grouped_heads=(a, g, d),
                   reads_layer_input=True)]
+    if model.attention_output_gate:
+        ops.append(Linear("q_gate", h, a * d, Shard.COLUMN, bias=model.qkv_bias, input_shared=True))
     if model.qk_norm:
         ops.append(Norm("qk_norm", d, False, instances=2))
     ops += [AttentionCore("core", a, d, d, 2 * g * d, window, model.attention_sinks, qkv_elements=(a + 2 * g) * d),
@@ -175,7 +217,51 @@ def _ffn_ops(model: ModelSpec, moe_layer: bool) -> tuple[Operator, ...]:
         fs = moe.shared_expert_ffn or moe.expert_ffn
         ops += _mlp(model, "shared_", fs, Shard.COLUMN, Shard.ROW, moe.shared_experts, float(moe.shared_experts),
                     input_shared=True)
+        if moe.shared_expert_gate:  # Qwen3NextSparseMoeBlock.shared_expert_gate: Linear(h, 1, bias=False)
+            ops.append(Linear("shared_gate", model.hidden, 1, Shard.REPLICATED, input_shared=True))
     return tuple(ops)
+
+
+def _recurrent_ops(model: ModelSpec, kind: MixerKind) -> tuple[Operator, ...]:
+    """The operators of one recurrent mixer (module docstring; shapes from layers.recurrent's sources)."""
+    h = model.hidden
+    if kind is MixerKind.MAMBA2:
+        m = model.mamba2
+        assert m is not None
+        return (Linear("mamba_in_proj", h, m.inner + m.conv_dim + m.heads, Shard.COLUMN, bias=m.in_proj_bias,
+                       reads_layer_input=True),
+                Mamba2Scan("mamba_scan", m),
+                Linear("mamba_out_proj", m.inner, h, Shard.ROW, bias=m.out_proj_bias))
+    if kind is MixerKind.GATED_DELTANET:
+        g = model.gated_deltanet
+        assert g is not None
+        return (Linear("gdn_in_proj_qkvz", h, 2 * g.key_dim + 2 * g.value_dim, Shard.COLUMN, reads_layer_input=True),
+                Linear("gdn_in_proj_ba", h, 2 * g.value_heads, Shard.COLUMN, input_shared=True),
+                GatedDeltaRule("gdn_core", g),
+                Linear("gdn_out_proj", g.value_dim, h, Shard.ROW))
+    if kind is MixerKind.SHORT_CONV:
+        c = model.short_conv
+        assert c is not None
+        return (Linear("conv_in_proj", h, 3 * h, Shard.COLUMN, bias=c.bias, reads_layer_input=True),
+                ShortConv("conv_core", c, h),
+                Linear("conv_out_proj", h, h, Shard.ROW, bias=c.bias))
+    r = model.rg_lru
+    assert r is not None and kind is MixerKind.RG_LRU
+    bw = r.block_width
+    return (Linear("lru_y", h, r.width, Shard.COLUMN, bias=True, reads_layer_input=True),
+            Linear("lru_x", h, r.width, Shard.COLUMN, bias=True, input_shared=True),
+            Linear("lru_input_gate", bw, bw, Shard.COLUMN, bias=True, instances=r.blocks, active_instances=float(r.blocks)),
+            Linear("lru_recurrent_gate", bw, bw, Shard.COLUMN, bias=True, instances=r.blocks,
+                   active_instances=float(r.blocks)),
+            RgLruScan("lru_scan", r),
+            Linear("lru_out", r.width, h, Shard.ROW, bias=True))
+
+
+def _mixer_ops(model: ModelSpec, layer: int) -> tuple[Operator, ...]:
+    ops: tuple[Operator, ...] = ()
+    for kind in model.mixers(layer):
+        ops += _attention_ops(model, layer) if kind is MixerKind.ATTENTION else _recurrent_ops(model, kind)
+    return ops
 
 
 @lru_cache(maxsize=4096)
@@ -183,13 +269,30 @@ def layer_ops(model: ModelSpec, layer: int) -> LayerOps:
     """The operators of 0-based `layer` of `model` (see module docstring)."""
     if not 0 <= layer < model.layers:
         raise IndexError(f"layer {layer} of a {model.layers}-layer model")
-    moe_layer = model.is_moe_layer(layer)
+    slot = model.ffn_slot(layer)
+    moe_layer = slot is FfnSlot.MOE
     norms = (_norm(model, "layer_norms", instances=model.norms_per_layer),) if model.norms_per_layer else ()
-    attention, ffn = _attention_ops(model, layer), _ffn_ops(model, moe_layer)
+    attention = _mixer_ops(model, layer)
+    ffn = _ffn_ops(model, moe_layer) if slot is not FfnSlot.NONE else ()
     dropout = model.hidden_dropout > 0  # residual dropout after attention and after the FFN
-    attention += (ResidualAdd("attn_residual", model.hidden, dropout),)
-    ffn += (ResidualAdd("ffn_residual", model.hidden, dropout),)
-    return LayerOps(layer, attention, ffn, norms, moe_layer)
+    if attention:
+        attention += (ResidualAdd("attn_residual", model.hidden, dropout),)
+    if ffn:
+        ffn += (ResidualAdd("ffn_residual", model.hidden, dropout),)
+    return LayerOps(layer, attention, ffn, norms, moe_layer, model.mixers(layer))
+
+
+def refuse_hybrid(model: ModelSpec, purpose: str) -> None:
+    """InputError when `model` has layers other than one attention block + one FFN: `purpose`
+    (a step-time model) covers those only. Names the layer types and the model_type."""
+    if not model.is_hybrid:
+        return
+    kinds = sorted({k.value for i in range(model.layers) for k in model.mixers(i)} - {MixerKind.ATTENTION.value})
+    if any(model.ffn_slot(i) is FfnSlot.NONE for i in range(model.layers)):
+        kinds.append("mixer-only or MLP-only")
+    raise InputError(
+        f"{purpose} of {' and '.join(kinds)} layers (model_type '{model.family}') is not modelled yet; "
+        f"`gpuplan model show` gives its parameters, FLOPs and KV / state bytes", field="model")
 
 
 @dataclass(frozen=True)
@@ -258,4 +361,4 @@ def local_gemm_shape(op: Linear, tp, etp=1):
     return n, k
 
 
-__all__ = ["LayerOps", "ModelOps", "layer_ops", "local_gemm_shape", "model_ops"]
+__all__ = ["LayerOps", "ModelOps", "layer_ops", "local_gemm_shape", "model_ops", "refuse_hybrid"]

@@ -15,6 +15,9 @@ V = vocab:
 - MoE layer: router h*E (+ E bias), E routed experts, shared experts, each an FFN of its size.
 - norms: RMSNorm h, LayerNorm 2h; `norms_per_layer` per layer plus the final norm.
 - embeddings: V*h input table, V*h output head unless tied, learned positions max_pos*h.
+- recurrent mixers (layers.inventory / layers.recurrent): their projections and cores, reported per
+  kind (`mamba2`, `gated_deltanet`, `short_conv`, `rg_lru`) and only for models that have them;
+  `attention` then counts the attention layers' own operators.
 - DeepSeek-V3 MTP module (DeepSeek-V3 tech report sec. 2.2): per module two RMSNorms (2h), a
   projection 2h*h, one MoE transformer layer and the output-head norm h; its embedding and head are
   shared with the main model (the HF checkpoint stores copies), so they are not counted again.
@@ -75,6 +78,14 @@ def norm_params(model: ModelSpec) -> int:
     return model_ops(model).final_norm.params
 
 
+#: operator-name prefixes of the recurrent mixers (layers.inventory._recurrent_ops) -> component
+_MIXER_COMPONENTS = {"mamba_": "mamba2", "gdn_": "gated_deltanet", "conv_": "short_conv", "lru_": "rg_lru"}
+
+
+def _mixer_component(op) -> str:
+    return next((c for prefix, c in _MIXER_COMPONENTS.items() if op.name.startswith(prefix)), "attention")
+
+
 def _component(op) -> str:
     if op.name == "router":
         return "moe_router"
@@ -124,6 +135,11 @@ def parameter_counts(model: ModelSpec) -> ParamCounts:
     for lo in ops.layers:
         for op in lo.ffn:
             components[_component(op)] += op.params
+        for op in lo.attention:
+            kind = _mixer_component(op)
+            if kind != "attention":  # recurrent mixers apart from the attention layers' operators
+                components[kind] = components.get(kind, 0) + op.params
+                components["attention"] -= op.params
     body = sum(lp.total for lp in layers)
     body_active = sum(lp.active for lp in layers)
     total = embed + positions + head + body + final_norm

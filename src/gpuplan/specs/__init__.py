@@ -9,11 +9,13 @@ from gpuplan.specs.interconnect import Interconnect
 from gpuplan.specs.system import System
 from gpuplan.specs.cloud import CloudPrice
 from gpuplan.specs.model import FfnKind, MlaSpec, ModelSpec, MoeSpec
+from gpuplan.specs.mixers import FfnSlot, GatedDeltaNetSpec, Mamba2Spec, MixerKind, RgLruSpec, ShortConvSpec
 from gpuplan.specs.execution import AttentionKernel, Execution, Framework
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 
 __all__ = [
     "DTYPES", "Gpu", "PeakTflops", "Interconnect", "System", "CloudPrice",
-    "FfnKind", "MlaSpec", "ModelSpec", "MoeSpec", "Precision", "Recompute", "Sharding", "TrainPlan",
+    "FfnKind", "MlaSpec", "ModelSpec", "MoeSpec", "FfnSlot", "GatedDeltaNetSpec", "Mamba2Spec", "MixerKind",
+    "RgLruSpec", "ShortConvSpec", "Precision", "Recompute", "Sharding", "TrainPlan",
     "AttentionKernel", "Execution", "Framework",
 ]

@@ -2,7 +2,12 @@
 
 Built from a Hugging Face config.json (gpuplan.models.hf_config), a bundled name, or the plain
 architecture columns of a validation CSV. Parameter counts, FLOPs and KV-cache sizes are
-functions over this spec (gpuplan.models.*), never stored on it.
+functions over this spec (gpuplan.layers.*), never stored on it.
+
+Hybrid models (Nemotron-H, Qwen3-Next, Falcon-H1, Mamba-2, LFM2, RecurrentGemma) list each
+layer's sequence mixers (`layer_mixers`) and channel mixer (`layer_ffns`); the shapes of the
+non-attention mixers are gpuplan.specs.mixers specs. Empty tuples mean the plain transformer:
+every layer one attention block and one FFN.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pydantic import Field, model_validator
 from gpuplan.validation_rules import MAX_LAYERS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
+from gpuplan.specs.mixers import FfnSlot, GatedDeltaNetSpec, Mamba2Spec, MixerKind, RgLruSpec, ShortConvSpec
 
 
 class FfnKind(str, Enum):
@@ -45,6 +51,7 @@ class MoeSpec(Spec):
     dense_layers: int = Field(default=0, ge=0)  # the first k layers use a dense FFN of size `ffn`
     layer_freq: int = Field(default=1, gt=0)  # every n-th layer (after dense_layers) is MoE
     router_bias: bool = False
+    shared_expert_gate: bool = False  # Qwen3-Next: a sigmoid gate h -> 1 scales the shared experts' output
 
     @model_validator(mode="after")
     def _topk_le_experts(self):
@@ -81,6 +88,17 @@ class ModelSpec(Spec):
     norms_per_layer: int = Field(default=2, ge=0)  # 2 (pre-attn, pre-MLP); Gemma 2/3: 4 (pre and post each)
     hidden_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # residual dropout (GPT-2/Megatron GPT: 0.1); masks cost memory
     attention_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)  # dropout on attention probabilities
+    attention_output_gate: bool = False  # Qwen3-Next gated attention: q_proj also emits a sigmoid gate of a x d
+    #: per-layer sequence mixers (empty: every layer one attention block); () for an MLP-only layer
+    layer_mixers: tuple[tuple[MixerKind, ...], ...] = ()
+    #: per-layer channel mixer (empty: the dense / MoE rule of `moe`)
+    layer_ffns: tuple[FfnSlot, ...] = ()
+    mamba2: Mamba2Spec | None = None
+    gated_deltanet: GatedDeltaNetSpec | None = None
+    short_conv: ShortConvSpec | None = None
+    rg_lru: RgLruSpec | None = None
+    #: what was read with an assumption the user should know (unknown model_type ...); shown by `model show`
+    warnings: tuple[str, ...] = ()
     source: str = ""  # where the config came from
 
     @model_validator(mode="after")
@@ -89,13 +107,40 @@ class ModelSpec(Spec):
             raise ValueError(f"heads ({self.heads}) is not a multiple of kv_heads ({self.kv_heads})")
         if self.layer_windows and len(self.layer_windows) != self.layers:
             raise ValueError(f"layer_windows has {len(self.layer_windows)} entries for {self.layers} layers")
+        for name in ("layer_mixers", "layer_ffns"):
+            if getattr(self, name) and len(getattr(self, name)) != self.layers:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries for {self.layers} layers")
+        needs = {MixerKind.MAMBA2: "mamba2", MixerKind.GATED_DELTANET: "gated_deltanet",
+                 MixerKind.SHORT_CONV: "short_conv", MixerKind.RG_LRU: "rg_lru"}
+        for kind in {k for mixers in self.layer_mixers for k in mixers}:
+            if kind in needs and getattr(self, needs[kind]) is None:
+                raise ValueError(f"{kind.value} layers need the `{needs[kind]}` shape")
+        if FfnSlot.MOE in self.layer_ffns and self.moe is None:
+            raise ValueError("layer_ffns names MoE layers but the model has no `moe` shape")
         return self
+
+    def mixers(self, layer: int) -> tuple[MixerKind, ...]:
+        """The sequence mixers of 0-based `layer` (attention for a plain transformer)."""
+        return self.layer_mixers[layer] if self.layer_mixers else (MixerKind.ATTENTION,)
+
+    def ffn_slot(self, layer: int) -> FfnSlot:
+        """The channel mixer of 0-based `layer`: `layer_ffns`, else MoE by the `moe` rule, else dense."""
+        if self.layer_ffns:
+            return self.layer_ffns[layer]
+        if self.moe is None or layer < self.moe.dense_layers:
+            return FfnSlot.DENSE
+        return FfnSlot.MOE if (layer - self.moe.dense_layers) % self.moe.layer_freq == 0 else FfnSlot.DENSE
 
     def is_moe_layer(self, layer: int) -> bool:
         """Whether 0-based `layer` has a routed-expert FFN."""
-        if self.moe is None or layer < self.moe.dense_layers:
-            return False
-        return (layer - self.moe.dense_layers) % self.moe.layer_freq == 0
+        return self.ffn_slot(layer) is FfnSlot.MOE
+
+    @property
+    def is_hybrid(self) -> bool:
+        """Whether any layer differs from one attention block + one FFN (recurrent mixers,
+        mixer-only or MLP-only layers): the step-time models do not cover such layers yet."""
+        return any(self.mixers(i) != (MixerKind.ATTENTION,) or self.ffn_slot(i) is FfnSlot.NONE
+                   for i in range(self.layers))
 
     def window(self, layer: int) -> int | None:
         return self.layer_windows[layer] if self.layer_windows else None

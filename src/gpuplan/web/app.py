@@ -3,8 +3,8 @@
 - `POST /api/v1/<command words>` (endpoints.ENDPOINTS): the body is the api function's keyword
   arguments as JSON, the answer is `result.to_dict()` (the command's `--json`), and the header
   `X-Gpuplan-Command` is the `gpuplan ... --json` line that prints the same JSON.
-  `POST /api/v1/validate`, `POST /api/v1/calibrate/fit` and `POST /api/v1/formats/compare-file`
-  take an uploaded file (multipart, at most MAX_UPLOAD_BYTES, kept in a temporary directory removed
+  `POST /api/v1/validate` (or its form field `builtin`: a public set shipped with gpuplan),
+  `POST /api/v1/calibrate/fit` and `POST /api/v1/formats/compare-file` take an uploaded file (multipart, at most MAX_UPLOAD_BYTES, kept in a temporary directory removed
   after the call). `calibrate/fit` answers `gpuplan calibrate fit FILE --json` plus the profile's
   TOML text (`profile_toml`): the page offers it for download, the server writes no profile.
 - Bad input: HTTP 400 (gpuplan InputError) or 422 (an infeasible request, or a body that is not
@@ -190,9 +190,20 @@ def create_app(host: str = "127.0.0.1", port: int = 8000, *, extra_hosts: Iterab
     for ep in ENDPOINTS:
         add_endpoint(app, ep)
 
-    @app.post("/api/v1/validate", tags=["validate"], summary="gpuplan validate FILE")
-    async def validate(file: UploadFile = File(...)) -> Response:
-        """Upload a CSV of ../shared/validation/SCHEMA.md; the answer is `gpuplan validate FILE --json`."""
+    @app.post("/api/v1/validate", tags=["validate"], summary="gpuplan validate FILE | --builtin NAME")
+    async def validate(file: Optional[UploadFile] = File(None), builtin: Optional[str] = Form(None)) -> Response:
+        """Upload a CSV of SCHEMA.md rows, or name a public set shipped with gpuplan (`builtin`: training,
+        inference, collectives); the answer is `gpuplan validate FILE --json` or `gpuplan validate
+        --builtin NAME --json`."""
+        name = (builtin or "").strip()
+        if file is None or name:  # a set by name; api.validate answers 400 unless exactly one of the two is given
+            from starlette.concurrency import run_in_threadpool
+
+            upload = None if file is None else safe_name(file.filename, "upload.csv")
+            words = [upload] if upload else []
+            return await run_in_threadpool(run, api.validate, {"file": upload, "builtin": name or None},
+                                           shlex.join(["gpuplan", "validate", *words,
+                                                       *(["--builtin", name] if name else []), "--json"]))
         return await run_on_upload(file, "upload.csv", lambda path, name: api.validate(file=str(path)),
                                    lambda name: f"gpuplan validate {name} --json")
 

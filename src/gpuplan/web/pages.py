@@ -23,7 +23,8 @@ PAGES: tuple[Page, ...] = (
     Page("compare", "/compare", "Compare", "GPUs and systems side by side with sources; one workload's time and cost on each."),
     Page("kernel", "/kernel", "Kernel", "Occupancy against block size; the roofline with your kernels as points."),
     Page("formats", "/formats", "Formats", "Quantisation error per number format, for a random or uploaded tensor."),
-    Page("validate", "/validate", "Validate", "Upload measurements (CSV): predicted vs measured, per row and per family."),
+    Page("validate", "/validate", "Validate", "Published measurements shipped with gpuplan, or your own CSV: "
+         "predicted vs measured, per row and per family."),
     Page("calibrate", "/calibrate", "Calibrate", "Fit the efficiency knobs to your own measurements (CSV) and "
          "download the profile."),
     Page("datacenter", "/datacenter", "Data centre", "Fabric bill of materials, power and total cost of ownership."),

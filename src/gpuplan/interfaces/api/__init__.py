@@ -36,13 +36,13 @@ from gpuplan.interfaces.api.serving import (
     serve, serve_frontier, serve_plan, serve_plan_disaggregated, serve_run,
 )
 from gpuplan.interfaces.api.training import DEFAULT_GPUS, fit_max_batch, fit_max_seq, fit_min_gpus, fit_train, train
-from gpuplan.interfaces.api.validation import validate, validate_cv
+from gpuplan.interfaces.api.validation import VALIDATION_SETS, validate, validate_cv
 from gpuplan.workloads.memory_headroom import headroom_scope as memory_headroom
 
 __all__ = [
     "Result", "to_jsonable", "price_source",
     "DEFAULT_MODEL", "DEFAULT_SYSTEM", "DEFAULT_GPU", "DEFAULT_GPUS", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN",
-    "DEFAULT_RATE", "DEFAULT_TTFT_MS", "DEFAULT_TPOT_MS", "DEFAULT_ENGINE", "SERVING_ENGINES",
+    "DEFAULT_RATE", "DEFAULT_TTFT_MS", "DEFAULT_TPOT_MS", "DEFAULT_ENGINE", "SERVING_ENGINES", "VALIDATION_SETS",
     "train", "fit_train", "fit_max_batch", "fit_max_seq", "fit_min_gpus",
     "serve", "serve_run", "serve_plan", "serve_plan_disaggregated", "serve_frontier",
     "plan", "validate", "validate_cv", "calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench", "comm",

@@ -1,5 +1,6 @@
-"""`gpuplan.api` for models: `model_show` (parameters, FLOPs/token, KV bytes/token), `model_list`,
-`model_params` (counts from safetensors headers)."""
+"""`gpuplan.api` for models: `model_show` (parameters, FLOPs/token, KV bytes/token, recurrent state
+bytes/sequence of hybrid models, the warnings of the config read), `model_list`, `model_params`
+(counts from safetensors headers)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ class ModelResult(Result):
     kv_bytes: float
 
     def json_data(self) -> dict:
-        from gpuplan.layers import flops_per_token, kv_cache_bytes_per_token, parameter_counts
+        from gpuplan.layers import flops_per_token, kv_cache_bytes_per_token, parameter_counts, state_bytes_per_sequence
 
         model, seq, kv_bytes = self.model, self.seq_len, self.kv_bytes
         counts = parameter_counts(model)
@@ -34,7 +35,12 @@ class ModelResult(Result):
                 "attention_share_of_forward": f.attention_share,
                 "six_n_flops": f.six_n,
                 "training_over_six_n": f.total / f.six_n,
+                "recurrent_forward_flops": f.recurrent_forward,
             }
+        mixers: dict[str, int] = {}
+        for i in range(model.layers):
+            for kind in model.mixers(i):
+                mixers[kind.value] = mixers.get(kind.value, 0) + 1
         return {
             "name": model.name,
             "family": model.family,
@@ -53,6 +59,8 @@ class ModelResult(Result):
                 "mla": model.mla.model_dump() if model.mla else None,
                 "moe": model.moe.model_dump() if model.moe else None,
                 "sliding_window_layers": sum(1 for w in model.layer_windows if w is not None),
+                "layers_by_mixer": mixers,
+                "ffn_layers": sum(1 for i in range(model.layers) if model.ffn_slot(i).value != "none"),
             },
             "flops_per_token": flops_record(flops_per_token(model, seq)),
             "flops_per_token_full_scores": flops_record(flops_per_token(model, seq, causal=False)),
@@ -61,7 +69,9 @@ class ModelResult(Result):
                 "bytes_per_token": kv_cache_bytes_per_token(model, kv_bytes),
                 f"bytes_per_token_at_{seq}_context": kv_cache_bytes_per_token(model, kv_bytes, seq),
                 "context_len": seq,
+                "state_bytes_per_sequence": state_bytes_per_sequence(model, kv_bytes),
             },
+            "warnings": list(model.warnings),
         }
 
 
@@ -75,6 +85,16 @@ def model_show(model: str | ModelSpec, seq_len: int | None = None, kv_bytes: flo
         raise InputError(f"--kv-bytes must be >= 0.125, got {kv_bytes}", field="kv_bytes")
     spec = resolve_model(model)
     return ModelResult(spec, seq_len or default_seq_len(spec), kv_bytes)
+
+
+def on_config_warning(listener) -> None:
+    """Call `listener(text)` with each warning of a config.json read from now on (an unknown
+    model_type read by its fields, ...); the warnings are also `model_show`'s `warnings`. The CLI
+    prints them on stderr. Registering the same listener twice has no effect."""
+    from gpuplan.models.hf_config import config_warning_listeners
+
+    if listener not in config_warning_listeners:
+        config_warning_listeners.append(listener)
 
 
 @dataclass(frozen=True)

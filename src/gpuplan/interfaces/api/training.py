@@ -67,6 +67,8 @@ class TrainResult(Result):
     batch_note: str | None = None
     #: expected time with interruptions, restarts and checkpoints (facilities.goodput.Goodput)
     goodput: Any = None
+    #: the MFU comparable published runs reached (interfaces.planning.evidence.mfu_evidence)
+    evidence: dict | None = None
     #: the prediction's regime (interfaces.validation.regimes.training_regime): widens the band
     #: where no public row shares its hardware generation, framework, architecture or precision
     regime: Any = None
@@ -97,6 +99,8 @@ class TrainResult(Result):
         }
         if self.goodput is not None:  # `days` stays the ideal (failure-free) time: ideal_days == days
             out.update(self.goodput.to_dict())
+        if self.evidence is not None:
+            out["comparable_published_mfu_pct"] = self.evidence
         if self.run is not None:
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
         from gpuplan.interfaces.validation.error_bands import training_band
@@ -277,10 +281,13 @@ def train(
     from gpuplan.layers.params import parameter_counts
 
     goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
+    from gpuplan.interfaces.planning.evidence import mfu_evidence
     from gpuplan.interfaces.validation.regimes import training_regime
 
-    regime = training_regime(gpu, est.step.framework.value, spec.moe is not None, Precision(est.plan.precision).value)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, regime)
+    evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
+                            est.step.mfu_pct)
+    regime = training_regime(gpu, est.step.framework.value, spec.moe is not None, est.plan.execution.precision)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, regime)
 
 
 # ---- fit ------------------------------------------------------------------------------------------

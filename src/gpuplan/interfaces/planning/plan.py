@@ -138,8 +138,8 @@ class PlanReport:
             "estimator": w.estimator, "gpus": c.fabric.gpus, "nodes": c.fabric.nodes, "days": w.days,
             "gpu_hours": w.gpu_hours, "workload_details": w.details,
             # training: `days` is the ideal (failure-free) time; facilities.goodput adds the expectation
-            **{k: w.details.get(k) for k in ("ideal_days", "expected_days", "goodput_pct", "checkpoint_interval_s")
-               if self.goal is Goal.TRAIN},
+            **{k: w.details.get(k) for k in ("ideal_days", "expected_days", "goodput_pct", "checkpoint_interval_s",
+                                             "comparable_published_mfu_pct") if self.goal is Goal.TRAIN},
             "fabric": {k: getattr(c.fabric, k) for k in ("leaf_switches", "spine_switches", "core_switches", "cables",
                                                        "transceivers", "bisection_tbps", "tiers_count", "switches")},
             "racks": c.racks,
@@ -371,8 +371,13 @@ def plan(
 
         goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(model).total_with_mtp, assumptions)
         work.details.update(goodput.to_dict())
+        from gpuplan.interfaces.planning.evidence import mfu_evidence
         from gpuplan.interfaces.validation.regimes import training_regime
 
+        evidence = mfu_evidence(gpu.architecture, model.moe is not None, 12.0 * model.layers * model.hidden**2,
+                                est.num_gpus, est.step.mfu_pct)
+        work.details["comparable_published_mfu_pct"] = evidence
+        notes.append(f"evidence: {evidence['note']}")
         band = training_band(est, model.moe is not None, run,
                              training_regime(gpu, est.step.framework.value, model.moe is not None,
                                              est.plan.execution.precision))

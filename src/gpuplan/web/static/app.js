@@ -45,7 +45,7 @@ async function call(path, body = {}) {
 
 async function upload(path, file, form = {}) {
   const fd = new FormData();
-  fd.append("file", file);
+  if (file) fd.append("file", file); // no file: the form fields alone (validate --builtin NAME)
   for (const [k, v] of Object.entries(form)) if (v !== undefined && v !== "") fd.append(k, v);
   return answer(await fetch(`/api/v1/${path}`, { method: "POST", body: fd, signal: controller && controller.signal }));
 }
@@ -636,10 +636,13 @@ const PAGES = {
   },
 
   validate: {
-    fields: [{ name: "file", type: "file", accept: ".csv", label: "measurements CSV (../shared/validation/SCHEMA.md, up to 5 MiB)" }],
+    // `gpuplan validate --builtin NAME` (api.VALIDATION_SETS; tests/web/test_api.py keeps them equal) unless a file is chosen
+    fields: [
+      { name: "builtin", type: "select", options: ["training", "inference", "collectives"], def: "training", label: "public measurements shipped with gpuplan", help: "used when no file is chosen" },
+      { name: "file", type: "file", accept: ".csv", label: "or your measurements CSV (SCHEMA.md rows, up to 5 MiB)", help: "an upload is not kept in the URL" },
+    ],
     async run(v) {
-      if (!v.file) { section(null, h("p", { class: "note", text: "Choose a CSV of measurements (e.g. validation/training.csv). An upload is not kept in the URL: choose it again after reloading." })); return; }
-      const { data: d } = await apiUpload("validate", v.file);
+      const { data: d } = v.file ? await apiUpload("validate", v.file) : await apiUpload("validate", null, pick(v, ["builtin"]));
       const rows = d.rows.filter((r) => !r.skipped && r.predicted !== null && r.measured !== null);
       const fams = Object.entries(d.summary.families || {}).map(([family, b]) => ({ family, ...b }));
       const overall = d.summary.overall || {};

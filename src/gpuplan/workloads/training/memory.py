@@ -86,7 +86,7 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
-from gpuplan.layers.inventory import layer_ops, model_ops
+from gpuplan.layers.inventory import layer_ops, model_ops, refuse_hybrid
 from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
@@ -233,7 +233,8 @@ class TrainingMemory:
 
 
 def check_plan(model: ModelSpec, plan: TrainPlan) -> None:
-    """Impossible parallelism -> InputError naming the field."""
+    """Impossible parallelism -> InputError naming the field (and hybrid layers, not modelled here)."""
+    refuse_hybrid(model, "training memory")
     if model.heads % plan.tp:
         raise InputError(f"tp ({plan.tp}) must divide the number of attention heads ({model.heads})", field="tp")
     if model.kv_heads % plan.tp and plan.tp % model.kv_heads:

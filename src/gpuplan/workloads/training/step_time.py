@@ -116,7 +116,7 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.layers.flops import flops_per_token
-from gpuplan.layers.inventory import LayerOps, ModelOps, local_gemm_shape, model_ops
+from gpuplan.layers.inventory import LayerOps, ModelOps, local_gemm_shape, model_ops, refuse_hybrid
 from gpuplan.layers.operators import Shard
 from gpuplan.layers.params import parameter_counts
 from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
@@ -372,6 +372,7 @@ class StepContext:
         attention_kernel: AttentionKernel = AttentionKernel.FLASH,
         tp_comm_overlap: bool = False,
     ) -> "StepContext":
+        refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         if model.mla is not None:
             q_dim = model.heads * (model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim)
             kv_dim = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim

@@ -8,7 +8,9 @@ what fits (maximum concurrent sequences, maximum context).
 
 KV bytes per token come from gpuplan.layers.kv_cache_bytes_per_token (GQA, MLA latent, sliding
 window); a TP rank holds kv_shard_fraction of them (replicated heads when tp > kv_heads, the whole
-MLA latent). With attention data parallelism (Deployment.attention_dp) the plan is that of one
+MLA latent). Only attention layers hold KV per token; the recurrent layers of a hybrid model
+(Mamba-2, Gated DeltaNet, short conv, RG-LRU) hold a constant state per sequence
+(gpuplan.layers.state_bytes_per_sequence), split over attention_tp x pp GPUs like their heads. With attention data parallelism (Deployment.attention_dp) the plan is that of one
 attention group: its GPUs hold the KV of the group's own requests only, sharded over attention_tp,
 and the non-expert weights are sharded over attention_tp (replicated across groups). Sliding-window layers keep at most `window` tokens (plus one block being filled).
 
@@ -26,7 +28,8 @@ from enum import Enum
 
 from gpuplan import knobs
 from gpuplan.errors import Infeasible
-from gpuplan.layers import kv_cache_bytes_per_token
+from gpuplan.layers import kv_bytes_per_token_split
+from gpuplan.layers.inventory import model_ops
 from gpuplan.specs.dtypes import bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.weights import stage_weights, weights_bytes_per_gpu
@@ -87,6 +90,7 @@ class MemoryPlan:
     window: int  # tokens kept by sliding-window layers (0 = none)
     block_size: int
     kv_capacity_blocks: int
+    state_bytes_per_sequence_per_gpu: float = 0.0  # recurrent layers' constant state of one sequence (hybrids)
 
     def sequence_kv_bytes(self, context: float) -> float:
         """Per-GPU KV bytes one sequence of `context` tokens holds in paged blocks: global layers
@@ -97,7 +101,7 @@ class MemoryPlan:
         out = blocks * b * per_token_global
         if self.window:
             out += min(blocks, math.ceil(self.window / b) + 1) * b * self.window_kv_bytes_per_token_per_gpu
-        return out
+        return out + self.state_bytes_per_sequence_per_gpu
 
     @property
     def kv_capacity_bytes(self) -> float:
@@ -149,10 +153,12 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
     workspace = activation_workspace_bytes(dep, max_batch_tokens, max_batch_seqs)
     reserve = (knobs.value("serving.memory.runtime_reserve_bytes")
                + (knobs.value("serving.memory.nccl_buffer_bytes") if dep.num_gpus > 1 else 0.0))
-    kv_model = kv_cache_bytes_per_token(m, bytes_per_element(dep.kv_dtype))  # all layers counted in full
-    windows = [m.window(i) for i in range(m.layers)]
-    window = max((w for w in windows if w is not None), default=0)
-    per_layer = kv_model / m.layers * dep.kv_shard_fraction  # one GPU's KV bytes per token per layer
+    kv = kv_bytes_per_token_split(m, bytes_per_element(dep.kv_dtype))  # attention layers: global and windowed apart
+    kv_bpe = bytes_per_element(dep.kv_dtype)
+    # recurrent state in the model dtype (vLLM CacheConfig mamba_cache_dtype "auto"): 16-bit unless fp32; TP splits
+    # its heads (vLLM mamba2_state_shape: heads / tp; the groups it replicates when tp > n_groups are left out)
+    state_bpe = max(2.0, bytes_per_element(dep.activation_dtype))
+    layer_ops = model_ops(m).layers
     plans = []
     for stage in stage_weights(dep):
         weights = stage.total_bytes
@@ -166,16 +172,26 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
                 f"{(workspace + reserve) / 2**30:.1f} GiB workspace/reserve exceed {memory_fraction:.0%} of "
                 f"{total / 2**30:.1f} GiB on {dep.gpu.id} (tp={dep.tp}, pp={dep.pp})"
             )
-        n_window = sum(1 for i in stage.layers if windows[i] is not None)
-        global_pg = per_layer * (len(stage.layers) - n_window)
-        window_pg = per_layer * n_window
+        # this stage's layers: KV of its attention layers (global and windowed), state of its recurrent layers
+        global_pg = window_pg = state_pg = 0.0
+        for i in stage.layers:
+            lo = layer_ops[i]
+            core = lo.attention_core
+            if core is not None:
+                per = core.kv_cache_elements * kv_bpe * dep.kv_shard_fraction
+                if core.window is None:
+                    global_pg += per
+                else:
+                    window_pg += per
+            for rc in lo.recurrent_cores:
+                state_pg += (rc.conv_state_elements + rc.recurrent_state_elements) * state_bpe / dep.attention_tp
         per_block = block_size * (global_pg + window_pg)
         blocks = int(budget // per_block) if per_block > 0 else 0
         plans.append(MemoryPlan(
             total_bytes=total, weights_bytes=weights, activation_workspace_bytes=workspace, runtime_reserve_bytes=reserve,
             unused_bytes=total - weights - workspace - reserve - budget, kv_budget_bytes=budget,
-            kv_cache_bytes_per_token=kv_model, kv_bytes_per_token_per_gpu=global_pg,
-            window_kv_bytes_per_token_per_gpu=window_pg, window=window if n_window else 0, block_size=block_size,
-            kv_capacity_blocks=blocks,
+            kv_cache_bytes_per_token=kv.total_bytes_per_token, kv_bytes_per_token_per_gpu=global_pg,
+            window_kv_bytes_per_token_per_gpu=window_pg, window=kv.window if window_pg else 0, block_size=block_size,
+            kv_capacity_blocks=blocks, state_bytes_per_sequence_per_gpu=state_pg,
         ))
     return min(plans, key=lambda p: p.kv_capacity_blocks)

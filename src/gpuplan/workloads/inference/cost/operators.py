@@ -60,7 +60,7 @@ from statistics import NormalDist
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.layers.inventory import local_gemm_shape, model_ops
+from gpuplan.layers.inventory import local_gemm_shape, model_ops, refuse_hybrid
 from gpuplan.layers.operators import Linear, Norm, ResidualAdd, Shard, attention_flops
 from gpuplan.primitives.collectives import Collective, collective_time_array
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
@@ -262,28 +262,28 @@ class LinearOp:
 
 def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
     """The per-GPU shapes of the non-expert GEMMs of every layer: the operator inventory's
-    (layers.inventory) attention projections for all layers, the dense FFN for dense layers, and the
-    router and shared experts for MoE layers, each split by `layers.inventory.local_gemm_shape` at
-    the deployment's attention_tp (= tp without attention data parallelism; replicated
-    down-projections whole, as vLLM's ReplicatedLinear), each with its weight matrix's storage bytes
-    per element (workloads.inference.cost.weights.matrix_format: the router unquantised)."""
-    ops_inv = model_ops(dep.model)
-    L = dep.model.layers
-    moe_layers = ops_inv.num_moe_layers
-    groups = []
-    first = ops_inv.layers[0]
-    groups.append(([op for op in first.attention if isinstance(op, Linear)], L))
-    if ops_inv.dense_layer is not None:
-        groups.append(([op for op in ops_inv.dense_layer.ffn if isinstance(op, Linear)], L - moe_layers))
-    if ops_inv.moe_layer is not None:
-        groups.append(([op for op in ops_inv.moe_layer.ffn if isinstance(op, Linear) and op.shard is not Shard.EXPERT],
-                       moe_layers))
-    out: list[LinearOp] = []
-    for linears, count in groups:
-        for op in linears:
-            n, k = local_gemm_shape(op, dep.attention_tp)
-            out.append(LinearOp(op.name, int(n), int(k), count, bytes_per_element(matrix_format(dep, op))))
-    return out
+    (layers.inventory) sequence-mixer projections of each layer (attention; the recurrent mixers'
+    projections of a hybrid model), the dense FFN of dense layers, and the router and shared experts
+    of MoE layers, each split by `layers.inventory.local_gemm_shape` at the deployment's attention_tp
+    (= tp without attention data parallelism; replicated down-projections whole, as vLLM's
+    ReplicatedLinear), each with its weight matrix's storage bytes per element
+    (workloads.inference.cost.weights.matrix_format: the router unquantised). Equal shapes are one
+    LinearOp counting the layers that have it, listed mixer GEMMs first, then dense FFN, then MoE (the
+    order the step time sums them in)."""
+    layers = model_ops(dep.model).layers
+    groups: dict[tuple[str, int, int, float], int] = {}
+    passes = ((lambda lo: lo.attention, lambda lo: True), (lambda lo: lo.ffn, lambda lo: not lo.moe),
+              (lambda lo: lo.ffn, lambda lo: lo.moe))
+    for ops_of, takes in passes:
+        for lo in layers:
+            if not takes(lo):
+                continue
+            for op in ops_of(lo):
+                if isinstance(op, Linear) and op.shard is not Shard.EXPERT:
+                    n, k = local_gemm_shape(op, dep.attention_tp)
+                    key = (op.name, int(n), int(k), bytes_per_element(matrix_format(dep, op)))
+                    groups[key] = groups.get(key, 0) + 1
+    return [LinearOp(name, n, k, count, bpe) for (name, n, k, bpe), count in groups.items()]
 
 
 class StepTimeModel:
@@ -296,6 +296,7 @@ class StepTimeModel:
     def __init__(self, dep: Deployment, table_tokens: int = 16384):
         self.dep = dep
         m = dep.model
+        refuse_hybrid(m, "serving step time")  # the coefficients below model attention + FFN layers only
         gpu = dep.gpu
         #: the tensor-core precision of the layer GEMMs (specs.dtypes.gemm_compute_dtype, weights from a checkpoint)
         self.precision = gpu.gemm_compute_dtype(dep.weight_dtype, dep.activation_dtype, weights=Weights.STORED)
