@@ -46,9 +46,11 @@ def closest_ids(wanted: str, known: list[str], n: int = 3) -> list[str]:
 
 def unknown_id(kind: str, wanted: str, known: list[str]) -> UnknownIdError:
     """Build the standard unknown-id error: `unknown GPU 'h10': closest: h100-sxm5-80gb, ...`."""
-    close = closest_ids(wanted, known)
+    shown = wanted if wanted.isprintable() else wanted.encode("unicode_escape", "backslashreplace").decode("ascii")
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    close = closest_ids(wanted[:100], known)  # difflib is quadratic in the length: an id is short
     hint = f"; closest: {', '.join(close)}" if close else ""
-    return UnknownIdError(f"unknown {kind} '{wanted}'{hint} (see `gpuplan {kind_cmd(kind)} list`)", field=kind)
+    return UnknownIdError(f"unknown {kind} '{shown}'{hint} (see `gpuplan {kind_cmd(kind)} list`)", field=kind)
 
 
 def kind_cmd(kind: str) -> str:

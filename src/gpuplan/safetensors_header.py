@@ -58,11 +58,11 @@ def _is_int(value: object) -> bool:
 def parse_header(path: str | Path, field: str = "file") -> SafetensorsHeader:
     """Read and validate the header of the safetensors file `path` (bounded, see module doc).
     `field` is the caller's name for the path argument, carried by every InputError."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"no such file: {p}", field=field)
+    from gpuplan.input_files import regular_input_file
+
+    p, st = regular_input_file(path, field, "safetensors file")
     try:
-        size = p.stat().st_size
+        size = st.st_size
         with p.open("rb") as fh:
             head = fh.read(8)
             if len(head) < 8:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from gpuplan.errors import InputError
@@ -119,6 +120,39 @@ def check_number(value: Any, field: str, *, gt: float | None = None, ge: float |
     return value
 
 
+#: a number as gpuplan reads it from text: ASCII digits 0-9, an optional sign, decimal point and
+#: exponent. Python's int() and float() also take other scripts' digits ('٣', full-width '１'),
+#: underscores ('1_0') and words ('inf', 'nan'); none of those is a number a user means to type.
+ASCII_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+ASCII_INTEGER = re.compile(r"[+-]?[0-9]+")
+#: longest number text read (int() of a 5,000-digit string is slow and then refused by Python)
+MAX_NUMBER_CHARS = 100
+
+
+def is_ascii_number(text: str) -> bool:
+    """True when `text` (surrounding blanks ignored) is a number written as ASCII_NUMBER says."""
+    return isinstance(text, str) and ASCII_NUMBER.fullmatch(text.strip()) is not None
+
+
+def parse_number(text: Any, field: str, *, integer: bool = False, gt: float | None = None, ge: float | None = None,
+                 lt: float | None = None, le: float | None = None) -> Any:
+    """A number written as text (ASCII_NUMBER; a number passes through), checked like
+    `check_number` (finite, int64 when `integer`, in range). The one parser of numbers from text:
+    CLI values, `--set KEY=VALUE`, CSV cells, shapes such as `--gemm 8x8x8`, ratios such as `2:1`."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return check_number(text, field, integer=integer, gt=gt, ge=ge, lt=lt, le=le)
+    rng = describe_range(gt=gt, ge=ge, lt=lt, le=le)
+    allowed = f"{'an integer' if integer else 'a finite number'} {rng}".strip() + ", ASCII digits 0-9"
+    if not isinstance(text, str) or len(text) > MAX_NUMBER_CHARS or not is_ascii_number(text):
+        raise InputError(f"{field}: must be {allowed}, got {show(text)}", field=field, allowed=allowed)
+    t = text.strip()
+    value: Any = int(t) if ASCII_INTEGER.fullmatch(t) else float(t)
+    if isinstance(value, float) and not math.isfinite(value):  # '1e400': past the largest double
+        raise InputError(f"{field}: must be {allowed}, got {show(text)} (beyond the largest double, ~1.8e308)",
+                         field=field, allowed=allowed)
+    return check_number(value, field, integer=integer, gt=gt, ge=ge, lt=lt, le=le)
+
+
 def check_cap(value: float, cap: float, field: str, why: str) -> None:
     """InputError when `value` exceeds a bounded-work cap; the message states the cap and why."""
     if value > cap:
@@ -165,6 +199,14 @@ def _raw_depth_exceeds(text: str, limit: int) -> bool:
     return False
 
 
+def check_json_nesting(text: str, what: str, field: str, max_depth: int = MAX_JSON_DEPTH) -> None:
+    """InputError when brackets in the JSON `text` nest deeper than `max_depth` (checked with a
+    linear scan before any recursive parser sees the text)."""
+    if _raw_depth_exceeds(text, max_depth):
+        raise InputError(f"{what}: JSON nests deeper than {max_depth} levels", field=field,
+                         allowed=f"nesting <= {max_depth}")
+
+
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number JSON allows")
 
@@ -172,14 +214,28 @@ def _reject_constant(name: str) -> float:
 def load_json_text(text: str, what: str, field: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """json.loads with the boundary rules: nesting at most `max_depth`, no NaN/Infinity literals
     (not JSON, but Python's parser accepts them), a one-line InputError otherwise."""
-    if _raw_depth_exceeds(text, max_depth):
-        raise InputError(f"{what}: JSON nests deeper than {max_depth} levels", field=field,
-                         allowed=f"nesting <= {max_depth}")
+    check_json_nesting(text, what, field, max_depth)
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError, RecursionError) as exc:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise InputError(f"{what}: not valid JSON ({msg})", field=field) from None
+
+
+def load_toml_text(text: str, what: str, field: str) -> dict:
+    """tomllib.loads with the boundary rules: invalid TOML or nesting deep enough to exhaust the
+    parser's recursion is a one-line InputError naming `field`."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        return tomllib.loads(text)
+    except RecursionError:
+        raise InputError(f"{what}: not valid TOML (nested too deeply)", field=field) from None
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"{what}: not valid TOML ({first})", field=field) from None
 
 
 def decode_utf8(raw: bytes, what: str, field: str) -> str:
@@ -201,7 +257,7 @@ POSITIVE: frozenset[str] = frozenset({
     "--gpus", "--gpus-per-node", "--nodes", "--scalable-units", "--max-gpus", "--seq-len", "--global-batch",
     "--tp", "--pp", "--dp", "--cp", "--ep", "--vpp", "--etp", "--micro-batch", "--top", "--days", "--years",
     "--rate", "--ttft-ms", "--tpot-ms", "--input-len", "--output-len", "--utilization", "--pue",
-    "--concurrency", "--batch", "--m", "--k", "--n", "--threads", "--regs", "--elem-bytes", "--workers",
+    "--concurrency", "--batch", "--m", "--k", "--n", "--threads", "--elem-bytes", "--workers",
     "--latency-ns", "--bandwidth-gbps", "--sms", "--bytes-per-load", "--loads-in-flight", "--radix",
     "--oversubscription", "--kv-bytes", "--layers", "--memory-fraction",
 })
@@ -226,6 +282,9 @@ CAPS: dict[str, tuple[float, str]] = {
     "--offset": (2**31, "an index within the 32-bit range kernels use"),
     "--pad": (2**31, "an index within the 32-bit range kernels use"),
     "--pue": (10.0, "power usage effectiveness: facility power / IT power, 1.0-3.0 in practice"),
+    # 0 is allowed: cuda_occupancy.h's cudaOccMaxBlocksPerSMRegsLimit treats 0 registers per thread as
+    # "registers do not limit" (INT_MAX blocks)
+    "--regs": (255, "registers per thread: the most a thread can address on every supported compute capability"),
 }
 
 

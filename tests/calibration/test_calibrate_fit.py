@@ -15,7 +15,7 @@ from gpuplan.cli.main import app
 from gpuplan.interfaces.calibration.fit import calibrate_rows, knobs_read_by
 from gpuplan.interfaces.calibration.profile import load_profile
 
-from .conftest import SGF, synthetic_training_rows
+from .conftest import SGF
 
 
 def write_csv(path, rows):

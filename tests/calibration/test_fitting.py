@@ -15,7 +15,7 @@ from gpuplan.errors import InputError
 from gpuplan.interfaces.fitting.least_squares import KnobFitter, fit_knobs
 from gpuplan.interfaces.row_types import SkipRow
 
-from .conftest import SGF, synthetic_training_rows, training_predictor
+from .conftest import SGF, training_predictor
 
 HBM = "efficiency.hbm"
 

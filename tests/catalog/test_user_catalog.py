@@ -83,4 +83,4 @@ def test_bad_user_catalog_names_file_entry_field(tmp_path, runner, text, fragmen
 
 def test_missing_user_catalog_file(runner, tmp_path):
     result = runner.invoke(app, ["--catalog", str(tmp_path / "absent.toml"), "hw", "list"])
-    assert result.exit_code == 2 and "absent.toml" in result.stderr and "not found" in result.stderr
+    assert result.exit_code == 2 and "absent.toml" in result.stderr and "no such file" in result.stderr

@@ -3,7 +3,6 @@ validation MAPE on ../shared/validation/inference.csv."""
 
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np

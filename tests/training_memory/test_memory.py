@@ -1,6 +1,5 @@
 """Training memory per GPU: hand derivations, Korthikanti et al. 2022, invariants, validation rows."""
 
-import csv
 
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -6,7 +6,6 @@ figure past them fails the suite (STYLE.md: validation that can fail).
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 
 import pytest

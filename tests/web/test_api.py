@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpuplan import api
-from gpuplan.web.endpoints import ENDPOINTS, command
+from gpuplan.web.endpoints import ENDPOINTS, Text, command
 
 from .conftest import DATA, HOST, PORT, cli, cli_json, drop_timing
 
@@ -25,6 +25,10 @@ CASES = [
     ("plan", {"model": "gpt3-1.3b", "tokens": "20B", "days": 2}),
     ("fit/train", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8, "flash_attention": False}),
     ("fit/max-batch", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8}),
+    ("fit/train", {"model": "llama-2-70b", "gpu": "rtx-4090", "gpus": 2, "sharding": "fsdp", "recompute": "full",
+                   "fine_tuning": {"finetune": "qlora", "lora_rank": 64, "offload": "params"}}),
+    ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M", "grad_accum": 4,
+               "fine_tuning": {"finetune": "lora", "lora_targets": "all_linear", "master_weights": "none"}}),
     ("fit/min-gpus", {"model": "gpt3-13b", "tp": 2, "gpu": "a100-sxm4-80gb"}),
     ("serve/run", {"model": "llama-3-8b", "concurrency": 8, "output_len": 64}),
     ("serve/run", {"model": "llama-3-8b", "tp": 2, "concurrency": 8, "output_len": 64, "engine": "sglang",
@@ -85,7 +89,7 @@ def test_serve_page_offers_every_engine_the_api_accepts():
     assert tuple(names) == api.SERVING_ENGINES and names[0] == api.DEFAULT_ENGINE
     ep = {e.path: e for e in ENDPOINTS}
     for path in ("/api/v1/serve/run", "/api/v1/serve/plan"):
-        assert ep[path].fields()["engine"] == (str, "generic")
+        assert ep[path].fields()["engine"] == (Text, "generic")  # a string of bounded length
     assert command(ep["/api/v1/serve/run"], {"model": "llama-3-8b", "engine": "vllm"}) == \
         "gpuplan serve run llama-3-8b --engine vllm --json"
     # the default is left off the command line, as every default is
@@ -113,8 +117,12 @@ def test_every_api_command_has_an_endpoint(client):
     # calibrate_import / bench read or write files on the server or measure its machine;
     # load_profile / apply / memory_headroom are Python-only scopes; serve_plan_disaggregated is served
     # as serve/plan with `disaggregated: true` (the CLI's `serve plan --disaggregated`)
+    # launch configs (interfaces.api.deploy): --emit / --from of the CLI; the emit_* functions take a result,
+    # not a request, and the pages' downloads of the emitted configs are not built yet
     not_served = {"model_params", "serve", "to_jsonable", "price_source", "validate_cv",
-                  "calibrate_import", "bench", "load_profile", "apply", "memory_headroom", "serve_plan_disaggregated"}
+                  "calibrate_import", "bench", "load_profile", "apply", "memory_headroom", "serve_plan_disaggregated",
+                  "emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from",
+                  "train_options_for", "serve_engine_for", "written_for"}
     commands = {n for n in api.__all__ if callable(getattr(api, n)) and not isinstance(getattr(api, n), type)}
     assert commands - not_served == served
     paths = set(client.get("/openapi.json").json()["paths"])
@@ -126,6 +134,8 @@ def test_every_api_command_has_an_endpoint(client):
     # (out-of-range numbers are caught by the CLI's option guard before the api: the page marks the
     # field with the api's own message, tested in test_wrong_json_types_are_422_naming_the_field)
     ("train", {"model": "gpt3-175bb"}, ["train", "gpt3-175bb", "--json"]),
+    ("fit/train", {"model": "llama-2-7b", "gpus": 2, "fine_tuning": {"finetune": "lora", "offload": "params"}},
+     ["fit", "train", "llama-2-7b", "--gpus", "2", "--finetune", "lora", "--offload", "params", "--json"]),
     ("plan", {"goal": "inference"}, ["plan", "--goal", "inference", "--json"]),
     ("serve/run", {"model": "llama-3-8b", "scheduler": "fifo"}, ["serve", "run", "llama-3-8b", "--scheduler", "fifo", "--json"]),
     ("serve/run", {"model": "llama-3-8b", "engine": "triton"}, ["serve", "run", "llama-3-8b", "--engine", "triton", "--json"]),

@@ -24,12 +24,7 @@ from pydantic import ValidationError
 from gpuplan.catalog import ceilings as _ceilings  # noqa: F401 - registers the measured-ceiling knobs
 from gpuplan.errors import InputError, unknown_id
 from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
-from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
+from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8, load_toml_text
 
 DATA_DIR = Path(__file__).with_name("data")
 ENV_VAR = "GPUPLAN_CATALOG"
@@ -165,21 +160,10 @@ class Catalog:
     def add_file(self, path: Path, origin: str | None = None) -> None:
         """Validate and add every entry of one TOML file (entries override existing ids)."""
         origin = origin or str(path)
-        if not str(path).strip():
-            raise InputError("catalog: empty path; give a .toml file", field="catalog", allowed="a TOML file")
-        if Path(path).is_dir():
-            raise InputError(f"catalog {origin}: is a folder; give a .toml file", field="catalog", allowed="a TOML file")
-        try:
-            raw_bytes = Path(path).read_bytes()
-        except FileNotFoundError:
-            raise InputError(f"catalog {origin}: file not found", field="catalog") from None
-        except OSError as exc:
-            raise InputError(f"catalog {origin}: cannot read: {exc.strerror}", field="catalog") from None
-        try:
-            data = tomllib.loads(decode_utf8(raw_bytes, f"catalog {origin}", "catalog"))
-        except (tomllib.TOMLDecodeError, RecursionError) as exc:
-            raise InputError(f"catalog {origin}: not valid TOML: {str(exc).splitlines()[0] if str(exc) else 'too deeply nested'}",
-                             field="catalog") from None
+        from gpuplan.input_files import MAX_SETTINGS_BYTES, read_input_bytes
+
+        raw_bytes = read_input_bytes(path, "catalog", max_bytes=MAX_SETTINGS_BYTES, what="TOML file")
+        data = load_toml_text(decode_utf8(raw_bytes, f"catalog {origin}", "catalog"), f"catalog {origin}", "catalog")
         _check_int64(data, f"catalog {origin}")
         sources = data.get("sources", {})
         if not isinstance(sources, dict) or not all(isinstance(v, dict) for v in sources.values()):

@@ -11,8 +11,9 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.catalog import DATA_DIR, tomllib
+from gpuplan.catalog import DATA_DIR
 from gpuplan.errors import InputError
+from gpuplan.validation_rules import load_toml_text
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Dataset:
 
 @lru_cache(maxsize=1)
 def datasets() -> dict[str, Dataset]:
-    raw = tomllib.loads((DATA_DIR / "datasets.toml").read_text(encoding="utf-8"))
+    raw = load_toml_text((DATA_DIR / "datasets.toml").read_text(encoding="utf-8"), "datasets.toml", "lengths")
     out = {}
     for key, d in raw.get("dataset", {}).items():
         out[key] = Dataset(key, d["title"], d["input"], d["output"], d["input_source"], d["output_source"],

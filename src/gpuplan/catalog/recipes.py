@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuplan.catalog import DATA_DIR, tomllib
+from gpuplan.catalog import DATA_DIR
+from gpuplan.validation_rules import load_toml_text
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class TrainingRecipe:
 
 @lru_cache(maxsize=1)
 def recipes() -> dict[str, TrainingRecipe]:
-    raw = tomllib.loads((DATA_DIR / "recipes.toml").read_text(encoding="utf-8"))
+    raw = load_toml_text((DATA_DIR / "recipes.toml").read_text(encoding="utf-8"), "recipes.toml", "recipe")
     return {k: TrainingRecipe(k, int(r["seq_len"]), r.get("global_batch"), r["source"])
             for k, r in raw.get("recipe", {}).items()}
 

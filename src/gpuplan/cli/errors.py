@@ -3,7 +3,8 @@
 Exit codes (documented in docs/cli.md):
   0  success (also: output pipe closed early, e.g. `| head`)
   1  internal error: a bug in gpuplan; rerun with --debug and report the traceback
-  2  bad input (names the field and what is allowed) or an infeasible request (says why)
+  2  bad input (names the field and what is allowed) or an infeasible request (says why); also
+     output that cannot be written (`> /dev/full`: no space left), one line on stderr
 130  interrupted (Ctrl-C)
 """
 
@@ -82,11 +83,21 @@ def error_payload(exc: BaseException) -> dict:
 def report(exc: BaseException, *, as_json: bool) -> None:
     """Print the error: JSON on stdout under --json, else `error: ...` on stderr."""
     payload = error_payload(exc)
-    if as_json:
-        sys.stdout.write(json.dumps({"error": payload}, indent=2) + "\n")
+    if as_json and _write_stdout(json.dumps({"error": payload}, indent=2) + "\n"):
+        return
+    sys.stderr.write(f"error: {payload['message']}\n")
+
+
+def _write_stdout(text: str) -> bool:
+    """Write and flush `text` on stdout; False (stdout pointed at /dev/null) when it cannot be
+    written, so the caller says it on stderr instead."""
+    try:
+        sys.stdout.write(text)
         sys.stdout.flush()
-    else:
-        sys.stderr.write(f"error: {payload['message']}\n")
+        return True
+    except (OSError, ValueError):
+        _quiet_broken_pipe()
+        return False
 
 
 def _quiet_broken_pipe() -> None:
@@ -98,6 +109,25 @@ def _quiet_broken_pipe() -> None:
         pass
 
 
+#: errors of writing the output (stdout or a file) that are not a bug: the destination refused it
+_OUTPUT_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EROFS", "EBADF",
+                                                              "EACCES", "EPERM", "ENXIO") if hasattr(errno, name))
+
+
+def flush_stdout() -> None:
+    """Flush stdout now, so a write error (`> /dev/full`) is raised inside `exit_on_error` and
+    reported in one line, not at interpreter exit as a traceback."""
+    sys.stdout.flush()
+
+
+def _output_error(exc: OSError) -> None:
+    """Stdout (or a file) could not be written: one line on stderr, exit 2; stdout is pointed at
+    /dev/null so the interpreter's final flush does not fail again."""
+    _quiet_broken_pipe()
+    sys.stderr.write(f"error: cannot write the output: {exc.strerror or exc}\n")
+    sys.exit(EXIT_BAD_INPUT)
+
+
 @contextlib.contextmanager
 def exit_on_error(*, as_json: bool, debug: bool) -> Iterator[None]:
     """Run a command; turn every exception into the exit code and message of the module doc."""
@@ -106,8 +136,22 @@ def exit_on_error(*, as_json: bool, debug: bool) -> Iterator[None]:
     try:
         yield
     except SystemExit:
+        try:
+            flush_stdout()
+        except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                _quiet_broken_pipe()
+                sys.exit(EXIT_OK)
+            _output_error(exc)
         raise
     except Exit as exc:
+        try:
+            flush_stdout()
+        except OSError as flush_exc:
+            if flush_exc.errno == errno.EPIPE:
+                _quiet_broken_pipe()
+                sys.exit(EXIT_OK)
+            _output_error(flush_exc)
         sys.exit(exc.exit_code)
     except NoArgsIsHelpError as exc:  # `gpuplan hw`: show the help, as click does
         exc.show()
@@ -124,6 +168,10 @@ def exit_on_error(*, as_json: bool, debug: bool) -> Iterator[None]:
         if exc.errno == errno.EPIPE:
             _quiet_broken_pipe()
             sys.exit(EXIT_OK)
+        if exc.errno in _OUTPUT_ERRNOS:
+            if debug:
+                traceback.print_exc()
+            _output_error(exc)
         _internal(exc, as_json=as_json, debug=debug)
     except (KeyboardInterrupt, Abort):
         sys.stderr.write("error: interrupted\n")
@@ -138,6 +186,6 @@ def _internal(exc: BaseException, *, as_json: bool, debug: bool) -> None:
     msg = one_line(f"internal error: {type(exc).__name__}: {exc}")
     hint = "" if debug else " (run with --debug or GPUPLAN_DEBUG=1 for the traceback, and report it)"
     if as_json:
-        sys.stdout.write(json.dumps({"error": {"field": None, "allowed": None, "message": msg}}) + "\n")
+        _write_stdout(json.dumps({"error": {"field": None, "allowed": None, "message": msg}}) + "\n")
     sys.stderr.write(msg[:300] + hint + "\n")
     sys.exit(EXIT_INTERNAL)

@@ -10,6 +10,8 @@ import typer
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
+from gpuplan.cli.fine_tuning_options import FINE_TUNING_OPTIONS, fine_tuning_options, print_fine_tuning
+from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
 from gpuplan.specs.plan import Precision, Recompute, Sharding
 
 fit_app = typer.Typer(help="Does training fit in GPU memory? Itemised bytes per GPU and the inverse questions.", no_args_is_help=True)
@@ -39,14 +41,29 @@ def _common(
     sequence_parallel: Optional[bool] = typer.Option(
         None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: on where tp > 1)."),
     no_flash: bool = typer.Option(False, "--no-flash-attention", help="Store the s x s attention scores (unfused attention)."),
+    grad_accum: Optional[int] = typer.Option(
+        None, "--grad-accum", min=1, help="Micro-batches per step: global batch = micro-batch x grad-accum x dp."),
+    finetune: FineTuneMethod = typer.Option(FineTuneMethod.FULL, "--finetune", help="full, lora or qlora (frozen 4-bit base)."),
+    lora_rank: Optional[int] = typer.Option(None, "--lora-rank", min=1, help="LoRA rank r (default 8, PEFT's)."),
+    lora_targets: Optional[str] = typer.Option(
+        None, "--lora-targets", help="attn, qv (default), all_linear, or a '+'-joined list such as q_proj+v_proj+down_proj."),
+    lora_dropout: Optional[float] = typer.Option(None, "--lora-dropout", help="LoRA dropout (default 0)."),
+    base_dtype: Optional[BaseDtype] = typer.Option(
+        None, "--base-dtype", help="Frozen base storage: bf16, fp16, fp32, int8, nf4, fp4 (default: nf4 for qlora, else bf16)."),
+    double_quant: bool = typer.Option(True, "--double-quant/--no-double-quant", help="4-bit block scales quantised to 8 bits."),
+    optimizer: Optimizer = typer.Option(Optimizer.ADAMW, "--optimizer", help="adamw, adamw_8bit, paged_adamw_8bit, adamw_4bit, adafactor, sgd, lion."),
+    offload: Offload = typer.Option(Offload.NONE, "--offload", help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme."),
+    master_weights: MasterWeights = typer.Option(
+        MasterWeights.FP32, "--master-weights", help="fp32 (mixed precision) or none (pure bf16: weights, grads and moments in bf16)."),
 ):
     return locals()
 
 
 def _plan_kw(args: dict) -> dict:
     """The api's plan keywords from the shared options (`--no-flash-attention` -> flash_attention)."""
-    kw = {k: v for k, v in args.items() if k not in ("model", "gpu", "no_flash")}  # system is the api's keyword too
-    kw["flash_attention"] = not args["no_flash"]
+    kw = {k: v for k, v in args.items() if k not in ("model", "gpu", "no_flash", *FINE_TUNING_OPTIONS)}
+    kw["flash_attention"] = not args["no_flash"]  # system is the api's keyword too
+    kw["fine_tuning"] = fine_tuning_options(args)
     return kw
 
 
@@ -62,15 +79,20 @@ def _print_memory(rec: dict) -> None:
     rows.append(("total", gib["total"]))
     console.print(table(f"memory per GPU (most loaded: pipeline rank {rec['peak_pipeline_rank']})", ["item", "GiB"], rows))
     b = rec["bytes_per_param"]
-    console.print(
-        f"model states: {b['weights']} (weights) + {b['gradients']} (grads) + {b['optimizer']} (Adam: fp32 master 4 + m 4 + v 4)"
-        f" = {b['model_states']} B/param before sharding. 18 B/param is this with fp32 gradients (Megatron's fp32 main-grad"
-        f" accumulation); the classic 16 B/param keeps 16-bit gradients (2 + 2 + 4 + 4 + 4; --grad-precision bf16)."
-    )
+    if rec["fine_tuning"] != "full, adamw":
+        print_fine_tuning(rec)
+    else:
+        console.print(
+            f"model states: {b['weights']} (weights) + {b['gradients']} (grads) + {b['optimizer']} (Adam: fp32 master 4 + m 4 + v 4)"
+            f" = {b['model_states']} B/param before sharding. 18 B/param is this with fp32 gradients (Megatron's fp32 main-grad"
+            f" accumulation); the classic 16 B/param keeps 16-bit gradients (2 + 2 + 4 + 4 + 4; --grad-precision bf16)."
+        )
     console.print(f"activations add {rec['per_gpu_gib']['activations']:.2f} GiB per GPU "
                   f"({rec['activation_bytes_per_param']:.2f} B per parameter held) at this micro-batch and sequence length.")
     verdict = "fits" if rec["fits"] else "does NOT fit"
     console.print(f"{verdict}: {gib['total']:.2f} of {rec['capacity_gib']:.2f} GiB, headroom {rec['headroom_gib']:.2f} GiB")
+    if not rec["fits"] and rec["plan"]["recompute"] != "full":
+        console.print("hint: --recompute full keeps only each layer's input (activation checkpointing)")
     band = rec.get("band_80pct") or {}
     if band:
         lo, hi = band["per_gpu_gib"]
@@ -83,7 +105,14 @@ def _print_memory(rec: dict) -> None:
 
 
 def _train(args: dict, gpus: int, as_json: bool) -> None:
-    rec = api.fit_train(args["model"], args["gpu"], gpus, **_plan_kw(args)).to_dict()
+    emit = args.pop("emit", None)
+    result = api.fit_train(args["model"], args["gpu"], gpus, **_plan_kw(args))
+    if emit:  # only the config on stdout
+        from gpuplan.cli.train import emit_text
+
+        emit_text(api.emit_fit(result, emit, args.get("system")), emit)
+        return
+    rec = result.to_dict()
     if as_json:
         print_json(rec)
     else:
@@ -145,19 +174,24 @@ def _install() -> None:
     json_opt = inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, annotation=bool,
                                  default=typer.Option(False, "--json", help="Print JSON."))
 
-    def make(name: str, doc: str, runner, extra: inspect.Parameter):
+    emit_opt = inspect.Parameter("emit", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
+                                 default=typer.Option(None, "--emit", help="Print only this plan as a launch config: "
+                                                      "megatron, torchtitan or deepspeed (docs/deploy.md)."))
+
+    def make(name: str, doc: str, runner, extra: inspect.Parameter, *more: inspect.Parameter):
         def command(**kwargs):
             count = kwargs.pop(extra.name)
             as_json = kwargs.pop("as_json")
             runner(kwargs, count, as_json)
 
         params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) if p.kind != inspect.Parameter.KEYWORD_ONLY else p for p in shared]
-        command.__signature__ = inspect.Signature([*params, extra, json_opt])
+        command.__signature__ = inspect.Signature([*params, extra, *more, json_opt])
         command.__doc__ = doc
         command.__name__ = name.replace("-", "_")
         fit_app.command(name)(command)
 
-    make("train", "Itemised training memory per GPU (weights, gradients, optimizer, activations, other), fits or not, headroom.", _train, gpus_opt)
+    make("train", "Itemised training memory per GPU (weights, gradients, optimizer, activations, other), fits or not, headroom.", _train, gpus_opt,
+         emit_opt)
     make("max-batch", "Largest micro-batch that fits on the given GPUs and layout.", _max_batch, gpus_opt)
     make("max-seq", "Longest sequence (multiple of 128) that fits on the given GPUs and layout.", _max_seq, gpus_opt)
     make("min-gpus", "Fewest GPUs, with a tp/pp/dp layout, that fit (cp, ep, recompute, sharding, batch from the options).", _min_gpus, max_opt)

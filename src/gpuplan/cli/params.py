@@ -11,7 +11,9 @@ keyword arguments:
 - every integer fits in int64;
 - no number is negative, unless the option is in `NEGATIVE_ALLOWED`;
 - an option in `POSITIVE` must be > 0 (it divides something, or counts things that must exist);
-- an option in `CAPS` has an upper bound, stated with its reason.
+- an option in `CAPS` has an upper bound, stated with its reason;
+- the text given is ASCII without underscores (`--gpus １６`, `--gpus ٣` and `--nodes 1_6` are
+  refused: Python's and pydantic's number parsers accept other scripts' digits and underscores).
 
 Options are matched by their long name, so a command adopts the rules by naming its option the
 way the others do; a new rule is one line here. A command that needs its own check can use
@@ -26,7 +28,8 @@ from __future__ import annotations
 import typing
 from typing import Any, Callable
 
-from gpuplan.validation_rules import CAPS, NEGATIVE_ALLOWED, POSITIVE, check_number, check_option  # noqa: F401 - re-exported
+from gpuplan.errors import InputError
+from gpuplan.validation_rules import CAPS, NEGATIVE_ALLOWED, POSITIVE, check_number, check_option, show  # noqa: F401 - re-exported
 
 
 def _option_name(param: Any) -> str:
@@ -72,6 +75,16 @@ def _wrap(param: Any, kind: type) -> None:
         return original(ctx, p, value) if original is not None else value
 
     param.callback = guarded
+    original_process = param.process_value
+
+    def ascii_only(ctx: Any, value: Any) -> Any:
+        for raw in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(raw, str) and (not raw.isascii() or "_" in raw):
+                allowed = f"{'an integer' if integer else 'a number'} written with ASCII digits 0-9"
+                raise InputError(f"{name}: must be {allowed}, got {show(raw)}", field=name, allowed=allowed)
+        return original_process(ctx, value)
+
+    param.process_value = ascii_only
     param._gpuplan_guarded = True
 
 

@@ -45,6 +45,8 @@ def plan_cmd(
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override an assumption KEY=VALUE (see `gpuplan dc assumptions`)."),
     html: Optional[Path] = typer.Option(None, "--html", help="Write an HTML report with plots to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    emit: Optional[str] = typer.Option(None, "--emit", help="Goal train: print only the training plan of the chosen GPU "
+                                       "count as a launch config: megatron, torchtitan or deepspeed (docs/deploy.md)."),
 ) -> None:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs cloud cost.
 
@@ -61,6 +63,16 @@ def plan_cmd(
             grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
             seq_len=seq_len, global_batch=global_batch, progress=bar,
         )
+    if emit:  # only the config on stdout: the plan `train` finds on the GPU count chosen here
+        from gpuplan.cli.train import emit_text
+        from gpuplan.errors import InputError
+
+        if goal != "train":
+            raise InputError("--emit: with --goal serve, use `gpuplan serve plan --emit`", field="emit")
+        emit_text(api.emit_plan_training(emit, model=renamed(model, model_option, "MODEL", "--model", default=api.DEFAULT_MODEL),
+                                         system=system, gpus=result.report.cluster.fabric.gpus, tokens=tokens,
+                                         seq_len=seq_len, global_batch=global_batch), emit)
+        return
     if html is not None:
         write_atomic(html, result.html(), field="--html")
     if as_json:

@@ -62,9 +62,13 @@ _PREFIX_CACHE_TOKENS_OPTION = typer.Option(None, "--prefix-cache-tokens", help="
                                                       "(default: one request's cached prefix).")
 
 
+_EMIT_HELP = ("Print only a launch config of the prediction: vllm, sglang, trtllm (the engine command; the run uses that "
+              "engine's profile) or k8s (manifests of --engine's container); docs/deploy.md.")
+
+
 @serve_app.command("run")
 def run(
-    model: str = typer.Argument(..., help="Bundled model name (gpuplan model list) or a config.json path."),
+    model: Optional[str] = typer.Argument(None, help="Bundled model name (gpuplan model list) or a config.json path."),
     gpu: Optional[str] = typer.Option(None, "--gpu", help=_GPU_HELP),
     system: Optional[str] = typer.Option(None, "--system", help=_SYSTEM_HELP),
     tp: int = typer.Option(1, "--tp", help="Tensor-parallel GPUs per replica."),
@@ -92,14 +96,29 @@ def run(
     prefix_hit_rate: float = _PREFIX_HIT_RATE_OPTION,
     prefix_cache_tokens: Optional[int] = _PREFIX_CACHE_TOKENS_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    emit: Optional[str] = typer.Option(None, "--emit", help=_EMIT_HELP),
+    from_: Optional[str] = typer.Option(None, "--from", help="Predict an engine command (vllm serve, python -m "
+                                        "sglang.launch_server, trtllm-serve), as text or a file path, on --gpu."),
 ) -> None:
     """Estimate TTFT, TPOT, throughput and memory of MODEL served on --gpu with --tp."""
+    if from_ is not None:
+        _run_from(from_, model, gpu, system, emit, as_json, weight_dtype, input_len=input_len, output_len=output_len,
+                  rate=rate, concurrency=concurrency, batch=batch, input_dist=input_dist, output_dist=output_dist,
+                  lengths=lengths, prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens)
+        return
+    if model is None:
+        raise typer.BadParameter("give MODEL (or --from a launch command)", param_hint="MODEL")
+    if emit:
+        engine = api.serve_engine_for(emit, engine if engine != api.DEFAULT_ENGINE else None)
     result = api.serve_run(model, gpu, system=system, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, input_len=input_len, output_len=output_len,
                            rate=rate, concurrency=concurrency, batch=batch, weight_dtype=weight_dtype,
                            kv_dtype=kv_dtype, scheduler=scheduler, engine=engine, memory_fraction=memory_fraction,
                            input_dist=input_dist, output_dist=output_dist, lengths=lengths, spec_tokens=spec_tokens,
                            spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp, prefix_hit_rate=prefix_hit_rate,
                            prefix_cache_tokens=prefix_cache_tokens)
+    if emit:  # only the command or manifests on stdout, so they can be redirected to a file
+        typer.echo(api.emit_serve(result, emit, system), nl=False)
+        return
     rep = result.report
     if as_json:
         print_json(result.to_dict())
@@ -117,6 +136,26 @@ def run(
             state = ""
         console.print(f"80% {cls} band: cross-validated errors of {info['rows']} public rows ({info['regime']}){state}")
     for warning in result.warnings:
+        err_console.print(f"warning: {warning}")
+
+
+def _run_from(source, model, gpu, system, emit, as_json, weight_dtype, **load) -> None:
+    """`serve run --from`: the prediction of an engine command (interfaces.api.deploy.serve_run_from)."""
+    from gpuplan.errors import InputError
+
+    if emit is not None or model is not None:
+        raise InputError("from: the command names the model and engine; give --from without MODEL or --emit", field="from")
+    result = api.serve_run_from(source, gpu, system=system, weight_dtype=weight_dtype if weight_dtype != "bf16" else None,
+                                **load)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    rep = result.serve.report
+    console.print(table(f"gpuplan serve --from ({result.to_dict()['read_from']}): {rep.model} on {rep.tp * rep.pp} x "
+                        f"{rep.gpu} ({rep.load})", ["quantity", "value"], list(rep.__dict__.items())))
+    for option in result.launch.unmodelled:
+        console.print(f"not modelled: {option}")
+    for warning in result.serve.warnings:
         err_console.print(f"warning: {warning}")
 
 
@@ -160,9 +199,12 @@ def plan(
                                             "(as `serve run`); default the --engine's."),
     memory_fraction: Optional[float] = _MEMORY_FRACTION_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    emit: Optional[str] = typer.Option(None, "--emit", help=_EMIT_HELP + " The best layout, with its replica count."),
 ) -> None:
     """Fewest GPUs (type and TP) serving --rate within the TTFT / TPOT objectives, with cost and energy;
     with --disaggregated the cheapest of co-located and disaggregated prefill/decode serving."""
+    if emit:
+        engine = api.serve_engine_for(emit, engine if engine != api.DEFAULT_ENGINE else None)
     gpus = renamed(gpu or None, [gpus_from] if gpus_from else None, "--gpu", "--gpus-from", default=[api.DEFAULT_GPU])
     with progress_bar("serve plan") as bar:
         result = api.serve_plan(model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
@@ -173,6 +215,9 @@ def plan(
                                 spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model,
                                 mtp=mtp, prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens,
                                 engine=engine, scheduler=scheduler, memory_fraction=memory_fraction)
+    if emit:  # only the command or manifests on stdout
+        typer.echo(api.emit_serve(result, emit, system), nl=False)
+        return
     if disaggregated:
         _print_disaggregated(model, result, as_json)
         return

@@ -14,7 +14,9 @@ import typer
 
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
+from gpuplan.cli.fine_tuning_options import fine_tuning_options
 from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
 
 
 def _plan_label(plan) -> str:
@@ -22,9 +24,10 @@ def _plan_label(plan) -> str:
     extra += f" ep{plan.ep}" if plan.ep > 1 else ""
     extra += f" etp{plan.expert_tp}" if plan.ep > 1 and plan.expert_tp != plan.tp else ""
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
+    ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
-            f"{plan.sharding.value}")
+            f"{plan.sharding.value}{ft}")
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +35,8 @@ def register(app: typer.Typer) -> None:
 
     @app.command("train")
     def train(
-        model: str = typer.Argument(api.DEFAULT_MODEL, help="Bundled model name or path to a config.json."),
+        model: Optional[str] = typer.Argument(
+            None, help=f"Bundled model name or path to a config.json (default {api.DEFAULT_MODEL})."),
         system: str = typer.Option(api.DEFAULT_SYSTEM, "--system", help="Catalog system id (see `gpuplan systems list`)."),
         gpus: int = typer.Option(api.DEFAULT_GPUS, "--gpus", help="Total GPUs."),
         tokens: Optional[str] = typer.Option(None, "--tokens", help="Training tokens, e.g. 300B, 15T (default 300B)."),
@@ -70,23 +74,84 @@ def register(app: typer.Typer) -> None:
             None, "--set", help="Override an assumption KEY=VALUE (repeatable; see `gpuplan dc assumptions`)."
         ),
         top: int = typer.Option(5, "--top", help="Plans to list."),
+        grad_accum: Optional[int] = typer.Option(
+            None, "--grad-accum", min=1, help="Micro-batches per step: global batch = micro-batch x grad-accum x dp."),
+        finetune: FineTuneMethod = typer.Option(
+            FineTuneMethod.FULL, "--finetune", help="full, lora or qlora (evaluates the given plan: dp = GPUs unless set)."),
+        lora_rank: Optional[int] = typer.Option(None, "--lora-rank", min=1, help="LoRA rank r (default 8, PEFT's)."),
+        lora_targets: Optional[str] = typer.Option(
+            None, "--lora-targets", help="attn, qv (default), all_linear, or a '+'-joined list such as q_proj+v_proj."),
+        lora_dropout: Optional[float] = typer.Option(None, "--lora-dropout", help="LoRA dropout (default 0)."),
+        base_dtype: Optional[BaseDtype] = typer.Option(
+            None, "--base-dtype", help="Frozen base storage: bf16, fp16, fp32, int8, nf4, fp4 (default: nf4 for qlora, else bf16)."),
+        double_quant: bool = typer.Option(True, "--double-quant/--no-double-quant", help="4-bit block scales quantised to 8 bits."),
+        optimizer: Optimizer = typer.Option(Optimizer.ADAMW, "--optimizer", help="adamw, adamw_8bit, paged_adamw_8bit, adamw_4bit, adafactor, sgd, lion."),
+        offload: Offload = typer.Option(Offload.NONE, "--offload", help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme."),
+        master_weights: MasterWeights = typer.Option(
+            MasterWeights.FP32, "--master-weights", help="fp32 (mixed precision) or none (pure bf16 training)."),
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+        emit: Optional[str] = typer.Option(
+            None, "--emit", help="Print only the best plan as a launch config: megatron, torchtitan or deepspeed "
+            "(the search runs that framework; docs/deploy.md)."),
+        from_: Optional[str] = typer.Option(
+            None, "--from", help="Predict a launch config: a Megatron-LM command line, a torchtitan TOML or a "
+            "DeepSpeed JSON (with MODEL and --gpus), as text or a file path."),
     ) -> None:
         """Best parallelism plan, step time, MFU, days, GPU-hours, energy, cost and CO2 of a training run."""
+        if from_ is not None:
+            _train_from(from_, model, system, gpus, seq_len, tokens, flops, usd_per_gpu_hour, pue, grid_kg_co2_per_kwh,
+                        electricity_usd_per_kwh, set_, emit, as_json)
+            return
+        extra = api.train_options_for(emit, framework if framework != "megatron" else None) if emit else {}
+        framework = extra.pop("framework", framework)
         with progress_bar("plan search") as bar:
             result = api.train(
-                model, system, gpus, tokens=tokens, flops=flops, seq_len=seq_len, global_batch=global_batch,
+                model or api.DEFAULT_MODEL, system, gpus, tokens=tokens, flops=flops, seq_len=seq_len, global_batch=global_batch,
                 precision=precision, framework=framework, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp,
                 micro_batch=micro_batch, recompute=recompute, sharding=sharding, sequence_parallel=sequence_parallel,
                 tp_comm_overlap=tp_comm_overlap, usd_per_gpu_hour=usd_per_gpu_hour, pue=pue,
                 grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
-                electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar,
+                electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
+                grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()),
             )
+        if emit:  # only the config on stdout, so it can be redirected to a file
+            emit_text(api.emit_train(result, emit, system), emit)
+            return
         if as_json:
             print_json(result.to_dict())
             return
         _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
                 result.batch_note, result.goodput, result.evidence)
+
+
+def emit_text(text: str, target: str) -> None:
+    """`--emit`: the config alone on stdout; a config format without comments (JSON) gets the version
+    it was written for on stderr."""
+    typer.echo(text, nl=False)
+    if not text.lstrip().startswith("#"):
+        typer.echo(f"# written for {api.written_for(target)}", err=True)
+
+
+def _train_from(source, model, system, gpus, seq_len, tokens, flops, usd_per_gpu_hour, pue, grid, electricity, set_,
+                emit, as_json) -> None:
+    """`train --from`: the prediction of a launch config (interfaces.api.deploy.train_from)."""
+    from gpuplan.errors import InputError
+
+    if emit is not None:
+        raise InputError("--emit: give --emit or --from, not both", field="emit")
+    given_gpus = gpus if gpus != api.DEFAULT_GPUS or model is not None else None
+    result = api.train_from(source, system, model=model, gpus=given_gpus, seq_len=seq_len, tokens=tokens, flops=flops,
+                            usd_per_gpu_hour=usd_per_gpu_hour, pue=pue, grid_kg_co2_per_kwh=grid,
+                            electricity_usd_per_kwh=electricity, overrides=set_)
+    if as_json:
+        print_json(result.to_dict())
+        return
+    t = result.train
+    console.print(f"read as {result.launch.target}: {_plan_label(t.estimate.plan)}")
+    _render(t.estimate, t.run, t.assumptions, t.to_dict().get("band_80pct") or {}, t.batch_note, t.goodput,
+            t.evidence)
+    for option in result.launch.unmodelled:
+        console.print(f"not modelled: {option}")
 
 
 def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,

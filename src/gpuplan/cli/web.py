@@ -32,6 +32,7 @@ def register(app: typer.Typer) -> None:
         if host in ("0.0.0.0", "::"):  # every interface: answer to this machine's own names too
             names += [socket.gethostname(), socket.getfqdn(), "127.0.0.1", "localhost"]
         extra = [f"{n}:{port}" for n in names]
+        check_can_listen(host, port)
         if host not in LOCAL_HOSTS:
             typer.echo(f"warning: binding {host}: anyone who can reach this address can use the server "
                        "(it has no authentication)", err=True)
@@ -43,3 +44,28 @@ def register(app: typer.Typer) -> None:
 
             threading.Timer(1.0, lambda: webbrowser.open(url)).start()
         uvicorn.run(create_app(host, port, extra_hosts=extra), host=host, port=port, log_level="warning")
+
+
+def check_can_listen(host: str, port: int) -> None:
+    """InputError (one line, exit 2) unless a server can listen on host:port now: the host resolves
+    and the port is free (a port in use, a privileged port or an address not on this machine is
+    refused here rather than by uvicorn after start-up)."""
+    import errno
+
+    from gpuplan.errors import InputError
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError, ValueError) as exc:
+        raise InputError(f"host: cannot resolve '{host[:80]}' ({getattr(exc, 'strerror', None) or exc})", field="host",
+                         allowed="an address or name of this machine") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn: a port in TIME_WAIT is free
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            why = {errno.EADDRINUSE: "the port is in use (another server is listening there)",
+                   errno.EACCES: "permission denied (ports below 1024 need privileges)",
+                   errno.EADDRNOTAVAIL: "the address is not on this machine"}.get(exc.errno, exc.strerror or str(exc))
+            raise InputError(f"port: cannot listen on {host}:{port}: {why}; give another --port or --host",
+                             field="port", allowed="a free TCP port") from None

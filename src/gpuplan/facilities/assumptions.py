@@ -4,9 +4,16 @@ Each `Assumption` carries a value with its unit in the key, the source it came f
 the figure refers to. Prices move; the point is that every one is visible in the output and can
 be replaced (`Assumptions.with_overrides(...)`, or `--set KEY=VALUE` on `train`, `plan`,
 `serve plan` and the `dc` commands; `assumptions_from_options` builds the set every command uses,
-so one `--set pue=1.5` changes every figure that depends on the PUE). Values given are checked
-against each figure's range (`min_value`, `max_value`; `*_fraction` in [0, 1]; finite). Where no primary source was read the source says so ("gpuplan estimate" or
-"UNVERIFIED"), rather than pretending.
+so one `--set pue=1.5` changes every figure that depends on the PUE). Where no primary source was
+read the source says so ("gpuplan estimate" or "UNVERIFIED"), rather than pretending.
+
+Every figure has a documented range where it is defined (`min_value`, `max_value`, `integer`; a
+`*_fraction` lies in [0, 1] unless it says otherwise): what the quantity can physically be, wide
+enough for any real facility, and narrow enough that every formula stays finite and meaningful (a
+rack of 0 kW or 1e-300 units, a facility that lives 0 years). `checked_value` is the one check of
+a value given with `--set` (or a named option): a finite number, written with ASCII digits, inside
+the range; anything else is a one-line InputError naming the key and its range (`dc assumptions`
+lists them).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from gpuplan.errors import InputError
+from gpuplan.validation_rules import is_ascii_number, parse_number, show
 from gpuplan.workloads.memory_headroom import KNOB as USABLE_MEMORY_KNOB, USABLE_MEMORY_FRACTION
 
 
@@ -29,10 +37,29 @@ class Assumption:
     source: str
     date: str  # ISO date (or year / month) the figure refers to
     min_value: float = 0.0  # the range a value given with --set must lie in (inclusive)
-    max_value: float = math.inf
+    max_value: float = math.inf  # every default below sets a finite one (tests check it)
+    integer: bool = False  # a count (rack units, switch ports): whole numbers only
+
+    @property
+    def allowed(self) -> str:
+        """The range as text: '>= 1 and <= 1000, an integer'."""
+        upper = "" if self.max_value == math.inf else f" and <= {self.max_value:g}"
+        return f">= {self.min_value:g}{upper}" + (", an integer" if self.integer else "")
 
     def as_row(self) -> dict:
-        return {"key": self.key, "value": self.value, "description": self.description, "source": self.source, "date": self.date}
+        return {"key": self.key, "value": self.value, "description": self.description, "source": self.source,
+                "date": self.date, "allowed": self.allowed}
+
+
+#: upper bound of a price of one item or one node, USD (a DGX is ~$0.3-0.5M; far above any single item)
+_MAX_ITEM_USD = 1e8
+#: upper bound of a yearly or monthly sum, USD (operations staff, space)
+_MAX_SUM_USD = 1e10
+#: upper bound of storage bandwidth per GPU, GB/s: 20x what a 400 Gb/s NIC per GPU carries (50 GB/s)
+_MAX_GPU_STORAGE_GBPS = 1000.0
+#: upper bound of a rack's power or a cooling threshold, kW: ~8x the densest racks shipping (GB200
+#: NVL72, ~120 kW per rack, NVIDIA GB200 NVL72 product page)
+_MAX_RACK_KW = 1000.0
 
 
 _SEED = "seed module 004 (AI infrastructure; not authoritative)"
@@ -40,37 +67,56 @@ _RA_H100 = "NVIDIA DGX SuperPOD H100 reference architecture RA-11333-001 V11 (20
 
 _DEFAULTS: tuple[Assumption, ...] = (
     # ---- racks ------------------------------------------------------------------------------
+    # range: 1 kW (a rack that powers one small server) to _MAX_RACK_KW; a node above the limit
+    # gets a rack of its own (facilities.racks), so 0 would put every node in its own rack
     Assumption("rack_power_limit_kw", 45.0, "power budget of one compute rack",
-               f"{_RA_H100}: four DGX H100 (4 x 10.2 kW = 40.8 kW) per compute rack; {_SEED}: ~43 kW AI rack", "2023-09"),
+               f"{_RA_H100}: four DGX H100 (4 x 10.2 kW = 40.8 kW) per compute rack; {_SEED}: ~43 kW AI rack", "2023-09",
+               min_value=1.0, max_value=_MAX_RACK_KW),
+    # range: 1U to 60U, whole units (EIA-310 racks are 42U-52U; the tallest common racks are 58U)
     Assumption("rack_usable_units", 42.0, "rack units usable for systems in one rack",
-               "gpuplan estimate: 48U rack less PDUs, cable management and top-of-rack patching", "2024"),
+               "gpuplan estimate: 48U rack less PDUs, cable management and top-of-rack patching", "2024",
+               min_value=1.0, max_value=60.0, integer=True),
     # ---- fabric -----------------------------------------------------------------------------
+    # range: an even count 4-1024 (a fat tree needs down and up ports; the largest switch ASICs
+    # have 512 ports at 200 Gb/s); facilities.fabric refuses an odd one
     Assumption("switch_radix_ports", 64.0, "ports per compute-fabric switch (NDR 400 Gb/s)",
-               "JAX scaling book GPU chapter: '64-port NDR IB switches' (QM9700 class)", "2025-08"),
+               "JAX scaling book GPU chapter: '64-port NDR IB switches' (QM9700 class)", "2025-08",
+               min_value=4.0, max_value=1024.0, integer=True),
     Assumption("switch_power_w", 1720.0, "maximum power of one 64-port NDR switch with optics",
-               "QM9700 datasheet maximum with active modules, as recalled (UNVERIFIED); QM97xx manual: Class 8 (17 W) OSFP cages", "2023"),
-    Assumption("switch_rack_units", 1.0, "rack units of one fabric switch", "NVIDIA QM97xx 1U NDR switch user manual", "2023"),
+               "QM9700 datasheet maximum with active modules, as recalled (UNVERIFIED); QM97xx manual: Class 8 (17 W) OSFP cages", "2023",
+               max_value=100_000.0),
+    # range: 0 (switches inside the compute racks) to a whole rack
+    Assumption("switch_rack_units", 1.0, "rack units of one fabric switch", "NVIDIA QM97xx 1U NDR switch user manual", "2023",
+               max_value=60.0),
+    # range: 1-8 ports per transceiver (twin-port OSFP: 2; breakout optics up to 8 x 100G)
     Assumption("ports_per_transceiver", 2.0, "logical 400G ports served by one OSFP transceiver",
-               "NVIDIA QM97xx manual: each OSFP port consists of 2 logical InfiniBand ports (twin-port 2x400G)", "2023"),
+               "NVIDIA QM97xx manual: each OSFP port consists of 2 logical InfiniBand ports (twin-port 2x400G)", "2023",
+               min_value=1.0, max_value=8.0, integer=True),
     Assumption("switch_price_usd", 36000.0, "price of one 64-port NDR switch",
-               "FS.com 64-port NDR variant, Aug 2024 (NVIDIA-branded ~50k), per a public H100 cluster cost sheet", "2024-08"),
+               "FS.com 64-port NDR variant, Aug 2024 (NVIDIA-branded ~50k), per a public H100 cluster cost sheet", "2024-08",
+               max_value=_MAX_ITEM_USD),
     Assumption("transceiver_price_usd", 1000.0, "price of one 400G/800G OSFP transceiver",
-               "gpuplan estimate (street prices 2024 span ~$700-2,000; no primary source read)", "2024"),
-    Assumption("cable_price_usd", 200.0, "price of one fibre patch cable", "gpuplan estimate (no primary source read)", "2024"),
+               "gpuplan estimate (street prices 2024 span ~$700-2,000; no primary source read)", "2024",
+               max_value=_MAX_ITEM_USD),
+    Assumption("cable_price_usd", 200.0, "price of one fibre patch cable", "gpuplan estimate (no primary source read)", "2024",
+               max_value=_MAX_ITEM_USD),
     # ---- power and cooling -----------------------------------------------------------------
     Assumption("storage_power_kw_per_node", 0.25, "share of storage power per compute node",
-               f"{_SEED}: 1 kW of storage per rack of 4 DGX H100", "2024"),
+               f"{_SEED}: 1 kW of storage per rack of 4 DGX H100", "2024", max_value=_MAX_RACK_KW),
     Assumption("pue", 1.3, "power usage effectiveness (facility power / IT power)",
                "gpuplan estimate between new-build (1.1-1.2) and the Uptime Institute 2023 survey average (~1.58)", "2023",
                min_value=1.0, max_value=5.0),
-    Assumption("electricity_usd_per_kwh", 0.10, "price of electricity", f"{_SEED}: practice question 10 uses $0.10/kWh", "2024"),
+    # range: $0-10/kWh (retail prices are $0.03-0.60/kWh worldwide)
+    Assumption("electricity_usd_per_kwh", 0.10, "price of electricity", f"{_SEED}: practice question 10 uses $0.10/kWh", "2024",
+               max_value=10.0),
     Assumption("grid_kg_co2_per_kwh", 0.39, "grid carbon intensity",
                "US EIA FAQ: ~0.86 lb CO2 per kWh of US generation in 2022 (= 0.39 kg), as recalled; the world average is "
                "higher (IEA: ~0.46 kg/kWh in 2022): set it for your grid", "2022", max_value=2.0),
     Assumption("air_cooling_max_kw_per_rack", 30.0, "highest rack density for conventional air cooling",
-               f"{_SEED}: 'Air cooling: Up to 30-40 kW/rack'", "2024"),
+               f"{_SEED}: 'Air cooling: Up to 30-40 kW/rack'", "2024", max_value=_MAX_RACK_KW),
     Assumption("assisted_air_max_kw_per_rack", 50.0, "highest density for air with containment / rear-door heat exchangers",
-               f"{_SEED}: 'Liquid cooling: 50+ kW/rack'; {_RA_H100} runs ~41 kW air-cooled racks", "2024"),
+               f"{_SEED}: 'Liquid cooling: 50+ kW/rack'; {_RA_H100} runs ~41 kW air-cooled racks", "2024",
+               max_value=_MAX_RACK_KW),
     Assumption("gpu_idle_power_fraction", 0.10, "board power of a GPU running no math kernels, as a fraction of its TDP",
                "nvidia-smi idle readings widely reported: H100 SXM ~70 W of 700 W, A100 SXM ~50-60 W of 400 W "
                "(NVIDIA publishes no idle figure)", "2024"),
@@ -79,7 +125,8 @@ _DEFAULTS: tuple[Assumption, ...] = (
     Assumption("node_overhead_fraction_of_gpu_tdp", 0.82, "non-GPU node power at maximum, per watt of GPU TDP, for a system "
                "without a catalog maximum power",
                "NVIDIA DGX H100 user guide: system max 10.2 kW with 8 x 700 W H100 SXM -> (10.2 - 5.6) / 5.6 = 0.82 "
-               "(DGX B200: (14.3 - 8.0) / 8.0 = 0.79; DGX A100: (6.5 - 3.2) / 3.2 = 1.03)", "2023"),
+               "(DGX B200: (14.3 - 8.0) / 8.0 = 0.79; DGX A100: (6.5 - 3.2) / 3.2 = 1.03)", "2023",
+               max_value=5.0),  # a ratio, not a share: DGX A100's is above 1
     Assumption("busy_activity_fraction", 1.0, "math-kernel activity of a node while it is busy (1 = nameplate maximum power)",
                f"conservative: nameplate maximum, as the seed's arithmetic uses ({_SEED}); a training run uses its own "
                "activity from the step time", "2024"),
@@ -91,10 +138,10 @@ _DEFAULTS: tuple[Assumption, ...] = (
                "that on A100 (MTTF 7.9 h at 1,024 GPUs)", "2024-07", max_value=1.0),
     Assumption("storage_write_gbps_per_gpu", 2000.0 / 16384, "sustained checkpoint write bandwidth per GPU (GB/s)",
                "Llama 3 report sec. 3.3.1: Tectonic sustains 2 TB/s for the 16,384-GPU cluster (= 0.122 GB/s per GPU)",
-               "2024-07", min_value=1e-6),
+               "2024-07", min_value=1e-6, max_value=_MAX_GPU_STORAGE_GBPS),
     Assumption("storage_read_gbps_per_gpu", 7000.0 / 16384, "checkpoint read bandwidth per GPU on restart (GB/s)",
                "Llama 3 report sec. 3.3.1: Tectonic peaks at 7 TB/s for the 16,384-GPU cluster (= 0.43 GB/s per GPU)",
-               "2024-07", min_value=1e-6),
+               "2024-07", min_value=1e-6, max_value=_MAX_GPU_STORAGE_GBPS),
     Assumption("restart_s", 600.0, "time to detect an interruption, replace or drain the node and relaunch the job "
                "(before reading the checkpoint)",
                "gpuplan estimate: Daly's worked examples use R = 10 min; no published fleet figure was found "
@@ -106,16 +153,21 @@ _DEFAULTS: tuple[Assumption, ...] = (
                "(gpuplan.workloads.memory_headroom)", "2025", min_value=0.1, max_value=1.0),
     # ---- cost -------------------------------------------------------------------------------
     Assumption("storage_capex_usd_per_node", 25000.0, "share of the storage system per compute node",
-               "gpuplan estimate (no primary source read)", "2024"),
+               "gpuplan estimate (no primary source read)", "2024", max_value=_MAX_ITEM_USD),
     Assumption("facility_capex_usd_per_kw", 10000.0, "data-centre build-out per kW of IT load (power, cooling, shell)",
-               "gpuplan estimate from industry rules of thumb of ~$7-12M per MW (no primary source read)", "2024"),
+               "gpuplan estimate from industry rules of thumb of ~$7-12M per MW (no primary source read)", "2024",
+               max_value=1e6),
+    # range: 1-100 years (the residual value divides by it; a building lives decades)
     Assumption("facility_life_years", 15.0, "life of the facility build-out (its unexpired share is residual value)",
-               "gpuplan estimate", "2024"),
+               "gpuplan estimate", "2024", min_value=1.0, max_value=100.0),
     Assumption("maintenance_fraction_per_year", 0.10, "hardware support per year, as a fraction of hardware capex",
-               "gpuplan estimate; DGX H100 1-year support quoted at ~20% of list price (supercluster.blog)", "2024"),
+               "gpuplan estimate; DGX H100 1-year support quoted at ~20% of list price (supercluster.blog)", "2024",
+               max_value=1.0),
     Assumption("space_usd_per_rack_month", 0.0, "floor space per rack per month (0 when the facility is owned)",
-               "gpuplan default for an owned facility; set to a colocation price to model renting", "2024"),
-    Assumption("staff_usd_per_year", 0.0, "operations staff per year (optional)", "gpuplan default: not counted", "2024"),
+               "gpuplan default for an owned facility; set to a colocation price to model renting", "2024",
+               max_value=_MAX_ITEM_USD),
+    Assumption("staff_usd_per_year", 0.0, "operations staff per year (optional)", "gpuplan default: not counted", "2024",
+               max_value=_MAX_SUM_USD),
     Assumption("residual_value_fraction", 0.10, "resale value of the hardware at the end of the period",
                "gpuplan estimate (no primary source read)", "2024"),
 )
@@ -200,16 +252,11 @@ def _bounded(a: Assumption) -> Assumption:
 
 
 def checked_value(a: Assumption, value: float) -> float:
-    """`value` as a float if it is finite and within [min_value, max_value] of `a`; else an InputError
-    naming the key (one line)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{a.key}: expected a number, got {value!r}", field=a.key) from None
-    if not math.isfinite(v) or not a.min_value <= v <= a.max_value:
-        upper = "" if a.max_value == math.inf else f" and <= {a.max_value:g}"
-        raise InputError(f"{a.key}: must be a finite number >= {a.min_value:g}{upper}, got {value}", field=a.key)
-    return v
+    """`value` (a number, or text with ASCII digits) as a float if it is finite and within
+    [min_value, max_value] of `a` (a whole number when `a.integer`); else an InputError naming the
+    key and its range (one line). The one check of every assumption a user gives."""
+    return float(parse_number(value, a.key, integer=a.integer, ge=a.min_value,
+                              le=a.max_value if a.max_value != math.inf else None))
 
 
 DEFAULT_ASSUMPTIONS = Assumptions()
@@ -228,12 +275,10 @@ def parse_overrides(pairs: Iterable[str] | None) -> dict[str, float]:
     out: dict[str, float] = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
-        try:
-            if not sep:
-                raise ValueError
-            out[key.strip()] = float(value)
-        except ValueError:
-            raise InputError(f"set: expected KEY=NUMBER, got '{pair}'", field="set") from None
+        if not sep or not key.strip() or not is_ascii_number(value):
+            raise InputError(f"set: expected KEY=NUMBER (ASCII digits 0-9), got '{show(pair, 60)[1:-1]}'", field="set",
+                             allowed="KEY=NUMBER")
+        out[key.strip()] = float(parse_number(value, key.strip()))  # its range: checked_value
     return out
 
 

@@ -6,7 +6,8 @@ Construction (DGX SuperPOD H100 RA-11333-001 V11 and the B200 RA, hardware.md se
   is rail-aligned ... traffic per rail is always one hop away from the other 31 nodes in a SU").
   A scalable unit (SU) is 32 eight-GPU nodes, i.e. one leaf per rail per SU.
 - **Leaf.** A radix-k switch gives `down = floor(k * o / (1 + o))` ports to nodes and
-  `up = k - down` to spines, for oversubscription `o` (1 = non-blocking: 32 down / 32 up).
+  `up = k - down` to spines, for oversubscription `o` (1 = non-blocking: 32 down / 32 up);
+  1 <= o <= k - 1 (a leaf keeps at least one uplink).
   leaves = rails * ceil((node ports + management ports) / (rails * down)). Below one SU several rails
   share a leaf (rails per leaf = floor(down / nodes)); if every port fits on one switch, one tier.
 - **Two tiers** while every spine can reach every leaf. Spines S = the smallest power of two
@@ -128,13 +129,16 @@ def design_fabric(
         nodes = int(math.ceil(scalable_units * su_nodes))
     if nodes < 1:
         raise InputError(f"nodes: must be >= 1, got {nodes}", field="nodes")
-    if oversubscription < 1:
-        raise InputError(f"oversubscription: must be >= 1 (down:up ratio), got {oversubscription}", field="oversubscription")
     if management_ports < 0:
         raise InputError("management-ports: must be >= 0", field="management_ports")
     radix = int(assumptions.switch_radix_ports)
     if radix < 4 or radix % 2:
         raise InputError(f"switch_radix_ports: must be an even number >= 4, got {radix}", field="switch_radix_ports")
+    # down:up of a leaf: at least one uplink, so at most (radix - 1):1
+    if not 1 <= oversubscription <= radix - 1:
+        raise InputError(f"oversubscription: must be >= 1 and <= {radix - 1} (leaf down:up ports; a radix-{radix} leaf "
+                         f"keeps at least one uplink), got {oversubscription:g}", field="oversubscription",
+                         allowed=f">= 1 and <= {radix - 1}")
     ports_per_xcvr = max(1.0, assumptions.ports_per_transceiver)
     rails = system.nics_per_node
     gpus = nodes * system.gpus_per_node

@@ -197,9 +197,17 @@ def _pack_vectors(kinds: list[MigKind]) -> dict[tuple[int, ...], Geometry]:
     return packs
 
 
+#: instances left to the exact DP of `_fewest_gpus` (one recursion level per GPU, at least one instance each)
+DP_MAX_INSTANCES = 200
+#: instances one request may hold: 7 per GPU on 10,000 GPUs (a plan beyond that is not a MIG question)
+MAX_REQUESTED_INSTANCES = 70_000
+
+
 def _fewest_gpus(demand: tuple[int, ...], packs: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
     """Fewest per-GPU count vectors summing exactly to `demand`: DP over the remaining demand, trying
-    only packs that are maximal within it; greedy (largest pack first) while the state space is huge."""
+    only packs that are maximal within it; greedy (largest pack first) while the state space is huge
+    or more than DP_MAX_INSTANCES instances remain (the DP recurses once per GPU, so this bounds its
+    depth well inside Python's recursion limit)."""
     chosen: list[tuple[int, ...]] = []
 
     def fits(p, d):
@@ -209,7 +217,7 @@ def _fewest_gpus(demand: tuple[int, ...], packs: list[tuple[int, ...]]) -> list[
         return sum(p)
 
     d = demand
-    while math.prod(x + 1 for x in d) > 50_000:
+    while math.prod(x + 1 for x in d) > 50_000 or sum(d) > DP_MAX_INSTANCES:
         cand = [p for p in packs if fits(p, d)]
         best = max(cand, key=weight)
         chosen.append(best)
@@ -239,6 +247,9 @@ def plan_mig(gpu_id: str, requested: list[str], gpus: int | None = None, memory_
         raise InputError(f"profile: give at least one MIG profile; valid: {', '.join(profile_names(family))}", field="profile")
     if gpus is not None and gpus < 1:
         raise InputError(f"gpus: must be >= 1, got {gpus}", field="gpus")
+    if len(requested) > MAX_REQUESTED_INSTANCES:
+        raise InputError(f"profile: {len(requested):,} instances requested; the limit is {MAX_REQUESTED_INSTANCES:,} "
+                         "(7 per GPU on 10,000 GPUs)", field="profile", allowed=f"<= {MAX_REQUESTED_INSTANCES} instances")
     kinds_req = _kinds_of(requested, family)
     kinds = list(dict.fromkeys(kinds_req))
     demand = tuple(kinds_req.count(k) for k in kinds)

@@ -24,6 +24,7 @@ from gpuplan.formats.packing import pack, unpack
 from gpuplan.formats.scale import ScaleRule
 from gpuplan.formats.scale import scale_rule as parse_scale_rule
 from gpuplan.formats.tensorfile import read_header, read_safetensors, write_safetensors
+from gpuplan.validation_rules import load_json_text
 
 META_PREFIX = "gpuplan.formats:"
 
@@ -119,7 +120,11 @@ def read_mx_tensor(path: str | Path, base: str, fmt: str | None = None) -> Packe
     blocks, scales = arrays[bname], arrays[sname]
     if blocks.dtype != np.uint8 or scales.dtype != np.uint8 or blocks.ndim < 2 or blocks.shape[:-1] != scales.shape:
         raise InputError(f"'{bname}' must be uint8 (..., n_blocks, bytes) and '{sname}' uint8 (..., n_blocks)", field="tensor")
-    meta = json.loads(header.get("__metadata__", {}).get(META_PREFIX + base, "{}") or "{}")
+    raw_meta = header.get("__metadata__", {})
+    text = raw_meta.get(META_PREFIX + base, "{}") if isinstance(raw_meta, dict) else "{}"
+    meta = load_json_text(text if isinstance(text, str) and text else "{}", f"{path}: metadata of '{base}'", "file")
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: metadata of '{base}' must be a JSON object", field="file")
     name = fmt or meta.get("format", "mxfp4")
     bf = block_format(name)
     shape = tuple(meta.get("shape") or (*blocks.shape[:-2], blocks.shape[-2] * bf.block_size))

@@ -98,9 +98,9 @@ def write_safetensors(path: str | Path, tensors: dict[str, np.ndarray], metadata
 
 def read_tensor(path: str | Path, tensor: str | None = None) -> np.ndarray:
     """One array from a .npy file, or tensor `tensor` of a .safetensors file (the first if None)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"no such file: {p}", field="file")
+    from gpuplan.input_files import regular_input_file
+
+    p, _ = regular_input_file(path, "file", "tensor file")
     if p.suffix == ".npy":
         return _read_npy(p)
     if p.suffix == ".safetensors":

@@ -19,6 +19,10 @@ the dividend; comparisons and logic give 0/1):
 
 Names are the variables the caller provides (e.g. `lane`, `tid`, `warp`). Anything else is an
 InputError naming the field and what is allowed.
+
+Bounded work: at most MAX_TOKENS tokens, parentheses and unary operators nested at most
+MAX_NESTING deep, and a tree at most MAX_TREE_DEPTH deep (`1+1+...+1` is a chain as deep as it is
+long), so neither the recursive-descent parser nor the evaluator can exhaust Python's stack.
 """
 
 from __future__ import annotations
@@ -31,8 +35,15 @@ import numpy as np
 from gpuplan.errors import InputError
 from gpuplan.validation_rules import INT64_MAX
 
-_TOKEN = re.compile(r"\s*(?:(\d+)|([A-Za-z_][A-Za-z_0-9]*)|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()<>!~&|^]))")
+_TOKEN = re.compile(r"\s*(?:([0-9]+)|([A-Za-z_][A-Za-z_0-9]*)|(<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%()<>!~&|^]))")
 _WORD_OPS = {"and": "&&", "or": "||", "not": "!"}
+
+#: tokens in one expression (a lane predicate is a few dozen)
+MAX_TOKENS = 10_000
+#: parentheses and unary operators inside each other (each level is ~12 parser frames)
+MAX_NESTING = 32
+#: depth of the expression tree (the evaluator recurses once per level)
+MAX_TREE_DEPTH = 200
 
 _BINARY_LEVELS: list[tuple[str, ...]] = [
     ("||",), ("&&",), ("|",), ("^",), ("&",), ("==", "!="), ("<", "<=", ">", ">="), ("<<", ">>"), ("+", "-"), ("*", "/", "%"),
@@ -57,15 +68,25 @@ def _tokenize(text: str, field: str) -> list[str]:
         tok = m.group(1) or m.group(2) or m.group(3)
         tokens.append(_WORD_OPS.get(tok, tok))
         pos = m.end()
+        if len(tokens) > MAX_TOKENS:
+            raise InputError(f"{field}: more than {MAX_TOKENS} tokens; write a shorter expression", field=field,
+                             allowed=f"<= {MAX_TOKENS} tokens")
     return tokens
 
 
 class _Parser:
     def __init__(self, tokens: list[str], variables: tuple[str, ...], text: str, field: str):
         self.tokens, self.pos, self.variables, self.text, self.field = tokens, 0, variables, text, field
+        self.nesting = 0
 
     def error(self, what: str) -> InputError:
-        return InputError(f"{self.field}: {what} in '{self.text}'", field=self.field)
+        text = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        return InputError(f"{self.field}: {what} in '{text}'", field=self.field)
+
+    def deeper(self) -> None:
+        self.nesting += 1
+        if self.nesting > MAX_NESTING:
+            raise self.error(f"parentheses and unary operators nest deeper than {MAX_NESTING} levels")
 
     def peek(self) -> str | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -96,7 +117,10 @@ class _Parser:
         tok = self.peek()
         if tok in ("-", "+", "!", "~"):
             self.take()
-            return Node({"-": "neg", "+": "pos"}.get(tok, tok), (self.unary(),))
+            self.deeper()
+            node = Node({"-": "neg", "+": "pos"}.get(tok, tok), (self.unary(),))
+            self.nesting -= 1
+            return node
         return self.atom()
 
     def atom(self) -> Node:
@@ -106,9 +130,11 @@ class _Parser:
                 raise self.error(f"integer {tok[:20]}... exceeds int64 (allowed: 0 .. 2^63-1)")
             return Node("num", value=int(tok))
         if tok == "(":
+            self.deeper()
             node = self.binary(0)
             if self.take() != ")":
                 raise self.error("missing ')'")
+            self.nesting -= 1
             return node
         if re.fullmatch(r"[A-Za-z_]\w*", tok):
             if tok not in self.variables:
@@ -121,7 +147,21 @@ def parse(text: str, variables: tuple[str, ...] = ("lane",), field: str = "expre
     """Parse `text` into an expression tree; raises InputError on anything outside the grammar."""
     if not text or not text.strip():
         raise InputError(f"{field}: empty expression", field=field)
-    return _Parser(_tokenize(text, field), variables, text, field).parse()
+    node = _Parser(_tokenize(text, field), variables, text, field).parse()
+    if tree_depth(node) > MAX_TREE_DEPTH:
+        raise InputError(f"{field}: the expression is deeper than {MAX_TREE_DEPTH} operations in a chain; "
+                         "write a shorter one", field=field, allowed=f"a tree of depth <= {MAX_TREE_DEPTH}")
+    return node
+
+
+def tree_depth(node: Node) -> int:
+    """Depth of an expression tree, counted without recursion."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((a, d + 1) for a in n.args)
+    return deepest
 
 
 def _c_div(a: np.ndarray, b: np.ndarray, field: str) -> np.ndarray:

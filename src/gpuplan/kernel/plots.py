@@ -12,8 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpuplan.errors import InputError
-from gpuplan.output_files import atomic_output, check_output_path
+from gpuplan.output_files import PLOT_SUFFIXES, atomic_output, check_output_path
 from gpuplan.kernel.compute_capability import ComputeCapabilityLimits
 from gpuplan.kernel.occupancy import block_limits
 from gpuplan.kernel.roofline import Roofline, RooflinePoint
@@ -29,10 +28,7 @@ def _pyplot():
 
 
 def _check_path(path: str | Path) -> Path:
-    path = Path(path)
-    if path.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError(f"plot: '{path}' must end in .png, .svg or .pdf", field="plot")
-    return check_output_path(path, "plot")
+    return check_output_path(path, "plot", PLOT_SUFFIXES)
 
 
 def occupancy_curves(limits: ComputeCapabilityLimits, threads: int, regs: int, smem_bytes: int) -> dict[str, tuple]:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from gpuplan.errors import InputError
 from gpuplan.specs.model import FfnKind, ModelSpec, MoeSpec, NormKind
+from gpuplan.validation_rules import parse_number
 
 #: Megatron-LM default `--hidden-dropout` and `--attention-dropout` (megatron/training/arguments.py).
 MEGATRON_DEFAULT_DROPOUT = 0.1
@@ -36,8 +37,8 @@ def _int(row: dict[str, str], column: str, default: int | None = None) -> int | 
             raise InputError(f"architecture column `{column}` is empty (required)", field=column)
         return default
     try:
-        value = float(raw)
-    except ValueError:
+        value = float(parse_number(raw, column))  # ASCII digits only (validation_rules.parse_number)
+    except (ValueError, OverflowError):
         raise InputError(f"architecture column `{column}` must be an integer, got '{raw}'", field=column) from None
     if value != int(value) or value < 0:
         raise InputError(f"architecture column `{column}` must be a non-negative integer, got '{raw}'", field=column)

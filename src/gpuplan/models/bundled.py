@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 from gpuplan.errors import InputError, unknown_id
+from gpuplan.input_files import input_stat, path_kind
 from gpuplan.models.hf_config import model_from_hf_config, read_config_file
 from gpuplan.specs.model import ModelSpec
 
@@ -63,16 +64,17 @@ def load_model(name_or_path: str) -> ModelSpec:
     key = str(name_or_path).strip()
     if key.lower() in _index():
         return _load_bundled(key.lower())
-    path = Path(key).expanduser()
-    if not path.exists() and key.lower() in _hub_aliases():
+    path = Path(key).expanduser() if key and "\x00" not in key else None
+    kind = path_kind(path) if path is not None else None  # None: nothing there (or a name too long to be a path)
+    if kind is None and key.lower() in _hub_aliases():
         return _load_bundled(_hub_aliases()[key.lower()])
-    if path.is_dir():
+    if kind == "folder":
         cfg_path = path / "config.json"
-        if not cfg_path.is_file():
+        if path_kind(cfg_path) is None:
             raise InputError(f"model: directory '{path}' holds no config.json", field="model")
         return model_from_hf_config(read_config_file(cfg_path), name=path.name, source=str(cfg_path))
-    if path.is_file():
+    if kind is not None:  # a file or a pipe (read_config_file refuses devices and sockets)
         return model_from_hf_config(read_config_file(path), name=path.stem, source=str(path))
     if key.endswith(".json") or "/" in key:
-        raise InputError(f"model: no such file '{key}'", field="model")
+        input_stat(key, "model", "config.json")  # says why: no such file, name too long, a loop, ...
     raise unknown_id("model", key, bundled_model_names())

@@ -229,10 +229,10 @@ def model_from_hf_config(cfg: dict[str, Any], name: str, source: str = "") -> Mo
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse a config.json; unreadable or invalid JSON -> InputError naming the file."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read model config '{path}': {exc.strerror}", field="model") from None
+    """Parse a config.json (gpuplan.input_files: bounded, a pipe read as a stream); unreadable or
+    invalid JSON -> InputError naming the file."""
+    from gpuplan.input_files import MAX_SETTINGS_BYTES, read_input_bytes
+
+    raw = read_input_bytes(path, "model", max_bytes=MAX_SETTINGS_BYTES, what="config.json")
     what = f"model config '{path}'"
     return load_json_text(decode_utf8(raw, what, "model"), what, "model")

@@ -144,12 +144,9 @@ def summarise(tensors: list[TensorInfo], config: dict | None = None, files: tupl
 
 
 def _read_json(path: Path, what: str) -> dict:
-    try:
-        if path.stat().st_size > MAX_HEADER_BYTES:
-            raise InputError(f"{what} '{path}' is larger than {MAX_HEADER_BYTES} bytes", field="path")
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {what} '{path}': {exc.strerror}", field="path") from None
+    from gpuplan.input_files import read_input_bytes
+
+    raw = read_input_bytes(path, "path", max_bytes=MAX_HEADER_BYTES, what=what)
     data = load_json_text(decode_utf8(raw, f"{what} '{path}'", "path"), f"{what} '{path}'", "path")
     if not isinstance(data, dict):
         raise InputError(f"{what} '{path}' must hold a JSON object", field="path")
@@ -158,13 +155,17 @@ def _read_json(path: Path, what: str) -> dict:
 
 def checkpoint_params(path: str | Path) -> CheckpointSummary:
     """Counts from a .safetensors file, a model.safetensors.index.json, or a directory holding either."""
+    from gpuplan.input_files import input_stat, path_kind
+
     p = Path(path).expanduser()
+    if path_kind(p) != "folder":
+        input_stat(p, "path", "file or folder")  # says why nothing readable is there
     config = None
-    if p.is_dir():
-        if (p / "config.json").is_file():
+    if path_kind(p) == "folder":
+        if path_kind(p / "config.json") == "file":
             config = _read_json(p / "config.json", "config")
         index = p / "model.safetensors.index.json"
-        if index.is_file():
+        if path_kind(index) == "file":
             p = index
         else:
             shards = sorted(p.glob("*.safetensors"))
@@ -172,10 +173,9 @@ def checkpoint_params(path: str | Path) -> CheckpointSummary:
                 raise InputError(f"path: directory '{p}' holds no .safetensors file or index", field="path")
             tensors = [t for s in shards for t in read_header(s)]
             return summarise(tensors, config, tuple(s.name for s in shards))
-    elif (p.parent / "config.json").is_file():
+    elif path_kind(p.parent / "config.json") == "file":
         config = _read_json(p.parent / "config.json", "config")
-    if not p.is_file():
-        raise InputError(f"path: no such file '{p}'", field="path")
+    input_stat(p, "path")
     if p.name.endswith(".json"):
         index = _read_json(p, "safetensors index")
         weight_map = index.get("weight_map")
@@ -187,7 +187,7 @@ def checkpoint_params(path: str | Path) -> CheckpointSummary:
             shard_path = p.parent / shard
             if Path(shard).name != shard:
                 raise InputError(f"safetensors index '{p}': shard name '{shard}' must be a file name", field="weight_map")
-            if not shard_path.is_file():
+            if path_kind(shard_path) != "file":
                 raise InputError(f"safetensors index '{p}': shard '{shard}' is missing", field="weight_map")
             tensors.extend(read_header(shard_path))
         return summarise(tensors, config, tuple(shards))

@@ -11,6 +11,7 @@ from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
 from gpuplan.specs.execution import AttentionKernel, Execution, Framework
+from gpuplan.specs.finetune import FineTuning, MasterWeights
 
 
 class Recompute(str, Enum):
@@ -79,6 +80,10 @@ class TrainPlan(Spec):
     #: Attention kernel (specs.execution.AttentionKernel). The legacy boolean `flash_attention=False`
     #: given at construction means AttentionKernel.UNFUSED.
     attention_kernel: AttentionKernel = AttentionKernel.FLASH
+    #: Fine-tuning choices (specs.finetune.FineTuning): LoRA / QLoRA, the frozen base's dtype, the
+    #: optimizer, offload, fp32 master weights or pure low-precision training. The default is
+    #: ordinary training (every weight, AdamW, fp32 master, nothing offloaded).
+    fine_tuning: FineTuning = FineTuning()
 
     @model_validator(mode="before")
     @classmethod
@@ -110,6 +115,19 @@ class TrainPlan(Spec):
             raise ValueError(
                 f"global_batch ({self.global_batch}) is not a multiple of micro_batch x dp ({self.micro_batch} x {self.dp})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _fine_tuning_fits_the_plan(self):
+        ft = self.fine_tuning
+        if ft.offload.moves_params and self.sharding not in (Sharding.ZERO3, Sharding.FSDP):
+            # FSDP CPUOffload(offload_params=True) offloads the flat-parameter shards FSDP owns;
+            # DeepSpeed's offload_param is a ZeRO stage-3 option ("only valid with stage 3")
+            raise ValueError(f"offload {ft.offload.value} moves parameter shards: it needs sharding zero3 or fsdp, "
+                             f"not {Sharding(self.sharding).value}")
+        if ft.master_weights is MasterWeights.NONE and Precision(self.precision).low_precision_matmul:
+            raise ValueError(f"master_weights none trains the weights themselves in the compute dtype: precision must be "
+                             f"bf16, fp16 or fp32, not {Precision(self.precision).value}")
         return self
 
     @property

@@ -2,9 +2,16 @@
 
 - `POST /api/v1/<command words>` (endpoints.ENDPOINTS): the body is the api function's keyword
   arguments as JSON, the answer is `result.to_dict()` (the command's `--json`), and the header
-  `X-Gpuplan-Command` is the `gpuplan ... --json` line that prints the same JSON.
-  `POST /api/v1/validate` (or its form field `builtin`: a public set shipped with gpuplan),
-  `POST /api/v1/calibrate/fit` and `POST /api/v1/formats/compare-file` take an uploaded file (multipart, at most MAX_UPLOAD_BYTES, kept in a temporary directory removed
+  `X-Gpuplan-Command` is the `gpuplan ... --json` line that prints the same JSON (as printable
+  ASCII: other characters escaped, at most MAX_HEADER_CHARS, `header_value`; raw input never goes
+  into a header).
+- The body is JSON of at most MAX_BODY_BYTES, checked with the CLI's rules: strict types (`true` is
+  not 1, `"8"` is not 8), finite numbers (`1e400` is a 422 naming the field), bounded strings and
+  lists (endpoints.MAX_TEXT_CHARS, MAX_LIST_ITEMS), and no path on the server's disk in a field
+  that names a model or a dataset (endpoints.PATH_FIELDS: bundled names only).
+- `POST /api/v1/validate` (or its form field `builtin`: a public set shipped with gpuplan),
+  `POST /api/v1/calibrate/fit` and `POST /api/v1/formats/compare-file` take an uploaded file
+  (multipart, at most MAX_UPLOAD_BYTES, kept in a temporary directory removed
   after the call). `calibrate/fit` answers `gpuplan calibrate fit FILE --json` plus the profile's
   TOML text (`profile_toml`): the page offers it for download, the server writes no profile.
 - Bad input: HTTP 400 (gpuplan InputError) or 422 (an infeasible request, or a body that is not
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shlex
 import tempfile
 import threading
@@ -33,10 +41,15 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from gpuplan import api
 from gpuplan.errors import GpuplanError, InputError
-from gpuplan.web.endpoints import ENDPOINTS, Endpoint, command
+from gpuplan.output_files import write_atomic
+from gpuplan.web.endpoints import ENDPOINTS, PATH_FIELDS, Endpoint, command
 from gpuplan.web.pages import PAGES, page_html
 
 MAX_UPLOAD_BYTES = 5 * 2**20  # 5 MiB: a validation CSV is ~100 kB; a tensor for `formats compare` a few MB
+#: a JSON request body: the largest real one (10,000 MIG profiles) is ~100 kB
+MAX_BODY_BYTES = 2**20
+#: longest X-Gpuplan-Command header (servers refuse headers past ~8 KiB in all)
+MAX_HEADER_CHARS = 2000
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger("gpuplan.web")
 
@@ -61,7 +74,9 @@ def gpuplan_error(exc: Exception) -> JSONResponse:
 def validation_message(exc: ValidationError) -> tuple[str, str]:
     """One line naming the field, as the api's own checks do: `--gpus: Input should be a valid integer`."""
     err = exc.errors()[0]
-    field = str(err["loc"][0]) if err["loc"] else "body"
+    if not err["loc"]:
+        return f"body: {err['msg']}", "body"
+    field = str(err["loc"][0])
     return f"--{field.replace('_', '-')}: {err['msg']}", field
 
 
@@ -70,34 +85,82 @@ def validation_message(exc: ValidationError) -> tuple[str, str]:
 API_LOCK = threading.Lock()
 
 
+def header_value(text: str, limit: int = MAX_HEADER_CHARS) -> str:
+    """`text` as a safe header value: printable ASCII only (a newline, NUL or any other character is
+    written as a Python escape, `\\n`, `\\x00`, `\\u00e9`), at most `limit` characters (cut with
+    '...'). A raw newline in a header would end it, and the server would drop the answer."""
+    safe = "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode("ascii") for c in text)
+    return safe if len(safe) <= limit else safe[: limit - 3] + "..."
+
+
 def run(fn, kwargs: dict[str, Any], cmd: str) -> Response:
+    headers = {"X-Gpuplan-Command": header_value(cmd)}  # the line that prints the same JSON (or error)
     try:
         with API_LOCK:
             data = fn(**kwargs).to_dict()
     except Exception as exc:  # noqa: BLE001 - every error becomes one line (module docstring)
         resp = gpuplan_error(exc)
-        resp.headers["X-Gpuplan-Command"] = cmd  # the line that prints the same error
+        resp.headers.update(headers)
         return resp
-    return JSONResponse(data, headers={"X-Gpuplan-Command": cmd})
+    return JSONResponse(data, headers=headers)
+
+
+def names_server_path(value: str) -> bool:
+    """True when `value` names something on the server's disk (or could, once expanded): an existing
+    path, an absolute, home-relative or dot-relative path. Bundled names never do."""
+    if value.startswith(("/", "~", ".", "\\")):
+        return True
+    return os.path.lexists(value)
+
+
+def server_path_error(values: dict[str, Any]) -> Response | None:
+    """A 400 naming the first field of endpoints.PATH_FIELDS whose value is a path on the server."""
+    for name in PATH_FIELDS & set(values):
+        value = values[name]
+        if isinstance(value, str) and names_server_path(value):
+            return error_response(f"{name}: the web API takes bundled names only, not a path on the server "
+                                  f"('{header_value(value, 60)}'); upload-free commands name models and datasets "
+                                  "by their bundled names (`gpuplan model list`)", name, 400,
+                                  "a bundled name")
+    return None
+
+
+async def read_body(request: Request) -> bytes:
+    """The request body, InputError past MAX_BODY_BYTES (read in chunks, never whole first)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise InputError(f"body: larger than {MAX_BODY_BYTES // 1024} KiB", field="body",
+                             allowed=f"a JSON object of <= {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def request_model(ep: Endpoint):
     fields = {name: (typ, default) for name, (typ, default) in ep.fields().items()}
     name = "".join(w.title().replace("-", "") for w in ep.words) + "Request"
-    return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+    # strict: JSON types as the CLI's rules read them (`true` is not 1); finite floats only
+    return create_model(name, __config__=ConfigDict(extra="forbid", strict=True, allow_inf_nan=False), **fields)
 
 
 def add_endpoint(app: FastAPI, ep: Endpoint) -> None:
     model = request_model(ep)
 
     async def handler(request: Request) -> Response:
-        raw = await request.body()
+        try:
+            raw = await read_body(request)
+        except InputError as exc:
+            return error_response(str(exc), exc.field, 413, exc.allowed)
         try:
             body = model.model_validate_json(raw or b"{}")
         except ValidationError as exc:
             msg, field = validation_message(exc)
             return error_response(msg, field, 422)
         values = body.model_dump(exclude_unset=True)
+        refused = server_path_error(values)
+        if refused is not None:
+            return refused
         from starlette.concurrency import run_in_threadpool
 
         return await run_in_threadpool(run, ep.fn, values, command(ep, values))
@@ -161,7 +224,7 @@ async def run_on_upload(file: UploadFile, default_name: str, fn: Callable[[Path,
     name = safe_name(file.filename, default_name)
     with tempfile.TemporaryDirectory(prefix="gpuplan-web-") as tmp:
         path = Path(tmp) / name
-        path.write_bytes(data)
+        write_atomic(path, data, "file")
         return await run_in_threadpool(run, lambda: fn(path, name), {}, command_for(name))
 
 

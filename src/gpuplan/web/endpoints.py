@@ -9,7 +9,13 @@ The request fields are the function's own parameters (names, defaults), typed fo
 - a parameter annotated with a sequence (`Sequence[str]`) is a list of strings;
 - `bool`, `int`, `float` annotations keep their type (`int | float` is a float);
 - anything naming a spec object (`str | ModelSpec`, `str | Gpu`) is its id, a string;
-- `overrides` is a list of KEY=VALUE strings (`--set`).
+- `overrides` is a list of KEY=VALUE strings (`--set`);
+- a string holds at most MAX_TEXT_CHARS characters and a list at most MAX_LIST_ITEMS items (the
+  longest real values: an expression, a list of MIG profiles), so no field makes unbounded work.
+
+Fields that name a model or a dataset (PATH_FIELDS) take bundled names only: the CLI also reads a
+config.json or a CSV from a path there, which over HTTP would read the server's disk (app.py
+refuses such a value).
 
 Parameters that would make the server read or write a path it was given (`plot`, `file`, `path`),
 old spellings of renamed options and Python-only arguments (`progress`, a TrainPlan) are not
@@ -21,9 +27,20 @@ from __future__ import annotations
 import inspect
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Union
+from typing import Annotated, Any, Callable, Optional, Union
+
+from pydantic import Field, StringConstraints
 
 from gpuplan import api
+
+#: longest string field (a predicate expression, a model name, a list of formats)
+MAX_TEXT_CHARS = 10_000
+#: longest list field (MIG profiles requested, GEMM shapes, values to encode)
+MAX_LIST_ITEMS = 10_000
+Text = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
+TextList = Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)]
+#: fields whose value the CLI may read as a path (a config.json, a CSV of lengths): bundled names only
+PATH_FIELDS = frozenset({"model", "draft_model", "lengths"})
 
 #: parameters never offered over HTTP (module docstring)
 HIDDEN = frozenset({"progress", "plan", "plot", "file", "path", "grid_kg_per_kwh", "price_kwh"})
@@ -32,8 +49,10 @@ HIDDEN = frozenset({"progress", "plan", "plot", "file", "path", "grid_kg_per_kwh
 FIT_PLAN_FIELDS: dict[str, tuple[Any, Any]] = {
     "tp": (int, 1), "pp": (int, 1), "dp": (Optional[int], None), "cp": (int, 1), "ep": (int, 1), "vpp": (int, 1),
     "micro_batch": (int, 1), "global_batch": (Optional[int], None), "seq_len": (Optional[int], None),
-    "recompute": (str, "none"), "sharding": (str, "none"), "precision": (str, "bf16"),
-    "grad_precision": (str, "fp32"), "sequence_parallel": (Optional[bool], None), "flash_attention": (bool, True),
+    "recompute": (Text, "none"), "sharding": (Text, "none"), "precision": (Text, "bf16"),
+    "grad_precision": (Text, "fp32"), "sequence_parallel": (Optional[bool], None), "flash_attention": (bool, True),
+    # fine-tuning: one object of the CLI's options ({"finetune": "qlora", "lora_rank": 64, "offload": "params"})
+    "fine_tuning": (Optional[dict], None), "grad_accum": (Optional[int], None),
 }
 
 
@@ -78,10 +97,12 @@ class Endpoint:
 def json_type(name: str, annotation: str, default: Any) -> Any:
     """The JSON type of one api parameter (module docstring)."""
     if name == "overrides":
-        return Optional[list[str]]
+        return Optional[TextList]
+    if "dict" in annotation:  # a record of options (`fine_tuning`): a JSON object
+        return Optional[dict] if default is None or "None" in annotation else dict
     if "Sequence" in annotation or "list" in annotation:
         # `str | Sequence[str]` (formats, serve_plan's gpus): one string or several
-        base: Any = Union[str, list[str]] if annotation.startswith("str") else list[str]
+        base: Any = Union[Text, TextList] if annotation.startswith("str") else TextList
     elif annotation.startswith("bool"):
         base = bool
     elif "str" not in annotation and "float" in annotation:
@@ -89,7 +110,7 @@ def json_type(name: str, annotation: str, default: Any) -> Any:
     elif "str" not in annotation and annotation.startswith("int"):
         base = int
     else:
-        base = str
+        base = Text
     return Optional[base] if default is None or "None" in annotation else base
 
 
@@ -163,6 +184,13 @@ def command(endpoint: Endpoint, values: dict[str, Any], *, file_arg: str | None 
         if v is None or v == default:
             continue
         flag = endpoint.flag(name)
+        if isinstance(v, dict):  # a record of options: each its own flag (`fine_tuning`: --finetune, --lora-rank ...)
+            for key, x in v.items():
+                if x is None:
+                    continue
+                sub = "--" + ("finetune" if key == "method" else key).replace("_", "-")
+                words.extend([sub] if x is True else ["--no-" + sub[2:]] if x is False else [sub, _text(x)])
+            continue
         if isinstance(v, bool):
             words.append(flag if v else "--no-" + flag[2:])
         elif isinstance(v, list):

@@ -58,7 +58,8 @@ def headroom_scope(headroom: float, field: str = "memory_headroom") -> Iterator[
     from gpuplan.validation_rules import check_number
 
     check_number(headroom, field, ge=0.0, le=0.9)
-    with knobs.overridden({KNOB: 1.0 - float(headroom)}):
+    # rounded: 1.0 - 0.9 is 0.09999999999999998 in binary floating point, below the knob's 0.1
+    with knobs.overridden({KNOB: round(1.0 - float(headroom), 12)}):
         yield
 
 

@@ -18,6 +18,10 @@ from gpuplan.facilities.run_cost import price_source
 from gpuplan.interfaces.api._common import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, checked_numbers, to_jsonable
 from gpuplan.interfaces.api.calibration import apply, bench, calibrate_fit, calibrate_import, calibrate_knobs, load_profile
 from gpuplan.interfaces.api.comm import comm
+from gpuplan.interfaces.api.deploy import (
+    emit_fit, emit_plan_training, emit_serve, emit_train, serve_engine_for, serve_run_from, train_from, train_options_for,
+    written_for,
+)
 from gpuplan.interfaces.api.formats import (
     formats_compare, formats_decode, formats_encode, formats_matmul, formats_table,
 )
@@ -54,13 +58,18 @@ __all__ = [
     "kernel_gustafson", "kernel_little",
     "formats_table", "formats_compare", "formats_encode", "formats_decode", "formats_matmul",
     "memory_headroom",
+    "emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from", "train_options_for",
+    "serve_engine_for", "written_for",
 ]
 
 # Every function above checks its numeric arguments with the CLI's rules and messages at the call
 # (`checked_numbers`: finite, int64, ranges, caps), so a script gets the same one-line InputError a
 # command line does.
+#: functions that take results or names, not numbers to check
+_UNCHECKED = ("to_jsonable", "price_source", "memory_headroom", "emit_train", "emit_fit", "emit_serve", "written_for",
+              "train_options_for", "serve_engine_for")
 for _name in __all__:
     _fn = globals()[_name]
-    if callable(_fn) and not isinstance(_fn, type) and _name not in ("to_jsonable", "price_source", "memory_headroom"):
+    if callable(_fn) and not isinstance(_fn, type) and _name not in _UNCHECKED:
         globals()[_name] = checked_numbers(_fn)
 del _name, _fn

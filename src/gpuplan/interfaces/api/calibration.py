@@ -58,18 +58,18 @@ def calibrate_fit(measurements: Sequence[str | Path] | str | Path, out: str | Pa
     hierarchical or flat (interfaces.calibration.fit). `progress(stage, fraction)` per stage and fold."""
     from gpuplan.interfaces.calibration.fit import calibrate_files
     from gpuplan.interfaces.reports.calibration_plot import check_plot_path, plot_fit
-    from gpuplan.interfaces.calibration.profile import check_out_path
+    from gpuplan.output_files import check_output_path
 
     paths = [measurements] if isinstance(measurements, (str, Path)) else list(measurements)
     names = [n.strip() for n in knobs.split(",") if n.strip()] if isinstance(knobs, str) else (list(knobs) if knobs else None)
     if out is not None:
-        check_out_path(out)
+        check_output_path(out, "out")
     if plot is not None:
         check_plot_path(plot)
     result = calibrate_files(paths, knob_names=names, lam=lam, prior_width=prior_width, method=method,
                              progress=progress)
     if out is not None:
-        result.write_profile(out)
+        result.write_profile(out, "out")
     if plot is not None:
         err = result.error_block()
         plot_fit(plot, result.rows, err["mape_before_pct"], err["mape_after_pct"])
@@ -95,14 +95,14 @@ def calibrate_import(kind: str, file: str | Path, out: str | Path | None = None,
     """Turn a tool's output into measured rows (interfaces.calibration.importers: nccl-tests, mamf, vllm, sglang,
     torchtitan, megatron); `config` (TOML) and `sets` ("column=value") give the run's configuration.
     With `out`, the rows are written there as CSV, atomically."""
-    from gpuplan.interfaces.calibration.profile import check_out_path, write_atomically
     from gpuplan.interfaces.calibration.importers import import_file, parse_config
+    from gpuplan.output_files import check_output_path, write_atomic
 
     if out is not None:
-        check_out_path(out)
+        check_output_path(out, "out")
     result = import_file(kind, file, parse_config(config, sets))
     if out is not None:
-        write_atomically(out, result.csv_text())
+        write_atomic(out, result.csv_text(), "out")
     return ImportRowsResult(kind, str(file), tuple(result.rows), None if out is None else str(out))
 
 
@@ -126,20 +126,20 @@ def bench(device: str | None = None, quick: bool = False, out: str | Path | None
     `profile`: the fitted matmul ceilings (only for a catalog GPU). Files are written atomically."""
     from gpuplan.errors import InputError
     from gpuplan.interfaces.calibration.bench import run_bench
-    from gpuplan.interfaces.calibration.profile import check_out_path, write_atomically
     from gpuplan.interfaces.calibration.importers import rows_csv
+    from gpuplan.output_files import check_output_path, write_atomic
 
-    for path in (out, profile):
+    for path, name in ((out, "out"), (profile, "profile")):
         if path is not None:
-            check_out_path(path)
+            check_output_path(path, name)
     report = run_bench(device, quick, progress, fit_profile=profile is not None)
     if profile is not None and report.calibration is None:
         raise InputError(f"profile: {report.device_name} is not a catalog GPU, so no knob of the registry describes "
                          "it; nothing to write (the rows can still be written with --out)", field="profile")
     if out is not None:
-        write_atomically(out, rows_csv(report.rows()))
+        write_atomic(out, rows_csv(report.rows()), "out")
     if profile is not None:
-        report.calibration.write_profile(profile)
+        report.calibration.write_profile(profile, "profile")
     return BenchResult(report, None if out is None else str(out), None if profile is None else str(profile))
 
 

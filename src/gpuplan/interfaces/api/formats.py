@@ -99,15 +99,24 @@ class CodesResult(Result):
         return {**self.header, self.key: list(self.rows)}
 
 
+def _ascii(value: Any) -> Any:
+    """`value`, unless it is text with characters other than ASCII or an underscore (float() and int()
+    read other scripts' digits, '１' or '٣', and '1_0'; gpuplan reads ASCII digits only): ValueError."""
+    if isinstance(value, bool) or isinstance(value, str) and (not value.isascii() or "_" in value):
+        raise ValueError(value)
+    return value
+
+
 def formats_encode(values: Sequence[float | str], format_name: str = "e4m3", *, saturate: bool = True,
                    rounding: str = "rne") -> CodesResult:
     """Codes of numbers in an element format, and the values they decode to."""
     from gpuplan.formats.codec import decode, encode
 
     try:
-        xs = [float(v) for v in values]
-    except ValueError:
-        raise InputError("values must be numbers (nan and inf allowed)", field="values") from None
+        xs = [float(_ascii(v)) for v in values]  # nan and inf are values a format encodes too
+    except (ValueError, TypeError):
+        raise InputError("values must be numbers written with ASCII digits (nan and inf allowed)",
+                         field="values") from None
     codes = encode(xs, format_name, saturate=saturate, rounding=rounding)
     back = decode(codes, format_name)
     rows = tuple({"input": x, "code": int(c), "code_hex": f"0x{int(c):02X}", "value": float(v)}
@@ -120,8 +129,8 @@ def formats_decode(codes: Sequence[int | str], format_name: str = "e4m3") -> Cod
     from gpuplan.formats.codec import decode
 
     try:
-        ints = [c if isinstance(c, int) else int(c, 0) for c in codes]
-    except ValueError:
+        ints = [c if isinstance(c, int) and not isinstance(c, bool) else int(_ascii(c), 0) for c in codes]
+    except (ValueError, TypeError):
         raise InputError("codes must be integers (decimal or 0x-hex)", field="codes") from None
     vals = decode(ints, format_name)
     rows = tuple({"code": c, "code_hex": f"0x{c:02X}", "value": float(v)} for c, v in zip(ints, vals))

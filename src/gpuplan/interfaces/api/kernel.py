@@ -13,6 +13,8 @@ from typing import Any, Sequence
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import Result, catalog, to_jsonable
 from gpuplan.specs import Gpu
+from gpuplan.output_files import PLOT_SUFFIXES, check_output_path
+from gpuplan.validation_rules import ASCII_INTEGER, is_ascii_number, parse_number
 
 
 def kernel_gpu(gpu: str | Gpu) -> Gpu:
@@ -78,6 +80,8 @@ def kernel_occupancy(threads: int, regs: int, smem: str | int = "0", *, gpu: str
     from gpuplan.kernel import max_potential_block_size, occupancy
     from gpuplan.units import parse_bytes
 
+    if plot:
+        check_output_path(plot, "plot", PLOT_SUFFIXES)  # before any work
     limits, gpu_spec = kernel_limits(gpu, cc)
     smem_bytes = parse_bytes(smem, field="smem")
     result = occupancy(limits, threads, regs, smem_bytes, carveout_percent=carveout)
@@ -97,18 +101,22 @@ def kernel_occupancy(threads: int, regs: int, smem: str | int = "0", *, gpu: str
 def _split_achieved(text: str, field: str) -> tuple[str, float | None]:
     body, _, achieved = text.partition("@")
     if achieved:
-        try:
-            return body, float(achieved)
-        except ValueError:
-            raise InputError(f"{field}: cannot read achieved TFLOP/s '{achieved}' in '{text}'", field=field) from None
+        if not is_ascii_number(achieved):
+            raise InputError(f"{field}: cannot read achieved TFLOP/s '{achieved[:40]}' (ASCII digits 0-9)", field=field)
+        return body, parse_number(achieved, field, gt=0)
     return body, None
+
+
+#: largest GEMM / tensor dimension read from text: cuBLAS takes m, n, k as 32-bit `int`
+MAX_DIM = 2**31 - 1
 
 
 def _dims(text: str, n: int, field: str, example: str) -> list[int]:
     parts = re.split(r"[x,]", text.strip().lower())
-    if len(parts) != n or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
-        raise InputError(f"{field}: cannot read '{text}'; expected {example} (positive integers)", field=field)
-    return [int(p) for p in parts]
+    if len(parts) != n or not all(ASCII_INTEGER.fullmatch(p.strip()) for p in parts):
+        raise InputError(f"{field}: cannot read '{text[:60]}'; expected {example} (positive integers, ASCII digits "
+                         "0-9)", field=field, allowed=example)
+    return [int(parse_number(p, field, integer=True, gt=0, le=MAX_DIM)) for p in parts]
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,8 @@ def kernel_roofline(gpu: str | Gpu, dtype: str = "bf16", *, sparse: bool = False
 
     dtype = dtype.lower()
     dtype_bytes(dtype)  # validates the name
+    if plot:
+        check_output_path(plot, "plot", PLOT_SUFFIXES)  # before any work
     roof = roofline(kernel_gpu(gpu), dtype, sparse=sparse)
     work = []
     for text in gemm or ():

@@ -10,6 +10,7 @@ GPU; with only `--gpu` (default h100-sxm5-80gb) the GPU's widest catalog system
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -17,6 +18,7 @@ from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, Result, positive, resolve_gpu, resolve_model, resolve_system, system_and_gpu, widest_system,
 )
+from gpuplan.interfaces.api.serving_inputs import check_pd_ratio, lengths_file, prefix_cache
 from gpuplan.specs import Gpu, ModelSpec, System
 from gpuplan.workloads.inference.engines import ENGINE_NAMES, GENERIC
 
@@ -39,6 +41,7 @@ class ServeResult(Result):
     report: Any  # gpuplan.workloads.inference.plan.service.ServeReport
     offered_rate: float | None = None  # requests/s offered by an open-loop (Poisson) load
     moe: bool = False  # the served model has routed experts (selects the error band's regime)
+    profile: Any = None; model_spec: Any = None  # noqa: E702 - the EngineProfile run, the ModelSpec served (--emit)
     #: the prediction's regime (interfaces.validation.regimes.serving_regime): hardware generation,
     #: engine, architecture, weight precision; widens the band where no public row shares it
     regime: Any = None
@@ -100,19 +103,19 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
     """(RequestLengths or None, SpeculativeDecoding or None, PrefixCache or None) from the options
     shared by `serve run` and `serve plan` (docs/serving.md); None where the feature is off."""
     from gpuplan.validation_rules import check_number
-    from gpuplan.workloads.inference.sim.lengths import is_pairs_file, request_lengths
-    from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
+    from gpuplan.workloads.inference.sim.lengths import request_lengths
     from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 
     lens = None
     if input_dist or output_dist or lengths:
-        dataset = None
-        if lengths and not is_pairs_file(lengths):
-            from gpuplan.catalog.datasets import get_dataset
+        with lengths_file(lengths) if lengths else nullcontext() as pairs:
+            dataset = None
+            if lengths and pairs is None:
+                from gpuplan.catalog.datasets import get_dataset
 
-            dataset, lengths = get_dataset(lengths), None
-        lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
-                               dataset=dataset)
+                dataset = get_dataset(lengths)
+            lens = request_lengths(input_len, output_len, input_dist=input_dist, output_dist=output_dist,
+                                   lengths=pairs, dataset=dataset)
     spec = None
     check_number(spec_tokens, "spec_tokens", ge=0, integer=True)
     check_number(mtp, "mtp", ge=0, integer=True)
@@ -125,11 +128,7 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
                                    mtp_layers=int(mtp))
     elif draft_model is not None or mtp or spec_acceptance is not None:
         raise InputError("spec_tokens: --draft-model / --mtp / --spec-acceptance need --spec-tokens K >= 1", field="spec_tokens")
-    check_number(prefix_hit_rate, "prefix_hit_rate", ge=0.0, lt=1.0)
-    cache = PrefixCache(float(prefix_hit_rate), prefix_cache_tokens) if prefix_hit_rate > 0 else None
-    if cache is None and prefix_cache_tokens is not None:
-        raise InputError("prefix_cache_tokens: needs --prefix-hit-rate > 0", field="prefix_cache_tokens")
-    return lens, spec, cache
+    return lens, spec, prefix_cache(prefix_hit_rate, prefix_cache_tokens)
 
 
 def serve_run(
@@ -193,8 +192,8 @@ def serve_run(
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
                                       lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile),
-                       rate if concurrency is None and batch is None else None, spec.moe is not None,
-                       serving_regime(gpu_spec, profile.name, spec.moe is not None, weight_dtype))
+                       rate if concurrency is None and batch is None else None, spec.moe is not None, profile, spec,
+                       regime=serving_regime(gpu_spec, profile.name, spec.moe is not None, weight_dtype))
 
 
 def lens_mean(lens, side: str) -> float:
@@ -218,6 +217,8 @@ class CapacityResult(Result):
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
     plot_file: str | None = None  # the --plot figure written, if any
     features: Any = None  # {lengths: mean/percentiles, spec_tokens_per_step, prefix_hit_rate} when any is on
+    #: the EngineProfile every candidate ran, the ModelSpec and formats served (`serve plan --emit`)
+    profile: Any = None; model_spec: Any = None; weight_dtype: str = "bf16"; kv_dtype: str = "bf16"  # noqa: E702
     #: the best layout's regime against the public rows (error_bands.regime_summary): validated or not, and why
     best_regime: dict | None = None
 
@@ -361,7 +362,8 @@ def serve_plan(
 
     best_regime = regime_summary("inference", serving_regime(g, profile.name, spec.moe is not None, weight_dtype))
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
-                          _features_summary(lens, specdec, cache), best_regime)
+                          _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype,
+                          best_regime=best_regime)
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)
@@ -402,6 +404,7 @@ class DisaggregatedPlanResult(Result):
     kwh_per_million_output_tokens: float | None = None
     assumptions: Any = None  # gpuplan.facilities.assumptions.Assumptions
     features: Any = None  # as CapacityResult.features
+    profile: Any = None; model_spec: Any = None; weight_dtype: str = "bf16"; kv_dtype: str = "bf16"  # noqa: E702
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -469,10 +472,10 @@ def serve_plan_disaggregated(
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import serving_day_cost
-    from gpuplan.workloads.inference.plan.disaggregation import parse_pd_ratio, plan_disaggregated
+    from gpuplan.workloads.inference.plan.disaggregation import plan_disaggregated
     from gpuplan.workloads.inference.cost.kv_transfer import KvLink
 
-    parse_pd_ratio(pd_ratio)
+    pd_ratio = check_pd_ratio(pd_ratio)
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
     a = assumptions_from_options([f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides,
                                  pue=pue)
@@ -531,7 +534,8 @@ def serve_plan_disaggregated(
     if days and all(d.power is not None for *_, d in days):
         facility_kw = sum(d.power.facility_power_w for *_, d in days) / 1e3
         kwh = facility_kw / (rate * out_mean * 3600.0) * 1e6  # kW / (tokens/s x 3600 s/h) x 1e6
-    return DisaggregatedPlanResult(res, plot_file, days, kwh, a, _features_summary(lens, specdec, cache))
+    return DisaggregatedPlanResult(res, plot_file, days, kwh, a, _features_summary(lens, specdec, cache), profile, spec,
+                                   weight_dtype, kv_dtype)
 
 def _features_summary(lens, specdec, cache) -> dict | None:
     """JSON keys of the serving features of a plan: the length distribution's mean and percentiles

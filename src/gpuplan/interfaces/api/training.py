@@ -7,6 +7,10 @@ and its inverse questions). Defaults that used to live in the CLI live here:
   micro-batch 1, global batch = `plan_search.default_global_batch` (the multiple of micro_batch x dp
   nearest 2^22 tokens, the rule the plan search uses), sequence parallelism on where tp > 1
   (Megatron-LM's recipes).
+- Fine-tuning (`fine_tuning`: LoRA / QLoRA, optimizer, offload, master weights; api.fine_tuning):
+  `train` evaluates the given plan (unset degrees as above: tp = pp = 1, dp = all GPUs) rather than
+  searching, since fine-tuning stacks (PEFT, torchtune, fsdp_qlora, DeepSpeed) shard by data
+  parallelism; `--grad-accum` sets the global batch (micro-batch x grad-accum x dp).
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
     resolve_gpu, resolve_model, resolve_system, system_and_gpu,
 )
+from gpuplan.interfaces.api.fine_tuning import batch_with_grad_accum, fine_tuning_spec
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
+from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
 
 GIB = 2**30
@@ -38,9 +44,15 @@ def sequence_parallel_default(tp: int, given: bool | None) -> bool:
 
 
 def _plan_error(exc: ValidationError) -> InputError:
+    """The first error of a TrainPlan as an InputError naming its option (a plan-level rule names the
+    option its message starts with: `offload ...`, `master_weights ...`, `global_batch ...`)."""
     err = exc.errors()[0]
-    field = ".".join(str(p) for p in err["loc"]) or "global_batch"
-    return InputError(f"--{field.replace('_', '-')}: {err['msg']}", field=field)
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(p) for p in err["loc"])
+    if not field:
+        first = msg.split(" ", 1)[0].strip("(:,")
+        field = first if first in ("offload", "master_weights", "global_batch") else "global_batch"
+    return InputError(f"--{field.replace('_', '-')}: {msg}", field=field)
 
 
 # ---- train ----------------------------------------------------------------------------------------
@@ -51,6 +63,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "micro_batch": plan.micro_batch, "global_batch": plan.global_batch, "seq_len": plan.seq_len,
         "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
         "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
+        "fine_tuning": plan.fine_tuning.model_dump(mode="json"),
     }
 
 
@@ -69,6 +82,8 @@ class TrainResult(Result):
     goodput: Any = None
     #: the MFU comparable published runs reached (interfaces.planning.evidence.mfu_evidence)
     evidence: dict | None = None
+    #: the ModelSpec trained (what `gpuplan train --emit` writes into a launch config)
+    model_spec: Any = None
     #: the prediction's regime (interfaces.validation.regimes.training_regime): widens the band
     #: where no public row shares its hardware generation, framework, architecture or precision
     regime: Any = None
@@ -170,7 +185,7 @@ def _constrained_space(space, gpus: int, degrees: dict[str, Any]):
 
 
 def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
-                degrees: dict[str, Any]) -> TrainPlan:
+                degrees: dict[str, Any], fine_tuning: FineTuning = FineTuning(), grad_accum: int | None = None) -> TrainPlan:
     """The one plan `train` evaluates when any degree is given (module docstring defaults)."""
     from gpuplan.workloads.training.plan_search import default_global_batch
 
@@ -182,7 +197,7 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
         raise InputError(f"--gpus {gpus} is not a multiple of tp x pp x cp = {tp * pp * cp}", field="gpus")
     dp = d.get("dp", gpus // (tp * pp * cp))
     mb = d.get("micro_batch", 1)
-    gb = global_batch or default_global_batch(seq_len, dp, mb)
+    gb = batch_with_grad_accum(mb, dp, global_batch, grad_accum) or default_global_batch(seq_len, dp, mb)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=d.get("ep", 1), etp=d.get("etp"), vpp=d.get("vpp", 1), micro_batch=mb,
@@ -190,10 +205,10 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
             recompute=parse_enum(Recompute, d.get("recompute", "none"), "recompute"),
             sharding=parse_enum(Sharding, d.get("sharding", "none"), "sharding"),
             sequence_parallel=sequence_parallel_default(tp, d.get("sequence_parallel")),
-            tp_comm_overlap=tp_comm_overlap,
+            tp_comm_overlap=tp_comm_overlap, fine_tuning=fine_tuning,
         )
     except ValidationError as exc:
-        raise InputError(f"plan: {exc.errors()[0]['msg']}", field="plan") from None
+        raise _plan_error(exc) from None
 
 
 def train(
@@ -222,13 +237,21 @@ def train(
     top: int = 5,
     progress: Callable[[str, float], None] | None = None,
     gpu: str | Gpu | None = None,
+    search_limits: dict[str, list] | None = None,
+    fine_tuning: FineTuning | dict | None = None,
+    grad_accum: int | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
     days, GPU-hours, energy, cost and CO2. Power and cost use ONE assumptions set
     (facilities.assumptions: defaults, `overrides` {KEY: VALUE} or ["KEY=VALUE"], then the named
     values; `grid_kg_per_kwh` is the old spelling of `grid_kg_co2_per_kwh`). `gpu`: the system's GPU
-    (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given."""
+    (default: its catalog GPU); a Gpu spec such as a hypothetical variant (`gpuplan sweep`) is used as given.
+    `search_limits` {axis: allowed values}: the searched axes keep only those values (the plans a
+    launch-config target can state, interfaces.deploy); an axis the options fixed must be one of them.
+    `fine_tuning`: LoRA / QLoRA, optimizer, offload, master weights (api.fine_tuning; a FineTuning or a
+    dict of its options); such a plan is evaluated, not searched (module docstring). `grad_accum`:
+    micro-batches per step (global batch = micro-batch x grad-accum x dp)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
@@ -255,16 +278,27 @@ def train(
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    sharding=sharding, sequence_parallel=sequence_parallel)
     recipe_note = None
+    ft = fine_tuning_spec(fine_tuning)
     if plan is not None:
         seq_len = plan.seq_len
+    elif not ft.ordinary or grad_accum is not None:
+        # fine-tuning (or a batch given by --grad-accum): a pretraining recipe's batch does not apply
+        seq_len = default_seq_len(spec) if seq_len is None else seq_len
     else:  # the model's published recipe where one exists (catalog.recipes), else the search's defaults
         seq_len, global_batch, recipe_note = training_defaults(spec, seq_len, global_batch)
     given_degrees = plan is None and any(v is not None for v in degrees.values())
     space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap)
-    if given_degrees and _every_axis_given(degrees, spec.moe is not None):
+    if plan is None and (not ft.ordinary or grad_accum is not None):
+        # fine-tuning (or a batch given by --grad-accum): the one plan of the given degrees (module docstring)
+        given_degrees = True
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum)
+        global_batch = plan.global_batch if grad_accum is not None else global_batch
+    elif given_degrees and _every_axis_given(degrees, spec.moe is not None):
         plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
     elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
         space = _constrained_space(space, gpus, degrees)
+    if search_limits:
+        space = _limited_space(space, search_limits)
     if plan is not None:
         check_plan(spec, sys_spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
@@ -287,7 +321,21 @@ def train(
     evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
                             est.step.mfu_pct)
     regime = training_regime(gpu, est.step.framework.value, spec.moe is not None, est.plan.execution.precision)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, regime)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec, regime=regime)
+
+
+def _limited_space(space, limits: dict[str, list]):
+    """`space` with each axis in `limits` restricted to the allowed values (InputError naming the axis
+    when an axis the options fixed is not one of them)."""
+    changes = {}
+    for axis, allowed in limits.items():
+        current = getattr(space, axis)
+        kept = list(allowed) if current is None else [v for v in current if v in allowed]
+        if not kept:
+            names = ", ".join(str(getattr(v, "value", v)) for v in allowed)
+            raise InputError(f"{axis}: the launch config target states only {names}", field=axis, allowed=names)
+        changes[axis] = kept
+    return dataclasses.replace(space, **changes)
 
 
 # ---- fit ------------------------------------------------------------------------------------------
@@ -297,8 +345,10 @@ def fit_plan(
     seq_len: int | None = None, recompute: str | Recompute = Recompute.NONE, sharding: str | Sharding = Sharding.NONE,
     precision: str | Precision = Precision.BF16, grad_precision: str | Precision = Precision.FP32,
     sequence_parallel: bool | None = None, flash_attention: bool = True,
+    fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None,
 ) -> TrainPlan:
-    """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given)."""
+    """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given).
+    `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp."""
     if plan is not None:
         if gpus is not None and plan.num_gpus != gpus:
             raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp of the plan ({plan.num_gpus})", field="gpus")
@@ -316,6 +366,8 @@ def fit_plan(
     if gpus is not None and tp * pp * dp * cp != gpus:
         raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp ({tp} x {pp} x {dp} x {cp} = {tp * pp * dp * cp})",
                          field="gpus")
+    ft = fine_tuning_spec(fine_tuning)
+    global_batch = batch_with_grad_accum(micro_batch, dp, global_batch, grad_accum)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
@@ -325,6 +377,7 @@ def fit_plan(
             grad_precision=parse_enum(Precision, grad_precision, "grad_precision"),
             sequence_parallel=sequence_parallel_default(tp, sequence_parallel),
             attention_kernel=AttentionKernel.FLASH if flash_attention else AttentionKernel.UNFUSED,
+            fine_tuning=ft,
         )
     except ValidationError as exc:
         raise _plan_error(exc) from None
@@ -356,16 +409,23 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
         "bytes_per_param": {**states, "model_states": sum(states.values())},
         "activation_bytes_per_param": mem.per_gpu_bytes["activations"] / max(1, mem.params_per_gpu),
         "notes": list(mem.notes),
-        "band_80pct": memory_band(model, mem),
+        "band_80pct": memory_band(model, mem, finetune=not plan.fine_tuning.ordinary),
+        # fine-tuning (workloads.training.finetune_memory): not part of per_gpu_bytes / fits
+        "fine_tuning": plan.fine_tuning.label(),
+        "trainable_params_per_gpu": mem.trainable_params if mem.trainable_params is not None else mem.params_per_gpu,
+        "paged_optimizer_bytes": mem.paged_optimizer_bytes,
+        "paged_optimizer_gib": mem.paged_optimizer_bytes / GIB,
+        "host_offload_bytes": mem.host_bytes,
+        "host_offload_gib": mem.host_bytes / GIB,
     }
 
 
-def memory_band(model: ModelSpec, mem) -> dict:
+def memory_band(model: ModelSpec, mem, finetune: bool = False) -> dict:
     """The 80% band of the predicted memory per GPU (interfaces.validation.error_bands: cross-validated residuals
     of the public memory rows of the regime), and whether the plan still fits at the band's top."""
     from gpuplan.interfaces.validation.error_bands import training_memory_band
 
-    band = training_memory_band(model.moe is not None)
+    band = training_memory_band(model.moe is not None, finetune)
     if band is None:
         return {}
     lo, hi = band.interval(mem.per_gpu_bytes["total"] / GIB)

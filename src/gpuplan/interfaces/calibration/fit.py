@@ -44,11 +44,12 @@ from gpuplan import __version__, knobs
 from gpuplan.errors import InputError
 from gpuplan.interfaces.calibration.hierarchy import (ParamFitter, candidate_params, knob_values_and_sigmas,
                                                       select_params)
-from gpuplan.interfaces.calibration.profile import profile_toml, write_atomically
+from gpuplan.interfaces.calibration.profile import profile_toml
 from gpuplan.interfaces.validation.cross_validation import row_predictor, schema_family
 from gpuplan.interfaces.fitting.least_squares import FD_STEP, FitResult, KnobFitter, error_figures
 from gpuplan.interfaces.fitting.knob_catalog import load_all
-from gpuplan.interfaces.validation.validate import read_rows
+from gpuplan.input_files import MAX_DATA_BYTES, read_input_bytes
+from gpuplan.interfaces.validation.validate import parse_rows
 
 #: Relative step of the log-prediction Jacobian used for the row bands.
 BAND_STEP = FD_STEP
@@ -76,7 +77,8 @@ def read_measurements(paths: Sequence[str | Path]) -> tuple[list[dict[str, str]]
     seen: dict[str, str] = {}
     for path in paths:
         p = Path(path)
-        file_rows = read_rows(p)
+        raw = read_input_bytes(p, "file", max_bytes=MAX_DATA_BYTES, what="CSV file")  # once: a pipe reads once
+        file_rows = parse_rows(raw, p.name)
         if not file_rows:
             raise InputError(f"{p.name}: no rows (a header and at least one measured row are needed)", field="file")
         for r in file_rows:
@@ -85,7 +87,7 @@ def read_measurements(paths: Sequence[str | Path]) -> tuple[list[dict[str, str]]
                 raise InputError(f"{p.name}: row id '{rid}' also appears in {seen[rid]}; ids must be unique", field="id")
             seen[rid] = p.name
         rows.extend(file_rows)
-        sources.append(SourceFile(str(p), hashlib.sha256(p.read_bytes()).hexdigest(), len(file_rows)))
+        sources.append(SourceFile(str(p), hashlib.sha256(raw).hexdigest(), len(file_rows)))
     return rows, sources
 
 
@@ -202,8 +204,11 @@ class CalibrationResult:
         used = [r["id"] for r in self.rows if r["used"]]
         return profile_toml(meta, err, [s.to_dict() for s in self.sources], used, entries)
 
-    def write_profile(self, path: str | Path) -> None:
-        write_atomically(path, self.profile_text())
+    def write_profile(self, path: str | Path, field: str = "out") -> None:
+        """The profile as TOML at `path` (gpuplan.output_files: atomic; `field` names the option)."""
+        from gpuplan.output_files import write_atomic
+
+        write_atomic(path, self.profile_text(), field)
 
 
 def _row_bands(fitter: KnobFitter, fit: FitResult, usable: np.ndarray) -> np.ndarray:
@@ -317,7 +322,7 @@ def split_odd_even(rows: Sequence[Mapping[str, str]]) -> tuple[list[dict], list[
     side would be empty (a family numbered only 2, 4, 6, ...), alternate rows in id-number order."""
     def number(r) -> int:
         tail = str(r.get("id", "")).rsplit("-", 1)[-1]
-        return int(tail) if tail.isdigit() else -1
+        return int(tail) if tail.isascii() and tail.isdigit() else -1  # "²".isdigit() is True
 
     ordered = sorted((dict(r) for r in rows), key=number)
     odd = [r for r in ordered if number(r) % 2 == 1]

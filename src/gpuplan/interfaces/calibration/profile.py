@@ -15,7 +15,7 @@ checked against the registry first (an unknown knob or a value outside the knob'
 `InputError`). While a profile is applied, `active_profile()` names it, and every result's JSON
 carries `calibration: {profile, knobs: {name: value}}` (interfaces/api/_common.py).
 
-Writing is atomic: the text goes to a temporary file beside the target, then `os.replace`.
+Writing goes through gpuplan.output_files (atomic; a path that is not a regular file is refused).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -66,12 +65,13 @@ def load_profile(path: str | os.PathLike) -> Profile:
     bad TOML, no [knobs] table, an unknown knob or a value outside the knob's range."""
     from gpuplan.interfaces.fitting.knob_catalog import load_all
 
+    from gpuplan.input_files import MAX_SETTINGS_BYTES, read_input_text
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"calibration: no such profile '{p}'", field="calibration")
+    text = read_input_text(p, "calibration", max_bytes=MAX_SETTINGS_BYTES, what="profile")
     try:
-        data = _toml_loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+        data = _toml_loads(text)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"calibration: {p.name} is not a TOML profile ({msg})", field="calibration") from None
     table = data.get("knobs")
@@ -178,32 +178,5 @@ def profile_toml(meta: Mapping, error: Mapping, sources: list[Mapping], row_ids:
     return "\n".join(lines) + "\n"
 
 
-def check_out_path(path: str | os.PathLike) -> Path:
-    """InputError (before any work) unless `path` names a file in an existing folder."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"out: folder '{folder}' does not exist", field="out")
-    if target.is_dir():
-        raise InputError(f"out: '{target}' is a folder; give a file name such as profile.toml", field="out")
-    return target
-
-
-def write_atomically(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` through a temporary file in the same folder and `os.replace`: the
-    target is either the old file or the whole new one, never half-written."""
-    target = check_out_path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 __all__ = ["ENV_VAR", "PROFILE_FORMAT", "Profile", "active_profile", "apply_profile", "calibration_block",
-           "check_out_path", "check_profile_values", "load_profile", "profile_toml", "write_atomically"]
+           "check_profile_values", "load_profile", "profile_toml"]

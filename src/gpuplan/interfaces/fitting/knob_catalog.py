@@ -22,6 +22,7 @@ KNOB_MODULES = (
     "gpuplan.workloads.training.context_parallel",
     "gpuplan.workloads.training.moe_time",
     "gpuplan.workloads.training.memory",
+    "gpuplan.workloads.training.offload",
     "gpuplan.workloads.inference.cost.operators",
     "gpuplan.workloads.inference.sim.frontend",
     "gpuplan.workloads.inference.cost.tp_allreduce",

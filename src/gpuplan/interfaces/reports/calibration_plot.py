@@ -3,26 +3,20 @@
 Two log-log panels side by side, one point per row used (before: the start values; after: the
 fitted values), coloured by metric, with the y = x line and +-25% lines; each panel's title gives
 its MAPE. Predicted / measured is a ratio, so rows of different metrics share one plot. Written
-atomically (temporary file + os.replace).
+atomically (gpuplan.output_files).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
-from gpuplan.errors import InputError
+from gpuplan.output_files import PLOT_SUFFIXES, atomic_output, check_output_path
 
 
 def check_plot_path(path: str | Path) -> Path:
-    """InputError (before any work) unless the path ends in .png/.svg/.pdf in an existing folder."""
-    p = Path(path)
-    if p.suffix.lower() not in (".png", ".svg", ".pdf"):
-        raise InputError(f"plot: '{p}' must end in .png, .svg or .pdf", field="plot")
-    if not (p.parent if str(p.parent) else Path(".")).is_dir():
-        raise InputError(f"plot: folder '{p.parent}' does not exist", field="plot")
-    return p
+    """InputError (before any work) unless the path ends in .png/.svg/.pdf and may be written
+    (gpuplan.output_files: a new file or a regular one; never a device, FIFO or folder)."""
+    return check_output_path(path, "plot", PLOT_SUFFIXES)
 
 
 def plot_fit(path: str | Path, rows: list[dict], mape_before: float | None, mape_after: float | None) -> Path:
@@ -59,15 +53,11 @@ def plot_fit(path: str | Path, rows: list[dict], mape_before: float | None, mape
     axes[1].legend(fontsize=8, loc="upper left")
     fig.suptitle(f"gpuplan calibrate fit: {len(used)} rows (dashed: +-25%)")
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix, dir=p.parent if str(p.parent) else ".")
-    os.close(fd)
     try:
-        fig.savefig(tmp, dpi=110)
-        os.replace(tmp, p)
+        with atomic_output(p, "plot") as tmp:
+            fig.savefig(tmp, dpi=110, format=p.suffix.lstrip(".").lower())
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return p
 
 

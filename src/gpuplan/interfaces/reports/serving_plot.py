@@ -16,18 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from gpuplan.errors import InputError
-from gpuplan.output_files import atomic_output, check_output_path
-
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+from gpuplan.output_files import PLOT_SUFFIXES, atomic_output, check_output_path
 
 
 def check_plot_file(path: str | Path) -> Path:
     """InputError (before any work) unless `path` ends in .png/.svg/.pdf and can be written."""
-    p = check_output_path(path, "plot")
-    if p.suffix.lower() not in PLOT_SUFFIXES:
-        raise InputError(f"plot: '{p}' must end in .png, .svg or .pdf", field="plot", allowed=".png, .svg, .pdf")
-    return p
+    return check_output_path(path, "plot", PLOT_SUFFIXES)
 
 
 def _pyplot():

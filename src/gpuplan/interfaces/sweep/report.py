@@ -28,6 +28,10 @@ TABLE = {
 }
 
 
+#: the plots `--out DIR` receives: pareto_<name>.png
+AXES_PLOTS = ("cost_vs_time", "cost_vs_gpus")
+
+
 def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
     """Rows not dominated on (x, y), both minimised, sorted by x then y (ties: the lower point first)."""
     pts = [r for r in rows if r.get(x) is not None and r.get(y) is not None]
@@ -67,7 +71,7 @@ def _plot(rows: list[dict], front: list[dict], x: str, y: str, path: Path, title
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from gpuplan.interfaces.sweep.store import atomic_write
+    from gpuplan.output_files import atomic_output
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for hw in sorted({r["hardware"] for r in rows}):
@@ -80,14 +84,24 @@ def _plot(rows: list[dict], front: list[dict], x: str, y: str, path: Path, title
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    atomic_write(path, lambda t: fig.savefig(t, format="png", dpi=110))
-    plt.close(fig)
+    try:
+        with atomic_output(path, "--out") as tmp:
+            fig.savefig(tmp, format="png", dpi=110)
+    finally:
+        plt.close(fig)
 
 
 def sweep_report(results: str | Path, out_dir: str | Path | None = None) -> SweepReport:
-    """Pareto fronts of a sweep output file; PNG plots in `out_dir` when given."""
+    """Pareto fronts of a sweep output file; PNG plots in `out_dir` when given (a folder, created
+    when missing; an existing file there is refused before any work, gpuplan.output_files)."""
     from gpuplan.interfaces.sweep.store import read_rows
+    from gpuplan.output_files import check_output_folder, check_output_path, make_output_folder
 
+    if out_dir is not None:
+        folder = check_output_folder(out_dir, "--out")
+        if folder.is_dir():  # an earlier report's plots are replaced; a device or FIFO in their place is not
+            for name in AXES_PLOTS:
+                check_output_path(folder / f"pareto_{name}.png", "--out")
     rows = read_rows(results)
     goal = goal_of(rows)
     axes = AXES[goal]
@@ -98,8 +112,7 @@ def sweep_report(results: str | Path, out_dir: str | Path | None = None) -> Swee
     }
     plots = {}
     if out_dir is not None:
-        d = Path(out_dir)
-        d.mkdir(parents=True, exist_ok=True)
+        d = make_output_folder(out_dir, "--out")
         for name, front in fronts.items():
             x = axes["time"] if name == "cost_vs_time" else axes["gpus"]
             path = d / f"pareto_{name}.png"

@@ -234,19 +234,10 @@ def parse_spec(data: dict, source: str = "spec") -> SweepSpec:
 
 
 def load_spec(path: str | Path) -> SweepSpec:
-    """Read and validate a spec file."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python < 3.11
-        import tomli as tomllib  # type: ignore[no-redef]
+    """Read (gpuplan.input_files: bounded, a pipe read as a stream) and validate a spec file."""
+    from gpuplan.input_files import MAX_SETTINGS_BYTES, read_input_text
+    from gpuplan.validation_rules import load_toml_text
 
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"spec: cannot read {path}: {exc.__class__.__name__}", field="spec") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(f"{p.name}: not valid TOML: {exc}", field="spec") from None
-    return parse_spec(data, p.name)
+    text = read_input_text(p, "spec", max_bytes=MAX_SETTINGS_BYTES, what="TOML file")
+    return parse_spec(load_toml_text(text, f"spec {p.name}", "spec"), p.name)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from gpuplan.errors import InputError, UnknownIdError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.validation_rules import parse_number
 
 METRICS = ("busbw_gbps", "time_us")
 
@@ -19,8 +20,8 @@ def _number(row: dict[str, str], column: str) -> float | None:
     if not text:
         return None
     try:
-        return float(text)
-    except ValueError:
+        return float(parse_number(text, column))  # ASCII digits only (validation_rules.parse_number)
+    except (ValueError, OverflowError):
         raise InputError(f"row {row.get('id', '?')}: column {column}: '{text}' is not a number", field=column) from None
 
 

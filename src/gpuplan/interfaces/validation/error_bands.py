@@ -22,7 +22,10 @@ public rows (the table's `inventory`, `regimes.novelty`):
   key with fewer than MIN_ROWS scored rows falls back to its parent):
   `training/time/<dense|moe>/<stack>` (stack: megatron for Megatron-core / DeepSpeed / other, fsdp
   for FSDP / torchtitan) -> `training/time/<dense|moe>` -> `training/time`; `training/memory` ...;
-  `inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`.
+  `inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. Fine-tuning
+  (LoRA / QLoRA, another optimizer, offload, pure low precision: a row's fine-tuning columns, a
+  plan's `fine_tuning`) puts `training/<time|memory>/finetune` first: its bands come from the
+  fine-tuning families' residuals.
 - *unvalidated regime*: the band of the leave-one-**regime**-out residuals
   (interfaces.validation.cross_validation, `--cv regime`) of the most novel part it falls in:
   for each axis whose value no public row has, `<kind>/<class>/unseen-<axis>` (the residuals of every
@@ -72,13 +75,16 @@ BANDS_FILE = "catalog/data/error_bands.json"
 UNSEEN_GROUPINGS = ("regime", *AXES)
 
 
-def regime_keys(kind: str, metric_class: str, moe: bool | None = None, stack: str | None = None) -> list[str]:
+def regime_keys(kind: str, metric_class: str, moe: bool | None = None, stack: str | None = None,
+                finetune: bool = False) -> list[str]:
     """Regime keys of a prediction, most specific first (module docstring)."""
     keys = [f"{kind}/{metric_class}"]
     if moe is not None:
         keys.insert(0, f"{keys[0]}/{'moe' if moe else 'dense'}")
         if stack is not None:
             keys.insert(0, f"{keys[0]}/{stack}")
+    if finetune:
+        keys.insert(0, f"{kind}/{metric_class}/finetune")
     return keys
 
 
@@ -120,7 +126,18 @@ def row_regime_keys(row: Mapping[str, str], kind: str) -> list[str]:
     except Exception:  # noqa: BLE001 - a row whose model cannot be built has no finer regime
         moe = None
     stack = stack_of((row.get("framework") or "megatron").strip().lower()) if kind == "training" and cls == "time" else None
-    return regime_keys(kind, cls, moe, stack)
+    return regime_keys(kind, cls, moe, stack, finetune=kind == "training" and _fine_tuning_row(row))
+
+
+def _fine_tuning_row(row: Mapping[str, str]) -> bool:
+    """Whether a training row's fine-tuning columns leave ordinary training (SCHEMA.md)."""
+    from gpuplan.interfaces.row_types import SkipRow
+    from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
+
+    try:
+        return not fine_tuning_from_row(dict(row))[0].ordinary
+    except SkipRow:
+        return False
 
 
 @dataclass(frozen=True)
@@ -304,18 +321,14 @@ def load_bands() -> dict:
 
 def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping,
                 inventory: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> Path:
-    """Write the shipped table atomically (temporary file + rename); `inventory`: {kind: the
+    """Write the shipped table atomically (gpuplan.output_files); `inventory`: {kind: the
     regimes.inventory of its public scored rows} (what a prediction's novelty is judged against)."""
-    import os
-    import tempfile
+    from gpuplan.output_files import write_atomic
 
     path = _bands_path()
     text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes), "inventory": dict(inventory or {})},
                       indent=1, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".error_bands.", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, text + "\n", "error_bands")
     load_bands.cache_clear()
     return path
 
@@ -334,14 +347,15 @@ def regime_summary(kind: str, regime: Regime) -> dict:
             "reason": describe(regime, nov)}
 
 
-def training_time_band(moe: bool, framework: str, regime: Regime | None = None) -> Band | None:
-    """The shipped 80% band of a training step time (keys from the model and the stack; `regime`:
-    the prediction's, for the unvalidated-regime widths)."""
-    return shipped_band("training", regime_keys("training", "time", moe, stack_of(framework)), regime)
+def training_time_band(moe: bool, framework: str, finetune: bool = False,
+                       regime: Regime | None = None) -> Band | None:
+    """The shipped 80% band of a training step time (keys from the model, the stack and fine-tuning;
+    `regime`: the prediction's, for the unvalidated-regime widths)."""
+    return shipped_band("training", regime_keys("training", "time", moe, stack_of(framework), finetune), regime)
 
 
-def training_memory_band(moe: bool, regime: Regime | None = None) -> Band | None:
-    return shipped_band("training", regime_keys("training", "memory", moe), regime)
+def training_memory_band(moe: bool, finetune: bool = False, regime: Regime | None = None) -> Band | None:
+    return shipped_band("training", regime_keys("training", "memory", moe, finetune=finetune), regime)
 
 
 def serving_band(metric: str, moe: bool, regime: Regime | None = None) -> Band | None:
@@ -390,7 +404,8 @@ def training_band(est, moe: bool, run=None, regime: Regime | None = None) -> dic
     inversely), and of the memory per GPU. `validated: false` marks an unvalidated regime (`reason`)
     or a key without rows of its own."""
     out: dict = {}
-    time_band = training_time_band(moe, est.step.framework.value, regime)
+    finetune = not est.plan.fine_tuning.ordinary
+    time_band = training_time_band(moe, est.step.framework.value, finetune, regime)
     if time_band is not None:
         def scaled(v):
             return None if v is None else list(time_band.interval(v))
@@ -404,7 +419,7 @@ def training_band(est, moe: bool, run=None, regime: Regime | None = None) -> dic
             "cost_usd": scaled(getattr(run, "cost_usd", None)),
             "energy_mwh": scaled(run.energy.energy_mwh) if run is not None and run.energy is not None else None,
         })
-    mem_band = training_memory_band(moe, regime)
+    mem_band = training_memory_band(moe, finetune, regime)
     if mem_band is not None:
         out["memory_per_gpu_gib"] = list(mem_band.interval(est.memory_per_gpu_gib))
         out["memory_regime"] = mem_band.regime

@@ -38,6 +38,7 @@ from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, Schedule
 from gpuplan.workloads.inference.sim.simulator import SimResult
 from gpuplan.workloads.inference.replica import BENCHMARK_RUN, Load, Replica, ServingFeatures, static_scheduler
 from gpuplan.workloads.inference.cost.tp_allreduce import TpAllReduce
+from gpuplan.validation_rules import parse_number
 
 #: Seed of the validation simulations (fixed so `gpuplan validate` is reproducible).
 VALIDATION_SEED = 20240601
@@ -177,9 +178,9 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int | Non
     if not v:
         return default
     try:
-        return int(float(v))
+        return int(float(parse_number(v, key)))  # ASCII digits only (validation_rules.parse_number)
     except (ValueError, OverflowError):
-        raise SkipRow(f"{key}: not a finite number ({v!r})") from None
+        raise SkipRow(f"{key}: not a finite number ({v[:40]!r})") from None
 
 
 def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | None):

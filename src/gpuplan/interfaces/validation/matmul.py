@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from gpuplan.errors import InputError, UnknownIdError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.validation_rules import parse_number
 
 METRICS = ("matmul_tflops", "time_us")
 #: Columns that make a row a matmul row (validate.row_kind).
@@ -21,8 +22,8 @@ COLUMNS = ("m", "n", "k")
 def _dim(row: dict[str, str], column: str) -> int:
     text = (row.get(column) or "").strip()
     try:
-        value = int(float(text))
-    except ValueError:
+        value = int(float(parse_number(text, column)))  # ASCII digits only (validation_rules.parse_number)
+    except (ValueError, OverflowError):
         raise InputError(f"row {row.get('id', '?')}: column {column}: '{text}' is not a whole number", field=column) from None
     if value < 1 or value != float(text):
         raise InputError(f"row {row.get('id', '?')}: column {column}: must be a whole number >= 1, got '{text}'",

@@ -66,6 +66,14 @@ Defaults for empty cells (documented, the same for every row):
   column (flash, flash_v1, unfused), or notes naming Megatron's unfused backend ("unfused attention
   backend", `--attention-backend unfused`: core_attention.DotProductAttention, which materialises
   the b x a x s x s scores and keeps the softmax output for its backward).
+  On Volta no stack has a fused FlashAttention kernel (Dao-AILab flash-attn README: v1 "supports
+  Turing or Ampere GPUs", v2 Ampere, Ada and Hopper): unstated rows there run unfused attention.
+- memory figures: `peak_mem_gib` is PyTorch's allocated peak, `peak_mem_reserved_gib` its reserved
+  peak; a row whose notes say the figure is the device's used memory (NVML, nvidia-smi: SCHEMA.md
+  "notes say when a figure is NVML's used memory") adds what lives outside PyTorch's allocator, the
+  CUDA context and NCCL buffers (`device_memory_stated`).
+- fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
+  master_weights): `fine_tuning_row.fine_tuning_from_row`.
 """
 
 from __future__ import annotations
@@ -74,9 +82,11 @@ import re
 
 from gpuplan.errors import GpuplanError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.workloads.training.step_time import estimate_step_time
+from gpuplan.validation_rules import parse_number
 
 TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct", "gpu_hours_per_1t_tokens")
 MEMORY_METRICS = ("peak_mem_gib", "mem_activations_gib", "mem_states_gib", "peak_mem_reserved_gib")
@@ -91,8 +101,8 @@ def _int(row: dict[str, str], key: str, default: int | None) -> int | None:
     if not raw:
         return default
     try:
-        return int(float(raw))
-    except ValueError:
+        return int(float(parse_number(raw, key)))  # ASCII digits only (validation_rules.parse_number)
+    except (ValueError, OverflowError):
         raise SkipRow(f"column {key} is not a number: '{raw}'") from None
 
 
@@ -173,12 +183,14 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
                 notes.append(f"vpp={vpp} (interleaved schedule of a tuned Megatron-core run, unstated)")
     shard_raw = _cell(row, "sharding") or "none"
     seq = _int(row, "seq_len", 2048)
+    fine_tuning, ft_notes = fine_tuning_from_row(row)
+    notes += ft_notes
     try:
         plan = TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
             recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
             tp_comm_overlap=te_overlap and sp and tp > 1,
-            sharding=Sharding(shard_raw),
+            sharding=Sharding(shard_raw), fine_tuning=fine_tuning,
         )
     except ValueError as exc:
         raise SkipRow(f"plan columns not expressible: {exc}") from None
@@ -238,6 +250,21 @@ def stated_attention_kernel(row: dict[str, str]) -> AttentionKernel | None:
     return None
 
 
+def _volta(gpu_architecture: str | None) -> bool:
+    """A Volta GPU, for which no FlashAttention kernel exists (module docstring)."""
+    return gpu_architecture is not None and "volta" in gpu_architecture.lower()
+
+
+#: Notes that state a memory figure as the device's used memory (NVML / nvidia-smi), which includes
+#: the CUDA context and other memory outside PyTorch's caching allocator.
+_STATED_DEVICE_MEMORY = re.compile(r"\bNVML\b|nvidia-smi", re.IGNORECASE)
+
+
+def device_memory_stated(row: dict[str, str]) -> bool:
+    """Whether the row's notes say its memory figure is the device's used memory (module docstring)."""
+    return bool(_STATED_DEVICE_MEMORY.search(_cell(row, "notes")))
+
+
 def attention_kernel_from_row(row: dict[str, str], framework: Framework,
                               gpu_architecture: str | None = None) -> AttentionKernel:
     """The kernel the row states (`stated_attention_kernel`); else unfused attention for fp16 (or
@@ -247,34 +274,11 @@ def attention_kernel_from_row(row: dict[str, str], framework: Framework,
     stated = stated_attention_kernel(row)
     if stated is not None:
         return stated
-    if legacy_stack(row, framework, gpu_architecture):
+    if legacy_stack(row, framework, gpu_architecture) or _volta(gpu_architecture):
         return AttentionKernel.UNFUSED
     if framework is Framework.FSDP:
         return AttentionKernel.FLASH_V1
     return AttentionKernel.FLASH
-
-
-#: SCHEMA.md's fine-tuning columns and the value each takes in ordinary mixed-precision training
-#: (every weight trained, fp32 AdamW moments, fp32 master weights, nothing offloaded): the only
-#: regime the training model covers today.
-ORDINARY_TRAINING_CELLS: dict[str, tuple[str, ...]] = {
-    "finetune": ("", "full"),
-    "optimizer": ("", "adamw"),
-    "offload": ("", "none"),
-    "master_weights": ("", "fp32"),
-}
-
-
-def unmodelled_training_regime(row: dict[str, str]) -> str | None:
-    """Why the row lies outside what the training model covers (None when it does not): LoRA /
-    QLoRA, low-bit or factored optimizers, CPU/NVMe offload and pure low-precision training are
-    not modelled yet (the fine-tuning issue), so such a row is not predicted rather than predicted
-    as full fp32-Adam pretraining (which overstates its memory up to 19x)."""
-    for key, ordinary in ORDINARY_TRAINING_CELLS.items():
-        value = _cell(row, key).lower()
-        if value not in ordinary:
-            return f"unvalidated regime: {key}={value} is not modelled (ordinary training only: {key} empty or {ordinary[-1]})"
-    return None
 
 
 def predict_row(row: dict[str, str]) -> Prediction:
@@ -285,9 +289,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     metric = _cell(row, "metric")
     if metric not in TIME_METRICS + MEMORY_METRICS:
         raise SkipRow(f"metric '{metric}' is not a training metric")
-    regime = unmodelled_training_regime(row)
-    if regime is not None:
-        raise SkipRow(regime)
     try:
         model = model_from_arch_row(row)
         catalog = load_catalog()
@@ -312,9 +313,12 @@ def predict_row(row: dict[str, str]) -> Prediction:
         except GpuplanError as exc:
             raise SkipRow(str(exc)) from None
         per = mem.per_gpu_bytes
+        outside = per["total"] - mem.allocated_bytes if device_memory_stated(row) else 0.0  # CUDA context, NCCL
+        if outside:
+            notes.append("device used memory (NVML): + CUDA context and NCCL buffers")
         value = {
-            "peak_mem_gib": mem.allocated_bytes,
-            "peak_mem_reserved_gib": mem.reserved_bytes,
+            "peak_mem_gib": mem.allocated_bytes + outside,
+            "peak_mem_reserved_gib": mem.reserved_bytes + outside,
             "mem_activations_gib": per["activations"],
             "mem_states_gib": per["weights"] + per["gradients"] + per["optimizer"],
         }[metric]
@@ -334,6 +338,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
-           "plan_from_row", "predict_row", "unmodelled_training_regime"]
+           "plan_from_row", "predict_row"]

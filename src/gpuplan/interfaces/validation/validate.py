@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from gpuplan.errors import InputError
 from gpuplan.interfaces.validation.stats import error_pct, error_summary, spearman
 from gpuplan.interfaces.row_types import Prediction, SkipRow
-from gpuplan.validation_rules import decode_utf8
+from gpuplan.validation_rules import decode_utf8, parse_number
 
 REQUIRED_COLUMNS = ("id", "metric", "value")
 MIN_SPEARMAN_GROUP = 3
@@ -103,14 +103,23 @@ def schema_family(row_id: str) -> str:
 def read_rows(path: str | Path) -> list[dict[str, str]]:
     """Rows of a SCHEMA.md CSV as dicts of stripped strings; InputError names a missing column or
     a non-numeric / empty `value` (with the row id and line)."""
+    from gpuplan.input_files import MAX_DATA_BYTES, read_input_bytes
+
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"file: no such file '{path}'", field="file")
+    return parse_rows(read_input_bytes(path, "file", max_bytes=MAX_DATA_BYTES, what="CSV file"), path.name)
+
+
+def parse_rows(raw_bytes: bytes, name: str) -> list[dict[str, str]]:
+    """`read_rows` of a file's bytes (`name` for messages)."""
+    text = decode_utf8(raw_bytes, name, "file")  # UTF-8 (a byte-order mark is tolerated)
     try:
-        raw_bytes = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"file: cannot read '{path}': {exc.strerror}", field="file") from None
-    text = decode_utf8(raw_bytes, f"{path.name}", "file")  # UTF-8 (a byte-order mark is tolerated)
+        return _csv_rows(text, name)
+    except csv.Error as exc:
+        raise InputError(f"{name}: not a readable CSV file ({exc})", field="file") from None
+
+
+def _csv_rows(text: str, name: str) -> list[dict[str, str]]:
+    path = Path(name)
     with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
@@ -123,10 +132,10 @@ def read_rows(path: str | Path) -> list[dict[str, str]]:
             row = {(k or "").strip(): (v or "").strip() for k, v in raw.items() if k is not None}
             rid = row.get("id") or f"line {line}"
             try:
-                value = float(row["value"])
-            except ValueError:
-                raise InputError(f"{path.name} line {line} (row {rid}): column value: '{row['value']}' is not a number",
-                                 field="value") from None
+                value = parse_number(row["value"], "value")
+            except InputError:
+                raise InputError(f"{path.name} line {line} (row {rid}): column value: '{row['value'][:40]}' is not a "
+                                 "number (ASCII digits 0-9)", field="value") from None
             if not math.isfinite(value) or value == 0:
                 raise InputError(f"{path.name} line {line} (row {rid}): column value: must be a finite non-zero number",
                                  field="value")

@@ -95,6 +95,7 @@ from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
+from gpuplan.workloads.training.finetune_memory import adapter_activation_delta_per_token, rank_fine_tuning_states
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
 
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
@@ -226,6 +227,12 @@ class TrainingMemory:
     fits: bool | None = None
     headroom_bytes: float | None = None  # usable memory (workloads.memory_headroom) less the total
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: fine-tuning (workloads.training.finetune_memory): 8-bit optimizer states paged into CUDA unified
+    #: memory (outside PyTorch's counters and the total), bytes offloaded to host memory or NVMe, and
+    #: the parameters this GPU trains (None: every parameter it holds)
+    paged_optimizer_bytes: float = 0.0
+    host_bytes: float = 0.0
+    trainable_params: int | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,7 +365,9 @@ def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: i
     saved = saved or saved_context(model, plan)
     if stored and plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN:
         return op_sac_bytes_per_token(model, layer, saved)
-    return _saved_activation_bytes(model, layer, saved)
+    # a frozen base with adapters keeps fewer projection inputs, and the adapters' own (finetune_memory)
+    return _saved_activation_bytes(model, layer, saved) + adapter_activation_delta_per_token(
+        model, plan.fine_tuning, layer, saved)
 
 
 @lru_cache(maxsize=65536)
@@ -537,10 +546,15 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
         other["fp8_weight_cache"] = 2 * number_format(plan.precision.value).bytes_per_element * (block_dense + experts)
     other["cuda_context"] = knobs.value("training.memory.cuda_context_bytes")
     other["nccl_buffers"] = knobs.value("training.memory.nccl_buffer_bytes") if plan.num_gpus > 1 else 0.0
-    return {
-        "weights": weights, "gradients": grads, "optimizer": optim,
-        "acts": acts, "other": other, "params": dense + experts,
-    }
+    out = {"weights": weights, "gradients": grads, "optimizer": optim, "acts": acts, "other": other,
+           "params": dense + experts}
+    if not plan.fine_tuning.ordinary:  # LoRA / QLoRA, other optimizers, offload, pure low precision
+        ft = rank_fine_tuning_states(model, plan, layers, first, last)
+        for key in ("zero3_gather_buffer", "fsdp_root_unsharded"):
+            other.pop(key, None)
+        other.update(ft.other)
+        out.update(weights=ft.weights, gradients=ft.gradients, optimizer=ft.optimizer, fine_tuning=ft)
+    return out
 
 
 def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -> TrainingMemory:
@@ -576,12 +590,24 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
     notes = []
     if plan.precision.low_precision_matmul:
         notes.append(f"{plan.precision.value}: weights kept in bf16 and cast per GEMM (Transformer Engine); linear inputs saved in fp8")
+    ft = best.get("fine_tuning")
+    per_param = dict(zip(("weights", "gradients", "optimizer"), state_bytes_per_param(plan)))
+    if ft is not None:
+        per_param = dict(ft.bytes_per_param)
+        notes.append(f"fine-tuning: {plan.fine_tuning.label()}; {ft.trainable_params:,.0f} trainable parameters on this "
+                     f"GPU; bytes per parameter are per trainable parameter")
+        if ft.paged_optimizer:
+            notes.append(f"paged optimizer states: {to_gib(ft.paged_optimizer):.2f} GiB in CUDA unified memory, outside "
+                         f"PyTorch's allocated figure and not counted against fits (the driver pages them to host memory)")
+        if ft.host:
+            notes.append(f"offload {plan.fine_tuning.offload.value}: {to_gib(ft.host):.2f} GiB per GPU kept in host "
+                         f"{'NVMe' if plan.fine_tuning.offload.value == 'nvme' else 'memory'}")
     return TrainingMemory(
         per_gpu_bytes=per_gpu,
         activations_bytes_detail=acts,
         other_bytes_detail=other,
         params_per_gpu=int(round(float(best["params"]))),
-        bytes_per_param=dict(zip(("weights", "gradients", "optimizer"), state_bytes_per_param(plan))),
+        bytes_per_param=per_param,
         peak_pipeline_rank=best_rank,
         microbatches_in_flight=chunks_in_flight(plan, best_rank) / plan.vpp,
         allocated_bytes=allocated,
@@ -590,6 +616,9 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         fits=fits,
         headroom_bytes=headroom,
         notes=tuple(notes),
+        paged_optimizer_bytes=ft.paged_optimizer if ft is not None else 0.0,
+        host_bytes=ft.host if ft is not None else 0.0,
+        trainable_params=int(round(ft.trainable_params)) if ft is not None else None,
     )
 
 
@@ -680,7 +709,10 @@ def min_gpus(
     zero3 = s in (Sharding.ZERO3, Sharding.FSDP)
 
     def states_lower_bound(tp: int, pp: int, dp: int) -> float:
-        """Model states per GPU averaged over the tp x pp x dp ranks: the most loaded rank holds at least this."""
+        """Model states per GPU averaged over the tp x pp x dp ranks: the most loaded rank holds at least this
+        (0 under fine-tuning, whose states are not these bytes per parameter)."""
+        if not plan.fine_tuning.ordinary:
+            return 0.0
         per_rank = total_params / (tp * pp)
         return per_rank * (wb / (dp if zero3 else 1) + gb / (dp if s in (Sharding.ZERO2, Sharding.ZERO3, Sharding.FSDP) else 1)
                            + ob / (dp if s is not Sharding.NONE else 1))

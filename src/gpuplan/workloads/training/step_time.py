@@ -124,9 +124,10 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.specs.dtypes import Weights
 from gpuplan.specs.model import FfnKind
 from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import default_expert_tp
 from gpuplan.workloads.training.context_parallel import attention_passes, cp_exposed_seconds
-from gpuplan.workloads.training import moe_time
+from gpuplan.workloads.training import finetune_time, moe_time
 from gpuplan.primitives.collectives import (
     Collective, collective_seconds_array, collective_sm_fraction, group_per_node,
 )
@@ -359,6 +360,9 @@ class StepContext:
     model_flops_per_token: float  # Megatron definition, recompute excluded
     ops: ModelOps  # the operator inventory (layers.inventory.model_ops)
     attention_flops_per_token: float  # causal attention-core forward FLOPs per token, mean over layers
+    #: fine-tuning choices (LoRA / QLoRA, optimizer, offload, master weights): `finetune_time`'s terms
+    fine_tuning: FineTuning = FineTuning()
+    grad_fp32: bool = True  # gradients kept in fp32 (plan.grad_precision), read by the optimizer step
 
     @classmethod
     def build(
@@ -371,6 +375,8 @@ class StepContext:
         framework: Framework = Framework.MEGATRON,
         attention_kernel: AttentionKernel = AttentionKernel.FLASH,
         tp_comm_overlap: bool = False,
+        fine_tuning: FineTuning | None = None,
+        grad_precision: Precision = Precision.FP32,
     ) -> "StepContext":
         refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         if model.mla is not None:
@@ -408,6 +414,8 @@ class StepContext:
             model_flops_per_token=flops_per_token(model, int(seq_len), causal=False).total,
             ops=ops,
             attention_flops_per_token=sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers) / model.layers,
+            fine_tuning=fine_tuning or FineTuning(),
+            grad_fp32=Precision(grad_precision) in (Precision.FP32, Precision.TF32),
         )
 
 
@@ -424,6 +432,7 @@ class StepArrays:
     bubble_s: np.ndarray
     dp_comm_s: np.ndarray  # exposed
     optimizer_s: np.ndarray
+    offload_s: np.ndarray  # exposed host <-> GPU copies of offloaded parameters (finetune_time)
     step_s: np.ndarray
 
     def parts(self) -> dict[str, np.ndarray]:
@@ -675,6 +684,9 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
     elem_fwd = elem_attn + dense_frac * elem_dense + moe_frac * elem_moe
     layer_fwd = gemm_fwd + attn_fwd + elem_fwd
     layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elem_fwd
+    if ctx.fine_tuning.adapters:  # frozen base: no weight gradients; adapters, dequantisation (finetune_time)
+        extra_fwd, extra_bwd = finetune_time.layer_extra_seconds(ctx, g, _gemm, gemm_fwd)
+        layer_fwd, layer_bwd = layer_fwd + extra_fwd, layer_bwd + extra_bwd
     if ctx.framework is Framework.TORCHTITAN:
         selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
     else:
@@ -700,7 +712,8 @@ def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompu
     L = float(ctx.layers)
     layers_per_stage = np.ceil(L / (g.pp * g.vpp)) * g.vpp
     head_n, head_k = local_gemm_shape(ctx.ops.head, g.tp)
-    head = (3.0 * _gemm(ctx, g.t, head_n, head_k, ctx.act_dtype)
+    head = (finetune_time.head_gemm_passes(ctx) * _gemm(ctx, g.t, head_n, head_k, ctx.act_dtype)
+            + finetune_time.head_adapter_seconds(ctx, g, _gemm)
             + g.t * ctx.vocab / g.tp * loss_bytes_per_logit(ctx.framework) / ctx.hbm_bytes_s)
     stage_fwd, stage_bwd = layers_per_stage * lc.layer_fwd, layers_per_stage * lc.layer_bwd
     return StageCompute(layers_per_stage, layers_per_stage / L, head, stage_fwd, stage_bwd,
@@ -823,7 +836,8 @@ def local_params(ctx: StepContext, g: PlanAxes, sc: StageCompute):
             ctx.expert_params * sc.stage_share / (g.ep * g.etp))
 
 
-def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense, local_experts):
+def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense, local_experts,
+                    reduced=None, gathered_bytes=None):
     """Exposed data-parallel communication per step. Gradients reduce over dp x cp ranks (experts
     over their expert-DP group tp x cp x dp / (ep x etp)). No sharding: all-reduce; ZeRO-1:
     reduce-scatter + all-gather of the parameters once per step; ZeRO-2: the reduce-scatter after
@@ -837,7 +851,10 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     engine does not. An overlapped NCCL collective holds one SM per channel, slowing the compute it
     hides behind by channels / SMs (`collective_sm_fraction`; Calculon's processor_usage). Gradient
     bytes: fp32 (bf16 runs), fp16 (fp16 runs), the compute dtype under ZeRO-3 (fp32 under
-    torchtitan: COMPOSER / TORCHTITAN constants); FSDP2 adds its copy-in / copy-out kernels."""
+    torchtitan: COMPOSER / TORCHTITAN constants); FSDP2 adds its copy-in / copy-out kernels.
+    Fine-tuning (`finetune_time`): `reduced` = the (dense, expert) trainable parameters whose
+    gradients are reduced, `gathered_bytes` = the (dense, expert) bytes gathered (a quantised frozen
+    base in its storage bytes); default every local parameter, at the gather dtype."""
     gpn = ctx.system.gpus_per_node
     dp_group = g.dp * g.cp
     expert_dp = np.maximum(1.0, g.tp * g.cp * g.dp / (g.ep * g.etp))
@@ -845,15 +862,18 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     grad_bytes = np.where(g.shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
 
-    def dp_collectives(params, group, stride):
-        pn = group_per_node(group, stride, gpn)
-        return tuple(np.where(group > 1, collective_seconds_array(kind, params * nbytes, group, pn, ctx.system, gpu=ctx.gpu), 0.0)
-                     for kind, nbytes in ((Collective.ALL_REDUCE, grad_bytes), (Collective.REDUCE_SCATTER, grad_bytes),
-                                          (Collective.ALL_GATHER, gather_bytes)))
+    reduced = (local_dense, local_experts) if reduced is None else reduced
+    gathered_bytes = (local_dense * gather_bytes, local_experts * gather_bytes) if gathered_bytes is None else gathered_bytes
 
-    reduce_all, reduce_scatter, gather = dp_collectives(local_dense, dp_group, g.tp)
+    def dp_collectives(params, gathered, group, stride):
+        pn = group_per_node(group, stride, gpn)
+        return tuple(np.where(group > 1, collective_seconds_array(kind, nbytes, group, pn, ctx.system, gpu=ctx.gpu), 0.0)
+                     for kind, nbytes in ((Collective.ALL_REDUCE, params * grad_bytes),
+                                          (Collective.REDUCE_SCATTER, params * grad_bytes), (Collective.ALL_GATHER, gathered)))
+
+    reduce_all, reduce_scatter, gather = dp_collectives(reduced[0], gathered_bytes[0], dp_group, g.tp)
     if ctx.expert_params:
-        e_all, e_rs, e_ag = dp_collectives(local_experts, expert_dp, g.ep * g.etp)
+        e_all, e_rs, e_ag = dp_collectives(reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp)
         reduce_all, reduce_scatter, gather = reduce_all + e_all, reduce_scatter + e_rs, gather + e_ag
     last_bwd = sc.stage_bwd + sc.recompute_mb
     if ctx.framework is not Framework.DEEPSPEED:
@@ -884,11 +904,17 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         g.shard == ShardingCode.NONE, unsharded, np.where(g.shard == ShardingCode.ZERO2, zero2, zero12)))
 
 
-def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts):
+def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts, sc: StageCompute | None = None):
     """Adam step, memory-bound: ADAM_BYTES_PER_PARAM (read master, m, v, gradient; write master, m,
-    v and the bf16 weight) per parameter this GPU updates (its ZeRO shard under ZeRO-1 and above)."""
+    v and the bf16 weight) per parameter this GPU updates (its ZeRO shard under ZeRO-1 and above).
+    Fine-tuning (another optimizer, adapters only, pure low precision, offload to the CPU):
+    `finetune_time.optimizer_seconds` on the trainable elements of the shard."""
     dp_group = g.dp * g.cp
     expert_dp = np.maximum(1.0, g.tp * g.cp * g.dp / (g.ep * g.etp))
+    if not ctx.fine_tuning.ordinary and sc is not None:
+        elements = finetune_time.trainable_elements(ctx, g, sc, local_dense, local_experts)
+        shard = np.where(g.shard >= ShardingCode.ZERO1, dp_group, 1.0)
+        return finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
     params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
                       local_dense + local_experts)
     return params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
@@ -918,12 +944,20 @@ def step_time_arrays(
     pp_mb = pp_comm_seconds(ctx, g, sc)
     mb_time = sc.compute_mb + sc.recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb
     local_dense, local_experts = local_params(ctx, g, sc)
+    dp_terms = {}
+    if ctx.fine_tuning.adapters:  # only the adapters' gradients are reduced; the base is gathered as stored
+        share = local_experts / np.maximum(local_dense + local_experts, 1.0)
+        trainable = finetune_time.trainable_elements(ctx, g, sc, local_dense, local_experts)
+        stored = finetune_time.stage_storage_bytes(ctx, g, sc, local_dense, local_experts)
+        dp_terms = dict(reduced=(trainable * (1.0 - share), trainable * share),
+                        gathered_bytes=(stored * (1.0 - share), stored * share))
     m = g.m
     parts = dict(
         compute_s=m * sc.compute_mb, recompute_s=m * sc.recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
         ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble_seconds(g, mb_time, sc.head),
-        dp_comm_s=dp_comm_seconds(ctx, g, sc, local_dense, local_experts),
-        optimizer_s=optimizer_seconds(ctx, g, local_dense, local_experts),
+        dp_comm_s=dp_comm_seconds(ctx, g, sc, local_dense, local_experts, **dp_terms),
+        optimizer_s=optimizer_seconds(ctx, g, local_dense, local_experts, sc),
+        offload_s=finetune_time.offload_seconds(ctx, g, sc, local_dense, local_experts),
     )
     shape = np.broadcast_shapes(*(np.shape(v) for v in parts.values()))
     parts = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for k, v in parts.items()}
@@ -986,7 +1020,8 @@ def estimate_step_time(
     if (framework, attention_kernel) != (plan.framework, plan.attention_kernel):
         plan = plan.model_copy(update={"framework": framework, "attention_kernel": attention_kernel})
     ctx = StepContext.build(
-        model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap
+        model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap,
+        fine_tuning=plan.fine_tuning, grad_precision=plan.grad_precision,
     )
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,

@@ -34,6 +34,9 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from gpuplan.input_files import MAX_DATA_BYTES, read_input_bytes
+from gpuplan.output_files import write_atomic
+
 COLLECTIVES = ("all_reduce", "all_gather", "all_to_all")
 #: Bytes per rank (S above) per mode.
 SIZES = {"quick": (2**16, 2**20, 2**22), "full": (2**16, 2**20, 2**22, 2**24, 2**26)}
@@ -159,8 +162,7 @@ def _rank_main(rank: int, ranks: int, port: int, backend: str, device: str, size
                 points.append({"collective": collective, "size_bytes": n_out * esize if collective != "all_reduce"
                                else n_in * esize, "ranks": ranks, "time_s": best})
         if rank == 0:
-            with open(result_path, "w", encoding="utf-8") as fh:
-                json.dump(points, fh)
+            write_atomic(result_path, json.dumps(points), "bench")
     finally:
         dist.destroy_process_group()
 
@@ -190,8 +192,7 @@ def run_collectives(device: str, quick: bool, gpu_count: int = 0) -> tuple[list[
         failed = [p.exitcode for p in procs if p.exitcode != 0]
         if failed:
             return [], f"a rank exited with code {failed[0]} ({backend} on {device})"
-        with open(result_path, encoding="utf-8") as fh:
-            raw = json.load(fh)
+        raw = json.loads(read_input_bytes(result_path, "bench", max_bytes=MAX_DATA_BYTES))
         return [CollectivePoint(d["collective"], int(d["size_bytes"]), int(d["ranks"]), float(d["time_s"]))
                 for d in raw], ""
     except (OSError, ValueError) as exc:

@@ -70,31 +70,49 @@ class ImportResult:
 def parse_config(config_path: str | Path | None, sets: Sequence[str] = ()) -> dict[str, str]:
     """The run configuration: the TOML file's top-level keys, then each `column=value` of `sets`
     (later wins). Values become strings (booleans `true`/`false`)."""
+    from gpuplan.input_files import MAX_SETTINGS_BYTES, read_input_text
+    from gpuplan.validation_rules import load_toml_text
+
     out: dict[str, str] = {}
     if config_path is not None:
         p = Path(config_path)
-        if not p.is_file():
-            raise InputError(f"config: no such file '{p}'", field="config")
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # pragma: no cover - 3.10
-            import tomli as tomllib
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise InputError(f"config: {p.name} is not TOML ({str(exc).splitlines()[0] if str(exc) else exc})",
-                             field="config") from None
+        data = load_toml_text(read_input_text(p, "config", max_bytes=MAX_SETTINGS_BYTES, what="TOML file"),
+                              f"config: {p.name}", "config")
         for key, value in data.items():
             if isinstance(value, (dict, list)):
                 raise InputError(f"config: {p.name}: key {key} must be a plain value (a column of SCHEMA.md)",
                                  field="config")
-            out[key] = _text(value)
+            out[key] = _checked(key, _text(value), "config")
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise InputError(f"set: '{item}' must look like column=value", field="set")
-        out[key.strip()] = value.strip()
+        out[key.strip()] = _checked(key.strip(), value.strip(), "set")
     return out
+
+
+#: columns (and options) holding a count: an integer >= 0 written with ASCII digits
+INTEGER_COLUMNS = frozenset({
+    "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "moe_experts", "moe_topk", "moe_ffn",
+    "moe_shared_experts", "moe_dense_layers", "num_gpus", "nodes", "tp", "pp", "dp", "cp", "ep", "vpp",
+    "micro_batch", "global_batch", "attention_dp", "batch", "concurrency", "input_len", "output_len", "size_bytes",
+    "m", "n", "k", "skip_steps",
+})
+#: columns holding a rate: a finite number >= 0
+NUMBER_COLUMNS = frozenset({"request_rate"})
+
+
+def _checked(key: str, value: str, field: str) -> str:
+    """`value` of column `key` as given, once a numeric column's value is a number written with ASCII
+    digits (gpuplan.validation_rules.parse_number); InputError naming the column otherwise. An empty
+    value means 'not given' (SCHEMA.md)."""
+    from gpuplan.validation_rules import parse_number
+
+    if value == "" or key not in INTEGER_COLUMNS | NUMBER_COLUMNS:
+        return value
+    integer = key in INTEGER_COLUMNS
+    number = parse_number(value, f"{field} {key}", integer=integer, ge=0)
+    return str(number) if integer else value
 
 
 def _text(value) -> str:
@@ -141,13 +159,10 @@ def import_file(kind: str, path: str | Path, config: Mapping[str, str] | None = 
     unknown, the file is missing or unreadable, or nothing in it has the tool's format."""
     if kind not in IMPORTERS:
         raise InputError(f"kind: unknown '{kind}'; allowed: {', '.join(IMPORTERS)}", field="kind")
+    from gpuplan.input_files import MAX_DATA_BYTES, read_input_text
+
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"file: no such file '{p}'", field="file")
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(f"{p.name}: not a UTF-8 text file; expected {kind} output", field="file") from None
+    text = read_input_text(p, "file", max_bytes=MAX_DATA_BYTES, what=f"{kind} output file")
     module = importlib.import_module(f"gpuplan.interfaces.calibration.importers.{IMPORTERS[kind]}")
     config = dict(config or {})
     rows = module.parse(text, config, prefix_for(p, config), p.name)

@@ -57,8 +57,12 @@ def looks_like_result(obj) -> bool:
 
 
 def load_results(text: str, filename: str, tool: str) -> list[dict]:
-    """JSON object, JSON list of objects, or JSON lines; InputError when none is a result."""
+    """JSON object, JSON list of objects, or JSON lines; InputError when none is a result, or when
+    the text nests deeper than MAX_JSON_DEPTH (checked before the recursive parser sees it)."""
+    from gpuplan.validation_rules import check_json_nesting
+
     text = text.strip()
+    check_json_nesting(text, filename, "file")
     try:
         data = json.loads(text)
         items = data if isinstance(data, list) else [data]

@@ -1,0 +1,44 @@
+"""From plan to running job and back (docs/deploy.md): launch configs written from gpuplan's plans,
+and users' own launch configs read back into plans.
+
+One module per target, each with `emit` (a plan -> the config or command, text) and `read` (that
+text -> a `launch.TrainingLaunch` / `launch.ServingLaunch`), over one table of recorded option names
+and versions (`options`):
+
+  training   megatron (torchrun + pretrain_gpt.py), torchtitan (job-config TOML), deepspeed (config JSON)
+  serving    vllm (vllm serve), sglang (sglang.launch_server), trtllm (trtllm-serve + options file),
+             k8s (Deployment / LeaderWorkerSet manifests of an engine's command, one per pool)
+
+Fine-tuning targets (torchtune recipes, PEFT/TRL script arguments) register here, in
+FINETUNE_TARGETS: name -> module with `emit(launch: TrainingLaunch, header: str) -> str` and
+`read(text: str, **context) -> TrainingLaunch`, and an OptionTable in `options.TABLES`; the API and
+the CLI dispatch every name of TRAINING_TARGETS + FINETUNE_TARGETS the same way.
+"""
+
+from __future__ import annotations
+
+#: `train|plan|fit --emit` targets with a module in this package
+TRAINING_TARGETS = ("megatron", "torchtitan", "deepspeed")
+#: `serve run|plan --emit` targets
+SERVING_TARGETS = ("vllm", "sglang", "trtllm", "k8s")
+#: the fine-tuning extension point (module docstring): name -> module; filled by that work
+FINETUNE_TARGETS: dict[str, object] = {}
+#: the serving engine profile (workloads.inference.engines) each engine target runs
+ENGINE_OF_TARGET = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
+#: the training framework (specs.execution.Framework value) each training target models
+FRAMEWORK_OF_TARGET = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
+
+
+def training_module(target: str):
+    """The module of a training (or registered fine-tuning) target."""
+    from importlib import import_module
+
+    if target in FINETUNE_TARGETS:
+        return FINETUNE_TARGETS[target]
+    return import_module(f"gpuplan.interfaces.deploy.{target}")
+
+
+def serving_module(target: str):
+    from importlib import import_module
+
+    return import_module(f"gpuplan.interfaces.deploy.{target}")

@@ -1,0 +1,78 @@
+"""The fine-tuning columns of a training.csv row as a `FineTuning` (../shared/validation/SCHEMA.md).
+
+Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
+- `finetune`: full; `lora_rank`: PEFT's default r = 8 when an adapter method is given;
+  `lora_targets`: q and v (PEFT's default for Llama); `base_dtype`: nf4 for qlora, the activation
+  dtype for lora; `optimizer`: adamw; `offload`: none; `master_weights`: fp32.
+- Not in the columns, so the library defaults hold: 4-bit block scales double-quantised
+  (bitsandbytes `Linear4bit(compress_statistics=True)`, torchao NF4), LoRA dropout 0 (PEFT's
+  LoraConfig default).
+A value the schema does not allow is a SkipRow naming the column and the allowed values; a
+combination the plan refuses (specs.finetune, specs.plan) likewise.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import ValidationError
+
+from gpuplan.interfaces.row_types import SkipRow
+from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer
+
+#: column -> (FineTuning field, enum of allowed values)
+_ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
+    "finetune": ("method", FineTuneMethod),
+    "base_dtype": ("base_dtype", BaseDtype),
+    "optimizer": ("optimizer", Optimizer),
+    "offload": ("offload", Offload),
+    "master_weights": ("master_weights", MasterWeights),
+}
+
+
+def _cell(row: dict[str, str], key: str) -> str:
+    return (row.get(key) or "").strip()
+
+
+def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
+    """The row's FineTuning and notes on the defaults taken (module docstring)."""
+    kw: dict[str, object] = {}
+    notes: list[str] = []
+    for column, (name, enum) in _ENUM_COLUMNS.items():
+        raw = _cell(row, column).lower()
+        if not raw:
+            continue
+        try:
+            kw[name] = enum(raw)
+        except ValueError:
+            allowed = ", ".join(e.value for e in enum)
+            raise SkipRow(f"{column}: '{raw}' is not one of {allowed}") from None
+    method = kw.get("method", FineTuneMethod.FULL)
+    if method is not FineTuneMethod.FULL:
+        rank = _cell(row, "lora_rank")
+        if rank:
+            try:
+                kw["lora_rank"] = int(float(rank))
+            except ValueError:
+                raise SkipRow(f"lora_rank is not a number: '{rank}'") from None
+        else:
+            notes.append("lora_rank=8 (PEFT default)")
+        targets = _cell(row, "lora_targets")
+        if targets:
+            kw["lora_targets"] = targets
+        else:
+            notes.append("lora_targets=qv (PEFT default)")
+    else:
+        for column in ("lora_rank", "lora_targets"):
+            if _cell(row, column):
+                raise SkipRow(f"{column} is set but finetune is full (give finetune lora or qlora)")
+    try:
+        ft = FineTuning(**kw)
+    except ValidationError as exc:
+        raise SkipRow(f"fine-tuning columns not expressible: {exc.errors()[0]['msg']}") from None
+    if not ft.ordinary:
+        notes.append(f"fine-tuning: {ft.label()}")
+    return ft, notes
+
+
+__all__ = ["fine_tuning_from_row"]

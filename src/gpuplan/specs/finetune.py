@@ -1,0 +1,232 @@
+"""Fine-tuning choices of a training plan: which weights train, how the frozen base is stored, the
+optimizer, what is offloaded to the host and whether an fp32 master copy exists.
+
+One typed value, `FineTuning`, carried by `TrainPlan.fine_tuning` and read by the memory and the
+step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md (training.csv):
+
+- `method`: FULL (every weight trains), LORA (frozen base + low-rank adapters, Hu et al. 2021) or
+  QLORA (LoRA over a 4-bit frozen base, Dettmers et al. 2023).
+- `lora_rank` r and `lora_targets`: the adapted projections, as Hugging Face module names
+  (`q_proj k_proj v_proj o_proj gate_proj up_proj down_proj`, and `lm_head`). Presets: `attn`
+  (q, k, v, o), `qv` (q and v: PEFT's default `target_modules` for Llama, peft/utils/constants.py
+  TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), `all_linear` (attention and MLP
+  projections; PEFT's "all-linear" leaves the output layer out). torchtune's names (`output_proj`,
+  `w1`, `w2`, `w3`) and GPT-style ones (`fc1`, `fc2`, `dense`) are read as their Llama equivalents.
+- `lora_dropout`: PEFT's LoraConfig default 0.0; a positive value saves a dropped copy of each
+  adapted projection's input and its mask.
+- `base_dtype`: storage of the frozen base linears: bf16 / fp16 / fp32, int8 (bitsandbytes
+  LLM.int8, fp32 row scales), nf4 / fp4 (bitsandbytes 4-bit, 64-element blocks). Default: the
+  activation dtype for LoRA, nf4 for QLoRA.
+- `double_quant`: 4-bit block scales themselves quantised to 8 bits (bitsandbytes
+  `compress_statistics`; True is the default of `bnb.nn.Linear4bit` and what torchao's NF4Tensor,
+  torchtune's QLoRA, always does).
+- `optimizer`: adamw (two moments), adamw_8bit / paged_adamw_8bit (bitsandbytes blockwise 8-bit;
+  paged states live in CUDA unified memory), adamw_4bit (torchao), adafactor (factored second
+  moment, HF transformers), sgd (momentum), lion (one moment).
+- `offload`: none, optimizer (states and step on the CPU: ZeRO-Offload, torchao CPUOffloadOptimizer),
+  params (also the parameters and gradients: FSDP CPUOffload(offload_params=True), ZeRO-3
+  offload_param), nvme (ZeRO-Infinity).
+- `master_weights`: fp32 (mixed precision) or none (pure bf16/fp16: weights, gradients and moments
+  in the compute dtype, as torchtune, LitGPT `bf16-true` and Answer.AI's fsdp_qlora train).
+
+Impossible combinations are refused when the value is built (one line naming the field); those that
+involve the rest of the plan (sharding, precision) are checked by `TrainPlan`.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, field_validator, model_validator
+
+from gpuplan.specs._base import Spec
+
+
+class FineTuneMethod(str, Enum):
+    FULL = "full"
+    LORA = "lora"
+    QLORA = "qlora"
+
+
+class BaseDtype(str, Enum):
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP32 = "fp32"
+    INT8 = "int8"
+    NF4 = "nf4"
+    FP4 = "fp4"
+
+    @property
+    def four_bit(self) -> bool:
+        return self in (BaseDtype.NF4, BaseDtype.FP4)
+
+    @property
+    def quantized(self) -> bool:
+        """Stored in an integer code that every matmul dequantises (int8, nf4, fp4)."""
+        return self in (BaseDtype.INT8, BaseDtype.NF4, BaseDtype.FP4)
+
+
+class Optimizer(str, Enum):
+    ADAMW = "adamw"
+    ADAMW_8BIT = "adamw_8bit"
+    PAGED_ADAMW_8BIT = "paged_adamw_8bit"
+    ADAMW_4BIT = "adamw_4bit"
+    ADAFACTOR = "adafactor"
+    SGD = "sgd"
+    LION = "lion"
+
+
+class Offload(str, Enum):
+    NONE = "none"
+    OPTIMIZER = "optimizer"
+    PARAMS = "params"
+    NVME = "nvme"
+
+    @property
+    def moves_params(self) -> bool:
+        """Parameters (and gradients) live off the GPU between uses."""
+        return self in (Offload.PARAMS, Offload.NVME)
+
+    @property
+    def moves_optimizer(self) -> bool:
+        """Optimizer states (and the step) live off the GPU."""
+        return self is not Offload.NONE
+
+
+class MasterWeights(str, Enum):
+    FP32 = "fp32"
+    NONE = "none"
+
+
+#: The projections each preset adapts (module docstring).
+LORA_TARGET_PRESETS: dict[str, tuple[str, ...]] = {
+    "attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "qv": ("q_proj", "v_proj"),
+    "all_linear": ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+}
+#: Module names other stacks use for the same projections (torchtune's Llama: output_proj, w1
+#: (gate), w3 (up), w2 (down); GPT-style: dense (attention output), fc1 (up), fc2 (down); the
+#: output head as torchtune names it).
+LORA_TARGET_ALIASES: dict[str, str] = {
+    "output_proj": "o_proj", "dense": "o_proj", "w1": "gate_proj", "w3": "up_proj", "w2": "down_proj",
+    "fc1": "up_proj", "fc2": "down_proj", "output": "lm_head",
+}
+LORA_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+#: PEFT LoraConfig defaults: r = 8, lora_dropout = 0.0 (peft/tuners/lora/config.py).
+DEFAULT_LORA_RANK = 8
+MAX_LORA_RANK = 1 << 16
+
+
+def parse_lora_targets(text: str | tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Module names of a `lora_targets` cell or option: a preset (`attn`, `qv`, `all_linear`) or a
+    `+`- or comma-joined list of names (aliases mapped, duplicates dropped, order kept). ValueError
+    naming the allowed values for an unknown name."""
+    if isinstance(text, (tuple, list)):
+        parts = [str(p) for p in text]
+    else:
+        raw = text.strip().lower()
+        if raw in LORA_TARGET_PRESETS:
+            return LORA_TARGET_PRESETS[raw]
+        parts = [p for p in raw.replace(",", "+").split("+")]
+    out: list[str] = []
+    for part in (p.strip().lower() for p in parts):
+        if part in LORA_TARGET_PRESETS:
+            names = LORA_TARGET_PRESETS[part]
+        else:
+            name = LORA_TARGET_ALIASES.get(part, part)
+            if name not in LORA_MODULES:
+                allowed = ", ".join(list(LORA_TARGET_PRESETS) + list(LORA_MODULES))
+                raise ValueError(f"unknown LoRA target '{part}' (allowed: {allowed}, or a '+'-joined list)")
+            names = (name,)
+        out += [n for n in names if n not in out]
+    if not out:
+        raise ValueError("no LoRA target given (allowed: attn, qv, all_linear or a '+'-joined list of module names)")
+    return tuple(out)
+
+
+class FineTuning(Spec):
+    """The fine-tuning choices of a plan (module docstring). The default is ordinary training:
+    every weight trains with AdamW and an fp32 master copy, nothing offloaded."""
+
+    method: FineTuneMethod = FineTuneMethod.FULL
+    lora_rank: int | None = Field(default=None, gt=0, le=MAX_LORA_RANK)
+    lora_targets: tuple[str, ...] | None = None
+    lora_dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    base_dtype: BaseDtype | None = None
+    double_quant: bool = True
+    optimizer: Optimizer = Optimizer.ADAMW
+    offload: Offload = Offload.NONE
+    master_weights: MasterWeights = MasterWeights.FP32
+
+    @field_validator("lora_targets", mode="before")
+    @classmethod
+    def _targets(cls, value):
+        return None if value is None or value == "" else parse_lora_targets(value)
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        adapters = self.method is not FineTuneMethod.FULL
+        if not adapters:
+            for name in ("lora_rank", "lora_targets", "base_dtype"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} applies to LoRA / QLoRA only; with finetune full every weight trains "
+                                     f"(give finetune lora or qlora)")
+            if self.lora_dropout:
+                raise ValueError("lora_dropout applies to LoRA / QLoRA only (give finetune lora or qlora)")
+        base = self.base_dtype
+        if self.method is FineTuneMethod.QLORA and base is not None and not base.four_bit:
+            raise ValueError(f"finetune qlora stores the frozen base in 4 bits: base_dtype must be nf4 or fp4, "
+                             f"not {base.value} (use finetune lora for a {base.value} base)")
+        if self.method is FineTuneMethod.LORA and base is not None and base.four_bit:
+            raise ValueError(f"a {base.value} base is QLoRA: give finetune qlora (lora takes bf16, fp16, fp32 or int8)")
+        if self.optimizer is Optimizer.PAGED_ADAMW_8BIT and self.offload.moves_optimizer:
+            raise ValueError("paged_adamw_8bit already pages its states to host memory; offload moves them to the CPU: "
+                             "give one of the two (optimizer adamw_8bit with offload, or offload none)")
+        return self
+
+    @property
+    def adapters(self) -> bool:
+        """LoRA or QLoRA: a frozen base with trainable adapters."""
+        return self.method is not FineTuneMethod.FULL
+
+    @property
+    def rank(self) -> int:
+        return self.lora_rank or DEFAULT_LORA_RANK
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return self.lora_targets or LORA_TARGET_PRESETS["qv"]
+
+    def base_storage(self, activation_dtype: str) -> BaseDtype:
+        """The frozen base's storage dtype: as given, else nf4 for QLoRA and the activation dtype
+        (bf16 / fp16) for LoRA; under full fine-tuning the weights are the working copy (the
+        activation dtype)."""
+        if self.base_dtype is not None:
+            return self.base_dtype
+        return BaseDtype.NF4 if self.method is FineTuneMethod.QLORA else BaseDtype(activation_dtype)
+
+    @property
+    def ordinary(self) -> bool:
+        """Ordinary mixed-precision training (the model of `workloads.training.memory` alone)."""
+        return (self.method is FineTuneMethod.FULL and self.optimizer is Optimizer.ADAMW
+                and self.offload is Offload.NONE and self.master_weights is MasterWeights.FP32)
+
+    def label(self) -> str:
+        """A short human label: `qlora r64 nf4-dq all_linear, adamw, offload params, pure bf16`."""
+        parts = []
+        if self.adapters:
+            base = self.base_dtype.value if self.base_dtype else ("nf4" if self.method is FineTuneMethod.QLORA else "bf16")
+            dq = "-dq" if base in ("nf4", "fp4") and self.double_quant else ""
+            parts.append(f"{self.method.value} r{self.rank} {base}{dq} {'+'.join(self.targets)}")
+        else:
+            parts.append("full")
+        parts.append(self.optimizer.value)
+        if self.offload is not Offload.NONE:
+            parts.append(f"offload {self.offload.value}")
+        if self.master_weights is MasterWeights.NONE:
+            parts.append("no fp32 master")
+        return ", ".join(parts)
+
+
+__all__ = ["BaseDtype", "DEFAULT_LORA_RANK", "FineTuneMethod", "FineTuning", "LORA_MODULES", "LORA_TARGET_ALIASES",
+           "LORA_TARGET_PRESETS", "MasterWeights", "Offload", "Optimizer", "parse_lora_targets"]

@@ -1,0 +1,351 @@
+"""Model states of a fine-tuning run on one GPU: the frozen base in its storage dtype, the trainable
+weights, their gradients and optimizer states, what offload moves to the host, and the extra
+activations of LoRA adapters. Used by `workloads.training.memory.training_memory` whenever the plan's
+`fine_tuning` is not ordinary training (specs.finetune.FineTuning.ordinary).
+
+Per GPU of a pipeline rank (its layers; the embedding on the first rank, the final norm and an
+untied head on the last), with b the activation bytes (2 for bf16 / fp16, 4 for fp32) and each
+operator split by TP as the inventory splits it:
+
+weights
+- full fine-tuning: every parameter in its working dtype, b bytes;
+- LoRA / QLoRA: each frozen projection in the base dtype (`base_weights.linear_storage_bytes`: NF4
+  with its block scales, int8 with row scales, or a float dtype), the embeddings, norms, biases
+  and the output head unquantised (`base_weights.float_bytes`), plus the adapters (`lora`) in the
+  working dtype.
+gradients (trainable parameters only): `plan.grad_precision` bytes with fp32 master weights
+  (Megatron's fp32 main grads, PyTorch AMP's fp32 .grad), the working dtype in pure low-precision
+  training (`master_weights none`).
+optimizer: `optimizer_states.optimizer_bytes` over the trainable tensors (fp32 states and an fp32
+  master copy with master weights; states in the working dtype without); paged 8-bit states are
+  reported apart (`paged_optimizer_bytes`: CUDA unified memory, outside PyTorch's counters).
+sharding (ZeRO / FSDP over dp x cp, experts over their expert-data-parallel group, as ordinary
+  training): zero1 divides the optimizer, zero2 also the gradients, zero3 / fsdp also the weights,
+  frozen or not (FSDP flat-parameters hold both; fsdp_qlora shards the packed 4-bit weights).
+offload (ZeRO-Offload, ZeRO-Infinity, FSDP CPUOffload): `optimizer` moves the optimizer states with
+  the master copy and the gradients (streamed out as they are produced: torchao
+  `CPUOffloadOptimizer`'s post-accumulate-grad hook, DeepSpeed's reduce buckets, of which one
+  `reduce_bucket_size` = 5e8 elements of fp16 stays on the GPU: `DEEPSPEED_REDUCE_BUCKET_ELEMENTS`);
+  `params` / `nvme` also the weights: the GPU keeps only what it computes with (the gather buffer
+  below). Offloaded bytes are reported as `host_bytes`.
+other
+- `zero3_gather_buffer`: ZeRO-3 / FSDP gathers each layer for its forward and backward: two layers'
+  unsharded weights in their storage bytes (the one computing and the one prefetched), as ordinary
+  training counts them, here with the frozen base quantised.
+- `fsdp_root_unsharded`: PyTorch FSDP never reshards its root unit between forward and backward
+  (torch FSDP `_root_pre_forward`; FSDP2 docs: "The root FSDP state has its value specially set to
+  False"); with the decoder layers wrapped one by one the root holds the embedding, final norm and
+  head: those stay whole on every GPU (Framework.FSDP / TORCHTITAN).
+- `dequant_workspace`: a quantised base is dequantised into the activation dtype before each matmul
+  (bitsandbytes `MatMul4Bit`: `dequantize_4bit` then the GEMM, forward and input-gradient backward):
+  the largest projection's local weight in b bytes is alive while it multiplies.
+- `offload_grad_bucket`: DeepSpeed's reduce bucket with ZeRO-Offload (above).
+- `autocast_weight_copies`: a float base wider than the compute dtype (an fp32 base under bf16 /
+  fp16 autocast, LitGPT's `bf16-mixed`) is cast to the compute dtype at every matmul, and the matmul
+  keeps that copy for its input gradient (autograd saves the weight operand when the input needs a
+  gradient; autocast's cast cache holds only leaves that require grad, so a frozen weight is cast
+  anew): every stored layer's projections in b bytes (one layer's under full recompute, the layer
+  being recomputed).
+
+Activations through a frozen base (`adapter_activation_delta_per_token`, added to the layer's saved
+set of `memory.layer_activation_bytes_per_token`): a frozen projection needs no weight gradient, so
+its input is not kept for it (PyTorch's mm saves the input only for the weight's gradient; bitsandbytes'
+`MatMul4Bit` keeps only the packed weight since 0.45: `ctx.tensors = (None, B)`): the layer's saved set
+loses the inputs of the frozen projections no other operator keeps (the attention output stays:
+FlashAttention keeps `out` for its own backward). An adapted projection keeps its input for A's
+gradient (once per input tensor: q, k and v read the same one), or with LoRA dropout p > 0 each
+adapter keeps its own dropped copy (b per element) and mask (1 byte: `native_dropout`'s bool mask)
+instead; and B keeps A's output, b x r per token and adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpuplan.layers.inventory import layer_ops, model_ops
+from gpuplan.layers.operators import AttentionCore, Linear, Norm, Saved, Shard
+from gpuplan.specs.finetune import BaseDtype, FineTuning, MasterWeights
+from gpuplan.specs.execution import Framework
+from gpuplan.specs.model import ModelSpec
+from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
+from gpuplan.workloads.training.base_weights import float_bytes, linear_storage_bytes
+from gpuplan.workloads.training.lora import adapted, head_projection, layer_projections
+from gpuplan.workloads.training.optimizer_states import Tensor, optimizer_bytes
+
+#: DeepSpeed `zero_optimization.reduce_bucket_size` default: 5e8 elements (DeepSpeed config docs,
+#: "ZeRO optimizations": reduce_bucket_size 500,000,000), the gradient bucket ZeRO-Offload keeps on the GPU.
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 5e8
+
+
+def activation_bytes(precision: Precision) -> float:
+    """b: 4 for fp32 / tf32 runs, else 2 (bf16 / fp16; FP8 recipes keep bf16 activations)."""
+    return 4.0 if Precision(precision) in (Precision.FP32, Precision.TF32) else 2.0
+
+
+def grad_bytes(plan: TrainPlan) -> float:
+    """Bytes of a trainable parameter's gradient (module docstring)."""
+    if plan.fine_tuning.master_weights is MasterWeights.NONE:
+        return activation_bytes(plan.precision)
+    return 4.0 if Precision(plan.grad_precision) in (Precision.FP32, Precision.TF32) else 2.0
+
+
+def state_element_bytes(plan: TrainPlan) -> float:
+    """s: fp32 states with master weights, the working dtype without (optimizer_states docstring)."""
+    return 4.0 if plan.fine_tuning.master_weights is MasterWeights.FP32 else activation_bytes(plan.precision)
+
+
+def master_copy_bytes(plan: TrainPlan) -> float:
+    """An fp32 master copy beside 16-bit weights (4 B), none in fp32 runs or pure low precision."""
+    if plan.fine_tuning.master_weights is MasterWeights.NONE or activation_bytes(plan.precision) >= 4:
+        return 0.0
+    return 4.0
+
+
+@dataclass
+class _Held:
+    """Bytes and parameters one GPU holds, dense (sharded over dp x cp) and expert (over expert dp)."""
+
+    dense: float = 0.0
+    expert: float = 0.0
+
+    def add(self, value: float, expert: bool) -> None:
+        if expert:
+            self.expert += value
+        else:
+            self.dense += value
+
+    def sharded(self, plan: TrainPlan, on: bool) -> float:
+        if not on:
+            return self.dense + self.expert
+        return self.dense / (plan.dp * plan.cp) + self.expert / plan.expert_dp
+
+
+@dataclass(frozen=True)
+class FineTuneStates:
+    """Model states of one GPU under a fine-tuning plan (module docstring)."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+    paged_optimizer: float
+    host: float
+    other: dict[str, float] = field(default_factory=dict)
+    trainable_params: float = 0.0
+    frozen_params: float = 0.0
+    bytes_per_param: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Inventory:
+    """What one GPU of a pipeline rank holds before sharding: frozen bytes, trainable tensors."""
+
+    frozen_bytes: _Held = field(default_factory=_Held)
+    frozen_params: _Held = field(default_factory=_Held)
+    trainable: list[tuple[Tensor, bool]] = field(default_factory=list)  # (tensor, expert)
+    largest_quantized: float = 0.0  # elements of the largest quantised projection (local)
+    layer_storage: list[float] = field(default_factory=list)  # storage bytes of each layer (local, unsharded)
+    layer_linear_elements: list[float] = field(default_factory=list)  # projection elements of each layer (local)
+
+
+def _collect(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, last: bool) -> _Inventory:
+    ft = plan.fine_tuning
+    b = activation_bytes(plan.precision)
+    base = ft.base_storage("fp16" if Precision(plan.precision) is Precision.FP16 else "bf16")
+    if not ft.adapters:
+        base = BaseDtype.FP32 if b >= 4 else BaseDtype.BF16  # full fine-tuning: the working copy
+    plain = float_bytes(base, b)
+    tp, etp, ep = float(plan.tp), float(plan.expert_tp), float(plan.ep)
+    inv = _Inventory()
+
+    def frozen(elements: float, nbytes: float, expert: bool = False) -> None:
+        inv.frozen_params.add(elements, expert)
+        inv.frozen_bytes.add(nbytes, expert)
+
+    def train(t: Tensor, expert: bool = False) -> None:
+        inv.trainable.append((t, expert))
+
+    for i in layers:
+        storage = elements = 0.0
+        for p in layer_projections(model, i):
+            expert = p.shard is Shard.EXPERT
+            k, n = p.local_shape(tp, etp)
+            count = p.instances / (ep if expert else 1.0)
+            elements += n * k * count
+            if not ft.adapters:
+                train(Tensor(n, k, count), expert)
+                storage += b * n * k * count
+                continue
+            nbytes = linear_storage_bytes(k, n, base, ft.double_quant) * count
+            frozen(n * k * count, nbytes, expert)
+            storage += nbytes
+            if base.quantized:
+                inv.largest_quantized = max(inv.largest_quantized, n * k)
+            if adapted(p, ft.targets):
+                train(Tensor(ft.rank, k, count), expert)
+                train(Tensor(n, ft.rank, count), expert)
+                storage += b * ft.rank * (k + n) * count
+        for op in layer_ops(model, i).ops:  # biases, norms, attention sinks: unquantised vectors
+            vec = _vector_params(op, tp)
+            if vec:
+                storage += plain * vec
+                if ft.adapters:
+                    frozen(vec, plain * vec)
+                else:
+                    train(Tensor(vec))
+        inv.layer_storage.append(storage)
+        inv.layer_linear_elements.append(elements)
+    table = model.vocab * model.hidden / tp
+    tables = []
+    if first:
+        tables.append(table)
+        if model.learned_position_embeddings:
+            tables.append(float((model.max_position_embeddings or 0) * model.hidden))
+    if last:
+        if not model.tied_embeddings or plan.pp > 1:
+            tables.append(table)
+        norm = float(model_ops(model).final_norm.params)
+        if ft.adapters:
+            frozen(norm, plain * norm)
+        else:
+            train(Tensor(norm))
+        if ft.adapters and "lm_head" in ft.targets:
+            head = head_projection(model)
+            k, n = head.local_shape(tp)
+            train(Tensor(ft.rank, k))
+            train(Tensor(n, ft.rank))
+    for t in tables:
+        if ft.adapters:
+            frozen(t, plain * t)
+        else:
+            train(Tensor(t / model.hidden, model.hidden))
+    return inv
+
+
+def _vector_params(op, tp: float) -> float:
+    """Parameters of an operator that are vectors (biases, norm weights, attention sinks), local to
+    one GPU: a column-split bias divides over tp, a row-split bias and norms stay whole."""
+    if isinstance(op, Norm):
+        return float(op.params)
+    if isinstance(op, AttentionCore):
+        return op.params / tp
+    if isinstance(op, Linear) and op.bias and op.counts_params:
+        per = op.out_features * op.instances
+        return per / tp if op.shard is Shard.COLUMN else float(per)
+    return 0.0
+
+
+def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, last: bool) -> FineTuneStates:
+    """Model states of one GPU of the pipeline rank holding `layers` (module docstring)."""
+    ft = plan.fine_tuning
+    inv = _collect(model, plan, layers, first, last)
+    b = activation_bytes(plan.precision)
+    g = grad_bytes(plan)
+    s = state_element_bytes(plan)
+    master = master_copy_bytes(plan)
+    zero3 = plan.sharding in (Sharding.ZERO3, Sharding.FSDP)
+    zero2 = zero3 or plan.sharding is Sharding.ZERO2
+    zero1 = plan.sharding is not Sharding.NONE
+
+    trainable, train_w, train_g = _Held(), _Held(), _Held()
+    opt_device, opt_paged = _Held(), _Held()
+    for t, expert in inv.trainable:
+        n = t.count * t.elements
+        trainable.add(n, expert)
+        train_w.add(b * n, expert)
+        train_g.add(g * n, expert)
+        ob = optimizer_bytes(ft.optimizer, [t], s, master)
+        opt_device.add(ob.device, expert)
+        opt_paged.add(ob.paged, expert)
+
+    weights = inv.frozen_bytes.sharded(plan, zero3) + train_w.sharded(plan, zero3)
+    gradients = train_g.sharded(plan, zero2)
+    optimizer = opt_device.sharded(plan, zero1)
+    paged = opt_paged.sharded(plan, zero1)
+    host = 0.0
+    other: dict[str, float] = {}
+    if ft.offload.moves_optimizer:
+        host += optimizer + gradients
+        if plan.framework is Framework.DEEPSPEED:
+            local = trainable.sharded(plan, zero2)
+            other["offload_grad_bucket"] = min(DEEPSPEED_REDUCE_BUCKET_ELEMENTS, local) * 2.0
+        optimizer = gradients = 0.0
+    if ft.offload.moves_params:
+        host += weights
+        weights = 0.0
+    if zero3 and inv.layer_storage:
+        other["zero3_gather_buffer"] = 2.0 * max(inv.layer_storage)
+        if plan.framework in (Framework.FSDP, Framework.TORCHTITAN):
+            other["fsdp_root_unsharded"] = _root_bytes(model, plan, first, last)
+    if inv.largest_quantized:
+        other["dequant_workspace"] = b * inv.largest_quantized
+    if ft.adapters and ft.base_storage("bf16") is BaseDtype.FP32 and b < 4 and inv.layer_linear_elements:
+        held = inv.layer_linear_elements
+        other["autocast_weight_copies"] = b * (max(held) if plan.recompute is Recompute.FULL else sum(held))
+    n_train = trainable.dense + trainable.expert
+    per_param = {"weights": b, "gradients": g,
+                 "optimizer": (opt_device.dense + opt_device.expert + opt_paged.dense + opt_paged.expert) / n_train
+                 if n_train else 0.0}
+    return FineTuneStates(
+        weights=weights, gradients=gradients, optimizer=optimizer, paged_optimizer=paged, host=host, other=other,
+        trainable_params=n_train, frozen_params=inv.frozen_params.dense + inv.frozen_params.expert,
+        bytes_per_param=per_param,
+    )
+
+
+def _root_bytes(model: ModelSpec, plan: TrainPlan, first: bool, last: bool) -> float:
+    """Bytes of FSDP's root unit (embedding, final norm, untied head) unsharded on this GPU, in the
+    unquantised dtype (module docstring)."""
+    b = activation_bytes(plan.precision)
+    base = plan.fine_tuning.base_storage("fp16" if Precision(plan.precision) is Precision.FP16 else "bf16")
+    plain = float_bytes(base, b) if plan.fine_tuning.adapters else b
+    table = model.vocab * model.hidden / plan.tp
+    total = 0.0
+    if first:
+        total += table
+    if last:
+        total += model_ops(model).final_norm.params
+        if not model.tied_embeddings or plan.pp > 1:
+            total += table
+    return plain * total
+
+
+def adapter_activation_delta_per_token(model: ModelSpec, ft: FineTuning, layer: int, saved: Saved) -> float:
+    """Bytes per token a frozen base with adapters adds to (or, negative, removes from) one layer's
+    saved set of ordinary training (module docstring, "Activations through a frozen base")."""
+    if not ft.adapters:
+        return 0.0
+    b = saved.act_bytes
+    by_op: dict[str, list] = {}
+    for p in layer_projections(model, layer):
+        by_op.setdefault(p.op, []).append(p)
+    delta = 0.0
+    for op in layer_ops(model, layer).linears:
+        projections = by_op.get(op.name, [])
+        hit = [p for p in projections if adapted(p, ft.targets)]
+        kept_for_weight = _input_saved_bytes(op, saved)
+        attention_out = op.name == "out" and saved.fused_attention  # FlashAttention keeps `out` itself
+        if not hit or ft.lora_dropout > 0:
+            if not attention_out:
+                delta -= kept_for_weight
+        for p in hit:
+            per_copy = p.active_instances if p.shard is Shard.EXPERT else 1.0
+            if ft.lora_dropout > 0:
+                in_local = kept_for_weight / saved.linear_input_bytes / per_copy if saved.linear_input_bytes else 0.0
+                delta += (b + 1.0) * in_local * per_copy
+            delta += b * ft.rank * per_copy
+    return delta
+
+
+def _input_saved_bytes(op: Linear, saved: Saved) -> float:
+    """The part of a linear's saved bytes that is its input (kept for the weight gradient): its
+    `saved_bytes` less the outputs it keeps for other reasons (the router's fp32 probabilities, a
+    routed expert's output kept by the unpermute)."""
+    total = op.saved_bytes(saved)
+    if op.shard is Shard.EXPERT:
+        kept = saved.act_bytes * op.out_features if op.keeps_routed_output else 0.0
+        return total - kept * op.active_instances
+    return total - op.saved_output_bytes * op.out_features
+
+
+__all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTuneStates", "adapter_activation_delta_per_token",
+           "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]

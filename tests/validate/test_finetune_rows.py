@@ -1,0 +1,60 @@
+"""`validate` reads the fine-tuning columns (SCHEMA.md): rows are predicted, not skipped as an
+unvalidated regime; bad cells are SkipRows naming the column."""
+
+import csv
+
+import pytest
+
+from gpuplan.interfaces.row_types import SkipRow
+from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
+from gpuplan.interfaces.validation.training import predict_row
+
+FINE_TUNING_FAMILIES = ("ttflags", "ltres", "aai3090", "hf1gpu", "peftds", "zoff")
+
+
+def _rows(shared_dir):
+    with open(shared_dir / "validation" / "training.csv") as f:
+        return [r for r in csv.DictReader(f) if r["id"].rsplit("-", 1)[0] in FINE_TUNING_FAMILIES]
+
+
+def test_every_fine_tuning_row_is_predicted(shared_dir):
+    rows = _rows(shared_dir)
+    assert len(rows) == 73  # SCHEMA.md: 73 fine-tuning rows in six families
+    for row in rows:
+        assert predict_row(row).value > 0, row["id"]  # none skipped (SkipRow would raise)
+
+
+def test_fine_tuning_columns():
+    ft, notes = fine_tuning_from_row({"finetune": "qlora", "lora_targets": "q_proj+v_proj", "optimizer": "paged_adamw_8bit"})
+    assert ft.method.value == "qlora" and ft.rank == 8 and ft.targets == ("q_proj", "v_proj")
+    assert any("lora_rank=8" in n for n in notes)
+    with pytest.raises(SkipRow, match="optimizer: 'adam9' is not one of adamw"):
+        fine_tuning_from_row({"optimizer": "adam9"})
+    with pytest.raises(SkipRow, match="lora_rank is set but finetune is full"):
+        fine_tuning_from_row({"lora_rank": "8"})
+    with pytest.raises(SkipRow, match="base_dtype must be nf4 or fp4"):
+        fine_tuning_from_row({"finetune": "qlora", "base_dtype": "bf16"})
+
+
+def test_device_used_memory_and_volta_attention():
+    from gpuplan.interfaces.validation.training import attention_kernel_from_row, device_memory_stated
+    from gpuplan.specs.execution import AttentionKernel, Framework
+
+    assert device_memory_stated({"notes": "'GPU memory occupied' = NVML used memory after training"})
+    assert device_memory_stated({"notes": "read off an nvidia-smi-style screenshot"})
+    assert not device_memory_stated({"notes": "torch.cuda.max_memory_reserved"})
+    # no FlashAttention kernel exists for Volta (flash-attn v1: Turing or Ampere; v2: Ampere and later)
+    assert attention_kernel_from_row({}, Framework.OTHER, "Volta GV100") is AttentionKernel.UNFUSED
+    assert attention_kernel_from_row({}, Framework.OTHER, "Ampere GA100") is AttentionKernel.FLASH
+
+
+def test_nvml_row_adds_the_memory_outside_the_allocator():
+    from gpuplan.workloads.training.memory import CUDA_CONTEXT_BYTES
+
+    base = {"id": "x-1", "model": "m", "layers": "2", "hidden": "1024", "heads": "16", "vocab": "30522", "seq_len": "512",
+            "system": "a100-sxm4-80gb", "num_gpus": "1", "micro_batch": "1", "global_batch": "1", "framework": "other",
+            "precision": "bf16", "metric": "peak_mem_reserved_gib", "value": "1"}
+    plain = predict_row(base).value
+    nvml = predict_row({**base, "notes": "NVML used memory"}).value
+    # one GPU: the CUDA context (no NCCL communicator), in GiB
+    assert nvml - plain == pytest.approx(CUDA_CONTEXT_BYTES / 2**30, rel=1e-9)
