@@ -86,7 +86,7 @@ def test_cv_table_and_bad_mode(runner, two_family_csv):
     assert res.exit_code == 0, res.output
     assert "meg21-t1" in res.output and "overall" in res.output and f"knob {SGF}" in res.output
     bad = runner.invoke(app, ["validate", str(two_family_csv), "--cv", "row"])
-    assert bad.exit_code == 2 and "cv: unknown mode 'row'; allowed: family" in bad.output
+    assert bad.exit_code == 2 and "cv: unknown mode 'row'; allowed: family, regime" in bad.output
 
 
 def test_without_fitted_knobs_cv_equals_in_sample_equals_default():

@@ -107,9 +107,11 @@ def _shipped_regime(name: str) -> dict:
 def test_serve_run_json_carries_the_regimes_bands(runner):
     # Mixtral is MoE: its throughput takes the inference/throughput/moe band, its latencies the
     # inference/latency band (the public MoE latency rows are too few for their own key); a band is
-    # the prediction times exp(q10) .. exp(q90) of that regime in the shipped table
+    # the prediction times exp(q10) .. exp(q90) of that regime in the shipped table. TensorRT-LLM on
+    # Hopper with MoE models and 16-bit weights has public rows: a validated regime (gpuplan's own
+    # `generic` engine has none: tests/calibration/test_regime_bands.py)
     out = runner.invoke(app, ["serve", "run", "mixtral-8x7b", "--gpu", "h100-sxm5-80gb", "--tp", "2",
-                              "--concurrency", "16", "--json"])
+                              "--engine", "tensorrt-llm", "--concurrency", "16", "--json"])
     assert out.exit_code == 0, out.output
     d = json.loads(out.stdout)
     band = d["band_80pct"]
@@ -121,7 +123,8 @@ def test_serve_run_json_carries_the_regimes_bands(runner):
     lat = _shipped_regime(band["regimes"]["latency"]["regime"])
     assert band["ttft_p90_ms"][1] == pytest.approx(d["ttft_p90_ms"] * math.exp(lat["q90"]), rel=1e-9)
     # a dense model's throughput uses the dense key
-    out = runner.invoke(app, ["serve", "run", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--concurrency", "8", "--json"])
+    out = runner.invoke(app, ["serve", "run", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--engine", "tensorrt-llm",
+                              "--concurrency", "8", "--json"])
     assert json.loads(out.stdout)["band_80pct"]["regimes"]["throughput"]["regime"] == "inference/throughput/dense"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from gpuplan.catalog import ceilings as _ceilings  # noqa: F401 - registers the measured-ceiling knobs
 from gpuplan.errors import InputError, unknown_id
 from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
 from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8, load_toml_text

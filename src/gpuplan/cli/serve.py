@@ -128,7 +128,12 @@ def run(
     console.print(table(f"gpuplan serve {model} on {rep.tp} x {rep.gpu} ({rep.load}, engine {rep.engine})",
                         ["quantity", "value", "80% band"], rows))
     for cls, info in (band.get("regimes") or {}).items():
-        state = "" if info["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
+        if info.get("novelty", "seen") != "seen":
+            state = f" - {info['reason']} (band: errors of public rows predicted with that held out)"
+        elif not info["validated"]:
+            state = " - band borrowed from a broader regime (too few public rows of its own)"
+        else:
+            state = ""
         console.print(f"80% {cls} band: cross-validated errors of {info['rows']} public rows ({info['regime']}){state}")
     for warning in result.warnings:
         err_console.print(f"warning: {warning}")
@@ -228,6 +233,8 @@ def plan(
                + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))
     echo(f"sized under a closed loop, verified under Poisson arrivals at {fmt(b.open_loop_requests_per_s)} req/s per "
          f"replica: p90 TTFT {fmt(b.open_loop_ttft_p90_ms)} ms, TPOT {fmt(b.open_loop_tpot_p90_ms)} ms")
+    if result.best_regime is not None:
+        echo(f"regime of the best layout: {result.best_regime['reason']}")
     rows = [(c.layout, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.open_loop_ttft_p90_ms, c.open_loop_tpot_p90_ms,
              c.replica_requests_per_s, c.replicas, c.gpus, c.usd_per_million_output_tokens, c.why_not_best)
             for c in res.candidates]

@@ -188,7 +188,10 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
     console.print(table("training estimate", ["quantity", "value"], rows, name="estimate", main=True))
     if band.get("step_time_s"):
         (t0, t1), (d0, d1) = band["step_time_s"], band["days"]
-        state = "" if band["validated"] else " - UNVALIDATED regime: band borrowed from a broader one"
+        if band.get("novelty", "seen") != "seen":
+            state = f" - {band['reason']} (band: errors of public rows predicted with that held out)"
+        else:
+            state = "" if band["validated"] else " - band borrowed from a broader regime (too few public rows of its own)"
         console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
                       f"step {fmt(t0)} - {fmt(t1)} s, {fmt(d0)} - {fmt(d1)} days{state}")
     if evidence:

@@ -1,8 +1,9 @@
-"""CLI: `gpuplan validate FILE.csv | --builtin training|inference|collectives [--json] [--summary] [--cv family]`
-- predicted vs measured per row, and error statistics per source family and overall
+"""CLI: `gpuplan validate FILE.csv | --builtin training|inference|collectives [--json] [--summary]
+[--cv family|regime]` - predicted vs measured per row, and error statistics per source family and overall
 (gpuplan.interfaces.validation.validate); with `--cv family` the leave-one-family-out cross-validated
-errors (gpuplan.interfaces.validation.cross_validation). `--builtin NAME` reads the public set shipped
-with gpuplan (gpuplan.catalog.validation_sets) instead of a FILE."""
+errors, with `--cv regime` also the leave-one-regime-out errors per held-out regime, hardware
+generation, engine, architecture and precision (gpuplan.interfaces.validation.cross_validation).
+`--builtin NAME` reads the public set shipped with gpuplan (gpuplan.catalog.validation_sets) instead of a FILE."""
 
 from __future__ import annotations
 
@@ -53,6 +54,12 @@ def _print_cv(cv: dict) -> None:
         state = "refit" if k["informed"] else "not informed by these rows"
         echo(f"knob {k['name']}: default {fmt(k['default'])}, all families {fmt(k['in_sample_value'])}{unc} "
                    f"{k['unit']} ({state})")
+    for grouping, block in (cv.get("regimes") or {}).items():
+        rows = [_cv_line(v, b) for v, b in block.items() if v != "overall"]
+        rows.append(_cv_line("overall", block["overall"]))
+        console.print(table(f"leave-one-{grouping}-out: each {grouping} predicted with the knobs refit without it",
+                            [grouping, "n", "low", "pred %", "CV MAPE %", "CV median %", "in-sample MAPE %",
+                             "default MAPE %"], rows, keep_whole=1))
     for note in cv["notes"]:
         echo(f"note: {note}")
     echo(f"cv run time: {fmt(cv['run_time_s'], 3)} s")
@@ -71,7 +78,9 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="JSON: {rows: [...], summary: {...}}."),
         summary_only: bool = typer.Option(False, "--summary", help="Only the compact per-family table; overall last."),
         cv: str = typer.Option(None, "--cv", help="'family': refit the fitted knobs leaving each family (id without "
-                                                  "its final -N) out; report CV, in-sample and default errors."),
+                                                  "its final -N) out; report CV, in-sample and default errors. "
+                                                  "'regime': also leave out each regime (hardware generation, "
+                                                  "engine, architecture) and each single axis value as a whole."),
     ) -> None:
         """Predict every row of FILE (or of the shipped set --builtin NAME) and compare with the measurement."""
         name = f"--builtin {builtin.strip().lower()}" if builtin else file

@@ -42,6 +42,9 @@ class ServeResult(Result):
     offered_rate: float | None = None  # requests/s offered by an open-loop (Poisson) load
     moe: bool = False  # the served model has routed experts (selects the error band's regime)
     profile: Any = None; model_spec: Any = None  # noqa: E702 - the EngineProfile run, the ModelSpec served (--emit)
+    #: the prediction's regime (interfaces.validation.regimes.serving_regime): hardware generation,
+    #: engine, architecture, weight precision; widens the band where no public row shares it
+    regime: Any = None
 
     @property
     def warnings(self) -> list[str]:
@@ -59,7 +62,7 @@ class ServeResult(Result):
         from gpuplan.interfaces.validation.error_bands import serving_bands
 
         out = to_jsonable(self.report)
-        out["band_80pct"] = serving_bands(out, self.moe)
+        out["band_80pct"] = serving_bands(out, self.moe, self.regime)
         out["warnings"] = self.warnings
         return out
 
@@ -166,6 +169,7 @@ def serve_run(
     memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
     `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
     override the engine's (`serving_engine`)."""
+    from gpuplan.interfaces.validation.regimes import serving_regime
     from gpuplan.workloads.inference.cost.deployment import Deployment
     from gpuplan.workloads.inference.plan.service import serve_estimate
 
@@ -188,7 +192,8 @@ def serve_run(
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
                                       lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile),
-                       rate if concurrency is None and batch is None else None, spec.moe is not None, profile, spec)
+                       rate if concurrency is None and batch is None else None, spec.moe is not None, profile, spec,
+                       regime=serving_regime(gpu_spec, profile.name, spec.moe is not None, weight_dtype))
 
 
 def lens_mean(lens, side: str) -> float:
@@ -214,12 +219,16 @@ class CapacityResult(Result):
     features: Any = None  # {lengths: mean/percentiles, spec_tokens_per_step, prefix_hit_rate} when any is on
     #: the EngineProfile every candidate ran, the ModelSpec and formats served (`serve plan --emit`)
     profile: Any = None; model_spec: Any = None; weight_dtype: str = "bf16"; kv_dtype: str = "bf16"  # noqa: E702
+    #: the best layout's regime against the public rows (error_bands.regime_summary): validated or not, and why
+    best_regime: dict | None = None
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
         from gpuplan.interfaces.api._common import to_jsonable
 
         out = to_jsonable(self.plan)
+        if self.best_regime is not None:
+            out["best_regime"] = self.best_regime
         if self.plot_file is not None:
             out["plot_file"] = self.plot_file
         if self.serving_day is not None:
@@ -348,8 +357,13 @@ def serve_plan(
                                    input_len=max(1, round(input_len)), output_len=max(1, round(output_len)),
                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, lengths=lens, speculative=specdec,
                                    prefix_cache=cache, engine=profile)
+    from gpuplan.interfaces.validation.error_bands import regime_summary
+    from gpuplan.interfaces.validation.regimes import serving_regime
+
+    best_regime = regime_summary("inference", serving_regime(g, profile.name, spec.moe is not None, weight_dtype))
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
-                          _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype)
+                          _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype,
+                          best_regime=best_regime)
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)

@@ -84,6 +84,9 @@ class TrainResult(Result):
     evidence: dict | None = None
     #: the ModelSpec trained (what `gpuplan train --emit` writes into a launch config)
     model_spec: Any = None
+    #: the prediction's regime (interfaces.validation.regimes.training_regime): widens the band
+    #: where no public row shares its hardware generation, framework, architecture or precision
+    regime: Any = None
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -117,7 +120,7 @@ class TrainResult(Result):
             out.update({k: v for k, v in run_cost_dict(self.run).items() if k not in ("hours",)})
         from gpuplan.interfaces.validation.error_bands import training_band
 
-        out["band_80pct"] = training_band(est, self.moe, self.run)
+        out["band_80pct"] = training_band(est, self.moe, self.run, self.regime)
         a = self.assumptions
         if a is not None:
             out.update({"pue": a.pue, "grid_kg_co2_per_kwh": a.grid_kg_co2_per_kwh,
@@ -313,10 +316,12 @@ def train(
 
     goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(spec).total_with_mtp, assumptions)
     from gpuplan.interfaces.planning.evidence import mfu_evidence
+    from gpuplan.interfaces.validation.regimes import training_regime
 
     evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
                             est.step.mfu_pct)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec)
+    regime = training_regime(gpu, est.step.framework.value, spec.moe is not None, est.plan.execution.precision)
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec, regime=regime)
 
 
 def _limited_space(space, limits: dict[str, list]):

@@ -53,7 +53,8 @@ def validate(file: str | Path | None = None, progress=None, *, builtin: str | No
 
 @dataclass(frozen=True)
 class CrossValidationResult(Result):
-    """`validate(..., cv="family")`: the leave-one-family-out report (interfaces.validation.cross_validation)."""
+    """`validate(..., cv="family"|"regime")`: the leave-one-family-out report, with `cv="regime"` also
+    leave-one-regime-out (interfaces.validation.cross_validation)."""
 
     report: Any
 
@@ -65,7 +66,9 @@ def validate_cv(file: str | Path | None = None, cv: str = "family", progress=Non
                 builtin: str | None = None) -> CrossValidationResult:
     """Leave-one-family-out cross-validation of `file` (or of the shipped set `builtin`): the fitted
     knobs refit without each family, that family predicted with the refit values; CV, in-sample and
-    default errors per family."""
+    default errors per family. `cv="regime"`: also each regime tuple and each single axis value
+    (hardware generation, engine, architecture, precision) left out as a whole; figures per
+    held-out value."""
     from gpuplan.interfaces.validation.cross_validation import cross_validate_file
 
     return CrossValidationResult(cross_validate_file(str(validation_source(file, builtin)), cv, progress=progress))

@@ -15,6 +15,7 @@ from gpuplan import knobs
 
 #: Modules with module-level `knobs.register(...)` declarations.
 KNOB_MODULES = (
+    "gpuplan.catalog.ceilings",
     "gpuplan.primitives.efficiency",
     "gpuplan.primitives.collectives",
     "gpuplan.workloads.training.step.compute",

@@ -13,17 +13,37 @@ Residuals are oriented so that one band serves every metric of a class:
   scale with it.
 - training memory class and the serving metrics: r = log(measured / predicted) in the metric's unit.
 
-Regimes, most specific first (a key with fewer than MIN_ROWS scored rows falls back to its parent):
-`training/time/<dense|moe>/<stack>` (stack: megatron for Megatron-core / DeepSpeed / other, fsdp for
-FSDP / torchtitan) -> `training/time/<dense|moe>` -> `training/time`; `training/memory` ...;
-`inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. Fine-tuning
-(LoRA / QLoRA, another optimizer, offload, pure low precision: a row's fine-tuning columns, a plan's
-`fine_tuning`) puts `training/<time|memory>/finetune` first: its bands come from the fine-tuning
-families' residuals. A prediction whose regime key has no rows of its own says so
-(`validated: false`): an extrapolation.
+Bands that widen with novelty. A prediction is placed in its regime (interfaces.validation.regimes:
+hardware generation, engine or framework, dense / MoE, weight precision) and compared with the
+public rows (the table's `inventory`, `regimes.novelty`):
+
+- *validated regime* (public rows of its hardware generation, engine and architecture together, and
+  of its precision): the band of the leave-one-**family**-out residuals, most specific key first (a
+  key with fewer than MIN_ROWS scored rows falls back to its parent):
+  `training/time/<dense|moe>/<stack>` (stack: megatron for Megatron-core / DeepSpeed / other, fsdp
+  for FSDP / torchtitan) -> `training/time/<dense|moe>` -> `training/time`; `training/memory` ...;
+  `inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. Fine-tuning
+  (LoRA / QLoRA, another optimizer, offload, pure low precision: a row's fine-tuning columns, a
+  plan's `fine_tuning`) puts `training/<time|memory>/finetune` first: its bands come from the
+  fine-tuning families' residuals.
+- *unvalidated regime*: the band of the leave-one-**regime**-out residuals
+  (interfaces.validation.cross_validation, `--cv regime`) of the most novel part it falls in:
+  for each axis whose value no public row has, `<kind>/<class>/unseen-<axis>` (the residuals of every
+  row predicted with every row of its own value of that axis left out: its hardware generation, its
+  engine, ...), the widest of those when several axes are new; when every value was seen but never
+  together, `<kind>/<class>/unseen-regime` (every row of its (hardware, engine, architecture) tuple
+  left out). The band says which (`novelty`, `reason`) and `validated: false`.
+
+Weights: a new measurement arrives as a new source table (a family) and, in an unvalidated regime,
+as a new regime; its error is a sample of those units, not of rows. So in the shipped table each
+family weighs the same within a family-out key, and each held-out value within an unseen key
+(`fit_bands(units=...)`, `fit_unseen_bands`, `weighted_percentiles`): the public rows crowd into a
+few families and regimes that engine rules and knobs were tuned on (79 of 127 serving rows are
+Hopper, 20 are one TensorRT-LLM table), and row weights would let those set the width.
 
 The shipped table (`catalog/data/error_bands.json`) is written by `benchmarks/accuracy_cv.py
---write` from the public files; its provenance (date, gpuplan version, rows) is in the file.
+--write` from the public files; its provenance (date, gpuplan version, rows, the coverage of the
+procedure on the public rows: interfaces.validation.band_coverage) is in the file.
 """
 
 from __future__ import annotations
@@ -38,6 +58,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from gpuplan.interfaces.validation.regimes import AXES, Regime, describe, novelty
+
 #: Scored rows a regime needs for its own percentiles (else its parent's band is used).
 MIN_ROWS = 8
 #: The band's coverage: the 10th and 90th percentiles of the residuals.
@@ -49,6 +71,8 @@ TRAINING_TIME_METRICS = ("iteration_time_s", "tokens_per_s_per_gpu", "tflops_per
 THROUGHPUT_METRICS = ("tokens_per_s_per_gpu", "tflops_per_gpu_model", "mfu_pct")
 INFERENCE_LATENCY_METRICS = ("ttft_ms", "tpot_ms", "e2e_latency_ms")
 BANDS_FILE = "catalog/data/error_bands.json"
+#: the leave-one-regime-out groupings a band can come from (cross_validation.HELD_OUT_GROUPINGS)
+UNSEEN_GROUPINGS = ("regime", *AXES)
 
 
 def regime_keys(kind: str, metric_class: str, moe: bool | None = None, stack: str | None = None,
@@ -84,7 +108,12 @@ def oriented_residual(kind: str, metric: str, measured: float, predicted: float)
     return -r if kind == "training" and metric in THROUGHPUT_METRICS else r
 
 
-def row_regime(row: Mapping[str, str], kind: str) -> list[str]:
+def unseen_key(kind: str, metric_class: str, grouping: str) -> str:
+    """The band key of a prediction new along `grouping` ("regime" or an axis): `<kind>/<class>/unseen-<grouping>`."""
+    return f"{kind}/{metric_class}/unseen-{grouping}"
+
+
+def row_regime_keys(row: Mapping[str, str], kind: str) -> list[str]:
     """Regime keys of a validation row (MoE from its model; stack from its framework column)."""
     cls = metric_class(kind, (row.get("metric") or "").strip())
     if cls is None:
@@ -120,11 +149,15 @@ class Band:
     q10: float
     q90: float
     rows: int  # scored rows behind the percentiles
+    #: "seen" (family-out residuals) or "unseen-<grouping>" (the regime-out residuals used)
+    novelty: str = "seen"
+    reason: str = ""  # for people: validated regime, or what no public row has
 
     @property
     def validated(self) -> bool:
-        """Whether the prediction's own regime had rows (False: the band is borrowed from a parent)."""
-        return self.regime == self.requested
+        """Whether the prediction's regime had public rows and its own key a band (False: an
+        unvalidated regime, or a band borrowed from a parent key)."""
+        return self.novelty == "seen" and self.regime == self.requested
 
     def interval(self, predicted: float, inverse: bool = False) -> tuple[float, float]:
         """(low, high) of `predicted`; `inverse` for a quantity inversely proportional to the
@@ -133,21 +166,40 @@ class Band:
             return predicted * math.exp(-self.q90), predicted * math.exp(-self.q10)
         return predicted * math.exp(self.q10), predicted * math.exp(self.q90)
 
+    @property
+    def width(self) -> float:
+        return self.q90 - self.q10
+
     def to_dict(self) -> dict:
         return {"regime": self.regime, "validated": self.validated, "q10_log": self.q10, "q90_log": self.q90,
-                "rows": self.rows}
+                "rows": self.rows, "novelty": self.novelty, "reason": self.reason}
 
 
-def fit_bands(residuals: Sequence[float], regimes: Sequence[Sequence[str]]) -> dict[str, dict]:
-    """{regime key: {q10, q90, rows}} for every key with at least MIN_ROWS residuals."""
-    by_key: dict[str, list[float]] = {}
-    for r, keys in zip(residuals, regimes):
+def fit_bands(residuals: Sequence[float], regimes: Sequence[Sequence[str]],
+              units: Sequence[str] | None = None) -> dict[str, dict]:
+    """{regime key: {q10, q90, rows}} for every key with at least MIN_ROWS residuals. `units`
+    (e.g. each row's family): each unit weighs the same within a key (`weighted_percentiles`,
+    module docstring); None: every row the same (numpy's linear percentiles)."""
+    by_key: dict[str, list[tuple[float, str]]] = {}
+    for i, (r, keys) in enumerate(zip(residuals, regimes)):
         if r is None or not math.isfinite(r):
             continue
         for k in keys:
-            by_key.setdefault(k, []).append(float(r))
-    return {k: {"q10": float(np.percentile(v, LOWER_Q)), "q90": float(np.percentile(v, UPPER_Q)), "rows": len(v)}
-            for k, v in sorted(by_key.items()) if len(v) >= MIN_ROWS}
+            by_key.setdefault(k, []).append((float(r), "" if units is None else units[i]))
+    out = {}
+    for k, pairs in sorted(by_key.items()):
+        if len(pairs) < MIN_ROWS:
+            continue
+        v = [r for r, _ in pairs]
+        if units is None:
+            q10, q90 = float(np.percentile(v, LOWER_Q)), float(np.percentile(v, UPPER_Q))
+        else:
+            counts: dict[str, int] = {}
+            for _, u in pairs:
+                counts[u] = counts.get(u, 0) + 1
+            q10, q90 = weighted_percentiles(v, [1.0 / counts[u] for _, u in pairs], (LOWER_Q, UPPER_Q))
+        out[k] = {"q10": q10, "q90": q90, "rows": len(v)}
+    return out
 
 
 def band_for(table: Mapping[str, Mapping], keys: Sequence[str]) -> Band | None:
@@ -157,6 +209,77 @@ def band_for(table: Mapping[str, Mapping], keys: Sequence[str]) -> Band | None:
             e = table[k]
             return Band(k, keys[0], float(e["q10"]), float(e["q90"]), int(e["rows"]))
     return None
+
+
+def novelty_band(table: Mapping[str, Mapping], seen: Mapping[str, Sequence[str]], keys: Sequence[str],
+                 regime: Regime | None) -> Band | None:
+    """The band of a prediction whose family-out regime keys are `keys` (most specific first, the
+    last `<kind>/<class>`) and whose regime is `regime` (module docstring): the family-out band
+    when `seen` (an `inventory` of the public rows) has its regime; else the widest band of its unseen
+    axes, or the unseen-regime band. `regime` None: the family-out band, as before regimes."""
+    if not keys:
+        return None
+    if regime is None:
+        return band_for(table, keys)
+    nov = novelty(regime, seen)
+    reason = describe(regime, nov)
+    if nov.validated:
+        band = band_for(table, keys)
+        return None if band is None else _with(band, "seen", reason)
+    groupings = nov.unseen_axes if nov.unseen_axes else ("regime",)
+    kind, cls = keys[-1].split("/", 1)
+    candidates = [b for g in groupings
+                  if (b := band_for(table, [unseen_key(kind, cls, g)])) is not None]
+    if not candidates:  # no regime-out residuals shipped: the family-out band, marked unvalidated
+        band = band_for(table, keys)
+        return None if band is None else _with(band, unseen_key(kind, cls, groupings[0]).rsplit("/", 1)[1], reason)
+    widest = max(candidates, key=lambda b: b.width)
+    return _with(Band(widest.regime, keys[0], widest.q10, widest.q90, widest.rows), widest.regime.rsplit("/", 1)[1],
+                 reason)
+
+
+def _with(band: Band, novelty_name: str, reason: str) -> Band:
+    return Band(band.regime, band.requested, band.q10, band.q90, band.rows, novelty_name, reason)
+
+
+def weighted_percentiles(values: Sequence[float], weights: Sequence[float], qs: Sequence[float]) -> list[float]:
+    """Percentiles `qs` (0-100) of `values` with `weights`: the weighted empirical CDF with Hazen
+    plotting positions (Hyndman & Fan 1996, definition 5: value i of n sorted at (i - 0.5) / n),
+    each value at the middle of its weight, linearly interpolated, clamped to the extremes."""
+    order = np.argsort(np.asarray(values, dtype=np.float64))
+    v = np.asarray(values, dtype=np.float64)[order]
+    w = np.asarray(weights, dtype=np.float64)[order]
+    pos = (np.cumsum(w) - 0.5 * w) / w.sum()
+    return [float(np.interp(q / 100.0, pos, v)) for q in qs]
+
+
+def fit_unseen_bands(residuals: Mapping[str, Sequence[float | None]], classes: Sequence[str],
+                     groups: Mapping[str, Sequence[str]]) -> dict[str, dict]:
+    """{`<kind>/<class>/unseen-<grouping>`: {q10, q90, rows, groups}} from the leave-one-regime-out
+    residuals (`residuals[grouping][i]`, None where row i has none) of rows of class `classes[i]`
+    (`<kind>/<class>`), for each grouping with at least MIN_ROWS residuals in the class from at
+    least two held-out values (`groups[grouping][i]`: row i's regime key or axis value).
+
+    Each held-out value weighs the same (its rows share 1 / their count): a regime, not a row, is
+    what a new prediction is a sample of, and the public rows crowd into a few regimes that were
+    tuned on (module docstring). Percentiles: `weighted_percentiles`."""
+    out: dict[str, dict] = {}
+    for grouping, res in residuals.items():
+        by_class: dict[str, list[tuple[float, str]]] = {}
+        for r, c, g in zip(res, classes, groups[grouping]):
+            if r is not None and math.isfinite(r):
+                by_class.setdefault(c, []).append((float(r), g))
+        for c, pairs in by_class.items():
+            counts: dict[str, int] = {}
+            for _, g in pairs:
+                counts[g] = counts.get(g, 0) + 1
+            if len(pairs) < MIN_ROWS or len(counts) < 2:
+                continue
+            q10, q90 = weighted_percentiles([r for r, _ in pairs], [1.0 / counts[g] for _, g in pairs],
+                                            (LOWER_Q, UPPER_Q))
+            out[unseen_key(*c.split("/", 1), grouping)] = {"q10": q10, "q90": q90, "rows": len(pairs),
+                                                           "groups": len(counts)}
+    return dict(sorted(out.items()))
 
 
 def family_out_coverage(residuals: Sequence[float], regimes: Sequence[Sequence[str]],
@@ -188,37 +311,56 @@ def _bands_path() -> Path:
 
 @lru_cache(maxsize=1)
 def load_bands() -> dict:
-    """The shipped table {"regimes": {...}, "provenance": {...}}; empty regimes when none is shipped.
-    Read once per process (validate looks up a band per row)."""
+    """The shipped table {"regimes": {...}, "inventory": {...}, "provenance": {...}}; empty when none
+    is shipped. Read once per process (validate looks up a band per row)."""
     path = _bands_path()
     if not path.is_file():
-        return {"regimes": {}, "provenance": {}}
+        return {"regimes": {}, "inventory": {}, "provenance": {}}
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping) -> Path:
-    """Write the shipped table atomically (gpuplan.output_files)."""
+def write_bands(regimes: Mapping[str, Mapping], provenance: Mapping,
+                inventory: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> Path:
+    """Write the shipped table atomically (gpuplan.output_files); `inventory`: {kind: the
+    regimes.inventory of its public scored rows} (what a prediction's novelty is judged against)."""
     from gpuplan.output_files import write_atomic
 
     path = _bands_path()
-    text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes)}, indent=1, sort_keys=True)
+    text = json.dumps({"provenance": dict(provenance), "regimes": dict(regimes), "inventory": dict(inventory or {})},
+                      indent=1, sort_keys=True)
     write_atomic(path, text + "\n", "error_bands")
     load_bands.cache_clear()
     return path
 
 
-def training_time_band(moe: bool, framework: str, finetune: bool = False) -> Band | None:
-    """The shipped 80% band of a training step time (regime from the model, the stack and fine-tuning)."""
-    return band_for(load_bands()["regimes"], regime_keys("training", "time", moe, stack_of(framework), finetune))
+def shipped_band(kind: str, keys: Sequence[str], regime: Regime | None) -> Band | None:
+    """`novelty_band` in the shipped table, against the shipped inventory of `kind`'s public rows."""
+    table = load_bands()
+    return novelty_band(table["regimes"], table.get("inventory", {}).get(kind, {}), keys, regime)
 
 
-def training_memory_band(moe: bool, finetune: bool = False) -> Band | None:
-    return band_for(load_bands()["regimes"], regime_keys("training", "memory", moe, finetune=finetune))
+def regime_summary(kind: str, regime: Regime) -> dict:
+    """{hardware, engine, architecture, precision, validated, reason} of a prediction's regime
+    against the shipped inventory of `kind`'s public rows (`regimes.novelty`)."""
+    nov = novelty(regime, load_bands().get("inventory", {}).get(kind, {}))
+    return {**regime.to_dict(), "validated": nov.validated, "unseen_axes": list(nov.unseen_axes),
+            "reason": describe(regime, nov)}
 
 
-def serving_band(metric: str, moe: bool) -> Band | None:
+def training_time_band(moe: bool, framework: str, finetune: bool = False,
+                       regime: Regime | None = None) -> Band | None:
+    """The shipped 80% band of a training step time (keys from the model, the stack and fine-tuning;
+    `regime`: the prediction's, for the unvalidated-regime widths)."""
+    return shipped_band("training", regime_keys("training", "time", moe, stack_of(framework), finetune), regime)
+
+
+def training_memory_band(moe: bool, finetune: bool = False, regime: Regime | None = None) -> Band | None:
+    return shipped_band("training", regime_keys("training", "memory", moe, finetune=finetune), regime)
+
+
+def serving_band(metric: str, moe: bool, regime: Regime | None = None) -> Band | None:
     cls = metric_class("inference", metric)
-    return band_for(load_bands()["regimes"], regime_keys("inference", cls, moe)) if cls else None
+    return shipped_band("inference", regime_keys("inference", cls, moe), regime) if cls else None
 
 
 #: serve-run outputs and the validation metric whose band each one takes (percentile latencies take
@@ -231,46 +373,53 @@ SERVING_BAND_KEYS = {
 }
 
 
-def serving_bands(values: Mapping[str, float], moe: bool) -> dict:
+def serving_bands(values: Mapping[str, float], moe: bool, regime: Regime | None = None) -> dict:
     """The 80% bands of a serving prediction's latencies and throughputs (`values`: the keys of
     SERVING_BAND_KEYS that are present): the latency band for latencies, the throughput band for
-    throughputs, each from the regime `inference/<latency|throughput>/<dense|moe>` (module
-    docstring). `validated: false` where the regime borrowed its parent's band."""
+    throughputs, each from `inference/<latency|throughput>/<dense|moe>` when public rows of the
+    prediction's `regime` exist, else from the leave-one-regime-out residuals of its most novel
+    part (module docstring). `validated: false` for an unvalidated regime (`reason` says what no
+    public row has) or a band borrowed from a parent key."""
     out: dict = {}
     regimes: dict = {}
     for key, metric in SERVING_BAND_KEYS.items():
         v = values.get(key)
-        band = serving_band(metric, moe)
+        band = serving_band(metric, moe, regime)
         if v is None or band is None or not math.isfinite(float(v)):
             continue
         out[key] = list(band.interval(float(v)))
         regimes[metric_class("inference", metric)] = {"regime": band.regime, "validated": band.validated,
-                                                       "rows": band.rows}
+                                                       "rows": band.rows, "novelty": band.novelty,
+                                                       "reason": band.reason}
     if out:
         out["regimes"] = regimes
+        if regime is not None:
+            out["prediction_regime"] = regime.to_dict()
     return out
 
 
-def training_band(est, moe: bool, run=None) -> dict:
+def training_band(est, moe: bool, run=None, regime: Regime | None = None) -> dict:
     """The 80% band (interfaces.validation.error_bands: cross-validated residuals of the public rows of this
     regime) of the step time and what scales with it (days, GPU-hours, cost, energy; tokens/s
-    inversely), and of the memory per GPU. `validated: false` marks a regime without rows of its own."""
+    inversely), and of the memory per GPU. `validated: false` marks an unvalidated regime (`reason`)
+    or a key without rows of its own."""
     out: dict = {}
     finetune = not est.plan.fine_tuning.ordinary
-    time_band = training_time_band(moe, est.step.framework.value, finetune)
+    time_band = training_time_band(moe, est.step.framework.value, finetune, regime)
     if time_band is not None:
         def scaled(v):
             return None if v is None else list(time_band.interval(v))
 
         out.update({
             "regime": time_band.regime, "validated": time_band.validated, "rows": time_band.rows,
+            "novelty": time_band.novelty, "reason": time_band.reason,
             "step_time_s": scaled(est.step.step_time_s), "days": scaled(est.days), "gpu_hours": scaled(est.gpu_hours),
             "tokens_per_s": list(time_band.interval(est.step.tokens_per_s, inverse=True)),
             "mfu_pct": list(time_band.interval(est.step.mfu_pct, inverse=True)),
             "cost_usd": scaled(getattr(run, "cost_usd", None)),
             "energy_mwh": scaled(run.energy.energy_mwh) if run is not None and run.energy is not None else None,
         })
-    mem_band = training_memory_band(moe, finetune)
+    mem_band = training_memory_band(moe, finetune, regime)
     if mem_band is not None:
         out["memory_per_gpu_gib"] = list(mem_band.interval(est.memory_per_gpu_gib))
         out["memory_regime"] = mem_band.regime
@@ -286,11 +435,12 @@ def bands_from_cv_rows(rows: Iterable, raw_rows: Sequence[Mapping[str, str]]) ->
             continue
         metric = (raw.get("metric") or "").strip()
         residuals.append(oriented_residual(cv_row.kind, metric, cv_row.measured, cv_row.predicted_cv))
-        regimes.append(row_regime(raw, cv_row.kind))
+        regimes.append(row_regime_keys(raw, cv_row.kind))
         families.append(cv_row.family)
     return residuals, regimes, families
 
 
-__all__ = ["Band", "band_for", "bands_from_cv_rows", "family_out_coverage", "fit_bands", "load_bands",
-           "oriented_residual", "regime_keys", "row_regime", "serving_band", "training_memory_band",
-           "training_band", "training_time_band", "write_bands"]
+__all__ = ["Band", "UNSEEN_GROUPINGS", "band_for", "bands_from_cv_rows", "family_out_coverage", "fit_bands",
+           "fit_unseen_bands", "load_bands", "weighted_percentiles", "novelty_band", "oriented_residual", "regime_keys", "regime_summary", "row_regime_keys",
+           "serving_band", "shipped_band", "training_memory_band", "training_band", "training_time_band",
+           "unseen_key", "write_bands"]

@@ -156,14 +156,18 @@ def _group_key(row: dict[str, str], kind: str) -> str:
 
 
 def _band(row: dict[str, str], kind: str, value: float) -> tuple[float | None, float | None, str]:
-    """(low, high, regime) of the row's 80% band from the shipped CV-residual table."""
-    from gpuplan.interfaces.validation.error_bands import THROUGHPUT_METRICS, band_for, load_bands, row_regime
+    """(low, high, regime) of the row's 80% band from the shipped CV-residual table: the band of its
+    regime, widened where the public rows never saw its regime (error_bands.novelty_band)."""
+    from gpuplan.interfaces.validation.error_bands import THROUGHPUT_METRICS, row_regime_keys, shipped_band
+    from gpuplan.interfaces.validation.regimes import row_regime
 
-    keys = row_regime(row, kind)
-    band = band_for(load_bands()["regimes"], keys) if keys else None
+    keys = row_regime_keys(row, kind)
+    band = shipped_band(kind, keys, row_regime(row, kind)) if keys else None
     if band is None:
         return None, None, ""
     low, high = band.interval(value, inverse=kind == "training" and row.get("metric", "") in THROUGHPUT_METRICS)
+    if band.novelty != "seen":
+        return low, high, f"{band.regime} ({band.reason})"
     return low, high, band.regime + ("" if band.validated else f" (borrowed for {band.requested})")
 
 

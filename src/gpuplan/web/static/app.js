@@ -437,7 +437,7 @@ const PAGES = {
       const band = d.band_80pct || {};
       if (band.days) {
         // the 80% band of this regime's cross-validated errors (gpuplan.interfaces.error_bands)
-        const state = band.validated ? "" : " (unvalidated regime: band borrowed from a broader one)";
+        const state = band.validated ? "" : ` (${band.reason && band.novelty !== "seen" ? band.reason : "band borrowed from a broader regime"})`;
         section("80% band", h("p", { class: "note", "data-key": "band_80pct", text: `${fmt(band.days[0])} - ${fmt(band.days[1])} days, step ${fmt(band.step_time_s[0])} - ${fmt(band.step_time_s[1])} s, from the cross-validated errors of ${band.rows} public rows of ${band.regime}${state}` }));
       }
       stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
@@ -526,6 +526,10 @@ const PAGES = {
         return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.concurrency), y: q.map((p) => p.ttft_p90_ms) };
       }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" } });
       kv("This deployment", d, { id: "serve-run" });
+      // the 80% bands and whether public rows share this deployment's regime (gpuplan.interfaces.validation.error_bands)
+      for (const [cls, info] of Object.entries((d.band_80pct || {}).regimes || {})) {
+        section(`80% ${cls} band`, h("p", { class: "note", "data-key": `band_${cls}`, text: `${info.reason}; band from the cross-validated errors of ${info.rows} public rows (${info.regime})` }));
+      }
       if (v.capacity && v.disaggregated) {
         const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined, disaggregated: true });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)],

@@ -1,0 +1,127 @@
+"""Measured hardware ceilings (catalog/data/ceilings.toml) as knobs of the one registry.
+
+Each entry of the table is a published microbenchmark of one part (or one generation), never a
+gpuplan validation row. Loading this module registers, for primitives.efficiency to read:
+
+- `efficiency.matmul_ceiling.<gpu>.<dtype>` = achieved / catalog dense peak ([[gemm]]);
+- `efficiency.matmul_ceiling.family.<family>` = the same fraction of the entry marked `family`
+  (the generation's measured flagship, for parts without their own measurement);
+- `efficiency.hbm_stream.<gpu>` and `efficiency.hbm_stream.family.<family>` = measured STREAM-copy
+  bandwidth / catalog peak ([[hbm]]), and `efficiency.hbm_stream.reference`, the H100 SXM copy
+  fraction: the part at which the achievable-bandwidth knob `efficiency.hbm` applies unscaled
+  (aiconfigurator's h100_sxm `mem_bw_empirical_scaling_factor: 0.8`; gpuplan's default GPU), against
+  which primitives.efficiency scales each part's own measurement;
+- `efficiency.attention_ceiling.<family>` ([[attention]]).
+
+This module imports nothing of gpuplan's but the knob registry (the catalog package imports it,
+so every process that reads a catalog part has these knobs); a knob is a default a calibration
+profile or a cross-validation fold can override (`gpuplan calibrate knobs` lists each with its source).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuplan import knobs
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
+CEILINGS_FILE = Path(__file__).with_name("data") / "ceilings.toml"
+_GEMM_KEYS = {"gpu", "dtype", "achieved_tflops", "peak_tflops", "family", "source"}
+_HBM_KEYS = {"gpu", "achieved_gbps", "peak_gbps", "family", "source"}
+_ATTENTION_KEYS = {"family", "fraction", "source"}
+#: the part whose measured copy fraction stands behind `efficiency.hbm` (module docstring)
+HBM_REFERENCE_PARTS = ("h100-sxm5-80gb",)
+_GEMM_SCALES = "every GEMM on this part in this dtype (training and serving): achieved = dense peak x ceiling x shape factor"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One table entry: what was measured (achieved) against which peak, and where it was published."""
+
+    key: str  # catalog GPU id (or id prefix) the entry measures
+    dtype: str | None  # GEMM dtype; None for bandwidth
+    achieved: float  # TFLOP/s or GB/s
+    peak: float  # the catalog's dense peak / bandwidth of that part
+    family: str | None  # generation this entry stands for, if any
+    source: str
+
+    @property
+    def fraction(self) -> float:
+        return self.achieved / self.peak
+
+
+def _check(entry: dict, allowed: set[str], table: str) -> None:
+    required = allowed - {"family"}
+    missing, unknown = required - set(entry), set(entry) - allowed
+    if missing or unknown:
+        raise ValueError(f"ceilings.toml [[{table}]] {entry.get('gpu', entry.get('family'))}: "
+                         f"missing {sorted(missing)}, unknown {sorted(unknown)}; allowed: {sorted(allowed)}")
+
+
+def load_table(path: Path = CEILINGS_FILE) -> dict:
+    """{"gemm": [Measured], "hbm": [Measured], "attention": [(family, fraction, source)], "sources": {...}}."""
+    raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    sources = raw.get("sources", {})
+
+    def cite(text: str) -> str:
+        key = text.split(":", 1)[0]
+        return f"{text} [{sources[key]['title']}]" if key in sources else text
+
+    gemm, hbm = [], []
+    for e in raw.get("gemm", []):
+        _check(e, _GEMM_KEYS, "gemm")
+        gemm.append(Measured(e["gpu"], e["dtype"], float(e["achieved_tflops"]), float(e["peak_tflops"]),
+                             e.get("family"), cite(e["source"])))
+    for e in raw.get("hbm", []):
+        _check(e, _HBM_KEYS, "hbm")
+        hbm.append(Measured(e["gpu"], None, float(e["achieved_gbps"]), float(e["peak_gbps"]), e.get("family"),
+                            cite(e["source"])))
+    attention = []
+    for e in raw.get("attention", []):
+        _check(e, _ATTENTION_KEYS, "attention")
+        attention.append((e["family"], float(e["fraction"]), cite(e["source"])))
+    return {"gemm": gemm, "hbm": hbm, "attention": attention, "sources": sources}
+
+
+def _register(table: dict) -> None:
+    for m in table["gemm"]:
+        src = f"{m.source}: {m.achieved:g} of {m.peak:g} TFLOP/s"
+        knobs.register(f"efficiency.matmul_ceiling.{m.key}.{m.dtype}", unit="fraction of dense peak",
+                       default=m.fraction, low=0.2, high=1.0, source=src, scales=_GEMM_SCALES)
+        if m.family and m.dtype == "bf16":
+            knobs.register(f"efficiency.matmul_ceiling.family.{m.family}", unit="fraction of dense peak",
+                           default=m.fraction, low=0.2, high=1.0, source=f"{m.key}, {src}",
+                           scales=f"bf16 GEMMs on {m.family} parts without a measurement of their own")
+    for m in table["hbm"]:
+        src = f"{m.source}: {m.achieved:g} of {m.peak:g} GB/s"
+        knobs.register(f"efficiency.hbm_stream.{m.key}", unit="fraction of peak bandwidth", default=m.fraction,
+                       low=0.3, high=1.0, source=src,
+                       scales="this part's achievable HBM bandwidth relative to the reference parts "
+                              "(primitives.efficiency.hbm_efficiency)")
+        if m.family:
+            knobs.register(f"efficiency.hbm_stream.family.{m.family}", unit="fraction of peak bandwidth",
+                           default=m.fraction, low=0.3, high=1.0, source=f"{m.key}, {src}",
+                           scales=f"achievable HBM bandwidth of {m.family} HBM parts without a measurement of their own")
+    ref = [m for m in table["hbm"] if m.key in HBM_REFERENCE_PARTS]
+    if len(ref) == len(HBM_REFERENCE_PARTS):
+        knobs.register("efficiency.hbm_stream.reference", unit="fraction of peak bandwidth",
+                       default=sum(m.fraction for m in ref) / len(ref), low=0.3, high=1.0,
+                       source="BabelStream copy fraction of " + ", ".join(
+                           f"{m.key} {m.achieved:g}/{m.peak:g}" for m in ref)
+                       + " (the part of aiconfigurator's h100_sxm mem_bw_empirical_scaling_factor 0.8 = efficiency.hbm)",
+                       scales="the measured copy fraction at which efficiency.hbm applies unscaled")
+    for family, fraction, source in table["attention"]:
+        knobs.register(f"efficiency.attention_ceiling.{family}", unit="fraction of dense peak", default=fraction,
+                       low=0.05, high=1.0, source=source,
+                       scales=f"FlashAttention-class attention core (serving, op_cost.attention_time) on {family}")
+
+
+TABLE = load_table()
+_register(TABLE)
+
+__all__ = ["CEILINGS_FILE", "HBM_REFERENCE_PARTS", "Measured", "TABLE", "load_table"]
