@@ -31,7 +31,7 @@ from typing import Any, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from gpuplan.api import to_jsonable
+from gpuplan.jsonable import to_jsonable
 from gpuplan.cli.table_layout import MAX_TABLE_WIDTH, TableSpec, build, layout, width_of
 from gpuplan.errors import InputError
 

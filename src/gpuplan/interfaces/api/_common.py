@@ -8,12 +8,11 @@ this module turns the first into the second, once, so that workloads only ever s
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from enum import Enum
 from typing import Any, TypeVar
 
 from gpuplan.errors import InputError
+from gpuplan.jsonable import to_jsonable  # noqa: F401  (the API surface: api.to_jsonable)
 from gpuplan.specs import Gpu, ModelSpec, System
 
 #: Defaults shared by every command that takes the idea (docs/options.md is the table of them).
@@ -22,27 +21,6 @@ DEFAULT_SYSTEM = "dgx-h100"
 DEFAULT_GPU = "h100-sxm5-80gb"
 
 E = TypeVar("E", bound=Enum)
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Plain JSON data from dataclasses / pydantic models / enums / numpy scalars (NaN, inf -> None)."""
-    if hasattr(obj, "model_dump"):
-        return to_jsonable(obj.model_dump())
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, dict):
-        return {str(k): to_jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in obj]
-    if hasattr(obj, "item") and callable(obj.item) and getattr(obj, "shape", None) == ():
-        return to_jsonable(obj.item())
-    if hasattr(obj, "tolist"):
-        return to_jsonable(obj.tolist())
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
 
 
 class Result:
