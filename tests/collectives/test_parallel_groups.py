@@ -7,10 +7,8 @@ import pytest
 
 from gpuplan import knobs
 from gpuplan.catalog import load_catalog
-from gpuplan.primitives import collectives
-from gpuplan.primitives.collectives import (
-    Collective, collective_seconds, collective_seconds_array, collective_time, group_per_node,
-)
+from gpuplan.primitives.collectives import Collective, collective_time
+from gpuplan.primitives.parallel_groups import collective_seconds, collective_seconds_array, group_per_node
 
 
 def test_group_per_node_follows_megatron_rank_order():
@@ -51,14 +49,16 @@ def test_group_cache_is_invalidated_by_knob_overrides(monkeypatch):
     import gpuplan.workloads.training.step.assembly  # noqa: F401 - registers the training knobs
 
     calls = []
-    real = collectives._group_collective_seconds
+    from gpuplan.primitives import parallel_groups
+
+    real = parallel_groups._group_collective_seconds
 
     def counting(*args):
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(collectives, "_group_collective_seconds", counting)
-    monkeypatch.setattr(collectives, "_GROUP_CACHE", {})
+    monkeypatch.setattr(parallel_groups, "_group_collective_seconds", counting)
+    monkeypatch.setattr(parallel_groups, "_GROUP_CACHE", {})
     system = load_catalog().system("dgx-h100")
     first = collective_seconds(Collective.ALL_GATHER, 3e8, 8, 8, system)
     assert collective_seconds(Collective.ALL_GATHER, 3e8, 8, 8, system) == first

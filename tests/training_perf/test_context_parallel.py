@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from gpuplan import knobs
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
-from gpuplan.primitives.collectives import Collective, collective_seconds_array
+from gpuplan.primitives.collectives import Collective
+from gpuplan.primitives.parallel_groups import collective_seconds_array
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Precision
 from gpuplan.specs.execution import ContextParallelMethod, Framework

@@ -10,7 +10,8 @@ from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
 from gpuplan.specs import Precision, Sharding, TrainPlan
-from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
+from gpuplan.primitives.collectives import Collective
+from gpuplan.primitives.parallel_groups import collective_seconds_array, group_per_node
 from gpuplan.workloads.training.memory import training_memory
 from gpuplan.workloads.training.step.assembly import estimate_step_time
 

@@ -271,7 +271,7 @@ def test_collective_sm_fraction_is_channels_over_sms():
     # nodes x 8 ranks uses 2 channels per NIC the node's ranks own = 16 -> 16/132; one rank per node
     # (strided group) owns 1 NIC -> 2/132. dgx-a100-80gb inside the node: 300 GB/s / (450/32) = 21
     # channels over 108 SMs. A group of one runs no collective.
-    from gpuplan.primitives.collectives import collective_sm_fraction
+    from gpuplan.primitives.parallel_groups import collective_sm_fraction
 
     c = load_catalog()
     h100, a100 = c.system("dgx-h100"), c.system("dgx-a100-80gb")

@@ -166,7 +166,8 @@ def test_zero2_reduce_scatters_every_micro_batch():
     # overlap them: ZeRO-2 - ZeRO-1 = (m - 1) x one reduce-scatter of the local fp32 gradients.
     from gpuplan.catalog import load_catalog
     from gpuplan.models import load_model
-    from gpuplan.primitives.collectives import Collective, collective_seconds
+    from gpuplan.primitives.collectives import Collective
+    from gpuplan.primitives.parallel_groups import collective_seconds
     from gpuplan.workloads.training.step.inputs import StepContext
     from gpuplan.workloads.training.step.assembly import step_time_arrays
 

@@ -37,8 +37,9 @@ from gpuplan.interfaces.api.models import model_list, model_params, model_show
 from gpuplan.interfaces.api.planning import dc_assumptions, dc_fabric, dc_power, dc_tco, plan
 from gpuplan.interfaces.api.serving import (
     DEFAULT_ENGINE, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS, SERVING_ENGINES,
-    serve, serve_frontier, serve_plan, serve_plan_disaggregated, serve_run,
+    serve, serve_plan, serve_plan_disaggregated, serve_run,
 )
+from gpuplan.interfaces.api.serving_frontier import serve_frontier
 from gpuplan.interfaces.api.training import DEFAULT_GPUS, fit_max_batch, fit_max_seq, fit_min_gpus, fit_train, train
 from gpuplan.interfaces.api.validation import VALIDATION_SETS, validate, validate_cv
 from gpuplan.workloads.memory_headroom import headroom_scope as memory_headroom

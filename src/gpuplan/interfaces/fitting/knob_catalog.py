@@ -17,7 +17,7 @@ from gpuplan import knobs
 KNOB_MODULES = (
     "gpuplan.catalog.ceilings",
     "gpuplan.primitives.efficiency",
-    "gpuplan.primitives.collectives",
+    "gpuplan.primitives.nccl_tuning",
     "gpuplan.workloads.training.step.compute",
     "gpuplan.workloads.training.step.tensor",
     "gpuplan.workloads.training.step.context",

@@ -49,7 +49,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
+from gpuplan.primitives.collectives import Collective
+from gpuplan.primitives.parallel_groups import collective_seconds_array, group_per_node
 from gpuplan.specs import Gpu, System
 from gpuplan.specs.execution import ContextParallelMethod, Framework
 from gpuplan.workloads.training.plan_codes import RecomputeCode

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplan.primitives.collectives import Collective, collective_seconds_array, collective_sm_fraction, group_per_node
+from gpuplan.primitives.collectives import Collective
+from gpuplan.primitives.parallel_groups import collective_seconds_array, collective_sm_fraction, group_per_node
 from gpuplan.specs import Precision
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import expert_data_parallel_size

@@ -78,7 +78,8 @@ import numpy as np
 
 from gpuplan import knobs
 from gpuplan.layers.inventory import local_gemm_shape
-from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
+from gpuplan.primitives.collectives import Collective
+from gpuplan.primitives.parallel_groups import collective_seconds_array, group_per_node
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import Precision
 

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.primitives.collectives import Collective, collective_seconds_array
+from gpuplan.primitives.collectives import Collective
+from gpuplan.primitives.parallel_groups import collective_seconds_array
 from gpuplan.workloads.training.step.compute import StageCompute
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 from gpuplan.workloads.training.step.tensor import OVERLAP_CONTENTION  # noqa: F401 - registers the knob read here

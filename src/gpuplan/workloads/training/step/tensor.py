@@ -24,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.primitives.collectives import Collective, collective_seconds_array, group_per_node
+from gpuplan.primitives.collectives import Collective
+from gpuplan.primitives.parallel_groups import collective_seconds_array, group_per_node
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training.step.compute import LayerCompute, StageCompute
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
@@ -39,7 +40,7 @@ TP_BACKWARD_OVERLAP = knobs.register(
 #: Compute slowdown while TransformerEngine userbuffers or pipeline sends run alongside: those
 #: move data with a few SMs or the copy engines, so 5% of the overlapped time (assumption; Calculon's
 #: `processor_usage` is 15% on NVLink, 2% on InfiniBand). Data-parallel NCCL collectives instead
-#: occupy one SM per channel: their slowdown is channels / SMs (`primitives.collectives.collective_sm_fraction`).
+#: occupy one SM per channel: their slowdown is channels / SMs (`primitives.parallel_groups.collective_sm_fraction`).
 OVERLAP_CONTENTION = knobs.register(
     "training.overlap_contention", unit="fraction", default=0.05, low=0.0, high=0.5,
     source="assumption; Calculon processor_usage is 0.15 on NVLink, 0.02 on InfiniBand",

@@ -1,0 +1,115 @@
+"""Collectives of parallel groups: the time of one collective for many (size, group) pairs at once,
+memoised, as the training step model and the serving TP / expert all-to-all need them; and the share
+of SMs a running collective holds. The collective itself is primitives.collectives."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from gpuplan.primitives.collectives import Collective, collective_time, group_channels, knob_state
+from gpuplan.specs import Gpu, System
+
+
+# ----------------------------------------------------------------------------- parallel groups (training step)
+# The training step model needs the time of one collective for many (size, group) pairs at once.
+# A parallel group is described by its size `n` and by how many of its members share a node
+# (`per_node`). Megatron orders ranks tensor (innermost) -> context -> data -> pipeline, so a group
+# of rank stride `stride` has per_node = min(n, max(1, gpus_per_node // stride)) members on each
+# node. Concurrent groups with the same stride use disjoint GPUs and NICs (rail-aligned fabrics,
+# DGX SuperPOD RA), so one group sees the NICs of its own members only: the collective is
+# `collective_time(..., gpus_per_domain=per_node)` (the group's ranks in each scale-up domain, each
+# with its own NIC share), evaluated once per unique (size, n, per_node) and memoised.
+
+
+def group_per_node(n, stride, gpus_per_node: int):
+    """Members of a group of size n and rank stride `stride` that share one node (Megatron order):
+    min(n, max(1, gpus_per_node // stride)); numpy-broadcasting."""
+    n = np.asarray(n)
+    return np.minimum(n, np.maximum(1, gpus_per_node // np.asarray(stride)))
+
+
+_GROUP_CACHE: dict[tuple, float] = {}
+_GROUP_CACHE_LIMIT = 200_000
+
+
+def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                       gpu: Gpu | None = None) -> float:
+    """Time of one collective `op` of `size_bytes` (nccl-tests size) on a group of `n` GPUs with
+    `per_node` of them on each node of `system`; 0 for a group of one. `gpu` as in
+    `collective_time`. Memoised per system and GPU content and the collective knobs in effect
+    (`knob_state()`: an override of a collective knob keys new entries; other knobs keep them)."""
+    return _cached_group_seconds(op, size_bytes, n, per_node, system, gpu, _specs_key(system, gpu))
+
+
+_SPEC_JSON: dict[int, tuple[object, str]] = {}
+
+
+def _content(spec) -> str | None:
+    """A spec's content as JSON, computed once per object (specs are frozen; the object is kept so
+    its id is not reused)."""
+    if spec is None:
+        return None
+    hit = _SPEC_JSON.get(id(spec))
+    if hit is None or hit[0] is not spec:
+        if len(_SPEC_JSON) > 4096:
+            _SPEC_JSON.clear()
+        hit = _SPEC_JSON[id(spec)] = (spec, spec.model_dump_json())
+    return hit[1]
+
+
+def _specs_key(system: System, gpu: Gpu | None) -> tuple:
+    """Cache key of the inputs besides the group: system and GPU content, the collective knobs in effect."""
+    return _content(system), _content(gpu), knob_state()
+
+
+def _cached_group_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                          gpu: Gpu | None, specs_key: tuple) -> float:
+    if n <= 1 or size_bytes <= 0:
+        return 0.0
+    key = (op, float(size_bytes), int(n), int(per_node), specs_key)
+    hit = _GROUP_CACHE.get(key)
+    if hit is None:
+        if len(_GROUP_CACHE) > _GROUP_CACHE_LIMIT:
+            _GROUP_CACHE.clear()
+        hit = _GROUP_CACHE[key] = _group_collective_seconds(op, size_bytes, n, per_node, system, gpu)
+    return hit
+
+
+def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
+                              gpu: Gpu | None) -> float:
+    """P2P: a 2-GPU send_recv, across the network when the two stages are on different nodes
+    (per_node 1), else packed in the domain; other ops: `n` ranks, `per_node` of them per domain."""
+    if op is Collective.SEND_RECV:
+        per_domain = 1 if per_node == 1 else None
+        return float(collective_time(op, size_bytes, system, 2, gpu=gpu, gpus_per_domain=per_domain).time_s)
+    per_domain = min(int(per_node), system.scaleup_domain_gpus)
+    return float(collective_time(op, size_bytes, system, int(n), gpu=gpu, gpus_per_domain=per_domain).time_s)
+
+
+def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System,
+                             gpu: Gpu | None = None) -> np.ndarray:
+    """`collective_seconds` over broadcast numpy arrays: one call per unique (size, n, per_node)."""
+    size_b, n_b, pn_b = np.broadcast_arrays(
+        np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
+    )
+    flat = np.stack([size_b.ravel(), n_b.ravel().astype(np.float64), pn_b.ravel().astype(np.float64)], axis=1)
+    if flat.shape[0] == 0:
+        return np.zeros(size_b.shape)
+    uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+    specs_key = _specs_key(system, gpu)
+    times = np.array([_cached_group_seconds(op, float(s), int(g), int(p), system, gpu, specs_key) for s, g, p in uniq])
+    return times[inverse.ravel()].reshape(size_b.shape)
+
+
+def collective_sm_fraction(n, per_node, system: System, gpu: Gpu) -> np.ndarray:
+    """Fraction of the GPU's SMs a running collective of this group occupies: NCCL runs one
+    thread block per channel (`nccl_channels`), so compute overlapped with it runs on the other
+    SMs: channels / SM count (0 for a group of one)."""
+    n_b, pn_b = np.broadcast_arrays(np.asarray(n, dtype=np.float64), np.asarray(per_node, dtype=np.float64))
+    channels = group_channels(system, gpu, pn_b, np.maximum(1.0, n_b / np.maximum(pn_b, 1.0)))
+    sms = float(gpu.sm_count_or_default)
+    return np.where(n_b > 1, np.minimum(1.0, channels / sms), 0.0)
+
+
+__all__ = ["collective_seconds", "collective_seconds_array", "collective_sm_fraction", "group_per_node"]
