@@ -18,8 +18,9 @@ import pytest
 from harness import judge, run_case
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "validation"
-COLLECTIVES = SHARED / "collectives.csv"
+# the published measurements that ship with the package (a fresh clone has no ../shared)
+VALIDATION = REPO / "src" / "gpuplan" / "catalog" / "data" / "validation"
+COLLECTIVES = VALIDATION / "collectives.csv"
 ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 GPUPLAN = [sys.executable, "-m", "gpuplan.cli.main"]
 
