@@ -217,7 +217,7 @@ def test_cli_plan_json_reports_layout_and_both_loops():
     text = runner.invoke(app, ["serve", "plan", "llama-3-70b", "--rate", "2", "--gpu", H100, "--input-len", "1024",
                                "--output-len", "128"])
     assert text.exit_code == 0, text.output
-    assert "verified under Poisson arrivals" in text.output
+    assert "meets the objectives under Poisson arrivals" in text.output
     assert "cannot serve: h100-sxm5-80gb tp1" in text.output  # 70B of bf16 weights exceed one 80 GB GPU
 
 

@@ -231,17 +231,21 @@ def plan(
     echo(f"best: {b.gpus} x {b.gpu} ({b.replicas} {'replica' if b.replicas == 1 else 'replicas'} of {b.layout}, concurrency {b.concurrency} each); "
                f"${fmt(b.usd_per_million_output_tokens)} per million output tokens"
                + (f"; {fmt(kwh_per_m)} kWh per million output tokens at PUE {a.pue:g}" if kwh_per_m is not None else ""))
-    echo(f"sized under a closed loop, verified under Poisson arrivals at {fmt(b.open_loop_requests_per_s)} req/s per "
-         f"replica: p90 TTFT {fmt(b.open_loop_ttft_p90_ms)} ms, TPOT {fmt(b.open_loop_tpot_p90_ms)} ms")
+    echo(f"each replica meets the objectives under Poisson arrivals at {fmt(b.open_loop_requests_per_s)} req/s "
+         f"(serve run --tp {b.tp} --rate {fmt(b.open_loop_requests_per_s)} gives the same): p90 TTFT "
+         f"{fmt(b.open_loop_ttft_p90_ms)} ms, TPOT {fmt(b.open_loop_tpot_p90_ms)} ms")
     if result.best_regime is not None:
         echo(f"regime of the best layout: {result.best_regime['reason']}")
-    rows = [(c.layout, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.open_loop_ttft_p90_ms, c.open_loop_tpot_p90_ms,
-             c.replica_requests_per_s, c.replicas, c.gpus, c.usd_per_million_output_tokens, c.why_not_best)
+    rows = [(c.layout, c.replicas, c.gpus, c.open_loop_requests_per_s, c.open_loop_ttft_p90_ms, c.open_loop_tpot_p90_ms,
+             c.usd_per_million_output_tokens, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.why_not_best)
             for c in res.candidates]
-    console.print(table("candidates (closed loop: sizing; open loop: Poisson check)",
-                        ["layout", "concurrency", "ttft_p90_ms", "tpot_p90_ms", "open_ttft_p90_ms", "open_tpot_p90_ms",
-                         "replica_req_per_s", "replicas", "gpus", "usd_per_m_tokens", "why"], rows, keep_whole=1,
-                        secondary=["why", "open_tpot_p90_ms", "open_ttft_p90_ms", "replica_req_per_s", "replicas"]))
+    console.print(table("candidates (p90s under Poisson arrivals at each replica's share of the rate; the closed "
+                        "loop's concurrency and p90s gave the first guess)",
+                        ["layout", "replicas", "gpus", "req_per_s_per_replica", "ttft_p90_ms", "tpot_p90_ms",
+                         "usd_per_m_tokens", "closed_concurrency", "closed_ttft_p90_ms", "closed_tpot_p90_ms", "why"],
+                        rows, keep_whole=1,
+                        secondary=["why", "closed_tpot_p90_ms", "closed_ttft_p90_ms", "closed_concurrency",
+                                   "req_per_s_per_replica"]))
     for r in res.rejected:
         echo(f"cannot serve: {r.layout}: {r.why}")
     if result.plot_file:

@@ -303,8 +303,9 @@ def serve_plan(
     of the candidates (interfaces.reports.serving_plot) to this .png/.svg/.pdf.
     Length distributions, speculative decoding and prefix caching: as `serve_run` (`serving_features`);
     with a length distribution `output_len` is its mean. Co-located layouts: tp, and for MoE models
-    ep and attention_dp (capacity.colocated_layouts); each is sized under a closed loop and verified
-    under Poisson arrivals at the rate (replicas added until its p90s hold). `engine`, `scheduler`,
+    ep and attention_dp (capacity.colocated_layouts); each gets the fewest replicas whose p90s meet the
+    objectives under Poisson arrivals at the rate / replicas (a closed loop gives the first guess;
+    workloads.inference.replica). `engine`, `scheduler`,
     `memory_fraction`: as `serve_run`; every layout (and with `disaggregated`, every instance) runs
     that engine's defaults."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope

@@ -157,7 +157,7 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
                   progress=None, lengths=None, speculative=None, prefix_cache=None,
                   engine: EngineProfile | None = None) -> CapacityPlan:
     """Fewest GPUs (then lowest cost) serving `rate` requests/s within p90 TTFT / TPOT objectives,
-    sized under a closed loop and verified under Poisson arrivals (module docstring).
+    the fewest replicas meeting them under Poisson arrivals at rate / replicas (module docstring).
 
     `candidates`: (gpu, system for its scale-up fabric, usd_per_gpu_hour or None). Layouts: every tp
     of `tps` and, for MoE models, the (ep, attention_dp) pairs of `colocated_layouts`. `lengths`
