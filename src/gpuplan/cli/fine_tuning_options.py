@@ -10,12 +10,35 @@ from __future__ import annotations
 
 from typing import Any
 
+import typer
+
 from gpuplan.cli.render import console
+from gpuplan.specs.finetune import FineTuneMethod, MasterWeights, Offload, Optimizer
 
 #: the option names (python identifiers) that make up the `fine_tuning` record
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",
                        "optimizer", "offload", "master_weights")
 GIB = 2**30
+
+# The typer declarations, one of each, shared by `fit ...` and `train` (a typer.Option may serve
+# several commands: serve.py shares its length options the same way).
+GRAD_ACCUM = typer.Option(None, "--grad-accum", min=1,
+                          help="Micro-batches per step: global batch = micro-batch x grad-accum x dp.")
+FINETUNE = typer.Option(FineTuneMethod.FULL, "--finetune",
+                        help="full, lora or qlora (frozen 4-bit base); `train` evaluates the given plan (dp = GPUs unless set).")
+LORA_RANK = typer.Option(None, "--lora-rank", min=1, help="LoRA rank r (default 8, PEFT's).")
+LORA_TARGETS = typer.Option(None, "--lora-targets",
+                            help="attn, qv (default), all_linear, or a '+'-joined list such as q_proj+v_proj+down_proj.")
+LORA_DROPOUT = typer.Option(None, "--lora-dropout", help="LoRA dropout (default 0).")
+BASE_DTYPE = typer.Option(None, "--base-dtype",
+                          help="Frozen base storage: bf16, fp16, fp32, int8, nf4, fp4 (default: nf4 for qlora, else bf16).")
+DOUBLE_QUANT = typer.Option(True, "--double-quant/--no-double-quant", help="4-bit block scales quantised to 8 bits.")
+OPTIMIZER = typer.Option(Optimizer.ADAMW, "--optimizer",
+                         help="adamw, adamw_8bit, paged_adamw_8bit, adamw_4bit, adafactor, sgd, lion.")
+OFFLOAD = typer.Option(Offload.NONE, "--offload",
+                       help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme.")
+MASTER_WEIGHTS = typer.Option(MasterWeights.FP32, "--master-weights",
+                              help="fp32 (mixed precision) or none (pure bf16: weights, grads and moments in bf16).")
 
 
 def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,10 @@ import typer
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
-from gpuplan.cli.fine_tuning_options import FINE_TUNING_OPTIONS, fine_tuning_options, print_fine_tuning
+from gpuplan.cli.fine_tuning_options import (
+    BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
+    OPTIMIZER, FINE_TUNING_OPTIONS, fine_tuning_options, print_fine_tuning,
+)
 from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
 from gpuplan.specs.plan import Precision, Recompute, Sharding
 
@@ -41,20 +44,16 @@ def _common(
     sequence_parallel: Optional[bool] = typer.Option(
         None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: on where tp > 1)."),
     no_flash: bool = typer.Option(False, "--no-flash-attention", help="Store the s x s attention scores (unfused attention)."),
-    grad_accum: Optional[int] = typer.Option(
-        None, "--grad-accum", min=1, help="Micro-batches per step: global batch = micro-batch x grad-accum x dp."),
-    finetune: FineTuneMethod = typer.Option(FineTuneMethod.FULL, "--finetune", help="full, lora or qlora (frozen 4-bit base)."),
-    lora_rank: Optional[int] = typer.Option(None, "--lora-rank", min=1, help="LoRA rank r (default 8, PEFT's)."),
-    lora_targets: Optional[str] = typer.Option(
-        None, "--lora-targets", help="attn, qv (default), all_linear, or a '+'-joined list such as q_proj+v_proj+down_proj."),
-    lora_dropout: Optional[float] = typer.Option(None, "--lora-dropout", help="LoRA dropout (default 0)."),
-    base_dtype: Optional[BaseDtype] = typer.Option(
-        None, "--base-dtype", help="Frozen base storage: bf16, fp16, fp32, int8, nf4, fp4 (default: nf4 for qlora, else bf16)."),
-    double_quant: bool = typer.Option(True, "--double-quant/--no-double-quant", help="4-bit block scales quantised to 8 bits."),
-    optimizer: Optimizer = typer.Option(Optimizer.ADAMW, "--optimizer", help="adamw, adamw_8bit, paged_adamw_8bit, adamw_4bit, adafactor, sgd, lion."),
-    offload: Offload = typer.Option(Offload.NONE, "--offload", help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme."),
-    master_weights: MasterWeights = typer.Option(
-        MasterWeights.FP32, "--master-weights", help="fp32 (mixed precision) or none (pure bf16: weights, grads and moments in bf16)."),
+    grad_accum: Optional[int] = GRAD_ACCUM,
+    finetune: FineTuneMethod = FINETUNE,
+    lora_rank: Optional[int] = LORA_RANK,
+    lora_targets: Optional[str] = LORA_TARGETS,
+    lora_dropout: Optional[float] = LORA_DROPOUT,
+    base_dtype: Optional[BaseDtype] = BASE_DTYPE,
+    double_quant: bool = DOUBLE_QUANT,
+    optimizer: Optimizer = OPTIMIZER,
+    offload: Offload = OFFLOAD,
+    master_weights: MasterWeights = MASTER_WEIGHTS,
 ):
     return locals()
 

@@ -14,7 +14,10 @@ import typer
 
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
-from gpuplan.cli.fine_tuning_options import fine_tuning_options
+from gpuplan.cli.fine_tuning_options import (
+    BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
+    OPTIMIZER, fine_tuning_options,
+)
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
 
@@ -74,21 +77,16 @@ def register(app: typer.Typer) -> None:
             None, "--set", help="Override an assumption KEY=VALUE (repeatable; see `gpuplan dc assumptions`)."
         ),
         top: int = typer.Option(5, "--top", help="Plans to list."),
-        grad_accum: Optional[int] = typer.Option(
-            None, "--grad-accum", min=1, help="Micro-batches per step: global batch = micro-batch x grad-accum x dp."),
-        finetune: FineTuneMethod = typer.Option(
-            FineTuneMethod.FULL, "--finetune", help="full, lora or qlora (evaluates the given plan: dp = GPUs unless set)."),
-        lora_rank: Optional[int] = typer.Option(None, "--lora-rank", min=1, help="LoRA rank r (default 8, PEFT's)."),
-        lora_targets: Optional[str] = typer.Option(
-            None, "--lora-targets", help="attn, qv (default), all_linear, or a '+'-joined list such as q_proj+v_proj."),
-        lora_dropout: Optional[float] = typer.Option(None, "--lora-dropout", help="LoRA dropout (default 0)."),
-        base_dtype: Optional[BaseDtype] = typer.Option(
-            None, "--base-dtype", help="Frozen base storage: bf16, fp16, fp32, int8, nf4, fp4 (default: nf4 for qlora, else bf16)."),
-        double_quant: bool = typer.Option(True, "--double-quant/--no-double-quant", help="4-bit block scales quantised to 8 bits."),
-        optimizer: Optimizer = typer.Option(Optimizer.ADAMW, "--optimizer", help="adamw, adamw_8bit, paged_adamw_8bit, adamw_4bit, adafactor, sgd, lion."),
-        offload: Offload = typer.Option(Offload.NONE, "--offload", help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme."),
-        master_weights: MasterWeights = typer.Option(
-            MasterWeights.FP32, "--master-weights", help="fp32 (mixed precision) or none (pure bf16 training)."),
+        grad_accum: Optional[int] = GRAD_ACCUM,
+        finetune: FineTuneMethod = FINETUNE,
+        lora_rank: Optional[int] = LORA_RANK,
+        lora_targets: Optional[str] = LORA_TARGETS,
+        lora_dropout: Optional[float] = LORA_DROPOUT,
+        base_dtype: Optional[BaseDtype] = BASE_DTYPE,
+        double_quant: bool = DOUBLE_QUANT,
+        optimizer: Optimizer = OPTIMIZER,
+        offload: Offload = OFFLOAD,
+        master_weights: MasterWeights = MASTER_WEIGHTS,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
             None, "--emit", help="Print only the best plan as a launch config: megatron, torchtitan or deepspeed "
