@@ -20,6 +20,9 @@ from gpuplan.specs import ModelSpec, TrainPlan
 
 _HUB_URL = re.compile(r"https://huggingface\.co/([\w.-]+/[\w.-]+)")
 
+#: `--dtype` values of the vLLM and SGLang servers (both take torch dtype names) for 16/32-bit weights
+TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
 
 @dataclass(frozen=True)
 class TrainingLaunch:

@@ -21,6 +21,7 @@ from gpuplan.interfaces.deploy.commandline import (
     render_command,
 )
 from gpuplan.interfaces.deploy.launch import (
+    TORCH_DTYPE_NAMES,
     ServingLaunch,
     memory_fraction_of,
     model_from_id,
@@ -32,7 +33,7 @@ from gpuplan.interfaces.deploy.options import SGLANG
 
 T = SGLANG
 ENGINE = "sglang"
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+DTYPES = TORCH_DTYPE_NAMES
 
 
 def options(launch: ServingLaunch) -> list[list[str]]:

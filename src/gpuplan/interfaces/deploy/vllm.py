@@ -23,6 +23,7 @@ from gpuplan.interfaces.deploy.commandline import (
     render_command,
 )
 from gpuplan.interfaces.deploy.launch import (
+    TORCH_DTYPE_NAMES,
     ServingLaunch,
     memory_fraction_of,
     model_from_id,
@@ -34,7 +35,7 @@ from gpuplan.interfaces.deploy.options import VLLM
 
 T = VLLM
 ENGINE = "vllm"
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+DTYPES = TORCH_DTYPE_NAMES
 
 
 def options(launch: ServingLaunch) -> list[list[str]]:
