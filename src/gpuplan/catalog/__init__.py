@@ -47,8 +47,8 @@ GPU_ALIASES: dict[str, str] = {
     "h800": "h800-sxm5-80gb",
 }
 
-#: called with a one-line note when an alias is resolved (the CLI prints it to stderr).
-alias_listeners: list = []
+#: called with a one-line note when an alias is resolved (the CLI prints it to stderr; gpuplan.notices).
+from gpuplan.notices import alias_listeners  # noqa: E402
 _announced: set[str] = set()
 
 _BYTES_SUFFIX = {"_gib": 2**30, "_mib": 2**20, "_kib": 2**10, "_gb": 10**9, "_tb": 10**12}

@@ -59,11 +59,16 @@ def _short(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def is_validation_error(exc: BaseException) -> bool:
+    """Whether `exc` is a pydantic ValidationError (bad input to a spec), without importing pydantic:
+    one can only have been raised once pydantic_core is loaded (`gpuplan --help` never loads it)."""
+    core = sys.modules.get("pydantic_core")
+    return core is not None and isinstance(exc, core.ValidationError)
+
+
 def error_payload(exc: BaseException) -> dict:
     """The error object `{"field", "allowed", "message"}` for a user-facing error."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):
+    if is_validation_error(exc):
         return _pydantic_payload(exc)
     if isinstance(exc, InputError):
         return {"field": exc.field, "allowed": getattr(exc, "allowed", None), "message": one_line(str(exc))}
@@ -131,8 +136,6 @@ def _output_error(exc: OSError) -> None:
 @contextlib.contextmanager
 def exit_on_error(*, as_json: bool, debug: bool) -> Iterator[None]:
     """Run a command; turn every exception into the exit code and message of the module doc."""
-    from pydantic import ValidationError
-
     try:
         yield
     except SystemExit:
@@ -156,11 +159,8 @@ def exit_on_error(*, as_json: bool, debug: bool) -> Iterator[None]:
     except NoArgsIsHelpError as exc:  # `gpuplan hw`: show the help, as click does
         exc.show()
         sys.exit(exc.exit_code)
-    except (GpuplanError, ValidationError, ClickException) as exc:
-        if debug:
-            traceback.print_exc()
-        report(exc, as_json=as_json)
-        sys.exit(EXIT_BAD_INPUT)
+    except (GpuplanError, ClickException) as exc:
+        _bad_input(exc, as_json=as_json, debug=debug)
     except (BrokenPipeError, OutputClosed):
         _quiet_broken_pipe()
         sys.exit(EXIT_OK)
@@ -177,7 +177,16 @@ def exit_on_error(*, as_json: bool, debug: bool) -> Iterator[None]:
         sys.stderr.write("error: interrupted\n")
         sys.exit(EXIT_INTERRUPTED)
     except Exception as exc:  # a bug: say so in one line, show the traceback under --debug
+        if is_validation_error(exc):  # pydantic's (a ValueError): bad input to a spec
+            _bad_input(exc, as_json=as_json, debug=debug)
         _internal(exc, as_json=as_json, debug=debug)
+
+
+def _bad_input(exc: BaseException, *, as_json: bool, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    report(exc, as_json=as_json)
+    sys.exit(EXIT_BAD_INPUT)
 
 
 def _internal(exc: BaseException, *, as_json: bool, debug: bool) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from gpuplan.cli.render import console
-from gpuplan.specs.finetune import FineTuneMethod, MasterWeights, Offload, Optimizer
+from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimizer
 
 #: the option names (python identifiers) that make up the `fine_tuning` record
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",

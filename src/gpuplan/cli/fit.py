@@ -14,8 +14,8 @@ from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     OPTIMIZER, FINE_TUNING_OPTIONS, fine_tuning_options, print_fine_tuning,
 )
-from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
-from gpuplan.specs.plan import Precision, Recompute, Sharding
+from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
+from gpuplan.specs.choices import Precision, Recompute, Sharding
 
 fit_app = typer.Typer(help="Does training fit in GPU memory? Itemised bytes per GPU and the inverse questions.", no_args_is_help=True)
 

@@ -8,7 +8,7 @@ import typer
 
 from gpuplan import api
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.interfaces.api.formats import DEFAULT_COMPARE, DEFAULT_MATMUL
+from gpuplan.interfaces.api.defaults import DEFAULT_COMPARE, DEFAULT_MATMUL
 
 
 def register(app: typer.Typer) -> None:

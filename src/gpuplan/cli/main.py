@@ -102,17 +102,19 @@ def root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback of an error (also GPUPLAN_DEBUG=1)."),
 ) -> None:
-    from gpuplan.catalog import alias_listeners, load_catalog, set_user_catalogs
+    from gpuplan import notices  # imports nothing: `--help` and `hw list` load only what they use
 
-    if not alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
-        alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
-    from gpuplan.interfaces.api.models import on_config_warning
+    if not notices.alias_listeners:  # `--gpu h100`: say which part that means, on stderr (stdout stays data)
+        notices.alias_listeners.append(lambda note: sys.stderr.write(f"note: {note}\n"))
+    if _print_config_warning not in notices.config_warning_listeners:
+        # an unknown model_type read by its fields: say so on stderr
+        notices.config_warning_listeners.append(_print_config_warning)
+    if catalog or "gpuplan.catalog" in sys.modules:  # nothing to clear before the catalog is first loaded
+        from gpuplan.catalog import load_catalog, set_user_catalogs
 
-    on_config_warning(_print_config_warning)  # an unknown model_type read by its fields: say so on stderr
-
-    set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
-    if catalog:
-        load_catalog()  # validate the user files now, before any command runs
+        set_user_catalogs(catalog or [])  # also clears the files of a previous in-process invocation
+        if catalog:
+            load_catalog()  # validate the user files now, before any command runs
     if calibration:  # knobs.overridden for the whole command (validated here: bad profile -> exit 2)
         from gpuplan.interfaces.calibration.profile import apply_profile
 

@@ -19,7 +19,7 @@ from gpuplan.cli.fine_tuning_options import (
     OPTIMIZER, fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
+from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
 
 
 def _plan_label(plan) -> str:

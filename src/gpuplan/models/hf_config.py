@@ -44,7 +44,8 @@ _GATED_ACTS = {"silu", "swiglu", "swish"}
 KNOWN_FAMILIES = TRANSFORMER_FAMILIES + HYBRID_FAMILIES
 
 #: called with each warning of a config read (ModelSpec.warnings); the CLI prints them on stderr.
-config_warning_listeners: list = []
+from gpuplan.notices import config_warning_listeners  # noqa: E402 - the listeners live in gpuplan.notices
+
 
 def _ffn_kind(cfg: dict[str, Any], family: str) -> FfnKind:
     if family in ("gpt2", "gpt_neox"):

@@ -35,67 +35,10 @@ involve the rest of the plan (sharding, precision) are checked by `TrainPlan`.
 
 from __future__ import annotations
 
-from enum import Enum
-
 from pydantic import Field, field_validator, model_validator
 
 from gpuplan.specs._base import Spec
-
-
-class FineTuneMethod(str, Enum):
-    FULL = "full"
-    LORA = "lora"
-    QLORA = "qlora"
-
-
-class BaseDtype(str, Enum):
-    BF16 = "bf16"
-    FP16 = "fp16"
-    FP32 = "fp32"
-    INT8 = "int8"
-    NF4 = "nf4"
-    FP4 = "fp4"
-
-    @property
-    def four_bit(self) -> bool:
-        return self in (BaseDtype.NF4, BaseDtype.FP4)
-
-    @property
-    def quantized(self) -> bool:
-        """Stored in an integer code that every matmul dequantises (int8, nf4, fp4)."""
-        return self in (BaseDtype.INT8, BaseDtype.NF4, BaseDtype.FP4)
-
-
-class Optimizer(str, Enum):
-    ADAMW = "adamw"
-    ADAMW_8BIT = "adamw_8bit"
-    PAGED_ADAMW_8BIT = "paged_adamw_8bit"
-    ADAMW_4BIT = "adamw_4bit"
-    ADAFACTOR = "adafactor"
-    SGD = "sgd"
-    LION = "lion"
-
-
-class Offload(str, Enum):
-    NONE = "none"
-    OPTIMIZER = "optimizer"
-    PARAMS = "params"
-    NVME = "nvme"
-
-    @property
-    def moves_params(self) -> bool:
-        """Parameters (and gradients) live off the GPU between uses."""
-        return self in (Offload.PARAMS, Offload.NVME)
-
-    @property
-    def moves_optimizer(self) -> bool:
-        """Optimizer states (and the step) live off the GPU."""
-        return self is not Offload.NONE
-
-
-class MasterWeights(str, Enum):
-    FP32 = "fp32"
-    NONE = "none"
+from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer  # noqa: F401
 
 
 #: The projections each preset adapts (module docstring).

@@ -2,46 +2,15 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 import numpy as np
 from pydantic import Field, model_validator
 
 from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
+from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
 from gpuplan.specs.execution import AttentionKernel, Execution, Framework
 from gpuplan.specs.finetune import FineTuning, MasterWeights
-
-
-class Recompute(str, Enum):
-    NONE = "none"
-    SELECTIVE = "selective"  # recompute the attention core only (Korthikanti et al. 2022)
-    FULL = "full"  # keep only each layer's input; recompute the layer in backward
-
-
-class Sharding(str, Enum):
-    NONE = "none"
-    ZERO1 = "zero1"  # optimizer states sharded over DP (also Megatron's distributed optimizer)
-    ZERO2 = "zero2"  # + gradients
-    ZERO3 = "zero3"  # + parameters
-    FSDP = "fsdp"  # = ZeRO-3
-
-
-class Precision(str, Enum):
-    FP32 = "fp32"
-    TF32 = "tf32"
-    FP16 = "fp16"
-    BF16 = "bf16"
-    FP8 = "fp8"  # OFP8, per-tensor scaled (delayed or current scaling)
-    MXFP8 = "mxfp8"  # OCP MX: 1x32 blocks with E8M0 scales (Blackwell-native)
-    NVFP4 = "nvfp4"  # E2M1 with an E4M3 scale per 16 elements (Blackwell)
-
-    @property
-    def low_precision_matmul(self) -> bool:
-        """Whether GEMM inputs are quantised per GEMM (FP8 / MX / NVFP4 recipes: weights stay bf16,
-        inputs are cast, the output head stays in the activation dtype)."""
-        return self in (Precision.FP8, Precision.MXFP8, Precision.NVFP4)
 
 
 def default_expert_tp(tp, dp, cp, ep):

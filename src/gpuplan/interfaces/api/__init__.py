@@ -12,56 +12,51 @@ at the boundary. Options and their defaults: docs/options.md.
 `with api.memory_headroom(0.05): ...` runs the block with 5% of each GPU's memory kept free instead
 of the default 10% (gpuplan.workloads.memory_headroom; `overrides={"usable_memory_fraction": 0.95}`
 does the same for one call of train / plan / serve_plan).
+
+The package imports nothing when it is imported: each name is imported from its module the first
+time it is asked for (PEP 562 `__getattr__`), so `gpuplan hw list` loads the catalog and not the
+serving simulator, and the CLI can build its options without loading the API (issue 35).
 """
 
-from gpuplan.facilities.run_cost import price_source
-from gpuplan.interfaces.api._common import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, checked_numbers, to_jsonable
-from gpuplan.interfaces.api.calibration import apply, bench, calibrate_fit, calibrate_import, calibrate_knobs, load_profile
-from gpuplan.interfaces.api.comm import comm
-from gpuplan.interfaces.api.deploy import (
-    emit_fit, emit_plan_training, emit_serve, emit_train, serve_engine_for, serve_run_from, train_from, train_options_for,
-    written_for,
-)
-from gpuplan.interfaces.api.formats import (
-    formats_compare, formats_decode, formats_encode, formats_matmul, formats_table,
-)
-from gpuplan.interfaces.api.hardware import (
-    hw_compare, hw_interconnects, hw_list, hw_prices, hw_show, systems_list, systems_show,
-)
-from gpuplan.interfaces.api.kernel import (
-    kernel_access, kernel_amdahl, kernel_banks, kernel_divergence, kernel_gustafson, kernel_little, kernel_occupancy,
-    kernel_roofline,
-)
-from gpuplan.interfaces.api.mig import mig_plan, mig_profiles
-from gpuplan.interfaces.api.models import model_list, model_params, model_show
-from gpuplan.interfaces.api.planning import dc_assumptions, dc_fabric, dc_power, dc_tco, plan
-from gpuplan.interfaces.api.serving import (
-    DEFAULT_ENGINE, DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS, SERVING_ENGINES,
-    serve, serve_plan, serve_plan_disaggregated, serve_run,
-)
-from gpuplan.interfaces.api.serving_frontier import serve_frontier
-from gpuplan.interfaces.api.training import DEFAULT_GPUS, fit_max_batch, fit_max_seq, fit_min_gpus, fit_train, train
-from gpuplan.interfaces.api.validation import VALIDATION_SETS, validate, validate_cv
-from gpuplan.workloads.memory_headroom import headroom_scope as memory_headroom
+from __future__ import annotations
 
-__all__ = [
-    "Result", "to_jsonable", "price_source",
-    "DEFAULT_MODEL", "DEFAULT_SYSTEM", "DEFAULT_GPU", "DEFAULT_GPUS", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN",
-    "DEFAULT_RATE", "DEFAULT_TTFT_MS", "DEFAULT_TPOT_MS", "DEFAULT_ENGINE", "SERVING_ENGINES", "VALIDATION_SETS",
-    "train", "fit_train", "fit_max_batch", "fit_max_seq", "fit_min_gpus",
-    "serve", "serve_run", "serve_plan", "serve_plan_disaggregated", "serve_frontier",
-    "plan", "validate", "validate_cv", "calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench", "comm",
-    "model_show", "model_params", "model_list",
-    "hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "systems_list", "systems_show",
-    "dc_fabric", "dc_power", "dc_tco", "dc_assumptions",
-    "mig_plan", "mig_profiles",
-    "kernel_occupancy", "kernel_roofline", "kernel_access", "kernel_banks", "kernel_divergence", "kernel_amdahl",
-    "kernel_gustafson", "kernel_little",
-    "formats_table", "formats_compare", "formats_encode", "formats_decode", "formats_matmul",
-    "memory_headroom",
-    "emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from", "train_options_for",
-    "serve_engine_for", "written_for",
-]
+import importlib
+from typing import Any
+
+_API = "gpuplan.interfaces.api"
+
+#: module -> the names it gives the API (in the order `__all__` lists them)
+_SOURCES: dict[str, tuple[str, ...]] = {
+    "gpuplan.facilities.run_cost": ("price_source",),
+    f"{_API}._common": ("Result", "to_jsonable"),
+    f"{_API}.defaults": (
+        "DEFAULT_MODEL", "DEFAULT_SYSTEM", "DEFAULT_GPU", "DEFAULT_GPUS", "DEFAULT_INPUT_LEN", "DEFAULT_OUTPUT_LEN",
+        "DEFAULT_RATE", "DEFAULT_TTFT_MS", "DEFAULT_TPOT_MS", "DEFAULT_ENGINE", "VALIDATION_SETS",
+    ),
+    f"{_API}.serving": ("SERVING_ENGINES", "serve", "serve_run", "serve_plan", "serve_plan_disaggregated"),
+    f"{_API}.serving_frontier": ("serve_frontier",),
+    f"{_API}.validation": ("validate", "validate_cv"),
+    f"{_API}.training": ("train", "fit_train", "fit_max_batch", "fit_max_seq", "fit_min_gpus"),
+    f"{_API}.planning": ("plan", "dc_fabric", "dc_power", "dc_tco", "dc_assumptions"),
+    f"{_API}.calibration": ("calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench"),
+    f"{_API}.comm": ("comm",),
+    f"{_API}.models": ("model_show", "model_params", "model_list"),
+    f"{_API}.hardware": ("hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "systems_list",
+                         "systems_show"),
+    f"{_API}.mig": ("mig_plan", "mig_profiles"),
+    f"{_API}.kernel": ("kernel_occupancy", "kernel_roofline", "kernel_access", "kernel_banks", "kernel_divergence",
+                       "kernel_amdahl", "kernel_gustafson", "kernel_little"),
+    f"{_API}.formats": ("formats_table", "formats_compare", "formats_encode", "formats_decode", "formats_matmul"),
+    "gpuplan.workloads.memory_headroom": ("memory_headroom",),
+    f"{_API}.deploy": ("emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from",
+                       "train_options_for", "serve_engine_for", "written_for"),
+}
+#: a name whose attribute in its module is called differently
+_ATTRIBUTE = {"memory_headroom": "headroom_scope"}
+#: name -> module
+_MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
+
+__all__ = [name for names in _SOURCES.values() for name in names]
 
 # Every function above checks its numeric arguments with the CLI's rules and messages at the call
 # (`checked_numbers`: finite, int64, ranges, caps), so a script gets the same one-line InputError a
@@ -69,8 +64,34 @@ __all__ = [
 #: functions that take results or names, not numbers to check
 _UNCHECKED = ("to_jsonable", "price_source", "memory_headroom", "emit_train", "emit_fit", "emit_serve", "written_for",
               "train_options_for", "serve_engine_for")
-for _name in __all__:
-    _fn = globals()[_name]
-    if callable(_fn) and not isinstance(_fn, type) and _name not in _UNCHECKED:
-        globals()[_name] = checked_numbers(_fn)
-del _name, _fn
+
+_resolved: dict[str, Any] = {}
+
+
+def export(name: str) -> Any:
+    """The API's `name` (a function wrapped by `checked_numbers`, or a constant), imported from its
+    module on first use; AttributeError for a name the API does not have."""
+    if name in _resolved:
+        return _resolved[name]
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuplan.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), _ATTRIBUTE.get(name, name))
+    if callable(value) and not isinstance(value, type) and name not in _UNCHECKED:
+        from gpuplan.interfaces.api._common import checked_numbers
+
+        value = checked_numbers(value)
+    _resolved[name] = value
+    return value
+
+
+def __getattr__(name: str) -> Any:
+    # A submodule of the same name (`comm`) is set on the package when it is first imported, which
+    # would hide the function: `export` reads the table, never the package's attributes.
+    value = export(name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

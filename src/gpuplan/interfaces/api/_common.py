@@ -16,9 +16,7 @@ from gpuplan.jsonable import to_jsonable  # noqa: F401  (the API surface: api.to
 from gpuplan.specs import Gpu, ModelSpec, System
 
 #: Defaults shared by every command that takes the idea (docs/options.md is the table of them).
-DEFAULT_MODEL = "gpt3-175b"
-DEFAULT_SYSTEM = "dgx-h100"
-DEFAULT_GPU = "h100-sxm5-80gb"
+from gpuplan.interfaces.api.defaults import DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM  # noqa: E402,F401
 
 E = TypeVar("E", bound=Enum)
 

@@ -9,8 +9,7 @@ from typing import Any, Sequence
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import Result
 
-DEFAULT_COMPARE = "mxfp4,nvfp4,mxfp6_e2m3,mxfp8_e4m3,fp8_e4m3,bf16"
-DEFAULT_MATMUL = "mxfp8_e4m3,mxfp8_e5m2,mxfp6_e2m3,mxfp4,mxint8,nvfp4"
+from gpuplan.interfaces.api.defaults import DEFAULT_COMPARE, DEFAULT_MATMUL  # noqa: E402,F401
 RANDOM_KINDS = ("normal", "uniform", "laplace", "lognormal")
 MAX_RANDOM_ELEMENTS = 1 << 28
 

@@ -91,7 +91,7 @@ def on_config_warning(listener) -> None:
     """Call `listener(text)` with each warning of a config.json read from now on (an unknown
     model_type read by its fields, ...); the warnings are also `model_show`'s `warnings`. The CLI
     prints them on stderr. Registering the same listener twice has no effect."""
-    from gpuplan.models.hf_config import config_warning_listeners
+    from gpuplan.notices import config_warning_listeners
 
     if listener not in config_warning_listeners:
         config_warning_listeners.append(listener)

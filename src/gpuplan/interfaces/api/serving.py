@@ -20,14 +20,12 @@ from gpuplan.interfaces.api._common import (
 )
 from gpuplan.interfaces.api.serving_inputs import check_pd_ratio, lengths_file, prefix_cache
 from gpuplan.specs import Gpu, ModelSpec, System
-from gpuplan.workloads.inference.engines import ENGINE_NAMES, GENERIC
+from gpuplan.workloads.inference.engines import ENGINE_NAMES
 
-DEFAULT_INPUT_LEN = 2048
-DEFAULT_OUTPUT_LEN = 256
-#: serving objectives shared by `serve plan` and `plan --goal serve`
-DEFAULT_RATE = 10.0
-DEFAULT_TTFT_MS = 2000.0
-DEFAULT_TPOT_MS = 50.0
+#: request shape, and the serving objectives shared by `serve plan` and `plan --goal serve`
+from gpuplan.interfaces.api.defaults import (  # noqa: E402,F401
+    DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS,
+)
 
 
 #: Served / offered requests per second below which an open-loop run is reported as overloaded.
@@ -67,8 +65,8 @@ class ServeResult(Result):
         return out
 
 
-#: `engine` of serve run / serve plan when none is named: workloads.inference.engines.GENERIC
-DEFAULT_ENGINE = GENERIC.name
+#: `engine` of serve run / serve plan when none is named: workloads.inference.engines.GENERIC's name
+from gpuplan.interfaces.api.defaults import DEFAULT_ENGINE  # noqa: E402,F401
 #: what `engine` accepts: the default, then the engines (workloads.inference.engines.ENGINE_NAMES)
 SERVING_ENGINES = ENGINE_NAMES
 

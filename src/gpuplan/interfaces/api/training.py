@@ -34,8 +34,7 @@ from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
 
 GIB = 2**30
-DEFAULT_GPUS = 1024
-DEFAULT_TOKENS = "300B"  # GPT-3's training set (Brown et al. 2020, Table 2.1)
+from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
 
 
 def sequence_parallel_default(tp: int, given: bool | None) -> bool:

@@ -1,0 +1,102 @@
+"""Lazy start (issue 35): a command imports only what it uses. `gpuplan --help` builds every
+command's options and imports no layer below the CLI's own defaults; `gpuplan hw list` reads the
+catalog and nothing that computes (no workload, no numba, no numpy). Each case runs the command in
+a fresh interpreter and reads its `sys.modules` (what was imported, not how long it took: speed is
+measured by benchmarks/startup.py, never asserted here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpuplan
+
+SRC = str(Path(gpuplan.__file__).resolve().parents[1])
+
+#: runs the CLI in-process as the console script does, then writes the imported module names
+_PROBE = """
+import json, sys
+from gpuplan.cli.main import main
+try:
+    main(sys.argv[2:])
+except SystemExit:
+    pass
+with open(sys.argv[1], "w") as f:
+    json.dump(sorted(sys.modules), f)
+"""
+
+#: libraries that only computing commands need (each costs 50-300 ms to import on a 2-core machine)
+HEAVY = ("numba", "llvmlite", "numpy", "scipy", "matplotlib", "fastapi", "ray", "pyarrow")
+
+#: the gpuplan modules below the CLI that `gpuplan --help` may import: the lazy API package, its
+#: option defaults (constants only), the plan's enums (the typed options) and the bottom utilities
+HELP_MODULES = {
+    "gpuplan", "gpuplan.api", "gpuplan.errors", "gpuplan.interfaces", "gpuplan.interfaces.api",
+    "gpuplan.interfaces.api.defaults", "gpuplan.jsonable", "gpuplan.notices", "gpuplan.output_files",
+    "gpuplan.specs", "gpuplan.specs.choices", "gpuplan.validation_rules",
+}
+
+#: `gpuplan hw list` adds the catalog (and the specs it builds) and the API's hardware functions
+HW_LIST_MODULES = HELP_MODULES | {
+    "gpuplan.catalog", "gpuplan.catalog.ceilings", "gpuplan.input_files", "gpuplan.interfaces.api._common",
+    "gpuplan.interfaces.api.hardware", "gpuplan.knobs", "gpuplan.specs._base", "gpuplan.specs.cloud",
+    "gpuplan.specs.dtypes", "gpuplan.specs.gpu", "gpuplan.specs.interconnect", "gpuplan.specs.mixers",
+    "gpuplan.specs.model", "gpuplan.specs.system",
+}
+
+
+def imported_by(tmp_path: Path, *argv: str) -> set[str]:
+    out = tmp_path / "modules.json"
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    subprocess.run([sys.executable, "-c", _PROBE, str(out), *argv], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    return set(json.loads(out.read_text()))
+
+
+def below_cli(modules: set[str]) -> set[str]:
+    """The gpuplan modules that are not the CLI's own."""
+    return {m for m in modules if m.split(".")[0] == "gpuplan" and not m.startswith("gpuplan.cli")}
+
+
+def heavy(modules: set[str], *, pydantic: bool = True) -> set[str]:
+    """The HEAVY libraries imported (and pydantic, unless `pydantic` is False)."""
+    names = HEAVY + (("pydantic", "pydantic_core") if pydantic else ())
+    return {m for m in modules if m.split(".")[0] in names}
+
+
+def test_help_imports_no_layer_below_the_cli(tmp_path):
+    modules = imported_by(tmp_path, "--help")
+    assert below_cli(modules) <= HELP_MODULES, below_cli(modules) - HELP_MODULES
+    assert heavy(modules) == set()
+
+
+@pytest.mark.parametrize("argv", [("hw", "--help"), ("train", "--help"), ("serve", "run", "--help"),
+                                  ("validate", "--help"), ("plan", "--help"), ("sweep", "--help")])
+def test_command_help_imports_no_layer_below_the_cli(tmp_path, argv):
+    # the root callback runs before a subcommand parses its --help: it must stay as light. typer
+    # itself loads pydantic there (typer/_coercion.py: every option value of the root is coerced
+    # through a pydantic TypeAdapter), so pydantic is allowed; nothing heavier is.
+    modules = imported_by(tmp_path, *argv)
+    assert below_cli(modules) <= HELP_MODULES, below_cli(modules) - HELP_MODULES
+    assert heavy(modules, pydantic=False) == set()
+
+
+def test_hw_list_reads_the_catalog_and_nothing_that_computes(tmp_path):
+    modules = imported_by(tmp_path, "hw", "list")
+    assert below_cli(modules) <= HW_LIST_MODULES, below_cli(modules) - HW_LIST_MODULES
+    assert "gpuplan.catalog" in modules  # it did run
+    assert heavy(modules, pydantic=False) == set()
+    assert not any(m.startswith(("gpuplan.workloads", "gpuplan.layers", "gpuplan.primitives", "gpuplan.models",
+                                 "gpuplan.facilities")) for m in modules)
+
+
+def test_a_simulating_command_still_loads_what_it_runs(tmp_path):
+    # the lazy API is not a stub: `train` imports the plan search (the other side of the two tests above)
+    modules = imported_by(tmp_path, "train", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--json")
+    assert "gpuplan.workloads.training.plan_search" in modules
+    assert "numpy" in modules
