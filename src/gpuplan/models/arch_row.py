@@ -20,6 +20,8 @@ The bundled copies of those configs answer to the same names (models.bundled), o
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import ValidationError
 
 from gpuplan.errors import InputError
@@ -45,8 +47,26 @@ def _int(row: dict[str, str], column: str, default: int | None = None) -> int | 
     return int(value)
 
 
+#: every column `model_from_arch_row` reads: the key of its memo (tests/models/test_arch_row_memo.py
+#: checks the function reads no other)
+ARCH_COLUMNS = ("hf_config", "model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "ffn_kind", "moe_experts",
+                "moe_topk", "moe_ffn", "moe_shared_experts", "moe_dense_layers", "seq_len")
+
+
 def model_from_arch_row(row: dict[str, str]) -> ModelSpec:
-    """Build a ModelSpec from one CSV row's `hf_config` or its architecture columns (module docstring)."""
+    """Build a ModelSpec from one CSV row's `hf_config` or its architecture columns (module docstring).
+    Memoised on those cells (ARCH_COLUMNS): `validate` asks for each row's model three times (the
+    prediction, its regime, its band) and many rows share one model; the spec is frozen, so sharing
+    it is safe. An InputError is raised again at each call (not memoised)."""
+    return _model_from_cells(tuple(row.get(c) for c in ARCH_COLUMNS))
+
+
+@lru_cache(maxsize=4096)
+def _model_from_cells(cells: tuple) -> ModelSpec:
+    return _build_model(dict(zip(ARCH_COLUMNS, cells)))
+
+
+def _build_model(row: dict[str, str]) -> ModelSpec:
     hf_config = (row.get("hf_config") or "").strip()
     if hf_config:
         from gpuplan.models.bundled import load_model

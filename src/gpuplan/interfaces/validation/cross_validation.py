@@ -77,7 +77,9 @@ def row_predictor() -> Callable[[dict], Prediction]:
             resolved[kind] = _resolve(kind)
         return resolved[kind](row)
 
-    return predict
+    from gpuplan.interfaces.validation.row_memo import memoised
+
+    return memoised(predict)  # a row repeating an earlier one but for its id is predicted once per knob values
 
 
 def knobs_to_refit(rows: Sequence[Mapping[str, str]]) -> list[str]:

@@ -144,10 +144,12 @@ def _csv_rows(text: str, name: str) -> list[dict[str, str]]:
 
 
 def _predictor(kind: str) -> tuple[Callable[[dict], Prediction] | None, str]:
+    from gpuplan.interfaces.validation.row_memo import memoised
+
     fn = _predictors().get(kind)
     if fn is None:
         return None, "cannot tell the row kind (no collective, transformer-shape or inference columns)"
-    return fn, ""
+    return memoised(fn), ""  # a row repeating an earlier one but for its id is predicted once
 
 
 def _group_key(row: dict[str, str], kind: str) -> str:
