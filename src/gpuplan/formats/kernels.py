@@ -73,6 +73,16 @@ def _scale_code(ab, amax_f, rule, emax, mbits, max_value):
     return se + 127
 
 
+@njit(cache=False, inline="always")
+def _pow2_f32(e):
+    """2^e as float32, exactly, for -149 <= e <= 127, built from its bits (no pow call per block):
+    normal 2^e has exponent field e + 127; below 2^-126 the one mantissa bit 22 + (e + 127)."""
+    field = e + 127
+    if field >= 1:
+        return np.uint32(field << 23).view(np.float32)
+    return np.uint32(1 << (22 + field)).view(np.float32)
+
+
 MAGIC_RNE = np.float32(12582912.0)  # 1.5 * 2^23: (y + M) - M rounds |y| < 2^22 to an integer, ties to even
 
 
@@ -88,15 +98,18 @@ def _encode_scaled(xv, inv_scale, mbits, ebits, bias, emin, max_mag, min_normal,
     Branch-free so LLVM can vectorise the block loop.
     """
     v = abs(xv) * inv_scale
-    vb = np.int64(np.uint32(np.float32(v).view(np.uint32)))
-    sh = 23 - mbits
-    normal_code = ((vb + (np.int64(1) << (sh - 1)) - 1 + ((vb >> sh) & 1)) >> sh) - (np.int64(127 - bias) << mbits)
+    vb = np.float32(v).view(np.int32)  # v >= 0: the sign bit is clear, int32 holds the bits
+    sh = np.int32(23 - mbits)
+    # vb <= 0x7F800000 (+Inf), so vb + 2^(sh-1) stays below 2^31: int32 arithmetic is exact (and
+    # converts float32 to int32, which AVX2 has, where int64 conversions are scalar)
+    normal_code = ((vb + (np.int32(1) << (sh - np.int32(1))) - np.int32(1) + ((vb >> sh) & np.int32(1))) >> sh) \
+        - (np.int32(127 - bias) << np.int32(mbits))
     y = np.float32(v * sub_factor)
-    sub_code = np.int64(np.float32(y + MAGIC_RNE) - MAGIC_RNE)
+    sub_code = np.int32(np.float32(y + MAGIC_RNE) - MAGIC_RNE)
     mag = sub_code if v < min_normal else normal_code
-    mag = min(mag, max_mag)
-    sign = np.int64(np.uint32(np.float32(xv).view(np.uint32)) >> 31)
-    return (sign << (ebits + mbits)) | mag
+    mag = min(mag, np.int32(max_mag))
+    sign = np.float32(xv).view(np.uint32) >> np.uint32(31)
+    return (np.int32(sign) << np.int32(ebits + mbits)) | mag
 
 
 @njit(cache=False, nogil=True)
@@ -107,9 +120,10 @@ def _mx_kernel(bits, xf, k, rule, emax, mbits, ebits, bias, emin, max_mag, nan_c
     tmp = np.empty(k, dtype=np.uint8)
     for blk in range(n_blocks):
         base = blk * k
-        ab = np.int64(0)
+        abu = np.uint32(0)
         for i in range(k):
-            ab = max(ab, np.int64(bits[base + i]) & 0x7FFFFFFF)
+            abu = max(abu, bits[base + i] & np.uint32(0x7FFFFFFF))
+        ab = np.int64(abu)
         amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
         code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
         scales[blk] = code
@@ -120,7 +134,7 @@ def _mx_kernel(bits, xf, k, rule, emax, mbits, ebits, bias, emin, max_mag, nan_c
             for j in range(n_out):
                 codes[blk * n_out + j] = fill
             continue
-        inv_scale = np.float32(2.0 ** (-se))
+        inv_scale = _pow2_f32(-se)  # = np.float32(2.0 ** -se), exact (-127 <= se <= 127)
         if pack4:  # encode the block into a cached buffer (vectorisable), then pack pairs
             for i in range(k):
                 tmp[i] = _encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
@@ -145,7 +159,7 @@ def _mx_dequant_kernel(codes, scales, lut, k, packed4, out):
     nan = np.float32(np.nan)
     for blk in range(n_blocks):
         sc = np.int64(scales[blk])
-        factor = nan if sc == 255 else np.float32(2.0 ** (sc - 127))
+        factor = nan if sc == 255 else _pow2_f32(sc - 127)  # = np.float32(2.0 ** (sc - 127)), exact
         base = blk * k
         if packed4:
             cb = blk * (k // 2)
