@@ -1,9 +1,12 @@
 """Throughput of MX quantisation on this machine, beside its memcpy bandwidth (the physical limit).
 
-GB/s = bytes of float32 input processed per second (decimal GB). memcpy_gbps = bytes copied per
-second by np.copyto of an array of the same size (reads and writes it once, like quantisation).
-Target (issue #6): MXFP4 quantize+pack >= 50 % of memcpy. Each figure is the best of several runs
-(the least disturbed by other processes). Last lines: `name: value unit`.
+GB/s = bytes of float32 input processed per second (decimal GB), for dequantization the bytes of
+float32 output. memcpy_gbps = bytes copied per second by np.copyto of an array of the same size, in
+the same process (reads and writes it once, like quantisation). The kernels (formats.kernels for MX,
+formats.nvfp4_kernels for NVFP4) split the blocks over one thread per core; the number used is
+printed (`threads:`). Targets (issue 35): MXFP4 and MXFP8 quantize >= 75 %, MXFP4 dequantize >= 50 %
+of memcpy. Each figure is the best of several runs (the least disturbed by other processes); the
+machine's load average is printed first. Last lines: `name: value unit`.
 
 Run: python benchmarks/formats.py [--mib 64]
 """
@@ -11,6 +14,7 @@ Run: python benchmarks/formats.py [--mib 64]
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -37,24 +41,33 @@ def main() -> None:
     out = np.empty_like(x)
     nbytes = x.nbytes
 
-    F.quantize_packed(x[:1], "mxfp4")  # compile the kernel outside the timing
+    from gpuplan.formats.kernels import threads_for
+
+    F.quantize_packed(x[:1], "mxfp4")  # compile the kernels outside the timing
     F.quantize(x[:16], "mxfp8_e4m3")
     q4 = F.quantize_packed(x, "mxfp4")
     q8 = F.quantize(x, "mxfp8_e4m3")
+    qn = F.quantize(x, "nvfp4")
+    q4.dequantize(), q8.dequantize(), qn.dequantize()
 
     results = {
         "memcpy_gbps": best_gbps(lambda: np.copyto(out, x), nbytes, args.repeats),
         "mxfp4_quantize_pack_gbps": best_gbps(lambda: F.quantize_packed(x, "mxfp4"), nbytes, args.repeats),
         "mxfp8_e4m3_quantize_gbps": best_gbps(lambda: F.quantize(x, "mxfp8_e4m3"), nbytes, args.repeats),
-        "mxfp4_dequantize_gbps": best_gbps(q4.dequantize, nbytes, max(2, args.repeats // 3)),
-        "mxfp8_e4m3_dequantize_gbps": best_gbps(q8.dequantize, nbytes, max(2, args.repeats // 3)),
+        "nvfp4_quantize_gbps": best_gbps(lambda: F.quantize(x, "nvfp4"), nbytes, args.repeats),
+        "mxfp4_dequantize_gbps": best_gbps(q4.dequantize, nbytes, args.repeats),
+        "mxfp8_e4m3_dequantize_gbps": best_gbps(q8.dequantize, nbytes, args.repeats),
+        "nvfp4_dequantize_gbps": best_gbps(qn.dequantize, nbytes, args.repeats),
     }
     memcpy = results["memcpy_gbps"]
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
     print(f"input: {nbytes / 2**20:.0f} MiB float32, shape {list(x.shape)}, blocks along the last axis")
+    print(f"threads: {threads_for(x.size // 32)}")
     for name, value in results.items():
         print(f"{name}: {value:.2f} GB/s")
-    print(f"mxfp4_quantize_pack_pct_of_memcpy: {100 * results['mxfp4_quantize_pack_gbps'] / memcpy:.0f} %")
-    print(f"mxfp8_e4m3_quantize_pct_of_memcpy: {100 * results['mxfp8_e4m3_quantize_gbps'] / memcpy:.0f} %")
+    for name in ("mxfp4_quantize_pack", "mxfp8_e4m3_quantize", "nvfp4_quantize", "mxfp4_dequantize",
+                 "mxfp8_e4m3_dequantize", "nvfp4_dequantize"):
+        print(f"{name}_pct_of_memcpy: {100 * results[name + '_gbps'] / memcpy:.0f} %")
 
 
 if __name__ == "__main__":

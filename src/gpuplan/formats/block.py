@@ -177,6 +177,12 @@ class QuantizedTensor:
 
             flat = kernels.dequantize_mx_rows(self.codes, self.scales, self.fmt)
             return np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)).reshape(self.shape))
+        if (self.fmt.scale_kind is ScaleKind.E4M3 and len(lay.axes) == 1 and lay.axes[0] == len(lay.shape) - 1
+                and self.codes.size >= FAST_PATH_MIN_ELEMENTS):
+            from gpuplan.formats import nvfp4_kernels
+
+            flat = nvfp4_kernels.dequantize_nvfp4_rows(self.codes, self.scales, lay.tile[0], self.tensor_scale)
+            return np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)).reshape(self.shape))
         elem_vals = self.fmt.element.values[self.codes.astype(np.intp)]
         blocks = _padded_to_blocks(lay, elem_vals)
         sc = lay.scales_to_blocks(self.scales)
@@ -236,7 +242,12 @@ def quantize_mx_blocks(blocks: np.ndarray, fmt: BlockFormat, rule: ScaleRule) ->
 def nvfp4_tensor_scale(x32: np.ndarray) -> np.float32:
     """s_global = amax / (448 * 6) in float32 (TE nvfp4.rst; torchao per_tensor_amax_to_scale).
     1.0 for an all-zero tensor (guards torchao's 0 -> NaN), NaN if the tensor holds NaN/Inf."""
-    amax = np.float32(np.max(np.abs(x32))) if x32.size else np.float32(0)
+    if x32.size >= FAST_PATH_MIN_ELEMENTS:  # one read, no |x| copy (the same value: max is exact)
+        from gpuplan.formats.nvfp4_kernels import tensor_amax
+
+        amax = tensor_amax(x32)
+    else:
+        amax = np.float32(np.max(np.abs(x32))) if x32.size else np.float32(0)
     if amax == 0:
         return np.float32(1.0)
     if not np.isfinite(amax):
@@ -297,6 +308,11 @@ def quantize(
     work = x32.reshape(1) if x32.ndim == 0 else x32
     lay = make_layout(work.shape, k, axis, block_shape)
     fast = _try_fast_path(work, bf, rule, lay)
+    tensor_scale = 1.0
+    if bf.scale_kind is ScaleKind.E4M3 and two_level:
+        tensor_scale = float(nvfp4_tensor_scale(work))
+    if fast is None and bf.scale_kind is ScaleKind.E4M3:
+        fast = _try_nvfp4_fast_path(work, lay, np.float32(tensor_scale) if two_level else None)
     if fast is not None:
         codes_blocks, scales_flat = fast
     else:
@@ -304,11 +320,8 @@ def quantize(
         if bf.scale_kind is ScaleKind.E8M0:
             codes_blocks, scales_flat = quantize_mx_blocks(blocks, bf, rule)
         else:
-            ts = nvfp4_tensor_scale(work) if two_level else None
+            ts = np.float32(tensor_scale) if two_level else None
             codes_blocks, scales_flat = quantize_nvfp4_blocks(blocks, ts)
-    tensor_scale = 1.0
-    if bf.scale_kind is ScaleKind.E4M3 and two_level:
-        tensor_scale = float(nvfp4_tensor_scale(work))
     padded_layout = BlockLayout(lay.padded_shape, lay.axes, lay.tile)
     codes = padded_layout.from_blocks(codes_blocks)
     scales = lay.scales_from_blocks(scales_flat)
@@ -319,6 +332,22 @@ def quantize(
 
 
 FAST_PATH_MIN_ELEMENTS = 1 << 16
+
+
+def _last_axis_blocks(x32: np.ndarray, lay: BlockLayout) -> bool:
+    """Large enough for a compiled kernel, blocked along the last axis in whole blocks."""
+    return (x32.size >= FAST_PATH_MIN_ELEMENTS and len(lay.axes) == 1 and lay.axes[0] == x32.ndim - 1
+            and x32.shape[-1] % lay.tile[0] == 0)
+
+
+def _try_nvfp4_fast_path(x32: np.ndarray, lay: BlockLayout, tensor_scale: np.float32 | None):
+    """Compiled single-pass NVFP4 kernel (formats.nvfp4_kernels) for large inputs blocked along the
+    last axis."""
+    if not _last_axis_blocks(x32, lay):
+        return None
+    from gpuplan.formats import nvfp4_kernels
+
+    return nvfp4_kernels.quantize_nvfp4_rows(x32.reshape(-1, lay.tile[0]), tensor_scale)
 
 
 def _try_fast_path(x32: np.ndarray, bf: BlockFormat, rule: ScaleRule, lay: BlockLayout):

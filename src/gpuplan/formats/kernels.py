@@ -190,16 +190,24 @@ def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, p
     return out
 
 
-def _over_block_ranges(n_blocks: int, run) -> None:
+def threads_for(n_blocks: int, per_thread: int = 4096) -> int:
+    """Threads `over_block_ranges` runs for `n_blocks`: one per core, each with at least `per_thread` blocks."""
+    return min(os.cpu_count() or 1, max(1, n_blocks // per_thread))
+
+
+def over_block_ranges(n_blocks: int, run, per_thread: int = 4096) -> None:
     """Call `run(lo, hi)` over contiguous block ranges, one thread per core when there are more than
-    4,096 blocks per thread (the numba kernels release the GIL, so the threads run in parallel)."""
-    workers = min(os.cpu_count() or 1, max(1, n_blocks // 4096))
+    `per_thread` blocks per thread (the numba kernels release the GIL, so the threads run in parallel)."""
+    workers = threads_for(n_blocks, per_thread)
     if workers == 1:
         run(0, n_blocks)
         return
     edges = np.linspace(0, n_blocks, workers + 1).astype(int)
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(run, edges[:-1], edges[1:]))
+
+
+_over_block_ranges = over_block_ranges
 
 
 def _params(bf: BlockFormat):
