@@ -175,7 +175,10 @@ def _band(row: dict[str, str], kind: str, value: float) -> tuple[float | None, f
 
 def validate_rows(rows: list[dict[str, str]], progress: Callable[[int, int], None] | None = None) -> ValidationReport:
     """Predict every row and summarise (see module doc); `progress(rows done, rows)` before each row."""
+    from gpuplan.interfaces.validation.row_memo import row_key
+
     predictors: dict[str, tuple] = {}
+    bands: dict[tuple, tuple] = {}  # a row repeating an earlier one but for its id has its band
     results = []
     for done, row in enumerate(rows):
         if progress:
@@ -211,7 +214,10 @@ def validate_rows(rows: list[dict[str, str]], progress: Callable[[int, int], Non
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True,
                                      reason="predictor returned a non-finite value", notes=pred.notes))
             continue
-        low, high, regime = _band(row, kind, value)
+        band_key = (kind, value, row_key(row))
+        if band_key not in bands:
+            bands[band_key] = _band(row, kind, value)
+        low, high, regime = bands[band_key]
         results.append(RowResult(**base, predicted=value, error_pct=error_pct(value, base["measured"]),
                                  skipped=False, notes=pred.notes, predicted_low=low, predicted_high=high,
                                  band_regime=regime))
