@@ -348,3 +348,21 @@ def test_zero3_collectives_are_charged_per_gather_unit(dgx, gpt175):
     assert ag > one_call + 300 * 1e-3  # >= ~1 ms ring latency per extra call over 192 nodes
     fsdp = StepContext.build(gpt175, system, gpu, 2048, framework=Framework.TORCHTITAN)
     assert [float(x) for x in zero3_collective_calls(fsdp, sc_layers, total, 0)] == [97.0, 97.0]
+
+
+def test_torchtitan_vanilla_tp_hides_no_backward_collective(dgx):
+    # Per layer and micro-batch, TP moves 2 all-reduce-sized collectives forward and 2 backward
+    # (Korthikanti et al. 2022). Megatron hides training.tp_backward_overlap (0.5) of the backward
+    # ones behind the wgrad GEMM (async input-gradient all-reduce): 2 + 2 x 0.5 = 3 all-reduces
+    # exposed; torchtitan's vanilla DTensor TP waits on each: 4. Ratio 4 / 3.
+    from gpuplan.specs.execution import Framework
+    from gpuplan.workloads.training.plan_codes import ShardingCode
+
+    system, gpu = dgx
+    model = load_model("llama-3-8b")
+    tp_s = {}
+    for fw in (Framework.MEGATRON, Framework.TORCHTITAN):
+        ctx = StepContext.build(model, system, gpu, 8192, framework=fw)
+        a = step_time_arrays(ctx, 8, 1, 1, 1, 1, 1, 1, 1, 0, True, ShardingCode.NONE)
+        tp_s[fw] = float(a.tp_comm_s)
+    assert tp_s[Framework.TORCHTITAN] == pytest.approx(tp_s[Framework.MEGATRON] * 4.0 / 3.0, rel=1e-12)
