@@ -1,6 +1,6 @@
 """Cost per row of `gpuplan validate`, whole process: the marginal seconds per row between a file of
 the public training rows (the shipped training.csv) and a file of COPIES copies of them (ids made
-unique: `-c2`, `-c3`, ...), (t[copies] - t[1]) / ((copies - 1) x rows), as issue 35 measures it;
+unique, each in its original's family: `copy_id`), (t[copies] - t[1]) / ((copies - 1) x rows), as issue 35 measures it;
 and, in-process, the milliseconds per distinct row of the shipped training and inference sets.
 
 Each whole-process figure is the median of RUNS runs of `python -m gpuplan.cli.main validate FILE
@@ -18,12 +18,23 @@ import argparse
 import csv
 import io
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+
+def copy_id(row_id: str, copy: int) -> str:
+    """The id of copy `copy` (0: the original) of a row, unique and in the original's SCHEMA.md
+    family: 'meg21-t2-7' -> 'meg21-t2-7002' for copy 2 (family 'meg21-t2'), so the summary has as
+    many families as the original file."""
+    if copy == 0:
+        return row_id
+    match = re.fullmatch(r"(.*-)(\d+)", row_id)
+    return f"{match.group(1)}{match.group(2)}{copy:03d}" if match else f"{row_id}-{copy:03d}"
 
 
 def copies_file(source: Path, copies: int, folder: Path) -> tuple[Path, int]:
@@ -36,7 +47,7 @@ def copies_file(source: Path, copies: int, folder: Path) -> tuple[Path, int]:
     writer.writeheader()
     for c in range(copies):
         for row in rows:
-            writer.writerow({**row, "id": row["id"] if c == 0 else f"{row['id']}-c{c + 1}"})
+            writer.writerow({**row, "id": copy_id(row["id"], c)})
     path = folder / f"training_x{copies}.csv"
     path.write_text(out.getvalue(), encoding="utf-8")
     return path, len(rows)

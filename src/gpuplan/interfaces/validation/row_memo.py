@@ -31,8 +31,9 @@ def memoised(predict: Predictor, max_rows: int = MAX_ROWS) -> Predictor:
     """`predict` with one evaluation per (row without id, knob generation) (module docstring)."""
     memo: dict[tuple, Prediction | SkipRow] = {}
 
-    def predict_once(row: dict) -> Prediction:
-        key = (knobs.generation(), row_key(row))
+    def predict_once(row: dict, cells: tuple | None = None) -> Prediction:
+        """`cells`: row_key(row), when the caller has it already."""
+        key = (knobs.generation(), row_key(row) if cells is None else cells)
         hit = memo.get(key)
         if hit is None:
             try:

@@ -192,8 +192,9 @@ def validate_rows(rows: list[dict[str, str]], progress: Callable[[int, int], Non
         if fn is None:
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True, reason=why))
             continue
+        cells = row_key(row)
         try:
-            pred = fn(row)
+            pred = fn(row, cells)
         except SkipRow as exc:
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True, reason=exc.reason))
             continue
@@ -214,7 +215,7 @@ def validate_rows(rows: list[dict[str, str]], progress: Callable[[int, int], Non
             results.append(RowResult(**base, predicted=None, error_pct=None, skipped=True,
                                      reason="predictor returned a non-finite value", notes=pred.notes))
             continue
-        band_key = (kind, value, row_key(row))
+        band_key = (kind, value, cells)
         if band_key not in bands:
             bands[band_key] = _band(row, kind, value)
         low, high, regime = bands[band_key]
