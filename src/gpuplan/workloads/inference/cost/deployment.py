@@ -49,7 +49,7 @@ class Deployment:
 
     grouped_decode_attention: whether the generation-phase attention kernel loads each KV head's
     cache once for all the query heads that share it (grouped-query / multi-query attention): True
-    for TensorRT-LLM's XQA kernel (from v0.8), FlashAttention's and FlashInfer's decode kernels and
+    for TensorRT-LLM's XQA kernel (from v0.7: engines.py), FlashAttention's and FlashInfer's decode kernels and
     MLA kernels. False for a kernel with one thread block per (sequence, query head), each reading
     its KV head's cache, so every KV head is read heads / kv_heads times (`decode_kv_reads`):
     TensorRT-LLM's masked multi-head attention, its only generation kernel before XQA (cpp
