@@ -111,7 +111,8 @@ STEP_OVERHEAD_S = knobs.register(
 #: schedule + sampler + prepare_inputs + process_model_outputs means 2.98 ms at batch 8, 12.6 ms at
 #: batch 64, i.e. 172 us per sequence) and vLLM RFC #6801 ("When BS is 200, all this together can be
 #: 20ms", 100 us per sequence, the prior). V1 and SGLang are lighter; the value is fitted on the
-#: public rows of the Python engines (all rows: 81 +- 8 us; `validate --cv family`). Large
+#: public rows of the Python engines (all rows: 81 +- 8 us, 78 after TensorRT-LLM's XQA-from-v0.7 rule;
+#: `validate --cv family`). Large
 #: batches show it: offline throughput at 256-3200 sequences (vllmci max-load rows, rocmvllm-mi300x,
 #: dcrh200 max-load) was predicted 1.2-1.7x too high without it, on A100, H100, H200 and MI300X alike.
 HOST_SECONDS_PER_SEQUENCE = knobs.register(
