@@ -13,6 +13,7 @@ command of a framework or engine (`emit_*`), and read a user's own config back i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ def _training_launch(target: str, model, plan, gpus: int, steps: int | None) -> 
 
 def _emit_training(launch: TrainingLaunch, system, header: str) -> str:
     module = training_module(launch.target)
-    if launch.target == "megatron":
+    if launch.target in ("megatron", "nemo"):
         return module.emit(launch, resolve_system(system).gpus_per_node, header)
     if launch.target == "deepspeed":
         return module.emit(launch)
@@ -122,27 +123,37 @@ def source_text(source: str) -> str:
 
 
 def training_format(text: str) -> str:
-    """megatron (a pretrain_gpt.py command), torchtitan (a TOML with [parallelism]/[training]) or deepspeed (JSON)."""
+    """megatron (a pretrain_gpt.py command), nemo (`nemo llm pretrain`), maxtext (MaxText's train module),
+    torchtitan (a TOML with [parallelism]/[training]) or deepspeed (JSON)."""
     stripped = text.lstrip()
     if "pretrain_gpt" in text:
         return "megatron"
+    if re.search(r"\bnemo\s+llm\s+pretrain\b", text):
+        return "nemo"
+    if re.search(r"(pre_train\.train|MaxText\.train|[Mm]ax[Tt]ext/train\.py)\b", text):
+        return "maxtext"
     if stripped.startswith("{"):
         return "deepspeed"
     if "[training]" in text or "[parallelism]" in text or "[model]" in text:
         return "torchtitan"
-    raise InputError("from: not a Megatron-LM command line (pretrain_gpt.py), a torchtitan TOML or a DeepSpeed JSON",
-                     field="from", allowed="megatron, torchtitan, deepspeed")
+    raise InputError("from: not a Megatron-LM command line (pretrain_gpt.py), a `nemo llm pretrain` command, a MaxText "
+                     "train command, a torchtitan TOML or a DeepSpeed JSON", field="from",
+                     allowed="megatron, nemo, maxtext, torchtitan, deepspeed")
 
 
 def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: int | None = None) -> TrainingLaunch:
     """The TrainingLaunch a training config states (DeepSpeed needs `model` and `gpus`; `seq_len`
     defaults to the model's training default there)."""
-    from gpuplan.interfaces.deploy import deepspeed, megatron, torchtitan
+    from gpuplan.interfaces.deploy import deepspeed, maxtext, megatron, nemo, torchtitan
 
     text = source_text(source)
     fmt = training_format(text)
     if fmt == "megatron":
         return megatron.read(text, resolve_model(model) if model is not None else None)
+    if fmt == "nemo":
+        return nemo.read(text, resolve_model(model) if model is not None else None)
+    if fmt == "maxtext":
+        return maxtext.read(text, resolve_model(model) if model is not None else None, gpus)
     if fmt == "torchtitan":
         return torchtitan.read(text, resolve_model(model) if model is not None else None, gpus)
     if model is None or gpus is None:

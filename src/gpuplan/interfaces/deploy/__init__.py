@@ -5,7 +5,8 @@ One module per target, each with `emit` (a plan -> the config or command, text) 
 text -> a `launch.TrainingLaunch` / `launch.ServingLaunch`), over one table of recorded option names
 and versions (`options`):
 
-  training   megatron (torchrun + pretrain_gpt.py), torchtitan (job-config TOML), deepspeed (config JSON)
+  training   megatron (torchrun + pretrain_gpt.py), nemo (nemo llm pretrain recipe overrides), torchtitan
+             (job-config TOML), deepspeed (config JSON), maxtext (MaxText train with base.yml overrides)
   serving    vllm (vllm serve), sglang (sglang.launch_server), trtllm (trtllm-serve + options file),
              k8s (Deployment / LeaderWorkerSet manifests of an engine's command, one per pool)
 
@@ -18,7 +19,7 @@ the CLI dispatch every name of TRAINING_TARGETS + FINETUNE_TARGETS the same way.
 from __future__ import annotations
 
 #: `train|plan|fit --emit` targets with a module in this package
-TRAINING_TARGETS = ("megatron", "torchtitan", "deepspeed")
+TRAINING_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "maxtext")
 #: `serve run|plan --emit` targets
 SERVING_TARGETS = ("vllm", "sglang", "trtllm", "k8s")
 #: the fine-tuning extension point (module docstring): name -> module; filled by that work
@@ -26,7 +27,8 @@ FINETUNE_TARGETS: dict[str, object] = {}
 #: the serving engine profile (workloads.inference.engines) each engine target runs
 ENGINE_OF_TARGET = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
 #: the training framework (specs.execution.Framework value) each training target models
-FRAMEWORK_OF_TARGET = {"megatron": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed"}
+FRAMEWORK_OF_TARGET = {"megatron": "megatron", "nemo": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed",
+                       "maxtext": "other"}
 
 
 def training_module(target: str):

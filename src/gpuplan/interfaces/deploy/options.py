@@ -270,6 +270,74 @@ DEEPSPEED = _table(
        at="deepspeed/runtime/activation_checkpointing/config.py ACT_CHKPT_PARTITION_ACTIVATIONS"),
 )
 
+# ---- NeMo 2 (nemo llm pretrain --factory RECIPE key=value ...) -------------------------------------
+NR = "nemo/collections/llm/recipes"
+NS = "nemo/lightning/pytorch/strategies/megatron_strategy.py MegatronStrategy.__init__"
+MC = "megatron/core (core_v0.13.0)"
+NEMO = _table(
+    "nemo", "NeMo", "2.4.0", "NVIDIA/NeMo at tag v2.4.0 (commit 2381f42f): the `nemo llm pretrain` recipe factories "
+    f"{NR}/llama3_8b.py, llama3_70b.py, llama31_405b.py (pretrain_recipe, trainer), {NS}, {NR}/precision/mixed_precision.py; "
+    f"the nested Megatron-core configs at {MC}",
+    _o("--factory", C, ("llama3_8b", "llama3_70b", "llama31_405b"), at=f"{NR}/__init__.py (@run.cli.factory name=NAME)"),
+    _o("trainer.num_nodes", K, at=f"{NR}/llama3_70b.py trainer(): nl.Trainer num_nodes"),
+    _o("trainer.devices", K, at=f"{NR}/llama3_70b.py trainer(): nl.Trainer devices (GPUs per node)"),
+    _o("trainer.max_steps", K, at=f"{NR}/llama3_70b.py trainer(): nl.Trainer max_steps"),
+    _o("trainer.plugins", K, ("bf16_mixed", "bf16_with_fp8_mixed", "bf16_with_mxfp8_mixed"),
+       at=f"{NR}/precision/mixed_precision.py (@run.cli.factory functions)"),
+    _o("trainer.strategy.tensor_model_parallel_size", K, at=f"{NS} tensor_model_parallel_size"),
+    _o("trainer.strategy.pipeline_model_parallel_size", K, at=f"{NS} pipeline_model_parallel_size"),
+    _o("trainer.strategy.virtual_pipeline_model_parallel_size", K, at=f"{NS} virtual_pipeline_model_parallel_size"),
+    _o("trainer.strategy.context_parallel_size", K, at=f"{NS} context_parallel_size"),
+    _o("trainer.strategy.sequence_parallel", K, (True, False), at=f"{NS} sequence_parallel"),
+    _o("trainer.strategy.expert_model_parallel_size", K, at=f"{NS} expert_model_parallel_size"),
+    _o("trainer.strategy.expert_tensor_parallel_size", K, at=f"{NS} expert_tensor_parallel_size"),
+    _o("trainer.strategy.fsdp", K, ("megatron", None), at=f"{NS} fsdp (FSDPLiteral; 'pytorch' raises NotImplementedError)"),
+    _o("trainer.strategy.ddp.data_parallel_sharding_strategy", K, ("no_shard", "optim", "optim_grads", "optim_grads_params"),
+       at=f"{MC} megatron/core/distributed/distributed_data_parallel_config.py data_parallel_sharding_strategy"),
+    _o("data.seq_length", K, at=f"{NR}/llama3_70b.py pretrain_recipe(): MockDataModule seq_length"),
+    _o("data.micro_batch_size", K, at=f"{NR}/llama3_70b.py pretrain_recipe(): MockDataModule micro_batch_size"),
+    _o("data.global_batch_size", K, at=f"{NR}/llama3_70b.py pretrain_recipe(): MockDataModule global_batch_size"),
+    _o("model.config.seq_length", K, at="nemo/collections/llm/gpt/model/llama.py Llama3Config*.seq_length"),
+    _o("model.config.recompute_granularity", K, ("full", "selective", None),
+       at=f"{MC} megatron/core/transformer/transformer_config.py recompute_granularity"),
+    _o("model.config.recompute_method", K, ("uniform", "block", None),
+       at=f"{MC} megatron/core/transformer/transformer_config.py recompute_method"),
+    _o("model.config.recompute_num_layers", K, at=f"{MC} megatron/core/transformer/transformer_config.py recompute_num_layers"),
+    _o("optim.config.use_distributed_optimizer", K, (True, False),
+       at=f"{MC} megatron/core/optimizer/optimizer_config.py use_distributed_optimizer ({NR}/optim/adam.py sets True)"),
+)
+
+# ---- MaxText (python3 -m maxtext.trainers.pre_train.train base.yml key=value ...) -------------------
+MB = "src/maxtext/configs/base.yml"
+MAXTEXT = _table(
+    "maxtext", "MaxText", "commit e591f30c (2026-08-22)",
+    f"AI-Hypercomputer/maxtext at commit e591f30c: {MB} (the keys and defaults), src/maxtext/configs/types.py "
+    "(RematPolicy, QuantizationType, calculate_global_batch_sizes), src/maxtext/configs/models/*.yml",
+    _o("model_name", K, ("llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b"), at=f"{MB}:23 (src/maxtext/configs/models/)"),
+    _o("run_name", K, at=f"{MB}:21"),
+    _o("hardware", K, ("gpu",), at=f"{MB}:521"),
+    _o("dataset_type", K, ("synthetic",), at=f"{MB}:777"),
+    _o("steps", K, at=f"{MB}:836"),
+    _o("max_target_length", K, at=f"{MB}:880"),
+    _o("per_device_batch_size", K, at=f"{MB}:731 (a float: global batch = devices x it x gradient_accumulation_steps)"),
+    _o("gradient_accumulation_steps", K, at=f"{MB}:968"),
+    _o("dtype", K, ("bfloat16",), at=f"{MB}:114"),
+    _o("weight_dtype", K, ("float32",), at=f"{MB}:174"),
+    _o("grad_dtype", K, ("float32",), at=f"{MB}:111"),
+    _o("quantization", K, ("", "fp8"), at=f"{MB}:122 (types.py QuantizationType.FP8)"),
+    _o("attention", K, ("cudnn_flash_te", "dot_product"), at=f"{MB}:392"),
+    _o("remat_policy", K, ("full", "minimal", "minimal_with_context"), at=f"{MB}:358 (types.py RematPolicy)"),
+    _o("shard_optimizer_over_data", K, (True, False), at=f"{MB}:690"),
+    _o("num_slices", K, at=f"{MB}:698"),
+    *(_o(f"ici_{axis}_parallelism", K, at=f"{MB}:{line}") for axis, line in
+      (("data", 673), ("fsdp", 674), ("tensor", 680), ("pipeline", 683), ("context", 677), ("expert", 684))),
+    *(_o(f"dcn_{axis}_parallelism", K, at=f"{MB}:{line}") for axis, line in
+      (("data", 660), ("fsdp", 661), ("tensor", 667), ("pipeline", 669), ("context", 664), ("expert", 670))),
+    _o("num_pipeline_repeats", K, at=f"{MB}:319"),
+    _o("num_pipeline_microbatches", K, at=f"{MB}:327"),
+    _o("scan_layers", K, (True, False), at=f"{MB}:387"),
+)
+
 # ---- vLLM -------------------------------------------------------------------------------------------
 VA = "vllm/engine/arg_utils.py"
 VLLM = _table(
@@ -348,4 +416,4 @@ KUBERNETES = _table(
 )
 
 #: every table, by target name
-TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, VLLM, SGLANG, TRTLLM, KUBERNETES)}
+TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, NEMO, MAXTEXT, VLLM, SGLANG, TRTLLM, KUBERNETES)}
