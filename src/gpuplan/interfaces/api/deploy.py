@@ -28,6 +28,8 @@ from gpuplan.interfaces.api._common import (
     widest_system,
 )
 from gpuplan.interfaces.deploy import (
+    BENCH_TARGETS,
+    ENGINE_OF_BENCH,
     ENGINE_OF_TARGET,
     FINETUNE_TARGETS,
     FRAMEWORK_OF_TARGET,
@@ -221,6 +223,12 @@ def serve_engine_for(target: str, engine: str | None) -> str:
     """The engine profile `serve ... --emit TARGET` runs: the target's (a different --engine is an
     error); k8s runs the --engine given, which must be one of the engine targets'."""
     target = check_target(target, SERVING_TARGETS)
+    if target in BENCH_TARGETS:
+        wanted = ENGINE_OF_BENCH[target]
+        if engine is not None and engine not in (wanted, "generic"):
+            raise InputError(f"--engine: --emit {target} measures {wanted}; give --engine {wanted} or leave it out",
+                             field="engine", allowed=wanted)
+        return wanted
     if target == "k8s":
         allowed = ", ".join(ENGINE_OF_TARGET.values())
         if engine not in ENGINE_OF_TARGET.values():
@@ -266,8 +274,39 @@ def emit_serve(result, target: str, system=None) -> str:
         raise InputError(f"--emit {target}: a disaggregated plan is one command per pool; give --emit k8s for its "
                          "manifests", field="emit", allowed="k8s")
     _, launch, replicas, _, what = pools[0]
+    if target in BENCH_TARGETS:
+        from gpuplan.interfaces.deploy import bench
+
+        gpu = result.report.gpu if hasattr(result, "report") else result.plan.best.gpu
+        return bench.emit(target, _workload(result, replicas), launch, gpu, f"; gpuplan {what}")
     header = f"; gpuplan {what}" + (f"; {replicas} replicas of this command" if replicas > 1 else "")
     return serving_module(engine_target).emit(launch, header)
+
+
+def _workload(result, replicas: int):
+    """The load and lengths one replica of a serve result ran (interfaces.deploy.bench.Workload)."""
+    from gpuplan.interfaces.api.serving import CapacityResult
+    from gpuplan.interfaces.deploy import bench
+
+    if isinstance(result, CapacityResult):
+        w = result.workload or {}
+        if result.features or not w:
+            raise InputError("emit: the benchmarks' random datasets draw fixed lengths; this plan runs other lengths, "
+                             "speculation or a prefix cache", field="emit")
+        return bench.workload(w["rate"] / replicas, None, w["input_len"], w["output_len"])
+    r = result.report
+    fixed = f"input_dist=fixed:{r.input_len}, output_dist=fixed:{r.output_len}"
+    if (r.lengths and r.lengths != fixed) or r.spec_tokens or r.prefix_hit_rate:
+        raise InputError("emit: the benchmarks' random datasets draw fixed lengths with no speculation or prefix "
+                         "cache; this prediction runs " + (r.lengths or "other features"), field="emit")
+    concurrency = None
+    if result.offered_rate is None:
+        words = str(r.load).split()
+        if words[:2] != ["closed", "loop"]:
+            raise InputError(f"emit: the benchmarks measure a rate or a concurrency, not {r.load}", field="emit",
+                             allowed="rate, concurrency")
+        concurrency = int(words[2])
+    return bench.workload(result.offered_rate, concurrency, r.input_len, r.output_len)
 
 
 def _pools(result, node_given=None) -> list[tuple]:

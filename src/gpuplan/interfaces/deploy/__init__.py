@@ -9,6 +9,8 @@ and versions (`options`):
              (job-config TOML), deepspeed (config JSON), maxtext (MaxText train with base.yml overrides)
   serving    vllm (vllm serve), sglang (sglang.launch_server), trtllm (trtllm-serve + options file),
              k8s (Deployment / LeaderWorkerSet manifests of an engine's command, one per pool)
+  measuring  vllm-bench, sglang-bench, trtllm-bench (bench: the benchmark client's command with the
+             prediction's workload, the run configuration and the `calibrate import` line)
 
 Fine-tuning targets (torchtune recipes, PEFT/TRL script arguments) register here, in
 FINETUNE_TARGETS: name -> module with `emit(launch: TrainingLaunch, header: str) -> str` and
@@ -21,11 +23,15 @@ from __future__ import annotations
 #: `train|plan|fit --emit` targets with a module in this package
 TRAINING_TARGETS = ("megatron", "nemo", "torchtitan", "deepspeed", "maxtext")
 #: `serve run|plan --emit` targets
-SERVING_TARGETS = ("vllm", "sglang", "trtllm", "k8s")
+SERVING_TARGETS = ("vllm", "sglang", "trtllm", "k8s", "vllm-bench", "sglang-bench", "trtllm-bench")
+#: the benchmark targets (interfaces.deploy.bench): the client command measuring a prediction's workload
+BENCH_TARGETS = ("vllm-bench", "sglang-bench", "trtllm-bench")
 #: the fine-tuning extension point (module docstring): name -> module; filled by that work
 FINETUNE_TARGETS: dict[str, object] = {}
 #: the serving engine profile (workloads.inference.engines) each engine target runs
 ENGINE_OF_TARGET = {"vllm": "vllm", "sglang": "sglang", "trtllm": "tensorrt-llm"}
+#: the engine each benchmark target measures
+ENGINE_OF_BENCH = {"vllm-bench": "vllm", "sglang-bench": "sglang", "trtllm-bench": "tensorrt-llm"}
 #: the training framework (specs.execution.Framework value) each training target models
 FRAMEWORK_OF_TARGET = {"megatron": "megatron", "nemo": "megatron", "torchtitan": "torchtitan", "deepspeed": "deepspeed",
                        "maxtext": "other"}

@@ -10,7 +10,7 @@ options gpuplan models; any other option is reported as unmodelled, never droppe
 
 Kinds: FLAG (argparse store_true / click is_flag: present or absent), BOOL (argparse
 BooleanOptionalAction: `--x` / `--no-x`), INT (> 0 unless `minimum` says otherwise), FLOAT (in
-(0, 1] for the memory fractions), RATE (a dropout probability in [0, 1)), CHOICE (one of `choices`), INTS (nargs='+' integers), STR (a
+(0, 1] for the memory fractions), NUMBER (a positive finite float), RATE (a dropout probability in [0, 1)), CHOICE (one of `choices`), INTS (nargs='+' integers), STR (a
 name or path), KEY (a config-file key: TOML / JSON / YAML).
 """
 
@@ -28,6 +28,7 @@ class Kind(str, Enum):
     RATE = "rate"
     CHOICE = "choice"
     INTS = "ints"
+    NUMBER = "number"
     STR = "str"
     KEY = "key"
 
@@ -83,6 +84,10 @@ class OptionTable:
             if not isinstance(value, (int, float)) or not 0 < float(value) <= 1:
                 raise AssertionError(f"{self.target} {name}: {value!r} is not a fraction in (0, 1]")
             return repr(float(value))
+        if opt.kind is Kind.NUMBER:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < float(value) < float("inf"):
+                raise AssertionError(f"{self.target} {name}: {value!r} is not a positive finite number")
+            return repr(float(value))
         if opt.kind is Kind.RATE:
             if not isinstance(value, (int, float)) or not 0 <= float(value) < 1:
                 raise AssertionError(f"{self.target} {name}: {value!r} is not a probability in [0, 1)")
@@ -133,8 +138,8 @@ def _o(name, kind, choices=(), at="", minimum=1, aliases=()):
     return Option(name, kind, tuple(choices), at, minimum, tuple(aliases))
 
 
-F, B, I, FL, R, C, IS, S, K = (Kind.FLAG, Kind.BOOL, Kind.INT, Kind.FLOAT, Kind.RATE, Kind.CHOICE, Kind.INTS, Kind.STR,
-                                Kind.KEY)
+F, B, I, FL, R, C, IS, S, K, N = (Kind.FLAG, Kind.BOOL, Kind.INT, Kind.FLOAT, Kind.RATE, Kind.CHOICE, Kind.INTS,
+                                   Kind.STR, Kind.KEY, Kind.NUMBER)
 
 # ---- torchrun (the launcher of Megatron-LM and torchtitan) ------------------------------------------
 TORCHRUN = _table(
@@ -403,6 +408,65 @@ TRTLLM = _table(
     _o("enable_attention_dp", K, (True, False), at=f"{TL} BaseLlmArgs.enable_attention_dp"),
 )
 
+# ---- serving benchmarks (the workload a serving prediction ran, measured) ---------------------------
+VB = "vllm/benchmarks/serve.py add_cli_args"
+VD = "vllm/benchmarks/datasets.py"
+VLLM_BENCH = _table(
+    "vllm-bench", "vLLM bench serve", "commit 009e6d4a",
+    f"vllm-project/vllm {VB} and {VD} (add_dataset_parser; RandomDataset draws lengths in [len x (1 - r), "
+    "len x (1 + r)]) at commit 009e6d4a",
+    _o("--backend", C, ("vllm",), at=f"{VB} --backend"),
+    _o("--model", S, at=f"{VB} --model"),
+    _o("--dataset-name", C, ("random",), at=f"{VD} --dataset-name"),
+    _o("--random-input-len", I, at=f"{VD} --random-input-len"),
+    _o("--random-output-len", I, at=f"{VD} --random-output-len"),
+    _o("--random-range-ratio", R, at=f"{VD} --random-range-ratio (0: fixed lengths)"),
+    _o("--num-prompts", I, at=f"{VB} --num-prompts"),
+    _o("--request-rate", N, at=f"{VB} --request-rate (default inf; finite: Poisson arrivals with --burstiness 1)"),
+    _o("--max-concurrency", I, at=f"{VB} --max-concurrency"),
+    _o("--ignore-eos", F, at=f"{VB} --ignore-eos"),
+    _o("--save-result", F, at=f"{VB} --save-result"),
+    _o("--result-filename", S, at=f"{VB} --result-filename"),
+    _o("--percentile-metrics", S, at=f"{VB} --percentile-metrics"),
+    _o("--metric-percentiles", S, at=f"{VB} --metric-percentiles"),
+)
+SB = "sglang/bench_serving.py"
+SGLANG_BENCH = _table(
+    "sglang-bench", "SGLang bench_serving", "0.5.3",
+    f"sglang 0.5.3 wheel: {SB} (the __main__ argument parser; sample_random_requests draws lengths in "
+    "[len x r, len]; EOS is ignored unless --disable-ignore-eos)",
+    _o("--backend", C, ("sglang",), at=f"{SB}:2148"),
+    _o("--model", S, at=f"{SB}:2187"),
+    _o("--dataset-name", C, ("random",), at=f"{SB}:2169"),
+    _o("--random-input-len", I, at=f"{SB}:2215"),
+    _o("--random-output-len", I, at=f"{SB}:2221"),
+    _o("--random-range-ratio", FL, at=f"{SB}:2227 (1: fixed lengths)"),
+    _o("--num-prompts", I, at=f"{SB}:2197"),
+    _o("--request-rate", N, at=f"{SB}:2250"),
+    _o("--max-concurrency", I, at=f"{SB}:2262"),
+    _o("--output-file", S, at=f"{SB}:2274"),
+)
+TB = "tensorrt_llm/serve/scripts/benchmark_serving.py"
+TRTLLM_BENCH = _table(
+    "trtllm-bench", "TensorRT-LLM benchmark_serving", "1.1 (commit f61d71d9)",
+    f"NVIDIA/TensorRT-LLM {TB} (commit f61d71d9; adopted from vLLM's benchmark_serving.py) and "
+    "tensorrt_llm/serve/scripts/benchmark_dataset.py (RandomDataset: DEFAULT_RANGE_RATIO 0.0, fixed lengths; "
+    "--random-ids skips the ShareGPT download); the invocation of TensorRT-LLM's deployment guides",
+    _o("--backend", C, ("openai",), at=f"{TB} --backend"),
+    _o("--model", S, at=f"{TB} --model"),
+    _o("--dataset-name", C, ("random",), at=f"{TB} --dataset-name"),
+    _o("--random-input-len", I, at=f"{TB} --random-input-len"),
+    _o("--random-output-len", I, at=f"{TB} --random-output-len"),
+    _o("--random-ids", F, at=f"{TB} --random-ids"),
+    _o("--num-prompts", I, at=f"{TB} --num-prompts"),
+    _o("--request-rate", N, at=f"{TB} --request-rate"),
+    _o("--max-concurrency", I, at=f"{TB} --max-concurrency"),
+    _o("--ignore-eos", F, at=f"{TB} --ignore-eos"),
+    _o("--save-result", F, at=f"{TB} --save-result"),
+    _o("--result-filename", S, at=f"{TB} --result-filename"),
+    _o("--percentile-metrics", S, at=f"{TB} --percentile-metrics"),
+)
+
 # ---- Kubernetes -------------------------------------------------------------------------------------
 KUBERNETES = _table(
     "k8s", "Kubernetes", "apps/v1; leaderworkerset.x-k8s.io/v1",
@@ -416,4 +480,5 @@ KUBERNETES = _table(
 )
 
 #: every table, by target name
-TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, NEMO, MAXTEXT, VLLM, SGLANG, TRTLLM, KUBERNETES)}
+TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, NEMO, MAXTEXT, VLLM, SGLANG, TRTLLM, KUBERNETES,
+                                                                  VLLM_BENCH, SGLANG_BENCH, TRTLLM_BENCH)}

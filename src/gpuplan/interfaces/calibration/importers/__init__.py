@@ -10,6 +10,7 @@ reads (with its source) in its docstring:
 | `mamf` | mamf-finder.py log | matmul: matmul_tflops per MxNxK shape |
 | `vllm` | `benchmark_serving.py --save-result` / `vllm bench serve` JSON | inference: throughput, TTFT, TPOT, E2E |
 | `sglang` | `sglang.bench_serving --output-file` JSONL | inference: one set per line |
+| `trtllm` | `tensorrt_llm.serve.scripts.benchmark_serving --save-result` JSON | inference: as `vllm`, engine tensorrt-llm |
 | `torchtitan` | training log (`step: .. tps: .. tflops: .. mfu: ..`) | training: tokens/s/GPU, TFLOP/s, MFU, reserved memory |
 | `megatron` | Megatron-LM training log | training: iteration time, TFLOP/s/GPU, max allocated memory |
 
@@ -38,6 +39,7 @@ IMPORTERS = {
     "mamf": "mamf",
     "vllm": "vllm_bench",
     "sglang": "sglang_bench",
+    "trtllm": "trtllm_bench",
     "torchtitan": "torchtitan_log",
     "megatron": "megatron_log",
 }
