@@ -73,6 +73,11 @@ def _training_launch(target: str, model, plan, gpus: int, steps: int | None) -> 
 
 def _emit_training(launch: TrainingLaunch, system, header: str) -> str:
     module = training_module(launch.target)
+    if launch.plan.fine_tuning.adapters and launch.target not in FINETUNE_TARGETS:
+        names = ", ".join(FINETUNE_TARGETS)
+        raise InputError(f"--emit {launch.target}: its config states no LoRA / QLoRA adapters; for --finetune "
+                         f"{launch.plan.fine_tuning.method.value} give --emit {names.replace(', ', ' or ')}",
+                         field="emit", allowed=names)
     if launch.target in ("megatron", "nemo"):
         return module.emit(launch, resolve_system(system).gpus_per_node, header)
     if launch.target == "deepspeed":
@@ -134,13 +139,18 @@ def training_format(text: str) -> str:
         return "nemo"
     if re.search(r"(pre_train\.train|MaxText\.train|[Mm]ax[Tt]ext/train\.py)\b", text):
         return "maxtext"
+    if "LoraConfig(" in text:
+        return "peft"
+    if re.search(r"_component_:\s*torchtune\.models\.", text):
+        return "torchtune"
     if stripped.startswith("{"):
         return "deepspeed"
     if "[training]" in text or "[parallelism]" in text or "[model]" in text:
         return "torchtitan"
     raise InputError("from: not a Megatron-LM command line (pretrain_gpt.py), a `nemo llm pretrain` command, a MaxText "
-                     "train command, a torchtitan TOML or a DeepSpeed JSON", field="from",
-                     allowed="megatron, nemo, maxtext, torchtitan, deepspeed")
+                     "train command, a torchtitan TOML, a DeepSpeed JSON, a torchtune recipe config or a PEFT / TRL script",
+                     field="from",
+                     allowed="megatron, nemo, maxtext, torchtitan, deepspeed, torchtune, peft")
 
 
 def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: int | None = None) -> TrainingLaunch:
@@ -154,8 +164,8 @@ def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: 
         return megatron.read(text, resolve_model(model) if model is not None else None)
     if fmt == "nemo":
         return nemo.read(text, resolve_model(model) if model is not None else None)
-    if fmt == "maxtext":
-        return maxtext.read(text, resolve_model(model) if model is not None else None, gpus)
+    if fmt in ("maxtext", "torchtune", "peft"):
+        return training_module(fmt).read(text, resolve_model(model) if model is not None else None, gpus)
     if fmt == "torchtitan":
         return torchtitan.read(text, resolve_model(model) if model is not None else None, gpus)
     if model is None or gpus is None:

@@ -343,6 +343,75 @@ MAXTEXT = _table(
     _o("scan_layers", K, (True, False), at=f"{MB}:387"),
 )
 
+# ---- fine-tuning: torchtune recipe configs, PEFT / TRL script arguments -----------------------------
+TC = "recipes/configs"
+TM = "torchtune/models/llama3/_model_builders.py lora_llama3_8b"
+TORCHTUNE = _table(
+    "torchtune", "torchtune", "v0.6.1", "pytorch/torchtune at tag v0.6.1 (commit a6290a5b): the LoRA / QLoRA model builders "
+    f"({TM} & co.), recipes/lora_finetune_distributed.py and lora_finetune_single_device.py (the cfg keys they read), "
+    f"the shipped configs {TC}/llama3/8B_lora.yaml, llama3/70B_lora.yaml, llama3_1/405B_qlora.yaml",
+    _o("model._component_", K, ("torchtune.models.llama3.lora_llama3_8b", "torchtune.models.llama3.qlora_llama3_8b",
+                                "torchtune.models.llama3.lora_llama3_70b", "torchtune.models.llama3.qlora_llama3_70b",
+                                "torchtune.models.llama3_1.lora_llama3_1_405b", "torchtune.models.llama3_1.qlora_llama3_1_405b"),
+       at="torchtune/models/llama3/__init__.py, torchtune/models/llama3_1/__init__.py"),
+    _o("model.lora_attn_modules", K, at=f"{TM}(lora_attn_modules: q_proj, k_proj, v_proj, output_proj)"),
+    _o("model.apply_lora_to_mlp", K, (True, False), at=f"{TM}(apply_lora_to_mlp)"),
+    _o("model.apply_lora_to_output", K, (True, False), at=f"{TM}(apply_lora_to_output)"),
+    _o("model.lora_rank", K, at=f"{TM}(lora_rank)"),
+    _o("model.lora_alpha", K, at=f"{TM}(lora_alpha; the configs: 'usually alpha=2*rank')"),
+    _o("model.lora_dropout", K, at=f"{TM}(lora_dropout)"),
+    _o("batch_size", K, at=f"{TC}/llama3_1/8B_lora.yaml batch_size (per device)"),
+    _o("gradient_accumulation_steps", K, at=f"{TC}/llama3_1/8B_lora.yaml gradient_accumulation_steps"),
+    _o("max_steps_per_epoch", K, at=f"{TC}/llama3_1/8B_lora.yaml max_steps_per_epoch"),
+    _o("epochs", K, at=f"{TC}/llama3_1/8B_lora.yaml epochs"),
+    _o("dtype", K, ("bf16",), at=f"{TC}/llama3_1/8B_lora.yaml dtype (the model's and the training dtype)"),
+    _o("enable_activation_checkpointing", K, (True, False), at="recipes/lora_finetune_distributed.py:170"),
+    _o("fsdp_cpu_offload", K, (True, False), at="recipes/lora_finetune_distributed.py (cfg.get fsdp_cpu_offload)"),
+    _o("fsdp_reshard_after_forward", K, (True, False), at="recipes/lora_finetune_distributed.py:54 (False: SHARD_GRAD_OP)"),
+    _o("optimizer._component_", K, ("torch.optim.AdamW", "bitsandbytes.optim.PagedAdamW8bit", "bitsandbytes.optim.AdamW8bit"),
+       at=f"{TC}/llama3_1/8B_lora.yaml optimizer (any importable optimizer class)"),
+    _o("tokenizer.max_seq_len", K, at=f"{TC}/llama3_1/8B_lora.yaml tokenizer.max_seq_len"),
+    _o("dataset.packed", K, (True, False), at=f"{TC}/llama3_1/8B_lora.yaml dataset.packed (packs to max_seq_len)"),
+    *(_o(k, K, at=f"{TC}/llama3/70B_lora.yaml {k} (copied: a path or component the user sets)") for k in (
+        "output_dir", "tokenizer._component_", "tokenizer.path", "checkpointer._component_", "checkpointer.checkpoint_dir",
+        "checkpointer.checkpoint_files", "checkpointer.recipe_checkpoint", "checkpointer.output_dir", "checkpointer.model_type",
+        "dataset._component_", "loss._component_", "optimizer.lr", "lr_scheduler._component_",
+        "lr_scheduler.num_warmup_steps", "metric_logger._component_", "metric_logger.log_dir", "log_every_n_steps",
+        "log_peak_memory_stats", "device", "seed", "shuffle", "resume_from_checkpoint")),
+)
+PL = "peft/tuners/lora/config.py LoraConfig"
+BQ = "transformers/utils/quantization_config.py BitsAndBytesConfig.__init__"
+TA = "transformers/training_args.py TrainingArguments"
+PEFT = _table(
+    "peft", "PEFT / transformers / TRL", "peft 0.21.2, transformers 5.24.0, trl 1.16.0",
+    f"the PyPI wheels peft 0.21.2 ({PL}), transformers 5.24.0 ({BQ}, {TA}, OptimizerNames, trainer_utils.py FSDPOption), "
+    "trl 1.16.0 (trl/trainer/sft_config.py SFTConfig)",
+    _o("LoraConfig.r", K, at=f"{PL}.r (line 632)"),
+    _o("LoraConfig.lora_alpha", K, at=f"{PL}.lora_alpha (line 652)"),
+    _o("LoraConfig.lora_dropout", K, at=f"{PL}.lora_dropout (line 653)"),
+    _o("LoraConfig.target_modules", K, at=f"{PL}.target_modules (line 633)"),
+    _o("LoraConfig.task_type", K, ("CAUSAL_LM",), at="peft/config.py PeftConfig.task_type (TaskType)"),
+    _o("BitsAndBytesConfig.load_in_4bit", K, (True, False), at=f"{BQ} load_in_4bit"),
+    _o("BitsAndBytesConfig.load_in_8bit", K, (True, False), at=f"{BQ} load_in_8bit"),
+    _o("BitsAndBytesConfig.bnb_4bit_quant_type", K, ("nf4", "fp4"), at=f"{BQ} bnb_4bit_quant_type"),
+    _o("BitsAndBytesConfig.bnb_4bit_use_double_quant", K, (True, False), at=f"{BQ} bnb_4bit_use_double_quant"),
+    _o("BitsAndBytesConfig.bnb_4bit_compute_dtype", K, ("bfloat16", "float16"), at=f"{BQ} bnb_4bit_compute_dtype"),
+    _o("SFTConfig.per_device_train_batch_size", K, at=f"{TA}.per_device_train_batch_size (line 777)"),
+    _o("SFTConfig.gradient_accumulation_steps", K, at=f"{TA}.gradient_accumulation_steps (line 849)"),
+    _o("SFTConfig.gradient_checkpointing", K, (True, False), at=f"{TA}.gradient_checkpointing (line 926)"),
+    _o("SFTConfig.bf16", K, (True, False), at=f"{TA}.bf16 (line 874)"),
+    _o("SFTConfig.fp16", K, (True, False), at=f"{TA}.fp16 (line 880)"),
+    _o("SFTConfig.optim", K, ("adamw_torch", "adamw_bnb_8bit", "paged_adamw_8bit", "adamw_torch_4bit", "adafactor", "sgd",
+                               "lion_32bit"), at="transformers/training_args.py OptimizerNames"),
+    _o("SFTConfig.fsdp", K, ("", "full_shard", "shard_grad_op", "full_shard offload"),
+       at=f"{TA}.fsdp (line 1447; trainer_utils.py FSDPOption)"),
+    _o("SFTConfig.max_steps", K, at=f"{TA}.max_steps (line 779)"),
+    _o("SFTConfig.max_length", K, at="trl/trainer/sft_config.py SFTConfig.max_length (line 202)"),
+    _o("SFTConfig.packing", K, (True, False), at="trl/trainer/sft_config.py SFTConfig.packing (line 222)"),
+    _o("SFTConfig.output_dir", K, at=f"{TA}.output_dir (line 771)"),
+    _o("SFTConfig.model_init_kwargs", K, at="trl/trainer/sft_config.py SFTConfig.model_init_kwargs (line 146)"),
+)
+
 # ---- vLLM -------------------------------------------------------------------------------------------
 VA = "vllm/engine/arg_utils.py"
 VLLM = _table(
@@ -480,5 +549,5 @@ KUBERNETES = _table(
 )
 
 #: every table, by target name
-TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, NEMO, MAXTEXT, VLLM, SGLANG, TRTLLM, KUBERNETES,
+TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, NEMO, MAXTEXT, TORCHTUNE, PEFT, VLLM, SGLANG, TRTLLM, KUBERNETES,
                                                                   VLLM_BENCH, SGLANG_BENCH, TRTLLM_BENCH)}
