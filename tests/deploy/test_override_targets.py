@@ -127,3 +127,27 @@ def test_models_without_a_recipe_are_refused():
         nemo.emit(TrainingLaunch("nemo", load_model("llama-2-7b"), plan, 8), 8)
     with pytest.raises(InputError, match="sharding: MaxText has no ZeRO-2"):
         maxtext.emit(TrainingLaunch("maxtext", LLAMA8B, plan.model_copy(update={"sharding": Sharding.ZERO2}), 8))
+
+
+@pytest.mark.parametrize("target, log", [("nemo", "nemo_llama3_70b.log"), ("maxtext", "maxtext_llama3_70b.log")])
+def test_training_config_names_the_log_lines_and_the_import_that_reads_them(target, log):
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from gpuplan.cli.main import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["train", "llama-3-70b", "--gpus", "1024", "--emit", target])
+    assert out.exit_code == 0, out.output
+    line = next(w for w in commands(out.stdout.replace("#   gpuplan", "gpuplan")) if w[:3] == ["gpuplan", "calibrate", "import"])
+    sample = Path(__file__).parents[1] / "calibration" / "samples" / log
+    args = [str(sample) if w == "train.log" else w for w in line[1:]]
+    args = args[:args.index("--out")] + ["--json"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.stdout)["rows"]
+    # the rows carry the plan the config states: llama-3-70b on 1,024 GPUs of dgx-h100 at global batch 512
+    assert {(x["model"], x["system"], x["num_gpus"], x["global_batch"]) for x in rows} == {
+        ("llama-3-70b", "dgx-h100", "1024", "512")}

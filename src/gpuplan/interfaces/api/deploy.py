@@ -79,10 +79,40 @@ def _emit_training(launch: TrainingLaunch, system, header: str) -> str:
                          f"{launch.plan.fine_tuning.method.value} give --emit {names.replace(', ', ' or ')}",
                          field="emit", allowed=names)
     if launch.target in ("megatron", "nemo"):
-        return module.emit(launch, resolve_system(system).gpus_per_node, header)
-    if launch.target == "deepspeed":
-        return module.emit(launch)
-    return module.emit(launch, header)
+        text = module.emit(launch, resolve_system(system).gpus_per_node, header)
+    elif launch.target == "deepspeed":
+        return module.emit(launch)  # JSON: no comments
+    else:
+        text = module.emit(launch, header)
+    first, _, rest = text.partition("\n")
+    return first + "\n" + measure_comment(launch, resolve_system(system).id) + rest
+
+
+#: training target -> the `calibrate import` KIND reading its log, and the lines it keeps
+LOG_LINES = {
+    "megatron": ("megatron", "'iteration N/M | ... | elapsed time per iteration (ms): ..' (and, with --log-throughput, "
+                 "'throughput per GPU (TFLOP/s/GPU)'); '[Rank N] ... memory (MB)'"),
+    "nemo": ("nemo", "'Training epoch E, iteration N/M | ... | train_step_timing in s: ..'"),
+    "torchtitan": ("torchtitan", "'step: N  loss: ..  memory: ..GiB(..%)  tps: ..  tflops: ..  mfu: ..%'"),
+    "maxtext": ("maxtext", "'completed step: N, seconds: .., TFLOP/s/device: .., Tokens/s/device: ..'"),
+}
+
+
+def measure_comment(launch: TrainingLaunch, system_name: str) -> str:
+    """Comment lines after a training config's header: the log lines to keep and the `calibrate import`
+    command (with the run's columns as --set) that turns them into rows (docs/deploy.md, the loop)."""
+    if launch.target not in LOG_LINES:
+        return ""
+    kind, lines = LOG_LINES[launch.target]
+    m, p = launch.model, launch.plan
+    cols = {"model": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+            "ffn": m.ffn, "ffn_kind": m.ffn_kind.value, "vocab": m.vocab, "seq_len": p.seq_len, "system": system_name,
+            "num_gpus": launch.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "micro_batch": p.micro_batch,
+            "global_batch": p.global_batch or p.micro_batch * p.dp, "recompute": p.recompute.value,
+            "sharding": p.sharding.value, "precision": getattr(p.precision, "value", p.precision)}
+    sets = " ".join(f"--set {k}={v}" for k, v in cols.items())
+    return (f"# measure: keep rank 0's log (| tee train.log); `gpuplan calibrate import {kind}` reads its {lines} lines:\n"
+            f"#   gpuplan calibrate import {kind} train.log {sets} --out measured.csv\n")
 
 
 def emit_train(result, target: str, system) -> str:

@@ -13,6 +13,8 @@ reads (with its source) in its docstring:
 | `trtllm` | `tensorrt_llm.serve.scripts.benchmark_serving --save-result` JSON | inference: as `vllm`, engine tensorrt-llm |
 | `torchtitan` | training log (`step: .. tps: .. tflops: .. mfu: ..`) | training: tokens/s/GPU, TFLOP/s, MFU, reserved memory |
 | `megatron` | Megatron-LM training log | training: iteration time, TFLOP/s/GPU, max allocated memory |
+| `nemo` | NeMo 2 progress lines (`train_step_timing in s: ..`) | training: iteration time |
+| `maxtext` | MaxText `completed step: .., seconds: .., TFLOP/s/device: .., Tokens/s/device: ..` | training: iteration time, TFLOP/s, tokens/s per GPU |
 
 What the log does not say (the model's shape, the system, the parallel layout) comes from the run
 configuration: a small TOML (`--config run.toml`, keys = SCHEMA.md column names) and/or
@@ -42,6 +44,8 @@ IMPORTERS = {
     "trtllm": "trtllm_bench",
     "torchtitan": "torchtitan_log",
     "megatron": "megatron_log",
+    "nemo": "nemo_log",
+    "maxtext": "maxtext_log",
 }
 
 COMMON = ("id", "source", "confidence", "notes")
