@@ -84,7 +84,8 @@ def test_calibrate_import_reads_the_result_with_the_scripts_config(tmp_path, tar
     rows = json.loads(cli("calibrate", "import", kind, str(result), "--config", str(config), "--json"))["rows"]
     tpot = next(r for r in rows if r["metric"] == "tpot_ms")
     engine = {"trtllm": "tensorrt-llm", "vllm": "vllm"}[kind]
-    assert (tpot["engine"], tpot["system"], tpot["layers"], tpot["tp"]) == (engine, "h100-sxm5-80gb", "32", "1")
+    # the system is the replica's node (the H100's widest catalog system), which sets its TP all-reduce path
+    assert (tpot["engine"], tpot["system"], tpot["layers"], tpot["tp"]) == (engine, "dgx-h100", "32", "1")
     if kind == "trtllm":
         # the FIXTURE: max_concurrency 16, 4,096,000 / 2,000 = 2,048 input and 512,000 / 2,000 = 256 output tokens,
         # mean_tpot_ms 2.73: the closed loop the script ran

@@ -313,12 +313,12 @@ def emit_serve(result, target: str, system=None) -> str:
     if len(pools) > 1:
         raise InputError(f"--emit {target}: a disaggregated plan is one command per pool; give --emit k8s for its "
                          "manifests", field="emit", allowed="k8s")
-    _, launch, replicas, _, what = pools[0]
+    _, launch, replicas, node, what = pools[0]
     if target in BENCH_TARGETS:
         from gpuplan.interfaces.deploy import bench
 
-        gpu = result.report.gpu if hasattr(result, "report") else result.plan.best.gpu
-        return bench.emit(target, _workload(result, replicas), launch, gpu, f"; gpuplan {what}")
+        # the system the replica runs in (its node: NVLink or PCIe TP all-reduce), as calibrate's rows name it
+        return bench.emit(target, _workload(result, replicas), launch, node.id, f"; gpuplan {what}")
     header = f"; gpuplan {what}" + (f"; {replicas} replicas of this command" if replicas > 1 else "")
     return serving_module(engine_target).emit(launch, header)
 

@@ -91,14 +91,15 @@ def command_groups(target: str, w: Workload, model_id: str) -> tuple[list[str], 
     return program, g
 
 
-def run_config(launch: ServingLaunch, gpu: str) -> dict[str, object]:
-    """The SCHEMA.md inference columns `calibrate import` needs for the measured instance."""
+def run_config(launch: ServingLaunch, system: str) -> dict[str, object]:
+    """The SCHEMA.md inference columns `calibrate import` needs for the measured instance (`system`: the
+    catalog system id of its node, which sets the TP all-reduce path)."""
     m = launch.model
     cfg: dict[str, object] = {"model": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads,
                               "kv_heads": m.kv_heads, "ffn": m.ffn, "ffn_kind": m.ffn_kind.value, "vocab": m.vocab}
     if m.moe is not None:
         cfg.update(moe_experts=m.moe.num_experts, moe_topk=m.moe.top_k, moe_ffn=m.moe.expert_ffn)
-    cfg.update(system=gpu, num_gpus=launch.gpus, tp=launch.tp, pp=launch.pp, ep=launch.ep,
+    cfg.update(system=system, num_gpus=launch.gpus, tp=launch.tp, pp=launch.pp, ep=launch.ep,
                attention_dp=launch.attention_dp, weight_dtype=launch.weight_dtype, kv_dtype=launch.kv_dtype)
     return cfg
 
@@ -107,7 +108,7 @@ def _toml(cfg: dict[str, object]) -> str:
     return "\n".join(f"{k} = {v!r}" if isinstance(v, (int, float)) else f'{k} = "{v}"' for k, v in cfg.items())
 
 
-def emit(target: str, w: Workload, launch: ServingLaunch, gpu: str, header: str = "") -> str:
+def emit(target: str, w: Workload, launch: ServingLaunch, system: str, header: str = "") -> str:
     """The benchmark script of `target` for one replica (module docstring)."""
     T, engine, kind, _, result = BENCHES[target]
     if launch.target != engine:
@@ -120,6 +121,6 @@ def emit(target: str, w: Workload, launch: ServingLaunch, gpu: str, header: str 
             f"{w.requests} requests (start the server first: --emit {kind})\n"
             + render_command(program, groups)
             + f"# the run configuration of the measured instance, for calibrate import\n"
-            f"cat > {CONFIG_FILE} <<'EOF'\n{_toml(run_config(launch, gpu))}\nEOF\n"
+            f"cat > {CONFIG_FILE} <<'EOF'\n{_toml(run_config(launch, system))}\nEOF\n"
             f"# the measurement as rows, fitted into a profile the next plan runs with (docs/calibration.md)\n"
             f"gpuplan calibrate import {kind} {result} --config {CONFIG_FILE} --out gpuplan-measured.csv\n")
