@@ -6,10 +6,10 @@ prediction's workload stated exactly, and the script's own run configuration acc
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from typer.testing import CliRunner
 
 from gpuplan.cli.main import app

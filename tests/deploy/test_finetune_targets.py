@@ -23,7 +23,14 @@ from gpuplan.interfaces.deploy.launch import TrainingLaunch
 from gpuplan.models import load_model
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import Framework
-from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer
+from gpuplan.specs.finetune import (
+    BaseDtype,
+    FineTuneMethod,
+    FineTuning,
+    MasterWeights,
+    Offload,
+    Optimizer,
+)
 
 runner = CliRunner()
 LLAMA8B = load_model("llama-3-8b")

@@ -56,7 +56,7 @@ def maxtext_plans(draw):
     tp, pp, cp, dp = (draw(st.sampled_from(v)) for v in ([1, 2, 4, 8], [1, 2, 4], [1, 2], [1, 2, 4, 8]))
     vpp = draw(st.sampled_from([1, 2, 4])) if pp > 1 else 1
     mb = draw(st.sampled_from([1, 2]))
-    accum = draw(st.integers(1, 8)) * (pp if pp > 1 else 1)  # MaxText: pipeline micro-batches a multiple of stages
+    accum = draw(st.integers(1, 8)) * (max(1, pp))  # MaxText: pipeline micro-batches a multiple of stages
     return TrainPlan(tp=tp, pp=pp, cp=cp, dp=dp, vpp=vpp, micro_batch=mb, global_batch=mb * dp * accum,
                      seq_len=draw(st.sampled_from([2048, 8192])), recompute=draw(st.sampled_from(list(Recompute))),
                      sharding=draw(st.sampled_from(maxtext.SEARCH_LIMITS["sharding"])) if dp > 1 else Sharding.NONE,
@@ -98,11 +98,11 @@ def test_nemo_states_the_recipe_defaults_it_overrides():
 
 
 @pytest.mark.parametrize("text, field", [
-    ("nemo llm pretrain --factory llama3_8b trainer.num_nodes=1 trainer.devices=8 data.seq_length=4096 "
-     "data.micro_batch_size=1 trainer.plugins=fp32_mixed", "trainer.plugins"),
+    (("nemo llm pretrain --factory llama3_8b trainer.num_nodes=1 trainer.devices=8 data.seq_length=4096 "
+     "data.micro_batch_size=1 trainer.plugins=fp32_mixed"), "trainer.plugins"),
     ("nemo llm pretrain --factory gpt3_175b trainer.num_nodes=1 trainer.devices=8", "factory"),
-    ("nemo llm pretrain --factory llama3_8b trainer.num_nodes=two trainer.devices=8 data.seq_length=4096 "
-     "data.micro_batch_size=1", "trainer.num_nodes"),
+    (("nemo llm pretrain --factory llama3_8b trainer.num_nodes=two trainer.devices=8 data.seq_length=4096 "
+     "data.micro_batch_size=1"), "trainer.num_nodes"),
     ("nemo llm pretrain --factory llama3_8b trainer.devices=8", "trainer.num_nodes"),
     ("python3 -m maxtext.trainers.pre_train.train base.yml model_name=gpt3-175b", "model_name"),
     ("python3 -m maxtext.trainers.pre_train.train base.yml model_name=llama3-8b remat_policy=sometimes", "remat_policy"),

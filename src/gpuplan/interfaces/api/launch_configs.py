@@ -9,8 +9,9 @@ endpoint table (web/endpoints.py) reads the same fields off them.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from gpuplan.interfaces.api._common import Result
 

@@ -140,7 +140,7 @@ def emit(launch: TrainingLaunch, header: str = "") -> str:
 
 # ---- read ------------------------------------------------------------------------------------------
 def _is_program(word: str, next_word: str) -> bool:
-    return word.endswith(("pre_train.train", "MaxText.train")) or word.endswith(("maxtext/train.py", "MaxText/train.py"))
+    return word.endswith(("pre_train.train", "MaxText.train", "maxtext/train.py", "MaxText/train.py"))
 
 
 def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> TrainingLaunch:
@@ -165,8 +165,8 @@ def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> 
     unknown = [a for a, d in degree.items() if d < 1]
     if unknown:
         known = 1
-        for a, d in degree.items():
-            known *= d if d >= 1 else 1
+        for d in degree.values():
+            known *= max(d, 1)
         if gpus is None or len(unknown) > 1 or gpus % known:
             raise InputError(f"ici_{unknown[0]}_parallelism: -1 (the rest of the devices) needs --gpus", field="gpus")
         degree[unknown[0]] = gpus // known

@@ -178,13 +178,13 @@ def read(text: str, model: ModelSpec | None = None) -> TrainingLaunch:
         raise InputError(f"trainer.strategy: tp {tp} x pp {pp} x cp {cp} does not divide the {gpus} GPUs", field="tp")
     dp = gpus // (tp * pp * cp)
     mb = i(values, "data.micro_batch_size")
-    plan_kw = dict(tp=tp, pp=pp, cp=cp, dp=dp, ep=i(values, s + "expert_model_parallel_size", 1),
-                   etp=i(values, s + "expert_tensor_parallel_size"), vpp=i(values, s + "virtual_pipeline_model_parallel_size") or 1,
-                   micro_batch=mb, global_batch=i(values, "data.global_batch_size", mb * dp),
-                   seq_len=i(values, "data.seq_length"), sequence_parallel=bool(values.get(s + "sequence_parallel", False)),
-                   recompute=_recompute(values, unmodelled), sharding=_sharding(values),
-                   precision=next((p for p, name in PLUGINS.items() if name == values.get("trainer.plugins", "bf16_mixed"))),
-                   framework=Framework.MEGATRON)
+    plan_kw = {"tp": tp, "pp": pp, "cp": cp, "dp": dp, "ep": i(values, s + "expert_model_parallel_size", 1),
+                   "etp": i(values, s + "expert_tensor_parallel_size"), "vpp": i(values, s + "virtual_pipeline_model_parallel_size") or 1,
+                   "micro_batch": mb, "global_batch": i(values, "data.global_batch_size", mb * dp),
+                   "seq_len": i(values, "data.seq_length"), "sequence_parallel": bool(values.get(s + "sequence_parallel", False)),
+                   "recompute": _recompute(values, unmodelled), "sharding": _sharding(values),
+                   "precision": next((p for p, name in PLUGINS.items() if name == values.get("trainer.plugins", "bf16_mixed"))),
+                   "framework": Framework.MEGATRON}
     if values.get("model.config.seq_length", plan_kw["seq_len"]) != plan_kw["seq_len"]:
         unmodelled.append(f"model.config.seq_length={values['model.config.seq_length']} (modelled: data.seq_length)")
     try:

@@ -26,12 +26,23 @@ from __future__ import annotations
 import ast
 
 from gpuplan.errors import InputError
-from gpuplan.interfaces.deploy.finetune_common import canonical, check_data_parallel, process_count
+from gpuplan.interfaces.deploy.finetune_common import (
+    canonical,
+    check_data_parallel,
+    process_count,
+)
 from gpuplan.interfaces.deploy.launch import TrainingLaunch, model_from_id, model_id
 from gpuplan.interfaces.deploy.options import PEFT
 from gpuplan.specs import ModelSpec, Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import Framework
-from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer
+from gpuplan.specs.finetune import (
+    BaseDtype,
+    FineTuneMethod,
+    FineTuning,
+    MasterWeights,
+    Offload,
+    Optimizer,
+)
 
 T = PEFT
 CALLS = ("LoraConfig", "BitsAndBytesConfig", "SFTConfig")
@@ -108,8 +119,8 @@ def emit(launch: TrainingLaunch, header: str = "") -> str:
             lines.append(f"{call.lower()} = {call}(\n{body},\n)")
     if "BitsAndBytesConfig" in args:
         lines.append('sftconfig.model_init_kwargs["quantization_config"] = bitsandbytesconfig')
-    lines += ["", "# trainer = SFTTrainer(model=MODEL_ID, args=sftconfig, train_dataset=YOUR_DATASET, "
-              "peft_config=loraconfig); trainer.train()"]
+    lines += ["", ("# trainer = SFTTrainer(model=MODEL_ID, args=sftconfig, train_dataset=YOUR_DATASET, "
+              "peft_config=loraconfig); trainer.train()")]
     return "\n".join(lines) + "\n"
 
 

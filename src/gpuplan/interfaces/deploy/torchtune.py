@@ -31,12 +31,23 @@ import re
 import yaml
 
 from gpuplan.errors import InputError
-from gpuplan.interfaces.deploy.finetune_common import canonical, check_data_parallel, process_count
+from gpuplan.interfaces.deploy.finetune_common import (
+    canonical,
+    check_data_parallel,
+    process_count,
+)
 from gpuplan.interfaces.deploy.launch import TrainingLaunch
 from gpuplan.interfaces.deploy.options import TORCHTUNE
 from gpuplan.specs import ModelSpec, Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import Framework
-from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer
+from gpuplan.specs.finetune import (
+    BaseDtype,
+    FineTuneMethod,
+    FineTuning,
+    MasterWeights,
+    Offload,
+    Optimizer,
+)
 
 T = TORCHTUNE
 #: bundled model -> (builder module, builder suffix, tokenizer path, checkpointer, checkpoint_dir, checkpoint_files):

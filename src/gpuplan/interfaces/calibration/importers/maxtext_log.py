@@ -16,9 +16,14 @@ calculate_tflops_training_per_device), as SCHEMA.md's tflops_per_gpu_model does.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
-from gpuplan.interfaces.calibration.importers.training_log import check, median_after_warmup, run_rows, skip_steps
+from gpuplan.interfaces.calibration.importers.training_log import (
+    check,
+    median_after_warmup,
+    run_rows,
+    skip_steps,
+)
 
 EXPECTED = "MaxText lines such as 'completed step: 12, seconds: 3.741, TFLOP/s/device: 512.3, Tokens/s/device: 2190.1'"
 _NUM = r"(\d+(?:\.\d*)?)"

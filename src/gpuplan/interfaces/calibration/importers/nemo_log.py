@@ -14,9 +14,14 @@ config (framework = megatron: NeMo 2 trains with Megatron-core).
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
-from gpuplan.interfaces.calibration.importers.training_log import check, median_after_warmup, run_rows, skip_steps
+from gpuplan.interfaces.calibration.importers.training_log import (
+    check,
+    median_after_warmup,
+    run_rows,
+    skip_steps,
+)
 
 EXPECTED = "NeMo lines such as 'Training epoch 0, iteration 19/99 | ... | train_step_timing in s: 12.41 | ...'"
 _LINE = re.compile(r"\biteration\s+(\d+)\s*/\s*\d+\s*\|.*?\btrain_step_timing in s:\s*(\d+(?:\.\d*)?(?:e[-+]?\d+)?)")

@@ -11,9 +11,13 @@ the `vllm` importer with engine `tensorrt-llm`.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
-from gpuplan.interfaces.calibration.importers.serving_result import check, load_results, result_rows
+from gpuplan.interfaces.calibration.importers.serving_result import (
+    check,
+    load_results,
+    result_rows,
+)
 
 EXPECTED = "a tensorrt_llm.serve.scripts.benchmark_serving result JSON with output_throughput, mean_ttft_ms, ..."
 
