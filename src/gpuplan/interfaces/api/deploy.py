@@ -186,7 +186,7 @@ def training_format(text: str) -> str:
 def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: int | None = None) -> TrainingLaunch:
     """The TrainingLaunch a training config states (DeepSpeed needs `model` and `gpus`; `seq_len`
     defaults to the model's training default there)."""
-    from gpuplan.interfaces.deploy import deepspeed, maxtext, megatron, nemo, torchtitan
+    from gpuplan.interfaces.deploy import deepspeed, megatron, nemo, torchtitan
 
     text = source_text(source)
     fmt = training_format(text)
