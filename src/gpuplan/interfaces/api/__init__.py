@@ -50,6 +50,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "gpuplan.workloads.memory_headroom": ("memory_headroom",),
     f"{_API}.deploy": ("emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from",
                        "train_options_for", "serve_engine_for", "written_for"),
+    f"{_API}.launch_configs": ("train_config", "serve_run_config", "serve_plan_config"),
 }
 #: a name whose attribute in its module is called differently
 _ATTRIBUTE = {"memory_headroom": "headroom_scope"}
