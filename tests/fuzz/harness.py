@@ -44,6 +44,9 @@ def time_limit(seconds: int):
 
 def app():
     from gpuplan.cli.main import app as gpuplan_app
+    # the CLI imports the API lazily (issue 35): import what the commands run here, so that the
+    # CASE_TIMEOUT_S alarm times each command's work, not a first command's imports
+    from gpuplan.interfaces.api import planning, serving, training  # noqa: F401
 
     return gpuplan_app
 
