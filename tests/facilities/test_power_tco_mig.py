@@ -201,3 +201,23 @@ def test_breakeven_and_savings_come_from_one_cash_flow(capex, opex, cloud, resid
     assert (savings >= 0) == (m is not None and m <= months)
     if m is not None and m < months:  # the cash crossing itself: capex + m opex = m cloud
         assert capex + m * opex == pytest.approx(m * cloud)
+
+
+@pytest.mark.parametrize("system, nodes, years, utilization, cloud", [
+    ("dgx-h100", 32, 4.0, 0.7, None),     # the seed question's cluster at the catalog's cheapest on-demand price
+    ("dgx-h100", 4, 4.0, 0.7, 4.0),       # test_tco_hand_derivation_4_dgx_h100's cluster
+    ("dgx-h100", 4, 3.0, 0.5, 2.0),       # a cheap cloud and a half-idle cluster: on-prem loses
+    ("dgx-b200", 8, 5.0, 0.9, 6.69),      # Lambda's B200 on-demand price (catalog clouds.toml), busy cluster
+    ("dgx-a100-80gb", 2, 2.0, 0.3, 1.0),  # cloud below opex per GPU-hour at 30%: never breaks even
+])
+def test_tco_breakeven_and_savings_agree(system, nodes, years, utilization, cloud):
+    # `dc tco`'s two headline figures from one cash flow: the period's savings (cloud - on-prem,
+    # residual counted) are >= 0 exactly when the breakeven month falls inside the period
+    t = size_cluster(system, nodes, years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud).tco
+    assert t.savings_usd == pytest.approx(t.cloud_total_usd - t.on_prem_total_usd)
+    assert (t.savings_usd >= 0) == (t.breakeven_months is not None and t.breakeven_months <= 12 * years)
+    if t.breakeven_months is not None and t.breakeven_months < 12 * years:
+        # the crossing of the cumulative cash: capex + m x opex/month = m x cloud/month
+        m = t.breakeven_months
+        cloud_month = t.cloud_usd_per_gpu_hour * t.gpus * 730 * utilization
+        assert t.capex_usd + m * t.opex_usd_per_year / 12 == pytest.approx(m * cloud_month)

@@ -321,6 +321,10 @@ def train(
     evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
                             est.step.mfu_pct)
     regime = training_regime(gpu, est.step.framework.value, spec.moe is not None, est.plan.execution.precision)
+    from gpuplan.interfaces.planning.evidence import beside_band
+    from gpuplan.interfaces.validation.error_bands import training_band
+
+    evidence = beside_band(evidence, est.step.mfu_pct, training_band(est, spec.moe is not None, run, regime).get("mfu_pct"))
     return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec, regime=regime)
 
 

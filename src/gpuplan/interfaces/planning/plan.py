@@ -371,16 +371,17 @@ def plan(
 
         goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(model).total_with_mtp, assumptions)
         work.details.update(goodput.to_dict())
-        from gpuplan.interfaces.planning.evidence import mfu_evidence
+        from gpuplan.interfaces.planning.evidence import beside_band, mfu_evidence
         from gpuplan.interfaces.validation.regimes import training_regime
 
         evidence = mfu_evidence(gpu.architecture, model.moe is not None, 12.0 * model.layers * model.hidden**2,
                                 est.num_gpus, est.step.mfu_pct)
-        work.details["comparable_published_mfu_pct"] = evidence
-        notes.append(f"evidence: {evidence['note']}")
         band = training_band(est, model.moe is not None, run,
                              training_regime(gpu, est.step.framework.value, model.moe is not None,
                                              est.plan.execution.precision))
+        evidence = beside_band(evidence, est.step.mfu_pct, band.get("mfu_pct"))
+        work.details["comparable_published_mfu_pct"] = evidence
+        notes.append(f"evidence: {evidence['note']}")
         if band.get("days"):
             lo, hi = band["days"]
             work.details["days_80pct_band"] = f"{lo:.1f} - {hi:.1f}"
