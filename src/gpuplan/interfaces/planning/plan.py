@@ -207,6 +207,9 @@ def _serving_summary(model, system, gpu, rate_per_s: float, *, ttft_ms: float, t
         "ttft_p90_ms": best.ttft_p90_ms, "tpot_p90_ms": best.tpot_p90_ms,
         "replica_output_tokens_per_s": best.replica_output_tokens_per_s,
         "usd_per_million_output_tokens": best.usd_per_million_output_tokens,
+        "usd_per_million_input_tokens": best.usd_per_million_input_tokens,
+        "usd_per_million_output_tokens_decode": best.usd_per_million_output_tokens_decode,
+        "usd_per_request": best.usd_per_request, "prefill_time_fraction": best.prefill_time_fraction,
         "gpu_hours_are": "per day of serving",
     }
     return WorkloadSummary(Goal.SERVE, model.name, "gpuplan.workloads.inference.plan_capacity", best.gpus, None,
