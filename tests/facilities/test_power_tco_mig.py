@@ -221,3 +221,37 @@ def test_tco_breakeven_and_savings_agree(system, nodes, years, utilization, clou
         m = t.breakeven_months
         cloud_month = t.cloud_usd_per_gpu_hour * t.gpus * 730 * utilization
         assert t.capex_usd + m * t.opex_usd_per_year / 12 == pytest.approx(m * cloud_month)
+
+
+def test_cloud_comparison_is_like_for_like():
+    from gpuplan.facilities.cloud_comparison import compare_clouds, reserved_beside
+    from gpuplan.specs import CloudPrice
+
+    t = size_cluster("dgx-h100", 4, years=4, utilization=0.7, cloud_usd_per_gpu_hour=4.0).tco
+    src = {"default": "test price"}
+    prices = [CloudPrice(id="x-8", provider="x", instance="x8", gpu="h100-sxm5-80gb", gpus=8, usd_per_gpu_hour=4.0,
+                         reserved_usd_per_gpu_hour=3.0, reserved_term="1-year", date="2026-01-01", sources=src),
+              CloudPrice(id="y-8", provider="y", instance="y8", gpu="h100-sxm5-80gb", gpus=8, usd_per_gpu_hour=2.0,
+                         date="2026-01-01", sources=src)]
+    rows = compare_clouds(t, prices)
+    # y's cheapest offer (2.0) is below x's (3.0): y first; x's reservation right under x's on-demand
+    assert [(r.provider, r.term) for r in rows] == [("y", "on-demand"), ("x", "on-demand"), ("x", "1-year reserved")]
+    gpu_hours = 32 * 8760 * 4 * 0.7  # test_tco_hand_derivation_4_dgx_h100
+    for r in rows:
+        assert r.cloud_total_usd == pytest.approx(r.usd_per_gpu_hour * gpu_hours)
+        assert r.savings_usd == pytest.approx(r.cloud_total_usd - t.on_prem_total_usd)
+        assert (r.savings_usd >= 0) == (r.breakeven_months is not None and r.breakeven_months <= 48)
+    # x on-demand at 4.0 is the headline price: the same cash flow gives the same figures
+    assert rows[1].savings_usd == pytest.approx(t.savings_usd) and rows[1].breakeven_months == pytest.approx(t.breakeven_months)
+    assert reserved_beside(rows, "x") == (rows[2], True)   # x's own reservation: like for like
+    assert reserved_beside(rows, "y") == (rows[2], False)  # y has none: x's, labelled as another provider's
+    assert reserved_beside(rows[:2], "x") == (None, False)
+
+
+def test_dc_tco_labels_the_reserved_price():
+    # the catalog's H100 offers: the headline is the cheapest on-demand (RunPod, no reservation), so
+    # the reservation beside it is another provider's and says so
+    t = size_cluster("dgx-h100", 32).tco
+    assert t.cloud_reserved_same_provider is False and t.cloud_reserved_label.startswith("lambda")
+    terms = {(o.provider, o.term) for o in t.cloud_comparison}
+    assert ("gcp", "1-year reserved") in terms and ("gcp", "on-demand") in terms  # clouds.toml: 10.98 / 7.69 1yr

@@ -95,6 +95,24 @@ def test_every_page_loads_without_console_errors(server, page):
     assert page.locator(".plot .main-svg").count() >= 2
 
 
+def test_datacenter_compares_clouds_like_for_like_and_lists_assumptions(server, page):
+    # issue "Plans a practitioner would sign": one row per provider and term (never GCP reserved
+    # beside RunPod on-demand unlabelled), and every `dc assumptions` row on the page
+    page.goto(server + "/datacenter")
+    wait_updates(page, 1)
+    t = cli_json("gpuplan dc tco --json")
+    rows = page.locator('[data-table="clouds"] tbody tr')
+    assert rows.count() == len(t["cloud_comparison"]) > 1
+    providers = page.locator('[data-table="clouds"] tbody tr td:first-child').all_text_contents()
+    assert providers == [o["provider"] for o in t["cloud_comparison"]]
+    # a provider's rows are adjacent: each provider appears in one run
+    runs = [p for i, p in enumerate(providers) if i == 0 or providers[i - 1] != p]
+    assert len(runs) == len(set(providers))
+    keys = page.locator('[data-table="assumptions"] tbody tr td:first-child').all_text_contents()
+    assert keys == [r["key"] for r in cli_json("gpuplan dc assumptions --json")]
+    assert page.problems == []
+
+
 def test_train_numbers_equal_the_cli_and_follow_the_inputs(server, page):
     page.goto(server + "/train?model=gpt3-6.7b&gpus=64&tokens=10B")  # the URL restores the inputs
     wait_updates(page, 1)

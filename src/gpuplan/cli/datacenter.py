@@ -105,15 +105,31 @@ def tco_cmd(
     rows += [(f"opex/yr: {k}", v) for k, v in t.opex_breakdown_usd_per_year.items()] + [("opex per year ($)", t.opex_usd_per_year)]
     rows += [("residual value ($)", t.residual_value_usd), (f"on-prem total over {t.years:g} y ($)", t.on_prem_total_usd),
              ("GPU-hours used", t.gpu_hours), ("on-prem $/GPU-hour", t.on_prem_usd_per_gpu_hour),
-             ("cloud $/GPU-hour", t.cloud_usd_per_gpu_hour), ("cloud total ($)", t.cloud_total_usd),
+             (f"cloud $/GPU-hour ({_headline(t)})", t.cloud_usd_per_gpu_hour), ("cloud total ($)", t.cloud_total_usd),
              ("savings on-prem vs cloud ($)", t.savings_usd), ("breakeven (months)", t.breakeven_months),
              ("breakeven utilisation", t.breakeven_utilization)]
     console.print(table(f"{system}: {t.nodes} nodes, {t.gpus} GPUs, {t.years:g} years at {t.utilization:.0%}", ["item", "value"], rows,
                         name="tco"))
     console.print(f"cloud price: {t.cloud_price_source}")
+    if t.cloud_comparison:
+        console.print(table("on-prem vs each cloud offer, like for like: one row per provider and term (a provider's "
+                            "reservation under its own on-demand price)",
+                            ["provider", "instance", "term", "usd_per_gpu_hour", "cloud_total_usd", "savings_usd",
+                             "breakeven_months", "date"],
+                            [(o.provider, o.instance, o.term, o.usd_per_gpu_hour, o.cloud_total_usd, o.savings_usd,
+                              o.breakeven_months, o.date) for o in t.cloud_comparison], name="clouds"))
+    if t.cloud_reserved_label:
+        how = "the same provider" if t.cloud_reserved_same_provider else "another provider than the headline price"
+        console.print(f"reserved price beside it: {fmt(t.cloud_reserved_usd_per_gpu_hour)} $/GPU-hour, "
+                      f"{t.cloud_reserved_label} ({how})")
     for note in t.notes:
         console.print(f"note: {note}")
     _print_assumptions(rep.assumptions + rep.prices[:1])
+
+
+def _headline(t) -> str:
+    """Who offers the headline cloud price, on what term (its source's first words)."""
+    return t.cloud_price_source.split(":", 1)[0]
 
 
 def _print_assumptions(rows) -> None:

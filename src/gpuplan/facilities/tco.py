@@ -62,6 +62,13 @@ class TcoEstimate:
     breakeven_months: float | None
     breakeven_utilization: float | None
     notes: tuple[str, ...]
+    #: who offers the reserved price above and on what term ("gcp a3-highgpu-8g, 1-year reserved"),
+    #: and whether it is the headline on-demand price's own provider (like for like)
+    cloud_reserved_label: str | None = None
+    cloud_reserved_same_provider: bool | None = None
+    #: the cluster against every catalog offer of its GPU, one row per provider and term
+    #: (facilities.cloud_comparison.CloudOption)
+    cloud_comparison: tuple = ()
 
 
 def estimate_tco(

@@ -87,17 +87,36 @@ def size_cluster(
     prices: list[dict] = []
     if with_tco:
         sys_price = system_price(system, gpu, system_price_usd)
-        cloud, reserved = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
+        cloud, _ = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
         tco = estimate_tco(
             fabric=fabric, racks=racks, power=power, system_price=sys_price, cloud_price=cloud,
-            years=years, utilization=utilization, cloud_reserved_usd_per_gpu_hour=reserved, assumptions=assumptions,
+            years=years, utilization=utilization, assumptions=assumptions,
         )
+        tco = with_cloud_comparison(tco, cat.cloud_prices(gpu.id, None), given=cloud_usd_per_gpu_hour is not None)
         prices = [sys_price.as_row(), cloud.as_row()] + [
             {"key": p.id, "value": p.usd_per_gpu_hour, "description": f"{p.provider} {p.instance} {getattr(p, 'pricing_model', '')}",
              "source": "catalog clouds.toml", "date": p.date}
             for p in cat.cloud_prices(gpu.id)
         ]
     return ClusterReport(system.id, gpu.id, fabric, racks, power, tco, assumptions.rows(), prices)
+
+
+def with_cloud_comparison(tco, prices, *, given: bool):
+    """`tco` with its like-for-like cloud rows (facilities.cloud_comparison) and the reserved price
+    beside the headline: the headline provider's own reservation, else another's, labelled."""
+    from dataclasses import replace
+
+    from gpuplan.facilities.cloud_comparison import compare_clouds, option_label, reserved_beside
+
+    options = compare_clouds(tco, prices)
+    on_demand = [o for o in options if o.pricing_model == "on-demand"]
+    provider = None if given or not on_demand else min(on_demand, key=lambda o: o.usd_per_gpu_hour).provider
+    reserved, same = reserved_beside(options, provider)
+    if reserved is None:
+        return replace(tco, cloud_comparison=options)
+    return replace(tco, cloud_comparison=options, cloud_reserved_usd_per_gpu_hour=reserved.usd_per_gpu_hour,
+                   cloud_reserved_total_usd=reserved.cloud_total_usd, cloud_reserved_label=option_label(reserved),
+                   cloud_reserved_same_provider=same)
 
 
 # ---- the main job -------------------------------------------------------------------------------

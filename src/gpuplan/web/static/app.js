@@ -768,12 +768,24 @@ const PAGES = {
         ["leaf-spine cables", f.leaf_spine_cables], ["spine-core cables", f.spine_core_cables], ["transceivers", f.transceivers], ["racks", f.racks.racks]].map(([item, count]) => ({ item, count })),
         { id: "bom", note: `${f.tiers_count}-tier rail-optimised fat tree, radix ${f.switch_radix_ports}, ${fmt(f.bisection_tbps)} TB/s bisection, ${fmt(f.scaleout_gbps_per_gpu)} GB/s per GPU` });
       stacked(`Facility power (PUE ${fmt(p.pue)})`, { nodes_kw: p.nodes_power_kw, switches_kw: p.switch_power_kw, storage_kw: p.storage_power_kw, "cooling and losses (facility - IT)_kw": p.facility_power_kw - p.it_power_kw }, "kW", { y: "facility" });
-      plot(`Total cost over ${t.years} years at ${fmt(t.utilization * 100)}% utilisation`, [{ type: "bar", x: ["on-prem", "cloud on-demand", "cloud reserved"],
-        y: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd], text: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd].map(usd),
-        textposition: "auto", marker: { color: ["#2756c5", "#e07b00", "#b8860b"] }, hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 300);
+      // like for like: on-prem against each provider's offers, one bar per (provider, term), a provider's terms side by side
+      const offers = t.cloud_comparison || [];
+      const offerLabel = (o) => `${o.provider} ${o.term}`;
+      plot(`Total cost over ${t.years} years at ${fmt(t.utilization * 100)}% utilisation: on-prem vs each provider and term`, [{ type: "bar",
+        x: ["on-prem"].concat(offers.map(offerLabel)), y: [t.on_prem_total_usd].concat(offers.map((o) => o.cloud_total_usd)),
+        text: [t.on_prem_total_usd].concat(offers.map((o) => o.cloud_total_usd)).map(usd), textposition: "auto",
+        marker: { color: ["#2756c5"].concat(offers.map((o) => (o.pricing_model === "on-demand" ? "#e07b00" : "#b8860b"))) },
+        hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 320);
+      table("Cloud offers, like for like (one row per provider and term; savings and break-even from the same cash flow)",
+        [["provider", "provider"], ["instance", "instance"], ["term", "term"], ["usd_per_gpu_hour", "$/GPU-h"], ["cloud_total_usd", "cloud total $"],
+         ["savings_usd", "on-prem saves $"], ["breakeven_months", "break-even months"], ["date", "price date"]], offers,
+        { id: "clouds", note: t.cloud_reserved_label ? `headline: ${t.cloud_price_source.split(":")[0]}; reserved beside it: ${t.cloud_reserved_label}` +
+          (t.cloud_reserved_same_provider ? " (same provider)" : " (another provider: compare within a provider in the table)") : "" });
       plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 220);
       kv("Power", p, { id: "power" });
       table("Prices and their sources", [["key", "item"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]], t.prices, { id: "prices" });
+      table("Assumptions (gpuplan dc assumptions; override with --set KEY=VALUE)", [["key", "key"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]],
+        t.assumptions, { id: "assumptions" });
     },
   },
 };
