@@ -46,10 +46,12 @@ def test_tco_hand_derivation_4_dgx_h100():
     #        storage 4 * 25,000 = 100,000; facility (40.8 + 1.72 + 1.0) kW * 10,000 = 435,200
     assert t.capex_breakdown_usd == pytest.approx({"systems": 1_080_000, "network": 74_400, "storage": 100_000, "facility": 435_200})
     assert t.capex_usd == pytest.approx(1_689_600)
-    # power: busy IT 43.52 kW; idle IT: per node 8 GPUs x 700 W x 0.10 = 560 W + overhead (10,200 - 5,600) W x 0.5
-    # = 2,300 W -> 2.86 kW; 4 x 2.86 + 1.72 switch + 1.0 storage = 14.16 kW.
-    # 1.3 * 8760 h * (14.16 + (43.52 - 14.16) * 0.7) kW * $0.10 = 1,138.8 * 34.712 = 39,530.03
-    assert t.opex_breakdown_usd_per_year["power"] == pytest.approx(1138.8 * 34.712)
+    # power at the average draw (facilities.power): loaded IT = 4 nodes x 0.76 (measured fraction of
+    # nameplate under training load, Newkirk et al. 2025) x 10.2 kW + 1.72 switch + 1.0 storage = 33.728 kW;
+    # idle IT: per node 8 GPUs x 700 W x 0.10 = 560 W + overhead (10,200 - 5,600) W x 0.5 = 2,300 W
+    # -> 2.86 kW; 4 x 2.86 + 1.72 + 1.0 = 14.16 kW.
+    # 1.3 * 8760 h * (14.16 + (33.728 - 14.16) * 0.7) kW * $0.10 = 1,138.8 * 27.8576 = 31,724.23
+    assert t.opex_breakdown_usd_per_year["power"] == pytest.approx(1138.8 * 27.8576)
     # maintenance 10% of (1,080,000 + 74,400 + 100,000) = 125,440
     assert t.opex_breakdown_usd_per_year["maintenance"] == pytest.approx(125_440)
     # residual: 10% of hardware 125,440 + facility 435,200 * (1 - 4/15) = 444,586.67
@@ -255,3 +257,30 @@ def test_dc_tco_labels_the_reserved_price():
     assert t.cloud_reserved_same_provider is False and t.cloud_reserved_label.startswith("lambda")
     terms = {(o.provider, o.term) for o in t.cloud_comparison}
     assert ("gcp", "1-year reserved") in terms and ("gcp", "on-demand") in terms  # clouds.toml: 10.98 / 7.69 1yr
+
+
+def test_energy_from_the_stated_average_draw():
+    # 4 DGX H100 + 1 switch (test_power_breakdown_with_pue): nameplate IT 43.52 kW (provisioning);
+    # loaded 4 x 0.76 x 10.2 + 1.72 + 1.0 = 33.728 kW; idle 14.16 kW (test_tco_hand_derivation_4_dgx_h100);
+    # at 50% utilisation: 14.16 + (33.728 - 14.16) x 0.5 = 23.944 kW IT, x 1.3 = 31.1272 kW facility
+    p = estimate_power(*_dgx_h100(), 4, switches=1, utilization=0.5)
+    assert p.it_power_kw == pytest.approx(43.52) and p.facility_power_kw == pytest.approx(56.576)  # nameplate kept
+    assert p.loaded_it_power_kw == pytest.approx(33.728)
+    assert p.average_it_power_kw == pytest.approx(23.944)
+    assert p.average_facility_power_kw == pytest.approx(31.1272)
+    assert p.average_annual_energy_kwh == pytest.approx(31.1272 * 8760)
+    assert p.average_annual_cost_usd == pytest.approx(31.1272 * 8760 * 0.10)
+    # nameplate as the option: L = 1 and utilisation 1 give the nameplate-24/7 figures
+    a = DEFAULT_ASSUMPTIONS.with_overrides({"loaded_power_fraction_of_nameplate": 1.0})
+    n = estimate_power(*_dgx_h100(), 4, switches=1, utilization=1.0, assumptions=a)
+    assert n.average_annual_energy_kwh == pytest.approx(n.annual_energy_kwh)
+    # the TCO's power bill is the same average draw (one model)
+    t = size_cluster("dgx-h100", 4, utilization=0.5, cloud_usd_per_gpu_hour=4.0)
+    assert t.tco.opex_breakdown_usd_per_year["power"] == pytest.approx(t.power.average_annual_cost_usd)
+
+
+def test_every_power_assumption_is_listed():
+    # `dc assumptions` lists the figures the average draw uses
+    keys = {r["key"] for r in DEFAULT_ASSUMPTIONS.rows()}
+    assert {"loaded_power_fraction_of_nameplate", "energy_utilization_fraction", "pue", "gpu_idle_power_fraction",
+            "node_overhead_idle_fraction", "electricity_usd_per_kwh", "grid_kg_co2_per_kwh"} <= keys

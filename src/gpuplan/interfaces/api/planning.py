@@ -141,9 +141,11 @@ def dc_power(system: str | System = DEFAULT_SYSTEM, nodes: int | None = None, *,
              electricity_usd_per_kwh: float | None = None, pue: float | None = None,
              grid_kg_co2_per_kwh: float | None = None, fabric: bool = True, storage: bool = True,
              overrides: Overrides = None, price_kwh: float | None = None,
-             grid_kg_per_kwh: float | None = None) -> ClusterResult:
-    """IT and facility power, annual energy, electricity cost and CO2 (`price_kwh` and
-    `grid_kg_per_kwh` are the old spellings of `electricity_usd_per_kwh` and `grid_kg_co2_per_kwh`)."""
+             grid_kg_per_kwh: float | None = None, utilization: float | None = None) -> ClusterResult:
+    """IT and facility power, annual energy, electricity cost and CO2, at nameplate all year and at
+    the average draw of `utilization` (default the assumption energy_utilization_fraction;
+    facilities.power). `price_kwh` and `grid_kg_per_kwh` are the old spellings of
+    `electricity_usd_per_kwh` and `grid_kg_co2_per_kwh`."""
     from gpuplan.facilities.assumptions import merge_alias
     from gpuplan.interfaces.planning.plan import size_cluster
 
@@ -153,7 +155,7 @@ def dc_power(system: str | System = DEFAULT_SYSTEM, nodes: int | None = None, *,
         electricity_usd_per_kwh=merge_alias(electricity_usd_per_kwh, price_kwh, "--electricity-usd-per-kwh", "--price-kwh"),
         grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh, "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
     rep = size_cluster(_system_id(system), n, scalable_units=su, include_fabric=fabric, include_storage=storage,
-                       with_tco=False, assumptions=a)
+                       with_tco=False, utilization=utilization, assumptions=a)
     return ClusterResult(rep, "power")
 
 

@@ -64,13 +64,16 @@ def size_cluster(
     include_fabric: bool = True,
     include_storage: bool = True,
     years: float = 4.0,
-    utilization: float = 0.7,
+    utilization: float | None = None,
     cloud_usd_per_gpu_hour: float | None = None,
     system_price_usd: float | None = None,
     with_tco: bool = True,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> ClusterReport:
-    """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system."""
+    """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system; `utilization` (default the
+    assumption energy_utilization_fraction) sets both the average power draw and the TCO's GPU-hours."""
+    if utilization is None:
+        utilization = assumptions.energy_utilization_fraction
     cat = load_catalog()
     system = cat.system(system_id)
     gpu = cat.gpu(system.gpu)
@@ -81,7 +84,8 @@ def size_cluster(
     racks = rack_layout(system, gpu, fabric.nodes, fabric.switches, assumptions)
     power = estimate_power(
         system, gpu, fabric.nodes, fabric.switches,
-        include_fabric=include_fabric, include_storage=include_storage, assumptions=assumptions,
+        include_fabric=include_fabric, include_storage=include_storage, utilization=utilization,
+        assumptions=assumptions,
     )
     tco = None
     prices: list[dict] = []
