@@ -88,7 +88,11 @@ def plan_cmd(
              ("racks (compute + network)", f"{c.racks.compute_racks} + {c.racks.network_racks}"),
              ("rack kW / cooling", f"{c.racks.compute_rack_kw:.1f} / {c.racks.cooling.value}"),
              ("IT / facility kW", f"{c.power.it_power_kw:,.0f} / {c.power.facility_power_kw:,.0f}"),
-             ("annual energy cost ($)", c.power.annual_cost_usd)]
+             ("annual energy cost ($)", c.power.annual_cost_usd),
+             (f"average draw IT / facility kW ({c.power.utilization:.0%} busy at "
+              f"{c.power.loaded_power_fraction_of_nameplate:.0%} of nameplate)",
+              f"{c.power.average_it_power_kw:,.0f} / {c.power.average_facility_power_kw:,.0f}"),
+             ("annual energy cost at the average draw ($)", c.power.average_annual_cost_usd)]
     run = rep.training_run
     if run is not None and run.energy is not None:
         rows += [("run: average IT / facility kW", f"{run.power.it_power_w / 1e3:,.0f} / {run.power.facility_power_w / 1e3:,.0f}"),
@@ -99,7 +103,8 @@ def plan_cmd(
     if c.tco:
         t = c.tco
         rows += [("capex ($)", t.capex_usd), ("opex per year ($)", t.opex_usd_per_year),
-                 ("on-prem $/GPU-hour", t.on_prem_usd_per_gpu_hour), ("cloud $/GPU-hour", t.cloud_usd_per_gpu_hour),
+                 ("on-prem $/GPU-hour", t.on_prem_usd_per_gpu_hour),
+                 (f"cloud $/GPU-hour ({t.cloud_price_source.split(':', 1)[0]})", t.cloud_usd_per_gpu_hour),
                  ("breakeven months", t.breakeven_months), ("breakeven utilisation", t.breakeven_utilization)]
         rows += [(f"workload {k}", v) for k, v in rep.workload_cost.items()]
     console.print(table(f"plan: {rep.goal.value} {rep.model} on {rep.system_id}", ["item", "value"], rows))

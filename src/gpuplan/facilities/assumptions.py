@@ -136,7 +136,7 @@ _DEFAULTS: tuple[Assumption, ...] = (
                "Newkirk et al. 2025, 'Empirically-Calibrated H100 Node Power Models' (arXiv:2506.14551): even "
                "computationally intensive training on 8-GPU H100 nodes runs at 76% of the 10.2 kW rating; Latif et "
                "al. 2024 (arXiv:2412.08602): peak 8.4 kW (82%) training Llama2-13b on an 8x H100 HGX node",
-               "2025-06"),
+               "2025-06", max_value=1.0),
     Assumption("energy_utilization_fraction", 0.7,
                "fraction of the year a cluster is busy, for its average draw in `dc power` (`dc tco` and `plan` "
                "take their --utilization)",

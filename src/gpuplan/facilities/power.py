@@ -31,13 +31,16 @@ stated average draw, not nameplate 24/7. Provisioning (facility kW, racks, cooli
 build-out) stays at nameplate, the power the cluster may draw:
 
     loaded_it_w  = n x L x node_w(1) + storage + switches       L = loaded_power_fraction_of_nameplate
+                 = n x node_w(k) + storage + switches           k = `loaded_activity_scale`
     idle_it_w    = n x node_w(0) + storage + switches
     average_it_w = idle_it_w + (loaded_it_w - idle_it_w) x u    u = utilisation (share of hours busy)
     average_facility_w = average_it_w x PUE;  annual energy = average_facility_w x 8760 h
 
 L is measured: 8-GPU H100 nodes training at full load draw 76% of their 10.2 kW rating (Newkirk et
 al. 2025, arXiv:2506.14551; Latif et al. 2024, arXiv:2412.08602: peak 8.4 kW, 82%). L = 1 gives the
-nameplate figure (`--set loaded_power_fraction_of_nameplate=1`). The nameplate-24/7 keys
+nameplate figure (`--set loaded_power_fraction_of_nameplate=1`). A run (facilities.run_cost: a
+training run at its activity a, a day of serving at busy_activity_fraction) draws node_w(k a): full
+math-kernel activity is the measured loaded draw. The nameplate-24/7 keys
 (`annual_energy_kwh`, `annual_cost_usd`) keep their meaning beside the `average_*` ones.
 """
 
@@ -207,10 +210,15 @@ class PowerEstimate:
     average_annual_co2_tonnes: float
 
 
-def loaded_it_power_w(busy: PowerDraw, idle: PowerDraw, nameplate_nodes_w: float, assumptions: Assumptions) -> float:
-    """loaded_it_w = L x nameplate nodes + storage + switches, never below the idle draw (module docstring)."""
-    constant = busy.storage_power_w + busy.switches_power_w
-    return max(idle.it_power_w, assumptions.loaded_power_fraction_of_nameplate * nameplate_nodes_w + constant)
+def loaded_activity_scale(system: System, gpu: Gpu, assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> float:
+    """The activity at which a node draws the measured loaded power L x nameplate (module docstring):
+    node_w is linear in a, so k = (L x node_w(1) - node_w(0)) / (node_w(1) - node_w(0)), in [0, 1].
+    A workload at math-kernel activity a then draws node_w(k a) = node_w(0) + (L node_w(1) - node_w(0)) a:
+    full activity is the measured loaded draw, not nameplate."""
+    top, idle = node_power_w(system, gpu, 1.0, assumptions), node_power_w(system, gpu, 0.0, assumptions)
+    if top <= idle:
+        return 1.0
+    return min(1.0, max(0.0, (assumptions.loaded_power_fraction_of_nameplate * top - idle) / (top - idle)))
 
 
 def estimate_power(
@@ -239,8 +247,8 @@ def estimate_power(
     u = assumptions.energy_utilization_fraction if utilization is None else utilization
     if not (math.isfinite(u) and 0.0 <= u <= 1.0):
         raise InputError(f"utilization: must be in [0, 1], got {u}", field="utilization")
-    nameplate = power_draw(system, gpu, gpus, 1.0, include_storage=False, assumptions=assumptions)
-    loaded_w = loaded_it_power_w(busy, idle, nameplate.gpus_power_w + nameplate.node_overheads_power_w, assumptions)
+    loaded_w = power_draw(system, gpu, gpus, loaded_activity_scale(system, gpu, assumptions), switches=switches,
+                          include_storage=include_storage, assumptions=assumptions).it_power_w
     average_w = idle.it_power_w + (loaded_w - idle.it_power_w) * u
     average_year = energy(average_w * assumptions.pue, HOURS_PER_YEAR, assumptions)
     return PowerEstimate(

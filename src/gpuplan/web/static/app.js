@@ -757,12 +757,13 @@ const PAGES = {
       const size = pick(v, ["system", "nodes", "scalable_units"]);
       const [fab, pow, tco] = await Promise.all([
         api("dc/fabric", { ...size, ...pick(v, ["oversubscription"]) }),
-        api("dc/power", { ...size, ...pick(v, ["pue", "electricity_usd_per_kwh"]) }),
+        api("dc/power", { ...size, ...pick(v, ["pue", "electricity_usd_per_kwh", "utilization"]) }),
         api("dc/tco", { ...size, ...pick(v, ["years", "utilization", "pue", "electricity_usd_per_kwh", "cloud_usd_per_gpu_hour"]) }),
       ]);
       const f = fab.data, p = pow.data, t = tco.data;
       stats([["gpus", "GPUs", f.gpus], ["switches", "switches", f.switches], ["cables", "cables", f.cables], ["facility_power_kw", "facility power", p.facility_power_kw, "kW"],
-        ["racks", "racks", p.racks], ["capex_usd", "capex", t.capex_usd, "", usd], ["on_prem_usd_per_gpu_hour", "on-prem $/GPU-h", t.on_prem_usd_per_gpu_hour], ["breakeven_months", "break-even", t.breakeven_months, "months"]]);
+        ["racks", "racks", p.racks], ["average_facility_power_kw", "average draw", p.average_facility_power_kw, "kW"],
+        ["average_annual_cost_usd", "electricity / year", p.average_annual_cost_usd, "", usd], ["capex_usd", "capex", t.capex_usd, "", usd], ["on_prem_usd_per_gpu_hour", "on-prem $/GPU-h", t.on_prem_usd_per_gpu_hour], ["breakeven_months", "break-even", t.breakeven_months, "months"]]);
       table("Fabric bill of materials", [["item", "item"], ["count", "count"]], [
         ["leaf switches", f.leaf_switches], ["spine switches", f.spine_switches], ["core switches", f.core_switches], ["node-leaf cables", f.node_leaf_cables],
         ["leaf-spine cables", f.leaf_spine_cables], ["spine-core cables", f.spine_core_cables], ["transceivers", f.transceivers], ["racks", f.racks.racks]].map(([item, count]) => ({ item, count })),
@@ -782,7 +783,7 @@ const PAGES = {
         { id: "clouds", note: t.cloud_reserved_label ? `headline: ${t.cloud_price_source.split(":")[0]}; reserved beside it: ${t.cloud_reserved_label}` +
           (t.cloud_reserved_same_provider ? " (same provider)" : " (another provider: compare within a provider in the table)") : "" });
       plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 220);
-      kv("Power", p, { id: "power" });
+      kv("Power", p, { id: "power", note: `Energy from a stated average draw: nodes at ${fmt(p.loaded_power_fraction_of_nameplate * 100)}% of nameplate while busy (measured under training load), busy ${fmt(p.utilization * 100)}% of the year, idle otherwise, x PUE ${fmt(p.pue)} (the average_* rows); racks, cooling and facility power are sized at nameplate, and annual_* rows are nameplate all year. Set loaded_power_fraction_of_nameplate=1 for nameplate.` });
       table("Prices and their sources", [["key", "item"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]], t.prices, { id: "prices" });
       table("Assumptions (gpuplan dc assumptions; override with --set KEY=VALUE)", [["key", "key"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]],
         t.assumptions, { id: "assumptions" });
