@@ -11,7 +11,7 @@ import typer
 from gpuplan import api
 from gpuplan.cli.aliases import renamed
 from gpuplan.cli.progress import progress_bar
-from gpuplan.cli.render import console, print_json, table
+from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.output_files import check_output_path, write_atomic
 
 
@@ -134,11 +134,11 @@ def _relief(c: dict) -> str:
 def _print_fine_tuning(d: dict) -> None:
     """The candidates of `plan --goal finetune` (api.fine_tuning_plan), fastest first."""
     def hours(c):
-        return f"{c['time_s'] / 3600:,.1f}" if c["fits"] else "-"
+        return fmt(c["time_s"] / 3600, 3) if c["fits"] else "-"
 
-    def band(c, key, scale=1.0, fmt="{:,.1f}"):
+    def band(c, key, scale=1.0):
         b = (c.get("band_80pct") or {}).get(key)
-        return f"{fmt.format(b[0] * scale)}-{fmt.format(b[1] * scale)}" if b else "-"
+        return f"{fmt(b[0] * scale, 3)} - {fmt(b[1] * scale, 3)}" if b else "-"
 
     rows = []
     for c in sorted(d["candidates"], key=lambda c: (not c["fits"], c.get("time_s") or 0.0)):

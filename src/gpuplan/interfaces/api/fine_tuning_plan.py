@@ -60,10 +60,10 @@ class FineTunePlanResult(Result):
         if fast is None:
             return f"no candidate fits {self.model}: see each candidate's reason"
         text = (f"fastest: {fast['method']} on {fast['gpus']} x {fast['gpu']} ({fast['system']}), "
-                f"{fast['time_s'] / 3600:,.1f} h for {self.tokens:,.0f} tokens")
+                f"{fast['time_s'] / 3600:,.3g} h for {self.tokens:,.0f} tokens")
         if cheap is not None:
             text += (f"; cheapest rented: {cheap['method']} on {cheap['gpus']} x {cheap['gpu']}, "
-                     f"${cheap['cost_usd']:,.2f} ({cheap['time_s'] / 3600:,.1f} h)")
+                     f"${cheap['cost_usd']:,.2f} ({cheap['time_s'] / 3600:,.3g} h)")
         return text
 
     def json_data(self) -> dict:
