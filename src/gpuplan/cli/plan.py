@@ -50,7 +50,7 @@ def plan_cmd(
     lora_targets: Optional[str] = typer.Option(None, "--lora-targets", help="Goal finetune: attn, qv (default), all_linear, "
                                                "or a '+'-joined list such as q_proj+v_proj+down_proj."),
     emit: Optional[str] = typer.Option(None, "--emit", help="Goal train: print only the training plan of the chosen GPU "
-                                       "count as a launch config: megatron, torchtitan or deepspeed (docs/deploy.md)."),
+                                       "count as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext (docs/deploy.md)."),
 ) -> None:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs cloud cost.
 

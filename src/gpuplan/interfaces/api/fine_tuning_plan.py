@@ -98,10 +98,13 @@ def _candidate(model: ModelSpec, system_id: str, gpus: int, method: str, tokens:
     from gpuplan.interfaces.api.fine_tuning import fine_tuning_spec
     from gpuplan.interfaces.api.training import _given_plan, train
     from gpuplan.specs import Precision
+    from gpuplan.specs.execution import Framework
     from gpuplan.workloads.training.memory import training_memory
 
     system = resolve_system(system_id)
     gpu = gpu_of(system)
+    # PyTorch FSDP across GPUs (fsdp_qlora, torchtune's distributed recipes); one GPU: plain PyTorch
+    framework = Framework.FSDP if gpus > 1 else Framework.OTHER
     record: dict[str, Any] = {"system": system.id, "gpu": gpu.id, "gpus": gpus, "method": method,
                               "gpu_memory_gib": gpu.memory_bytes / GIB}
     smallest = None
@@ -112,7 +115,8 @@ def _candidate(model: ModelSpec, system_id: str, gpus: int, method: str, tokens:
         for mb in MICRO_BATCHES:
             try:
                 plan = _given_plan(gpus, seq_len, _global_batch(global_batch, mb, gpus), Precision.BF16, False,
-                                   {"micro_batch": mb, "recompute": recompute, "sharding": sharding}, ft)
+                                   {"micro_batch": mb, "recompute": recompute, "sharding": sharding}, ft,
+                                   framework=framework)
             except InputError:
                 break  # a global batch this micro-batch cannot divide
             mem = training_memory(model, plan, gpu)
@@ -121,7 +125,7 @@ def _candidate(model: ModelSpec, system_id: str, gpus: int, method: str, tokens:
             if not mem.fits:
                 break
             try:
-                res = train(model, system, gpus, tokens=tokens, plan=plan, framework="fsdp" if gpus > 1 else "other",
+                res = train(model, system, gpus, tokens=tokens, plan=plan, framework=framework.value,
                             usd_per_gpu_hour=usd)
             except GpuplanError:
                 break

@@ -82,6 +82,22 @@ function section(title, ...kids) {
   return s;
 }
 
+// The emitted launch configs of a result as downloads: each link asks POST /api/v1/<path> (the text of
+// `gpuplan ... --emit TARGET`, interfaces.api.launch_configs) and saves it under the file name it gives.
+function downloads(path, bodyFor, targets) {
+  const get = async (e, t) => {
+    e.preventDefault();
+    try {
+      const { data } = await call(path, { ...bodyFor(t), target: t });
+      const a = h("a", { href: URL.createObjectURL(new Blob([data.text], { type: "text/plain" })), download: data.filename });
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 0);
+    } catch (err) { e.target.after(h("span", { class: "note", text: ` ${t}: ${err.message}` })); }
+  };
+  section("Launch configs", h("p", { class: "note", text: "Each runs the prediction as that framework or engine runs it (docs/deploy.md)." }),
+    h("ul", { class: "downloads", "data-key": "launch_configs" }, targets.map((t) => h("li", {}, h("a", { href: "#", "data-target": t, onclick: (e) => get(e, t) }, t)))));
+}
+
 function stats(items) {
   // items: [key, label, value, unit, formatter]; data-value holds the number as the API gave it
   const row = h("div", { class: "stats" });
@@ -434,6 +450,7 @@ const PAGES = {
         ["co2_tonnes", "CO2", d.co2_tonnes, "t"],
       ]);
       section("Best plan", h("p", { class: "plan", "data-key": "best_plan", text: planLabel(p) + (p.sequence_parallel ? " +SP" : "") + ` · global batch ${p.global_batch} x ${p.seq_len} tokens · ${p.precision}` }));
+      downloads("train/config", () => pick(v, names), ["megatron", "nemo", "torchtitan", "deepspeed", "maxtext"]);
       const band = d.band_80pct || {};
       if (band.days) {
         // the 80% band of this regime's cross-validated errors (gpuplan.interfaces.error_bands)
@@ -526,6 +543,9 @@ const PAGES = {
         return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.concurrency), y: q.map((p) => p.ttft_p90_ms) };
       }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" } });
       kv("This deployment", d, { id: "serve-run" });
+      // k8s runs an engine's container: the generic profile has none, so vLLM's
+      const runBody = (t) => ({ ...common, ...pick(v, ["gpu", "tp", "rate", "concurrency", "engine"]), ...(t === "k8s" && v.engine === "generic" ? { engine: "vllm" } : {}) });
+      downloads("serve/run/config", runBody, ["vllm", "sglang", "trtllm", "k8s", "vllm-bench", "sglang-bench", "trtllm-bench"]);
       // the 80% bands and whether public rows share this deployment's regime (gpuplan.interfaces.validation.error_bands)
       for (const [cls, info] of Object.entries((d.band_80pct || {}).regimes || {})) {
         section(`80% ${cls} band`, h("p", { class: "note", "data-key": `band_${cls}`, text: `${info.reason}; band from the cross-validated errors of ${info.rows} public rows (${info.regime})` }));
