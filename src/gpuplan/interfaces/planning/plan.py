@@ -34,6 +34,7 @@ from gpuplan.specs import ModelSpec
 class Goal(str, Enum):
     TRAIN = "train"
     SERVE = "serve"
+    FINETUNE = "finetune"  # methods x hardware for a fine-tuning job (gpuplan.api.fine_tuning_plan)
 
 
 DEFAULT_MODEL = "gpt3-175b"
