@@ -280,3 +280,112 @@ def test_calibrate_bad_file_and_bad_knob_mark_their_fields(server, page, monkeyp
     knobs = page.locator('.field[data-field="knobs"]')
     assert knobs.locator(".msg").text_content() == "knobs: unknown knob(s) no.such.knob; see `gpuplan calibrate knobs`"
     assert "knobs=efficiency.hbm" in page.url  # the options live in the URL (the file cannot)
+
+
+# ---- a product: offline, formatted, inputs on top, each page looked at ----------------------------
+
+#: every page the app serves, and /docs (Swagger UI from bundled files)
+ALL_PAGES = ["/", "/train", "/fit", "/serve", "/compare", "/kernel", "/formats", "/validate", "/calibrate", "/datacenter"]
+
+
+def block_remote(context) -> list[str]:
+    """Route every request of `context` through a check: one for another host than 127.0.0.1 is
+    aborted and recorded (the list returned), so a page that needs the network shows it here."""
+    attempted: list[str] = []
+
+    def check(route):
+        from urllib.parse import urlsplit
+
+        url = route.request.url
+        parts = urlsplit(url)
+        if parts.scheme in ("data", "blob") or parts.hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            attempted.append(url)
+            route.abort()
+
+    context.route("**/*", check)
+    return attempted
+
+
+def shots_dir() -> Path:
+    """Where the page screenshots go: $GPUPLAN_WEB_SHOTS, else a fresh temporary folder."""
+    import tempfile
+
+    folder = Path(os.environ.get("GPUPLAN_WEB_SHOTS") or tempfile.mkdtemp(prefix="gpuplan-shots-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def test_docs_renders_every_operation_offline(server, browser):
+    from gpuplan.web.endpoints import ENDPOINTS
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    attempted = block_remote(context)
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    pg.goto(server + "/docs")
+    # one operation per api endpoint, plus the three uploads (validate, calibrate/fit, formats/compare-file)
+    want = len(ENDPOINTS) + 3
+    pg.wait_for_function(f"document.querySelectorAll('.opblock').length >= {want}", timeout=30_000)
+    assert pg.locator(".opblock").count() == want
+    assert pg.locator(".opblock-summary-path", has_text="/api/v1/serve/plan").count() == 1
+    assert "gpuplan" in pg.text_content(".info .title")
+    shot = shots_dir() / "docs.png"
+    pg.screenshot(path=str(shot))
+    assert attempted == [] and problems == [], (attempted, problems)
+    context.close()
+
+
+def test_every_page_fits_its_inputs_above_the_fold_offline(server, browser):
+    # 1280x800: the whole input panel of every page sits above the fold, and no page asks for anything
+    # from another host (scripts, styles, fonts, favicon); each page is screenshot (shots_dir)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    attempted = block_remote(context)
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    pg.on("pageerror", lambda e: problems.append(str(e)))
+    folder = shots_dir()
+    for path in ALL_PAGES:
+        pg.goto(server + path)
+        wait_updates(pg, 1)
+        box = pg.locator("#inputs").bounding_box()
+        assert box["y"] < 200 and box["y"] + box["height"] <= 800, (path, box)
+        assert pg.is_hidden("#error"), (path, pg.text_content("#error"))
+        name = path.strip("/") or "plan"
+        pg.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    assert attempted == [] and problems == [], (attempted, problems)
+    context.close()
+
+
+def test_tables_show_units_and_the_csv_keeps_raw_values(server, page):
+    # `fit train` of GPT-3 175B on 1,024 H100s at tp 8, pp 8: the memory table shows GiB, never raw bytes
+    page.goto(server + "/fit?tp=8&pp=8")
+    wait_updates(page, 1)
+    want = cli_json(page.text_content("#command").splitlines()[0])
+    rows = page.locator('[data-table="memory-bytes"] tbody tr')
+    cells = {rows.nth(i).locator("td").nth(0).text_content(): rows.nth(i).locator("td").nth(1).text_content()
+             for i in range(rows.count())}
+    # 62,599,052,288 B / 2^30 = 58.30 GiB (58.2999...; four significant digits)
+    assert want["per_gpu_bytes"]["total"] == 62599052288.0
+    assert cells["Total"] == "58.3 GiB"
+    # 536,870,912 B = 2^29 B = 512 MiB exactly
+    assert cells["Other · cuda context"] == "512 MiB"
+    assert not any(c.replace(",", "").replace(".", "").isdigit() for c in cells.values())  # no bare numbers
+    with page.expect_download() as dl:
+        page.locator('[data-table="memory-bytes"]').locator("xpath=ancestor::section").locator("button.export").click()
+    csv = Path(dl.value.path()).read_text().splitlines()
+    assert csv[0] == "quantity,value"
+    assert "total,62599052288" in csv  # the raw JSON key and value
+
+
+def test_memory_bar_marks_capacity_and_usable_memory(server, page):
+    page.goto(server + "/fit?tp=8&pp=8")
+    wait_updates(page, 1)
+    want = cli_json(page.text_content("#command").splitlines()[0])
+    # 90% of 80 GiB may be used (workloads.memory_headroom: memory.usable_fraction default 0.90)
+    assert want["usable_gib"] == pytest.approx(72.0, rel=1e-12)
+    notes = page.locator(".plot .annotation-text").all_text_contents()
+    assert "h100-sxm5-80gb: 80 GiB" in notes and "usable: 72 GiB" in notes

@@ -3,6 +3,8 @@
 // it makes and how it draws the answers. The URL's query string holds every input that differs
 // from its default, so a URL restores a page; each call's `gpuplan ... --json` line is shown.
 
+import { bytes, fmt, label, num, usd, withUnit } from "./format.js";
+
 const $ = (sel, el = document) => el.querySelector(sel);
 
 function h(tag, attrs = {}, ...kids) {
@@ -59,20 +61,7 @@ const MODELS = () => listOf("model/list", "name");
 const SYSTEMS = () => listOf("systems/list", "id");
 const GPUS = () => listOf("hw/list", "id");
 
-// ---- formatting -----------------------------------------------------------------------------
-function fmt(v, digits = 3) {
-  if (v === null || v === undefined) return "–";
-  if (typeof v === "boolean") return v ? "yes" : "no";
-  if (typeof v !== "number") return String(v);
-  if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
-  const a = Math.abs(v);
-  if (a !== 0 && (a >= 1e9 || a < 1e-3)) return v.toExponential(digits - 1);
-  const d = a >= 100 ? 0 : a >= 10 ? 1 : a >= 1 ? 2 : digits;
-  return v.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: 0 });
-}
-const usd = (v) => (v === null || v === undefined ? "–" : "$" + Math.round(v).toLocaleString("en-US"));
-const label = (k) => k.replace(/_/g, " ");
-
+// ---- formatting (format.js: units from the keys, thousands separators, ~4 significant digits) ------
 // ---- outputs --------------------------------------------------------------------------------
 const out = () => $("#results");
 
@@ -105,12 +94,14 @@ function download(name, text, type = "text/csv") {
 }
 
 function table(title, columns, rows, opts = {}) {
-  // columns: [key, label, formatter?]; rows: objects (a key may be a function of the row)
+  // columns: [key, label, formatter(value, row)?]; rows: objects (a key may be a function of the row);
+  // a cell shows its value with the unit its key names (format.js withUnit), the CSV the raw value
   const get = (r, c) => (typeof c[0] === "function" ? c[0](r) : r[c[0]]);
+  const show = (c) => c[2] || (typeof c[0] === "string" ? (v) => withUnit(c[0], v) : fmt);
   const t = h("table", { "data-table": opts.id || title },
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", { text: c[1] })))),
     h("tbody", {}, rows.map((r) => h("tr", { class: opts.rowClass ? opts.rowClass(r) : null },
-      columns.map((c) => { const v = get(r, c); return h("td", { class: typeof v === "number" ? "num" : null, text: (c[2] || fmt)(v) }); })))));
+      columns.map((c) => { const v = get(r, c); return h("td", { class: typeof v === "number" ? "num" : null, text: show(c)(v, r) }); })))));
   const csv = () => [columns.map((c) => csvCell(c[1])).join(","),
     ...rows.map((r) => columns.map((c) => csvCell(get(r, c))).join(","))].join("\n");
   const btn = h("button", { type: "button", class: "export", onclick: () => download(`${(opts.id || title || "table").replace(/\W+/g, "-")}.csv`, csv()), text: "CSV" });
@@ -127,7 +118,11 @@ function flatten(obj, prefix = "") {
 }
 
 function kv(title, obj, opts = {}) {
-  return table(title, [["key", "quantity", label], ["value", "value"]], flatten(obj), { id: opts.id || title, note: opts.note });
+  // quantity as words, value with its key's unit (opts.unit: the unit of keys that name none, e.g. "bytes");
+  // the CSV keeps the JSON key and the raw value
+  const unitKey = (k) => (opts.unit && !/_(bytes|gib|ms|s|pct|usd)$/.test(k) ? `${k}_${opts.unit}` : k);
+  return table(title, [["key", "quantity", (k) => label(k)], ["value", "value", (v, r) => withUnit(unitKey(r.key), v)]], flatten(obj),
+    { id: opts.id || title, note: opts.note });
 }
 
 const LAYOUT = {
@@ -166,9 +161,15 @@ function stacked(title, parts, unit, opts = {}) {
     type: "bar", orientation: "h", name: label(k), x: [v], y: [opts.y || ""],
     hovertemplate: `${label(k)}: %{x:.4g} ${unit}<extra></extra>`,
   }));
-  const shapes = opts.limit ? [{ type: "line", x0: opts.limit, x1: opts.limit, yref: "paper", y0: 0, y1: 1, line: { color: "#c00", width: 2, dash: "dash" } }] : [];
-  const annotations = opts.limit ? [{ x: opts.limit, yref: "paper", y: 1, text: opts.limitLabel, showarrow: false, yanchor: "bottom", font: { color: "#c00" } }] : [];
-  return plot(title, traces, { barmode: "stack", xaxis: { title: unit }, shapes, annotations, showlegend: true }, 240);
+  // opts.lines: vertical marks [{x, text, color, dash, side: "left"|"right"}] (a GPU's memory, the part a plan may use)
+  const lines = opts.lines || [];
+  const shapes = lines.map((l) => ({ type: "line", x0: l.x, x1: l.x, yref: "paper", y0: 0, y1: 1, line: { color: l.color, width: 2, dash: l.dash || "dash" } }));
+  const annotations = lines.map((l) => ({ x: l.x, yref: "paper", y: 1, text: l.text, showarrow: false, yanchor: "bottom",
+    xanchor: l.side === "left" ? "right" : "left", font: { color: l.color } }));
+  const total = Object.values(parts).filter((v) => v > 0).reduce((a, b) => a + b, 0);
+  const xmax = Math.max(total, ...lines.map((l) => l.x)) * 1.05; // every mark inside the axis
+  return plot(title, traces, { barmode: "stack", xaxis: { title: unit, range: [0, xmax] }, shapes, annotations, showlegend: true,
+    margin: { ...LAYOUT.margin, t: 40 } }, 250);
 }
 
 // ---- inputs ---------------------------------------------------------------------------------
@@ -206,8 +207,9 @@ async function buildForm(page) {
     } else {
       input = h("input", { id, name: f.name, type: f.type === "number" ? "number" : "text", value: v, step: f.step || "any", placeholder: f.placeholder || "" });
     }
-    form.append(h("div", { class: "field", "data-field": f.name },
-      h("label", { for: id, text: f.label || label(f.name) }), input,
+    // a help line is cut to the field's width (the whole text in its tooltip): the inputs stay compact
+    form.append(h("div", { class: f.type === "multi" || f.type === "file" ? "field wide" : "field", "data-field": f.name, title: f.help },
+      h("label", { for: id, text: f.label || f.name.replace(/_/g, " ") }), input,
       f.help ? h("small", { class: "help", text: f.help }) : null, h("small", { class: "msg" })));
   }
   form.append(h("div", { class: "buttons" },
@@ -366,9 +368,13 @@ function pipelineTimeline(d) {
 }
 
 function memoryBar(title, rec) {
+  // the GPU's memory and the part a plan may use (usable_gib: capacity less the memory headroom,
+  // gpuplan.workloads.memory_headroom); a plan fits when its total stays left of the usable line
   const parts = { ...rec.per_gpu_gib };
   delete parts.total;
-  stacked(title, parts, "GiB", { limit: rec.capacity_gib, limitLabel: `${rec.gpu}: ${fmt(rec.capacity_gib)} GiB`, y: "per GPU" });
+  const lines = [{ x: rec.capacity_gib, text: `${rec.gpu}: ${num(rec.capacity_gib)} GiB`, color: "#c00", dash: "solid", side: "right" }];
+  if (rec.usable_gib !== undefined) lines.push({ x: rec.usable_gib, text: `usable: ${num(rec.usable_gib)} GiB`, color: "#e07b00", dash: "dash", side: "left" });
+  stacked(title, parts, "GiB", { lines, y: "per GPU" });
 }
 
 const PAGES = {
@@ -450,7 +456,7 @@ const PAGES = {
       } catch (e) { if (e.name === "AbortError") throw e; section("Memory per GPU", h("p", { class: "note", text: "fit: " + e.message })); }
       if (d.search) {
         const s = d.search;
-        table("Top plans", [["rank", "#"], [(r) => planLabel(r.plan), "plan"], [(r) => r.plan.global_batch, "batch seqs"], ["step_time_s", "step s"], ["mfu_pct", "MFU %"], ["memory_per_gpu_gib", "GiB/GPU"]],
+        table("Top plans", [["rank", "#"], [(r) => planLabel(r.plan), "plan"], [(r) => r.plan.global_batch, "batch seqs"], ["step_time_s", "step time"], ["mfu_pct", "MFU"], ["memory_per_gpu_gib", "memory per GPU"]],
           s.top_plans, { id: "top-plans", note: `${fmt(s.plans_evaluated)} plans evaluated, ${fmt(s.plans_valid)} valid, ${fmt(s.plans_fitting)} fit in memory` +
             (d.global_batch_default ? "; ranked by time per token (each plan's default global batch: the multiple of dp x micro-batch nearest 2^22 tokens)" : "") });
         section("Why the others lose", h("ul", { class: "why" }, s.why_others_lose.map((w) => h("li", { text: w }))));
@@ -482,7 +488,7 @@ const PAGES = {
       if (q === "max-seq") stats([["max_seq_len", "longest sequence", d.max_seq_len, "tokens"], ["micro_batch", "at micro-batch", d.micro_batch]]);
       if (q === "min-gpus") stats([["min_gpus", "fewest GPUs", d.min_gpus], ["layouts_tried", "layouts tried", d.layouts_tried]]);
       if (rec && rec.per_gpu_gib) memoryBar(`Memory per GPU (${rec.plan ? planLabel(rec.plan) : ""})`, rec);
-      if (rec && rec.per_gpu_bytes) kv("Memory per GPU, bytes", { ...rec.per_gpu_bytes, ...{ activations: rec.activations_bytes, other: rec.other_bytes } });
+      if (rec && rec.per_gpu_bytes) kv("Memory per GPU by part", { ...rec.per_gpu_bytes, ...{ activations: rec.activations_bytes, other: rec.other_bytes } }, { id: "memory-bytes", unit: "bytes" });
     },
   },
 
@@ -498,10 +504,13 @@ const PAGES = {
       { name: "kv_dtype", type: "select", options: SERVE_DTYPES, def: "bf16" },
       { name: "engine", type: "select", options: SERVE_ENGINES, def: "generic",
         help: "serving engine whose defaults run: scheduler, KV memory rule and block size, batch limits, CUDA graphs, TP all-reduce (generic: gpuplan's own)" },
+      // the objectives: drawn on the frontier and on TTFT against load, and the capacity plan's targets
+      { name: "ttft_ms", type: "number", def: "2000", label: "target p90 TTFT, ms" },
+      { name: "tpot_ms", type: "number", def: "50", label: "target p90 TPOT, ms" },
       { name: "capacity", type: "check", label: "capacity plan (slow: ~20 s)" },
       { name: "plan_rate", type: "number", def: "10", label: "capacity: req/s to serve" },
-      { name: "ttft_ms", type: "number", def: "2000", label: "capacity: p90 TTFT ms" },
-      { name: "tpot_ms", type: "number", def: "50", label: "capacity: p90 TPOT ms" },
+      { name: "plan_gpus", type: "multi", options: GPUS, def: [], label: "capacity: GPU types",
+        help: "`serve plan --gpu` (several: the cheapest that meets the targets); none: the GPU above" },
       { name: "disaggregated", type: "check", label: "capacity: also disaggregated prefill/decode" },
     ],
     async run(v) {
@@ -516,31 +525,47 @@ const PAGES = {
         ["kv_cache_gib_per_gpu", "KV cache per GPU", d.kv_cache_gib_per_gpu, "GiB"], ["max_concurrent_sequences", "max sequences", d.max_concurrent_sequences]]);
       const pts = fr.data.points;
       const tps = [...new Set(pts.map((p) => p.tp))].sort((a, b) => a - b);
-      plot("Latency-throughput frontier (each point: tp x concurrency)", tps.map((tp) => {
+      // the objectives (p90 TTFT and TPOT): a point meets them when both its p90s are within (filled
+      // marker; hollow when not). The x axis is 1e3 / mean TPOT (capacity.frontier_coordinates), so the
+      // TPOT target is the vertical line x = 1e3 / target: points left of it are slower than the target
+      const meets = (p) => p.ttft_p90_ms <= v.ttft_ms && (p.tpot_p90_ms ?? 1e3 / p.tokens_per_s_per_user) <= v.tpot_ms;
+      const targets = v.ttft_ms !== undefined && v.tpot_ms !== undefined;
+      const line = (k, x0, x1, y0, y1, text, refs) => ({ shape: { type: "line", x0, x1, y0, y1, ...refs, line: { color: "#c00", width: 1.5, dash: "dash" } },
+        note: { x: refs.xref === "paper" ? 1 : x0, y: refs.yref === "paper" ? 1 : y0, ...refs, text, showarrow: false, xanchor: refs.xref === "paper" ? "right" : "left", yanchor: "bottom", font: { color: "#c00", size: 11 } } });
+      const tpotLine = v.tpot_ms ? line("tpot", 1e3 / v.tpot_ms, 1e3 / v.tpot_ms, 0, 1, `TPOT target ${num(v.tpot_ms)} ms`, { yref: "paper" }) : null;
+      const here = { type: "scatter", mode: "markers+text", name: `this deployment (tp=${d.tp}, ${d.load})`, x: [d.tokens_per_s_per_user], y: [d.tokens_per_s_per_gpu],
+        text: ["this deployment"], textposition: "top center", marker: { symbol: "star", size: 16, color: "#111", line: { color: "#fff", width: 1 } },
+        hovertemplate: `this deployment: TTFT p90 ${num(d.ttft_p90_ms)} ms, TPOT p90 ${num(d.tpot_p90_ms)} ms<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/GPU<extra></extra>` };
+      plot(`Latency-throughput frontier (each point: tp x concurrency${targets ? "; filled: meets both p90 targets" : ""})`, [...tps.map((tp) => {
         const q = pts.filter((p) => p.tp === tp).sort((a, b) => a.concurrency - b.concurrency);
         return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.tokens_per_s_per_user), y: q.map((p) => p.tokens_per_s_per_gpu),
-          text: q.map((p) => `concurrency ${p.concurrency}, TTFT p90 ${fmt(p.ttft_p90_ms)} ms`), hovertemplate: "%{text}<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/GPU<extra></extra>" };
-      }), { xaxis: { title: "tokens/s per user (interactivity)" }, yaxis: { title: "tokens/s per GPU (throughput)" } });
+          marker: { size: 8, symbol: q.map((p) => (!targets || meets(p) ? "circle" : "circle-open")) },
+          text: q.map((p) => `concurrency ${p.concurrency}, TTFT p90 ${num(p.ttft_p90_ms)} ms${p.tpot_p90_ms ? `, TPOT p90 ${num(p.tpot_p90_ms)} ms` : ""}`), hovertemplate: "%{text}<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/GPU<extra></extra>" };
+      }), here], { xaxis: { title: "tokens/s per user (interactivity)" }, yaxis: { title: "tokens/s per GPU (throughput)" },
+        shapes: tpotLine ? [tpotLine.shape] : [], annotations: tpotLine ? [tpotLine.note] : [] }, 380);
+      const ttftLine = v.ttft_ms ? line("ttft", 0, 1, v.ttft_ms, v.ttft_ms, `TTFT target ${num(v.ttft_ms)} ms`, { xref: "paper" }) : null;
       plot("TTFT p90 against load", tps.map((tp) => {
         const q = pts.filter((p) => p.tp === tp).sort((a, b) => a.concurrency - b.concurrency);
         return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.concurrency), y: q.map((p) => p.ttft_p90_ms) };
-      }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" } });
+      }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" },
+        shapes: ttftLine ? [ttftLine.shape] : [], annotations: ttftLine ? [ttftLine.note] : [] });
       kv("This deployment", d, { id: "serve-run" });
       // the 80% bands and whether public rows share this deployment's regime (gpuplan.interfaces.validation.error_bands)
       for (const [cls, info] of Object.entries((d.band_80pct || {}).regimes || {})) {
         section(`80% ${cls} band`, h("p", { class: "note", "data-key": `band_${cls}`, text: `${info.reason}; band from the cross-validated errors of ${info.rows} public rows (${info.regime})` }));
       }
+      const planGpus = v.plan_gpus.length ? v.plan_gpus : v.gpu ? [v.gpu] : undefined; // `serve plan --gpu A --gpu B`
       if (v.capacity && v.disaggregated) {
-        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined, disaggregated: true });
+        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: planGpus, disaggregated: true });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)],
           ["disaggregated_saving_percent", "disaggregated saving vs co-located", c.disaggregated_saving_percent, "%"]]);
-        table("Serving options: co-located and disaggregated", [["mode", "mode"], ["layout", "layout"], ["gpus", "GPUs"], ["kv_link", "KV link"], ["ttft_p90_ms", "TTFT p90 ms"], ["tpot_p90_ms", "TPOT p90 ms"],
-          ["usd_per_million_output_tokens", "$/M out tok"], ["why_not_best", "why not"]], c.options.slice(0, 20), { id: "disaggregated" });
+        table("Serving options: co-located and disaggregated", [["mode", "mode"], ["layout", "layout"], ["gpus", "GPUs"], ["kv_link", "KV link"], ["ttft_p90_ms", "TTFT p90"], ["tpot_p90_ms", "TPOT p90"],
+          ["usd_per_million_output_tokens", "$ per M output tokens"], ["why_not_best", "why not"]], c.options.slice(0, 20), { id: "disaggregated" });
       } else if (v.capacity) {
-        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: v.gpu ? [v.gpu] : undefined });
+        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: planGpus });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)]]);
-        table("Capacity plan: candidates (closed loop sizes, Poisson arrivals verify)", [["layout", "layout"], ["replicas", "replicas"], ["gpus", "GPUs"], ["ttft_p90_ms", "TTFT p90 ms (closed)"], ["tpot_p90_ms", "TPOT p90 ms (closed)"],
-          ["open_loop_ttft_p90_ms", "TTFT p90 ms (Poisson)"], ["open_loop_tpot_p90_ms", "TPOT p90 ms (Poisson)"], ["usd_per_million_output_tokens", "$/M out tok"], ["why_not_best", "why not"]], c.candidates, { id: "capacity" });
+        table("Capacity plan: candidates (closed loop sizes, Poisson arrivals verify)", [["layout", "layout"], ["replicas", "replicas"], ["gpus", "GPUs"], ["open_loop_ttft_p90_ms", "TTFT p90 (Poisson)"], ["open_loop_tpot_p90_ms", "TPOT p90 (Poisson)"],
+          ["ttft_p90_ms", "TTFT p90 (closed loop)"], ["tpot_p90_ms", "TPOT p90 (closed loop)"], ["usd_per_million_output_tokens", "$ per M output tokens"], ["why_not_best", "why not"]], c.candidates, { id: "capacity" });
         if (c.rejected && c.rejected.length) table("Layouts that cannot serve", [["layout", "layout"], ["why", "why"]], c.rejected, { id: "capacity-rejected" });
       }
     },
@@ -577,7 +602,7 @@ const PAGES = {
           { type: "bar", name: "days", x: ok.map((r) => r.system), y: ok.map((r) => r.days), yaxis: "y", offsetgroup: "days" },
           { type: "bar", name: "cost (USD, right axis)", x: ok.map((r) => r.system), y: ok.map((r) => r.cost_usd), yaxis: "y2", offsetgroup: "cost" },
         ], { barmode: "group", yaxis: { title: "days" }, yaxis2: { title: "USD", overlaying: "y", side: "right" } });
-        table("One workload on each system", [["system", "system"], ["days", "days"], ["mfu_pct", "MFU %"], ["cost_usd", "cost", usd], ["usd_per_gpu_hour", "$/GPU-h"], ["energy_mwh", "MWh"], [(r) => r.best_plan && planLabel(r.best_plan), "best plan"], ["price_source", "price source"], ["error", "error"]], runs, { id: "workload" });
+        table("One workload on each system", [["system", "system"], ["days", "days"], ["mfu_pct", "MFU"], ["cost_usd", "cost", usd], ["usd_per_gpu_hour", "$ per GPU-hour"], ["energy_mwh", "energy"], [(r) => r.best_plan && planLabel(r.best_plan), "best plan"], ["price_source", "price source"], ["error", "error"]], runs, { id: "workload" });
       }
     },
   },
@@ -610,7 +635,7 @@ const PAGES = {
         { type: "scatter", mode: "markers+text", name: "your kernels (attainable)", x: r.workloads.map((w) => w.intensity_flop_per_byte), y: r.workloads.map((w) => w.achieved_tflops ?? w.attainable_tflops),
           text: r.workloads.map((w) => w.name), textposition: "bottom right", marker: { size: 11, color: "#c00" } },
       ], { xaxis: { title: "arithmetic intensity, FLOP/byte", type: "log" }, yaxis: { title: "TFLOP/s", type: "log" } }, 420);
-      table("Kernels on the roofline", [["name", "kernel"], ["intensity_flop_per_byte", "FLOP/byte"], ["attainable_tflops", "attainable TFLOP/s"], ["bound", "bound"], ["min_time_s", "min time s"], ["achieved_tflops", "achieved"], ["fraction_of_roof", "of roof"]], r.workloads, { id: "roofline", note: `peak ${fmt(r.peak_tflops)} TFLOP/s: ${r.peak_source}` });
+      table("Kernels on the roofline", [["name", "kernel"], ["intensity_flop_per_byte", "intensity"], ["attainable_tflops", "attainable"], ["bound", "bound"], ["min_time_s", "min time"], ["achieved_tflops", "achieved"], ["fraction_of_roof", "of roof"]], r.workloads, { id: "roofline", note: `peak ${fmt(r.peak_tflops)} TFLOP/s: ${r.peak_source}` });
     },
   },
 
@@ -631,7 +656,7 @@ const PAGES = {
         { type: "bar", name: "SNR dB", x: d.results.map((r) => r.format), y: d.results.map((r) => r.snr_db), yaxis: "y" },
         { type: "scatter", mode: "markers", name: "bits per element", x: d.results.map((r) => r.format), y: d.results.map((r) => r.bits_per_element), yaxis: "y2", marker: { size: 12 } },
       ], { yaxis: { title: "SNR, dB" }, yaxis2: { title: "bits/element", overlaying: "y", side: "right" } });
-      table("Quantisation error per format", [["format", "format"], ["snr_db", "SNR dB"], ["mse", "MSE"], ["max_abs_error", "max abs err"], ["fraction_saturated", "saturated"], ["fraction_flushed_to_zero", "flushed to 0"], ["bits_per_element", "bits/elem"], ["storage_bytes", "bytes"]], d.results, { id: "formats" });
+      table("Quantisation error per format", [["format", "format"], ["snr_db", "SNR"], ["mse", "MSE"], ["max_abs_error", "max abs err"], ["fraction_saturated", "saturated"], ["fraction_flushed_to_zero", "flushed to 0"], ["bits_per_element", "bits/elem"], ["storage_bytes", "storage"]], d.results, { id: "formats" });
     },
   },
 
@@ -656,8 +681,8 @@ const PAGES = {
         ...(band ? [line(1 + band / 100, `± median |error| (${fmt(band)}%)`, "dot"), { ...line(1 - band / 100, "", "dot"), showlegend: false }] : []),
         ...groups.map((g) => { const q = rows.filter((r) => r.family === g); return { type: "scatter", mode: "markers", name: g, x: q.map((r) => r.measured), y: q.map((r) => r.predicted), text: q.map((r) => `${r.id} ${r.metric}: ${fmt(r.error_pct)}%`), hovertemplate: "%{text}<extra></extra>" }; }),
       ], { xaxis: { title: "measured", type: "log" }, yaxis: { title: "predicted", type: "log" }, legend: { orientation: "v", x: 1.02, y: 1 } }, 480);
-      table("Per family", [["family", "family"], ["count", "rows"], ["mape_pct", "MAPE %"], ["median_abs_error_pct", "median |err| %"], ["max_abs_error_pct", "max |err| %"], ["mean_error_pct", "mean err %"], ["skipped", "skipped"]], fams, { id: "families" });
-      table("Per row", [["id", "id"], ["family", "family"], ["metric", "metric"], ["measured", "measured"], ["predicted", "predicted"], ["error_pct", "error %"], ["skipped", "skipped"], ["reason", "reason"]], d.rows, { id: "rows", rowClass: (r) => (r.skipped ? "skipped" : Math.abs(r.error_pct) > 25 ? "far" : null) });
+      table("Per family", [["family", "family"], ["count", "rows"], ["mape_pct", "MAPE"], ["median_abs_error_pct", "median |error|"], ["max_abs_error_pct", "max |error|"], ["mean_error_pct", "mean error"], ["skipped", "skipped"]], fams, { id: "families" });
+      table("Per row", [["id", "id"], ["family", "family"], ["metric", "metric"], ["measured", "measured"], ["predicted", "predicted"], ["error_pct", "error"], ["skipped", "skipped"], ["reason", "reason"]], d.rows, { id: "rows", rowClass: (r) => (r.skipped ? "skipped" : Math.abs(r.error_pct) > 25 ? "far" : null) });
     },
   },
 

@@ -21,6 +21,7 @@ from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
 from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
+from gpuplan.workloads.inference.plan.capacity import frontier_coordinates
 from gpuplan.workloads.inference.replica import (
     PLANNING_SEED, STEADY_STATE, Load, LoadKind, Replica, ServingFeatures, static_scheduler,
 )
@@ -86,6 +87,9 @@ class ServeReport:
     # the serving engine whose defaults ran (engines.py; "generic" = gpuplan's own) and the scheduler kind in effect
     engine: str = GENERIC.name
     scheduler: str = ""
+    # this deployment's point on the latency-throughput frontier (capacity.frontier_coordinates)
+    tokens_per_s_per_gpu: float = 0.0
+    tokens_per_s_per_user: float = 0.0
 
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
@@ -160,4 +164,6 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
         frontend_latency_ms=1e3 * run.frontend_latency_s, engine=engine.name, scheduler=sched.kind.value,
+        **dict(zip(("tokens_per_s_per_gpu", "tokens_per_s_per_user"),
+                   frontier_coordinates(run.output_tokens_per_s, dep.num_gpus, res.tpot_ms.mean))),
     )
