@@ -389,3 +389,45 @@ def test_memory_bar_marks_capacity_and_usable_memory(server, page):
     assert want["usable_gib"] == pytest.approx(72.0, rel=1e-12)
     notes = page.locator(".plot .annotation-text").all_text_contents()
     assert "h100-sxm5-80gb: 80 GiB" in notes and "usable: 72 GiB" in notes
+
+
+def test_serve_frontier_marks_the_targets_and_this_deployment_and_plans_over_gpu_types(server, page):
+    page.goto(server + "/serve?model=llama-3-8b&input_len=1024&output_len=128&ttft_ms=500&tpot_ms=25"
+                       "&capacity=true&plan_rate=4&plan_gpus=h100-sxm5-80gb,a100-sxm4-80gb")
+    wait_updates(page, 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    lines = page.text_content("#command").splitlines()
+    run = cli_json(next(ln for ln in lines if "serve run" in ln))
+    # the deployment's frontier point: per GPU = output tokens/s / (tp x pp), per user = 1e3 / mean TPOT
+    assert run["tp"] * run["pp"] == 1
+    assert run["tokens_per_s_per_gpu"] == pytest.approx(run["output_tokens_per_s"], rel=1e-12)
+    assert run["tokens_per_s_per_user"] == pytest.approx(1e3 / run["tpot_ms"], rel=1e-12)
+    frontier = page.locator(".plot").nth(0)
+    star = frontier.evaluate("el => el.data.find((t) => t.name.startsWith('this deployment'))")
+    assert star["x"] == [run["tokens_per_s_per_user"]] and star["y"] == [run["tokens_per_s_per_gpu"]]
+    # the TPOT target 25 ms is the vertical line at 1e3 / 25 = 40 tokens/s per user; the TTFT target
+    # 500 ms the horizontal line of TTFT against load
+    shapes = frontier.evaluate("el => el.layout.shapes.map((s) => [s.x0, s.x1])")
+    assert shapes == [[40, 40]]
+    ttft = page.locator(".plot").nth(1).evaluate("el => el.layout.shapes.map((s) => [s.y0, s.y1])")
+    assert ttft == [[500, 500]]
+    notes = page.locator(".plot .annotation-text").all_text_contents()
+    assert "TPOT target 25 ms" in notes and "TTFT target 500 ms" in notes
+    # the capacity plan over both GPU types, as `serve plan --gpu A --gpu B`
+    line = next(ln for ln in lines if "serve plan" in ln)
+    words = line.split()
+    assert sorted(words[i + 1] for i, w in enumerate(words) if w == "--gpu") == ["a100-sxm4-80gb", "h100-sxm5-80gb"]
+    plan = cli_json(line)
+    layouts = page.locator('[data-table="capacity"] tbody tr td:first-child').all_text_contents()
+    assert layouts == [c["layout"] for c in plan["candidates"]]
+    assert {lay.split()[0] for lay in layouts} == {"h100-sxm5-80gb", "a100-sxm4-80gb"}
+    assert stat(page, "capacity_gpus") == plan["best"]["gpus"]
+    # a formatted cell: the best candidate's Poisson TTFT p90 with its unit, as format.js writes it
+    # (thousands separators, at most four significant digits: within 0.05% of the JSON's double)
+    import re
+
+    cell = page.locator('[data-table="capacity"] tbody tr').nth(0).locator("td").nth(3).text_content()
+    assert re.fullmatch(r"\d{1,3}(,\d{3})*(\.\d{1,2})? ms", cell), cell
+    assert float(cell[:-3].replace(",", "")) == pytest.approx(plan["candidates"][0]["open_loop_ttft_p90_ms"], rel=5e-4)
+    assert page.problems == []
+    page.screenshot(path=str(shots_dir() / "serve-capacity.png"), full_page=True)

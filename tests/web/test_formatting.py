@@ -31,7 +31,11 @@ CASES = [
     ("usd_per_million_output_tokens", 0.3456, "$0.35"),  # cents below $100
     ("output_tokens_per_s", 3085.78523825858, "3,086 tok/s"),
     ("facility_power_kw", 1234.567, "1,235 kW"),
-    ("step_time_s", 0.000123, "1.23e-4 s"),  # below 1e-3: scientific, three significant digits
+    ("step_time_s", 0.000123, "123 µs"),  # below 1 ms: microseconds
+    ("min_time_s", 0.0123456, "12.35 ms"),  # below 1 s: milliseconds
+    ("mse", 0.000123, "1.23e-4"),  # below 1e-3: scientific, three significant digits
+    ("capex_breakdown_usd.gpus", 8640000, "$8,640,000"),  # the container's unit
+    ("grid_kg_co2_per_kwh", 0.39, "0.39 kg CO₂/kWh"),
     ("gpus", 1024, "1,024"),  # no unit: an integer with separators
     ("fits", True, "yes"),
 ]
@@ -51,7 +55,8 @@ def test_a_band_shows_as_a_range(fmt):
     ("kv_cache_gib_per_gpu", "KV cache per GPU"), ("ttft_p90_ms", "TTFT p90"),
     ("usd_per_million_output_tokens", "$ per million output tokens"), ("output_tokens_per_s", "Output tokens/s"),
     ("kv_cache_bytes_per_token", "KV cache per token"), ("capex_breakdown_usd.gpus", "Capex breakdown · GPUs"),
-    ("on_prem_usd_per_gpu_hour", "On prem $ per GPU-hour"), ("mape_pct", "MAPE"),
+    ("on_prem_usd_per_gpu_hour", "On-prem $ per GPU-hour"), ("mape_pct", "MAPE"),
+    ("grid_kg_co2_per_kwh", "Grid carbon intensity"),
 ])
 def test_keys_read_as_words(fmt, key, words):
     assert fmt(f"F.label('{key}')") == words

@@ -75,7 +75,7 @@ function stats(items) {
   // items: [key, label, value, unit, formatter]; data-value holds the number as the API gave it
   const row = h("div", { class: "stats" });
   for (const [key, lab, value, unit, f] of items) {
-    const text = (f || fmt)(value) + (unit ? " " + unit : "");
+    const text = (f || fmt)(value) + (unit === "%" ? "%" : unit ? " " + unit : "");
     row.append(h("div", { class: "stat", "data-key": key, "data-value": value === null ? "" : String(value) },
       h("div", { class: text.length > 10 ? "v long" : "v", text }), h("div", { class: "l", text: lab }))); // long: smaller, not broken
   }
@@ -98,7 +98,7 @@ function table(title, columns, rows, opts = {}) {
   // a cell shows its value with the unit its key names (format.js withUnit), the CSV the raw value
   const get = (r, c) => (typeof c[0] === "function" ? c[0](r) : r[c[0]]);
   const show = (c) => c[2] || (typeof c[0] === "string" ? (v) => withUnit(c[0], v) : fmt);
-  const t = h("table", { "data-table": opts.id || title },
+  const t = h("table", { "data-table": opts.id || title, class: opts.cls },
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", { text: c[1] })))),
     h("tbody", {}, rows.map((r) => h("tr", { class: opts.rowClass ? opts.rowClass(r) : null },
       columns.map((c) => { const v = get(r, c); return h("td", { class: typeof v === "number" ? "num" : null, text: show(c)(v, r) }); })))));
@@ -122,7 +122,7 @@ function kv(title, obj, opts = {}) {
   // the CSV keeps the JSON key and the raw value
   const unitKey = (k) => (opts.unit && !/_(bytes|gib|ms|s|pct|usd)$/.test(k) ? `${k}_${opts.unit}` : k);
   return table(title, [["key", "quantity", (k) => label(k)], ["value", "value", (v, r) => withUnit(unitKey(r.key), v)]], flatten(obj),
-    { id: opts.id || title, note: opts.note });
+    { id: opts.id || title, note: opts.note, cls: "kv" });
 }
 
 const LAYOUT = {
@@ -163,13 +163,14 @@ function stacked(title, parts, unit, opts = {}) {
   }));
   // opts.lines: vertical marks [{x, text, color, dash, side: "left"|"right"}] (a GPU's memory, the part a plan may use)
   const lines = opts.lines || [];
+  // (marks' labels run right of their line into a wider right margin)
   const shapes = lines.map((l) => ({ type: "line", x0: l.x, x1: l.x, yref: "paper", y0: 0, y1: 1, line: { color: l.color, width: 2, dash: l.dash || "dash" } }));
   const annotations = lines.map((l) => ({ x: l.x, yref: "paper", y: 1, text: l.text, showarrow: false, yanchor: "bottom",
     xanchor: l.side === "left" ? "right" : "left", font: { color: l.color } }));
   const total = Object.values(parts).filter((v) => v > 0).reduce((a, b) => a + b, 0);
   const xmax = Math.max(total, ...lines.map((l) => l.x)) * 1.05; // every mark inside the axis
   return plot(title, traces, { barmode: "stack", xaxis: { title: unit, range: [0, xmax] }, shapes, annotations, showlegend: true,
-    margin: { ...LAYOUT.margin, t: 40 } }, 250);
+    margin: { ...LAYOUT.margin, t: 40, r: lines.some((l) => l.side !== "left") ? 170 : LAYOUT.margin.r } }, 250);
 }
 
 // ---- inputs ---------------------------------------------------------------------------------
@@ -198,8 +199,9 @@ async function buildForm(page) {
       input = h("select", { id, name: f.name }, opts.map((o) => h("option", { value: o, text: o === "" ? "(auto)" : o })));
       input.value = v;
     } else if (f.type === "multi") {
+      const order = [...opts.filter((o) => v.includes(o)), ...opts.filter((o) => !v.includes(o))]; // the chosen ones in sight
       input = h("div", { id, class: "multi", "data-name": f.name },
-        opts.map((o) => h("label", {}, h("input", { type: "checkbox", value: o, checked: v.includes(o) }), " " + o)));
+        order.map((o) => h("label", {}, h("input", { type: "checkbox", value: o, checked: v.includes(o) }), " " + o)));
     } else if (f.type === "check") {
       input = h("input", { id, name: f.name, type: "checkbox", checked: v });
     } else if (f.type === "file") {
@@ -208,8 +210,10 @@ async function buildForm(page) {
       input = h("input", { id, name: f.name, type: f.type === "number" ? "number" : "text", value: v, step: f.step || "any", placeholder: f.placeholder || "" });
     }
     // a help line is cut to the field's width (the whole text in its tooltip): the inputs stay compact
-    form.append(h("div", { class: f.type === "multi" || f.type === "file" ? "field wide" : "field", "data-field": f.name, title: f.help },
-      h("label", { for: id, text: f.label || f.name.replace(/_/g, " ") }), input,
+    const text = f.label || f.name.replace(/_/g, " ");
+    const cls = f.type === "multi" || f.type === "file" ? "field wide" : f.type === "check" ? "field check" : "field";
+    form.append(h("div", { class: cls, "data-field": f.name, title: f.help },
+      ...(f.type === "check" ? [h("label", { for: id }, input, " " + text)] : [h("label", { for: id, text }), input]),
       f.help ? h("small", { class: "help", text: f.help }) : null, h("small", { class: "msg" })));
   }
   form.append(h("div", { class: "buttons" },
@@ -483,7 +487,7 @@ const PAGES = {
       if (q === "min-gpus") names.push("max_gpus"); else names.push("gpus");
       const { data: d } = await api(`fit/${q}`, pick(v, names));
       const rec = d.memory || d;
-      if (q === "train") stats([["fits", "fits", d.fits], ["total_gib", "memory per GPU", d.per_gpu_gib.total, "GiB"], ["capacity_gib", "GPU memory", d.capacity_gib, "GiB"], ["headroom_gib", "headroom", d.headroom_gib, "GiB"]]);
+      if (q === "train") stats([["fits", "fits", d.fits], ["total_gib", "memory per GPU", d.per_gpu_gib.total, "GiB"], ["capacity_gib", "GPU memory", d.capacity_gib, "GiB"], ["usable_gib", "usable (GPU memory less the headroom)", d.usable_gib, "GiB"], ["headroom_gib", "left of the usable part", d.headroom_gib, "GiB"]]);
       if (q === "max-batch") stats([["max_micro_batch", "largest micro-batch", d.max_micro_batch], ["seq_len", "at sequence length", d.seq_len]]);
       if (q === "max-seq") stats([["max_seq_len", "longest sequence", d.max_seq_len, "tokens"], ["micro_batch", "at micro-batch", d.micro_batch]]);
       if (q === "min-gpus") stats([["min_gpus", "fewest GPUs", d.min_gpus], ["layouts_tried", "layouts tried", d.layouts_tried]]);
@@ -530,11 +534,12 @@ const PAGES = {
       // TPOT target is the vertical line x = 1e3 / target: points left of it are slower than the target
       const meets = (p) => p.ttft_p90_ms <= v.ttft_ms && (p.tpot_p90_ms ?? 1e3 / p.tokens_per_s_per_user) <= v.tpot_ms;
       const targets = v.ttft_ms !== undefined && v.tpot_ms !== undefined;
-      const line = (k, x0, x1, y0, y1, text, refs) => ({ shape: { type: "line", x0, x1, y0, y1, ...refs, line: { color: "#c00", width: 1.5, dash: "dash" } },
-        note: { x: refs.xref === "paper" ? 1 : x0, y: refs.yref === "paper" ? 1 : y0, ...refs, text, showarrow: false, xanchor: refs.xref === "paper" ? "right" : "left", yanchor: "bottom", font: { color: "#c00", size: 11 } } });
+      const line = (k, x0, x1, y0, y1, text, refs) => ({ shape: { type: "line", x0, x1, y0, y1, xref: refs.xref, yref: refs.yref, line: { color: "#c00", width: 1.5, dash: "dash" } },
+        // an annotation on a log axis is placed at log10 of the value (plotly.js), a shape at the value
+        note: { x: refs.xref === "paper" ? 1 : x0, y: refs.yref === "paper" ? 1 : refs.ylog ? Math.log10(y0) : y0, xref: refs.xref, yref: refs.yref, text, showarrow: false, xanchor: refs.xref === "paper" ? "right" : "left", yanchor: "bottom", font: { color: "#c00", size: 11 } } });
       const tpotLine = v.tpot_ms ? line("tpot", 1e3 / v.tpot_ms, 1e3 / v.tpot_ms, 0, 1, `TPOT target ${num(v.tpot_ms)} ms`, { yref: "paper" }) : null;
-      const here = { type: "scatter", mode: "markers+text", name: `this deployment (tp=${d.tp}, ${d.load})`, x: [d.tokens_per_s_per_user], y: [d.tokens_per_s_per_gpu],
-        text: ["this deployment"], textposition: "top center", marker: { symbol: "star", size: 16, color: "#111", line: { color: "#fff", width: 1 } },
+      const here = { type: "scatter", mode: "markers", name: `this deployment (tp=${d.tp}, ${d.load})`, x: [d.tokens_per_s_per_user], y: [d.tokens_per_s_per_gpu],
+        marker: { symbol: "star", size: 16, color: "#111", line: { color: "#fff", width: 1 } },
         hovertemplate: `this deployment: TTFT p90 ${num(d.ttft_p90_ms)} ms, TPOT p90 ${num(d.tpot_p90_ms)} ms<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/GPU<extra></extra>` };
       plot(`Latency-throughput frontier (each point: tp x concurrency${targets ? "; filled: meets both p90 targets" : ""})`, [...tps.map((tp) => {
         const q = pts.filter((p) => p.tp === tp).sort((a, b) => a.concurrency - b.concurrency);
@@ -543,7 +548,7 @@ const PAGES = {
           text: q.map((p) => `concurrency ${p.concurrency}, TTFT p90 ${num(p.ttft_p90_ms)} ms${p.tpot_p90_ms ? `, TPOT p90 ${num(p.tpot_p90_ms)} ms` : ""}`), hovertemplate: "%{text}<br>%{x:.1f} tok/s/user, %{y:.0f} tok/s/GPU<extra></extra>" };
       }), here], { xaxis: { title: "tokens/s per user (interactivity)" }, yaxis: { title: "tokens/s per GPU (throughput)" },
         shapes: tpotLine ? [tpotLine.shape] : [], annotations: tpotLine ? [tpotLine.note] : [] }, 380);
-      const ttftLine = v.ttft_ms ? line("ttft", 0, 1, v.ttft_ms, v.ttft_ms, `TTFT target ${num(v.ttft_ms)} ms`, { xref: "paper" }) : null;
+      const ttftLine = v.ttft_ms ? line("ttft", 0, 1, v.ttft_ms, v.ttft_ms, `TTFT target ${num(v.ttft_ms)} ms`, { xref: "paper", ylog: true }) : null;
       plot("TTFT p90 against load", tps.map((tp) => {
         const q = pts.filter((p) => p.tp === tp).sort((a, b) => a.concurrency - b.concurrency);
         return { type: "scatter", mode: "lines+markers", name: `tp=${tp}`, x: q.map((p) => p.concurrency), y: q.map((p) => p.ttft_p90_ms) };
@@ -787,7 +792,7 @@ const PAGES = {
       ]);
       const f = fab.data, p = pow.data, t = tco.data;
       stats([["gpus", "GPUs", f.gpus], ["switches", "switches", f.switches], ["cables", "cables", f.cables], ["facility_power_kw", "facility power", p.facility_power_kw, "kW"],
-        ["racks", "racks", p.racks], ["capex_usd", "capex", t.capex_usd, "", usd], ["on_prem_usd_per_gpu_hour", "on-prem $/GPU-h", t.on_prem_usd_per_gpu_hour], ["breakeven_months", "break-even", t.breakeven_months, "months"]]);
+        ["racks", "racks", p.racks], ["capex_usd", "capex", t.capex_usd, "", usd], ["on_prem_usd_per_gpu_hour", "on-prem per GPU-hour", t.on_prem_usd_per_gpu_hour, "", usd], ["breakeven_months", "break-even", t.breakeven_months, "months"]]);
       table("Fabric bill of materials", [["item", "item"], ["count", "count"]], [
         ["leaf switches", f.leaf_switches], ["spine switches", f.spine_switches], ["core switches", f.core_switches], ["node-leaf cables", f.node_leaf_cables],
         ["leaf-spine cables", f.leaf_spine_cables], ["spine-core cables", f.spine_core_cables], ["transceivers", f.transceivers], ["racks", f.racks.racks]].map(([item, count]) => ({ item, count })),

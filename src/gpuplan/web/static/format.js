@@ -42,15 +42,22 @@ export function usd(v) {
   return (v < 0 ? "-$" : "$") + a.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: d === 4 ? 0 : d });
 }
 
+/** Seconds, in ms or µs below one second ("0.0123" -> "12.3 ms"). */
+export function seconds(v) {
+  if (typeof v !== "number" || v === 0 || !Number.isFinite(v)) return typeof v === "number" ? `${num(v)} s` : fmt(v);
+  const a = Math.abs(v);
+  return a >= 1 ? `${num(v)} s` : a >= 1e-3 ? `${num(v * 1e3)} ms` : `${num(v * 1e6)} µs`;
+}
+
 // unit words of a key (the last `_`-separated words that name a unit), longest first, and how a value shows
 const UNITS = [
   ["usd_per_gpu_hour", (v) => usd(v), "$ per GPU-hour"], ["usd_per_kwh", (v) => usd(v), "$ per kWh"],
   ["usd_per_million_output_tokens", (v) => usd(v), "$ per million output tokens"],
-  ["flop_per_byte", (v) => `${num(v)} FLOP/B`], ["bytes_per_token", (v) => bytes(v), "per token"],
+  ["kg_co2_per_kwh", (v) => `${num(v)} kg CO₂/kWh`, "carbon intensity"], ["flop_per_byte", (v) => `${num(v)} FLOP/B`], ["bytes_per_token", (v) => bytes(v), "per token"],
   ["bytes_per_param", (v) => `${num(v)} B`, "bytes per parameter"], ["tokens_per_s", (v) => `${num(v)} tok/s`, "tokens/s"],
   ["requests_per_s", (v) => `${num(v)} req/s`, "requests/s"], ["gbit_s", (v) => `${num(v)} Gbit/s`],
   ["bytes", bytes], ["gib", (v) => `${num(v)} GiB`], ["mib", (v) => `${num(v)} MiB`], ["ms", (v) => `${num(v)} ms`],
-  ["s", (v) => `${num(v)} s`], ["pct", (v) => `${num(v)}%`], ["percent", (v) => `${num(v)}%`], ["usd", usd],
+  ["s", seconds], ["pct", (v) => `${num(v)}%`], ["percent", (v) => `${num(v)}%`], ["usd", usd],
   ["kw", (v) => `${num(v)} kW`], ["w", (v) => `${num(v)} W`], ["kwh", (v) => `${num(v)} kWh`], ["mwh", (v) => `${num(v)} MWh`],
   ["gbps", (v) => `${num(v)} GB/s`], ["tbps", (v) => `${num(v)} TB/s`], ["tflops", (v) => `${num(v)} TFLOP/s`],
   ["db", (v) => `${num(v)} dB`], ["tonnes", (v) => `${num(v)} t`], ["kg", (v) => `${num(v)} kg`], ["months", (v) => `${num(v)} months`],
@@ -61,11 +68,21 @@ const WORDS = {
   ttft: "TTFT", tpot: "TPOT", kv: "KV", gpu: "GPU", gpus: "GPUs", cpu: "CPU", mfu: "MFU", pue: "PUE", tco: "TCO", it: "IT",
   co2: "CO₂", tp: "TP", pp: "PP", dp: "DP", ep: "EP", cp: "CP", vpp: "VPP", e2e: "end-to-end", nic: "NIC", nics: "NICs",
   nvlink: "NVLink", hbm: "HBM", mla: "MLA", moe: "MoE", slo: "SLO", snr: "SNR", mse: "MSE", id: "id", pd: "P:D",
-  adp: "attention DP", mape: "MAPE", len: "length", "80pct": "(80%)", ape: "APE", usd: "$", dtype: "dtype", scaleup: "scale-up", scaleout: "scale-out", num: "number of", spec: "speculative",
+  adp: "attention DP", mtbf: "MTBF", mape: "MAPE", len: "length", "80pct": "(80%)", ape: "APE", usd: "$", dtype: "dtype", scaleup: "scale-up", scaleout: "scale-out", num: "number of", spec: "speculative",
 };
 
 function unitOf(key) {
-  const words = String(key).split(".").pop().split("_");
+  // the last dotted part's unit, else its container's ("capex_breakdown_usd.gpus" is in $)
+  const parts = String(key).split(".");
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const u = partUnit(parts[i]);
+    if (u) return i === parts.length - 1 ? u : { ...u, at: 0, n: 0, inherited: true };
+  }
+  return null;
+}
+
+function partUnit(part) {
+  const words = part.split("_");
   for (const u of UNITS) {
     const n = u.words.length;
     for (let i = words.length - n; i >= 0; i--) {
@@ -81,12 +98,12 @@ function unitOf(key) {
  *  a dotted path ("capex_breakdown_usd.gpus") -> "capex breakdown · GPUs". */
 export function label(key) {
   return String(key).split(".").map((part) => {
-    const u = unitOf(part);
+    const u = partUnit(part);
     let words = part.split("_");
     if (u) words = [...words.slice(0, u.at), ...(u.unit.said ? [u.unit.said] : []), ...words.slice(u.at + u.n)];
     const text = words.filter(Boolean).map((w) => WORDS[w] ?? w).join(" ");
     return text || part;
-  }).join(" · ").replace(/^./, (c) => c.toUpperCase());
+  }).join(" · ").replace(/\bon prem\b/g, "on-prem").replace(/^./, (c) => c.toUpperCase());
 }
 
 /** A value shown with the unit its key names ("ttft_p90_ms", 1234.56 -> "1,235 ms"; an [low, high]
