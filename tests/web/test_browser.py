@@ -317,6 +317,14 @@ def shots_dir() -> Path:
     return folder
 
 
+def docs_shot(pg, name: str) -> None:
+    """With GPUPLAN_WEB_DOCS=docs, the top 1000 pixels of the page as docs/NAME (the pictures in docs/web.md)."""
+    folder = os.environ.get("GPUPLAN_WEB_DOCS")
+    if folder:
+        pg.evaluate("window.scrollTo(0, 0)")
+        pg.screenshot(path=str(Path(folder) / name), full_page=True, clip={"x": 0, "y": 0, "width": pg.viewport_size["width"], "height": 1000})
+
+
 def test_docs_renders_every_operation_offline(server, browser):
     from gpuplan.web.endpoints import ENDPOINTS
 
@@ -356,6 +364,8 @@ def test_every_page_fits_its_inputs_above_the_fold_offline(server, browser):
         assert pg.is_hidden("#error"), (path, pg.text_content("#error"))
         name = path.strip("/") or "plan"
         pg.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+        if path == "/train":
+            docs_shot(pg, "web-train.png")
     assert attempted == [] and problems == [], (attempted, problems)
     context.close()
 
@@ -431,3 +441,4 @@ def test_serve_frontier_marks_the_targets_and_this_deployment_and_plans_over_gpu
     assert float(cell[:-3].replace(",", "")) == pytest.approx(plan["candidates"][0]["open_loop_ttft_p90_ms"], rel=5e-4)
     assert page.problems == []
     page.screenshot(path=str(shots_dir() / "serve-capacity.png"), full_page=True)
+    docs_shot(page, "web-serve.png")

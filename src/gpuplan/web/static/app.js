@@ -514,7 +514,7 @@ const PAGES = {
       { name: "capacity", type: "check", label: "capacity plan (slow: ~20 s)" },
       { name: "plan_rate", type: "number", def: "10", label: "capacity: req/s to serve" },
       { name: "plan_gpus", type: "multi", options: GPUS, def: [], label: "capacity: GPU types",
-        help: "`serve plan --gpu` (several: the cheapest that meets the targets); none: the GPU above" },
+        help: "several: the plan picks the cheapest that meets the targets; none: the GPU above" },
       { name: "disaggregated", type: "check", label: "capacity: also disaggregated prefill/decode" },
     ],
     async run(v) {
