@@ -3,14 +3,16 @@
 // unit, thousands separators and about four significant digits, and the key as words ("KV cache
 // per GPU", not "kv_cache_gib_per_gpu"). Tables' CSV exports keep the raw values (app.js `table`).
 
-/** A number with thousands separators and about four significant digits (integers exact). */
+/** A number with thousands separators and three to four significant digits (integers exact): 0 decimals
+ *  from 1,000, 1 from 100, 2 from 1, three significant digits below; scientific below 1e-3 and from 1e12. */
 export function num(v) {
   if (v === null || v === undefined || Number.isNaN(v)) return "–";
   if (!Number.isFinite(v)) return v > 0 ? "∞" : "-∞";
   if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
   const a = Math.abs(v);
   if (a !== 0 && (a >= 1e12 || a < 1e-3)) return v.toExponential(2);
-  const d = a >= 1000 ? 0 : a >= 100 ? 1 : a >= 1 ? 2 : 3;
+  if (a < 1) return v.toLocaleString("en-US", { maximumSignificantDigits: 3 });
+  const d = a >= 1000 ? 0 : a >= 100 ? 1 : 2;
   return v.toLocaleString("en-US", { maximumFractionDigits: d, minimumFractionDigits: 0 });
 }
 
@@ -29,7 +31,8 @@ export function bytes(v) {
   if (typeof v !== "number") return fmt(v);
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
   let x = v, i = 0;
-  while (Math.abs(x) >= 1024 && i < units.length - 1) { x /= 1024; i++; }
+  // from 1023.5 up the next unit (num would round it to "1,024")
+  while (Math.abs(x) >= (i === 0 ? 1024 : 1023.5) && i < units.length - 1) { x /= 1024; i++; }
   return `${num(i === 0 ? Math.round(x) : x)} ${units[i]}`;
 }
 
