@@ -801,7 +801,7 @@ const PAGES = {
       plot(`Total cost over ${t.years} years at ${fmt(t.utilization * 100)}% utilisation`, [{ type: "bar", x: ["on-prem", "cloud on-demand", "cloud reserved"],
         y: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd], text: [t.on_prem_total_usd, t.cloud_total_usd, t.cloud_reserved_total_usd].map(usd),
         textposition: "auto", marker: { color: ["#2756c5", "#e07b00", "#b8860b"] }, hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 300);
-      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: k, y: ["capex"], x: [x] })), { barmode: "stack", xaxis: { title: "USD" } }, 220);
+      plot("Capital cost", Object.entries(t.capex_breakdown_usd).map(([k, x]) => ({ type: "bar", orientation: "h", name: label(k), y: ["capex"], x: [x], hovertemplate: `${label(k)}: ${usd(x)}<extra></extra>` })), { barmode: "stack", xaxis: { title: "USD" } }, 220);
       kv("Power", p, { id: "power" });
       table("Prices and their sources", [["key", "item"], ["value", "value"], ["description", "what"], ["source", "source"], ["date", "date"]], t.prices, { id: "prices" });
     },
