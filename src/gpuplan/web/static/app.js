@@ -1,177 +1,13 @@
-// gpuplan web: one small module for every page (no build step). Each page declares its inputs
+// gpuplan web: the page shell's module (no build step; client.js calls the API, widgets.js draws,
+// format.js writes numbers, training_pages.js holds Plan / Train / Fit). Each page declares its inputs
 // (named as gpuplan.api's keyword arguments, so an error's `field` finds its input), the API calls
 // it makes and how it draws the answers. The URL's query string holds every input that differs
 // from its default, so a URL restores a page; each call's `gpuplan ... --json` line is shown.
 
-import { bytes, fmt, label, num, usd, withUnit } from "./format.js";
-
-const $ = (sel, el = document) => el.querySelector(sel);
-
-function h(tag, attrs = {}, ...kids) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-    else if (k === "text") el.textContent = v;
-    else el.setAttribute(k, v === true ? "" : v);
-  }
-  for (const kid of kids.flat()) if (kid !== null && kid !== undefined) el.append(kid);
-  return el;
-}
-
-class ApiError extends Error {
-  constructor(message, field, status) { super(message); this.field = field; this.status = status; }
-}
-
-let controller = null; // the calls of the current update (aborted by the next one or Cancel)
-
-async function answer(r) {
-  let data;
-  try { data = await r.json(); } catch { throw new ApiError(`HTTP ${r.status}`, null, r.status); }
-  if (!r.ok) {
-    const err = data.error || {}; // {field, allowed, message}: the object `gpuplan ... --json` prints
-    const e = new ApiError(err.message || `HTTP ${r.status}`, err.field, r.status);
-    e.command = r.headers.get("X-Gpuplan-Command"); // the line that prints the same error
-    throw e;
-  }
-  return { data, command: r.headers.get("X-Gpuplan-Command") };
-}
-
-async function call(path, body = {}) {
-  const r = await fetch(`/api/v1/${path}`, {
-    method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body),
-    signal: controller && controller.signal,
-  });
-  return answer(r);
-}
-
-async function upload(path, file, form = {}) {
-  const fd = new FormData();
-  if (file) fd.append("file", file); // no file: the form fields alone (validate --builtin NAME)
-  for (const [k, v] of Object.entries(form)) if (v !== undefined && v !== "") fd.append(k, v);
-  return answer(await fetch(`/api/v1/${path}`, { method: "POST", body: fd, signal: controller && controller.signal }));
-}
-
-const cache = {};
-async function listOf(path, key) {
-  if (!cache[path]) cache[path] = call(path).then((r) => r.data.map((x) => x[key]));
-  return cache[path];
-}
-const MODELS = () => listOf("model/list", "name");
-const SYSTEMS = () => listOf("systems/list", "id");
-const GPUS = () => listOf("hw/list", "id");
-
-// ---- formatting (format.js: units from the keys, thousands separators, ~4 significant digits) ------
-// ---- outputs --------------------------------------------------------------------------------
-const out = () => $("#results");
-
-function section(title, ...kids) {
-  const s = h("section", { class: "card" }, title ? h("h2", { text: title }) : null, ...kids);
-  out().append(s);
-  return s;
-}
-
-function stats(items) {
-  // items: [key, label, value, unit, formatter]; data-value holds the number as the API gave it
-  const row = h("div", { class: "stats" });
-  for (const [key, lab, value, unit, f] of items) {
-    const text = (f || fmt)(value) + (unit === "%" ? "%" : unit ? " " + unit : "");
-    row.append(h("div", { class: "stat", "data-key": key, "data-value": value === null ? "" : String(value) },
-      h("div", { class: text.length > 10 ? "v long" : "v", text }), h("div", { class: "l", text: lab }))); // long: smaller, not broken
-  }
-  out().append(row);
-  return row;
-}
-
-function csvCell(v) {
-  const s = v === null || v === undefined ? "" : typeof v === "object" ? JSON.stringify(v) : String(v);
-  return /[",\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
-}
-
-function download(name, text, type = "text/csv") {
-  const a = h("a", { href: URL.createObjectURL(new Blob([text], { type })), download: name });
-  document.body.append(a); a.click(); a.remove();
-}
-
-function table(title, columns, rows, opts = {}) {
-  // columns: [key, label, formatter(value, row)?]; rows: objects (a key may be a function of the row);
-  // a cell shows its value with the unit its key names (format.js withUnit), the CSV the raw value
-  const get = (r, c) => (typeof c[0] === "function" ? c[0](r) : r[c[0]]);
-  const show = (c) => c[2] || (typeof c[0] === "string" ? (v) => withUnit(c[0], v) : fmt);
-  const t = h("table", { "data-table": opts.id || title, class: opts.cls },
-    h("thead", {}, h("tr", {}, columns.map((c) => h("th", { text: c[1] })))),
-    h("tbody", {}, rows.map((r) => h("tr", { class: opts.rowClass ? opts.rowClass(r) : null },
-      columns.map((c) => { const v = get(r, c); return h("td", { class: typeof v === "number" ? "num" : null, text: show(c)(v, r) }); })))));
-  const csv = () => [columns.map((c) => csvCell(c[1])).join(","),
-    ...rows.map((r) => columns.map((c) => csvCell(get(r, c))).join(","))].join("\n");
-  const btn = h("button", { type: "button", class: "export", onclick: () => download(`${(opts.id || title || "table").replace(/\W+/g, "-")}.csv`, csv()), text: "CSV" });
-  return section(title, btn, h("div", { class: "scroll" }, t), opts.note ? h("p", { class: "note", text: opts.note }) : null);
-}
-
-function flatten(obj, prefix = "") {
-  const rows = [];
-  for (const [k, v] of Object.entries(obj || {})) {
-    if (v && typeof v === "object" && !Array.isArray(v)) rows.push(...flatten(v, prefix + k + "."));
-    else rows.push({ key: prefix + k, value: Array.isArray(v) ? v.join("; ") : v });
-  }
-  return rows;
-}
-
-function kv(title, obj, opts = {}) {
-  // quantity as words, value with its key's unit (opts.unit: the unit of keys that name none, e.g. "bytes");
-  // the CSV keeps the JSON key and the raw value
-  const unitKey = (k) => (opts.unit && !/_(bytes|gib|ms|s|pct|usd)$/.test(k) ? `${k}_${opts.unit}` : k);
-  return table(title, [["key", "quantity", (k) => label(k)], ["value", "value", (v, r) => withUnit(unitKey(r.key), v)]], flatten(obj),
-    { id: opts.id || title, note: opts.note, cls: "kv" });
-}
-
-const LAYOUT = {
-  margin: { l: 60, r: 60, t: 30, b: 50 }, font: { family: "system-ui, sans-serif", size: 12 },
-  paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fbfbfd", legend: { orientation: "h", y: -0.2 },
-};
-
-function axisTitles(layout) {
-  // plotly.js 3+ (the bundled copy is 4.x) ignores an axis `title` given as a plain string: {text}
-  const out = { ...layout };
-  for (const [k, v] of Object.entries(out)) {
-    if (/^[xy]axis\d*$/.test(k) && v && typeof v.title === "string") out[k] = { ...v, title: { text: v.title } };
-  }
-  // a horizontal legend under an x-axis title: pinned to the figure's bottom edge, below the title
-  // (at a fixed fraction of a short plot's height it would sit on the title)
-  if (out.legend === LAYOUT.legend && out.xaxis && out.xaxis.title) {
-    out.legend = { ...LAYOUT.legend, yref: "container", y: 0, yanchor: "bottom" };
-    out.margin = { ...out.margin, b: Math.max(out.margin.b, 80) };
-  }
-  return out;
-}
-
-function plot(title, traces, layout = {}, height = 340) {
-  const div = h("div", { class: "plot", style: `height:${height}px` });
-  const s = section(title, div);
-  Plotly.newPlot(div, traces, axisTitles({ ...LAYOUT, ...layout }), {
-    responsive: true, displaylogo: false,
-    toImageButtonOptions: { format: "png", filename: (title || "plot").replace(/\W+/g, "-"), scale: 2 },
-  });
-  return s;
-}
-
-function stacked(title, parts, unit, opts = {}) {
-  // one horizontal bar split into named parts (a breakdown that sums to its total)
-  const traces = Object.entries(parts).filter(([, v]) => v > 0).map(([k, v]) => ({
-    type: "bar", orientation: "h", name: label(k), x: [v], y: [opts.y || ""],
-    hovertemplate: `${label(k)}: %{x:.4g} ${unit}<extra></extra>`,
-  }));
-  // opts.lines: vertical marks [{x, text, color, dash, side: "left"|"right"}] (a GPU's memory, the part a plan may use)
-  const lines = opts.lines || [];
-  // (marks' labels run right of their line into a wider right margin)
-  const shapes = lines.map((l) => ({ type: "line", x0: l.x, x1: l.x, yref: "paper", y0: 0, y1: 1, line: { color: l.color, width: 2, dash: l.dash || "dash" } }));
-  const annotations = lines.map((l) => ({ x: l.x, yref: "paper", y: 1, text: l.text, showarrow: false, yanchor: "bottom",
-    xanchor: l.side === "left" ? "right" : "left", font: { color: l.color } }));
-  const total = Object.values(parts).filter((v) => v > 0).reduce((a, b) => a + b, 0);
-  const xmax = Math.max(total, ...lines.map((l) => l.x)) * 1.05; // every mark inside the axis
-  return plot(title, traces, { barmode: "stack", xaxis: { title: unit, range: [0, xmax] }, shapes, annotations, showlegend: true,
-    margin: { ...LAYOUT.margin, t: 40, r: lines.some((l) => l.side !== "left") ? 170 : LAYOUT.margin.r } }, 250);
-}
+import { GPUS, MODELS, SYSTEMS, abortCurrent, api, apiUpload, call, currentController, newController, pick, recordCall, recordedCalls, resetCalls } from "./client.js";
+import { fmt, label, num, usd } from "./format.js";
+import { TRAINING_PAGES, planLabel } from "./training_pages.js";
+import { $, h, kv, out, plot, section, stacked, stats, table } from "./widgets.js";
 
 // ---- inputs ---------------------------------------------------------------------------------
 // field: {name, label, type: text|number|select|check|multi|file, def, options (array or async fn), help}
@@ -218,7 +54,7 @@ async function buildForm(page) {
   }
   form.append(h("div", { class: "buttons" },
     page.manual ? h("button", { type: "button", id: "run", class: "primary", onclick: () => update(page), text: "Run" }) : null,
-    h("button", { type: "button", id: "cancel", hidden: true, onclick: () => { if (controller) controller.abort(); }, text: "Cancel" }),
+    h("button", { type: "button", id: "cancel", hidden: true, onclick: abortCurrent, text: "Cancel" }),
     h("button", { type: "button", id: "reset", onclick: () => { location.search = ""; }, text: "Defaults" })));
 }
 
@@ -247,19 +83,7 @@ function syncUrl(page, v) {
   const s = q.toString();
   history.replaceState(null, "", location.pathname + (s ? "?" + s : ""));
 }
-
-/** The body of an API call: the named inputs that are set (undefined ones left to the API's defaults). */
-function pick(v, names, rename = {}) {
-  const b = {};
-  for (const n of names) if (v[n] !== undefined && v[n] !== "" && !(Array.isArray(v[n]) && !v[n].length)) b[rename[n] || n] = v[n];
-  return b;
-}
-
 // ---- one update -----------------------------------------------------------------------------
-let calls = [];
-function track(promise) { return promise.then((r) => { calls.push(r); return r; }); }
-const api = (path, body) => track(call(path, body));
-const apiUpload = (path, file, form) => track(upload(path, file, form));
 
 let PAGE = null;
 let profileUrl = null; // the Calibrate page's Blob URL of profile.toml (revoked on the next run) // the page being shown (start)
@@ -277,9 +101,7 @@ function showError(e) {
 }
 
 async function update(page) {
-  if (controller) controller.abort();
-  controller = new AbortController();
-  const mine = controller;
+  const mine = newController();
   const v = values(page);
   syncUrl(page, v);
   document.querySelectorAll(".field.invalid").forEach((f) => { f.classList.remove("invalid"); $(".msg", f).textContent = ""; });
@@ -287,24 +109,25 @@ async function update(page) {
   $("#status").textContent = "computing…";
   $("#cancel").hidden = false;
   document.body.classList.add("busy");
-  calls = [];
+  resetCalls();
   const results = out();
   results.replaceChildren();
   try {
     await page.run(v);
-    if (mine !== controller) return;
+    if (mine !== currentController()) return;
     $("#status").textContent = "";
   } catch (e) {
-    if (mine !== controller) return;
+    if (mine !== currentController()) return;
     if (e.name === "AbortError") { $("#status").textContent = "cancelled"; }
     else {
       $("#status").textContent = "";
       showError(e);
-      if (e.command) calls.push({ command: e.command, data: { error: e.message, field: e.field } });
+      if (e.command) recordCall({ command: e.command, data: { error: e.message, field: e.field } });
     }
   } finally {
-    if (mine === controller) { $("#cancel").hidden = true; document.body.classList.remove("busy"); }
+    if (mine === currentController()) { $("#cancel").hidden = true; document.body.classList.remove("busy"); }
   }
+  const calls = recordedCalls();
   $("#command").textContent = calls.map((c) => c.command).join("\n");
   $("#json").textContent = calls.length === 1 ? JSON.stringify(calls[0].data, null, 2)
     : JSON.stringify(calls.map((c) => ({ command: c.command, json: c.data })), null, 2);
@@ -312,189 +135,12 @@ async function update(page) {
 }
 
 // ---- pages ----------------------------------------------------------------------------------
-const PRECISIONS = ["bf16", "fp16", "fp8"];
 const SERVE_DTYPES = ["bf16", "fp16", "fp32", "tf32", "fp8", "mxfp8", "int8", "mxfp6", "int4", "mxfp4", "nvfp4"];  // specs.dtypes.StoredFormat
 // `serve run|plan --engine` (gpuplan.api.SERVING_ENGINES; tests/web/test_api.py keeps them equal)
 const SERVE_ENGINES = ["generic", "tensorrt-llm", "vllm", "sglang", "lmdeploy", "tgi"];
-const PLAN_FIELDS = [
-  { name: "tp", type: "number" }, { name: "pp", type: "number" }, { name: "dp", type: "number" }, { name: "cp", type: "number" },
-  { name: "ep", type: "number" }, { name: "vpp", type: "number" }, { name: "micro_batch", type: "number" },
-  { name: "global_batch", type: "number" }, { name: "seq_len", type: "number" },
-];
-const planLabel = (p) => `tp=${p.tp} pp=${p.pp} dp=${p.dp} cp=${p.cp}${p.ep > 1 ? " ep=" + p.ep : ""}${p.vpp > 1 ? " vpp=" + p.vpp : ""} mb=${p.micro_batch} ${p.recompute}${p.sequence_parallel ? " +sp" : ""}${p.tp_comm_overlap ? " +tp-overlap" : ""} ${p.sharding}`;
-
-function pipelineTimeline(d) {
-  // The 1F1B schedule (Narayanan et al. 2021 sec. 2.2) of the chosen plan, drawn from its own step
-  // terms: per micro-batch and stage, forward = compute / m / 3 (backward = 2 x forward, the step-time
-  // model's rule) and backward adds the recompute. Stage s runs min(pp - s - 1, m) warm-up forwards,
-  // then one forward / one backward, then the remaining backwards; F(s,i) waits for F(s-1,i) and
-  // B(s,i) for B(s+1,i). Interleaving (vpp > 1) is not drawn; at most 24 micro-batches are shown.
-  const p = d.best_plan, b = d.step_breakdown_s, mAll = d.num_micro_batches;
-  const pp = p.pp, m = Math.min(mAll, 24);
-  if (pp < 2) return;
-  const f = b.compute_s / mAll / 3, bw = 2 * f + (b.recompute_s || 0) / mAll;
-  const order = [];
-  for (let s = 0; s < pp; s++) {
-    const w = Math.min(pp - s - 1, m), ops = [];
-    for (let i = 0; i < w; i++) ops.push(["F", i]);
-    for (let i = 0; i < m - w; i++) { ops.push(["F", w + i]); ops.push(["B", i]); }
-    for (let i = m - w; i < m; i++) ops.push(["B", i]);
-    order.push(ops);
-  }
-  const done = {}, free = new Array(pp).fill(0), next = new Array(pp).fill(0), bars = { F: [], B: [] };
-  let progress = true;
-  while (progress) {
-    progress = false;
-    for (let s = 0; s < pp; s++) {
-      while (next[s] < order[s].length) {
-        const [k, i] = order[s][next[s]];
-        const dep = k === "F" ? (s > 0 ? done[`F${s - 1},${i}`] : 0) : (s < pp - 1 ? done[`B${s + 1},${i}`] : done[`F${s},${i}`]);
-        if (dep === undefined) break;
-        const start = Math.max(free[s], dep), dur = k === "F" ? f : bw;
-        done[`${k}${s},${i}`] = start + dur;
-        free[s] = start + dur;
-        bars[k].push({ s, i, start, dur });
-        next[s]++;
-        progress = true;
-      }
-    }
-  }
-  const trace = (k, name, color) => ({
-    type: "bar", orientation: "h", name, base: bars[k].map((x) => x.start), x: bars[k].map((x) => x.dur),
-    y: bars[k].map((x) => `stage ${x.s}`), marker: { color, line: { color: "#fff", width: 1 } },
-    text: bars[k].map((x) => String(x.i)), textposition: "inside", insidetextanchor: "middle",
-    hovertemplate: `${name} of micro-batch %{text} on %{y}: %{base:.3g} .. +%{x:.3g} s<extra></extra>`,
-  });
-  const shown = m < mAll ? ` (first ${m} of ${mAll} micro-batches)` : "";
-  plot(`Pipeline timeline: 1F1B over ${pp} stages${shown}${p.vpp > 1 ? `; interleaving (vpp ${p.vpp}) not drawn` : ""}`,
-    [trace("F", "forward", "#4c78a8"), trace("B", "backward", "#f58518")],
-    { barmode: "overlay", xaxis: { title: "s" }, yaxis: { autorange: "reversed" }, showlegend: true }, Math.max(220, 26 * pp + 120));
-}
-
-function memoryBar(title, rec) {
-  // the GPU's memory and the part a plan may use (usable_gib: capacity less the memory headroom,
-  // gpuplan.workloads.memory_headroom); a plan fits when its total stays left of the usable line
-  const parts = { ...rec.per_gpu_gib };
-  delete parts.total;
-  const lines = [{ x: rec.capacity_gib, text: `${rec.gpu}: ${num(rec.capacity_gib)} GiB`, color: "#c00", dash: "solid", side: "right" }];
-  if (rec.usable_gib !== undefined) lines.push({ x: rec.usable_gib, text: `usable: ${num(rec.usable_gib)} GiB`, color: "#e07b00", dash: "dash", side: "left" });
-  stacked(title, parts, "GiB", { lines, y: "per GPU" });
-}
 
 const PAGES = {
-  plan: {
-    fields: [
-      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
-      { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
-      { name: "goal", type: "select", options: ["train", "serve"], def: "train" },
-      { name: "tokens", type: "text", def: "300B", help: "training tokens, e.g. 300B, 15T" },
-      { name: "days", type: "number", def: "30", help: "target training time" },
-      { name: "gpus", type: "number", help: "fix the GPU count (default: fewest meeting --days)" },
-      { name: "rate", type: "number", def: "10", label: "rate (req/s, serve)" },
-      { name: "years", type: "number", def: "4" }, { name: "utilization", type: "number", def: "0.7" },
-      { name: "cloud_usd_per_gpu_hour", type: "number", label: "cloud $/GPU-hour" },
-      { name: "pue", type: "number" },
-    ],
-    async run(v) {
-      const { data: d } = await api("plan", pick(v, ["model", "system", "goal", "tokens", "days", "gpus", "rate", "years", "utilization", "cloud_usd_per_gpu_hour", "pue"]));
-      section(null, h("p", { class: "answer", text: d.answer }));
-      const c = d.workload_cost_usd || {};
-      stats([
-        ["gpus", "GPUs", d.gpus], ["nodes", "nodes", d.nodes], ["days", "days", d.days],
-        ["facility_power_kw", "facility power", d.power && d.power.facility_power_kw, "kW"],
-        ["racks", "racks", d.racks && d.racks.racks],
-        ["on_prem_usd", "run cost on-prem", c.on_prem_usd, "", usd], ["cloud_usd", "run cost in the cloud", c.cloud_usd, "", usd],
-        ["breakeven_months", "buying breaks even after", d.tco && d.tco.breakeven_months, "months"],
-      ]);
-      if (c.on_prem_usd !== undefined) {
-        plot("This run: on-prem vs cloud", [{ type: "bar", x: ["on-prem", "cloud"], y: [c.on_prem_usd, c.cloud_usd], marker: { color: ["#2756c5", "#e07b00"] },
-          text: [usd(c.on_prem_usd), usd(c.cloud_usd)], textposition: "auto", hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 280);
-      }
-      if (d.tco) kv("Cost of ownership of the cluster", d.tco, { id: "tco" });
-      if (d.workload_details) kv("Workload", d.workload_details);
-      if (d.fabric) kv("Fabric (rail-optimised fat tree)", d.fabric);
-      if (d.racks) kv("Racks and cooling", d.racks);
-      if (d.power) kv("Power", d.power);
-      if (d.serving_day) kv("One day of serving", d.serving_day);
-      if (d.notes && d.notes.length) section("Notes", h("ul", {}, d.notes.map((n) => h("li", { text: n }))));
-    },
-  },
-
-  train: {
-    fields: [
-      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
-      { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
-      { name: "gpus", type: "number", def: "1024" },
-      { name: "tokens", type: "text", placeholder: "300B" },
-      { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
-      { name: "framework", type: "select", options: ["megatron", "deepspeed", "fsdp", "torchtitan"], def: "megatron" },
-      ...PLAN_FIELDS,
-      { name: "recompute", type: "select", options: ["", "none", "selective", "full"], def: "" },
-      { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
-      { name: "top", type: "number", def: "5", help: "plans to list" },
-    ],
-    async run(v) {
-      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top"];
-      const { data: d } = await api("train", pick(v, names));
-      const p = d.best_plan;
-      stats([
-        ["days", "days", d.days], ["step_time_s", "step time", d.step_time_s, "s"], ["mfu_pct", "MFU", d.mfu_pct, "%"],
-        ["tokens_per_s", "tokens/s", d.tokens_per_s], ["memory_per_gpu_gib", "memory per GPU", d.memory_per_gpu_gib, "GiB"],
-        ["gpu_hours", "GPU-hours", d.gpu_hours], ["cost_usd", "cost", d.cost_usd, "", usd], ["energy_mwh", "energy", d.energy_mwh, "MWh"],
-        ["co2_tonnes", "CO2", d.co2_tonnes, "t"],
-      ]);
-      section("Best plan", h("p", { class: "plan", "data-key": "best_plan", text: planLabel(p) + (p.sequence_parallel ? " +SP" : "") + ` · global batch ${p.global_batch} x ${p.seq_len} tokens · ${p.precision}` }));
-      const band = d.band_80pct || {};
-      if (band.days) {
-        // the 80% band of this regime's cross-validated errors (gpuplan.interfaces.error_bands)
-        const state = band.validated ? "" : ` (${band.reason && band.novelty !== "seen" ? band.reason : "band borrowed from a broader regime"})`;
-        section("80% band", h("p", { class: "note", "data-key": "band_80pct", text: `${fmt(band.days[0])} - ${fmt(band.days[1])} days, step ${fmt(band.step_time_s[0])} - ${fmt(band.step_time_s[1])} s, from the cross-validated errors of ${band.rows} public rows of ${band.regime}${state}` }));
-      }
-      stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
-      pipelineTimeline(d);
-      // memory per GPU of the chosen plan: `gpuplan fit train` with the best plan's degrees
-      const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]) };
-      try {
-        const { data: m } = await api("fit/train", fitBody);
-        memoryBar(`Memory per GPU of the best plan (${m.gpu})`, m);
-      } catch (e) { if (e.name === "AbortError") throw e; section("Memory per GPU", h("p", { class: "note", text: "fit: " + e.message })); }
-      if (d.search) {
-        const s = d.search;
-        table("Top plans", [["rank", "#"], [(r) => planLabel(r.plan), "plan"], [(r) => r.plan.global_batch, "batch seqs"], ["step_time_s", "step time"], ["mfu_pct", "MFU"], ["memory_per_gpu_gib", "memory per GPU"]],
-          s.top_plans, { id: "top-plans", note: `${fmt(s.plans_evaluated)} plans evaluated, ${fmt(s.plans_valid)} valid, ${fmt(s.plans_fitting)} fit in memory` +
-            (d.global_batch_default ? "; ranked by time per token (each plan's default global batch: the multiple of dp x micro-batch nearest 2^22 tokens)" : "") });
-        section("Why the others lose", h("ul", { class: "why" }, s.why_others_lose.map((w) => h("li", { text: w }))));
-        table("Plans rejected, by reason", [["key", "reason"], ["value", "plans"]], Object.entries(s.rejected).map(([key, value]) => ({ key, value })), { id: "rejected" });
-      }
-    },
-  },
-
-  fit: {
-    fields: [
-      { name: "question", type: "select", options: ["train", "max-batch", "max-seq", "min-gpus"], def: "train", label: "question" },
-      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
-      { name: "gpu", type: "select", options: GPUS, def: "h100-sxm5-80gb" },
-      { name: "gpus", type: "number", def: "1024", help: "= tp x pp x dp x cp (not for min-gpus)" },
-      { name: "max_gpus", type: "number", def: "16384", help: "min-gpus: search limit" },
-      ...PLAN_FIELDS.map((f) => ({ ...f, def: f.name === "tp" || f.name === "pp" ? "8" : f.def })),
-      { name: "recompute", type: "select", options: ["none", "selective", "full"], def: "none" },
-      { name: "sharding", type: "select", options: ["none", "zero1", "zero2", "zero3", "fsdp"], def: "none" },
-      { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
-    ],
-    async run(v) {
-      const q = v.question;
-      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision"];
-      if (q === "min-gpus") names.push("max_gpus"); else names.push("gpus");
-      const { data: d } = await api(`fit/${q}`, pick(v, names));
-      const rec = d.memory || d;
-      if (q === "train") stats([["fits", "fits", d.fits], ["total_gib", "memory per GPU", d.per_gpu_gib.total, "GiB"], ["capacity_gib", "GPU memory", d.capacity_gib, "GiB"], ["usable_gib", "usable (GPU memory less the headroom)", d.usable_gib, "GiB"], ["headroom_gib", "left of the usable part", d.headroom_gib, "GiB"]]);
-      if (q === "max-batch") stats([["max_micro_batch", "largest micro-batch", d.max_micro_batch], ["seq_len", "at sequence length", d.seq_len]]);
-      if (q === "max-seq") stats([["max_seq_len", "longest sequence", d.max_seq_len, "tokens"], ["micro_batch", "at micro-batch", d.micro_batch]]);
-      if (q === "min-gpus") stats([["min_gpus", "fewest GPUs", d.min_gpus], ["layouts_tried", "layouts tried", d.layouts_tried]]);
-      if (rec && rec.per_gpu_gib) memoryBar(`Memory per GPU (${rec.plan ? planLabel(rec.plan) : ""})`, rec);
-      if (rec && rec.per_gpu_bytes) kv("Memory per GPU by part", { ...rec.per_gpu_bytes, ...{ activations: rec.activations_bytes, other: rec.other_bytes } }, { id: "memory-bytes", unit: "bytes" });
-    },
-  },
+  ...TRAINING_PAGES,
 
   serve: {
     fields: [
