@@ -118,7 +118,7 @@ def test_every_api_command_has_an_endpoint(client):
     # load_profile / apply / memory_headroom are Python-only scopes; serve_plan_disaggregated is served
     # as serve/plan with `disaggregated: true` (the CLI's `serve plan --disaggregated`)
     # launch configs (interfaces.api.deploy): --emit / --from of the CLI; the emit_* functions take a result,
-    # not a request, and the pages' downloads of the emitted configs are not built yet
+    # not a request (the pages' downloads are train_config / serve_*_config, served)
     not_served = {"model_params", "serve", "to_jsonable", "price_source", "validate_cv",
                   "calibrate_import", "bench", "load_profile", "apply", "memory_headroom", "serve_plan_disaggregated",
                   "emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from",

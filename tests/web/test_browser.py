@@ -282,6 +282,23 @@ def test_calibrate_bad_file_and_bad_knob_mark_their_fields(server, page, monkeyp
     assert "knobs=efficiency.hbm" in page.url  # the options live in the URL (the file cannot)
 
 
+def test_train_result_offers_the_launch_configs_as_downloads(server, page):
+    page.goto(server + "/train?model=llama-3-8b&gpus=64&tokens=10B")
+    wait_updates(page, 1)
+    links = page.locator('[data-key="launch_configs"] a')
+    assert [links.nth(i).get_attribute("data-target") for i in range(links.count())] == [
+        "megatron", "nemo", "torchtitan", "deepspeed", "maxtext"]
+    with page.expect_download() as info:
+        page.click('[data-key="launch_configs"] a[data-target="torchtitan"]')
+    download = info.value
+    assert download.suggested_filename == "torchtitan.toml"
+    text = open(download.path()).read()
+    # the text `gpuplan train ... --emit torchtitan` prints for the page's inputs
+    res = cli(["train", "llama-3-8b", "--gpus", "64", "--tokens", "10B", "--emit", "torchtitan"])
+    assert res.exit_code == 0 and text == res.stdout
+    assert page.problems == []
+
+
 # ---- a product: offline, formatted, inputs on top, each page looked at ----------------------------
 
 #: every page the app serves, and /docs (Swagger UI from bundled files)

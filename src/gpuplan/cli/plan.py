@@ -46,7 +46,7 @@ def plan_cmd(
     html: Optional[Path] = typer.Option(None, "--html", help="Write an HTML report with plots to this file."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     emit: Optional[str] = typer.Option(None, "--emit", help="Goal train: print only the training plan of the chosen GPU "
-                                       "count as a launch config: megatron, torchtitan or deepspeed (docs/deploy.md)."),
+                                       "count as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext (docs/deploy.md)."),
 ) -> None:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs cloud cost.
 

@@ -89,10 +89,10 @@ def register(app: typer.Typer) -> None:
         master_weights: MasterWeights = MASTER_WEIGHTS,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
-            None, "--emit", help="Print only the best plan as a launch config: megatron, torchtitan or deepspeed "
+            None, "--emit", help="Print only the best plan as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext "
             "(the search runs that framework; docs/deploy.md)."),
         from_: Optional[str] = typer.Option(
-            None, "--from", help="Predict a launch config: a Megatron-LM command line, a torchtitan TOML or a "
+            None, "--from", help="Predict a launch config: a Megatron-LM, `nemo llm pretrain` or MaxText command line, a torchtitan TOML or a "
             "DeepSpeed JSON (with MODEL and --gpus), as text or a file path."),
     ) -> None:
         """Best parallelism plan, step time, MFU, days, GPU-hours, energy, cost and CO2 of a training run."""

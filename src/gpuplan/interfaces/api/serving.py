@@ -221,6 +221,8 @@ class CapacityResult(Result):
     profile: Any = None; model_spec: Any = None; weight_dtype: str = "bf16"; kv_dtype: str = "bf16"  # noqa: E702
     #: the best layout's regime against the public rows (error_bands.regime_summary): validated or not, and why
     best_regime: dict | None = None
+    #: the load and lengths the plan was sized for ({rate, input_len, output_len}): `--emit vllm-bench` & co.
+    workload: dict | None = None
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -364,7 +366,7 @@ def serve_plan(
     best_regime = regime_summary("inference", serving_regime(g, profile.name, spec.moe is not None, weight_dtype))
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
                           _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype,
-                          best_regime=best_regime)
+                          best_regime=best_regime, workload={"rate": rate, "input_len": input_len, "output_len": output_len})
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)

@@ -185,8 +185,10 @@ def _constrained_space(space, gpus: int, degrees: dict[str, Any]):
 
 
 def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
-                degrees: dict[str, Any], fine_tuning: FineTuning = FineTuning(), grad_accum: int | None = None) -> TrainPlan:
-    """The one plan `train` evaluates when any degree is given (module docstring defaults)."""
+                degrees: dict[str, Any], fine_tuning: FineTuning = FineTuning(), grad_accum: int | None = None,
+                framework: Framework = Framework.MEGATRON) -> TrainPlan:
+    """The one plan `train` evaluates when any degree is given (module docstring defaults), run by
+    `framework` (the plan carries it: the memory model reads the plan's framework)."""
     from gpuplan.workloads.training.plan_search import default_global_batch
 
     d = {k: v for k, v in degrees.items() if v is not None}
@@ -205,7 +207,7 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
             recompute=parse_enum(Recompute, d.get("recompute", "none"), "recompute"),
             sharding=parse_enum(Sharding, d.get("sharding", "none"), "sharding"),
             sequence_parallel=sequence_parallel_default(tp, d.get("sequence_parallel")),
-            tp_comm_overlap=tp_comm_overlap, fine_tuning=fine_tuning,
+            tp_comm_overlap=tp_comm_overlap, fine_tuning=fine_tuning, framework=framework,
         )
     except ValidationError as exc:
         raise _plan_error(exc) from None
@@ -291,10 +293,10 @@ def train(
     if plan is None and (not ft.ordinary or grad_accum is not None):
         # fine-tuning (or a batch given by --grad-accum): the one plan of the given degrees (module docstring)
         given_degrees = True
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum)
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum, fw)
         global_batch = plan.global_batch if grad_accum is not None else global_batch
     elif given_degrees and _every_axis_given(degrees, spec.moe is not None):
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, framework=fw)
     elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
         space = _constrained_space(space, gpus, degrees)
     if search_limits:

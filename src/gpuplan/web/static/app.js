@@ -7,7 +7,7 @@
 import { GPUS, MODELS, SYSTEMS, abortCurrent, api, apiUpload, call, currentController, newController, pick, recordCall, recordedCalls, resetCalls } from "./client.js";
 import { fmt, label, num, usd } from "./format.js";
 import { TRAINING_PAGES, planLabel } from "./training_pages.js";
-import { $, h, kv, out, plot, section, stacked, stats, table } from "./widgets.js";
+import { $, downloads, h, kv, out, plot, section, stacked, stats, table } from "./widgets.js";
 
 // ---- inputs ---------------------------------------------------------------------------------
 // field: {name, label, type: text|number|select|check|multi|file, def, options (array or async fn), help}
@@ -201,6 +201,9 @@ const PAGES = {
       }), { xaxis: { title: "requests in flight (closed loop)", type: "log" }, yaxis: { title: "TTFT p90, ms", type: "log" },
         shapes: ttftLine ? [ttftLine.shape] : [], annotations: ttftLine ? [ttftLine.note] : [] });
       kv("This deployment", d, { id: "serve-run" });
+      // k8s runs an engine's container: the generic profile has none, so vLLM's
+      const runBody = (t) => ({ ...common, ...pick(v, ["gpu", "tp", "rate", "concurrency", "engine"]), ...(t === "k8s" && v.engine === "generic" ? { engine: "vllm" } : {}) });
+      downloads("serve/run/config", runBody, ["vllm", "sglang", "trtllm", "k8s", "vllm-bench", "sglang-bench", "trtllm-bench"]);
       // the 80% bands and whether public rows share this deployment's regime (gpuplan.interfaces.validation.error_bands)
       for (const [cls, info] of Object.entries((d.band_80pct || {}).regimes || {})) {
         section(`80% ${cls} band`, h("p", { class: "note", "data-key": `band_${cls}`, text: `${info.reason}; band from the cross-validated errors of ${info.rows} public rows (${info.regime})` }));

@@ -3,7 +3,7 @@
 
 import { MODELS, SYSTEMS, GPUS, api, pick } from "./client.js";
 import { fmt, num, usd } from "./format.js";
-import { h, kv, plot, section, stacked, stats, table } from "./widgets.js";
+import { downloads, h, kv, plot, section, stacked, stats, table } from "./widgets.js";
 
 export const PRECISIONS = ["bf16", "fp16", "fp8"];
 export const PLAN_FIELDS = [
@@ -135,6 +135,7 @@ export const TRAINING_PAGES = {
         ["co2_tonnes", "CO2", d.co2_tonnes, "t"],
       ]);
       section("Best plan", h("p", { class: "plan", "data-key": "best_plan", text: planLabel(p) + (p.sequence_parallel ? " +SP" : "") + ` · global batch ${p.global_batch} x ${p.seq_len} tokens · ${p.precision}` }));
+      downloads("train/config", () => pick(v, names), ["megatron", "nemo", "torchtitan", "deepspeed", "maxtext"]);
       const band = d.band_80pct || {};
       if (band.days) {
         // the 80% band of this regime's cross-validated errors (gpuplan.interfaces.error_bands)

@@ -1,6 +1,7 @@
 // gpuplan web: the pieces a page draws with (no build step): elements, stat cards, tables with a
 // CSV export (raw values), key/value tables, plotly plots and stacked bars with marked lines.
 
+import { call } from "./client.js";
 import { fmt, label, num, withUnit } from "./format.js";
 
 export const $ = (sel, el = document) => el.querySelector(sel);
@@ -24,6 +25,22 @@ export function section(title, ...kids) {
   const s = h("section", { class: "card" }, title ? h("h2", { text: title }) : null, ...kids);
   out().append(s);
   return s;
+}
+
+// The emitted launch configs of a result as downloads: each link asks POST /api/v1/<path> (the text of
+// `gpuplan ... --emit TARGET`, interfaces.api.launch_configs) and saves it under the file name it gives.
+export function downloads(path, bodyFor, targets) {
+  const get = async (e, t) => {
+    e.preventDefault();
+    try {
+      const { data } = await call(path, { ...bodyFor(t), target: t });
+      const a = h("a", { href: URL.createObjectURL(new Blob([data.text], { type: "text/plain" })), download: data.filename });
+      a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 0);
+    } catch (err) { e.target.after(h("span", { class: "note", text: ` ${t}: ${err.message}` })); }
+  };
+  section("Launch configs", h("p", { class: "note", text: "Each runs the prediction as that framework or engine runs it (docs/deploy.md)." }),
+    h("ul", { class: "downloads", "data-key": "launch_configs" }, targets.map((t) => h("li", {}, h("a", { href: "#", "data-target": t, onclick: (e) => get(e, t) }, t)))));
 }
 
 export function stats(items) {
