@@ -60,6 +60,13 @@ def train_options_for(target: str, framework: str | None) -> dict:
     error) and the search limits of the plans its config can state."""
     target = check_target(target, training_targets())
     fw = FRAMEWORK_OF_TARGET.get(target)
+    if framework is not None:
+        from gpuplan.specs.execution import Framework
+
+        names = [f.value for f in Framework]
+        if str(framework).lower() not in names:
+            raise InputError(f"--framework: '{framework}' is not one of {', '.join(names)}", field="framework",
+                             allowed=", ".join(names))
     if framework is not None and fw is not None and str(framework).lower() != fw:
         raise InputError(f"--framework: {framework} runs differently from --emit {target}'s {fw}; give --framework {fw} "
                          "or leave it out", field="framework", allowed=fw)
@@ -186,7 +193,7 @@ def training_format(text: str) -> str:
 def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: int | None = None) -> TrainingLaunch:
     """The TrainingLaunch a training config states (DeepSpeed needs `model` and `gpus`; `seq_len`
     defaults to the model's training default there)."""
-    from gpuplan.interfaces.deploy import deepspeed, maxtext, megatron, nemo, torchtitan
+    from gpuplan.interfaces.deploy import deepspeed, megatron, nemo, torchtitan
 
     text = source_text(source)
     fmt = training_format(text)
