@@ -437,6 +437,9 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
         "fits": mem.fits,
         "headroom_bytes": mem.headroom_bytes,
         "headroom_gib": mem.headroom_bytes / GIB,
+        # the part of the GPU a plan may use (workloads.memory_headroom: usable fraction x capacity); headroom is it less the total
+        "usable_bytes": mem.per_gpu_bytes["total"] + mem.headroom_bytes,
+        "usable_gib": (mem.per_gpu_bytes["total"] + mem.headroom_bytes) / GIB,
         "params_per_gpu": mem.params_per_gpu,
         "total_params": parameter_counts(model).total,
         "peak_pipeline_rank": mem.peak_pipeline_rank,

@@ -119,6 +119,18 @@ class FrontierPoint:
     tokens_per_s_per_gpu: float
     tokens_per_s_per_user: float
     ttft_p90_ms: float
+    tpot_p90_ms: float | None = None  # the p90 a TPOT objective is judged on (the x axis is 1e3 / mean TPOT)
+
+
+def frontier_coordinates(output_tokens_per_s: float, gpus: int, tpot_mean_ms: float) -> tuple[float, float]:
+    """A deployment's place on the latency-throughput frontier: (tokens/s per GPU, tokens/s per user)
+
+        per GPU  = output tokens/s of the replica / its GPUs
+        per user = 1e3 / mean TPOT in ms   (one stream's decode speed: the interactivity axis)
+
+    as NVIDIA's and SemiAnalysis' throughput-interactivity plots draw it (`serve frontier`, and
+    `serve run`'s point on that plot)."""
+    return output_tokens_per_s / gpus, (1e3 / tpot_mean_ms if tpot_mean_ms > 0 else float("inf"))
 
 
 def layout_label(gpu: str, tp: int, ep: int = 1, attention_dp: int = 1) -> str:
@@ -346,7 +358,8 @@ def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, outp
                     break
                 run = closed_loop(rep, conc, input_len, output_len)
                 res = run.result
-                out.append(FrontierPoint(tp, conc, run.output_tokens_per_s / tp, 1e3 / res.tpot_ms.mean, res.ttft_ms.p90))
+                per_gpu, per_user = frontier_coordinates(run.output_tokens_per_s, tp, res.tpot_ms.mean)
+                out.append(FrontierPoint(tp, conc, per_gpu, per_user, res.ttft_ms.p90, res.tpot_ms.p90))
         except InputError:  # bad input (unknown dtype ...) is the user's to fix, not a tp that does not fit
             raise
         except GpuplanError as exc:

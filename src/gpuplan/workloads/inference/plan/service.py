@@ -21,6 +21,7 @@ from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
 from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
+from gpuplan.workloads.inference.plan.capacity import frontier_coordinates
 from gpuplan.workloads.inference.plan.token_costs import token_costs
 from gpuplan.workloads.inference.replica import (
     PLANNING_SEED, STEADY_STATE, Load, LoadKind, Replica, ServingFeatures, static_scheduler,
@@ -95,6 +96,9 @@ class ServeReport:
     usd_per_million_input_tokens: float | None = None
     usd_per_million_output_tokens: float | None = None  # all of the cost over the output tokens
     usd_per_million_output_tokens_decode: float | None = None
+    # this deployment's point on the latency-throughput frontier (capacity.frontier_coordinates)
+    tokens_per_s_per_gpu: float = 0.0
+    tokens_per_s_per_user: float = 0.0
 
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
@@ -176,4 +180,6 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
         frontend_latency_ms=1e3 * run.frontend_latency_s, engine=engine.name, scheduler=sched.kind.value,
         usd_per_gpu_hour=usd_per_gpu_hour if cost else None, **cost,
+        **dict(zip(("tokens_per_s_per_gpu", "tokens_per_s_per_user"),
+                   frontier_coordinates(run.output_tokens_per_s, dep.num_gpus, res.tpot_ms.mean))),
     )
