@@ -17,7 +17,7 @@ Fields that name a model or a dataset (PATH_FIELDS) take bundled names only: the
 config.json or a CSV from a path there, which over HTTP would read the server's disk (app.py
 refuses such a value).
 
-Parameters that would make the server read or write a path it was given (`plot`, `file`, `path`),
+Parameters that would make the server read or write a path it was given (`plot`, `file`, `path`, `adapter`),
 old spellings of renamed options and Python-only arguments (`progress`, a TrainPlan) are not
 offered. `command(endpoint, fields)` writes the `gpuplan ...` line that prints the same JSON.
 """
@@ -43,7 +43,7 @@ TextList = Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)]
 PATH_FIELDS = frozenset({"model", "draft_model", "lengths"})
 
 #: parameters never offered over HTTP (module docstring)
-HIDDEN = frozenset({"progress", "plan", "plot", "file", "path", "grid_kg_per_kwh", "price_kwh"})
+HIDDEN = frozenset({"progress", "plan", "plot", "file", "path", "adapter", "grid_kg_per_kwh", "price_kwh"})
 
 #: the shared plan options of `fit *` (api.fit_* take them as **plan_kw; cli/fit.py lists them)
 FIT_PLAN_FIELDS: dict[str, tuple[Any, Any]] = {

@@ -157,6 +157,7 @@ def serve_run(
     mtp: int = 0,
     prefix_hit_rate: float = 0.0,
     prefix_cache_tokens: int | None = None,
+    usd_per_gpu_hour: float | None = None,
 ) -> ServeResult:
     """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated); `ep`
     experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment).
@@ -166,7 +167,8 @@ def serve_run(
     `engine`: the serving engine whose defaults run (workloads.inference.engines: its scheduler, KV
     memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
     `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
-    override the engine's (`serving_engine`)."""
+    override the engine's (`serving_engine`). `usd_per_gpu_hour`: the GPU's price (default: the
+    cheapest catalog cloud price, facilities.pricing; none known: no cost keys)."""
     from gpuplan.interfaces.validation.regimes import serving_regime
     from gpuplan.workloads.inference.cost.deployment import Deployment
     from gpuplan.workloads.inference.plan.service import serve_estimate
@@ -187,9 +189,13 @@ def serve_run(
     if lens is not None:  # the memory fit and static token budget use the mean lengths
         input_len = max(1, round(lens_mean(lens, "input")))
         output_len = max(1, round(lens_mean(lens, "output")))
+    from gpuplan.facilities.pricing import gpu_hour_price
+
+    price = gpu_hour_price(gpu_spec, usd_per_gpu_hour, required=False)
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
-                                      lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile),
+                                      lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile,
+                                      usd_per_gpu_hour=None if price is None else price.value),
                        rate if concurrency is None and batch is None else None, spec.moe is not None, profile, spec,
                        regime=serving_regime(gpu_spec, profile.name, spec.moe is not None, weight_dtype))
 
