@@ -244,9 +244,13 @@ class Catalog:
 
     def gpu_box(self, gpu: Gpu) -> System:
         """The system a bare GPU id names: `pcie_box_system` over the catalog's PCIe x16 link of the
-        GPU's generation, or `single_gpu_system` when the GPU states no PCIe generation (TPUs)."""
-        link = self.interconnects.get(f"pcie{gpu.pcie_gen}-x16") if gpu.pcie_gen else None
-        return pcie_box_system(gpu, link) if link is not None else single_gpu_system(gpu)
+        GPU's generation (`box_pcie_gen`), or `single_gpu_system` when it has none (TPUs, superchips
+        and OAM modules reached through their own fabric, Jetson modules)."""
+        gen = box_pcie_gen(gpu)
+        link = self.interconnects.get(f"pcie{gen}-x16") if gen else None
+        if link is None:
+            return single_gpu_system(gpu)
+        return pcie_box_system(gpu, link, assumed_gen=gpu.pcie_gen is None)
 
     def interconnect(self, interconnect_id: str) -> Interconnect:
         try:
@@ -288,12 +292,30 @@ def single_gpu_system(gpu: Gpu) -> System:
     )
 
 
+#: PCIe generation of a card whose catalog entry states none (a user's entry, say): PCIe 4.0 x16,
+#: ../shared/validation/SYSTEMS.md's convention for a GPU id as a system ("PCIe 4.0 x16 per GPU, about
+#: 25 GB/s per direction, unless `notes` say otherwise"). ASSUMED, and the box says so.
+ASSUMED_PCIE_GEN = 4
+
+
+def box_pcie_gen(gpu: Gpu) -> int | None:
+    """PCIe generation of the box a bare GPU id names: the entry's `pcie_gen`; else ASSUMED_PCIE_GEN
+    for a card with no scale-up link of its own and not `integrated` (a GPU with neither is a card in
+    a PCIe slot: how else would it reach a host); None for TPUs, superchips and OAM modules whose
+    entry names their own fabric (`scaleup_link`) and for system-on-chip modules (single boxes)."""
+    if gpu.pcie_gen is not None:
+        return gpu.pcie_gen
+    if gpu.integrated or gpu.scaleup_link is not None:
+        return None
+    return ASSUMED_PCIE_GEN
+
+
 #: GPUs in the PCIe box a bare GPU id names: a dual-socket x86 server has 128-160 PCIe lanes, room for
 #: eight x16 slots (AWS g5.48xlarge: 8 x A10G; 8-GPU PCIe L40S / RTX servers). More GPUs need NICs.
 PCIE_BOX_MAX_GPUS = 8
 
 
-def pcie_box_system(gpu: Gpu, link: Interconnect) -> System:
+def pcie_box_system(gpu: Gpu, link: Interconnect, assumed_gen: bool = False) -> System:
     """Up to PCIE_BOX_MAX_GPUS of `gpu` in one host on PCIe x16 (`link`, per direction), no NVLink
     and no NICs (validation/SYSTEMS.md: a GPU id as `system` with more than one GPU). The host's
     PCIe root complex / switches let every GPU reach every other at its own x16 rate, so the box is
@@ -316,7 +338,9 @@ def pcie_box_system(gpu: Gpu, link: Interconnect) -> System:
             "default": f"PCIe box built from catalog GPU '{gpu.id}' (validation/SYSTEMS.md convention: PCIe x16 per GPU,"
                        " no NVLink unless stated); gpus_per_node = catalog.PCIE_BOX_MAX_GPUS (eight x16 slots of a"
                        " dual-socket host)",
-            "scaleup_bandwidth_gbps": f"{link.id}: {link.sources.get('default', '')}",
+            "scaleup_bandwidth_gbps": (f"ASSUMED: the catalog entry of '{gpu.id}' states no pcie_gen; SYSTEMS.md's"
+                                       f" PCIe 4.0 x16 convention (catalog.ASSUMED_PCIE_GEN). " if assumed_gen else "")
+                                      + f"{link.id}: {link.sources.get('default', '')}",
             "system_power_w": f"{PCIE_BOX_MAX_GPUS} x GPU TDP of '{gpu.id}' (host power not included)",
         },
     )

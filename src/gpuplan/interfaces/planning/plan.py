@@ -52,6 +52,7 @@ class ClusterReport:
     tco: TcoEstimate | None
     assumptions: list[dict]
     prices: list[dict]
+    cost_reason: str | None = None  # why `tco` is None when a TCO was asked for (a price no one knows)
 
 
 def size_cluster(
@@ -69,8 +70,11 @@ def size_cluster(
     system_price_usd: float | None = None,
     with_tco: bool = True,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    price_required: bool = True,
 ) -> ClusterReport:
-    """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system."""
+    """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system. Without a known node or
+    cloud price (and none given), `price_required=False` leaves `tco` None with the reason in
+    `cost_reason` instead of refusing: cost never blocks the rest of the answer."""
     cat = load_catalog()
     system = cat.system(system_id)
     gpu = cat.gpu(system.gpu)
@@ -86,8 +90,14 @@ def size_cluster(
     tco = None
     prices: list[dict] = []
     if with_tco:
-        sys_price = system_price(system, gpu, system_price_usd)
-        cloud, reserved = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
+        try:
+            sys_price = system_price(system, gpu, system_price_usd)
+            cloud, reserved = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
+        except InputError as exc:
+            if price_required or exc.field not in ("system_price_usd", "cloud_usd_per_gpu_hour"):
+                raise
+            return ClusterReport(system.id, gpu.id, fabric, racks, power, None, assumptions.rows(), prices,
+                                 cost_reason=str(exc).split(": ", 1)[-1])
         tco = estimate_tco(
             fabric=fabric, racks=racks, power=power, system_price=sys_price, cloud_price=cloud,
             years=years, utilization=utilization, cloud_reserved_usd_per_gpu_hour=reserved, assumptions=assumptions,
@@ -150,7 +160,7 @@ class PlanReport:
             "tco": {k: getattr(t, k) for k in ("capex_usd", "opex_usd_per_year", "on_prem_usd_per_gpu_hour",
                                              "cloud_usd_per_gpu_hour", "breakeven_months", "breakeven_utilization",
                                              "capex_breakdown_usd", "opex_breakdown_usd_per_year")} if t else None,
-            "workload_cost_usd": self.workload_cost, "prices": c.prices,
+            "workload_cost_usd": self.workload_cost if t else None, "cost_reason": c.cost_reason, "prices": c.prices,
             "assumptions": self.assumptions.values(),
             "assumption_sources": c.assumptions,
         }
@@ -357,9 +367,11 @@ def plan(
     nodes = _round_up_nodes(work.gpus, system.gpus_per_node)
     cluster = size_cluster(
         system.id, nodes, years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
-        system_price_usd=system_price_usd, assumptions=assumptions,
+        system_price_usd=system_price_usd, assumptions=assumptions, price_required=False,
     )
     cost = workload_cost_usd(work.gpu_hours or 0.0, cluster.tco) if cluster.tco else {}
+    if cluster.cost_reason:
+        notes.append(f"cost: {cluster.cost_reason} (cost fields null)")
     run = band = None
     if est is not None:  # the run on this cluster: same power model, PUE, grid and switches as `cluster.power`
         run = training_run_cost(est, system, gpu, assumptions=assumptions, switches=cluster.fabric.switches,
