@@ -132,6 +132,28 @@ def interconnects(
     ))
 
 
+@hw_app.command("hosts")
+def hosts(
+    host_ids: Optional[list[str]] = typer.Argument(None, metavar="[ID]...", help="Only these host CPU ids."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Host CPU parts side by side: cores, memory bandwidth and PCIe lanes per socket, with sources."""
+    result = api.hw_hosts(host_ids or ())
+    if as_json:
+        print_json(result.to_dict())
+        return
+    parts = result.hosts
+    rows = [(h.id, h.name, h.cores, h.memory_type, h.memory_channels, h.memory_bandwidth_gbps,
+             f"Gen{h.pcie_gen}" if h.pcie_gen else None, h.pcie_lanes, h.tdp_w) for h in parts]
+    console.print(table("host CPUs (per socket; memory bandwidth theoretical)",
+                        ["id", "name", "cores", "memory", "channels", "GB/s", "PCIe", "lanes", "TDP W"], rows,
+                        secondary=["TDP W", "channels"]))
+    console.print("sources:")
+    for h in parts:
+        for key, src in h.sources.items():
+            console.print(f"  {h.id} {key}: {src}", markup=False, soft_wrap=True)
+
+
 @hw_app.command("prices")
 def prices(
     gpu_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="Only prices for this GPU id."),

@@ -26,7 +26,7 @@ from gpuplan.interfaces.api.formats import (
     formats_compare, formats_decode, formats_encode, formats_matmul, formats_table,
 )
 from gpuplan.interfaces.api.hardware import (
-    hw_compare, hw_interconnects, hw_list, hw_prices, hw_show, systems_list, systems_show,
+    hw_compare, hw_hosts, hw_interconnects, hw_list, hw_prices, hw_show, systems_list, systems_show,
 )
 from gpuplan.interfaces.api.kernel import (
     kernel_access, kernel_amdahl, kernel_banks, kernel_divergence, kernel_gustafson, kernel_little, kernel_occupancy,
@@ -52,7 +52,7 @@ __all__ = [
     "serve", "serve_run", "serve_plan", "serve_plan_disaggregated", "serve_frontier",
     "plan", "validate", "validate_cv", "calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench", "comm",
     "model_show", "model_params", "model_list",
-    "hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "systems_list", "systems_show",
+    "hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "hw_hosts", "systems_list", "systems_show",
     "dc_fabric", "dc_power", "dc_tco", "dc_assumptions",
     "mig_plan", "mig_profiles",
     "kernel_occupancy", "kernel_roofline", "kernel_access", "kernel_banks", "kernel_divergence", "kernel_amdahl",
