@@ -64,7 +64,8 @@ def run_cost(
     price = gpu_hour_price(gpu, usd_per_gpu_hour, required=False)
     cost = None if price is None else gpu_hours_cost_usd(gpus * hours, price.value)
     if not has_power_figures(system, gpu):
-        return RunCost(None, None, price, cost, note=f"no tdp_w in the catalog for '{gpu.id}': energy not estimated")
+        return RunCost(None, None, price, cost, note=f"no tdp_w in the catalog for '{gpu.id}' (its vendor publishes no "
+                       f"power figure): energy not estimated; give tdp_w in a --catalog file entry")
     power = power_draw(system, gpu, gpus, activity, switches=switches, assumptions=assumptions)
     return RunCost(power, energy(power.facility_power_w, hours, assumptions), price, cost, note)
 

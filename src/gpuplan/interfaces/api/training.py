@@ -96,6 +96,7 @@ class TrainResult(Result):
         out = {
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
+            "framework": est.step.framework.value,  # the stack the plan was searched / timed for
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
@@ -221,7 +222,7 @@ def train(
     seq_len: int | None = None,
     global_batch: int | None = None,
     precision: str | Precision = Precision.BF16,
-    framework: str | Framework = Framework.MEGATRON,
+    framework: str | Framework | None = None,
     plan: TrainPlan | None = None,
     tp: int | None = None, pp: int | None = None, dp: int | None = None, cp: int | None = None,
     ep: int | None = None, etp: int | None = None, vpp: int | None = None, micro_batch: int | None = None,
@@ -272,7 +273,8 @@ def train(
     sys_spec = resolve_system(system)
     gpu = gpu_of(sys_spec) if gpu is None else resolve_gpu(gpu)
     prec = parse_enum(Precision, precision, "precision")
-    fw = parse_enum(Framework, framework, "framework")
+    # None: the system's stack (MaxText on TPU pods, Megatron-core elsewhere: plan_search.default_framework)
+    fw = parse_enum(Framework, framework, "framework") if framework is not None else None
     n_tokens = None if flops is not None else count(tokens if tokens is not None else DEFAULT_TOKENS, "tokens")
     budget = count(flops, "flops")
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
