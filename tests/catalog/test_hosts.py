@@ -94,3 +94,14 @@ def test_bad_host_entries_name_the_field(runner, tmp_path):
                     'scaleup_domain_gpus = 8\nhost_cpu = "pentium-4"\n[system.sources]\ndefault = "mine"\n')
     out = runner.invoke(app, ["--catalog", str(path), "systems", "show", "box"])
     assert out.exit_code == 2 and "field host_cpu: unknown host CPU 'pentium-4'" in out.output
+
+
+def test_hw_compare_gives_each_value_its_source(runner):
+    out = runner.invoke(app, ["hw", "compare", "tpu-v6e", "tpu7x", "--json"])
+    assert out.exit_code == 0, out.output
+    rows = {r["key"]: r for r in json.loads(out.stdout)["metrics"]}
+    # TPU7x TDP: the pod's ~10 MW / 9,216 chips (Hot Chips 2025 report); TPU v6e: no figure, no source
+    assert "10 MW" in rows["tdp_w"]["sources"]["tpu7x"] and rows["tdp_w"]["sources"]["tpu-v6e"] is None
+    assert "cloud.google.com/tpu/docs/v6e" in rows["bf16_dense_tflops"]["sources"]["tpu-v6e"]
+    text = runner.invoke(app, ["hw", "compare", "tpu-v6e", "tpu7x"]).stdout
+    assert "sources:" in text and "tpu7x (TDP)" in text

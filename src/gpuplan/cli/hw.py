@@ -108,6 +108,15 @@ def compare(
 
     rows = [[row.label] + [cell(row, gid) for gid in result.gpus] for row in result.metrics]
     console.print(table(f"compared with {result.baseline} (dense peaks; ratio in brackets)", ["metric"] + result.gpus, rows))
+    console.print("sources:")
+    for gid in result.gpus:  # each distinct source once per GPU, with the rows it backs
+        backs: dict[str, list[str]] = {}
+        for row in result.metrics:
+            src = row.sources.get(gid)
+            if src:
+                backs.setdefault(src, []).append(row.label)
+        for src, labels in backs.items():
+            console.print(f"  {gid} ({', '.join(labels)}): {src}", markup=False, soft_wrap=True)
 
 
 @hw_app.command("interconnects")
