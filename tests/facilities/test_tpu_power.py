@@ -31,3 +31,17 @@ def test_power_without_a_figure_names_the_remedy():
     c = load_catalog()
     with pytest.raises(InputError, match="tdp_w in a --catalog file"):
         node_power_w(c.system("tpu-v6e-pod"), c.gpu("tpu-v6e"), 1.0)
+
+
+def test_plan_on_a_pod_without_power_figures_answers_with_the_reason():
+    from gpuplan.interfaces.api import plan
+
+    d = plan("llama-3-70b", system="tpu-v6e-pod", gpus=256, tokens="100B").to_dict()
+    assert d["days"] > 0 and d["gpus"] == 256
+    assert d["power"] is None and d["racks"] is None and d["tco"] is None and d["workload_cost_usd"] is None
+    assert "publishes no power figure" in d["power_reason"] and d["cost_reason"] == d["power_reason"]
+    # dc power still refuses: sizing power is its whole answer
+    from gpuplan.interfaces.api import dc_power
+
+    with pytest.raises(InputError, match="tdp_w"):
+        dc_power("tpu-v6e-pod", 32)
