@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import csv
 
-import pytest
-
 from gpuplan.catalog import get_system
 from gpuplan.catalog.validation_sets import validation_set_path
 from gpuplan.interfaces.api import train
