@@ -74,17 +74,14 @@ def size_cluster(
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
     price_required: bool = True,
 ) -> ClusterReport:
-<<<<<<< HEAD
-    """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system. With `price_required=False`
-    (the main job, `plan`), what no one publishes never blocks the rest of the answer: without a node
-    or cloud price (and none given) `tco` is None with the reason in `cost_reason`; without the GPU's
-    power (TPU v5e / v5p / v6e) `power`, `racks` and `tco` are None with the reason in `power_reason`."""
-=======
     """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system; `utilization` (default the
-    assumption energy_utilization_fraction) sets both the average power draw and the TCO's GPU-hours."""
+    assumption energy_utilization_fraction) sets both the average power draw and the TCO's GPU-hours.
+    With `price_required=False` (the main job, `plan`), what no one publishes never blocks the rest of
+    the answer: without a node or cloud price (and none given) `tco` is None with the reason in
+    `cost_reason`; without the GPU's power (TPU v5e / v5p / v6e) `power`, `racks` and `tco` are None
+    with the reason in `power_reason`."""
     if utilization is None:
         utilization = assumptions.energy_utilization_fraction
->>>>>>> main
     cat = load_catalog()
     system = cat.system(system_id)
     gpu = cat.gpu(system.gpu)
@@ -106,19 +103,14 @@ def size_cluster(
     tco = None
     prices: list[dict] = []
     if with_tco:
-<<<<<<< HEAD
         try:
             sys_price = system_price(system, gpu, system_price_usd)
-            cloud, reserved = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
+            cloud, _ = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
         except InputError as exc:
             if price_required or exc.field not in ("system_price_usd", "cloud_usd_per_gpu_hour"):
                 raise
             return ClusterReport(system.id, gpu.id, fabric, racks, power, None, assumptions.rows(), prices,
                                  cost_reason=str(exc).split(": ", 1)[-1])
-=======
-        sys_price = system_price(system, gpu, system_price_usd)
-        cloud, _ = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
->>>>>>> main
         tco = estimate_tco(
             fabric=fabric, racks=racks, power=power, system_price=sys_price, cloud_price=cloud,
             years=years, utilization=utilization, assumptions=assumptions,
@@ -200,16 +192,11 @@ class PlanReport:
             "band_80pct": self.band_80pct,
             "tco": {k: getattr(t, k) for k in ("capex_usd", "opex_usd_per_year", "on_prem_usd_per_gpu_hour",
                                              "cloud_usd_per_gpu_hour", "breakeven_months", "breakeven_utilization",
-<<<<<<< HEAD
-                                             "capex_breakdown_usd", "opex_breakdown_usd_per_year")} if t else None,
-            "workload_cost_usd": self.workload_cost if t else None, "cost_reason": c.cost_reason, "prices": c.prices,
-=======
                                              "capex_breakdown_usd", "opex_breakdown_usd_per_year", "savings_usd",
                                              "cloud_price_source", "cloud_reserved_usd_per_gpu_hour",
                                              "cloud_reserved_label", "cloud_reserved_same_provider",
                                              "cloud_comparison")} if t else None,
-            "workload_cost_usd": self.workload_cost, "prices": c.prices,
->>>>>>> main
+            "workload_cost_usd": self.workload_cost if t else None, "cost_reason": c.cost_reason, "prices": c.prices,
             "assumptions": self.assumptions.values(),
             "assumption_sources": c.assumptions,
         }
