@@ -263,7 +263,7 @@ def train(
     micro-batches per step (global batch = micro-batch x grad-accum x dp)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
-    from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
+    from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note, default_framework
     from gpuplan.workloads.training.plan_validity import check_plan
     from gpuplan.workloads.training.totals import estimate_training
 
@@ -282,7 +282,7 @@ def train(
     gpu = gpu_of(sys_spec) if gpu is None else resolve_gpu(gpu)
     prec = parse_enum(Precision, precision, "precision")
     # None: the system's stack (MaxText on TPU pods, Megatron-core elsewhere: plan_search.default_framework)
-    fw = parse_enum(Framework, framework, "framework") if framework is not None else None
+    fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(sys_spec)
     n_tokens = None if flops is not None else count(tokens if tokens is not None else DEFAULT_TOKENS, "tokens")
     budget = count(flops, "flops")
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
