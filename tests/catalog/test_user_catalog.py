@@ -84,3 +84,34 @@ def test_bad_user_catalog_names_file_entry_field(tmp_path, runner, text, fragmen
 def test_missing_user_catalog_file(runner, tmp_path):
     result = runner.invoke(app, ["--catalog", str(tmp_path / "absent.toml"), "hw", "list"])
     assert result.exit_code == 2 and "absent.toml" in result.stderr and "no such file" in result.stderr
+
+
+def test_user_gpu_without_price_or_pcie_gen_is_a_pcie_box_with_null_costs(runner, tmp_path):
+    # issue 29 Done-when: a user's catalog GPU with no price answers `train` and `plan` as a PCIe box.
+    # The entry states no pcie_gen and no scale-up link: SYSTEMS.md's PCIe 4.0 x16 convention, 32 GB/s
+    # per direction (catalog pcie4-x16), marked ASSUMED in the box's sources.
+    path = _write(tmp_path, GOOD_GPU)
+    show = runner.invoke(app, ["--catalog", str(path), "systems", "show", "my-accel", "--json"])
+    assert show.exit_code == 0, show.output
+    box = json.loads(show.stdout)
+    assert (box["gpus_per_node"], box["scaleup_interconnect"], box["scaleup_bandwidth_gbps"]) == (8, "pcie4-x16", 32.0)
+    assert "ASSUMED" in box["sources"]["scaleup_bandwidth_gbps"]
+    train = runner.invoke(app, ["--catalog", str(path), "train", "llama-3-8b", "--system", "my-accel", "--gpus", "8",
+                                "--json"])
+    assert train.exit_code == 0, train.output
+    t = json.loads(train.stdout)
+    assert t["cost_usd"] is None and t["usd_per_gpu_hour"] is None and "no price known" in t["price_source"]
+    assert t["energy_mwh"] > 0  # 600 W TDP given: energy is still estimated
+    plan = runner.invoke(app, ["--catalog", str(path), "plan", "llama-3-8b", "--system", "my-accel", "--gpus", "8",
+                               "--tokens", "100B", "--json"])
+    assert plan.exit_code == 0, plan.output
+    p = json.loads(plan.stdout)
+    assert p["tco"] is None and p["workload_cost_usd"] is None
+    assert "no price known for 'my-accel'" in p["cost_reason"]
+    assert p["gpus"] == 8 and p["days"] > 0 and p["training_run"]["energy_mwh"] > 0
+    # a price given answers the cost again
+    priced = runner.invoke(app, ["--catalog", str(path), "plan", "llama-3-8b", "--system", "my-accel", "--gpus", "8",
+                                 "--tokens", "100B", "--system-price-usd", "200000", "--cloud-usd-per-gpu-hour", "3",
+                                 "--json"])
+    assert priced.exit_code == 0, priced.output
+    assert json.loads(priced.stdout)["tco"]["cloud_usd_per_gpu_hour"] == 3.0

@@ -46,7 +46,7 @@ HW_LIST_MODULES = HELP_MODULES | {
     "gpuplan.catalog", "gpuplan.catalog.ceilings", "gpuplan.input_files", "gpuplan.interfaces.api._common",
     "gpuplan.interfaces.api.hardware", "gpuplan.knobs", "gpuplan.specs._base", "gpuplan.specs.cloud",
     "gpuplan.specs.dtypes", "gpuplan.specs.gpu", "gpuplan.specs.interconnect", "gpuplan.specs.mixers",
-    "gpuplan.specs.model", "gpuplan.specs.system",
+    "gpuplan.specs.model", "gpuplan.specs.system", "gpuplan.specs.host",
 }
 
 

@@ -63,6 +63,19 @@ def test_pcie_box_by_hand():
         collective_time("all_reduce", GIB, get_system("rtx-4090"), 9)  # 8 x16 slots, no NICs
 
 
+def test_nicless_box_groups_that_would_leave_it_are_costed_inside():
+    # a plan search on 8 GPUs of a PCIe box also scores plans with more GPUs than the box (tp 8 x pp 2),
+    # which plan validity drops; their groups (one rank per node) are costed inside the box instead of
+    # refusing the whole search ("2 GPUs span 2 scale-up domains", the train error on rtx-a6000 x 8)
+    from gpuplan.primitives.collectives import Collective
+    from gpuplan.primitives.parallel_groups import collective_seconds
+
+    box = get_system("rtx-a6000")
+    for op in (Collective.ALL_REDUCE, Collective.SEND_RECV):
+        assert collective_seconds(op, 1e6, 2, 1, box) == collective_seconds(op, 1e6, 2, 2, box) > 0
+    assert collective_seconds(Collective.ALL_REDUCE, 1e6, 16, 8, box) == collective_seconds(Collective.ALL_REDUCE, 1e6, 8, 8, box)
+
+
 def test_slice_shapes_and_wraparound():
     # Google's shapes: v5p 16x16x16 (4096), 16x16x24 (6144, the largest slice); v5e/v6e 2x4, 4x8, 16x16
     assert slice_shape(4096, 3) == (16, 16, 16) and slice_shape(6144, 3) == (16, 16, 24)

@@ -12,7 +12,7 @@ from gpuplan.primitives.op_cost import gemm_time_array, memory_bandwidth_bytes_s
 from gpuplan.specs import Recompute, Sharding, TrainPlan
 from gpuplan.specs.finetune import FineTuning, Optimizer
 from gpuplan.workloads.training.finetune_time import dequantize_seconds
-from gpuplan.workloads.training.offload import pcie_bytes_s
+from gpuplan.workloads.training.offload import host_link_bytes_s, host_memory_bytes_s
 from gpuplan.workloads.training.optimizer_states import step_bytes_per_element
 from gpuplan.workloads.training.step.assembly import estimate_step_time
 from gpuplan.workloads.training.step.compute import sustained_gemm_fraction
@@ -36,10 +36,41 @@ def test_optimizer_step_bytes():
     assert step_bytes_per_element(Optimizer.ADAMW_8BIT, 2.0, 4.0, 4.0, True) == 18.0
 
 
-def test_pcie_gen4_rate():
-    # 16 lanes x 16 GT/s x 128/130 / 8 = 31.51 GB/s per direction x (25 / 31.5)
-    gpu = load_catalog().gpu("a100-sxm4-80gb")
-    assert pcie_bytes_s(gpu) == pytest.approx(16 * 16 * 128 / 130 / 8 * 1e9 * 25 / 31.5)
+def test_host_link_rates():
+    # a GPU id as a system: the card's own PCIe 4.0 x16 slot, 32 GB/s per direction (catalog pcie4-x16,
+    # A100 page 'PCIe Gen4: 64 GB/s' bidirectional) x 25/32 = SYSTEMS.md's 'about 25 GB/s per direction'
+    c = load_catalog()
+    assert host_link_bytes_s(c.system("a100-sxm4-80gb")) == pytest.approx(25e9)
+    # DGX H100: PCIe 5.0 x16, 64 GB/s per direction (H100 page 'PCIe Gen5: 128 GB/s') x 25/32 = 50 GB/s
+    assert host_link_bytes_s(c.system("dgx-h100")) == pytest.approx(50e9)
+    # GB200 NVL72: NVLink-C2C 900 GB/s bidirectional per Grace = 450 per direction, shared by 2 GPUs
+    # = 225 GB/s per GPU per direction, x 25/32 = 175.78 GB/s: 3.5x the DGX H100's PCIe
+    assert host_link_bytes_s(c.system("gb200-nvl72")) == pytest.approx(225e9 * 25 / 32)
+    # host memory of the CPU optimizer: DGX H100 = 2 x Xeon 8480C x 8 channels x 4800 MT/s x 8 B = 614.4
+    # GB/s x 0.8 (STREAM-class); a PCIe box names no CPU: the workstation knob (51.2 GB/s x 0.8 = 40 GB/s)
+    assert host_memory_bytes_s(c.system("dgx-h100")) == pytest.approx(614.4e9 * 0.8)
+    assert host_memory_bytes_s(c.system("a100-sxm4-80gb")) == pytest.approx(40e9)
+
+
+def test_offload_runs_over_the_systems_host_link():
+    # the same ZeRO-Offload step on one GPU of a DGX H100 (PCIe 5.0, 64 GB/s per direction) and of a GB200
+    # NVL72 (NVLink-C2C, 225 GB/s per GPU per direction): the bf16 weights back to the GPU take 64/225 as
+    # long; the CPU step: 30 B per element over 2 x 307.2 GB/s x 0.8 (DGX) vs 36 x 512 GB/s x 0.8 (rack)
+    c = load_catalog()
+    m = load_model("llama-2-7b")
+    plan = TrainPlan(micro_batch=1, global_batch=1, seq_len=2048, sharding=Sharding.ZERO2,
+                     fine_tuning=FineTuning(offload="optimizer"))
+    n = 6_738_415_616
+    steps = {}
+    for sid in ("dgx-h100", "gb200-nvl72"):
+        system = c.system(sid)
+        steps[sid] = estimate_step_time(m, system, plan, c.gpu(system.gpu)).breakdown_s["optimizer_s"]
+    h100 = n * 30 / (614.4e9 * 0.8) + n * 2 / (64e9 * 25 / 32)
+    gb200 = n * 30 / (36 * 512e9 * 0.8) + n * 2 / (225e9 * 25 / 32)
+    assert steps["dgx-h100"] >= h100 and steps["gb200-nvl72"] >= gb200
+    # the fp32 grads out (n x 4 B) are the rest, hidden at most fully behind the backward
+    assert steps["dgx-h100"] <= h100 + n * 4 / (64e9 * 25 / 32) + 1e-9
+    assert steps["gb200-nvl72"] <= gb200 + n * 4 / (225e9 * 25 / 32) + 1e-9
 
 
 def test_nf4_dequantisation_of_a_llama2_7b_layer(a100):
@@ -82,9 +113,9 @@ def test_cpu_optimizer_and_pcie_of_zero_offload(a100):
     n = 6_738_415_616
     # CPU AdamW with fp32 states and master, fp32 grads: 30 B per element over 100 GB/s (one GPU on the host)
     cpu = n * 30 / 100e9
-    # bf16 weights back over PCIe Gen4 x16 (31.51 GB/s); fp32 grads out overlap the backward
-    weights_in = n * 2 / (16 * 16 * 128 / 130 / 8 * 1e9)
-    grads_out = n * 4 / (16 * 16 * 128 / 130 / 8 * 1e9)
+    # bf16 weights back over PCIe Gen4 x16 (32 GB/s per direction); fp32 grads out overlap the backward
+    weights_in = n * 2 / 32e9
+    grads_out = n * 4 / 32e9
     backward = st.breakdown_s["compute_s"] * 2 / 3  # at least the GEMM share of the backward hides the grads
     assert cpu + weights_in <= st.breakdown_s["optimizer_s"] <= cpu + weights_in + max(0.0, grads_out - 0.5 * backward)
 
@@ -98,7 +129,7 @@ def test_offloaded_parameters_are_copied_in_twice_per_micro_batch(a100):
     with knobs.overridden({"training.offload.pcie_efficiency": 0.3}):
         st = estimate_step_time(m, system, plan, gpu)
     b = st.breakdown_s
-    rate = 16 * 16 * 128 / 130 / 8 * 1e9 * 0.3
+    rate = 32e9 * 0.3  # PCIe Gen4 x16, 32 GB/s per direction
     # the NF4 base (3,340,772,224 B) + bf16 norms, embedding and head (524,820,480 B) + bf16 q, v adapters
     # (2 x 4,194,304 B), in before the forward and before the backward; fp32 adapter grads out
     copies = (2 * (3_340_772_224 + 524_820_480 + 2 * 4_194_304) + 4 * 4_194_304) / rate

@@ -1,7 +1,7 @@
 """The hardware catalog: data files shipped in `catalog/data/` loaded into validated specs.
 
 Files: gpus.toml ([[gpu]]), interconnects.toml ([[interconnect]]), systems.toml ([[system]]),
-clouds.toml ([[cloud]]), sources.toml (source keys -> document/URL). A user file with the same
+hosts.toml ([[host]]: host CPU parts), clouds.toml ([[cloud]]), sources.toml (source keys -> document/URL). A user file with the same
 tables (`--catalog FILE`, or the GPUPLAN_CATALOG environment variable, several joined with the
 OS path separator) adds entries or overrides them by id, validated the same way.
 
@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from gpuplan.catalog import ceilings as _ceilings  # noqa: F401 - registers the measured-ceiling knobs
 from gpuplan.errors import InputError, unknown_id
-from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
+from gpuplan.specs import CloudPrice, Gpu, HostCpu, Interconnect, System
 from gpuplan.validation_rules import INT64_MAX, check_number, decode_utf8, load_toml_text
 
 DATA_DIR = Path(__file__).with_name("data")
@@ -52,7 +52,10 @@ from gpuplan.notices import alias_listeners  # noqa: E402
 _announced: set[str] = set()
 
 _BYTES_SUFFIX = {"_gib": 2**30, "_mib": 2**20, "_kib": 2**10, "_gb": 10**9, "_tb": 10**12}
-_TABLES = {"gpu": Gpu, "interconnect": Interconnect, "system": System, "cloud": CloudPrice}
+_TABLES = {"gpu": Gpu, "interconnect": Interconnect, "host": HostCpu, "system": System, "cloud": CloudPrice}
+#: source prefix of the host figures the loader derives (recomputed on every load, so a user file that
+#: replaces a CPU or a link moves them too)
+_DERIVED_HOST = "DERIVED (catalog):"
 
 
 def _convert_units(raw: dict[str, Any]) -> dict[str, Any]:
@@ -152,10 +155,12 @@ class Catalog:
     interconnects: dict[str, Interconnect] = field(default_factory=dict)
     systems: dict[str, System] = field(default_factory=dict)
     clouds: dict[str, CloudPrice] = field(default_factory=dict)
+    hosts: dict[str, HostCpu] = field(default_factory=dict)
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def _store(self, table: str) -> dict:
-        return {"gpu": self.gpus, "interconnect": self.interconnects, "system": self.systems, "cloud": self.clouds}[table]
+        return {"gpu": self.gpus, "interconnect": self.interconnects, "system": self.systems, "cloud": self.clouds,
+                "host": self.hosts}[table]
 
     def add_file(self, path: Path, origin: str | None = None) -> None:
         """Validate and add every entry of one TOML file (entries override existing ids)."""
@@ -205,9 +210,55 @@ class Catalog:
                 ref = getattr(sys, f)
                 if ref is not None and ref not in self.interconnects:
                     raise InputError(f"catalog {origin}: system '{sys.id}': field {f}: unknown interconnect '{ref}'", field=f)
+        for sys_id, sys in list(self.systems.items()):
+            self.systems[sys_id] = self._with_host_figures(sys, origin)
         for cloud in self.clouds.values():
             if cloud.gpu not in self.gpus:
                 raise InputError(f"catalog {origin}: cloud '{cloud.id}': field gpu: unknown GPU '{cloud.gpu}'", field="gpu")
+
+    def _with_host_figures(self, sys: System, origin: str) -> System:
+        """`sys` with its host references checked and the host figures it does not state derived:
+        host_link_gbps = the link's per-direction GB/s / gpus_per_host_link; host_memory_bandwidth_gbps
+        = host_sockets x the CPU's per-socket GB/s (specs.host)."""
+        if sys.host_cpu is not None and sys.host_cpu not in self.hosts:
+            raise InputError(f"catalog {origin}: system '{sys.id}': field host_cpu: unknown host CPU '{sys.host_cpu}'",
+                             field="host_cpu")
+        link = None
+        if sys.host_link is None and sys.host_link_gbps is None:
+            gpu = self.gpus.get(sys.gpu)
+            gen = box_pcie_gen(gpu) if gpu is not None else None
+            if gen is not None and f"pcie{gen}-x16" in self.interconnects:  # the card's own slot
+                sys = sys.model_copy(update={"host_link": f"pcie{gen}-x16", "sources": {
+                    **sys.sources, "host_link": f"{_DERIVED_HOST} the PCIe x16 generation of GPU '{gpu.id}'"
+                    f"{' (ASSUMED: its entry states none)' if gpu.pcie_gen is None else ''}; no host link stated"}})
+        if sys.host_link is not None:
+            link = self.interconnects.get(sys.host_link)
+            if link is None:
+                raise InputError(f"catalog {origin}: system '{sys.id}': field host_link: unknown interconnect "
+                                 f"'{sys.host_link}'", field="host_link")
+        update: dict = {}
+        sources = dict(sys.sources)
+        if link is not None and (sys.host_link_gbps is None or sources.get("host_link_gbps", "").startswith(_DERIVED_HOST)):
+            update["host_link_gbps"] = link.per_direction_gbps / sys.gpus_per_host_link
+            sources["host_link_gbps"] = (f"{_DERIVED_HOST} {link.id} {link.per_direction_gbps:g} GB/s per direction"
+                                         f" / {sys.gpus_per_host_link} GPU(s) per link; {link.id}: "
+                                         f"{link.sources.get('default', '')}")
+        if sys.host_cpu is not None and (sys.host_memory_bandwidth_gbps is None
+                                         or sources.get("host_memory_bandwidth_gbps", "").startswith(_DERIVED_HOST)):
+            cpu = self.hosts[sys.host_cpu]
+            sockets = sys.host_sockets or 1
+            update["host_memory_bandwidth_gbps"] = sockets * cpu.memory_bandwidth_gbps
+            sources["host_memory_bandwidth_gbps"] = (f"{_DERIVED_HOST} {sockets} x {cpu.memory_bandwidth_gbps:g} GB/s"
+                                                     f" per socket of host CPU '{cpu.id}'")
+        if not update:
+            return sys
+        return sys.model_copy(update={**update, "sources": sources})
+
+    def host(self, host_id: str) -> HostCpu:
+        try:
+            return self.hosts[host_id.lower()]
+        except KeyError:
+            raise unknown_id("host CPU", host_id, sorted(self.hosts)) from None
 
     # -- lookups --------------------------------------------------------------------------------
     def gpu(self, gpu_id: str) -> Gpu:
@@ -244,9 +295,13 @@ class Catalog:
 
     def gpu_box(self, gpu: Gpu) -> System:
         """The system a bare GPU id names: `pcie_box_system` over the catalog's PCIe x16 link of the
-        GPU's generation, or `single_gpu_system` when the GPU states no PCIe generation (TPUs)."""
-        link = self.interconnects.get(f"pcie{gpu.pcie_gen}-x16") if gpu.pcie_gen else None
-        return pcie_box_system(gpu, link) if link is not None else single_gpu_system(gpu)
+        GPU's generation (`box_pcie_gen`), or `single_gpu_system` when it has none (TPUs, superchips
+        and OAM modules reached through their own fabric, Jetson modules)."""
+        gen = box_pcie_gen(gpu)
+        link = self.interconnects.get(f"pcie{gen}-x16") if gen else None
+        if link is None:
+            return single_gpu_system(gpu)
+        return pcie_box_system(gpu, link, assumed_gen=gpu.pcie_gen is None)
 
     def interconnect(self, interconnect_id: str) -> Interconnect:
         try:
@@ -288,12 +343,30 @@ def single_gpu_system(gpu: Gpu) -> System:
     )
 
 
+#: PCIe generation of a card whose catalog entry states none (a user's entry, say): PCIe 4.0 x16,
+#: ../shared/validation/SYSTEMS.md's convention for a GPU id as a system ("PCIe 4.0 x16 per GPU, about
+#: 25 GB/s per direction, unless `notes` say otherwise"). ASSUMED, and the box says so.
+ASSUMED_PCIE_GEN = 4
+
+
+def box_pcie_gen(gpu: Gpu) -> int | None:
+    """PCIe generation of the box a bare GPU id names: the entry's `pcie_gen`; else ASSUMED_PCIE_GEN
+    for a card with no scale-up link of its own and not `integrated` (a GPU with neither is a card in
+    a PCIe slot: how else would it reach a host); None for TPUs, superchips and OAM modules whose
+    entry names their own fabric (`scaleup_link`) and for system-on-chip modules (single boxes)."""
+    if gpu.pcie_gen is not None:
+        return gpu.pcie_gen
+    if gpu.integrated or gpu.scaleup_link is not None:
+        return None
+    return ASSUMED_PCIE_GEN
+
+
 #: GPUs in the PCIe box a bare GPU id names: a dual-socket x86 server has 128-160 PCIe lanes, room for
 #: eight x16 slots (AWS g5.48xlarge: 8 x A10G; 8-GPU PCIe L40S / RTX servers). More GPUs need NICs.
 PCIE_BOX_MAX_GPUS = 8
 
 
-def pcie_box_system(gpu: Gpu, link: Interconnect) -> System:
+def pcie_box_system(gpu: Gpu, link: Interconnect, assumed_gen: bool = False) -> System:
     """Up to PCIE_BOX_MAX_GPUS of `gpu` in one host on PCIe x16 (`link`, per direction), no NVLink
     and no NICs (validation/SYSTEMS.md: a GPU id as `system` with more than one GPU). The host's
     PCIe root complex / switches let every GPU reach every other at its own x16 rate, so the box is
@@ -310,14 +383,18 @@ def pcie_box_system(gpu: Gpu, link: Interconnect) -> System:
         id=gpu.id, name=f"PCIe box of 1-{PCIE_BOX_MAX_GPUS}x {gpu.name} ({link.name}, {p2p})", gpu=gpu.id,
         gpus_per_node=PCIE_BOX_MAX_GPUS, scaleup_domain_gpus=PCIE_BOX_MAX_GPUS, scaleup_interconnect=link.id,
         scaleup_bandwidth_gbps=link.per_direction_gbps, scaleup_switched=True, nvls=False,
+        host_link=link.id, host_link_gbps=link.per_direction_gbps,
         system_power_w=PCIE_BOX_MAX_GPUS * gpu.tdp_w if gpu.tdp_w else None,
         notes=f"A GPU id as a system: up to {PCIE_BOX_MAX_GPUS} GPUs on PCIe in one host, no NVLink, no NICs; {p2p}.",
         sources={
             "default": f"PCIe box built from catalog GPU '{gpu.id}' (validation/SYSTEMS.md convention: PCIe x16 per GPU,"
                        " no NVLink unless stated); gpus_per_node = catalog.PCIE_BOX_MAX_GPUS (eight x16 slots of a"
                        " dual-socket host)",
-            "scaleup_bandwidth_gbps": f"{link.id}: {link.sources.get('default', '')}",
+            "scaleup_bandwidth_gbps": (f"ASSUMED: the catalog entry of '{gpu.id}' states no pcie_gen; SYSTEMS.md's"
+                                       f" PCIe 4.0 x16 convention (catalog.ASSUMED_PCIE_GEN). " if assumed_gen else "")
+                                      + f"{link.id}: {link.sources.get('default', '')}",
             "system_power_w": f"{PCIE_BOX_MAX_GPUS} x GPU TDP of '{gpu.id}' (host power not included)",
+            "host_link_gbps": f"each card's own x16 slot to the host: {link.id} per direction",
         },
     )
 
@@ -338,7 +415,7 @@ def set_user_catalogs(paths: list[str] | tuple[str, ...]) -> None:
 def _builtin() -> Catalog:
     cat = Catalog()
     # sources first so that entries can cite keys; then the tables in dependency order
-    for name in ("sources", "gpus", "interconnects", "systems", "clouds"):
+    for name in ("sources", "gpus", "interconnects", "hosts", "systems", "clouds"):
         path = DATA_DIR / f"{name}.toml"
         if path.exists():
             cat.add_file(path, origin=f"built-in {name}.toml")
@@ -354,7 +431,7 @@ def load_catalog() -> Catalog:
         return base
     cat = Catalog(
         gpus=dict(base.gpus), interconnects=dict(base.interconnects), systems=dict(base.systems),
-        clouds=dict(base.clouds), sources=dict(base.sources),
+        clouds=dict(base.clouds), hosts=dict(base.hosts), sources=dict(base.sources),
     )
     for path in user:
         if not path.strip():

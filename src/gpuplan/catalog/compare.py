@@ -34,23 +34,28 @@ class Metric:
     get: Callable[[Gpu], float | None] = field(repr=False, compare=False)
     #: False where the unit differs by vendor (an SM is not a CU is not a TPU TensorCore): no ratio across vendors
     comparable_across_vendors: bool = True
+    #: the Gpu field whose source backs the value (a key of `Gpu.sources`, else its `default`)
+    source_field: str = ""
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("memory_gib", "memory", "GiB", lambda g: g.memory_gib),
-    Metric("memory_bandwidth_gbps", "memory bandwidth", "GB/s", lambda g: g.memory_bandwidth_gbps),
-    Metric("fp64_dense_tflops", "FP64 (vector) dense", "TFLOP/s", _peak("fp64")),
-    Metric("fp32_dense_tflops", "FP32 dense", "TFLOP/s", _peak("fp32")),
-    Metric("tf32_dense_tflops", "TF32 tensor dense", "TFLOP/s", _peak("tf32")),
-    Metric("bf16_dense_tflops", "BF16 tensor dense", "TFLOP/s", _peak("bf16")),
-    Metric("fp8_dense_tflops", "FP8 tensor dense", "TFLOP/s", _peak("fp8")),
-    Metric("int8_dense_tops", "INT8 tensor dense", "TOP/s", _peak("int8")),
-    Metric("fp4_dense_tflops", "FP4 tensor dense", "TFLOP/s", _peak("fp4")),
+    Metric("memory_gib", "memory", "GiB", lambda g: g.memory_gib, source_field="memory_bytes"),
+    Metric("memory_bandwidth_gbps", "memory bandwidth", "GB/s", lambda g: g.memory_bandwidth_gbps,
+           source_field="memory_bandwidth_gbps"),
+    Metric("fp64_dense_tflops", "FP64 (vector) dense", "TFLOP/s", _peak("fp64"), source_field="peak_tflops"),
+    Metric("fp32_dense_tflops", "FP32 dense", "TFLOP/s", _peak("fp32"), source_field="peak_tflops"),
+    Metric("tf32_dense_tflops", "TF32 tensor dense", "TFLOP/s", _peak("tf32"), source_field="peak_tflops"),
+    Metric("bf16_dense_tflops", "BF16 tensor dense", "TFLOP/s", _peak("bf16"), source_field="peak_tflops"),
+    Metric("fp8_dense_tflops", "FP8 tensor dense", "TFLOP/s", _peak("fp8"), source_field="peak_tflops"),
+    Metric("int8_dense_tops", "INT8 tensor dense", "TOP/s", _peak("int8"), source_field="peak_tflops"),
+    Metric("fp4_dense_tflops", "FP4 tensor dense", "TFLOP/s", _peak("fp4"), source_field="peak_tflops"),
     Metric("bf16_ridge_flops_per_byte", "BF16 ridge point", "FLOP/B", _ridge),
-    Metric("scaleup_bandwidth_gbps", "scale-up link (per direction)", "GB/s", lambda g: g.scaleup_bandwidth_gbps),
-    Metric("l2_mib", "L2 cache", "MiB", lambda g: g.l2_bytes / 2**20 if g.l2_bytes else None),
-    Metric("sm_count", "SMs / CUs / TPU cores", "", lambda g: g.sm_count, comparable_across_vendors=False),
-    Metric("tdp_w", "TDP", "W", lambda g: g.tdp_w),
+    Metric("scaleup_bandwidth_gbps", "scale-up link (per direction)", "GB/s", lambda g: g.scaleup_bandwidth_gbps,
+           source_field="scaleup_bandwidth_gbps"),
+    Metric("l2_mib", "L2 cache", "MiB", lambda g: g.l2_bytes / 2**20 if g.l2_bytes else None, source_field="l2_bytes"),
+    Metric("sm_count", "SMs / CUs / TPU cores", "", lambda g: g.sm_count, comparable_across_vendors=False,
+           source_field="sm_count"),
+    Metric("tdp_w", "TDP", "W", lambda g: g.tdp_w, source_field="tdp_w"),
 )
 
 
@@ -61,6 +66,9 @@ class MetricRow:
     unit: str
     values: dict[str, float | None]
     ratio_to_baseline: dict[str, float | None]
+    #: per GPU, the source of its value (None where it has no value; the ridge point is derived from
+    #: the BF16 peak and the bandwidth, whose sources the other rows give)
+    sources: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,9 @@ def compare_gpus(gpus: list[Gpu]) -> GpuComparison:
                    else None)
             for g in gpus
         }
-        rows.append(MetricRow(m.key, m.label, m.unit, values, ratios))
+        sources = {g.id: (g.sources.get(m.source_field, g.sources.get("default"))
+                          if values[g.id] is not None and m.source_field else None) for g in gpus}
+        rows.append(MetricRow(m.key, m.label, m.unit, values, ratios, sources))
     return GpuComparison(
         baseline=base.id, gpus=[g.id for g in gpus], names={g.id: g.name for g in gpus}, metrics=rows
     )

@@ -108,6 +108,15 @@ def compare(
 
     rows = [[row.label] + [cell(row, gid) for gid in result.gpus] for row in result.metrics]
     console.print(table(f"compared with {result.baseline} (dense peaks; ratio in brackets)", ["metric"] + result.gpus, rows))
+    console.print("sources:")
+    for gid in result.gpus:  # each distinct source once per GPU, with the rows it backs
+        backs: dict[str, list[str]] = {}
+        for row in result.metrics:
+            src = row.sources.get(gid)
+            if src:
+                backs.setdefault(src, []).append(row.label)
+        for src, labels in backs.items():
+            console.print(f"  {gid} ({', '.join(labels)}): {src}", markup=False, soft_wrap=True)
 
 
 @hw_app.command("interconnects")
@@ -130,6 +139,28 @@ def interconnects(
         ["id", "name", "kind", "GB/s per direction", "GB/s bidirectional", "line Gb/s", "latency us", "in-network reduction"], rows,
         secondary=["GB/s bidirectional", "latency us"],
     ))
+
+
+@hw_app.command("hosts")
+def hosts(
+    host_ids: Optional[list[str]] = typer.Argument(None, metavar="[ID]...", help="Only these host CPU ids."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Host CPU parts side by side: cores, memory bandwidth and PCIe lanes per socket, with sources."""
+    result = api.hw_hosts(host_ids or ())
+    if as_json:
+        print_json(result.to_dict())
+        return
+    parts = result.hosts
+    rows = [(h.id, h.name, h.cores, h.memory_type, h.memory_channels, h.memory_bandwidth_gbps,
+             f"Gen{h.pcie_gen}" if h.pcie_gen else None, h.pcie_lanes, h.tdp_w) for h in parts]
+    console.print(table("host CPUs (per socket; memory bandwidth theoretical)",
+                        ["id", "name", "cores", "memory", "channels", "GB/s", "PCIe", "lanes", "TDP W"], rows,
+                        secondary=["TDP W", "channels"]))
+    console.print("sources:")
+    for h in parts:
+        for key, src in h.sources.items():
+            console.print(f"  {h.id} {key}: {src}", markup=False, soft_wrap=True)
 
 
 @hw_app.command("prices")

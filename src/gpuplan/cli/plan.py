@@ -99,15 +99,16 @@ def plan_cmd(
     rows = [("estimator", w.estimator), ("GPUs", c.fabric.gpus), ("nodes", c.fabric.nodes), ("days", w.days),
             ("GPU-hours", w.gpu_hours)] + [(k, v) for k, v in w.details.items() if not isinstance(v, (dict, list))]
     rows += [("leaf / spine / core", f"{c.fabric.leaf_switches} / {c.fabric.spine_switches} / {c.fabric.core_switches}"),
-             ("cables / transceivers", f"{c.fabric.cables} / {c.fabric.transceivers}"), ("bisection (TB/s)", c.fabric.bisection_tbps),
-             ("racks (compute + network)", f"{c.racks.compute_racks} + {c.racks.network_racks}"),
-             ("rack kW / cooling", f"{c.racks.compute_rack_kw:.1f} / {c.racks.cooling.value}"),
-             ("IT / facility kW", f"{c.power.it_power_kw:,.0f} / {c.power.facility_power_kw:,.0f}"),
-             ("annual energy cost ($)", c.power.annual_cost_usd),
-             (f"average draw IT / facility kW ({c.power.utilization:.0%} busy at "
-              f"{c.power.loaded_power_fraction_of_nameplate:.0%} of nameplate)",
-              f"{c.power.average_it_power_kw:,.0f} / {c.power.average_facility_power_kw:,.0f}"),
-             ("annual energy cost at the average draw ($)", c.power.average_annual_cost_usd)]
+             ("cables / transceivers", f"{c.fabric.cables} / {c.fabric.transceivers}"), ("bisection (TB/s)", c.fabric.bisection_tbps)]
+    if c.power is not None and c.racks is not None:
+        rows += [("racks (compute + network)", f"{c.racks.compute_racks} + {c.racks.network_racks}"),
+                 ("rack kW / cooling", f"{c.racks.compute_rack_kw:.1f} / {c.racks.cooling.value}"),
+                 ("IT / facility kW", f"{c.power.it_power_kw:,.0f} / {c.power.facility_power_kw:,.0f}"),
+                 ("annual energy cost ($)", c.power.annual_cost_usd),
+                 (f"average draw IT / facility kW ({c.power.utilization:.0%} busy at "
+                  f"{c.power.loaded_power_fraction_of_nameplate:.0%} of nameplate)",
+                  f"{c.power.average_it_power_kw:,.0f} / {c.power.average_facility_power_kw:,.0f}"),
+                 ("annual energy cost at the average draw ($)", c.power.average_annual_cost_usd)]
     run = rep.training_run
     if run is not None and run.energy is not None:
         rows += [("run: average IT / facility kW", f"{run.power.it_power_w / 1e3:,.0f} / {run.power.facility_power_w / 1e3:,.0f}"),

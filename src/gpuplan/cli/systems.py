@@ -53,20 +53,35 @@ def show_system(
         "scaleup_bandwidth_gbps": "GB/s per GPU per direction", "nic_gbit_s": "Gb/s per NIC",
         "scaleout_gbps_per_gpu": "GB/s per GPU per direction", "host_memory_gib": "GiB",
         "gpu_memory_gib": "GiB", "node_gpu_memory_gib": "GiB", "system_power_w": "W", "rack_units": "U", "price_usd": "USD",
+        "host_memory_bandwidth_gbps": "GB/s per node (theoretical)", "host_link_gbps": "GB/s per GPU per direction",
     }
     fields = [
         "gpu", "gpu_name", "gpus_per_node", "gpu_memory_gib", "node_gpu_memory_gib", "scaleup_domain_gpus",
         "scaleup_interconnect", "scaleup_bandwidth_gbps", "scaleup_switched", "nvls", "nics_per_node", "nic_gbit_s",
-        "nic_kind", "scaleout_interconnect", "scaleout_gbps_per_gpu", "sharp", "cpu", "host_memory_gib",
+        "nic_kind", "scaleout_interconnect", "scaleout_gbps_per_gpu", "sharp", "cpu", "host_cpu", "host_sockets",
+        "host_memory_gib", "host_memory_bandwidth_gbps", "host_link", "host_link_gbps",
         "system_power_w", "rack_units", "price_usd",
     ]
     rows = [(f, f"{fmt(rec[f])} {units.get(f, '')}".rstrip()) for f in fields if rec.get(f) is not None]
+    host, tier = rec.get("host"), rec.get("host_memory_tier")
+    if host is not None:
+        rows.append(("host CPU (per socket)", f"{host['name']}: {host['cores']} cores, {fmt(host['memory_bandwidth_gbps'])} GB/s "
+                     f"{host['memory_type']}" + (f", {host['pcie_lanes']} PCIe Gen{host['pcie_gen']} lanes"
+                                                 if host.get("pcie_lanes") else "")))
+    if tier is not None:
+        cap = f"{fmt(tier['capacity_gib_per_gpu'])} GiB per GPU at " if tier.get("capacity_gib_per_gpu") else ""
+        rows.append(("host memory tier", f"{cap}{fmt(tier['gbps_per_gpu_per_direction'])} GB/s per direction over "
+                     f"{tier['link']} (coherent: GPU-addressable)"))
     console.print(table(f"{system.name} ({system.id})", ["field", "value"], rows))
     if system.notes:
         console.print(f"notes: {system.notes}", markup=False)
     console.print("sources:")
     for key, src in system.sources.items():
         console.print(f"  {key}: {src}", markup=False, soft_wrap=True)
+    if result.host is not None:
+        console.print(f"host CPU sources ({result.host.id}):")
+        for key, src in result.host.sources.items():
+            console.print(f"  {key}: {src}", markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

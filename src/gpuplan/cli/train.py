@@ -50,7 +50,9 @@ def register(app: typer.Typer) -> None:
             None, "--global-batch",
             help="Sequences per step (default: per plan, the multiple of dp x micro-batch nearest 2^22 ~ 4.2M tokens)."),
         precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8 (GEMMs)."),
-        framework: str = typer.Option("megatron", "--framework", help="megatron, deepspeed, fsdp, torchtitan."),
+        framework: Optional[str] = typer.Option(
+            None, "--framework",
+            help="megatron, deepspeed, fsdp, torchtitan, maxtext (default: maxtext on TPU pods, megatron elsewhere)."),
         tp: Optional[int] = typer.Option(None, "--tp"), pp: Optional[int] = typer.Option(None, "--pp"),
         dp: Optional[int] = typer.Option(None, "--dp"), cp: Optional[int] = typer.Option(None, "--cp"),
         ep: Optional[int] = typer.Option(None, "--ep"), vpp: Optional[int] = typer.Option(None, "--vpp"),
@@ -100,7 +102,7 @@ def register(app: typer.Typer) -> None:
             _train_from(from_, model, system, gpus, seq_len, tokens, flops, usd_per_gpu_hour, pue, grid_kg_co2_per_kwh,
                         electricity_usd_per_kwh, set_, emit, as_json)
             return
-        extra = api.train_options_for(emit, framework if framework != "megatron" else None) if emit else {}
+        extra = api.train_options_for(emit, framework) if emit else {}
         framework = extra.pop("framework", framework)
         with progress_bar("plan search") as bar:
             result = api.train(

@@ -69,7 +69,8 @@ def has_power_figures(system: System, gpu: Gpu) -> bool:
 
 def _tdp_w(system: System, gpu: Gpu) -> float:
     if not gpu.tdp_w:
-        raise InputError(f"system: GPU '{gpu.id}' of '{system.id}' has no tdp_w in the catalog; cannot size power",
+        raise InputError(f"system: GPU '{gpu.id}' of '{system.id}' has no tdp_w in the catalog (its vendor publishes no"
+                         f" power figure); cannot size power: give tdp_w in a --catalog file entry for '{gpu.id}'",
                          field="system")
     return float(gpu.tdp_w)
 

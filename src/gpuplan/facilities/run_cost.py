@@ -67,7 +67,8 @@ def run_cost(
     price = gpu_hour_price(gpu, usd_per_gpu_hour, required=False)
     cost = None if price is None else gpu_hours_cost_usd(gpus * hours, price.value)
     if not has_power_figures(system, gpu):
-        return RunCost(None, None, price, cost, note=f"no tdp_w in the catalog for '{gpu.id}': energy not estimated")
+        return RunCost(None, None, price, cost, note=f"no tdp_w in the catalog for '{gpu.id}' (its vendor publishes no "
+                       f"power figure): energy not estimated; give tdp_w in a --catalog file entry")
     # full activity draws the measured loaded power, not nameplate (facilities.power.loaded_activity_scale)
     power = power_draw(system, gpu, gpus, activity * loaded_activity_scale(system, gpu, assumptions), switches=switches,
                        assumptions=assumptions)

@@ -79,10 +79,17 @@ def _cached_group_seconds(op: Collective, size_bytes: float, n: int, per_node: i
 def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
                               gpu: Gpu | None) -> float:
     """P2P: a 2-GPU send_recv, across the network when the two stages are on different nodes
-    (per_node 1), else packed in the domain; other ops: `n` ranks, `per_node` of them per domain."""
+    (per_node 1), else packed in the domain; other ops: `n` ranks, `per_node` of them per domain.
+
+    A system without NICs (a PCIe box) has no layout for a group that leaves its domain: such groups
+    belong to plans with more GPUs than the system holds, which the search's validity rules drop
+    (`plan_validity`); they are costed as a group inside one domain, never refused mid-search."""
+    nicless = system.scaleout_gbps_per_gpu <= 0
     if op is Collective.SEND_RECV:
-        per_domain = 1 if per_node == 1 else None
+        per_domain = 1 if per_node == 1 and not nicless else None
         return float(collective_time(op, size_bytes, system, 2, gpu=gpu, gpus_per_domain=per_domain).time_s)
+    if nicless and (int(n) > system.scaleup_domain_gpus or int(per_node) < int(n)):
+        n = per_node = min(int(n), system.scaleup_domain_gpus)
     per_domain = min(int(per_node), system.scaleup_domain_gpus)
     return float(collective_time(op, size_bytes, system, int(n), gpu=gpu, gpus_per_domain=per_domain).time_s)
 

@@ -18,6 +18,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     "gpuplan.specs.gpu": ("DTYPES", "Gpu", "PeakTflops"),
     "gpuplan.specs.interconnect": ("Interconnect",),
     "gpuplan.specs.system": ("System",),
+    "gpuplan.specs.host": ("HostCpu",),
     "gpuplan.specs.cloud": ("CloudPrice",),
     "gpuplan.specs.model": ("FfnKind", "MlaSpec", "ModelSpec", "MoeSpec"),
     "gpuplan.specs.mixers": ("FfnSlot", "GatedDeltaNetSpec", "Mamba2Spec", "MixerKind", "RgLruSpec", "ShortConvSpec"),
@@ -28,7 +29,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
 _MODULE_OF = {name: module for module, names in _SOURCES.items() for name in names}
 
 __all__ = [
-    "DTYPES", "Gpu", "PeakTflops", "Interconnect", "System", "CloudPrice",
+    "DTYPES", "Gpu", "PeakTflops", "Interconnect", "System", "HostCpu", "CloudPrice",
     "FfnKind", "MlaSpec", "ModelSpec", "MoeSpec", "FfnSlot", "GatedDeltaNetSpec", "Mamba2Spec", "MixerKind",
     "RgLruSpec", "ShortConvSpec", "Precision", "Recompute", "Sharding", "TrainPlan",
     "AttentionKernel", "Execution", "Framework",

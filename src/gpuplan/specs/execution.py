@@ -32,6 +32,12 @@ class Framework(str, Enum):
     DEEPSPEED = "deepspeed"  # DeepSpeed engine, ZeRO-0/1: gradient all-reduce after the backward pass
     FSDP = "fsdp"  # PyTorch FSDP (llm-foundry/Composer): prefetched gathers overlapped per micro-batch
     TORCHTITAN = "torchtitan"  # FSDP2: as FSDP
+    #: MaxText (JAX / XLA on TPU): sharding over the mesh axes ici_fsdp (recommended, -1 = every chip
+    #: of the slice left over), ici_tensor, ici_sequence, ici_data; across slices dcn_data (AI-Hypercomputer/
+    #: maxtext docs 'Sharding', base.yml defaults). Its step is timed as OTHER's (Megatron-like overlap:
+    #: XLA's scheduler overlaps the collectives with compute); the plan search offers it MaxText's axes
+    #: (`workloads.training.plan_search.framework_axes`).
+    MAXTEXT = "maxtext"
     OTHER = "other"  # treated as MEGATRON
 
     @property

@@ -64,6 +64,9 @@ class Gpu(SourcedSpec):
     scaleup_link: str | None = None  # interconnect id (nvlink4, xgmi3, ici-v5p, ...)
     scaleup_bandwidth_gbps: float | None = Field(default=None, gt=0)  # per GPU, per direction, GB/s
     pcie_gen: int | None = Field(default=None, ge=3, le=6)
+    #: The GPU is part of a system-on-chip that shares one memory with its CPU (Jetson): it is no
+    #: PCIe card, so its id as a system is one module, never a PCIe box.
+    integrated: bool = False
     #: GPU-to-GPU peer-to-peer over PCIe with the vendor's stock driver: False on GeForce cards
     #: (NCCL then stages every transfer through host memory), None where no source says.
     pcie_p2p: bool | None = None

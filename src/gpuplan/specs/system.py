@@ -36,6 +36,21 @@ class System(SourcedSpec):
     sharp: bool = False  # in-network reduction on the scale-out fabric
     cpu: str | None = None
     host_memory_bytes: int | None = Field(default=None, gt=0)
+    #: host CPU part (a catalog `host` id) and how many sockets of it one node has
+    host_cpu: str | None = None
+    host_sockets: int | None = Field(default=None, gt=0)
+    #: the link each GPU reaches host memory over (interconnect id: pcie5-x16, nvlink-c2c, ...)
+    host_link: str | None = None
+    #: GPUs sharing one host link (2 on a GB200 / GB300 superchip: one Grace, two GPUs)
+    gpus_per_host_link: int = Field(default=1, gt=0)
+    #: CPU <-> GPU bandwidth per GPU per direction, GB/s; filled on load from `host_link` /
+    #: `gpus_per_host_link` when not stated (TPU hosts state it from the scaling book)
+    host_link_gbps: float | None = Field(default=None, gt=0)
+    #: theoretical host memory bandwidth of one node, GB/s; filled on load = sockets x the CPU's
+    host_memory_bandwidth_gbps: float | None = Field(default=None, gt=0)
+    #: the GPUs address host memory coherently over the host link (GH200 / GB200 / GB300 NVLink-C2C):
+    #: host memory is a second, slower tier of GPU memory, not only an offload target
+    unified_memory: bool = False
     system_power_w: float | None = Field(default=None, gt=0)  # max system power of one node
     rack_units: int | None = Field(default=None, gt=0)
     price_usd: float | None = Field(default=None, gt=0)

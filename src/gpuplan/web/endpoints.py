@@ -145,6 +145,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(("hw", "compare"), "hw_compare", positional=("gpus",)),
     Endpoint(("hw", "interconnects"), "hw_interconnects"),
     Endpoint(("hw", "prices"), "hw_prices", positional=("gpu",)),
+    Endpoint(("hw", "hosts"), "hw_hosts", positional=("ids",)),
     Endpoint(("systems", "list"), "systems_list"),
     Endpoint(("systems", "show"), "systems_show", positional=("system",)),
     Endpoint(("dc", "fabric"), "dc_fabric", flags={"overrides": "--set"}),

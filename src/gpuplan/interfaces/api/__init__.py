@@ -41,7 +41,7 @@ _SOURCES: dict[str, tuple[str, ...]] = {
     f"{_API}.calibration": ("calibrate_knobs", "calibrate_fit", "calibrate_import", "load_profile", "apply", "bench"),
     f"{_API}.comm": ("comm",),
     f"{_API}.models": ("model_show", "model_params", "model_list"),
-    f"{_API}.hardware": ("hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "systems_list",
+    f"{_API}.hardware": ("hw_list", "hw_show", "hw_compare", "hw_interconnects", "hw_prices", "hw_hosts", "systems_list",
                          "systems_show"),
     f"{_API}.mig": ("mig_plan", "mig_profiles"),
     f"{_API}.kernel": ("kernel_occupancy", "kernel_roofline", "kernel_access", "kernel_banks", "kernel_divergence",

@@ -1,5 +1,5 @@
 """`gpuplan.api` for the hardware catalog: `hw_list`, `hw_show`, `hw_compare`, `hw_interconnects`,
-`hw_prices`, `systems_list`, `systems_show`."""
+`hw_prices`, `hw_hosts`, `systems_list`, `systems_show`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import Result, catalog, gpu_of, resolve_gpu, resolve_system
-from gpuplan.specs import CloudPrice, Gpu, Interconnect, System
+from gpuplan.specs import CloudPrice, Gpu, HostCpu, Interconnect, System
 
 
 def gpu_record(gpu: Gpu) -> dict:
@@ -18,15 +18,28 @@ def gpu_record(gpu: Gpu) -> dict:
     return record
 
 
-def system_record(system: System, gpu: Gpu) -> dict:
-    """The JSON object for one system: every spec field plus per-GPU scale-out and memory totals."""
+def system_record(system: System, gpu: Gpu, host: HostCpu | None = None) -> dict:
+    """The JSON object for one system: every spec field plus per-GPU scale-out and memory totals, its
+    host CPU part (`host`, with its sources) and, where the GPUs address host memory coherently,
+    `host_memory_tier` (capacity per GPU and the bandwidth each GPU reaches it at)."""
     record = system.model_dump()
     record["scaleout_gbps_per_gpu"] = system.scaleout_gbps_per_gpu
     record["host_memory_gib"] = system.host_memory_bytes / 2**30 if system.host_memory_bytes else None
     record["gpu_memory_gib"] = gpu.memory_gib
     record["node_gpu_memory_gib"] = gpu.memory_gib * system.gpus_per_node
     record["gpu_name"] = gpu.name
+    record["host"] = host.model_dump() if host is not None else None
+    record["host_memory_tier"] = ({
+        "capacity_gib_per_gpu": (system.host_memory_bytes / 2**30 / system.gpus_per_node
+                                 if system.host_memory_bytes else None),
+        "gbps_per_gpu_per_direction": system.host_link_gbps,
+        "link": system.host_link,
+    } if system.unified_memory else None)
     return record
+
+
+def _host_of(system: System) -> HostCpu | None:
+    return catalog().host(system.host_cpu) if system.host_cpu else None
 
 
 @dataclass(frozen=True)
@@ -134,7 +147,7 @@ class SystemsResult(Result):
     systems: tuple[tuple[System, Gpu], ...]
 
     def json_data(self) -> list:
-        return [system_record(s, g) for s, g in self.systems]
+        return [system_record(s, g, _host_of(s)) for s, g in self.systems]
 
 
 @dataclass(frozen=True)
@@ -143,9 +156,26 @@ class SystemResult(Result):
 
     system: System
     gpu: Gpu
+    host: HostCpu | None = None
 
     def json_data(self) -> dict:
-        return system_record(self.system, self.gpu)
+        return system_record(self.system, self.gpu, self.host)
+
+
+@dataclass(frozen=True)
+class HostsResult(Result):
+    """`hw_hosts`: host CPU parts (a list in JSON)."""
+
+    hosts: tuple[HostCpu, ...]
+
+    def json_data(self) -> list:
+        return [h.model_dump() for h in self.hosts]
+
+
+def hw_hosts(ids: Sequence[str] = ()) -> HostsResult:
+    """Host CPU parts (every one, or those named), each figure with its source."""
+    cat = catalog()
+    return HostsResult(tuple(cat.host(i) for i in ids) if ids else tuple(cat.hosts.values()))
 
 
 def systems_list() -> SystemsResult:
@@ -157,4 +187,4 @@ def systems_list() -> SystemsResult:
 def systems_show(system: str | System) -> SystemResult:
     """Every figure of one system (a GPU id names a single-GPU box)."""
     spec = resolve_system(system)
-    return SystemResult(spec, gpu_of(spec))
+    return SystemResult(spec, gpu_of(spec), _host_of(spec))

@@ -99,6 +99,7 @@ class TrainResult(Result):
         out = {
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
+            "framework": est.step.framework.value,  # the stack the plan was searched / timed for
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
@@ -228,7 +229,7 @@ def train(
     seq_len: int | None = None,
     global_batch: int | None = None,
     precision: str | Precision = Precision.BF16,
-    framework: str | Framework = Framework.MEGATRON,
+    framework: str | Framework | None = None,
     plan: TrainPlan | None = None,
     tp: int | None = None, pp: int | None = None, dp: int | None = None, cp: int | None = None,
     ep: int | None = None, etp: int | None = None, vpp: int | None = None, micro_batch: int | None = None,
@@ -261,7 +262,7 @@ def train(
     micro-batches per step (global batch = micro-batch x grad-accum x dp)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
-    from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
+    from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note, default_framework
     from gpuplan.workloads.training.plan_validity import check_plan
     from gpuplan.workloads.training.totals import estimate_training
 
@@ -279,7 +280,8 @@ def train(
     sys_spec = resolve_system(system)
     gpu = gpu_of(sys_spec) if gpu is None else resolve_gpu(gpu)
     prec = parse_enum(Precision, precision, "precision")
-    fw = parse_enum(Framework, framework, "framework")
+    # None: the system's stack (MaxText on TPU pods, Megatron-core elsewhere: plan_search.default_framework)
+    fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(sys_spec)
     n_tokens = None if flops is not None else count(tokens if tokens is not None else DEFAULT_TOKENS, "tokens")
     budget = count(flops, "flops")
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,

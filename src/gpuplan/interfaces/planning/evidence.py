@@ -119,7 +119,7 @@ def comparable_runs(generation: str, moe: bool, params: float, num_gpus: int) ->
 def mfu_evidence(generation: str, moe: bool, params: float, num_gpus: int, plan_mfu_pct: float) -> dict:
     """`comparable_published_mfu_pct` of `train --json` / `plan --json`: {low, high, rows, note}."""
     runs, close = comparable_runs(generation, moe, params, num_gpus)
-    generation = generation_of(generation)
+    generation = generation_of(generation) or f"'{generation}'"  # an architecture no family names: as written
     if not runs:
         return {"low": None, "high": None, "rows": [],
                 "note": f"no published {'MoE' if moe else 'dense'} run on {generation} GPUs in the validation data: "

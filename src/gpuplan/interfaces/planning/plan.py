@@ -21,7 +21,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.facilities.assumptions import Assumptions, DEFAULT_ASSUMPTIONS, memory_scope
 from gpuplan.facilities.fabric import FabricDesign, design_fabric
-from gpuplan.facilities.power import PowerEstimate, estimate_power
+from gpuplan.facilities.power import PowerEstimate, estimate_power, has_power_figures
 from gpuplan.facilities.pricing import cloud_price, gpu_hour_price, system_price
 from gpuplan.facilities.racks import RackLayout, rack_layout
 from gpuplan.facilities.tco import TcoEstimate, estimate_tco, workload_cost_usd
@@ -48,11 +48,13 @@ class ClusterReport:
     system_id: str
     gpu_id: str
     fabric: FabricDesign
-    racks: RackLayout
-    power: PowerEstimate
+    racks: RackLayout | None  # None with `power`: racks are sized by node power
+    power: PowerEstimate | None  # None where the GPU has no published power (`power_reason`)
     tco: TcoEstimate | None
     assumptions: list[dict]
     prices: list[dict]
+    cost_reason: str | None = None  # why `tco` is None when a TCO was asked for (a price or power no one knows)
+    power_reason: str | None = None  # why `power` and `racks` are None
 
 
 def size_cluster(
@@ -70,9 +72,14 @@ def size_cluster(
     system_price_usd: float | None = None,
     with_tco: bool = True,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
+    price_required: bool = True,
 ) -> ClusterReport:
     """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system; `utilization` (default the
-    assumption energy_utilization_fraction) sets both the average power draw and the TCO's GPU-hours."""
+    assumption energy_utilization_fraction) sets both the average power draw and the TCO's GPU-hours.
+    With `price_required=False` (the main job, `plan`), what no one publishes never blocks the rest of
+    the answer: without a node or cloud price (and none given) `tco` is None with the reason in
+    `cost_reason`; without the GPU's power (TPU v5e / v5p / v6e) `power`, `racks` and `tco` are None
+    with the reason in `power_reason`."""
     if utilization is None:
         utilization = assumptions.energy_utilization_fraction
     cat = load_catalog()
@@ -82,6 +89,11 @@ def size_cluster(
         system, gpu, nodes, scalable_units=scalable_units, oversubscription=oversubscription,
         management_ports=management_ports, assumptions=assumptions,
     )
+    if not price_required and not has_power_figures(system, gpu):  # power (and so racks, TCO) unknown
+        reason = (f"no tdp_w in the catalog for '{gpu.id}' (its vendor publishes no power figure): power, racks"
+                  f" and TCO not sized; give tdp_w in a --catalog file entry")
+        return ClusterReport(system.id, gpu.id, fabric, None, None, None, assumptions.rows(), [],
+                             cost_reason=reason, power_reason=reason)
     racks = rack_layout(system, gpu, fabric.nodes, fabric.switches, assumptions)
     power = estimate_power(
         system, gpu, fabric.nodes, fabric.switches,
@@ -91,8 +103,14 @@ def size_cluster(
     tco = None
     prices: list[dict] = []
     if with_tco:
-        sys_price = system_price(system, gpu, system_price_usd)
-        cloud, _ = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
+        try:
+            sys_price = system_price(system, gpu, system_price_usd)
+            cloud, _ = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
+        except InputError as exc:
+            if price_required or exc.field not in ("system_price_usd", "cloud_usd_per_gpu_hour"):
+                raise
+            return ClusterReport(system.id, gpu.id, fabric, racks, power, None, assumptions.rows(), prices,
+                                 cost_reason=str(exc).split(": ", 1)[-1])
         tco = estimate_tco(
             fabric=fabric, racks=racks, power=power, system_price=sys_price, cloud_price=cloud,
             years=years, utilization=utilization, assumptions=assumptions,
@@ -167,7 +185,8 @@ class PlanReport:
             "fabric": {k: getattr(c.fabric, k) for k in ("leaf_switches", "spine_switches", "core_switches", "cables",
                                                        "transceivers", "bisection_tbps", "tiers_count", "switches")},
             "racks": c.racks,
-            "power": {k: v for k, v in vars(c.power).items() if k not in shared},
+            "power": {k: v for k, v in vars(c.power).items() if k not in shared} if c.power is not None else None,
+            "power_reason": c.power_reason,
             "training_run": run_cost_dict(self.training_run) if self.training_run is not None else None,
             "serving_day": run_cost_dict(self.serving_day) if self.serving_day is not None else None,
             "band_80pct": self.band_80pct,
@@ -177,7 +196,7 @@ class PlanReport:
                                              "cloud_price_source", "cloud_reserved_usd_per_gpu_hour",
                                              "cloud_reserved_label", "cloud_reserved_same_provider",
                                              "cloud_comparison")} if t else None,
-            "workload_cost_usd": self.workload_cost, "prices": c.prices,
+            "workload_cost_usd": self.workload_cost if t else None, "cost_reason": c.cost_reason, "prices": c.prices,
             "assumptions": self.assumptions.values(),
             "assumption_sources": c.assumptions,
         }
@@ -387,9 +406,13 @@ def plan(
     nodes = _round_up_nodes(work.gpus, system.gpus_per_node)
     cluster = size_cluster(
         system.id, nodes, years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud_usd_per_gpu_hour,
-        system_price_usd=system_price_usd, assumptions=assumptions,
+        system_price_usd=system_price_usd, assumptions=assumptions, price_required=False,
     )
     cost = workload_cost_usd(work.gpu_hours or 0.0, cluster.tco) if cluster.tco else {}
+    if cluster.power_reason:
+        notes.append(f"power: {cluster.power_reason} (power, racks and cost fields null)")
+    elif cluster.cost_reason:
+        notes.append(f"cost: {cluster.cost_reason} (cost fields null)")
     run = band = None
     if est is not None:  # the run on this cluster: same power model, PUE, grid and switches as `cluster.power`
         run = training_run_cost(est, system, gpu, assumptions=assumptions, switches=cluster.fabric.switches,
@@ -430,8 +453,9 @@ def plan(
         + (f", {work.days:.1f} days" if work.days is not None else "")
         + (f" ideal, {work.details['expected_days']:.1f} expected at {work.details['goodput_pct']:.0f}% goodput"
            if work.details.get("expected_days") is not None else "")
-        + f"): {cluster.fabric.leaf_switches} leaf / {cluster.fabric.spine_switches} spine / {cluster.fabric.core_switches} core switches, "
-        f"{cluster.racks.racks} racks ({cluster.racks.cooling.value}), {cluster.power.facility_power_kw:,.0f} kW facility power"
+        + f"): {cluster.fabric.leaf_switches} leaf / {cluster.fabric.spine_switches} spine / {cluster.fabric.core_switches} core switches"
+        + (f", {cluster.racks.racks} racks ({cluster.racks.cooling.value}), {cluster.power.facility_power_kw:,.0f} kW facility power"
+           if cluster.power is not None else " (power not sized: no published power figure)")
         + (f" ({run.energy.energy_mwh:,.0f} MWh and {run.energy.co2_tonnes:,.0f} t CO2 for the run at PUE {assumptions.pue:g})"
            if run is not None and run.energy is not None else "")
         + (

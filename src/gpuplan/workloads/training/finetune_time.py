@@ -23,7 +23,8 @@ Per layer and micro-batch on one GPU, t tokens (step.inputs.PlanAxes), b activat
 - Optimizer step (`optimizer_seconds`): `optimizer_states.step_bytes_per_element` per trainable
   element this GPU updates (its ZeRO shard), memory-bound on the GPU; with offload, on the CPU
   (`offload.cpu_optimizer_seconds`, fp32 states and master, the node's host bandwidth shared by its
-  GPUs) plus the gradients to the host and the updated 16-bit weights back over PCIe.
+  GPUs) plus the gradients to the host and the updated 16-bit weights back over the system's host
+  link (`offload.host_link_seconds`: PCIe, or NVLink-C2C on Grace superchips).
 - Offloaded parameters (`offload_seconds`, FSDP CPUOffload(offload_params=True), ZeRO-3
   offload_param, ZeRO-Infinity): each micro-batch copies this GPU's parameter shard to the GPU before
   the forward and again before the backward (FSDP frees the unsharded parameters after the forward,
@@ -174,9 +175,9 @@ def optimizer_seconds(ctx, g, elements, last_backward):
         return elements * step_bytes_per_element(ft.optimizer, w, grad, s, master) / ctx.hbm_bytes_s
     nvme = ft.offload is Offload.NVME
     cpu = cpu_optimizer_seconds(elements, step_bytes_per_element(ft.optimizer, w, 4.0, 4.0, True),
-                                np.minimum(g.tp * g.pp * g.dp * g.cp, ctx.system.gpus_per_node))
-    grads_out = host_link_seconds(elements * grad, ctx.gpu, nvme)
-    weights_in = host_link_seconds(elements * w, ctx.gpu, nvme)
+                                np.minimum(g.tp * g.pp * g.dp * g.cp, ctx.system.gpus_per_node), ctx.system)
+    grads_out = host_link_seconds(elements * grad, ctx.system, nvme)
+    weights_in = host_link_seconds(elements * w, ctx.system, nvme)
     return cpu + np.maximum(0.0, grads_out - last_backward) + weights_in
 
 
@@ -208,9 +209,9 @@ def offload_seconds(ctx, g, sc, local_dense, local_experts):
         return 0.0
     shard = g.dp * g.cp
     nvme = ft.offload is Offload.NVME
-    params_in = host_link_seconds(2.0 * stage_storage_bytes(ctx, g, sc, local_dense, local_experts) / shard, ctx.gpu, nvme)
+    params_in = host_link_seconds(2.0 * stage_storage_bytes(ctx, g, sc, local_dense, local_experts) / shard, ctx.system, nvme)
     _, grad, _ = _bytes(ctx)
-    grads_out = host_link_seconds(trainable_elements(ctx, g, sc, local_dense, local_experts) * grad / shard, ctx.gpu, nvme)
+    grads_out = host_link_seconds(trainable_elements(ctx, g, sc, local_dense, local_experts) * grad / shard, ctx.system, nvme)
     per_mb = np.maximum(0.0, params_in + grads_out - (sc.compute_mb + sc.recompute_mb))
     return g.m * per_mb
 

@@ -247,6 +247,35 @@ def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchS
 AXES = ("tp", "pp", "cp", "ep", "vpp", "mb", "rc", "sh", "sp", "et")
 
 
+def default_framework(system: System) -> Framework:
+    """The training stack a search assumes when none is given: MaxText on a TPU pod (an ICI torus:
+    Megatron-LM, DeepSpeed and PyTorch FSDP are CUDA / ROCm stacks; MaxText is Google's reference JAX
+    trainer, AI-Hypercomputer/maxtext, and the stack of Google's tpu-recipes), Megatron-core elsewhere."""
+    return Framework.MAXTEXT if system.ici_torus_axes is not None else Framework.MEGATRON
+
+
+#: MaxText's shardings in Megatron's terms (AI-Hypercomputer/maxtext docs 'Sharding', base.yml defaults):
+#: ici_fsdp (the recommended axis: parameters, gradients and optimizer states sharded = ZeRO-3 / FSDP),
+#: ici_data (replicated = sharding none), ici_tensor (= tp), ici_sequence (= cp); its pipeline runs only
+#: across slices (dcn_pipeline_parallelism) and is opt-in, so the search offers pp = 1 (and vpp = 1).
+MAXTEXT_SHARDINGS = (Sharding.FSDP, Sharding.NONE)
+
+
+def framework_axes(axes: dict[str, np.ndarray], framework: Framework, space: SearchSpace) -> dict[str, np.ndarray]:
+    """`axes` kept to what `framework` can run where the user did not choose the values (MaxText:
+    `MAXTEXT_SHARDINGS`, pp = vpp = 1); other frameworks: unchanged."""
+    if framework is not Framework.MAXTEXT:
+        return axes
+    out = dict(axes)
+    if space.pp is None:
+        out["pp"] = np.array([1])
+    if space.vpp is None:
+        out["vpp"] = np.array([1])
+    if space.sharding is None:
+        out["sh"] = np.array(sorted({SHARDING_CODE[s] for s in MAXTEXT_SHARDINGS}))
+    return out
+
+
 def _expert_tp(tp, et):
     """The expert tensor-parallel degree of an "et" axis code (ExpertTpCode)."""
     return np.where(et == ExpertTpCode.ONE, 1, tp)
@@ -482,13 +511,13 @@ def search_plans(
     num_gpus: int,
     space: SearchSpace = SearchSpace(),
     top: int = 5,
-    framework: Framework = Framework.MEGATRON,
+    framework: Framework | None = None,
     progress: Callable[[str, float], None] | None = None,
     chunk_points: int = CHUNK_POINTS,
 ) -> SearchResult:
     """Every valid plan on `num_gpus` GPUs of `system`, screened for memory and ranked by step time;
     with no `space.global_batch`, each plan gets its own `default_global_batch` and plans are ranked
-    by time per token (step time / tokens per step) instead.
+    by time per token (step time / tokens per step) instead. `framework` None: `default_framework`.
 
     The grid is scored in blocks of about `chunk_points` points (`grid_blocks`); only the leading
     plans, the fastest plan per explained axis value and the counts survive a block, so memory is
@@ -501,7 +530,8 @@ def search_plans(
     given_batch = space.global_batch
     if given_batch is not None and given_batch < 1:
         raise InputError("global_batch must be >= 1 sequence", field="global_batch")
-    axes = default_axes(model, system, num_gpus, space)
+    framework = framework or default_framework(system)
+    axes = framework_axes(default_axes(model, system, num_gpus, space), framework, space)
     sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap

@@ -58,14 +58,17 @@ def estimate_training(
     precision: Precision = Precision.BF16,
     plan: TrainPlan | None = None,
     space: SearchSpace | None = None,
-    framework: Framework = Framework.MEGATRON,
+    framework: Framework | None = None,
     progress=None,
     top: int = 5,
 ) -> TrainingEstimate:
     """Train `model` on `num_gpus` GPUs of `system` for `tokens` tokens (or `flop_budget` model
     FLOPs): the best plan (searched unless `plan` is given; `top` best plans kept), its step time
-    and the totals."""
+    and the totals. `framework` None: the system's (`plan_search.default_framework`)."""
     from gpuplan.workloads.training.memory import training_memory
+    from gpuplan.workloads.training.plan_search import default_framework
+
+    framework = framework or default_framework(system)
 
     if gpu is None:  # the system names its GPU; resolve it once here (callers may pass the spec)
         from gpuplan.catalog import get_gpu
