@@ -8,11 +8,12 @@ from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import Result
+from gpuplan.validation_rules import MAX_ARRAY_ELEMENTS
 
 DEFAULT_COMPARE = "mxfp4,nvfp4,mxfp6_e2m3,mxfp8_e4m3,fp8_e4m3,bf16"
 DEFAULT_MATMUL = "mxfp8_e4m3,mxfp8_e5m2,mxfp6_e2m3,mxfp4,mxint8,nvfp4"
 RANDOM_KINDS = ("normal", "uniform", "laplace", "lognormal")
-MAX_RANDOM_ELEMENTS = 1 << 28
+MAX_RANDOM_ELEMENTS = MAX_ARRAY_ELEMENTS  # one cap for generated and read arrays
 
 
 def _names(formats: str | Sequence[str]) -> list[str]:
