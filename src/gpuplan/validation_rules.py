@@ -79,15 +79,18 @@ def _is_int(value: Any) -> bool:
 def describe_range(*, gt: float | None = None, ge: float | None = None, lt: float | None = None,
                    le: float | None = None) -> str:
     """Human text of an allowed range: '> 0', '>= 0 and <= 1'."""
+    def text(x: float) -> str:  # whole numbers in full ('<= 10000000', not '<= 1e+07')
+        return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
     parts = []
     if gt is not None:
-        parts.append(f"> {gt:g}")
+        parts.append(f"> {text(gt)}")
     if ge is not None:
-        parts.append(f">= {ge:g}")
+        parts.append(f">= {text(ge)}")
     if lt is not None:
-        parts.append(f"< {lt:g}")
+        parts.append(f"< {text(lt)}")
     if le is not None:
-        parts.append(f"<= {le:g}")
+        parts.append(f"<= {text(le)}")
     return " and ".join(parts)
 
 

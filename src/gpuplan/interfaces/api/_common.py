@@ -172,7 +172,7 @@ def checked_numbers(fn):
     import inspect
     import numbers
 
-    from gpuplan.validation_rules import check_option
+    from gpuplan.validation_rules import INT64_MAX, check_option
 
     sig = inspect.signature(fn)
     integer = {name: _integer_param(p.annotation) for name, p in sig.parameters.items()}
@@ -181,7 +181,10 @@ def checked_numbers(fn):
         if name in _UNCHECKED or isinstance(value, bool) or not isinstance(value, numbers.Real):
             return value
         try:
-            return check_option("--" + name.replace("_", "-"), value, is_int or isinstance(value, numbers.Integral))
+            # an int given for a float option is checked as a number (a price of 0 is "a finite number > 0"),
+            # unless it is past int64 (then the int64 rule names it)
+            as_int = is_int or isinstance(value, numbers.Integral) and abs(value) > INT64_MAX
+            return check_option("--" + name.replace("_", "-"), value, as_int)
         except InputError as exc:  # the CLI's message; the field is the keyword (what the HTTP API's forms name)
             raise InputError(str(exc), field=name, allowed=exc.allowed) from None
 

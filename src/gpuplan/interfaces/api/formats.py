@@ -82,6 +82,8 @@ def formats_compare(file: str | None = None, *, tensor: str | None = None, forma
     rule = parse_rule(scale_rule)
     if (file is None) == (random is None):
         raise InputError("give exactly one input: FILE (.npy/.safetensors) or --random KIND:COUNT", field="file")
+    if tensor is not None and random is not None:  # it would be ignored: say so rather than accept it
+        raise InputError("tensor: names a tensor of a .safetensors FILE; --random draws its own", field="tensor")
     x = random_input(random, seed) if random is not None else read_tensor(file, tensor)  # "" is a bad KIND:COUNT
     reports = compare(x, _names(formats), rule)
     source = f"random {random} seed {seed}" if random is not None else f"{file}" + (f" [{tensor}]" if tensor else "")

@@ -1,0 +1,126 @@
+"""Each cause the full fuzz run (benchmarks/fuzz_run.py) found, as its own case, with the fix's rule.
+
+- validate rows bypassed the CLI's caps: a `concurrency=1e7` row simulated ten million requests
+  (78 s, 8.3 GB peak) and a `num_gpus=0` row was predicted; rows now pass the rules of the CLI
+  option holding the same quantity (validation_rules.ROW_COLUMN_OPTIONS) and are skipped with a
+  one-line reason;
+- `train` and `plan` name the price option the user typed, and refuse 0 alike (POSITIVE);
+- caps that did not bound work: MAX_LAYERS (a Gemma-2 config at the old cap of 100,000 layers took
+  479 s in `model show`) and `formats compare --random` / tensors (2^28 elements exhausted 3 GiB).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from harness import judge, run_case
+
+REPO = Path(__file__).resolve().parents[2]
+VALIDATION = REPO / "src" / "gpuplan" / "catalog" / "data" / "validation"
+
+
+def _judged(args):
+    result = run_case(args)
+    why = judge(args, result)
+    assert why is None, why
+    return result
+
+
+def _rows(tmp_path, which: str, changes: list[dict]) -> Path:
+    rows = list(csv.DictReader((VALIDATION / which).open(encoding="utf-8")))
+    out = tmp_path / which
+    with out.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        for change in changes:
+            w.writerow({**rows[0], **change})
+    return out
+
+
+@pytest.mark.parametrize("change,reason", [
+    # the CLI's caps (validation_rules.CAPS): --concurrency and --batch <= 100,000, --output-len <= 32,768,
+    # --input-len <= 2^20; --gpus > 0 (POSITIVE)
+    ({"concurrency": "1e7", "max_load": ""}, "concurrency: must be an integer > 0 and <= 100000"),
+    ({"batch": "10000000", "max_load": ""}, "batch: must be an integer > 0 and <= 100000"),
+    ({"output_len": "1e7"}, "output_len: must be an integer > 0 and <= 32768"),
+    ({"num_gpus": "0"}, "num_gpus: must be an integer > 0"),
+    ({"tp": "2.5"}, "tp: must be an integer"),
+    ({"request_rate": "nan", "max_load": ""}, "request_rate: must be a finite number"),
+    ({"attention_dp": "0"}, "attention_dp: must be an integer > 0"),
+])
+def test_inference_rows_follow_the_cli_rules(tmp_path, change, reason):
+    path = _rows(tmp_path, "inference.csv", [change])
+    row = json.loads(_judged(["validate", str(path), "--json"]).stdout)["rows"][0]
+    assert row["skipped"] and row["reason"].startswith(reason) and "\n" not in row["reason"], row
+
+
+@pytest.mark.parametrize("change,reason", [
+    ({"num_gpus": "0"}, "num_gpus: must be an integer > 0"),
+    ({"seq_len": "-4096"}, "architecture column `seq_len` must be a non-negative integer"),  # read with the model
+    ({"micro_batch": "0"}, "micro_batch: must be an integer > 0"),
+    ({"tp": "\u00b2"}, "tp: must be a finite number"),
+])
+def test_training_rows_follow_the_cli_rules(tmp_path, change, reason):
+    path = _rows(tmp_path, "training.csv", [change])
+    row = json.loads(_judged(["validate", str(path), "--json"]).stdout)["rows"][0]
+    assert row["skipped"] and row["reason"].startswith(reason), row
+
+
+def test_collectives_rows_follow_the_cli_rules(tmp_path):
+    path = _rows(tmp_path, "collectives.csv", [{"num_gpus": "0"}, {"num_gpus": "1e8"}])
+    rows = json.loads(_judged(["validate", str(path), "--json"]).stdout)["rows"]
+    assert rows[0]["reason"].startswith("num_gpus: must be an integer > 0")
+    assert rows[1]["reason"].startswith("num_gpus: must be an integer > 0 and <= 10000000")  # MAX_GPUS = 1e7
+
+
+@pytest.mark.parametrize("args,option", [
+    (["train", "gpt3-125m", "--gpus", "8", "--usd-per-gpu-hour", "0"], "--usd-per-gpu-hour"),
+    (["plan", "--model", "gpt3-125m", "--tokens", "1B", "--gpus", "8", "--cloud-usd-per-gpu-hour", "0"],
+     "--cloud-usd-per-gpu-hour"),
+    (["serve", "plan", "gpt3-125m", "--rate", "1", "--usd-per-gpu-hour", "0"], "--usd-per-gpu-hour"),
+    (["dc", "tco", "--nodes", "4", "--system-price-usd", "0"], "--system-price-usd"),
+])
+def test_a_price_of_zero_is_refused_alike(args, option):
+    result = _judged(args)
+    assert result.exit_code == 2 and result.stderr.strip() == f"error: {option}: must be a finite number > 0, got 0.0"
+
+
+def test_the_api_refuses_a_price_of_zero_as_well():
+    from gpuplan import api
+    from gpuplan.errors import InputError
+
+    with pytest.raises(InputError, match="must be a finite number > 0"):
+        api.train("gpt3-125m", gpus=8, usd_per_gpu_hour=0)
+
+
+def test_layers_past_the_cap_are_one_line(tmp_path):
+    from gpuplan.validation_rules import MAX_LAYERS
+
+    cfg = json.loads((REPO / "src" / "gpuplan" / "catalog" / "data" / "models" / "google--gemma-2-9b.json").read_text())
+    cfg["num_hidden_layers"] = MAX_LAYERS + 1
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    result = _judged(["model", "show", str(tmp_path / "config.json")])
+    assert result.exit_code == 2 and "<= 2,048" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_random_arrays_are_capped_where_memory_stays_bounded():
+    from gpuplan.validation_rules import MAX_ARRAY_ELEMENTS
+
+    assert MAX_ARRAY_ELEMENTS == 2**22  # ~150 bytes of working arrays per element: ~0.6 GiB at the cap
+    result = _judged(["formats", "compare", "--random", f"normal:{MAX_ARRAY_ELEMENTS + 1}"])
+    assert result.exit_code == 2 and "4194304" in result.stderr
+
+
+def test_a_safetensors_tensor_past_the_cap_is_refused_before_it_is_read(tmp_path):
+    import struct
+
+    n = 2**22 + 1
+    header = json.dumps({"w": {"dtype": "U8", "shape": [n], "data_offsets": [0, n]}}).encode()
+    path = tmp_path / "big.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * n)
+    result = _judged(["formats", "compare", str(path)])
+    assert result.exit_code == 2 and "limit is 4,194,304" in result.stderr, result.stderr
