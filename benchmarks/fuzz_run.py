@@ -68,6 +68,20 @@ def snapshot(path: str):
     return (st.st_mode & 0o170000, st.st_rdev, st.st_ino, link)
 
 
+_ROOT = []
+
+
+def root_command():
+    """The click command `gpuplan` runs (typer builds it per call, ~0.3 s; once here, before forking)."""
+    if not _ROOT:
+        import typer
+
+        from gpuplan.cli.main import app
+
+        _ROOT.append(typer.main.get_command(app))
+    return _ROOT[0]
+
+
 def child(case: dict, out: Path, err: Path) -> None:
     """In the forked child: limits, redirections, then the CLI; never returns."""
     code = 1
@@ -80,11 +94,12 @@ def child(case: dict, out: Path, err: Path) -> None:
         e = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(o, 1)
         os.dup2(e, 2)
+        # the real descriptors, whatever the parent had put there (pytest's capture objects)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
         os.environ.update(case.get("env") or {})
-        from gpuplan.cli.main import app
-
         sys.argv = ["gpuplan", *case["args"]]
-        app(args=list(case["args"]), prog_name="gpuplan")
+        root_command().main(args=list(case["args"]), prog_name="gpuplan")  # GpuplanGroup.main: the CLI's error path
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -203,6 +218,7 @@ def warm_up() -> None:
                  ["formats", "compare", "--random", "normal:256", "--json"], ["hw", "list", "--json"],
                  ["fit", "train", "gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--json"]):
         runner.invoke(app, args)
+    root_command()
 
 
 def report(results: list[dict], web: dict | None, elapsed: float) -> dict:
