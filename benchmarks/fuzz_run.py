@@ -97,7 +97,9 @@ def child(case: dict, out: Path, err: Path) -> None:
         # the real descriptors, whatever the parent had put there (pytest's capture objects)
         sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
-        os.environ.update(case.get("env") or {})
+        if case.get("env"):  # read when gpuplan starts: a fresh interpreter, as a user's shell starts one
+            os.execve(sys.executable, [sys.executable, "-m", "gpuplan.cli.main", *case["args"]],
+                      {**os.environ, **case["env"]})
         sys.argv = ["gpuplan", *case["args"]]
         root_command().main(args=list(case["args"]), prog_name="gpuplan")  # GpuplanGroup.main: the CLI's error path
         code = 0

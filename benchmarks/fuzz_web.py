@@ -93,8 +93,8 @@ def _bad_values(kind) -> list:
 
 #: what a field needs beside the base body to be read at all (or must not have): (path, field) ->
 #: (fields to add, fields to drop); e.g. --draft-model needs --spec-tokens, --gpu excludes --cc
-NEEDS = {"spec_acceptance": ({"spec_tokens": 2}, ()), "draft_model": ({"spec_tokens": 2}, ()),
-         "mtp": ({"spec_tokens": 2}, ()), ("/api/v1/kernel/occupancy", "gpu"): ({}, ("cc",)),
+NEEDS = {"spec_acceptance": ({"spec_tokens": 2}, ()), "draft_model": ({"spec_tokens": 2, "spec_acceptance": 0.7}, ()),
+         "mtp": ({"spec_tokens": 2, "spec_acceptance": 0.7}, ()), ("/api/v1/kernel/occupancy", "gpu"): ({}, ("cc",)),
          ("/api/v1/kernel/occupancy", "cc"): ({}, ("gpu",))}
 
 

@@ -236,12 +236,32 @@ def load_toml_text(text: str, what: str, field: str) -> dict:
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except RecursionError:
         raise InputError(f"{what}: not valid TOML (nested too deeply)", field=field) from None
     except (tomllib.TOMLDecodeError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{what}: not valid TOML ({first})", field=field) from None
+    _check_toml_numbers(data, what, field, "")
+    return data
+
+
+def _check_toml_numbers(value: Any, what: str, field: str, key: str) -> None:
+    """Every number of a parsed TOML document finite and every integer within int64: TOML says an
+    integer that cannot be held in 64 bits is an error (tomllib reads it anyway), and `inf`, `nan`
+    and `1e400` (read as inf) are no value gpuplan takes."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_toml_numbers(v, what, field, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for v in value:
+            _check_toml_numbers(v, what, field, key)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{what}: {key} = {value}: numbers must be finite (1e400 is past the largest double)",
+                         field=field, allowed="finite numbers")
+    elif _is_int(value) and abs(value) > INT64_MAX:
+        raise InputError(f"{what}: {key} = {show(value)}: integers must be within int64 (|x| <= 2^63-1)",
+                         field=field, allowed="integers within int64")
 
 
 def decode_utf8(raw: bytes, what: str, field: str) -> str:
@@ -293,6 +313,14 @@ CAPS: dict[str, tuple[float, str]] = {
     # 0 is allowed: cuda_occupancy.h's cudaOccMaxBlocksPerSMRegsLimit treats 0 registers per thread as
     # "registers do not limit" (INT_MAX blocks)
     "--regs": (255, "registers per thread: the most a thread can address on every supported compute capability"),
+    # parallel degrees: arrays of candidate layouts are sized by them (`train --pp 2^31` asked numpy for 16 GiB)
+    "--tp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--dp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--cp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--ep": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--etp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--pp": (MAX_LAYERS, "pipeline stages: at most one layer each"),
+    "--vpp": (MAX_LAYERS, "virtual pipeline stages: at most one layer each"),
 }
 
 

@@ -147,7 +147,7 @@ def numeric_invalid(option: str, value: str, kind: str) -> bool:
     if v is None:
         return True
     digits = value.strip().lstrip("+-")
-    if digits.isdigit():  # an integer written out: compare exactly (float(2^63 - 1) rounds up to 2^63)
+    if digits.isdigit() and kind == "int":  # an integer written out: compare exactly (float(2^63 - 1) is 2^63)
         exact = int(value.strip())
         if abs(exact) > INT64_MAX:
             return True
@@ -300,6 +300,7 @@ def path_cases(paths: dict[str, Path], f: dict[str, Path], rng: random.Random) -
                 continue
             args = [a.replace("{}", str(p)) for a in template]
             mode = ["--json"] if rng.random() < 0.5 else []
+            # root reads a file of mode 000; its content (a,b / 1,2) is still no file of any kind gpuplan reads
             cases.append({"kind": f"path in {field} {name}", "args": [*args, *mode], "invalid": True})
     for template in output_path_slots(f):
         option = next(a for a in template if a.startswith("--") and template[template.index(a) + 1] == "{}")
@@ -308,8 +309,9 @@ def path_cases(paths: dict[str, Path], f: dict[str, Path], rng: random.Random) -
                 continue  # a missing output is created (the normal case); bench runs ~20 s: three kinds
             args = [a.replace("{}", str(p)) for a in template]
             protect = [] if name in ("link-to-file", "long", "deep") else [str(p)]
+            folder_ok = name == "folder" and template[:2] == ["sweep", "report"]  # `sweep report --out DIR` writes into DIR
             cases.append({"kind": f"path out {option} {name}", "args": [*args, "--json"],
-                          "invalid": name not in ("link-to-file",), "protect": protect})
+                          "invalid": name != "link-to-file" and not folder_ok, "protect": protect})
     for cmd in (["hw", "list", "--json"], ["hw", "show", "h100-sxm5-80gb"], ["dc", "assumptions", "--json"],
                 ["kernel", "amdahl", "--parallel-fraction", "0.9", "--workers", "8"], ["model", "list"]):
         cases.append({"kind": "stdout /dev/full", "args": cmd, "invalid": True, "stdout": "full"})

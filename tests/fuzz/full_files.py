@@ -179,8 +179,8 @@ def crafted_cases(n_files: int, rng: random.Random, tmp: Path) -> list[dict]:
             lines += ["[train]", f"global_batch = {value}"]
         if key == "max_days":
             lines += ["[constraints]", f"max_days = {value}"]
-        ok = {"models": ['["gpt3-125m"]'], "hardware": ['["dgx-h100"]'], "gpus": ["[8]"], "seq_len": ["[8]"],
-              "tokens": ['["1T"]'], "hbm_bandwidth_scale": [], "nvlink_domain_gpus": [], "global_batch": [],
+        ok = {"models": ['["gpt3-125m"]'], "hardware": ['["dgx-h100"]'], "gpus": ["[8]"], "seq_len": ["[8]", "[]"],
+              "tokens": ['["1T"]', "[]"], "hbm_bandwidth_scale": [], "nvlink_domain_gpus": [], "global_batch": [],
               "max_days": [], "goal": ['"x"']}[key]
         p = new_path("spec.toml")
         p.write_text("\n".join(lines) + "\n")
