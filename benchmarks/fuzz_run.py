@@ -241,8 +241,12 @@ def report(results: list[dict], web: dict | None, elapsed: float) -> dict:
                 print(f"  {n:5d}  {cause}")
     slowest = max(results, key=lambda r: r["seconds"]) if results else None
     biggest = max(results, key=lambda r: r["maxrss_mib"]) if results else None
-    counts = {"invocations": len(results), "commands": len({tuple(a for a in r["args"][:2] if not a.startswith("-"))
-                                                            for r in results}),
+    from full_cases import command_tree
+
+    paths = list(command_tree())
+    reached = {p for p in paths for r in results if r["args"][:len(p)] == list(p) or
+               r["args"][:1] == ["--catalog"] and r["args"][2:2 + len(p)] == list(p)}
+    counts = {"invocations": len(results), "commands_reached": f"{len(reached)} of {len(paths)}",
               "exit_0": sum(r["exit"] == 0 for r in results), "exit_2": sum(r["exit"] == 2 for r in results),
               **{cls: sum(by_class.get(cls, Counter()).values()) for cls in CLASSES}, "elapsed_s": round(elapsed)}
     if slowest:

@@ -124,3 +124,70 @@ def test_a_safetensors_tensor_past_the_cap_is_refused_before_it_is_read(tmp_path
     path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * n)
     result = _judged(["formats", "compare", str(path)])
     assert result.exit_code == 2 and "limit is 4,194,304" in result.stderr, result.stderr
+
+
+# ---- causes of the full run of 2026-11-28 (5,595 invocations; counts in docs/cli-errors.md) ----------------
+
+@pytest.mark.parametrize("option,value,cap", [
+    ("--pp", "2147483648", "<= 2048"),  # asked numpy for a 16 GiB array of 2^31 + 1 stages
+    ("--vpp", "2147483648", "<= 2048"),
+    ("--tp", "9223372036854775807", "<= 10000000"),  # a RuntimeWarning (int64 cast) printed a second line
+])
+def test_parallel_degrees_are_capped(option, value, cap):
+    result = _judged(["train", "gpt3-125m", "--gpus", "8", option, value])
+    assert result.exit_code == 2 and cap in result.stderr and result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("pair", ["num_gpus=0", "num_gpus=-0", "nodes=0"])
+def test_calibrate_import_set_applies_the_row_rules(pair):
+    sample = REPO / "tests" / "calibration" / "samples" / "nccl_all_reduce_dgx_h100.txt"
+    result = _judged(["calibrate", "import", "nccl-tests", str(sample), "--set", "system=dgx-h100", "--set", pair])
+    assert result.exit_code == 2 and "must be an integer > 0" in result.stderr, result.stdout[:300]
+
+
+@pytest.mark.parametrize("line,message", [
+    ("max_days = 1e400", "constraints.max_days = inf: numbers must be finite"),
+    ("max_days = 9223372036854775808", "integers must be within int64"),
+])
+def test_sweep_spec_numbers_are_finite_and_within_int64(tmp_path, line, message):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f'goal = "train"\n[axes]\nmodels = ["gpt3-125m"]\nhardware = ["dgx-h100"]\ngpus = [8]\n'
+                    f"[constraints]\n{line}\n")
+    result = _judged(["sweep", "run", str(spec), "--dry-run"])
+    assert result.exit_code == 2 and message in result.stderr, result.stderr
+
+
+def test_sweep_report_of_a_csv_that_is_no_results_file(tmp_path):
+    path = tmp_path / "other.csv"
+    path.write_text("a,b\n1,2\n")  # was a report with an empty front, exit 0
+    result = _judged(["sweep", "report", str(path)])
+    assert result.exit_code == 2 and "no point or status column" in result.stderr, result.stderr
+
+
+def test_number_text_past_100_characters_is_refused():
+    result = _judged(["dc", "tco", "--nodes", "4", "--cloud-usd-per-gpu-hour", "9" * 200])
+    assert result.exit_code == 2 and "at most 100 characters" in result.stderr
+
+
+def test_formats_compare_tensor_with_random_is_refused():
+    result = _judged(["formats", "compare", "--random", "normal:256", "--tensor", "w"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: tensor:")
+
+
+@pytest.mark.parametrize("path,body,field", [
+    # the web part of the run: the error named `model` (the target) for a bad draft model
+    ("/api/v1/serve/run", {"model": "gpt3-125m", "concurrency": 2, "input_len": 64, "output_len": 8, "spec_tokens": 2,
+                           "spec_acceptance": 0.7, "draft_model": "a\nb"}, "draft_model"),
+    ("/api/v1/formats/encode", {"values": ["1.5"], "format_name": "nope"}, "format"),  # was 'fmt'
+    ("/api/v1/formats/matmul", {"m": 8, "k": 64, "n": 8, "formats": "nope"}, "formats"),  # was 'fmt'
+    ("/api/v1/hw/compare", {"gpus": ["h100-sxm5-80gb"]}, "gpus"),  # was 'ID'
+    ("/api/v1/mig/plan", {"profiles": [" "]}, "profiles"),  # was 'profile'
+])
+def test_web_errors_name_the_request_field(path, body, field):
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+
+    client = TestClient(create_app("127.0.0.1", 8000), base_url="http://127.0.0.1:8000", raise_server_exceptions=False)
+    r = client.post(path, json=body)
+    assert r.status_code == 400 and r.json()["error"]["field"] == field, r.text

@@ -50,15 +50,22 @@ def catalog():
     return load_catalog()
 
 
-def resolve_model(model: str | ModelSpec) -> ModelSpec:
-    """A ModelSpec from a bundled name, a config.json path or directory, or a ModelSpec."""
+def resolve_model(model: str | ModelSpec, field: str = "model") -> ModelSpec:
+    """A ModelSpec from a bundled name, a config.json path or directory, or a ModelSpec; an error
+    names `field` (the argument that gave it: `model`, `draft_model`)."""
     if isinstance(model, ModelSpec):
         return model
     if not isinstance(model, str):
-        raise InputError(f"model: expected a model name, config path or ModelSpec, got {type(model).__name__}", field="model")
+        raise InputError(f"{field}: expected a model name, config path or ModelSpec, got {type(model).__name__}",
+                         field=field)
     from gpuplan.models import load_model
 
-    return load_model(model)
+    if field == "model":
+        return load_model(model)
+    try:
+        return load_model(model)
+    except InputError as exc:  # the draft model's name, not the target's
+        raise InputError(f"{field}: {exc}", field=field, allowed=getattr(exc, "allowed", None)) from None
 
 
 def resolve_gpu(gpu: str | Gpu) -> Gpu:
