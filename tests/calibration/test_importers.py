@@ -133,3 +133,18 @@ def test_unparseable_input_exits_2_with_one_line(tmp_path, runner, kind, text, s
     assert res.exit_code == 2, res.output
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0] and not out.exists()
+
+
+def test_nemo_progress_lines():
+    rows = by_metric(rows_of("nemo", "nemo_llama3_70b.log", "training_llama3_70b_1024.toml"))
+    # train_step_timing in s of iterations 19, 29, 39 (the first logged, 4.873, is warm-up): median 3.803
+    assert set(rows) == {"iteration_time_s"} and rows["iteration_time_s"]["value"] == "3.803"
+    assert (rows["iteration_time_s"]["framework"], rows["iteration_time_s"]["tp"]) == ("megatron", "2")
+
+
+def test_maxtext_completed_step_lines():
+    rows = by_metric(rows_of("maxtext", "maxtext_llama3_70b.log", "training_llama3_70b_1024.toml"))
+    # steps 1-3 after the warm-up step 0: medians of (3.752, 3.741, 3.748), (510.6, 512.1, 511.2), (2183.3, 2189.7, 2185.8)
+    assert (rows["iteration_time_s"]["value"], rows["tflops_per_gpu_model"]["value"],
+            rows["tokens_per_s_per_gpu"]["value"]) == ("3.748", "511.2", "2185.8")
+    assert rows["iteration_time_s"]["framework"] == "maxtext"  # SCHEMA.md framework value

@@ -106,3 +106,18 @@ def test_dc_assumptions_lists_it():
     rows = json.loads(runner.invoke(app, ["dc", "assumptions", "--json"]).stdout)
     text = json.dumps(rows)
     assert "usable_memory_fraction" in text
+
+
+@pytest.mark.parametrize("headroom,usable_gib", [([], 72.0), (["--memory-headroom", "0.05"], 76.0)])
+def test_fit_train_json_names_the_usable_memory(headroom, usable_gib):
+    # usable = (1 - headroom) x 80 GiB: 0.90 x 80 = 72 GiB by default, 0.95 x 80 = 76 GiB with 5% headroom;
+    # what the web app's memory bars mark beside the GPU's 80 GiB
+    args = ["fit", "train", "llama-3-8b", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--sharding", "zero1",
+            "--seq-len", "4096", *headroom, "--json"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["capacity_gib"] == 80.0
+    assert d["usable_gib"] == pytest.approx(usable_gib, rel=1e-12)
+    assert d["usable_bytes"] == pytest.approx(usable_gib * GIB, rel=1e-12)
+    assert d["usable_gib"] - d["per_gpu_gib"]["total"] == pytest.approx(d["headroom_gib"], rel=1e-12)

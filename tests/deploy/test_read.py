@@ -79,7 +79,7 @@ def _error(*args: str) -> str:
 
 
 @pytest.mark.parametrize("args, says", [
-    (["train", "--emit", "nemo-megatron"], "--emit: unknown target 'nemo-megatron'; allowed: megatron, torchtitan, deepspeed"),
+    (["train", "--emit", "nemo-megatron"], "--emit: unknown target 'nemo-megatron'; allowed: megatron, nemo, torchtitan, deepspeed, maxtext"),
     (["serve", "run", "llama-3-8b", "--emit", "tgi"], "--emit: unknown target 'tgi'; allowed: vllm, sglang, trtllm, k8s"),
     (["serve", "run", "llama-3-8b", "--engine", "sglang", "--emit", "vllm"], "--engine:"),
     (["serve", "run", "llama-3-8b", "--emit", "k8s"], "--engine: --emit k8s runs an engine's container"),

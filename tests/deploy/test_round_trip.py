@@ -33,6 +33,9 @@ def _train_json(*args: str) -> dict:
     ("megatron", "llama-3-70b", "1024"),
     ("megatron", "mixtral-8x7b", "64"),
     ("torchtitan", "llama-3-8b", "64"),
+    ("nemo", "llama-3-70b", "1024"),
+    ("maxtext", "llama-3-70b", "1024"),
+    ("maxtext", "llama-3-8b", "64"),
 ])
 def test_training_round_trip(tmp_path, target, model, gpus):
     text = cli("train", model, "--gpus", gpus, "--emit", target)

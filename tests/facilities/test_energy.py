@@ -77,28 +77,31 @@ def _estimate(num_gpus, time_s, compute_s, step_s):
 
 
 def test_training_run_cost_two_nodes_ten_hours():
-    # 16 GPUs (2 DGX H100) for 10 h at activity 0.75 with one switch, $2/GPU-hour:
-    # GPU 700 x (0.1 + 0.9 x 0.75) = 542.5 W x 16 = 8,680 W; overhead 4,600 x 0.875 = 4,025 W x 2 = 8,050 W;
-    # storage 2 x 250 = 500 W; switch 1,720 W -> IT 18,950 W; x 1.3 = 24,635 W; x 10 h = 246.35 kWh;
-    # CO2 x 0.39 = 96.0765 kg; electricity $24.635; rental 16 x 10 h x $2 = $320
+    # 16 GPUs (2 DGX H100) for 10 h at activity 0.75 with one switch, $2/GPU-hour. Full activity draws
+    # the measured loaded power, 0.76 x 10,200 = 7,752 W per node (facilities.power; Newkirk et al. 2025),
+    # idle 2,860 W (test_node_overhead_per_system_and_fallback): a node at 0.75 draws
+    # 2,860 + (7,752 - 2,860) x 0.75 = 6,529 W; x 2 = 13,058 W + storage 2 x 250 = 500 W + switch 1,720 W
+    # -> IT 15,278 W; x 1.3 = 19,861.4 W; x 10 h = 198.614 kWh; CO2 x 0.39 = 77.45946 kg; electricity
+    # $19.8614; rental 16 x 10 h x $2 = $320
     est = _estimate(16, 36_000.0, 0.75, 1.0)
     run = training_run_cost(est, *_spec("dgx-h100"), switches=1, usd_per_gpu_hour=2.0)
     assert run.power.activity_fraction == pytest.approx(0.75)
-    assert run.power.it_power_w == pytest.approx(18_950)
-    assert run.energy.energy_kwh == pytest.approx(246.35)
-    assert run.energy.co2_kg == pytest.approx(96.0765)
-    assert run.energy.electricity_usd == pytest.approx(24.635)
+    assert run.power.it_power_w == pytest.approx(15_278)
+    assert run.energy.energy_kwh == pytest.approx(198.614)
+    assert run.energy.co2_kg == pytest.approx(77.45946)
+    assert run.energy.electricity_usd == pytest.approx(19.8614)
     assert run.cost_usd == pytest.approx(320.0) and run.price.value == 2.0
 
 
 def test_a_day_of_serving_on_one_gpu():
-    # 1 H100 of a DGX H100 at busy activity 1.0: 700 W + 1/8 x 4,600 + 1/8 x 250 = 1,306.25 W IT;
-    # x 1.3 = 1,698.125 W; x 24 h = 40.755 kWh; x 0.39 = 15.89445 kg CO2; rental 24 x $3 = $72.
-    # At 1,000 output tokens/s: 1.698125 kW / 3.6e6 tokens per hour x 1e6 = 0.47170 kWh per million tokens
+    # 1 H100 of a DGX H100 at busy activity 1.0, i.e. the measured loaded draw: 1/8 of 0.76 x 10,200 W
+    # = 969 W + 1/8 x 250 W storage = 1,000.25 W IT; x 1.3 = 1,300.325 W; x 24 h = 31.2078 kWh;
+    # x 0.39 = 12.171042 kg CO2; rental 24 x $3 = $72.
+    # At 1,000 output tokens/s: 1.300325 kW / 3.6e6 tokens per hour x 1e6 = 0.36120 kWh per million tokens
     day = serving_day_cost(*_spec("dgx-h100"), 1, usd_per_gpu_hour=3.0)
-    assert day.power.it_power_w == pytest.approx(1_306.25)
-    assert (day.energy.energy_kwh, day.energy.co2_kg, day.cost_usd) == pytest.approx((40.755, 15.89445, 72.0))
-    assert kwh_per_million_output_tokens(day, 1000.0) == pytest.approx(1.698125 / 3.6)
+    assert day.power.it_power_w == pytest.approx(1_000.25)
+    assert (day.energy.energy_kwh, day.energy.co2_kg, day.cost_usd) == pytest.approx((31.2078, 12.171042, 72.0))
+    assert kwh_per_million_output_tokens(day, 1000.0) == pytest.approx(1.300325 / 3.6)
 
 
 def test_training_run_switches_default_to_the_fabric_of_its_nodes():
@@ -115,7 +118,7 @@ def test_pue_scales_every_energy_figure():
     est = _estimate(16, 36_000.0, 0.75, 1.0)
     r13 = training_run_cost(est, s, g, switches=1, usd_per_gpu_hour=2.0)
     r15 = training_run_cost(est, s, g, switches=1, usd_per_gpu_hour=2.0, assumptions=a15)
-    assert r15.energy.energy_kwh == pytest.approx(246.35 * 1.5 / 1.3)
+    assert r15.energy.energy_kwh == pytest.approx(198.614 * 1.5 / 1.3)  # test_training_run_cost_two_nodes_ten_hours
     assert estimate_power(s, g, 4, 1, assumptions=a15).facility_power_kw == pytest.approx(43.52 * 1.5)
     assert r15.cost_usd == r13.cost_usd  # renting is priced per GPU-hour, not per kWh
 
@@ -208,9 +211,10 @@ def test_plan_training_energy_is_power_times_time_times_pue(plan_default):
     d = plan_default
     a, run, p = d["assumptions"], d["training_run"], d["power"]
     act = run["activity_fraction"]
-    # 32 DGX H100: GPUs 256 x 700 x (0.1 + 0.9 a); overheads 32 x 4,600 x (0.5 + 0.5 a); storage 32 x 250 W;
-    # switches: the cluster's own (same count in `fabric` and in the run)
-    it_w = 256 * 700 * (0.1 + 0.9 * act) + 32 * 4600 * (0.5 + 0.5 * act) + 32 * 250 + d["fabric"]["switches"] * 1720
+    # 32 DGX H100 at activity a: each node idle 2,860 W + (0.76 x 10,200 - 2,860) W x a (full activity draws the
+    # measured loaded power, facilities.power); storage 32 x 250 W; switches: the cluster's own (same count in
+    # `fabric` and in the run)
+    it_w = 32 * (2860 + (0.76 * 10200 - 2860) * act) + 32 * 250 + d["fabric"]["switches"] * 1720
     assert run["fabric_switches"] == d["fabric"]["switches"] == p["switches"]
     assert run["it_power_w"] == pytest.approx(it_w)
     hours = d["days"] * 24

@@ -46,10 +46,12 @@ def test_tco_hand_derivation_4_dgx_h100():
     #        storage 4 * 25,000 = 100,000; facility (40.8 + 1.72 + 1.0) kW * 10,000 = 435,200
     assert t.capex_breakdown_usd == pytest.approx({"systems": 1_080_000, "network": 74_400, "storage": 100_000, "facility": 435_200})
     assert t.capex_usd == pytest.approx(1_689_600)
-    # power: busy IT 43.52 kW; idle IT: per node 8 GPUs x 700 W x 0.10 = 560 W + overhead (10,200 - 5,600) W x 0.5
-    # = 2,300 W -> 2.86 kW; 4 x 2.86 + 1.72 switch + 1.0 storage = 14.16 kW.
-    # 1.3 * 8760 h * (14.16 + (43.52 - 14.16) * 0.7) kW * $0.10 = 1,138.8 * 34.712 = 39,530.03
-    assert t.opex_breakdown_usd_per_year["power"] == pytest.approx(1138.8 * 34.712)
+    # power at the average draw (facilities.power): loaded IT = 4 nodes x 0.76 (measured fraction of
+    # nameplate under training load, Newkirk et al. 2025) x 10.2 kW + 1.72 switch + 1.0 storage = 33.728 kW;
+    # idle IT: per node 8 GPUs x 700 W x 0.10 = 560 W + overhead (10,200 - 5,600) W x 0.5 = 2,300 W
+    # -> 2.86 kW; 4 x 2.86 + 1.72 + 1.0 = 14.16 kW.
+    # 1.3 * 8760 h * (14.16 + (33.728 - 14.16) * 0.7) kW * $0.10 = 1,138.8 * 27.8576 = 31,724.23
+    assert t.opex_breakdown_usd_per_year["power"] == pytest.approx(1138.8 * 27.8576)
     # maintenance 10% of (1,080,000 + 74,400 + 100,000) = 125,440
     assert t.opex_breakdown_usd_per_year["maintenance"] == pytest.approx(125_440)
     # residual: 10% of hardware 125,440 + facility 435,200 * (1 - 4/15) = 444,586.67
@@ -201,3 +203,84 @@ def test_breakeven_and_savings_come_from_one_cash_flow(capex, opex, cloud, resid
     assert (savings >= 0) == (m is not None and m <= months)
     if m is not None and m < months:  # the cash crossing itself: capex + m opex = m cloud
         assert capex + m * opex == pytest.approx(m * cloud)
+
+
+@pytest.mark.parametrize("system, nodes, years, utilization, cloud", [
+    ("dgx-h100", 32, 4.0, 0.7, None),     # the seed question's cluster at the catalog's cheapest on-demand price
+    ("dgx-h100", 4, 4.0, 0.7, 4.0),       # test_tco_hand_derivation_4_dgx_h100's cluster
+    ("dgx-h100", 4, 3.0, 0.5, 2.0),       # a cheap cloud and a half-idle cluster: on-prem loses
+    ("dgx-b200", 8, 5.0, 0.9, 6.69),      # Lambda's B200 on-demand price (catalog clouds.toml), busy cluster
+    ("dgx-a100-80gb", 2, 2.0, 0.3, 1.0),  # cloud below opex per GPU-hour at 30%: never breaks even
+])
+def test_tco_breakeven_and_savings_agree(system, nodes, years, utilization, cloud):
+    # `dc tco`'s two headline figures from one cash flow: the period's savings (cloud - on-prem,
+    # residual counted) are >= 0 exactly when the breakeven month falls inside the period
+    t = size_cluster(system, nodes, years=years, utilization=utilization, cloud_usd_per_gpu_hour=cloud).tco
+    assert t.savings_usd == pytest.approx(t.cloud_total_usd - t.on_prem_total_usd)
+    assert (t.savings_usd >= 0) == (t.breakeven_months is not None and t.breakeven_months <= 12 * years)
+    if t.breakeven_months is not None and t.breakeven_months < 12 * years:
+        # the crossing of the cumulative cash: capex + m x opex/month = m x cloud/month
+        m = t.breakeven_months
+        cloud_month = t.cloud_usd_per_gpu_hour * t.gpus * 730 * utilization
+        assert t.capex_usd + m * t.opex_usd_per_year / 12 == pytest.approx(m * cloud_month)
+
+
+def test_cloud_comparison_is_like_for_like():
+    from gpuplan.facilities.cloud_comparison import compare_clouds, reserved_beside
+    from gpuplan.specs import CloudPrice
+
+    t = size_cluster("dgx-h100", 4, years=4, utilization=0.7, cloud_usd_per_gpu_hour=4.0).tco
+    src = {"default": "test price"}
+    prices = [CloudPrice(id="x-8", provider="x", instance="x8", gpu="h100-sxm5-80gb", gpus=8, usd_per_gpu_hour=4.0,
+                         reserved_usd_per_gpu_hour=3.0, reserved_term="1-year", date="2026-01-01", sources=src),
+              CloudPrice(id="y-8", provider="y", instance="y8", gpu="h100-sxm5-80gb", gpus=8, usd_per_gpu_hour=2.0,
+                         date="2026-01-01", sources=src)]
+    rows = compare_clouds(t, prices)
+    # y's cheapest offer (2.0) is below x's (3.0): y first; x's reservation right under x's on-demand
+    assert [(r.provider, r.term) for r in rows] == [("y", "on-demand"), ("x", "on-demand"), ("x", "1-year reserved")]
+    gpu_hours = 32 * 8760 * 4 * 0.7  # test_tco_hand_derivation_4_dgx_h100
+    for r in rows:
+        assert r.cloud_total_usd == pytest.approx(r.usd_per_gpu_hour * gpu_hours)
+        assert r.savings_usd == pytest.approx(r.cloud_total_usd - t.on_prem_total_usd)
+        assert (r.savings_usd >= 0) == (r.breakeven_months is not None and r.breakeven_months <= 48)
+    # x on-demand at 4.0 is the headline price: the same cash flow gives the same figures
+    assert rows[1].savings_usd == pytest.approx(t.savings_usd) and rows[1].breakeven_months == pytest.approx(t.breakeven_months)
+    assert reserved_beside(rows, "x") == (rows[2], True)   # x's own reservation: like for like
+    assert reserved_beside(rows, "y") == (rows[2], False)  # y has none: x's, labelled as another provider's
+    assert reserved_beside(rows[:2], "x") == (None, False)
+
+
+def test_dc_tco_labels_the_reserved_price():
+    # the catalog's H100 offers: the headline is the cheapest on-demand (RunPod, no reservation), so
+    # the reservation beside it is another provider's and says so
+    t = size_cluster("dgx-h100", 32).tco
+    assert t.cloud_reserved_same_provider is False and t.cloud_reserved_label.startswith("lambda")
+    terms = {(o.provider, o.term) for o in t.cloud_comparison}
+    assert ("gcp", "1-year reserved") in terms and ("gcp", "on-demand") in terms  # clouds.toml: 10.98 / 7.69 1yr
+
+
+def test_energy_from_the_stated_average_draw():
+    # 4 DGX H100 + 1 switch (test_power_breakdown_with_pue): nameplate IT 43.52 kW (provisioning);
+    # loaded 4 x 0.76 x 10.2 + 1.72 + 1.0 = 33.728 kW; idle 14.16 kW (test_tco_hand_derivation_4_dgx_h100);
+    # at 50% utilisation: 14.16 + (33.728 - 14.16) x 0.5 = 23.944 kW IT, x 1.3 = 31.1272 kW facility
+    p = estimate_power(*_dgx_h100(), 4, switches=1, utilization=0.5)
+    assert p.it_power_kw == pytest.approx(43.52) and p.facility_power_kw == pytest.approx(56.576)  # nameplate kept
+    assert p.loaded_it_power_kw == pytest.approx(33.728)
+    assert p.average_it_power_kw == pytest.approx(23.944)
+    assert p.average_facility_power_kw == pytest.approx(31.1272)
+    assert p.average_annual_energy_kwh == pytest.approx(31.1272 * 8760)
+    assert p.average_annual_cost_usd == pytest.approx(31.1272 * 8760 * 0.10)
+    # nameplate as the option: L = 1 and utilisation 1 give the nameplate-24/7 figures
+    a = DEFAULT_ASSUMPTIONS.with_overrides({"loaded_power_fraction_of_nameplate": 1.0})
+    n = estimate_power(*_dgx_h100(), 4, switches=1, utilization=1.0, assumptions=a)
+    assert n.average_annual_energy_kwh == pytest.approx(n.annual_energy_kwh)
+    # the TCO's power bill is the same average draw (one model)
+    t = size_cluster("dgx-h100", 4, utilization=0.5, cloud_usd_per_gpu_hour=4.0)
+    assert t.tco.opex_breakdown_usd_per_year["power"] == pytest.approx(t.power.average_annual_cost_usd)
+
+
+def test_every_power_assumption_is_listed():
+    # `dc assumptions` lists the figures the average draw uses
+    keys = {r["key"] for r in DEFAULT_ASSUMPTIONS.rows()}
+    assert {"loaded_power_fraction_of_nameplate", "energy_utilization_fraction", "pue", "gpu_idle_power_fraction",
+            "node_overhead_idle_fraction", "electricity_usd_per_kwh", "grid_kg_co2_per_kwh"} <= keys

@@ -32,11 +32,11 @@ def _run(loop, kind, arrival, in_len, out_len, max_tokens):
     engine = Engine(SCHEDULER_CODE[kind], False, 8, max_tokens, False)
     layout = KvLayout(1e18, 1, 1.0, 0.0, 0, 1 << 40)  # budget, block 1, 1 byte per token, no window
     if loop == "reference":
-        first, finish, _, steps, pre, _, _ = _simulate(
+        first, finish, _, steps, pre, _, _, _, _ = _simulate(
             requests.arrival, ins, outs, engine.closed_loop, engine.sched, engine.no_evict, engine.max_seqs,
             engine.max_tokens, *layout, coef, tables, requests.cached, requests.out_steps, 1.0)
     else:
-        first, finish, _, steps, pre, _, _ = _simulate_events(requests, engine, layout, coef, tables)
+        first, finish, _, steps, pre, _, _, _, _ = _simulate_events(requests, engine, layout, coef, tables)
     return first, finish, steps, pre
 
 

@@ -161,9 +161,14 @@ def test_cli_serve_plan_json(runner):
 #: (11.8); trtllm017 6.8 -> 7.7, lmdeploy 8.6 -> 10.5 (A100 rows slower by the measured copy
 #: bandwidth; the fitted knobs keep their defaults, CV refits them), vllmci 19.3 -> 16.9, trtllm10
 #: 8.7 -> 8.4, trtllm014 17.7 -> 17.2, trtllm061 8.9 -> 9.4. Limits of the moved families: x 1.1.
-INFERENCE_MAPE_LIMIT_PCT = 13.1
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 7.0, "trtllm014": 19.5, "aic": 5.5,
-                               "trtllm061": 10.4, "lmdeploy": 11.5, "trtllm10": 9.5, "vllmci": 21.5,
+#: Re-set with the host time per running sequence of the Python-driven engines (vLLM, SGLang, TGI;
+#: cost/operators.HOST_SECONDS_PER_SEQUENCE, fitted 81 us): MAPE 11.1% over 95 (11.9); vllmci 16.9 ->
+#: 7.7 (its max-load throughput rows +23..+35% -> +6..+10%), nim 5.9 -> 7.4 (engine "other" runs
+#: as vLLM), aic 2.2 -> 2.0; the TensorRT-LLM and lmdeploy families unchanged. Limits of the moved
+#: families and the overall: figure x 1.1.
+INFERENCE_MAPE_LIMIT_PCT = 12.2
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 8.2, "trtllm014": 19.5, "aic": 5.5,
+                               "trtllm061": 10.4, "lmdeploy": 11.5, "trtllm10": 9.5, "vllmci": 8.5,
                                "trtllm017": 8.5, "mlperf40": 20.0}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md
 

@@ -48,7 +48,7 @@ def _assert_same(ref: SimResult, fast: SimResult) -> None:
         for q in ("p50", "p90", "p99", "mean"):
             x, y = getattr(a, q), getattr(b, q)
             assert (np.isnan(x) and np.isnan(y)) or y == x, (field, q)
-    for q in ("duration_s", "output_tokens_per_s", "requests_per_s", "mean_in_flight"):
+    for q in ("duration_s", "output_tokens_per_s", "requests_per_s", "mean_in_flight", "busy_s", "prefill_busy_s"):
         assert getattr(fast, q) == getattr(ref, q), q
     np.testing.assert_array_equal(fast.kv_time_s, ref.kv_time_s)
     np.testing.assert_array_equal(fast.kv_bytes, ref.kv_bytes)

@@ -46,3 +46,20 @@ def test_train_and_plan_carry_the_evidence():
     assert ev["rows"] and ev["low"] <= ev["high"]
     p = api.plan().to_dict()
     assert p["comparable_published_mfu_pct"]["rows"]
+
+
+def test_beside_band_says_why_a_plan_is_outside_the_range():
+    from gpuplan.interfaces.planning.evidence import beside_band
+
+    ev = {"low": 42.0, "high": 47.0, "rows": [], "note": "above"}
+    # inside the range: the note is unchanged, the band is added
+    inside = beside_band(ev, 45.0, [30.0, 60.0])
+    assert inside["note"] == "above" and inside["band_mfu_pct"] == [30.0, 60.0]
+    # 52% above 47%, but its band 27-60% reaches 42-47%: within the model's measured error
+    reach = beside_band(ev, 52.0, [27.2, 59.7])
+    assert "within the model's measured error" in reach["note"]
+    # 70% with a band 60-80% misses 42-47% entirely: the model is likely optimistic there
+    miss = beside_band(ev, 70.0, [60.0, 80.0])
+    assert "likely optimistic" in miss["note"]
+    assert "likely pessimistic" in beside_band(ev, 20.0, [15.0, 30.0])["note"]
+    assert beside_band(ev, 52.0, None) is ev  # no band: nothing added

@@ -248,7 +248,8 @@ def test_megatron_moe_rows_with_tp_run_sequence_parallelism(sp_cell):
     # expert parallelism and tensor parallelism, sequence parallelism must be used"), so a Megatron
     # MoE row with tp 2 runs SP whatever its cell says, even where a stated micro-batch marks a
     # complete launch configuration (where an empty cell otherwise means off). A dense row keeps
-    # the cell; torchtitan has no such rule.
+    # the cell; torchtitan has no such rule, but its own default turns SP on where the cell is empty
+    # (`parallelism.enable_sequence_parallel = True`, torchtitan/config/configs.py).
     from gpuplan.interfaces.validation.training import plan_from_row
 
     base = {"tp": "2", "pp": "1", "dp": "64", "ep": "64", "num_gpus": "128", "micro_batch": "1",
@@ -260,7 +261,23 @@ def test_megatron_moe_rows_with_tp_run_sequence_parallelism(sp_cell):
     dense, _ = plan_from_row({**base, "ep": "1"})
     assert dense.sequence_parallel == (sp_cell == "true")
     titan, _ = plan_from_row({**base, "moe_experts": "256", "framework": "torchtitan"})
-    assert titan.sequence_parallel == (sp_cell == "true")
+    assert titan.sequence_parallel == (sp_cell != "false")
+    assert not titan.tp_comm_overlap
+
+
+def test_torchtitan_float8_rows_do_not_assume_transformer_engine_userbuffers():
+    # An fp8 Megatron row with an empty SP cell is read as NeMo's TE recipe (SP + userbuffers TP
+    # overlap); torchtitan's float8 is torchao's Float8Linear, with no userbuffers, and its vanilla
+    # TP overlaps nothing (async TP is `enable_async_tensor_parallel`, default False).
+    from gpuplan.interfaces.validation.training import plan_from_row
+
+    base = {"tp": "8", "pp": "1", "dp": "32", "num_gpus": "256", "micro_batch": "16", "global_batch": "512",
+            "seq_len": "8192", "precision": "fp8", "sharding": "fsdp", "sequence_parallel": ""}
+    megatron, _ = plan_from_row({**base, "framework": "megatron"})
+    assert megatron.sequence_parallel and megatron.tp_comm_overlap
+    titan, notes = plan_from_row({**base, "framework": "torchtitan"})
+    assert titan.sequence_parallel and not titan.tp_comm_overlap
+    assert "sequence_parallel (torchtitan's default, unstated)" in notes
 
 
 def test_plan_search_offers_megatron_moe_plans_with_tp_only_with_sequence_parallelism(catalog):

@@ -23,6 +23,8 @@ CASES = [
     ("train", {"gpus": 64, "model": "gpt3-6.7b", "tokens": "10B"}),
     ("train", {"gpus": 64, "model": "gpt3-6.7b", "tp": 2, "pp": 2, "recompute": "selective", "sequence_parallel": False}),
     ("plan", {"model": "gpt3-1.3b", "tokens": "20B", "days": 2}),
+    ("plan", {"model": "llama-2-7b", "goal": "finetune", "tokens": "20M", "system": "rtx-4090", "gpus": 2,
+              "lora_rank": 16, "lora_targets": "all_linear"}),
     ("fit/train", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8, "flash_attention": False}),
     ("fit/max-batch", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8}),
     ("fit/train", {"model": "llama-2-70b", "gpu": "rtx-4090", "gpus": 2, "sharding": "fsdp", "recompute": "full",
@@ -118,7 +120,7 @@ def test_every_api_command_has_an_endpoint(client):
     # load_profile / apply / memory_headroom are Python-only scopes; serve_plan_disaggregated is served
     # as serve/plan with `disaggregated: true` (the CLI's `serve plan --disaggregated`)
     # launch configs (interfaces.api.deploy): --emit / --from of the CLI; the emit_* functions take a result,
-    # not a request, and the pages' downloads of the emitted configs are not built yet
+    # not a request (the pages' downloads are train_config / serve_*_config, served)
     not_served = {"model_params", "serve", "to_jsonable", "price_source", "validate_cv",
                   "calibrate_import", "bench", "load_profile", "apply", "memory_headroom", "serve_plan_disaggregated",
                   "emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from",

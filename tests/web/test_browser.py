@@ -95,6 +95,24 @@ def test_every_page_loads_without_console_errors(server, page):
     assert page.locator(".plot .main-svg").count() >= 2
 
 
+def test_datacenter_compares_clouds_like_for_like_and_lists_assumptions(server, page):
+    # issue "Plans a practitioner would sign": one row per provider and term (never GCP reserved
+    # beside RunPod on-demand unlabelled), and every `dc assumptions` row on the page
+    page.goto(server + "/datacenter")
+    wait_updates(page, 1)
+    t = cli_json("gpuplan dc tco --json")
+    rows = page.locator('[data-table="clouds"] tbody tr')
+    assert rows.count() == len(t["cloud_comparison"]) > 1
+    providers = page.locator('[data-table="clouds"] tbody tr td:first-child').all_text_contents()
+    assert providers == [o["provider"] for o in t["cloud_comparison"]]
+    # a provider's rows are adjacent: each provider appears in one run
+    runs = [p for i, p in enumerate(providers) if i == 0 or providers[i - 1] != p]
+    assert len(runs) == len(set(providers))
+    keys = page.locator('[data-table="assumptions"] tbody tr td:first-child').all_text_contents()
+    assert keys == [r["key"] for r in cli_json("gpuplan dc assumptions --json")]
+    assert page.problems == []
+
+
 def test_train_numbers_equal_the_cli_and_follow_the_inputs(server, page):
     page.goto(server + "/train?model=gpt3-6.7b&gpus=64&tokens=10B")  # the URL restores the inputs
     wait_updates(page, 1)
@@ -280,3 +298,183 @@ def test_calibrate_bad_file_and_bad_knob_mark_their_fields(server, page, monkeyp
     knobs = page.locator('.field[data-field="knobs"]')
     assert knobs.locator(".msg").text_content() == "knobs: unknown knob(s) no.such.knob; see `gpuplan calibrate knobs`"
     assert "knobs=efficiency.hbm" in page.url  # the options live in the URL (the file cannot)
+
+
+def test_train_result_offers_the_launch_configs_as_downloads(server, page):
+    page.goto(server + "/train?model=llama-3-8b&gpus=64&tokens=10B")
+    wait_updates(page, 1)
+    links = page.locator('[data-key="launch_configs"] a')
+    assert [links.nth(i).get_attribute("data-target") for i in range(links.count())] == [
+        "megatron", "nemo", "torchtitan", "deepspeed", "maxtext"]
+    with page.expect_download() as info:
+        page.click('[data-key="launch_configs"] a[data-target="torchtitan"]')
+    download = info.value
+    assert download.suggested_filename == "torchtitan.toml"
+    text = open(download.path()).read()
+    # the text `gpuplan train ... --emit torchtitan` prints for the page's inputs
+    res = cli(["train", "llama-3-8b", "--gpus", "64", "--tokens", "10B", "--emit", "torchtitan"])
+    assert res.exit_code == 0 and text == res.stdout
+    assert page.problems == []
+
+
+# ---- a product: offline, formatted, inputs on top, each page looked at ----------------------------
+
+#: every page the app serves, and /docs (Swagger UI from bundled files)
+ALL_PAGES = ["/", "/train", "/fit", "/serve", "/compare", "/kernel", "/formats", "/validate", "/calibrate", "/datacenter"]
+
+
+def block_remote(context) -> list[str]:
+    """Route every request of `context` through a check: one for another host than 127.0.0.1 is
+    aborted and recorded (the list returned), so a page that needs the network shows it here."""
+    attempted: list[str] = []
+
+    def check(route):
+        from urllib.parse import urlsplit
+
+        url = route.request.url
+        parts = urlsplit(url)
+        if parts.scheme in ("data", "blob") or parts.hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            attempted.append(url)
+            route.abort()
+
+    context.route("**/*", check)
+    return attempted
+
+
+def shots_dir() -> Path:
+    """Where the page screenshots go: $GPUPLAN_WEB_SHOTS, else a fresh temporary folder."""
+    import tempfile
+
+    folder = Path(os.environ.get("GPUPLAN_WEB_SHOTS") or tempfile.mkdtemp(prefix="gpuplan-shots-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def docs_shot(pg, name: str) -> None:
+    """With GPUPLAN_WEB_DOCS=docs, the top 1000 pixels of the page as docs/NAME (the pictures in docs/web.md)."""
+    folder = os.environ.get("GPUPLAN_WEB_DOCS")
+    if folder:
+        pg.evaluate("window.scrollTo(0, 0)")
+        pg.screenshot(path=str(Path(folder) / name), full_page=True, clip={"x": 0, "y": 0, "width": pg.viewport_size["width"], "height": 1000})
+
+
+def test_docs_renders_every_operation_offline(server, browser):
+    from gpuplan.web.endpoints import ENDPOINTS
+
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    attempted = block_remote(context)
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    pg.goto(server + "/docs")
+    # one operation per api endpoint, plus the three uploads (validate, calibrate/fit, formats/compare-file)
+    want = len(ENDPOINTS) + 3
+    pg.wait_for_function(f"document.querySelectorAll('.opblock').length >= {want}", timeout=30_000)
+    assert pg.locator(".opblock").count() == want
+    paths = [t.replace("\u200b", "") for t in pg.locator(".opblock-summary-path").all_text_contents()]
+    assert paths.count("/api/v1/serve/plan") == 1 and len(set(paths)) == want
+    assert "gpuplan" in pg.text_content(".info .title")
+    shot = shots_dir() / "docs.png"
+    pg.screenshot(path=str(shot))
+    assert attempted == [] and problems == [], (attempted, problems)
+    context.close()
+
+
+def test_every_page_fits_its_inputs_above_the_fold_offline(server, browser):
+    # 1280x800: the whole input panel of every page sits above the fold, and no page asks for anything
+    # from another host (scripts, styles, fonts, favicon); each page is screenshot (shots_dir)
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    attempted = block_remote(context)
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    pg.on("pageerror", lambda e: problems.append(str(e)))
+    folder = shots_dir()
+    for path in ALL_PAGES:
+        pg.goto(server + path)
+        wait_updates(pg, 1)
+        box = pg.locator("#inputs").bounding_box()
+        assert box["y"] < 200 and box["y"] + box["height"] <= 800, (path, box)
+        assert pg.is_hidden("#error"), (path, pg.text_content("#error"))
+        name = path.strip("/") or "plan"
+        pg.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+        if path == "/train":
+            docs_shot(pg, "web-train.png")
+    assert attempted == [] and problems == [], (attempted, problems)
+    context.close()
+
+
+def test_tables_show_units_and_the_csv_keeps_raw_values(server, page):
+    # `fit train` of GPT-3 175B on 1,024 H100s at tp 8, pp 8: the memory table shows GiB, never raw bytes
+    page.goto(server + "/fit?tp=8&pp=8")
+    wait_updates(page, 1)
+    want = cli_json(page.text_content("#command").splitlines()[0])
+    rows = page.locator('[data-table="memory-bytes"] tbody tr')
+    cells = {rows.nth(i).locator("td").nth(0).text_content(): rows.nth(i).locator("td").nth(1).text_content()
+             for i in range(rows.count())}
+    # 62,599,052,288 B / 2^30 = 58.30 GiB (58.2999...; four significant digits)
+    assert want["per_gpu_bytes"]["total"] == 62599052288.0
+    assert cells["Total"] == "58.3 GiB"
+    # 536,870,912 B = 2^29 B = 512 MiB exactly
+    assert cells["Other · cuda context"] == "512 MiB"
+    assert not any(c.replace(",", "").replace(".", "").isdigit() for c in cells.values())  # no bare numbers
+    with page.expect_download() as dl:
+        page.locator('[data-table="memory-bytes"]').locator("xpath=ancestor::section").locator("button.export").click()
+    csv = Path(dl.value.path()).read_text().splitlines()
+    assert csv[0] == "quantity,value"
+    assert "total,62599052288" in csv  # the raw JSON key and value
+
+
+def test_memory_bar_marks_capacity_and_usable_memory(server, page):
+    page.goto(server + "/fit?tp=8&pp=8")
+    wait_updates(page, 1)
+    want = cli_json(page.text_content("#command").splitlines()[0])
+    # 90% of 80 GiB may be used (workloads.memory_headroom: memory.usable_fraction default 0.90)
+    assert want["usable_gib"] == pytest.approx(72.0, rel=1e-12)
+    notes = page.locator(".plot .annotation-text").all_text_contents()
+    assert "h100-sxm5-80gb: 80 GiB" in notes and "usable: 72 GiB" in notes
+
+
+def test_serve_frontier_marks_the_targets_and_this_deployment_and_plans_over_gpu_types(server, page):
+    page.goto(server + "/serve?model=llama-3-8b&input_len=1024&output_len=128&ttft_ms=500&tpot_ms=25"
+                       "&capacity=true&plan_rate=4&plan_gpus=h100-sxm5-80gb,a100-sxm4-80gb")
+    wait_updates(page, 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    lines = page.text_content("#command").splitlines()
+    run = cli_json(next(ln for ln in lines if "serve run" in ln))
+    # the deployment's frontier point: per GPU = output tokens/s / (tp x pp), per user = 1e3 / mean TPOT
+    assert run["tp"] * run["pp"] == 1
+    assert run["tokens_per_s_per_gpu"] == pytest.approx(run["output_tokens_per_s"], rel=1e-12)
+    assert run["tokens_per_s_per_user"] == pytest.approx(1e3 / run["tpot_ms"], rel=1e-12)
+    frontier = page.locator(".plot").nth(0)
+    star = frontier.evaluate("el => el.data.find((t) => t.name.startsWith('this deployment'))")
+    assert star["x"] == [run["tokens_per_s_per_user"]] and star["y"] == [run["tokens_per_s_per_gpu"]]
+    # the TPOT target 25 ms is the vertical line at 1e3 / 25 = 40 tokens/s per user; the TTFT target
+    # 500 ms the horizontal line of TTFT against load
+    shapes = frontier.evaluate("el => el.layout.shapes.map((s) => [s.x0, s.x1])")
+    assert shapes == [[40, 40]]
+    ttft = page.locator(".plot").nth(1).evaluate("el => el.layout.shapes.map((s) => [s.y0, s.y1])")
+    assert ttft == [[500, 500]]
+    notes = page.locator(".plot .annotation-text").all_text_contents()
+    assert "TPOT target 25 ms" in notes and "TTFT target 500 ms" in notes
+    # the capacity plan over both GPU types, as `serve plan --gpu A --gpu B`
+    line = next(ln for ln in lines if "serve plan" in ln)
+    words = line.split()
+    assert sorted(words[i + 1] for i, w in enumerate(words) if w == "--gpu") == ["a100-sxm4-80gb", "h100-sxm5-80gb"]
+    plan = cli_json(line)
+    layouts = page.locator('[data-table="capacity"] tbody tr td:first-child').all_text_contents()
+    assert layouts == [c["layout"] for c in plan["candidates"]]
+    assert {lay.split()[0] for lay in layouts} == {"h100-sxm5-80gb", "a100-sxm4-80gb"}
+    assert stat(page, "capacity_gpus") == plan["best"]["gpus"]
+    # a formatted cell: the best candidate's Poisson TTFT p90 with its unit, as format.js writes it
+    # (thousands separators, at most four significant digits: within 0.05% of the JSON's double)
+    import re
+
+    cell = page.locator('[data-table="capacity"] tbody tr').nth(0).locator("td").nth(3).text_content()
+    assert re.fullmatch(r"\d{1,3}(,\d{3})*(\.\d{1,2})? ms", cell), cell
+    assert float(cell[:-3].replace(",", "")) == pytest.approx(plan["candidates"][0]["open_loop_ttft_p90_ms"], rel=5e-4)
+    assert page.problems == []
+    page.screenshot(path=str(shots_dir() / "serve-capacity.png"), full_page=True)
+    docs_shot(page, "web-serve.png")

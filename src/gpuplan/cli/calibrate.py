@@ -107,7 +107,7 @@ def fit_command(
 
 @calibrate_app.command("import")
 def import_command(
-    kind: str = typer.Argument(..., help="nccl-tests, mamf, vllm, sglang, torchtitan or megatron."),
+    kind: str = typer.Argument(..., help="nccl-tests, mamf, vllm, sglang, trtllm, torchtitan, megatron, nemo or maxtext."),
     file: str = typer.Argument(..., help="The tool's output: stdout log, result JSON / JSONL."),
     out: Optional[str] = typer.Option(None, "--out", help="Write the rows here as CSV (atomically)."),
     config: Optional[str] = typer.Option(None, "--config", help="Run configuration TOML (keys = SCHEMA.md columns: "

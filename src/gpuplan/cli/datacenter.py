@@ -61,12 +61,17 @@ def power_cmd(
     grid_kg_per_kwh: Optional[float] = typer.Option(None, "--grid-kg-per-kwh", hidden=True),
     no_fabric: bool = typer.Option(False, "--no-fabric", help="Count the nodes only, not fabric switches."),
     no_storage: bool = typer.Option(False, "--no-storage", help="Leave out the storage power share."),
+    utilization: Optional[float] = typer.Option(None, "--utilization", help="Fraction of hours the cluster is busy, "
+                                                "for its average draw (default 0.7: assumption "
+                                                "energy_utilization_fraction)."),
     set_: Optional[List[str]] = _SET, as_json: bool = _JSON,
 ) -> None:
-    """IT and facility power, annual energy, electricity cost and CO2."""
+    """IT and facility power, annual energy, electricity cost and CO2 (nameplate all year, and the
+    average draw at --utilization with nodes at the measured loaded fraction of nameplate)."""
     result = api.dc_power(system, nodes, scalable_units=scalable_units, electricity_usd_per_kwh=electricity_usd_per_kwh,
                           price_kwh=price_kwh, pue=pue, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh,
-                          grid_kg_per_kwh=grid_kg_per_kwh, fabric=not no_fabric, storage=not no_storage, overrides=set_)
+                          grid_kg_per_kwh=grid_kg_per_kwh, fabric=not no_fabric, storage=not no_storage, overrides=set_,
+                          utilization=utilization)
     if as_json:
         print_json(result.to_dict())
         return
@@ -77,8 +82,19 @@ def power_cmd(
         ("IT power (kW)", p.it_power_kw), ("IT power idle (kW)", p.idle_it_power_kw), ("PUE", p.pue), ("facility power (kW)", p.facility_power_kw),
         ("annual energy (kWh)", p.annual_energy_kwh), ("$/kWh", p.electricity_usd_per_kwh),
         ("annual cost ($)", p.annual_cost_usd), ("annual cost at PUE 1 ($)", p.it_only_annual_cost_usd),
-        ("annual CO2 (t)", p.annual_co2_tonnes), ("compute rack kW", r.compute_rack_kw), ("cooling", r.cooling.value),
+        ("annual CO2 (t)", p.annual_co2_tonnes),
+        (f"average draw: loaded IT (kW, nodes at {p.loaded_power_fraction_of_nameplate:.0%} of nameplate)",
+         p.loaded_it_power_kw),
+        (f"average draw: IT / facility (kW) at {p.utilization:.0%} utilisation",
+         f"{fmt(p.average_it_power_kw)} / {fmt(p.average_facility_power_kw)}"),
+        ("average draw: annual energy (kWh)", p.average_annual_energy_kwh),
+        ("average draw: annual cost ($)", p.average_annual_cost_usd),
+        ("average draw: annual CO2 (t)", p.average_annual_co2_tonnes),
+        ("compute rack kW", r.compute_rack_kw), ("cooling", r.cooling.value),
     ]))
+    console.print("annual energy, cost and CO2 above the average-draw rows: nameplate all year (the provisioning "
+                  "view); the average draw: idle + (loaded - idle) x utilisation (facilities.power; "
+                  "--set loaded_power_fraction_of_nameplate=1 for nameplate)")
 
 
 @dc.command("tco")
@@ -105,15 +121,31 @@ def tco_cmd(
     rows += [(f"opex/yr: {k}", v) for k, v in t.opex_breakdown_usd_per_year.items()] + [("opex per year ($)", t.opex_usd_per_year)]
     rows += [("residual value ($)", t.residual_value_usd), (f"on-prem total over {t.years:g} y ($)", t.on_prem_total_usd),
              ("GPU-hours used", t.gpu_hours), ("on-prem $/GPU-hour", t.on_prem_usd_per_gpu_hour),
-             ("cloud $/GPU-hour", t.cloud_usd_per_gpu_hour), ("cloud total ($)", t.cloud_total_usd),
+             (f"cloud $/GPU-hour ({_headline(t)})", t.cloud_usd_per_gpu_hour), ("cloud total ($)", t.cloud_total_usd),
              ("savings on-prem vs cloud ($)", t.savings_usd), ("breakeven (months)", t.breakeven_months),
              ("breakeven utilisation", t.breakeven_utilization)]
     console.print(table(f"{system}: {t.nodes} nodes, {t.gpus} GPUs, {t.years:g} years at {t.utilization:.0%}", ["item", "value"], rows,
                         name="tco"))
     console.print(f"cloud price: {t.cloud_price_source}")
+    if t.cloud_comparison:
+        console.print(table("on-prem vs each cloud offer, like for like: one row per provider and term (a provider's "
+                            "reservation under its own on-demand price)",
+                            ["provider", "instance", "term", "usd_per_gpu_hour", "cloud_total_usd", "savings_usd",
+                             "breakeven_months", "date"],
+                            [(o.provider, o.instance, o.term, o.usd_per_gpu_hour, o.cloud_total_usd, o.savings_usd,
+                              o.breakeven_months, o.date) for o in t.cloud_comparison], name="clouds"))
+    if t.cloud_reserved_label:
+        how = "the same provider" if t.cloud_reserved_same_provider else "another provider than the headline price"
+        console.print(f"reserved price beside it: {fmt(t.cloud_reserved_usd_per_gpu_hour)} $/GPU-hour, "
+                      f"{t.cloud_reserved_label} ({how})")
     for note in t.notes:
         console.print(f"note: {note}")
     _print_assumptions(rep.assumptions + rep.prices[:1])
+
+
+def _headline(t) -> str:
+    """Who offers the headline cloud price, on what term (its source's first words)."""
+    return t.cloud_price_source.split(":", 1)[0]
 
 
 def _print_assumptions(rows) -> None:

@@ -175,7 +175,7 @@ def _install() -> None:
 
     emit_opt = inspect.Parameter("emit", inspect.Parameter.KEYWORD_ONLY, annotation=Optional[str],
                                  default=typer.Option(None, "--emit", help="Print only this plan as a launch config: "
-                                                      "megatron, torchtitan or deepspeed (docs/deploy.md)."))
+                                                      "megatron, nemo, torchtitan, deepspeed or maxtext (docs/deploy.md)."))
 
     def make(name: str, doc: str, runner, extra: inspect.Parameter, *more: inspect.Parameter):
         def command(**kwargs):

@@ -13,15 +13,21 @@ model_app = typer.Typer(help="Transformer models: exact parameters, FLOPs per to
 
 @model_app.command("show")
 def show(
-    name_or_path: str = typer.Argument(..., help="Bundled name (`gpuplan model list`), a config.json, or a directory holding one."),
+    name_or_path: str = typer.Argument(..., help="Bundled name (`gpuplan model list`), a config.json, a directory holding one, "
+                                       "or a PEFT adapter_config.json (its base found among the bundled models)."),
+    adapter: str = typer.Option(None, "--adapter", help="A PEFT LoRA adapter_config.json (or its folder) for this model: "
+                                "print its exact trainable parameters; its base must be this model."),
     seq_len: int = typer.Option(None, "--seq-len", min=1, help="Sequence length for FLOPs/token and the KV average (default: min(max positions, 4096))."),
     kv_bytes: float = typer.Option(2.0, "--kv-bytes", min=0.125, help="Bytes per KV-cache element (2 = bf16, 1 = fp8)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Parameters (total, active, per component), FLOPs per token and KV-cache bytes per token."""
-    rec = api.model_show(name_or_path, seq_len, kv_bytes).to_dict()
+    rec = api.model_show(name_or_path, seq_len, kv_bytes, adapter=adapter).to_dict()
     if as_json:
         print_json(rec)
+        return
+    if rec["adapter"] is not None:
+        _print_adapter(rec["adapter"])
         return
     a, f, kv = rec["architecture"], rec["flops_per_token"], rec["kv_cache"]
     console.print(f"{rec['name']} ({rec['family']}): {a['layers']} layers, hidden {a['hidden']}, "
@@ -50,6 +56,24 @@ def show(
                       + f"; FFN in {a['ffn_layers']} of {a['layers']}")
     if rec["source"]:
         console.print(f"source: {rec['source']}")
+
+
+def _print_adapter(a: dict) -> None:
+    """The adapter's exact parameters (api.models.adapter_record)."""
+    targets = a["target_modules"] if isinstance(a["target_modules"], str) else ", ".join(a["target_modules"])
+    console.print(f"LoRA adapter {a['source']} on {a['base_model']} (base_model_name_or_path {a['base_model_name_or_path']}): "
+                  f"r {a['r']}, alpha {a['lora_alpha']:g}, targets {targets}, {a['adapted_modules']} modules in "
+                  f"{a['adapted_layers']} layers")
+    rows = [(name, v["modules"], v["params"]) for name, v in a["by_projection"].items()]
+    for key, label in (("dora_magnitude_params", "DoRA magnitudes (in the rows)"), ("modules_to_save_params", "modules_to_save copies")):
+        if a[key]:
+            rows.append((label, "", a[key]))
+    rows.append(("trainable params", "", a["trainable_params"]))
+    console.print(table("adapter parameters (r (in + out) per adapted module)", ["module", "count", "params"], rows, name="adapter"))
+    console.print(f"trainable params: {a['trainable_params']:,} || all params: {a['all_params']:,} || "
+                  f"trainable%: {a['trainable_pct']:.4f}  (as PEFT's print_trainable_parameters)")
+    for note in a["notes"]:
+        console.print(f"note: {note}")
 
 
 @model_app.command("list")

@@ -95,6 +95,9 @@ def run(
     mtp: int = _MTP_OPTION,
     prefix_hit_rate: float = _PREFIX_HIT_RATE_OPTION,
     prefix_cache_tokens: Optional[int] = _PREFIX_CACHE_TOKENS_OPTION,
+    usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price of the GPU (default: "
+                                                     "the cheapest catalog cloud price) for the cost per request "
+                                                     "and per million input / output tokens."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     emit: Optional[str] = typer.Option(None, "--emit", help=_EMIT_HELP),
     from_: Optional[str] = typer.Option(None, "--from", help="Predict an engine command (vllm serve, python -m "
@@ -115,7 +118,7 @@ def run(
                            kv_dtype=kv_dtype, scheduler=scheduler, engine=engine, memory_fraction=memory_fraction,
                            input_dist=input_dist, output_dist=output_dist, lengths=lengths, spec_tokens=spec_tokens,
                            spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp, prefix_hit_rate=prefix_hit_rate,
-                           prefix_cache_tokens=prefix_cache_tokens)
+                           prefix_cache_tokens=prefix_cache_tokens, usd_per_gpu_hour=usd_per_gpu_hour)
     if emit:  # only the command or manifests on stdout, so they can be redirected to a file
         typer.echo(api.emit_serve(result, emit, system), nl=False)
         return
@@ -234,6 +237,7 @@ def plan(
     echo(f"each replica meets the objectives under Poisson arrivals at {fmt(b.open_loop_requests_per_s)} req/s "
          f"(serve run --tp {b.tp} --rate {fmt(b.open_loop_requests_per_s)} gives the same): p90 TTFT "
          f"{fmt(b.open_loop_ttft_p90_ms)} ms, TPOT {fmt(b.open_loop_tpot_p90_ms)} ms")
+    _echo_token_costs(b)
     if result.best_regime is not None:
         echo(f"regime of the best layout: {result.best_regime['reason']}")
     rows = [(c.layout, c.replicas, c.gpus, c.open_loop_requests_per_s, c.open_loop_ttft_p90_ms, c.open_loop_tpot_p90_ms,
@@ -252,6 +256,17 @@ def plan(
         typer.echo(f"plot written: {result.plot_file}")
 
 
+def _echo_token_costs(b) -> None:
+    """The best plan's cost split between prefill and decode (workloads/inference/plan/token_costs.py)."""
+    if getattr(b, "usd_per_million_input_tokens", None) is None:
+        return
+    typer.echo(f"cost split by engine-step time (prefill {100 * b.prefill_time_fraction:.0f}%): "
+               f"${fmt(b.usd_per_million_input_tokens)} per million input tokens + "
+               f"${fmt(b.usd_per_million_output_tokens_decode)} per million output tokens "
+               f"= ${fmt(b.usd_per_request)} per request (the all-in figure above charges every GPU-second to "
+               "the output tokens)")
+
+
 #: rows of the disaggregated plan's table (the JSON has every option)
 PLAN_TABLE_ROWS = 14
 
@@ -268,6 +283,7 @@ def _print_disaggregated(model: str, result, as_json: bool) -> None:
     typer.echo(f"engine: {res.engine}")
     typer.echo(f"best: {b.mode.value} {b.layout}: {b.gpus} GPUs, ${fmt(b.usd_per_million_output_tokens)} per million "
                f"output tokens (p90 TTFT {fmt(b.ttft_p90_ms)} ms, TPOT {fmt(b.tpot_p90_ms)} ms){energy}")
+    _echo_token_costs(b)
     if res.best_colocated is not None and res.best_disaggregated is not None and res.disaggregated_saving_percent is not None:
         pct = res.disaggregated_saving_percent
         verdict = "same cost" if abs(pct) < 0.5 else f"{abs(pct):.0f}% {'cheaper' if pct > 0 else 'costlier'}"

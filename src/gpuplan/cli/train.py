@@ -89,10 +89,10 @@ def register(app: typer.Typer) -> None:
         master_weights: MasterWeights = MASTER_WEIGHTS,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
-            None, "--emit", help="Print only the best plan as a launch config: megatron, torchtitan or deepspeed "
+            None, "--emit", help="Print only the best plan as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext "
             "(the search runs that framework; docs/deploy.md)."),
         from_: Optional[str] = typer.Option(
-            None, "--from", help="Predict a launch config: a Megatron-LM command line, a torchtitan TOML or a "
+            None, "--from", help="Predict a launch config: a Megatron-LM, `nemo llm pretrain` or MaxText command line, a torchtitan TOML or a "
             "DeepSpeed JSON (with MODEL and --gpus), as text or a file path."),
     ) -> None:
         """Best parallelism plan, step time, MFU, days, GPU-hours, energy, cost and CO2 of a training run."""
@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
             print_json(result.to_dict())
             return
         _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
-                result.batch_note, result.goodput, result.evidence)
+                result.batch_note, result.goodput, result.evidence, result.plan_notes)
 
 
 def emit_text(text: str, target: str) -> None:
@@ -153,7 +153,7 @@ def _train_from(source, model, system, gpus, seq_len, tokens, flops, usd_per_gpu
 
 
 def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
-            evidence: dict | None = None) -> None:
+            evidence: dict | None = None, plan_notes: tuple[str, ...] = ()) -> None:
     st = est.step
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -192,6 +192,9 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
             state = "" if band["validated"] else " - band borrowed from a broader regime (too few public rows of its own)"
         console.print(f"80% band (cross-validated errors of {band['rows']} public rows, {band['regime']}): "
                       f"step {fmt(t0)} - {fmt(t1)} s, {fmt(d0)} - {fmt(d1)} days{state}")
+    if band.get("memory_per_gpu_gib") and not est.plan.fine_tuning.ordinary:
+        m0, m1 = band["memory_per_gpu_gib"]
+        console.print(f"80% band of the memory per GPU ({band['memory_regime']}): {fmt(m0)} - {fmt(m1)} GiB")
     if evidence:
         console.print(f"evidence: {evidence['note']}"
                       + (f"; nearest: {', '.join(r['id'] for r in evidence['rows'])}" if evidence["rows"] else ""))
@@ -208,6 +211,8 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
             console.print(f"note: {note}")
     elif batch_note:
         console.print(f"note: {batch_note}")
+    for note in plan_notes:
+        console.print(f"note: {note}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")
         for line in est.search.why_others_lose:

@@ -130,6 +130,17 @@ _DEFAULTS: tuple[Assumption, ...] = (
     Assumption("busy_activity_fraction", 1.0, "math-kernel activity of a node while it is busy (1 = nameplate maximum power)",
                f"conservative: nameplate maximum, as the seed's arithmetic uses ({_SEED}); a training run uses its own "
                "activity from the step time", "2024"),
+    Assumption("loaded_power_fraction_of_nameplate", 0.76,
+               "average node power while busy (training at full load), as a fraction of the node's nameplate "
+               "maximum; the energy of `dc power` / `dc tco` uses it (1 = nameplate), provisioning uses nameplate",
+               "Newkirk et al. 2025, 'Empirically-Calibrated H100 Node Power Models' (arXiv:2506.14551): even "
+               "computationally intensive training on 8-GPU H100 nodes runs at 76% of the 10.2 kW rating; Latif et "
+               "al. 2024 (arXiv:2412.08602): peak 8.4 kW (82%) training Llama2-13b on an 8x H100 HGX node",
+               "2025-06", max_value=1.0),
+    Assumption("energy_utilization_fraction", 0.7,
+               "fraction of the year a cluster is busy, for its average draw in `dc power` (`dc tco` and `plan` "
+               "take their --utilization)",
+               "gpuplan default, the same as `dc tco --utilization`'s", "2024"),
     # ---- reliability (facilities.goodput) ----------------------------------------------------
     Assumption("gpu_interruptions_per_gpu_hour", 419 / (54 * 24 * 16384),
                "unexpected job interruptions per GPU-hour (failures of GPUs, HBM, hosts, network, software)",

@@ -25,6 +25,23 @@ tens-of-megawatt swings of a 16k-GPU job between compute and communication phase
 of a node (one serving replica on 1 of 8 GPUs) is charged its share of the node's overhead and
 storage, gpus / gpus_per_node, as a per-GPU rental is; whole nodes are charged whole.
 Storage (a share per node) and fabric switches draw a constant power. 8760 h = 365 d x 24 h.
+
+A cluster's energy over a year (`estimate_power`, and the TCO's power bill from it) comes from a
+stated average draw, not nameplate 24/7. Provisioning (facility kW, racks, cooling, the facility
+build-out) stays at nameplate, the power the cluster may draw:
+
+    loaded_it_w  = n x L x node_w(1) + storage + switches       L = loaded_power_fraction_of_nameplate
+                 = n x node_w(k) + storage + switches           k = `loaded_activity_scale`
+    idle_it_w    = n x node_w(0) + storage + switches
+    average_it_w = idle_it_w + (loaded_it_w - idle_it_w) x u    u = utilisation (share of hours busy)
+    average_facility_w = average_it_w x PUE;  annual energy = average_facility_w x 8760 h
+
+L is measured: 8-GPU H100 nodes training at full load draw 76% of their 10.2 kW rating (Newkirk et
+al. 2025, arXiv:2506.14551; Latif et al. 2024, arXiv:2412.08602: peak 8.4 kW, 82%). L = 1 gives the
+nameplate figure (`--set loaded_power_fraction_of_nameplate=1`). A run (facilities.run_cost: a
+training run at its activity a, a day of serving at busy_activity_fraction) draws node_w(k a): full
+math-kernel activity is the measured loaded draw. The nameplate-24/7 keys
+(`annual_energy_kwh`, `annual_cost_usd`) keep their meaning beside the `average_*` ones.
 """
 
 from __future__ import annotations
@@ -182,6 +199,26 @@ class PowerEstimate:
     it_only_annual_cost_usd: float  # nodes + switches + storage at PUE 1 (the seed's view)
     grid_kg_co2_per_kwh: float
     annual_co2_tonnes: float
+    # the stated average draw (module docstring): utilisation, loaded fraction of nameplate, the draw and its year
+    utilization: float
+    loaded_power_fraction_of_nameplate: float
+    loaded_it_power_kw: float  # every node at L x nameplate, + switches + storage
+    average_it_power_kw: float
+    average_facility_power_kw: float
+    average_annual_energy_kwh: float
+    average_annual_cost_usd: float
+    average_annual_co2_tonnes: float
+
+
+def loaded_activity_scale(system: System, gpu: Gpu, assumptions: Assumptions = DEFAULT_ASSUMPTIONS) -> float:
+    """The activity at which a node draws the measured loaded power L x nameplate (module docstring):
+    node_w is linear in a, so k = (L x node_w(1) - node_w(0)) / (node_w(1) - node_w(0)), in [0, 1].
+    A workload at math-kernel activity a then draws node_w(k a) = node_w(0) + (L node_w(1) - node_w(0)) a:
+    full activity is the measured loaded draw, not nameplate."""
+    top, idle = node_power_w(system, gpu, 1.0, assumptions), node_power_w(system, gpu, 0.0, assumptions)
+    if top <= idle:
+        return 1.0
+    return min(1.0, max(0.0, (assumptions.loaded_power_fraction_of_nameplate * top - idle) / (top - idle)))
 
 
 def estimate_power(
@@ -193,9 +230,11 @@ def estimate_power(
     include_fabric: bool = True,
     include_storage: bool = True,
     activity: float | None = None,
+    utilization: float | None = None,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> PowerEstimate:
-    """`nodes` whole nodes (+ switches, + storage) at `activity` (default busy_activity_fraction) all year."""
+    """`nodes` whole nodes (+ switches, + storage) at `activity` (default busy_activity_fraction) all
+    year, and at the average draw of `utilization` (default energy_utilization_fraction; module docstring)."""
     if nodes < 1:
         raise InputError(f"nodes: must be >= 1, got {nodes}", field="nodes")
     a = assumptions.busy_activity_fraction if activity is None else activity
@@ -205,6 +244,13 @@ def estimate_power(
     idle = power_draw(system, gpu, gpus, 0.0, switches=switches, include_storage=include_storage, assumptions=assumptions)
     year = energy(busy.facility_power_w, HOURS_PER_YEAR, assumptions)
     nodes_w = busy.gpus_power_w + busy.node_overheads_power_w
+    u = assumptions.energy_utilization_fraction if utilization is None else utilization
+    if not (math.isfinite(u) and 0.0 <= u <= 1.0):
+        raise InputError(f"utilization: must be in [0, 1], got {u}", field="utilization")
+    loaded_w = power_draw(system, gpu, gpus, loaded_activity_scale(system, gpu, assumptions), switches=switches,
+                          include_storage=include_storage, assumptions=assumptions).it_power_w
+    average_w = idle.it_power_w + (loaded_w - idle.it_power_w) * u
+    average_year = energy(average_w * assumptions.pue, HOURS_PER_YEAR, assumptions)
     return PowerEstimate(
         nodes=nodes, activity_fraction=a, node_power_kw=nodes_w / nodes / 1e3, nodes_power_kw=nodes_w / 1e3,
         switches=switches, switch_power_kw=busy.switches_power_w / 1e3, storage_power_kw=busy.storage_power_w / 1e3,
@@ -213,4 +259,8 @@ def estimate_power(
         electricity_usd_per_kwh=assumptions.electricity_usd_per_kwh, annual_cost_usd=year.electricity_usd,
         it_only_annual_cost_usd=busy.it_power_w / 1e3 * HOURS_PER_YEAR * assumptions.electricity_usd_per_kwh,
         grid_kg_co2_per_kwh=assumptions.grid_kg_co2_per_kwh, annual_co2_tonnes=year.co2_tonnes,
+        utilization=u, loaded_power_fraction_of_nameplate=assumptions.loaded_power_fraction_of_nameplate,
+        loaded_it_power_kw=loaded_w / 1e3, average_it_power_kw=average_w / 1e3,
+        average_facility_power_kw=average_w * assumptions.pue / 1e3, average_annual_energy_kwh=average_year.energy_kwh,
+        average_annual_cost_usd=average_year.electricity_usd, average_annual_co2_tonnes=average_year.co2_tonnes,
     )

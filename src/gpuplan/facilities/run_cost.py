@@ -2,15 +2,17 @@
 serving (`plan --goal serve`, `serve plan`). One power model (`facilities.power`), one price lookup
 (`facilities.pricing`), one set of assumptions:
 
-    power      = power_draw(system, gpu, gpus, activity, switches, storage)   (average over the run)
+    power      = power_draw(system, gpu, gpus, k x activity, switches, storage)   (average over the run;
+                 k = power.loaded_activity_scale: full activity draws the measured loaded power,
+                 loaded_power_fraction_of_nameplate x nameplate, not nameplate)
     energy_kwh = power.facility_power_w / 1000 x hours                  (facility_power_w = IT x PUE)
     co2_kg     = energy_kwh x grid_kg_co2_per_kwh;  electricity_usd = energy_kwh x electricity_usd_per_kwh
     cost_usd   = gpu_hours x $/GPU-hour   (`facilities.pricing.gpu_hour_price`: given, else the cheapest
                                             on-demand catalog price, else the named assumption)
 
 Activity: a training run's comes from its step time (`TrainingEstimate.activity_fraction`); serving
-runs at `busy_activity_fraction` (1.0, nameplate: decode is memory-bound, but its kernels keep the
-GPU busy, and no measured serving power is modelled).
+runs at `busy_activity_fraction` (1.0: decode is memory-bound, but its kernels keep the GPU busy;
+no measured serving power is modelled, so a serving day draws the training-load figure).
 Fabric switches: the caller may pass the count of a sized cluster (`plan`); otherwise a training run
 sizes the rail-optimised fat tree of `facilities.fabric` for its nodes (none for one node), so
 `train` and `plan` count the same switches for the same run. Serving replicas (`serve plan`) are
@@ -20,12 +22,13 @@ independent and count no scale-out fabric.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.facilities.assumptions import DEFAULT_ASSUMPTIONS, Assumption, Assumptions
 from gpuplan.facilities.fabric import design_fabric
-from gpuplan.facilities.power import Energy, PowerDraw, energy, has_power_figures, power_draw
+from gpuplan.facilities.power import (Energy, PowerDraw, energy, has_power_figures, loaded_activity_scale,
+                                     power_draw)
 from gpuplan.facilities.pricing import gpu_hour_price, gpu_hours_cost_usd
 from gpuplan.specs import Gpu, System
 from gpuplan.workloads.training.totals import TrainingEstimate
@@ -65,7 +68,10 @@ def run_cost(
     cost = None if price is None else gpu_hours_cost_usd(gpus * hours, price.value)
     if not has_power_figures(system, gpu):
         return RunCost(None, None, price, cost, note=f"no tdp_w in the catalog for '{gpu.id}': energy not estimated")
-    power = power_draw(system, gpu, gpus, activity, switches=switches, assumptions=assumptions)
+    # full activity draws the measured loaded power, not nameplate (facilities.power.loaded_activity_scale)
+    power = power_draw(system, gpu, gpus, activity * loaded_activity_scale(system, gpu, assumptions), switches=switches,
+                       assumptions=assumptions)
+    power = replace(power, activity_fraction=float(activity))
     return RunCost(power, energy(power.facility_power_w, hours, assumptions), price, cost, note)
 
 

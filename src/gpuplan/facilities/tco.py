@@ -6,8 +6,10 @@ Capex (bought once):
     storage    = nodes * storage share
     facility   = IT kW (busy) * facility build-out $/kW
 Opex per year (at utilisation u, the fraction of hours the GPUs are busy):
-    power       = PUE * 8760 h * (IT kW idle + (IT kW busy - IT kW idle) * u) * $/kWh
-                  (IT kW busy / idle: `facilities.power` at busy_activity_fraction / at activity 0)
+    power       = PUE * 8760 h * (IT kW idle + (IT kW loaded - IT kW idle) * u) * $/kWh
+                  = the cluster's average draw over the year (`facilities.power`: loaded = nodes at
+                  loaded_power_fraction_of_nameplate x nameplate, the measured draw of training; idle at
+                  activity 0; the facility build-out is sized at nameplate IT kW)
     maintenance = maintenance fraction * (systems + network + storage)
     space       = racks * 12 * $/rack-month;  staff (optional)
 Residual value at the end of `years`:
@@ -62,6 +64,13 @@ class TcoEstimate:
     breakeven_months: float | None
     breakeven_utilization: float | None
     notes: tuple[str, ...]
+    #: who offers the reserved price above and on what term ("gcp a3-highgpu-8g, 1-year reserved"),
+    #: and whether it is the headline on-demand price's own provider (like for like)
+    cloud_reserved_label: str | None = None
+    cloud_reserved_same_provider: bool | None = None
+    #: the cluster against every catalog offer of its GPU, one row per provider and term
+    #: (facilities.cloud_comparison.CloudOption)
+    cloud_comparison: tuple = ()
 
 
 def estimate_tco(
@@ -94,7 +103,8 @@ def estimate_tco(
 
     # electricity of a year idle, and the extra of a year busy (facilities.power: one model, one PUE and $/kWh)
     power_fixed = energy(power.idle_it_power_kw * 1e3 * a.pue, HOURS_PER_YEAR, a).electricity_usd
-    power_variable = energy((power.it_power_kw - power.idle_it_power_kw) * 1e3 * a.pue, HOURS_PER_YEAR, a).electricity_usd
+    power_variable = energy((power.loaded_it_power_kw - power.idle_it_power_kw) * 1e3 * a.pue, HOURS_PER_YEAR,
+                            a).electricity_usd
     opex = {
         "power": power_fixed + power_variable * utilization,
         "maintenance": a.maintenance_fraction_per_year * hardware,

@@ -10,6 +10,7 @@ from pathlib import Path
 from gpuplan.errors import InputError, unknown_id
 from gpuplan.input_files import input_stat, path_kind
 from gpuplan.models.hf_config import model_from_hf_config, read_config_file
+from gpuplan.models.hub_ids import hub_id_of_source, hub_key
 from gpuplan.specs.model import ModelSpec
 
 _DATA = "catalog/data/models"
@@ -31,18 +32,26 @@ def bundled_model_names() -> list[str]:
 
 @lru_cache(maxsize=1)
 def _hub_aliases() -> dict[str, str]:
-    """Hugging Face repo ids of the bundled configs -> bundled name.
+    """Hugging Face repo keys (`models.hub_ids.hub_key`) of the bundled configs -> bundled name.
 
-    A bundled file `meta-llama--Llama-2-7b-hf.json` answers to `meta-llama/Llama-2-7b-hf` and to
-    `meta-llama--Llama-2-7b-hf` (case-insensitive), so users can name models as the Hub does,
-    offline."""
+    A bundled file `meta-llama--Llama-2-7b-hf.json` answers to `meta-llama/Llama-2-7b-hf`, to
+    `meta-llama--Llama-2-7b-hf` and to its huggingface.co URL (case-insensitive), and so does the repo
+    id of its source URL, so users can name models as the Hub does, offline."""
     aliases: dict[str, str] = {}
     for name, entry in _index().items():
-        stem = Path(entry["file"]).stem.lower()
-        if "--" in stem:
-            aliases[stem] = name
-            aliases[stem.replace("--", "/", 1)] = name
+        for text in (Path(entry["file"]).stem, hub_id_of_source(entry.get("source"))):
+            key = hub_key(text) if text and ("--" in text or "/" in text) else None
+            if key:
+                aliases.setdefault(key, name)
     return aliases
+
+
+def bundled_name_for_hub_id(text: str) -> str | None:
+    """The bundled model a Hugging Face repo id (or `org--name`, or a huggingface.co URL) names;
+    None when the text is not a repo id or no bundled model came from it. THE resolver of Hub ids
+    (models.hub_ids for the rule; used by `load_model`, PEFT adapter configs and interfaces.deploy)."""
+    key = hub_key(text)
+    return _hub_aliases().get(key) if key else None
 
 
 def bundled_model_source(name: str) -> str:
@@ -66,8 +75,8 @@ def load_model(name_or_path: str) -> ModelSpec:
         return _load_bundled(key.lower())
     path = Path(key).expanduser() if key and "\x00" not in key else None
     kind = path_kind(path) if path is not None else None  # None: nothing there (or a name too long to be a path)
-    if kind is None and key.lower() in _hub_aliases():
-        return _load_bundled(_hub_aliases()[key.lower()])
+    if kind is None and (hub_name := bundled_name_for_hub_id(key)) is not None:
+        return _load_bundled(hub_name)
     if kind == "folder":
         cfg_path = path / "config.json"
         if path_kind(cfg_path) is None:

@@ -20,6 +20,8 @@ class CloudPrice(SourcedSpec):
     gpus: int = Field(gt=0)
     usd_per_gpu_hour: float = Field(gt=0)  # on-demand unless `pricing_model` says otherwise
     reserved_usd_per_gpu_hour: float | None = Field(default=None, gt=0)
+    #: the reservation's term as the source states it ("1-year", "3-year"); None: not stated
+    reserved_term: str | None = None
     region: str | None = None
     date: str  # ISO date the price was read
     name: str = ""

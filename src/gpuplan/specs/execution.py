@@ -41,6 +41,17 @@ class Framework(str, Enum):
             return ContextParallelMethod.TORCH_ALLGATHER
         return ContextParallelMethod.P2P_RING
 
+    @property
+    def overlaps_tp_backward(self) -> bool:
+        """Whether the stack hides backward tensor-parallel collectives behind the weight-gradient
+        GEMM. Megatron-core's `LinearWithGradAccumulationAndAsyncCommunication` launches the
+        input-gradient all-reduce / reduce-scatter asynchronously and runs the wgrad GEMM while it
+        flies (Megatron-DeepSpeed and NeMo inherit it). torchtitan's vanilla TP (DTensor
+        ColwiseParallel / RowwiseParallel) issues each redistribute in order and waits on it: its only
+        overlap is async TP (`parallelism.enable_async_tensor_parallel`, default False,
+        torchtitan/config/configs.py; inductor's `_micro_pipeline_tp`), which gpuplan does not plan."""
+        return self is not Framework.TORCHTITAN
+
 
 class ContextParallelMethod(str, Enum):
     """K/V exchange of context-parallel attention (formulas: `workloads.training.step.context`)."""

@@ -19,7 +19,9 @@
   never a 500 or a traceback.
 - Local means local: a request whose Host header is not the bound host:port is refused (403;
   DNS-rebinding defence); no CORS headers are sent, so other origins cannot read answers.
-- Pages: GET `/`, `/plan`, `/train`, ... (pages.PAGES), one HTML shell + static/app.js.
+- Pages: GET `/`, `/plan`, `/train`, ... (pages.PAGES), one HTML shell + static/app.js; GET `/docs`:
+  Swagger UI over `/openapi.json`, from bundled files (DOCS_ASSETS). No page loads anything from
+  another host (tests/web/test_offline.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any, Callable, Iterable, Optional
 from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from pydantic import ConfigDict, ValidationError, create_model
 
 from gpuplan import api
@@ -51,6 +54,8 @@ MAX_BODY_BYTES = 2**20
 #: longest X-Gpuplan-Command header (servers refuse headers past ~8 KiB in all)
 MAX_HEADER_CHARS = 2000
 STATIC = Path(__file__).parent / "static"
+#: where /docs's Swagger UI files (swagger-ui-bundle.js, swagger-ui.css, favicon.png; fastapi-offline's copies) are served
+DOCS_ASSETS = "/static-docs"
 log = logging.getLogger("gpuplan.web")
 
 
@@ -236,9 +241,12 @@ def create_app(host: str = "127.0.0.1", port: int = 8000, *, extra_hosts: Iterab
     """The app for a server bound to host:port; requests naming another Host are refused."""
     names = {host} | ({"localhost", "127.0.0.1"} if host in ("127.0.0.1", "localhost") else set())
     allowed = frozenset({f"{n}:{port}" for n in names} | ({*names} if port == 80 else set()) | set(extra_hosts))
-    app = FastAPI(title="gpuplan", description="gpuplan's HTTP API: each endpoint answers exactly the JSON of the "
-                  "`gpuplan` command of the same name with --json (both come from gpuplan.api).",
-                  version=getattr(__import__("gpuplan"), "__version__", "0"))
+    # /docs: Swagger UI from the files fastapi-offline ships (DOCS_ASSETS), never a CDN; no ReDoc (its
+    # sidebar loads a logo from cdn.redoc.ly) and no validator badge (validatorUrl: validator.swagger.io)
+    app = FastAPIOffline(title="gpuplan", description="gpuplan's HTTP API: each endpoint answers exactly the JSON of the "
+                         "`gpuplan` command of the same name with --json (both come from gpuplan.api).",
+                         version=getattr(__import__("gpuplan"), "__version__", "0"), redoc_url=None,
+                         static_url=DOCS_ASSETS, swagger_ui_parameters={"validatorUrl": None})
 
     @app.middleware("http")
     async def local_only(request: Request, call_next):

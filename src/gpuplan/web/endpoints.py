@@ -17,7 +17,7 @@ Fields that name a model or a dataset (PATH_FIELDS) take bundled names only: the
 config.json or a CSV from a path there, which over HTTP would read the server's disk (app.py
 refuses such a value).
 
-Parameters that would make the server read or write a path it was given (`plot`, `file`, `path`),
+Parameters that would make the server read or write a path it was given (`plot`, `file`, `path`, `adapter`),
 old spellings of renamed options and Python-only arguments (`progress`, a TrainPlan) are not
 offered. `command(endpoint, fields)` writes the `gpuplan ...` line that prints the same JSON.
 """
@@ -43,7 +43,7 @@ TextList = Annotated[list[Text], Field(max_length=MAX_LIST_ITEMS)]
 PATH_FIELDS = frozenset({"model", "draft_model", "lengths"})
 
 #: parameters never offered over HTTP (module docstring)
-HIDDEN = frozenset({"progress", "plan", "plot", "file", "path", "grid_kg_per_kwh", "price_kwh"})
+HIDDEN = frozenset({"progress", "plan", "plot", "file", "path", "adapter", "grid_kg_per_kwh", "price_kwh"})
 
 #: the shared plan options of `fit *` (api.fit_* take them as **plan_kw; cli/fit.py lists them)
 FIT_PLAN_FIELDS: dict[str, tuple[Any, Any]] = {
@@ -66,6 +66,10 @@ class Endpoint:
     positional: tuple[str, ...] = ()
     flags: dict[str, str] = field(default_factory=dict)
     extra: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    #: the command's words when they differ from the path's (`train/config` is `gpuplan train ... --emit T`)
+    cli_words: tuple[str, ...] | None = None
+    #: whether the command line ends in --json (an emitted config is printed as text)
+    json_flag: bool = True
 
     @property
     def path(self) -> str:
@@ -125,6 +129,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(("serve", "plan"), "serve_plan", positional=("model",),
              flags={"gpus": "--gpu", "overrides": "--set", "prefill_gpus": "--prefill-gpu", "decode_gpus": "--decode-gpu"}),
     Endpoint(("serve", "frontier"), "serve_frontier", positional=("model",)),
+    # the emitted launch configs (interfaces.api.launch_configs): `gpuplan train|serve run|serve plan ... --emit T`
+    Endpoint(("train", "config"), "train_config", positional=("model",), flags={"overrides": "--set", "target": "--emit"},
+             cli_words=("train",), json_flag=False),
+    Endpoint(("serve", "run", "config"), "serve_run_config", positional=("model",), flags={"target": "--emit"},
+             cli_words=("serve", "run"), json_flag=False),
+    Endpoint(("serve", "plan", "config"), "serve_plan_config", positional=("model",),
+             flags={"gpus": "--gpu", "overrides": "--set", "prefill_gpus": "--prefill-gpu", "decode_gpus": "--decode-gpu",
+                    "target": "--emit"}, cli_words=("serve", "plan"), json_flag=False),
     Endpoint(("comm",), "comm", positional=("collective",)),
     Endpoint(("model", "show"), "model_show", positional=("model",)),
     Endpoint(("model", "list"), "model_list"),
@@ -169,7 +181,7 @@ def command(endpoint: Endpoint, values: dict[str, Any], *, file_arg: str | None 
     """The `gpuplan ... --json` line printing the same JSON as `endpoint` answers for `values`
     (only values that differ from the default are written; `file_arg` is an uploaded file's name)."""
     fields = endpoint.fields()
-    words = ["gpuplan", *endpoint.words]
+    words = ["gpuplan", *(endpoint.cli_words or endpoint.words)]
     if file_arg is not None:
         words.append(file_arg)
     for name in endpoint.positional:
@@ -198,5 +210,6 @@ def command(endpoint: Endpoint, values: dict[str, Any], *, file_arg: str | None 
                 words.extend([flag, _text(x)])
         else:
             words.extend([flag, _text(v)])
-    words.append("--json")
+    if endpoint.json_flag:
+        words.append("--json")
     return shlex.join(words)

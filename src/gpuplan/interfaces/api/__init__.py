@@ -22,6 +22,7 @@ from gpuplan.interfaces.api.deploy import (
     emit_fit, emit_plan_training, emit_serve, emit_train, serve_engine_for, serve_run_from, train_from, train_options_for,
     written_for,
 )
+from gpuplan.interfaces.api.launch_configs import serve_plan_config, serve_run_config, train_config
 from gpuplan.interfaces.api.formats import (
     formats_compare, formats_decode, formats_encode, formats_matmul, formats_table,
 )
@@ -60,7 +61,7 @@ __all__ = [
     "formats_table", "formats_compare", "formats_encode", "formats_decode", "formats_matmul",
     "memory_headroom",
     "emit_train", "emit_fit", "emit_plan_training", "emit_serve", "train_from", "serve_run_from", "train_options_for",
-    "serve_engine_for", "written_for",
+    "serve_engine_for", "written_for", "train_config", "serve_run_config", "serve_plan_config",
 ]
 
 # Every function above checks its numeric arguments with the CLI's rules and messages at the call

@@ -13,6 +13,7 @@ command of a framework or engine (`emit_*`), and read a user's own config back i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from gpuplan.interfaces.api._common import (
     widest_system,
 )
 from gpuplan.interfaces.deploy import (
+    BENCH_TARGETS,
+    ENGINE_OF_BENCH,
     ENGINE_OF_TARGET,
     FINETUNE_TARGETS,
     FRAMEWORK_OF_TARGET,
@@ -57,6 +60,13 @@ def train_options_for(target: str, framework: str | None) -> dict:
     error) and the search limits of the plans its config can state."""
     target = check_target(target, training_targets())
     fw = FRAMEWORK_OF_TARGET.get(target)
+    if framework is not None:
+        from gpuplan.specs.execution import Framework
+
+        names = [f.value for f in Framework]
+        if str(framework).lower() not in names:
+            raise InputError(f"--framework: '{framework}' is not one of {', '.join(names)}", field="framework",
+                             allowed=", ".join(names))
     if framework is not None and fw is not None and str(framework).lower() != fw:
         raise InputError(f"--framework: {framework} runs differently from --emit {target}'s {fw}; give --framework {fw} "
                          "or leave it out", field="framework", allowed=fw)
@@ -70,11 +80,46 @@ def _training_launch(target: str, model, plan, gpus: int, steps: int | None) -> 
 
 def _emit_training(launch: TrainingLaunch, system, header: str) -> str:
     module = training_module(launch.target)
-    if launch.target == "megatron":
-        return module.emit(launch, resolve_system(system).gpus_per_node, header)
-    if launch.target == "deepspeed":
-        return module.emit(launch)
-    return module.emit(launch, header)
+    if launch.plan.fine_tuning.adapters and launch.target not in FINETUNE_TARGETS:
+        names = ", ".join(FINETUNE_TARGETS)
+        raise InputError(f"--emit {launch.target}: its config states no LoRA / QLoRA adapters; for --finetune "
+                         f"{launch.plan.fine_tuning.method.value} give --emit {names.replace(', ', ' or ')}",
+                         field="emit", allowed=names)
+    if launch.target in ("megatron", "nemo"):
+        text = module.emit(launch, resolve_system(system).gpus_per_node, header)
+    elif launch.target == "deepspeed":
+        return module.emit(launch)  # JSON: no comments
+    else:
+        text = module.emit(launch, header)
+    first, _, rest = text.partition("\n")
+    return first + "\n" + measure_comment(launch, resolve_system(system).id) + rest
+
+
+#: training target -> the `calibrate import` KIND reading its log, and the lines it keeps
+LOG_LINES = {
+    "megatron": ("megatron", "'iteration N/M | ... | elapsed time per iteration (ms): ..' (and, with --log-throughput, "
+                 "'throughput per GPU (TFLOP/s/GPU)'); '[Rank N] ... memory (MB)'"),
+    "nemo": ("nemo", "'Training epoch E, iteration N/M | ... | train_step_timing in s: ..'"),
+    "torchtitan": ("torchtitan", "'step: N  loss: ..  memory: ..GiB(..%)  tps: ..  tflops: ..  mfu: ..%'"),
+    "maxtext": ("maxtext", "'completed step: N, seconds: .., TFLOP/s/device: .., Tokens/s/device: ..'"),
+}
+
+
+def measure_comment(launch: TrainingLaunch, system_name: str) -> str:
+    """Comment lines after a training config's header: the log lines to keep and the `calibrate import`
+    command (with the run's columns as --set) that turns them into rows (docs/deploy.md, the loop)."""
+    if launch.target not in LOG_LINES:
+        return ""
+    kind, lines = LOG_LINES[launch.target]
+    m, p = launch.model, launch.plan
+    cols = {"model": m.name, "layers": m.layers, "hidden": m.hidden, "heads": m.heads, "kv_heads": m.kv_heads,
+            "ffn": m.ffn, "ffn_kind": m.ffn_kind.value, "vocab": m.vocab, "seq_len": p.seq_len, "system": system_name,
+            "num_gpus": launch.gpus, "tp": p.tp, "pp": p.pp, "dp": p.dp, "cp": p.cp, "micro_batch": p.micro_batch,
+            "global_batch": p.global_batch or p.micro_batch * p.dp, "recompute": p.recompute.value,
+            "sharding": p.sharding.value, "precision": getattr(p.precision, "value", p.precision)}
+    sets = " ".join(f"--set {k}={v}" for k, v in cols.items())
+    return (f"# measure: keep rank 0's log (| tee train.log); `gpuplan calibrate import {kind}` reads its {lines} lines:\n"
+            f"#   gpuplan calibrate import {kind} train.log {sets} --out measured.csv\n")
 
 
 def emit_train(result, target: str, system) -> str:
@@ -122,27 +167,42 @@ def source_text(source: str) -> str:
 
 
 def training_format(text: str) -> str:
-    """megatron (a pretrain_gpt.py command), torchtitan (a TOML with [parallelism]/[training]) or deepspeed (JSON)."""
+    """megatron (a pretrain_gpt.py command), nemo (`nemo llm pretrain`), maxtext (MaxText's train module),
+    torchtitan (a TOML with [parallelism]/[training]) or deepspeed (JSON)."""
     stripped = text.lstrip()
     if "pretrain_gpt" in text:
         return "megatron"
+    if re.search(r"\bnemo\s+llm\s+pretrain\b", text):
+        return "nemo"
+    if re.search(r"(pre_train\.train|MaxText\.train|[Mm]ax[Tt]ext/train\.py)\b", text):
+        return "maxtext"
+    if "LoraConfig(" in text:
+        return "peft"
+    if re.search(r"_component_:\s*torchtune\.models\.", text):
+        return "torchtune"
     if stripped.startswith("{"):
         return "deepspeed"
     if "[training]" in text or "[parallelism]" in text or "[model]" in text:
         return "torchtitan"
-    raise InputError("from: not a Megatron-LM command line (pretrain_gpt.py), a torchtitan TOML or a DeepSpeed JSON",
-                     field="from", allowed="megatron, torchtitan, deepspeed")
+    raise InputError("from: not a Megatron-LM command line (pretrain_gpt.py), a `nemo llm pretrain` command, a MaxText "
+                     "train command, a torchtitan TOML, a DeepSpeed JSON, a torchtune recipe config or a PEFT / TRL script",
+                     field="from",
+                     allowed="megatron, nemo, maxtext, torchtitan, deepspeed, torchtune, peft")
 
 
 def read_training(source: str, *, model=None, gpus: int | None = None, seq_len: int | None = None) -> TrainingLaunch:
     """The TrainingLaunch a training config states (DeepSpeed needs `model` and `gpus`; `seq_len`
     defaults to the model's training default there)."""
-    from gpuplan.interfaces.deploy import deepspeed, megatron, torchtitan
+    from gpuplan.interfaces.deploy import deepspeed, megatron, nemo, torchtitan
 
     text = source_text(source)
     fmt = training_format(text)
     if fmt == "megatron":
         return megatron.read(text, resolve_model(model) if model is not None else None)
+    if fmt == "nemo":
+        return nemo.read(text, resolve_model(model) if model is not None else None)
+    if fmt in ("maxtext", "torchtune", "peft"):
+        return training_module(fmt).read(text, resolve_model(model) if model is not None else None, gpus)
     if fmt == "torchtitan":
         return torchtitan.read(text, resolve_model(model) if model is not None else None, gpus)
     if model is None or gpus is None:
@@ -210,6 +270,12 @@ def serve_engine_for(target: str, engine: str | None) -> str:
     """The engine profile `serve ... --emit TARGET` runs: the target's (a different --engine is an
     error); k8s runs the --engine given, which must be one of the engine targets'."""
     target = check_target(target, SERVING_TARGETS)
+    if target in BENCH_TARGETS:
+        wanted = ENGINE_OF_BENCH[target]
+        if engine is not None and engine not in (wanted, "generic"):
+            raise InputError(f"--engine: --emit {target} measures {wanted}; give --engine {wanted} or leave it out",
+                             field="engine", allowed=wanted)
+        return wanted
     if target == "k8s":
         allowed = ", ".join(ENGINE_OF_TARGET.values())
         if engine not in ENGINE_OF_TARGET.values():
@@ -254,9 +320,40 @@ def emit_serve(result, target: str, system=None) -> str:
     if len(pools) > 1:
         raise InputError(f"--emit {target}: a disaggregated plan is one command per pool; give --emit k8s for its "
                          "manifests", field="emit", allowed="k8s")
-    _, launch, replicas, _, what = pools[0]
+    _, launch, replicas, node, what = pools[0]
+    if target in BENCH_TARGETS:
+        from gpuplan.interfaces.deploy import bench
+
+        # the system the replica runs in (its node: NVLink or PCIe TP all-reduce), as calibrate's rows name it
+        return bench.emit(target, _workload(result, replicas), launch, node.id, f"; gpuplan {what}")
     header = f"; gpuplan {what}" + (f"; {replicas} replicas of this command" if replicas > 1 else "")
     return serving_module(engine_target).emit(launch, header)
+
+
+def _workload(result, replicas: int):
+    """The load and lengths one replica of a serve result ran (interfaces.deploy.bench.Workload)."""
+    from gpuplan.interfaces.api.serving import CapacityResult
+    from gpuplan.interfaces.deploy import bench
+
+    if isinstance(result, CapacityResult):
+        w = result.workload or {}
+        if result.features or not w:
+            raise InputError("emit: the benchmarks' random datasets draw fixed lengths; this plan runs other lengths, "
+                             "speculation or a prefix cache", field="emit")
+        return bench.workload(w["rate"] / replicas, None, w["input_len"], w["output_len"])
+    r = result.report
+    fixed = f"input_dist=fixed:{r.input_len}, output_dist=fixed:{r.output_len}"
+    if (r.lengths and r.lengths != fixed) or r.spec_tokens or r.prefix_hit_rate:
+        raise InputError("emit: the benchmarks' random datasets draw fixed lengths with no speculation or prefix "
+                         "cache; this prediction runs " + (r.lengths or "other features"), field="emit")
+    concurrency = None
+    if result.offered_rate is None:
+        words = str(r.load).split()
+        if words[:2] != ["closed", "loop"]:
+            raise InputError(f"emit: the benchmarks measure a rate or a concurrency, not {r.load}", field="emit",
+                             allowed="rate, concurrency")
+        concurrency = int(words[2])
+    return bench.workload(result.offered_rate, concurrency, r.input_len, r.output_len)
 
 
 def _pools(result, node_given=None) -> list[tuple]:

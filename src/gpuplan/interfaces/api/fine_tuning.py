@@ -62,6 +62,24 @@ def fine_tuning_spec(value: FineTuning | dict[str, Any] | None) -> FineTuning:
         raise InputError(f"{_option(field)}: {msg}", field=_OPTION.get(field, field)) from None
 
 
+#: sequences per optimizer step of a fine-tuning plan given no --global-batch / --grad-accum:
+#: artidoro/qlora qlora.py TrainingArguments, per_device_train_batch_size 1 x gradient_accumulation_steps
+#: 16 (the QLoRA paper's scripts); rounded up to a multiple of micro-batch x dp
+FINETUNE_GLOBAL_BATCH = 16
+
+
+def fine_tuning_global_batch(micro_batch: int, dp: int) -> int:
+    """FINETUNE_GLOBAL_BATCH rounded up to a multiple of micro-batch x dp (Megatron-core's rule:
+    global % (micro x dp) == 0), at least one micro-batch per GPU."""
+    unit = micro_batch * dp
+    return unit * max(1, -(-FINETUNE_GLOBAL_BATCH // unit))
+
+
+def fine_tuning_batch_note(global_batch: int, micro_batch: int, dp: int) -> str:
+    return (f"global batch {global_batch:,} sequences: qlora.py's {FINETUNE_GLOBAL_BATCH} per step (1 per GPU x 16 "
+            f"accumulated) as a multiple of micro-batch {micro_batch} x dp {dp} (set --global-batch or --grad-accum)")
+
+
 def batch_with_grad_accum(micro_batch: int, dp: int, global_batch: int | None, grad_accum: int | None) -> int | None:
     """The global batch (sequences per step) from `--grad-accum` and / or `--global-batch`."""
     if grad_accum is None:
@@ -75,4 +93,5 @@ def batch_with_grad_accum(micro_batch: int, dp: int, global_batch: int | None, g
     return implied
 
 
-__all__ = ["batch_with_grad_accum", "fine_tuning_spec"]
+__all__ = ["FINETUNE_GLOBAL_BATCH", "batch_with_grad_accum", "fine_tuning_batch_note", "fine_tuning_global_batch",
+           "fine_tuning_spec"]

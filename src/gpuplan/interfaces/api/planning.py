@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from gpuplan.interfaces.api._common import DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, parse_enum
+from gpuplan.interfaces.api.fine_tuning_plan import FineTunePlanResult, plan_fine_tuning
 from gpuplan.interfaces.api.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
 from gpuplan.specs import ModelSpec, System
 
@@ -44,7 +45,7 @@ class PlanResult(Result):
 
 def plan(
     model: str | ModelSpec = DEFAULT_MODEL,
-    system: str | System = DEFAULT_SYSTEM,
+    system: str | System | None = None,
     *,
     goal: str = "train",
     tokens: str | float = "300B",
@@ -67,14 +68,25 @@ def plan(
     seq_len: int | None = None,
     global_batch: int | None = None,
     progress=None,
-) -> PlanResult:
+    lora_rank: int | None = None,
+    lora_targets: str | None = None,
+) -> PlanResult | FineTunePlanResult:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs
-    cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 within 30 days.
-    `progress(stage, fraction)`: called as GPU counts are tried."""
+    cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 (`system` None)
+    within 30 days. `progress(stage, fraction)`: called as GPU counts are tried.
+
+    `goal="finetune"`: full fine-tuning, LoRA and QLoRA (`lora_rank`, `lora_targets`) compared on
+    hardware from a 24 GB card to a DGX for `tokens` (api.fine_tuning_plan; `system` and `gpus`
+    replace the hardware ladder, `cloud_usd_per_gpu_hour` the catalog prices)."""
     from gpuplan.facilities.assumptions import merge_alias
     from gpuplan.interfaces.planning.plan import Goal, plan as plan_cluster
 
     goal_enum = parse_enum(Goal, goal, "goal")
+    if goal_enum is Goal.FINETUNE:
+        return plan_fine_tuning(model, tokens, system=None if system is None else _system_id(system), gpus=gpus,
+                                seq_len=seq_len, global_batch=global_batch, lora_rank=lora_rank, lora_targets=lora_targets,
+                                usd_per_gpu_hour=cloud_usd_per_gpu_hour, progress=progress)
+    system = DEFAULT_SYSTEM if system is None else system
     rep = plan_cluster(goal_enum, model, _system_id(system), tokens=count(tokens, "tokens"), gpus=gpus,
                        target_days=days, rate_per_s=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                        output_len=output_len, years=years, utilization=utilization,
@@ -141,9 +153,11 @@ def dc_power(system: str | System = DEFAULT_SYSTEM, nodes: int | None = None, *,
              electricity_usd_per_kwh: float | None = None, pue: float | None = None,
              grid_kg_co2_per_kwh: float | None = None, fabric: bool = True, storage: bool = True,
              overrides: Overrides = None, price_kwh: float | None = None,
-             grid_kg_per_kwh: float | None = None) -> ClusterResult:
-    """IT and facility power, annual energy, electricity cost and CO2 (`price_kwh` and
-    `grid_kg_per_kwh` are the old spellings of `electricity_usd_per_kwh` and `grid_kg_co2_per_kwh`)."""
+             grid_kg_per_kwh: float | None = None, utilization: float | None = None) -> ClusterResult:
+    """IT and facility power, annual energy, electricity cost and CO2, at nameplate all year and at
+    the average draw of `utilization` (default the assumption energy_utilization_fraction;
+    facilities.power). `price_kwh` and `grid_kg_per_kwh` are the old spellings of
+    `electricity_usd_per_kwh` and `grid_kg_co2_per_kwh`."""
     from gpuplan.facilities.assumptions import merge_alias
     from gpuplan.interfaces.planning.plan import size_cluster
 
@@ -153,7 +167,7 @@ def dc_power(system: str | System = DEFAULT_SYSTEM, nodes: int | None = None, *,
         electricity_usd_per_kwh=merge_alias(electricity_usd_per_kwh, price_kwh, "--electricity-usd-per-kwh", "--price-kwh"),
         grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh, "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh"))
     rep = size_cluster(_system_id(system), n, scalable_units=su, include_fabric=fabric, include_storage=storage,
-                       with_tco=False, assumptions=a)
+                       with_tco=False, utilization=utilization, assumptions=a)
     return ClusterResult(rep, "power")
 
 

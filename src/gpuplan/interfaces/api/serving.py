@@ -159,6 +159,7 @@ def serve_run(
     mtp: int = 0,
     prefix_hit_rate: float = 0.0,
     prefix_cache_tokens: int | None = None,
+    usd_per_gpu_hour: float | None = None,
 ) -> ServeResult:
     """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated); `ep`
     experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment).
@@ -168,7 +169,8 @@ def serve_run(
     `engine`: the serving engine whose defaults run (workloads.inference.engines: its scheduler, KV
     memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
     `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
-    override the engine's (`serving_engine`)."""
+    override the engine's (`serving_engine`). `usd_per_gpu_hour`: the GPU's price (default: the
+    cheapest catalog cloud price, facilities.pricing; none known: no cost keys)."""
     from gpuplan.interfaces.validation.regimes import serving_regime
     from gpuplan.workloads.inference.cost.deployment import Deployment
     from gpuplan.workloads.inference.plan.service import serve_estimate
@@ -189,9 +191,13 @@ def serve_run(
     if lens is not None:  # the memory fit and static token budget use the mean lengths
         input_len = max(1, round(lens_mean(lens, "input")))
         output_len = max(1, round(lens_mean(lens, "output")))
+    from gpuplan.facilities.pricing import gpu_hour_price
+
+    price = gpu_hour_price(gpu_spec, usd_per_gpu_hour, required=False)
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
                                       concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
-                                      lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile),
+                                      lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile,
+                                      usd_per_gpu_hour=None if price is None else price.value),
                        rate if concurrency is None and batch is None else None, spec.moe is not None, profile, spec,
                        regime=serving_regime(gpu_spec, profile.name, spec.moe is not None, weight_dtype))
 
@@ -221,6 +227,8 @@ class CapacityResult(Result):
     profile: Any = None; model_spec: Any = None; weight_dtype: str = "bf16"; kv_dtype: str = "bf16"  # noqa: E702
     #: the best layout's regime against the public rows (error_bands.regime_summary): validated or not, and why
     best_regime: dict | None = None
+    #: the load and lengths the plan was sized for ({rate, input_len, output_len}): `--emit vllm-bench` & co.
+    workload: dict | None = None
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -364,7 +372,7 @@ def serve_plan(
     best_regime = regime_summary("inference", serving_regime(g, profile.name, spec.moe is not None, weight_dtype))
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
                           _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype,
-                          best_regime=best_regime)
+                          best_regime=best_regime, workload={"rate": rate, "input_len": input_len, "output_len": output_len})
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)

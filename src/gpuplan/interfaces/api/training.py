@@ -28,7 +28,9 @@ from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
     resolve_gpu, resolve_model, resolve_system, system_and_gpu,
 )
-from gpuplan.interfaces.api.fine_tuning import batch_with_grad_accum, fine_tuning_spec
+from gpuplan.interfaces.api.fine_tuning import (
+    batch_with_grad_accum, fine_tuning_batch_note, fine_tuning_global_batch, fine_tuning_spec,
+)
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
@@ -87,6 +89,8 @@ class TrainResult(Result):
     #: the prediction's regime (interfaces.validation.regimes.training_regime): widens the band
     #: where no public row shares its hardware generation, framework, architecture or precision
     regime: Any = None
+    #: how a fine-tuning plan's unset options were chosen (its batch, activation checkpointing)
+    plan_notes: tuple[str, ...] = ()
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -103,6 +107,7 @@ class TrainResult(Result):
             "tokens_per_step": st.tokens_per_step,
             "global_batch_default": self.batch_note is not None,
             "global_batch_note": self.batch_note,
+            "plan_notes": list(self.plan_notes),
             "tokens_per_s": st.tokens_per_s,
             "tokens_per_s_per_gpu": st.tokens_per_s_per_gpu,
             "tflops_per_gpu_model": st.tflops_per_gpu_model,
@@ -185,8 +190,10 @@ def _constrained_space(space, gpus: int, degrees: dict[str, Any]):
 
 
 def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
-                degrees: dict[str, Any], fine_tuning: FineTuning = FineTuning(), grad_accum: int | None = None) -> TrainPlan:
-    """The one plan `train` evaluates when any degree is given (module docstring defaults)."""
+                degrees: dict[str, Any], fine_tuning: FineTuning = FineTuning(), grad_accum: int | None = None,
+                framework: Framework = Framework.MEGATRON) -> TrainPlan:
+    """The one plan `train` evaluates when any degree is given (module docstring defaults), run by
+    `framework` (the plan carries it: the memory model reads the plan's framework)."""
     from gpuplan.workloads.training.plan_search import default_global_batch
 
     d = {k: v for k, v in degrees.items() if v is not None}
@@ -197,7 +204,8 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
         raise InputError(f"--gpus {gpus} is not a multiple of tp x pp x cp = {tp * pp * cp}", field="gpus")
     dp = d.get("dp", gpus // (tp * pp * cp))
     mb = d.get("micro_batch", 1)
-    gb = batch_with_grad_accum(mb, dp, global_batch, grad_accum) or default_global_batch(seq_len, dp, mb)
+    gb = batch_with_grad_accum(mb, dp, global_batch, grad_accum) or (
+        default_global_batch(seq_len, dp, mb) if fine_tuning.ordinary else fine_tuning_global_batch(mb, dp))
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=d.get("ep", 1), etp=d.get("etp"), vpp=d.get("vpp", 1), micro_batch=mb,
@@ -205,7 +213,7 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
             recompute=parse_enum(Recompute, d.get("recompute", "none"), "recompute"),
             sharding=parse_enum(Sharding, d.get("sharding", "none"), "sharding"),
             sequence_parallel=sequence_parallel_default(tp, d.get("sequence_parallel")),
-            tp_comm_overlap=tp_comm_overlap, fine_tuning=fine_tuning,
+            tp_comm_overlap=tp_comm_overlap, fine_tuning=fine_tuning, framework=framework,
         )
     except ValidationError as exc:
         raise _plan_error(exc) from None
@@ -278,6 +286,7 @@ def train(
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
                    sharding=sharding, sequence_parallel=sequence_parallel)
     recipe_note = None
+    defaults_notes: list[str] = []  # how a fine-tuning plan's unset options were chosen
     ft = fine_tuning_spec(fine_tuning)
     if plan is not None:
         seq_len = plan.seq_len
@@ -291,10 +300,15 @@ def train(
     if plan is None and (not ft.ordinary or grad_accum is not None):
         # fine-tuning (or a batch given by --grad-accum): the one plan of the given degrees (module docstring)
         given_degrees = True
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum)
-        global_batch = plan.global_batch if grad_accum is not None else global_batch
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum, fw)
+        if not ft.ordinary and global_batch is None and grad_accum is None:
+            defaults_notes.append(fine_tuning_batch_note(plan.global_batch, plan.micro_batch, plan.dp))
+        if not ft.ordinary and recompute is None:
+            with memory_scope(assumptions):
+                plan = _checkpointed_if_needed(spec, plan, gpu, defaults_notes)
+        global_batch = plan.global_batch if (grad_accum is not None or not ft.ordinary) else global_batch
     elif given_degrees and _every_axis_given(degrees, spec.moe is not None):
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees)
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, framework=fw)
     elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
         space = _constrained_space(space, gpus, degrees)
     if search_limits:
@@ -321,7 +335,27 @@ def train(
     evidence = mfu_evidence(gpu.architecture, spec.moe is not None, 12.0 * spec.layers * spec.hidden**2, est.num_gpus,
                             est.step.mfu_pct)
     regime = training_regime(gpu, est.step.framework.value, spec.moe is not None, est.plan.execution.precision)
-    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec, regime=regime)
+    from gpuplan.interfaces.planning.evidence import beside_band
+    from gpuplan.interfaces.validation.error_bands import training_band
+
+    evidence = beside_band(evidence, est.step.mfu_pct, training_band(est, spec.moe is not None, run, regime).get("mfu_pct"))
+    return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec, regime=regime,
+                       plan_notes=tuple(defaults_notes))
+
+
+def _checkpointed_if_needed(model: ModelSpec, plan: TrainPlan, gpu, notes: list[str]) -> TrainPlan:
+    """A fine-tuning plan given no --recompute: as it is when it fits, else with activation
+    checkpointing (`recompute full`: PEFT's prepare_model_for_kbit_training and Answer.AI's
+    fsdp_qlora turn it on by default, `use_gradient_checkpointing=True`), said in `notes`."""
+    from gpuplan.workloads.training.memory import training_memory
+
+    mem = training_memory(model, plan, gpu)
+    if mem.fits is not False or plan.recompute is Recompute.FULL:
+        return plan
+    notes.append(f"activation checkpointing on (--recompute full): without it the plan needs "
+                 f"{mem.per_gpu_bytes['total'] / GIB:,.1f} GiB per GPU (PEFT's prepare_model_for_kbit_training and "
+                 f"fsdp_qlora checkpoint by default; give --recompute none to see that plan refused)")
+    return plan.model_copy(update={"recompute": Recompute.FULL})
 
 
 def _limited_space(space, limits: dict[str, list]):
@@ -403,6 +437,9 @@ def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
         "fits": mem.fits,
         "headroom_bytes": mem.headroom_bytes,
         "headroom_gib": mem.headroom_bytes / GIB,
+        # the part of the GPU a plan may use (workloads.memory_headroom: usable fraction x capacity); headroom is it less the total
+        "usable_bytes": mem.per_gpu_bytes["total"] + mem.headroom_bytes,
+        "usable_gib": (mem.per_gpu_bytes["total"] + mem.headroom_bytes) / GIB,
         "params_per_gpu": mem.params_per_gpu,
         "total_params": parameter_counts(model).total,
         "peak_pipeline_rank": mem.peak_pipeline_rank,

@@ -6,19 +6,18 @@ reader returns, and the one rule that names a model the way the engines do (a Hu
 - `ServingLaunch`: one serving instance: the model, tp / pp / ep / attention-DP, weight and KV
   formats, and the EngineProfile (workloads.inference.engines) whose limits it states: sequences
   and tokens per step, KV memory fraction, block size, CUDA-graph batch sizes, scheduler kind.
-- `hub_id` / `model_from_hub_id`: a bundled model's Hugging Face repo id (from its source URL) and
-  back; any other name is a local path the engine loads (read back through gpuplan.models).
+- `hub_id` (models.hub_ids, re-exported) / `model_from_id`: a bundled model's Hugging Face repo id
+  (from its source URL) and back (models.bundled.bundled_name_for_hub_id through load_model: the one
+  resolver of Hub ids); any other name is a local path the engine loads (read back through gpuplan.models).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from gpuplan.errors import InputError
+from gpuplan.models.hub_ids import hub_id
 from gpuplan.specs import ModelSpec, TrainPlan
-
-_HUB_URL = re.compile(r"https://huggingface\.co/([\w.-]+/[\w.-]+)")
 
 #: `--dtype` values of the vLLM and SGLang servers (both take torch dtype names) for 16/32-bit weights
 TORCH_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -56,12 +55,6 @@ class ServingLaunch:
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
-
-
-def hub_id(model: ModelSpec) -> str | None:
-    """The Hugging Face repo id a model came from (its source URL), None when it has none."""
-    m = _HUB_URL.search(model.source or "")
-    return m.group(1) if m else None
 
 
 def model_id(model: ModelSpec) -> str:

@@ -10,7 +10,7 @@ options gpuplan models; any other option is reported as unmodelled, never droppe
 
 Kinds: FLAG (argparse store_true / click is_flag: present or absent), BOOL (argparse
 BooleanOptionalAction: `--x` / `--no-x`), INT (> 0 unless `minimum` says otherwise), FLOAT (in
-(0, 1] for the memory fractions), RATE (a dropout probability in [0, 1)), CHOICE (one of `choices`), INTS (nargs='+' integers), STR (a
+(0, 1] for the memory fractions), NUMBER (a positive finite float), RATE (a dropout probability in [0, 1)), CHOICE (one of `choices`), INTS (nargs='+' integers), STR (a
 name or path), KEY (a config-file key: TOML / JSON / YAML).
 """
 
@@ -28,6 +28,7 @@ class Kind(str, Enum):
     RATE = "rate"
     CHOICE = "choice"
     INTS = "ints"
+    NUMBER = "number"
     STR = "str"
     KEY = "key"
 
@@ -83,6 +84,10 @@ class OptionTable:
             if not isinstance(value, (int, float)) or not 0 < float(value) <= 1:
                 raise AssertionError(f"{self.target} {name}: {value!r} is not a fraction in (0, 1]")
             return repr(float(value))
+        if opt.kind is Kind.NUMBER:
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < float(value) < float("inf"):
+                raise AssertionError(f"{self.target} {name}: {value!r} is not a positive finite number")
+            return repr(float(value))
         if opt.kind is Kind.RATE:
             if not isinstance(value, (int, float)) or not 0 <= float(value) < 1:
                 raise AssertionError(f"{self.target} {name}: {value!r} is not a probability in [0, 1)")
@@ -133,8 +138,8 @@ def _o(name, kind, choices=(), at="", minimum=1, aliases=()):
     return Option(name, kind, tuple(choices), at, minimum, tuple(aliases))
 
 
-F, B, I, FL, R, C, IS, S, K = (Kind.FLAG, Kind.BOOL, Kind.INT, Kind.FLOAT, Kind.RATE, Kind.CHOICE, Kind.INTS, Kind.STR,
-                                Kind.KEY)
+F, B, I, FL, R, C, IS, S, K, N = (Kind.FLAG, Kind.BOOL, Kind.INT, Kind.FLOAT, Kind.RATE, Kind.CHOICE, Kind.INTS,
+                                   Kind.STR, Kind.KEY, Kind.NUMBER)
 
 # ---- torchrun (the launcher of Megatron-LM and torchtitan) ------------------------------------------
 TORCHRUN = _table(
@@ -270,6 +275,143 @@ DEEPSPEED = _table(
        at="deepspeed/runtime/activation_checkpointing/config.py ACT_CHKPT_PARTITION_ACTIVATIONS"),
 )
 
+# ---- NeMo 2 (nemo llm pretrain --factory RECIPE key=value ...) -------------------------------------
+NR = "nemo/collections/llm/recipes"
+NS = "nemo/lightning/pytorch/strategies/megatron_strategy.py MegatronStrategy.__init__"
+MC = "megatron/core (core_v0.13.0)"
+NEMO = _table(
+    "nemo", "NeMo", "2.4.0", "NVIDIA/NeMo at tag v2.4.0 (commit 2381f42f): the `nemo llm pretrain` recipe factories "
+    f"{NR}/llama3_8b.py, llama3_70b.py, llama31_405b.py (pretrain_recipe, trainer), {NS}, {NR}/precision/mixed_precision.py; "
+    f"the nested Megatron-core configs at {MC}",
+    _o("--factory", C, ("llama3_8b", "llama3_70b", "llama31_405b"), at=f"{NR}/__init__.py (@run.cli.factory name=NAME)"),
+    _o("trainer.num_nodes", K, at=f"{NR}/llama3_70b.py trainer(): nl.Trainer num_nodes"),
+    _o("trainer.devices", K, at=f"{NR}/llama3_70b.py trainer(): nl.Trainer devices (GPUs per node)"),
+    _o("trainer.max_steps", K, at=f"{NR}/llama3_70b.py trainer(): nl.Trainer max_steps"),
+    _o("trainer.plugins", K, ("bf16_mixed", "bf16_with_fp8_mixed", "bf16_with_mxfp8_mixed"),
+       at=f"{NR}/precision/mixed_precision.py (@run.cli.factory functions)"),
+    _o("trainer.strategy.tensor_model_parallel_size", K, at=f"{NS} tensor_model_parallel_size"),
+    _o("trainer.strategy.pipeline_model_parallel_size", K, at=f"{NS} pipeline_model_parallel_size"),
+    _o("trainer.strategy.virtual_pipeline_model_parallel_size", K, at=f"{NS} virtual_pipeline_model_parallel_size"),
+    _o("trainer.strategy.context_parallel_size", K, at=f"{NS} context_parallel_size"),
+    _o("trainer.strategy.sequence_parallel", K, (True, False), at=f"{NS} sequence_parallel"),
+    _o("trainer.strategy.expert_model_parallel_size", K, at=f"{NS} expert_model_parallel_size"),
+    _o("trainer.strategy.expert_tensor_parallel_size", K, at=f"{NS} expert_tensor_parallel_size"),
+    _o("trainer.strategy.fsdp", K, ("megatron", None), at=f"{NS} fsdp (FSDPLiteral; 'pytorch' raises NotImplementedError)"),
+    _o("trainer.strategy.ddp.data_parallel_sharding_strategy", K, ("no_shard", "optim", "optim_grads", "optim_grads_params"),
+       at=f"{MC} megatron/core/distributed/distributed_data_parallel_config.py data_parallel_sharding_strategy"),
+    _o("data.seq_length", K, at=f"{NR}/llama3_70b.py pretrain_recipe(): MockDataModule seq_length"),
+    _o("data.micro_batch_size", K, at=f"{NR}/llama3_70b.py pretrain_recipe(): MockDataModule micro_batch_size"),
+    _o("data.global_batch_size", K, at=f"{NR}/llama3_70b.py pretrain_recipe(): MockDataModule global_batch_size"),
+    _o("model.config.seq_length", K, at="nemo/collections/llm/gpt/model/llama.py Llama3Config*.seq_length"),
+    _o("model.config.recompute_granularity", K, ("full", "selective", None),
+       at=f"{MC} megatron/core/transformer/transformer_config.py recompute_granularity"),
+    _o("model.config.recompute_method", K, ("uniform", "block", None),
+       at=f"{MC} megatron/core/transformer/transformer_config.py recompute_method"),
+    _o("model.config.recompute_num_layers", K, at=f"{MC} megatron/core/transformer/transformer_config.py recompute_num_layers"),
+    _o("optim.config.use_distributed_optimizer", K, (True, False),
+       at=f"{MC} megatron/core/optimizer/optimizer_config.py use_distributed_optimizer ({NR}/optim/adam.py sets True)"),
+)
+
+# ---- MaxText (python3 -m maxtext.trainers.pre_train.train base.yml key=value ...) -------------------
+MB = "src/maxtext/configs/base.yml"
+MAXTEXT = _table(
+    "maxtext", "MaxText", "commit e591f30c (2026-08-22)",
+    f"AI-Hypercomputer/maxtext at commit e591f30c: {MB} (the keys and defaults), src/maxtext/configs/types.py "
+    "(RematPolicy, QuantizationType, calculate_global_batch_sizes), src/maxtext/configs/models/*.yml",
+    _o("model_name", K, ("llama3-8b", "llama3-70b", "llama3.1-405b", "mixtral-8x7b"), at=f"{MB}:23 (src/maxtext/configs/models/)"),
+    _o("run_name", K, at=f"{MB}:21"),
+    _o("hardware", K, ("gpu",), at=f"{MB}:521"),
+    _o("dataset_type", K, ("synthetic",), at=f"{MB}:777"),
+    _o("steps", K, at=f"{MB}:836"),
+    _o("max_target_length", K, at=f"{MB}:880"),
+    _o("per_device_batch_size", K, at=f"{MB}:731 (a float: global batch = devices x it x gradient_accumulation_steps)"),
+    _o("gradient_accumulation_steps", K, at=f"{MB}:968"),
+    _o("dtype", K, ("bfloat16",), at=f"{MB}:114"),
+    _o("weight_dtype", K, ("float32",), at=f"{MB}:174"),
+    _o("grad_dtype", K, ("float32",), at=f"{MB}:111"),
+    _o("quantization", K, ("", "fp8"), at=f"{MB}:122 (types.py QuantizationType.FP8)"),
+    _o("attention", K, ("cudnn_flash_te", "dot_product"), at=f"{MB}:392"),
+    _o("remat_policy", K, ("full", "minimal", "minimal_with_context"), at=f"{MB}:358 (types.py RematPolicy)"),
+    _o("shard_optimizer_over_data", K, (True, False), at=f"{MB}:690"),
+    _o("num_slices", K, at=f"{MB}:698"),
+    *(_o(f"ici_{axis}_parallelism", K, at=f"{MB}:{line}") for axis, line in
+      (("data", 673), ("fsdp", 674), ("tensor", 680), ("pipeline", 683), ("context", 677), ("expert", 684))),
+    *(_o(f"dcn_{axis}_parallelism", K, at=f"{MB}:{line}") for axis, line in
+      (("data", 660), ("fsdp", 661), ("tensor", 667), ("pipeline", 669), ("context", 664), ("expert", 670))),
+    _o("num_pipeline_repeats", K, at=f"{MB}:319"),
+    _o("num_pipeline_microbatches", K, at=f"{MB}:327"),
+    _o("scan_layers", K, (True, False), at=f"{MB}:387"),
+)
+
+# ---- fine-tuning: torchtune recipe configs, PEFT / TRL script arguments -----------------------------
+TC = "recipes/configs"
+TM = "torchtune/models/llama3/_model_builders.py lora_llama3_8b"
+TORCHTUNE = _table(
+    "torchtune", "torchtune", "v0.6.1", "pytorch/torchtune at tag v0.6.1 (commit a6290a5b): the LoRA / QLoRA model builders "
+    f"({TM} & co.), recipes/lora_finetune_distributed.py and lora_finetune_single_device.py (the cfg keys they read), "
+    f"the shipped configs {TC}/llama3/8B_lora.yaml, llama3/70B_lora.yaml, llama3_1/405B_qlora.yaml",
+    _o("model._component_", K, ("torchtune.models.llama3.lora_llama3_8b", "torchtune.models.llama3.qlora_llama3_8b",
+                                "torchtune.models.llama3.lora_llama3_70b", "torchtune.models.llama3.qlora_llama3_70b",
+                                "torchtune.models.llama3_1.lora_llama3_1_405b", "torchtune.models.llama3_1.qlora_llama3_1_405b"),
+       at="torchtune/models/llama3/__init__.py, torchtune/models/llama3_1/__init__.py"),
+    _o("model.lora_attn_modules", K, at=f"{TM}(lora_attn_modules: q_proj, k_proj, v_proj, output_proj)"),
+    _o("model.apply_lora_to_mlp", K, (True, False), at=f"{TM}(apply_lora_to_mlp)"),
+    _o("model.apply_lora_to_output", K, (True, False), at=f"{TM}(apply_lora_to_output)"),
+    _o("model.lora_rank", K, at=f"{TM}(lora_rank)"),
+    _o("model.lora_alpha", K, at=f"{TM}(lora_alpha; the configs: 'usually alpha=2*rank')"),
+    _o("model.lora_dropout", K, at=f"{TM}(lora_dropout)"),
+    _o("batch_size", K, at=f"{TC}/llama3_1/8B_lora.yaml batch_size (per device)"),
+    _o("gradient_accumulation_steps", K, at=f"{TC}/llama3_1/8B_lora.yaml gradient_accumulation_steps"),
+    _o("max_steps_per_epoch", K, at=f"{TC}/llama3_1/8B_lora.yaml max_steps_per_epoch"),
+    _o("epochs", K, at=f"{TC}/llama3_1/8B_lora.yaml epochs"),
+    _o("dtype", K, ("bf16",), at=f"{TC}/llama3_1/8B_lora.yaml dtype (the model's and the training dtype)"),
+    _o("enable_activation_checkpointing", K, (True, False), at="recipes/lora_finetune_distributed.py:170"),
+    _o("fsdp_cpu_offload", K, (True, False), at="recipes/lora_finetune_distributed.py (cfg.get fsdp_cpu_offload)"),
+    _o("fsdp_reshard_after_forward", K, (True, False), at="recipes/lora_finetune_distributed.py:54 (False: SHARD_GRAD_OP)"),
+    _o("optimizer._component_", K, ("torch.optim.AdamW", "bitsandbytes.optim.PagedAdamW8bit", "bitsandbytes.optim.AdamW8bit"),
+       at=f"{TC}/llama3_1/8B_lora.yaml optimizer (any importable optimizer class)"),
+    _o("tokenizer.max_seq_len", K, at=f"{TC}/llama3_1/8B_lora.yaml tokenizer.max_seq_len"),
+    _o("dataset.packed", K, (True, False), at=f"{TC}/llama3_1/8B_lora.yaml dataset.packed (packs to max_seq_len)"),
+    *(_o(k, K, at=f"{TC}/llama3/70B_lora.yaml {k} (copied: a path or component the user sets)") for k in (
+        "output_dir", "tokenizer._component_", "tokenizer.path", "checkpointer._component_", "checkpointer.checkpoint_dir",
+        "checkpointer.checkpoint_files", "checkpointer.recipe_checkpoint", "checkpointer.output_dir", "checkpointer.model_type",
+        "dataset._component_", "loss._component_", "optimizer.lr", "lr_scheduler._component_",
+        "lr_scheduler.num_warmup_steps", "metric_logger._component_", "metric_logger.log_dir", "log_every_n_steps",
+        "log_peak_memory_stats", "device", "seed", "shuffle", "resume_from_checkpoint")),
+)
+PL = "peft/tuners/lora/config.py LoraConfig"
+BQ = "transformers/utils/quantization_config.py BitsAndBytesConfig.__init__"
+TA = "transformers/training_args.py TrainingArguments"
+PEFT = _table(
+    "peft", "PEFT / transformers / TRL", "peft 0.21.2, transformers 5.24.0, trl 1.16.0",
+    f"the PyPI wheels peft 0.21.2 ({PL}), transformers 5.24.0 ({BQ}, {TA}, OptimizerNames, trainer_utils.py FSDPOption), "
+    "trl 1.16.0 (trl/trainer/sft_config.py SFTConfig)",
+    _o("LoraConfig.r", K, at=f"{PL}.r (line 632)"),
+    _o("LoraConfig.lora_alpha", K, at=f"{PL}.lora_alpha (line 652)"),
+    _o("LoraConfig.lora_dropout", K, at=f"{PL}.lora_dropout (line 653)"),
+    _o("LoraConfig.target_modules", K, at=f"{PL}.target_modules (line 633)"),
+    _o("LoraConfig.task_type", K, ("CAUSAL_LM",), at="peft/config.py PeftConfig.task_type (TaskType)"),
+    _o("BitsAndBytesConfig.load_in_4bit", K, (True, False), at=f"{BQ} load_in_4bit"),
+    _o("BitsAndBytesConfig.load_in_8bit", K, (True, False), at=f"{BQ} load_in_8bit"),
+    _o("BitsAndBytesConfig.bnb_4bit_quant_type", K, ("nf4", "fp4"), at=f"{BQ} bnb_4bit_quant_type"),
+    _o("BitsAndBytesConfig.bnb_4bit_use_double_quant", K, (True, False), at=f"{BQ} bnb_4bit_use_double_quant"),
+    _o("BitsAndBytesConfig.bnb_4bit_compute_dtype", K, ("bfloat16", "float16"), at=f"{BQ} bnb_4bit_compute_dtype"),
+    _o("SFTConfig.per_device_train_batch_size", K, at=f"{TA}.per_device_train_batch_size (line 777)"),
+    _o("SFTConfig.gradient_accumulation_steps", K, at=f"{TA}.gradient_accumulation_steps (line 849)"),
+    _o("SFTConfig.gradient_checkpointing", K, (True, False), at=f"{TA}.gradient_checkpointing (line 926)"),
+    _o("SFTConfig.bf16", K, (True, False), at=f"{TA}.bf16 (line 874)"),
+    _o("SFTConfig.fp16", K, (True, False), at=f"{TA}.fp16 (line 880)"),
+    _o("SFTConfig.optim", K, ("adamw_torch", "adamw_bnb_8bit", "paged_adamw_8bit", "adamw_torch_4bit", "adafactor", "sgd",
+                               "lion_32bit"), at="transformers/training_args.py OptimizerNames"),
+    _o("SFTConfig.fsdp", K, ("", "full_shard", "shard_grad_op", "full_shard offload"),
+       at=f"{TA}.fsdp (line 1447; trainer_utils.py FSDPOption)"),
+    _o("SFTConfig.max_steps", K, at=f"{TA}.max_steps (line 779)"),
+    _o("SFTConfig.max_length", K, at="trl/trainer/sft_config.py SFTConfig.max_length (line 202)"),
+    _o("SFTConfig.packing", K, (True, False), at="trl/trainer/sft_config.py SFTConfig.packing (line 222)"),
+    _o("SFTConfig.output_dir", K, at=f"{TA}.output_dir (line 771)"),
+    _o("SFTConfig.model_init_kwargs", K, at="trl/trainer/sft_config.py SFTConfig.model_init_kwargs (line 146)"),
+)
+
 # ---- vLLM -------------------------------------------------------------------------------------------
 VA = "vllm/engine/arg_utils.py"
 VLLM = _table(
@@ -335,6 +477,65 @@ TRTLLM = _table(
     _o("enable_attention_dp", K, (True, False), at=f"{TL} BaseLlmArgs.enable_attention_dp"),
 )
 
+# ---- serving benchmarks (the workload a serving prediction ran, measured) ---------------------------
+VB = "vllm/benchmarks/serve.py add_cli_args"
+VD = "vllm/benchmarks/datasets.py"
+VLLM_BENCH = _table(
+    "vllm-bench", "vLLM bench serve", "commit 009e6d4a",
+    f"vllm-project/vllm {VB} and {VD} (add_dataset_parser; RandomDataset draws lengths in [len x (1 - r), "
+    "len x (1 + r)]) at commit 009e6d4a",
+    _o("--backend", C, ("vllm",), at=f"{VB} --backend"),
+    _o("--model", S, at=f"{VB} --model"),
+    _o("--dataset-name", C, ("random",), at=f"{VD} --dataset-name"),
+    _o("--random-input-len", I, at=f"{VD} --random-input-len"),
+    _o("--random-output-len", I, at=f"{VD} --random-output-len"),
+    _o("--random-range-ratio", R, at=f"{VD} --random-range-ratio (0: fixed lengths)"),
+    _o("--num-prompts", I, at=f"{VB} --num-prompts"),
+    _o("--request-rate", N, at=f"{VB} --request-rate (default inf; finite: Poisson arrivals with --burstiness 1)"),
+    _o("--max-concurrency", I, at=f"{VB} --max-concurrency"),
+    _o("--ignore-eos", F, at=f"{VB} --ignore-eos"),
+    _o("--save-result", F, at=f"{VB} --save-result"),
+    _o("--result-filename", S, at=f"{VB} --result-filename"),
+    _o("--percentile-metrics", S, at=f"{VB} --percentile-metrics"),
+    _o("--metric-percentiles", S, at=f"{VB} --metric-percentiles"),
+)
+SB = "sglang/bench_serving.py"
+SGLANG_BENCH = _table(
+    "sglang-bench", "SGLang bench_serving", "0.5.3",
+    f"sglang 0.5.3 wheel: {SB} (the __main__ argument parser; sample_random_requests draws lengths in "
+    "[len x r, len]; EOS is ignored unless --disable-ignore-eos)",
+    _o("--backend", C, ("sglang",), at=f"{SB}:2148"),
+    _o("--model", S, at=f"{SB}:2187"),
+    _o("--dataset-name", C, ("random",), at=f"{SB}:2169"),
+    _o("--random-input-len", I, at=f"{SB}:2215"),
+    _o("--random-output-len", I, at=f"{SB}:2221"),
+    _o("--random-range-ratio", FL, at=f"{SB}:2227 (1: fixed lengths)"),
+    _o("--num-prompts", I, at=f"{SB}:2197"),
+    _o("--request-rate", N, at=f"{SB}:2250"),
+    _o("--max-concurrency", I, at=f"{SB}:2262"),
+    _o("--output-file", S, at=f"{SB}:2274"),
+)
+TB = "tensorrt_llm/serve/scripts/benchmark_serving.py"
+TRTLLM_BENCH = _table(
+    "trtllm-bench", "TensorRT-LLM benchmark_serving", "1.1 (commit f61d71d9)",
+    f"NVIDIA/TensorRT-LLM {TB} (commit f61d71d9; adopted from vLLM's benchmark_serving.py) and "
+    "tensorrt_llm/serve/scripts/benchmark_dataset.py (RandomDataset: DEFAULT_RANGE_RATIO 0.0, fixed lengths; "
+    "--random-ids skips the ShareGPT download); the invocation of TensorRT-LLM's deployment guides",
+    _o("--backend", C, ("openai",), at=f"{TB} --backend"),
+    _o("--model", S, at=f"{TB} --model"),
+    _o("--dataset-name", C, ("random",), at=f"{TB} --dataset-name"),
+    _o("--random-input-len", I, at=f"{TB} --random-input-len"),
+    _o("--random-output-len", I, at=f"{TB} --random-output-len"),
+    _o("--random-ids", F, at=f"{TB} --random-ids"),
+    _o("--num-prompts", I, at=f"{TB} --num-prompts"),
+    _o("--request-rate", N, at=f"{TB} --request-rate"),
+    _o("--max-concurrency", I, at=f"{TB} --max-concurrency"),
+    _o("--ignore-eos", F, at=f"{TB} --ignore-eos"),
+    _o("--save-result", F, at=f"{TB} --save-result"),
+    _o("--result-filename", S, at=f"{TB} --result-filename"),
+    _o("--percentile-metrics", S, at=f"{TB} --percentile-metrics"),
+)
+
 # ---- Kubernetes -------------------------------------------------------------------------------------
 KUBERNETES = _table(
     "k8s", "Kubernetes", "apps/v1; leaderworkerset.x-k8s.io/v1",
@@ -348,4 +549,5 @@ KUBERNETES = _table(
 )
 
 #: every table, by target name
-TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, VLLM, SGLANG, TRTLLM, KUBERNETES)}
+TABLES: dict[str, OptionTable] = {t.target: t for t in (MEGATRON, TORCHTITAN, DEEPSPEED, NEMO, MAXTEXT, TORCHTUNE, PEFT, VLLM, SGLANG, TRTLLM, KUBERNETES,
+                                                                  VLLM_BENCH, SGLANG_BENCH, TRTLLM_BENCH)}

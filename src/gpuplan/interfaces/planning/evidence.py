@@ -11,6 +11,12 @@ A plan's comparable runs: same GPU generation and model class (dense / MoE), sor
 |log10(params / P)| + |log10(gpus / N)|; the nearest COMPARABLE_RUNS within a factor SIZE_BAND of
 the size and SCALE_BAND of the GPU count, else the nearest of the same generation and class with a note
 that none is that close. The range is [min, max] of their MFU; a plan outside it is flagged.
+
+Why a plan lies outside the range (`beside_band`): the plan's MFU has an 80% band from the
+cross-validated errors of the public rows of its regime (interfaces.validation.error_bands; MFU
+scales as 1 / step time, so the band is [MFU / hi, MFU / lo] of the step-time ratios). When that
+band reaches the published range, the gap is within the model's measured error on data it was not
+tuned on; when it does not, the model is outside its measured error there and the note says so.
 """
 
 from __future__ import annotations
@@ -130,4 +136,26 @@ def mfu_evidence(generation: str, moe: bool, params: float, num_gpus: int, plan_
     return {"low": low, "high": high, "rows": [r.as_dict() for r in runs], "note": verdict + where}
 
 
-__all__ = ["PublishedRun", "comparable_runs", "generation_of", "mfu_evidence", "published_runs"]
+def beside_band(evidence: dict, plan_mfu_pct: float, mfu_band_pct: list | tuple | None) -> dict:
+    """`evidence` (mfu_evidence) with the plan's 80% MFU band (`band_mfu_pct`: [low, high] %) and,
+    when the plan lies outside the published range, why (module docstring)."""
+    low, high = evidence.get("low"), evidence.get("high")
+    if not mfu_band_pct or low is None or high is None:
+        return evidence
+    b_low, b_high = float(min(mfu_band_pct)), float(max(mfu_band_pct))
+    out = dict(evidence, band_mfu_pct=[b_low, b_high])
+    if low <= plan_mfu_pct <= high:
+        return out
+    if b_low <= high and b_high >= low:
+        why = (f"why: the plan's 80% band ({b_low:.1f}-{b_high:.1f}% MFU, the model's cross-validated error on public "
+               "runs of its regime) reaches the published range, so the gap is within the model's measured error; "
+               "the published runs also differ in model, scale and layout")
+    else:
+        side = "optimistic" if plan_mfu_pct > high else "pessimistic"
+        why = (f"why: even the plan's 80% band ({b_low:.1f}-{b_high:.1f}% MFU) misses the published range: the model "
+               f"is likely {side} here, beyond its measured error")
+    out["note"] = f"{evidence['note']}; {why}"
+    return out
+
+
+__all__ = ["PublishedRun", "beside_band", "comparable_runs", "generation_of", "mfu_evidence", "published_runs"]

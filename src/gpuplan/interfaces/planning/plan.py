@@ -34,6 +34,7 @@ from gpuplan.specs import ModelSpec
 class Goal(str, Enum):
     TRAIN = "train"
     SERVE = "serve"
+    FINETUNE = "finetune"  # methods x hardware for a fine-tuning job (gpuplan.api.fine_tuning_plan)
 
 
 DEFAULT_MODEL = "gpt3-175b"
@@ -64,13 +65,16 @@ def size_cluster(
     include_fabric: bool = True,
     include_storage: bool = True,
     years: float = 4.0,
-    utilization: float = 0.7,
+    utilization: float | None = None,
     cloud_usd_per_gpu_hour: float | None = None,
     system_price_usd: float | None = None,
     with_tco: bool = True,
     assumptions: Assumptions = DEFAULT_ASSUMPTIONS,
 ) -> ClusterReport:
-    """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system."""
+    """Fabric, racks, power (and TCO) of `nodes` nodes of a catalog system; `utilization` (default the
+    assumption energy_utilization_fraction) sets both the average power draw and the TCO's GPU-hours."""
+    if utilization is None:
+        utilization = assumptions.energy_utilization_fraction
     cat = load_catalog()
     system = cat.system(system_id)
     gpu = cat.gpu(system.gpu)
@@ -81,23 +85,43 @@ def size_cluster(
     racks = rack_layout(system, gpu, fabric.nodes, fabric.switches, assumptions)
     power = estimate_power(
         system, gpu, fabric.nodes, fabric.switches,
-        include_fabric=include_fabric, include_storage=include_storage, assumptions=assumptions,
+        include_fabric=include_fabric, include_storage=include_storage, utilization=utilization,
+        assumptions=assumptions,
     )
     tco = None
     prices: list[dict] = []
     if with_tco:
         sys_price = system_price(system, gpu, system_price_usd)
-        cloud, reserved = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
+        cloud, _ = cloud_price(gpu, cat.cloud_prices(gpu.id), cloud_usd_per_gpu_hour)
         tco = estimate_tco(
             fabric=fabric, racks=racks, power=power, system_price=sys_price, cloud_price=cloud,
-            years=years, utilization=utilization, cloud_reserved_usd_per_gpu_hour=reserved, assumptions=assumptions,
+            years=years, utilization=utilization, assumptions=assumptions,
         )
+        tco = with_cloud_comparison(tco, cat.cloud_prices(gpu.id, None), given=cloud_usd_per_gpu_hour is not None)
         prices = [sys_price.as_row(), cloud.as_row()] + [
             {"key": p.id, "value": p.usd_per_gpu_hour, "description": f"{p.provider} {p.instance} {getattr(p, 'pricing_model', '')}",
              "source": "catalog clouds.toml", "date": p.date}
             for p in cat.cloud_prices(gpu.id)
         ]
     return ClusterReport(system.id, gpu.id, fabric, racks, power, tco, assumptions.rows(), prices)
+
+
+def with_cloud_comparison(tco, prices, *, given: bool):
+    """`tco` with its like-for-like cloud rows (facilities.cloud_comparison) and the reserved price
+    beside the headline: the headline provider's own reservation, else another's, labelled."""
+    from dataclasses import replace
+
+    from gpuplan.facilities.cloud_comparison import compare_clouds, option_label, reserved_beside
+
+    options = compare_clouds(tco, prices)
+    on_demand = [o for o in options if o.pricing_model == "on-demand"]
+    provider = None if given or not on_demand else min(on_demand, key=lambda o: o.usd_per_gpu_hour).provider
+    reserved, same = reserved_beside(options, provider)
+    if reserved is None:
+        return replace(tco, cloud_comparison=options)
+    return replace(tco, cloud_comparison=options, cloud_reserved_usd_per_gpu_hour=reserved.usd_per_gpu_hour,
+                   cloud_reserved_total_usd=reserved.cloud_total_usd, cloud_reserved_label=option_label(reserved),
+                   cloud_reserved_same_provider=same)
 
 
 # ---- the main job -------------------------------------------------------------------------------
@@ -149,7 +173,10 @@ class PlanReport:
             "band_80pct": self.band_80pct,
             "tco": {k: getattr(t, k) for k in ("capex_usd", "opex_usd_per_year", "on_prem_usd_per_gpu_hour",
                                              "cloud_usd_per_gpu_hour", "breakeven_months", "breakeven_utilization",
-                                             "capex_breakdown_usd", "opex_breakdown_usd_per_year")} if t else None,
+                                             "capex_breakdown_usd", "opex_breakdown_usd_per_year", "savings_usd",
+                                             "cloud_price_source", "cloud_reserved_usd_per_gpu_hour",
+                                             "cloud_reserved_label", "cloud_reserved_same_provider",
+                                             "cloud_comparison")} if t else None,
             "workload_cost_usd": self.workload_cost, "prices": c.prices,
             "assumptions": self.assumptions.values(),
             "assumption_sources": c.assumptions,
@@ -207,6 +234,9 @@ def _serving_summary(model, system, gpu, rate_per_s: float, *, ttft_ms: float, t
         "ttft_p90_ms": best.ttft_p90_ms, "tpot_p90_ms": best.tpot_p90_ms,
         "replica_output_tokens_per_s": best.replica_output_tokens_per_s,
         "usd_per_million_output_tokens": best.usd_per_million_output_tokens,
+        "usd_per_million_input_tokens": best.usd_per_million_input_tokens,
+        "usd_per_million_output_tokens_decode": best.usd_per_million_output_tokens_decode,
+        "usd_per_request": best.usd_per_request, "prefill_time_fraction": best.prefill_time_fraction,
         "gpu_hours_are": "per day of serving",
     }
     return WorkloadSummary(Goal.SERVE, model.name, "gpuplan.workloads.inference.plan_capacity", best.gpus, None,
@@ -371,16 +401,17 @@ def plan(
 
         goodput = training_goodput(est.time_s, est.num_gpus, parameter_counts(model).total_with_mtp, assumptions)
         work.details.update(goodput.to_dict())
-        from gpuplan.interfaces.planning.evidence import mfu_evidence
+        from gpuplan.interfaces.planning.evidence import beside_band, mfu_evidence
         from gpuplan.interfaces.validation.regimes import training_regime
 
         evidence = mfu_evidence(gpu.architecture, model.moe is not None, 12.0 * model.layers * model.hidden**2,
                                 est.num_gpus, est.step.mfu_pct)
-        work.details["comparable_published_mfu_pct"] = evidence
-        notes.append(f"evidence: {evidence['note']}")
         band = training_band(est, model.moe is not None, run,
                              training_regime(gpu, est.step.framework.value, model.moe is not None,
                                              est.plan.execution.precision))
+        evidence = beside_band(evidence, est.step.mfu_pct, band.get("mfu_pct"))
+        work.details["comparable_published_mfu_pct"] = evidence
+        notes.append(f"evidence: {evidence['note']}")
         if band.get("days"):
             lo, hi = band["days"]
             work.details["days_80pct_band"] = f"{lo:.1f} - {hi:.1f}"

@@ -25,7 +25,8 @@ public rows (the table's `inventory`, `regimes.novelty`):
   `inference/<latency|throughput>/<dense|moe>` -> `inference/<latency|throughput>`. Fine-tuning
   (LoRA / QLoRA, another optimizer, offload, pure low precision: a row's fine-tuning columns, a
   plan's `fine_tuning`) puts `training/<time|memory>/finetune` first: its bands come from the
-  fine-tuning families' residuals.
+  fine-tuning families' family-out residuals, in every regime; where the regime is unvalidated the
+  band is the union of that band and the unseen-* band below (`_fine_tuning_band`).
 - *unvalidated regime*: the band of the leave-one-**regime**-out residuals
   (interfaces.validation.cross_validation, `--cv regime`) of the most novel part it falls in:
   for each axis whose value no public row has, `<kind>/<class>/unseen-<axis>` (the residuals of every
@@ -219,6 +220,8 @@ def novelty_band(table: Mapping[str, Mapping], seen: Mapping[str, Sequence[str]]
     axes, or the unseen-regime band. `regime` None: the family-out band, as before regimes."""
     if not keys:
         return None
+    if keys[0].endswith("/finetune") and (tuned := band_for(table, keys[:1])) is not None:
+        return _fine_tuning_band(tuned, novelty_band(table, seen, keys[1:], regime))
     if regime is None:
         return band_for(table, keys)
     nov = novelty(regime, seen)
@@ -236,6 +239,17 @@ def novelty_band(table: Mapping[str, Mapping], seen: Mapping[str, Sequence[str]]
     widest = max(candidates, key=lambda b: b.width)
     return _with(Band(widest.regime, keys[0], widest.q10, widest.q90, widest.rows), widest.regime.rsplit("/", 1)[1],
                  reason)
+
+
+def _fine_tuning_band(tuned: Band, general: Band | None) -> Band:
+    """A fine-tuning prediction's band: the fine-tuning families' family-out residuals (`tuned`);
+    where its regime is unvalidated (`general`, the band the same prediction would get without
+    fine-tuning, is an unseen-* band), the union of the two, so that novelty still widens it."""
+    if general is None or general.novelty == "seen":
+        reason = general.reason if general is not None else ""
+        return _with(tuned, "seen", reason)
+    return Band(f"{tuned.regime}+{general.novelty}", tuned.requested, min(tuned.q10, general.q10),
+                max(tuned.q90, general.q90), tuned.rows, general.novelty, general.reason)
 
 
 def _with(band: Band, novelty_name: str, reason: str) -> Band:

@@ -160,12 +160,18 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     legacy = legacy_stack(row, framework, gpu_architecture)
     default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
     prec_raw = _cell(row, "precision") or default_prec
-    te_fp8 = prec_raw.lower() in ("fp8", "mxfp8", "nvfp4")  # TransformerEngine low-precision recipes
+    # TransformerEngine low-precision recipes (torchtitan's float8 is torchao's, without TE userbuffers)
+    te_fp8 = prec_raw.lower() in ("fp8", "mxfp8", "nvfp4") and framework is not Framework.TORCHTITAN
     # tuned Megatron-core runs (TE userbuffers recipes in bf16 too) whose launch configuration is unstated
     megatron_core = framework is Framework.MEGATRON and not legacy and not _cell(row, "micro_batch")
     sp_raw = _cell(row, "sequence_parallel").lower()
     te_overlap = (te_fp8 or megatron_core) and not sp_raw
-    sp = sp_raw == "true" or te_overlap
+    # torchtitan's TP plan shards the norms' sequence unless told not to
+    # (`parallelism.enable_sequence_parallel = True`, torchtitan/config/configs.py)
+    torchtitan_sp = framework is Framework.TORCHTITAN and not sp_raw and tp > 1
+    sp = sp_raw == "true" or te_overlap or torchtitan_sp
+    if torchtitan_sp:
+        notes.append("sequence_parallel (torchtitan's default, unstated)")
     if megatron_moe_requires_sp(row, framework, tp) and not sp:
         sp = True
         notes.append("sequence_parallel (Megatron requires it for MoE with tp > 1)")

@@ -64,6 +64,9 @@ class EngineProfile:
     #: (the harness's `tp_allreduce_for`). None: `tp_allreduce` in every version.
     tp_allreduce_from: tuple[int, int] | None = None
     tp_allreduce_before: TpAllReduce = TpAllReduce.NCCL
+    #: whether the engine's per-request step work runs in Python on the step's critical path
+    #: (Deployment.python_step_loop; cost/operators.HOST_SECONDS_PER_SEQUENCE)
+    python_step_loop: bool = False
     #: the profile's name (`gpuplan serve --engine NAME`; filled in by ENGINES / GENERIC)
     name: str = ""
 
@@ -93,10 +96,12 @@ class EngineProfile:
 
     def deployment_options(self, version: tuple[int, int] | None = None) -> dict:
         """Deployment fields of the engine at `version` (None: its current version): its TP
-        all-reduce (`tp_allreduce_before` before `tp_allreduce_from`) and whether its generation
-        kernel reads a KV head once per query-head group (not before `grouped_decode_from`)."""
+        all-reduce (`tp_allreduce_before` before `tp_allreduce_from`), whether its generation
+        kernel reads a KV head once per query-head group (not before `grouped_decode_from`) and
+        whether its per-request step work runs in Python (`python_step_loop`)."""
         return {"tp_allreduce": self.tp_allreduce_before if _older(version, self.tp_allreduce_from) else self.tp_allreduce,
-                "grouped_decode_attention": not _older(version, self.grouped_decode_from)}
+                "grouped_decode_attention": not _older(version, self.grouped_decode_from),
+                "python_step_loop": self.python_step_loop}
 
     def defers_first_token(self, version: tuple[int, int] | None = None) -> bool:
         """Whether the engine at `version` samples the first output token in a decode step, not in
@@ -123,24 +128,34 @@ ENGINES: dict[str, EngineProfile] = {
     # Its TP all-reduce (workloads.inference.cost.tp_allreduce): v1.x (PyTorch backend) the AUTO lookup
     # table of one-shot / two-shot / NCCL; v0.x (TensorRT engines) the AllReduce plugin's rule
     # (one-shot below a size, else NCCL).
-    # Its XQA generation kernel for MQA / GQA arrived in v0.8 (TensorRT-LLM blog "New XQA-kernel
-    # provides 2.4x more Llama-70B throughput ...": "will be included in the v0.8 releases"); before
-    # it the masked multi-head attention kernel read each KV head once per query head.
+    # Its grouped (XQA) generation kernel for MQA / GQA ran in v0.7: TensorRT-LLM blog
+    # docs/source/blogs/Falcon180B-H200.md (Dec 2023, @3c44cb9): "TensorRT-LLM has improved its Group
+    # Query Attention (GQA) kernels, in the generation phase, providing up to 2.4x improvement on
+    # Llama-70B", measured "TensorRT-LLM v0.7a vs TensorRT-LLM v0.6a", "included in the v0.7 & v0.8
+    # releases" (the later XQA-kernel blog names v0.8 only; a row stating v0.7 ran the kernel by its own
+    # source); before it the masked multi-head attention kernel read each KV head once per query head.
     "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
-                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES, grouped_decode_from=(0, 8),
+                                  TRTLLM_CUDA_GRAPH_BATCH_SIZES, grouped_decode_from=(0, 7),
                                   aliases=("tensorrt-llm", "trt-llm", "tensorrt llm"),
                                   tp_allreduce_from=(1, 0), tp_allreduce_before=TpAllReduce.TENSORRT_LLM_PLUGIN,
                                   name="tensorrt-llm"),
     # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
-    # Its custom all-reduce below 8 MiB, pynccl above (Deployment.tp_allreduce).
+    # Its custom all-reduce below 8 MiB, pynccl above (Deployment.tp_allreduce). Its engine core
+    # loop is Python and, without --async-scheduling (opt-in through v0.11: vllm/config
+    # SchedulerConfig.async_scheduling default False), serial with the GPU: schedule(), then
+    # execute_model (the worker's _prepare_inputs, the forward, sampling, the sampled ids copied to
+    # the host), then update_from_output() (vllm/v1/engine/core.py EngineCore.step), each a loop
+    # over the running requests (python_step_loop).
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
-                          tp_allreduce=TpAllReduce.VLLM, name="vllm"),
+                          tp_allreduce=TpAllReduce.VLLM, python_step_loop=True, name="vllm"),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
     # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
     # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
-    # Its custom all-reduce is vLLM's (sgl-kernel custom_all_reduce, a port).
+    # Its custom all-reduce is vLLM's (sgl-kernel custom_all_reduce, a port). Its scheduler is a
+    # Python loop over the running requests each step (python/sglang/srt/managers/scheduler.py:
+    # get_next_batch_to_run, process_batch_result), python_step_loop.
     "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192,
-                            tp_allreduce=TpAllReduce.VLLM, name="sglang"),
+                            tp_allreduce=TpAllReduce.VLLM, python_step_loop=True, name="sglang"),
     # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
     # Its context decoder left the last prompt token to the first decode step until "Refactor
     # turbomind attention" (PR #1116, merged March 2024, in a v0.2.x patch release at the earliest):
@@ -150,9 +165,10 @@ ENGINES: dict[str, EngineProfile] = {
     "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192,
                               first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind"),
                               tp_allreduce=TpAllReduce.NCCL, name="lmdeploy"),
-    # TGI: vLLM-like paged attention; treated like vLLM.
+    # TGI: vLLM-like paged attention; treated like vLLM (its Python model server prepares each
+    # step's batch and samples: python_step_loop).
     "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
-                         tp_allreduce=TpAllReduce.NCCL, name="tgi"),
+                         tp_allreduce=TpAllReduce.NCCL, python_step_loop=True, name="tgi"),
 }
 
 #: gpuplan's default when no engine is named (`serve run` / `serve plan` without --engine): chunked

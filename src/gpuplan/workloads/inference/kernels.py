@@ -22,6 +22,9 @@ sim/, because cost/ calls it and sim/ imports cost/ (the import-linter `acyclic`
   captured runs at the smallest captured size >= its tokens, padding on). step_seconds takes
   scalars only and is inlined into its caller: an array argument or a call per step costs the
   event-driven loop 5-10% (reference counts, argument passing; measured 2026-11-28).
+- `prefill_seconds_of_step(c, dt, ...)`: the prefill phase's share of one step (its own attention,
+  plus the shared overhead, linear layers and LM head by token share); the loops sum it and the
+  step times, so a run's prefill and decode GPU-seconds are known (the cost of input vs output tokens).
 - `table_lookup(table, n)`: a per-count cost table read at n, extended linearly past its end with
   its last slope.
 - `paged_kv_bytes(ctx, ...)`: per-GPU KV bytes of a sequence of ctx tokens in paged blocks of b
@@ -112,6 +115,24 @@ def graph_tokens_of_step(graph_tokens, n, prefill_tokens):
 
 
 @njit(cache=True, error_model="numpy", inline="always")
+def decode_attention_seconds(c, ctx_global, ctx_window):
+    """The decoders' attention term of `step_seconds` (before step_scale): max(decode KV bytes / HBM,
+    (k + 1) x decode attention FLOPs / attention FLOP/s) over contexts summing to ctx_global (ctx_window)."""
+    cg = float(ctx_global)
+    cw = float(ctx_window)
+    return max((c.decode_bytes_global * cg + c.decode_bytes_window * cw) / c.hbm_bytes_per_s,
+               c.verify_tokens * (c.decode_flops_global * cg + c.decode_flops_window * cw) / c.attention_flops_per_s)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def prefill_attention_seconds(c, pairs_global, pairs_window, prefill_kv_tokens):
+    """The prompt chunks' attention term of `step_seconds` (before step_scale): max(prefill FLOPs /
+    attention FLOP/s, prefill KV bytes read / HBM)."""
+    return max((c.prefill_flops_global * pairs_global + c.prefill_flops_window * pairs_window) / c.attention_flops_per_s,
+               c.prefill_bytes_per_token * prefill_kv_tokens / c.hbm_bytes_per_s)
+
+
+@njit(cache=True, error_model="numpy", inline="always")
 def step_seconds(c, linear_s, logits_s, draft_s, ctx_global, ctx_window, pairs_global, pairs_window, prefill_kv_tokens):
     """Seconds of one engine step (module docstring) with coefficients `c` (StepCoefficients):
     `linear_s`, `logits_s` and `draft_s` are the step's table values (`table_lookup` of the linear
@@ -122,18 +143,47 @@ def step_seconds(c, linear_s, logits_s, draft_s, ctx_global, ctx_window, pairs_g
     neither a call nor a reference count."""
     dt = c.overhead_s + linear_s + logits_s
     if ctx_global > 0:
-        cg = float(ctx_global)
-        cw = float(ctx_window)
-        dt += max((c.decode_bytes_global * cg + c.decode_bytes_window * cw) / c.hbm_bytes_per_s,
-                  c.verify_tokens * (c.decode_flops_global * cg + c.decode_flops_window * cw) / c.attention_flops_per_s)
+        dt += decode_attention_seconds(c, ctx_global, ctx_window)
         if c.drafting:  # speculative decoding: the draft's k autoregressive steps over the decoders
-            dt += draft_s + c.draft_ctx_s * cg
+            dt += draft_s + c.draft_ctx_s * float(ctx_global)
     if pairs_global > 0:
-        dt += max((c.prefill_flops_global * pairs_global + c.prefill_flops_window * pairs_window) / c.attention_flops_per_s,
-                  c.prefill_bytes_per_token * prefill_kv_tokens / c.hbm_bytes_per_s)
+        dt += prefill_attention_seconds(c, pairs_global, pairs_window, prefill_kv_tokens)
     if c.step_scale != 1.0:
         dt *= c.step_scale
     return dt
+
+
+@njit(cache=True, error_model="numpy", inline="always")
+def prefill_seconds_of_step(c, dt, draft_s, ctx_global, ctx_window, pairs_global, pairs_window, prefill_kv_tokens,
+                            prefill_tokens, tokens):
+    """The prefill phase's share of one engine step of `dt` seconds (`step_seconds`) that runs
+    `prefill_tokens` prompt tokens among its `tokens` (prompt + decode) tokens:
+
+        A_p = prefill attention term x step_scale          (prompt chunks only: causal pairs)
+        A_d = (decode attention term + draft terms) x step_scale   (decoders only)
+        S   = dt - A_p - A_d                               (overhead + linear layers + LM head: shared)
+        prefill seconds = A_p + S x prefill_tokens / tokens,  decode seconds = dt - prefill seconds
+
+    The attention terms belong to one phase each; the shared terms (one fused GEMM pass over every
+    token of the step, and the per-step overhead) are split by the step's token share, as a
+    chunked-prefill batch runs its prompt and decode tokens through the same GEMMs (Agrawal et al.,
+    Sarathi-Serve, OSDI 2024, sec. 3). An all-prefill step is all prefill (A_d = 0, share 1); an
+    all-decode step is all decode (A_p = 0, share 0)."""
+    if prefill_tokens <= 0 or tokens <= 0:
+        return 0.0
+    if prefill_tokens >= tokens:
+        return dt
+    a_p = 0.0
+    if pairs_global > 0:
+        a_p = prefill_attention_seconds(c, pairs_global, pairs_window, prefill_kv_tokens) * c.step_scale
+    a_d = 0.0
+    if ctx_global > 0:
+        a_d = decode_attention_seconds(c, ctx_global, ctx_window)
+        if c.drafting:
+            a_d += draft_s + c.draft_ctx_s * float(ctx_global)
+        a_d *= c.step_scale
+    shared = dt - a_p - a_d
+    return a_p + shared * prefill_tokens / tokens
 
 
 @njit(cache=True, error_model="numpy")

@@ -136,4 +136,134 @@ def lora_parameter_count(model: ModelSpec, targets: tuple[str, ...], rank: int) 
     return int(round(total))
 
 
-__all__ = ["Projection", "adapted", "head_projection", "layer_adapter_params", "layer_projections", "lora_parameter_count"]
+# ---- a PEFT adapter config on a model: exact adapter parameters ------------------------------------
+#: Hugging Face module paths (transformers modeling_<family>.py) of each projection, per naming
+#: convention: LlamaForCausalLM and the families built like it (Mistral, Qwen2/3, Gemma, DeepSeek:
+#: `self_attn.*`, `mlp.*`, routed experts `mlp.experts.<e>.*`, shared `mlp.shared_experts.*`, router
+#: `mlp.gate`; MLA `q_a_proj`, `q_b_proj`, `kv_a_proj_with_mqa`, `kv_b_proj`), Mixtral
+#: (`block_sparse_moe.experts.<e>.w1|w3|w2`, router `block_sparse_moe.gate`), Phi-3 (fused `qkv_proj`,
+#: `gate_up_proj`) and GPT-2 (Conv1D `attn.c_attn`, `attn.c_proj`, `mlp.c_fc`, `mlp.c_proj`).
+_ATTENTION = {"q_proj", "k_proj", "v_proj", "o_proj", "q_a", "q_b", "kv_a", "kv_b"}
+_MLA_NAMES = {"q_a": "q_a_proj", "q_b": "q_b_proj", "kv_a": "kv_a_proj_with_mqa", "kv_b": "kv_b_proj"}
+_MIXTRAL_EXPERT = {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"}
+_FUSED = {
+    "phi3": {"q_proj": "self_attn.qkv_proj", "k_proj": "self_attn.qkv_proj", "v_proj": "self_attn.qkv_proj",
+             "gate_proj": "mlp.gate_up_proj", "up_proj": "mlp.gate_up_proj"},
+    "gpt2": {"q_proj": "attn.c_attn", "k_proj": "attn.c_attn", "v_proj": "attn.c_attn", "o_proj": "attn.c_proj",
+             "up_proj": "mlp.c_fc", "down_proj": "mlp.c_proj"},
+}
+
+
+@dataclass(frozen=True)
+class HfModule:
+    """One adaptable `nn.Linear` (or Conv1D) of a Hugging Face model: its full path, shape, layer and
+    the gpuplan projection name it is (a fused module: its first projection's)."""
+
+    path: str
+    in_features: int
+    out_features: int
+    layer: int | None
+    projection: str
+    output_layer: bool = False
+
+
+def _module_path(model: ModelSpec, p: Projection, expert: int | None) -> str:
+    fused = _FUSED.get(model.family, {}).get(p.name)
+    if fused is not None:
+        return fused
+    if model.family == "gpt2":
+        return p.name
+    name = _MLA_NAMES.get(p.name, p.name)
+    if p.name in _ATTENTION:
+        return f"self_attn.{name}"
+    mixtral = model.family == "mixtral"
+    block = "block_sparse_moe" if mixtral else "mlp"
+    if p.name == "router":
+        return f"{block}.gate"
+    if p.op.startswith("shared_"):
+        return f"mlp.shared_experts.{name}"
+    if expert is not None:
+        leaf = _MIXTRAL_EXPERT[name] if mixtral else name
+        return f"{block}.experts.{expert}.{leaf}"
+    return f"mlp.{name}"
+
+
+def hf_modules(model: ModelSpec) -> tuple[HfModule, ...]:
+    """Every adaptable linear module of the model as transformers names it (`_FUSED` and the names
+    above: `model.layers.<i>.<path>`; GPT-2 `transformer.h.<i>.<path>`), fused projections merged
+    (out = the sum of theirs), and the output head `lm_head`."""
+    prefix = "transformer.h" if model.family == "gpt2" else "model.layers"
+    out: list[HfModule] = []
+    for i in range(model.layers):
+        merged: dict[str, HfModule] = {}
+        for p in layer_projections(model, i):
+            experts = range(p.instances) if p.shard is Shard.EXPERT else [None] * p.instances
+            for e in experts:
+                path = f"{prefix}.{i}.{_module_path(model, p, e)}"
+                prev = merged.get(path)
+                if prev is None:
+                    merged[path] = HfModule(path, p.in_features, p.out_features, i, p.name)
+                else:  # a fused module (Phi-3 qkv_proj, GPT-2 c_attn): outputs side by side
+                    merged[path] = HfModule(path, prev.in_features, prev.out_features + p.out_features, i, prev.projection)
+        out += merged.values()
+    head = head_projection(model)
+    out.append(HfModule("lm_head", head.in_features, head.out_features, None, "lm_head", output_layer=True))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class AdapterCounts:
+    """Trainable parameters an adapter config adds to a model (`adapter_counts`)."""
+
+    trainable_params: int
+    lora_params: int  # A and B of every adapted module
+    dora_magnitude_params: int
+    lora_bias_params: int
+    modules_to_save_params: int
+    adapted_modules: int
+    adapted_layers: tuple[int, ...]
+    by_projection: dict  # {projection: {"modules": n, "params": p}}
+    notes: tuple[str, ...] = ()
+
+
+def adapter_counts(model: ModelSpec, adapter) -> AdapterCounts:
+    """Exact trainable parameters of a PEFT LoRA adapter (models.adapter_config.AdapterConfig) on
+    `model`: per adapted module r (in + out) (PEFT `LoraLayer.update_layer`: lora_A =
+    nn.Linear(in, r, bias=False), lora_B = nn.Linear(r, out, bias=False)), r from `rank_pattern`;
+    + out for DoRA's magnitude vector (peft/tuners/lora/dora.py `DoraLinearLayer.update_layer`: the
+    row norms of W + s B A, one per output) and for `lora_bias` (lora_B with a bias); + the full
+    copies of `modules_to_save` (PEFT `ModulesToSaveWrapper`: lm_head and embed_tokens, V x h each).
+    Which modules: the adapter's matching rule on `hf_modules` (models.adapter_config)."""
+    by: dict[str, dict] = {}
+    lora = dora = bias = count = 0
+    layers: set[int] = set()
+    for m in hf_modules(model):
+        if not adapter.targets(m.path, m.layer, linear_not_output=not m.output_layer):
+            continue
+        r = adapter.rank_of(m.path)
+        params = r * (m.in_features + m.out_features)
+        lora += params
+        dora += m.out_features if adapter.use_dora else 0
+        bias += m.out_features if adapter.lora_bias else 0
+        count += 1
+        if m.layer is not None:
+            layers.add(m.layer)
+        row = by.setdefault(m.projection, {"modules": 0, "params": 0})
+        row["modules"] += 1
+        row["params"] += params + (m.out_features if adapter.use_dora else 0) + (m.out_features if adapter.lora_bias else 0)
+    notes: list[str] = []
+    saved = 0
+    table = model.vocab * model.hidden
+    for name in adapter.modules_to_save:
+        if name in ("lm_head", "embed_tokens", "wte"):
+            saved += table
+        else:
+            notes.append(f"modules_to_save '{name}' is not counted (gpuplan knows lm_head and embed_tokens)")
+    if adapter.bias != "none":
+        notes.append(f"bias '{adapter.bias}': the base biases it trains are not counted")
+    total = lora + dora + bias + saved
+    return AdapterCounts(int(total), int(lora), int(dora), int(bias), int(saved), count, tuple(sorted(layers)), by,
+                         tuple(notes))
+
+
+__all__ = ["AdapterCounts", "HfModule", "Projection", "adapter_counts", "hf_modules", "adapted", "head_projection", "layer_adapter_params", "layer_projections", "lora_parameter_count"]

@@ -268,7 +268,7 @@ def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 #: per-call overhead not to matter (benchmarks/plan_search.py).
 CHUNK_POINTS = 1 << 18
 #: the axes `why_others_lose` explains, with the labels it prints
-EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("rc", "recompute"), ("sh", "sharding"))
+EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("rc", "recompute"), ("sh", "sharding"))
 
 
 def grid_blocks(sizes: tuple[int, ...], target: int) -> Iterator[tuple[int, tuple[slice, ...]]]:
@@ -435,14 +435,14 @@ class _FastestPerValue:
 
 
 def _explain(best: RankedPlan, fastest: _FastestPerValue, per_token: bool) -> list[str]:
-    """For each other value of tp, pp, recompute and sharding: how much slower its best plan is and
+    """For each other value of tp, pp, cp, recompute and sharding: how much slower its best plan is and
     which part of the step grows most (or that its faster plans do not fit in memory). `per_token`
     (plans with different global batches): slower in time per token, parts compared per token."""
     lines = []
     p = best.plan
     base = best.step.step_time_s / p.global_batch if per_token else best.step.step_time_s
     measure = "time per token" if per_token else "step time"
-    index_of = {"tp": p.tp, "pp": p.pp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
+    index_of = {"tp": p.tp, "pp": p.pp, "cp": p.cp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
     shown = {"rc": {code: r.value for code, r in RECOMPUTE_OF_CODE.items()},
              "sh": {code: s.value for code, s in SHARDING_OF_CODE.items()}}
     for name, label in EXPLAINED:

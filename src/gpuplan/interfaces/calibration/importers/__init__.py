@@ -10,8 +10,11 @@ reads (with its source) in its docstring:
 | `mamf` | mamf-finder.py log | matmul: matmul_tflops per MxNxK shape |
 | `vllm` | `benchmark_serving.py --save-result` / `vllm bench serve` JSON | inference: throughput, TTFT, TPOT, E2E |
 | `sglang` | `sglang.bench_serving --output-file` JSONL | inference: one set per line |
+| `trtllm` | `tensorrt_llm.serve.scripts.benchmark_serving --save-result` JSON | inference: as `vllm`, engine tensorrt-llm |
 | `torchtitan` | training log (`step: .. tps: .. tflops: .. mfu: ..`) | training: tokens/s/GPU, TFLOP/s, MFU, reserved memory |
 | `megatron` | Megatron-LM training log | training: iteration time, TFLOP/s/GPU, max allocated memory |
+| `nemo` | NeMo 2 progress lines (`train_step_timing in s: ..`) | training: iteration time |
+| `maxtext` | MaxText `completed step: .., seconds: .., TFLOP/s/device: .., Tokens/s/device: ..` | training: iteration time, TFLOP/s, tokens/s per GPU |
 
 What the log does not say (the model's shape, the system, the parallel layout) comes from the run
 configuration: a small TOML (`--config run.toml`, keys = SCHEMA.md column names) and/or
@@ -38,8 +41,11 @@ IMPORTERS = {
     "mamf": "mamf",
     "vllm": "vllm_bench",
     "sglang": "sglang_bench",
+    "trtllm": "trtllm_bench",
     "torchtitan": "torchtitan_log",
     "megatron": "megatron_log",
+    "nemo": "nemo_log",
+    "maxtext": "maxtext_log",
 }
 
 COMMON = ("id", "source", "confidence", "notes")

@@ -49,7 +49,7 @@ class Deployment:
 
     grouped_decode_attention: whether the generation-phase attention kernel loads each KV head's
     cache once for all the query heads that share it (grouped-query / multi-query attention): True
-    for TensorRT-LLM's XQA kernel (from v0.8), FlashAttention's and FlashInfer's decode kernels and
+    for TensorRT-LLM's XQA kernel (from v0.7: engines.py), FlashAttention's and FlashInfer's decode kernels and
     MLA kernels. False for a kernel with one thread block per (sequence, query head), each reading
     its KV head's cache, so every KV head is read heads / kv_heads times (`decode_kv_reads`):
     TensorRT-LLM's masked multi-head attention, its only generation kernel before XQA (cpp
@@ -61,6 +61,12 @@ class Deployment:
     `tensorrt-llm` (default, the PyTorch backend: its one-shot / two-shot kernels within its IPC
     workspace, NCCL above), `tensorrt-llm-plugin` (TensorRT engines, v0.x: one-shot below a size,
     else NCCL), `vllm` (vLLM's / SGLang's custom all-reduce below 8 MiB, NCCL above) or `nccl`.
+
+    python_step_loop: whether the engine does its per-request work of every step (scheduling,
+    input preparation, sampling, output processing) in Python on the step's critical path, so each
+    running sequence adds host time to the step (operators.HOST_SECONDS_PER_SEQUENCE): True for
+    vLLM, SGLang and TGI (EngineProfile.python_step_loop); False for the C++ batch managers
+    (TensorRT-LLM, lmdeploy TurboMind) and gpuplan's generic engine.
     """
 
     model: ModelSpec
@@ -75,6 +81,7 @@ class Deployment:
     activation_dtype: StoredFormat = field(default=None)  # type: ignore[assignment]
     grouped_decode_attention: bool = True
     tp_allreduce: TpAllReduce = TpAllReduce.TENSORRT_LLM
+    python_step_loop: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "tp_allreduce", parse_tp_allreduce(self.tp_allreduce))

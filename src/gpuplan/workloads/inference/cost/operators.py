@@ -15,7 +15,8 @@ simulator fast (tables + a few multiply-adds per step, no per-op work):
     T_step = STEP_OVERHEAD_S
            + linear(n_tokens)            GEMMs (QKV, O, FFN / routed experts, router), norms,
                                           activations, TP all-reduce, MoE token exchange (attention DP), PP send
-           + logits(n_seqs)              LM head over the tokens that sample (one per sequence)
+           + logits(n_seqs)              LM head over the tokens that sample (one per sequence), and
+                                          a Python engine's host time per sequence (HOST_SECONDS_PER_SEQUENCE)
            + attention_decode            memory-bound: KV bytes read, sum over decoding sequences
            + attention_prefill           compute-bound FlashAttention: causal query-key pairs
 
@@ -98,6 +99,28 @@ STEP_OVERHEAD_S = knobs.register(
     source="estimate for C++ runtimes (TensorRT-LLM, TurboMind); vidur's profiled CPU overheads are a few ms for Python engines",
     scales="host time per engine step not hidden behind GPU work",
     fitted_on=("trtllm017", "lmdeploy"))
+#: Host time each running sequence adds to an engine step of a Python-driven engine
+#: (Deployment.python_step_loop: vLLM, SGLang, TGI), s. Those engines walk their running requests in
+#: Python every step on the step's critical path: vLLM V1's EngineCore.step runs Scheduler.schedule(),
+#: then the worker's _prepare_inputs, the forward and sampling, copies the sampled ids to the host,
+#: then Scheduler.update_from_output(), each a loop over the running requests (vllm/v1/engine/core.py,
+#: vllm/v1/core/sched/scheduler.py; --async-scheduling, which overlaps them, is opt-in through v0.11).
+#: So a step of n sequences costs n x this on top of STEP_OVERHEAD_S; C++ batch managers
+#: (TensorRT-LLM, TurboMind) keep it off the GPU's path. The magnitude of older vLLM (V0): vidur's
+#: profiled CPU overheads (microsoft/vidur data/profiling/a100/cpu_overheads.csv, Llama-2-7B TP1:
+#: schedule + sampler + prepare_inputs + process_model_outputs means 2.98 ms at batch 8, 12.6 ms at
+#: batch 64, i.e. 172 us per sequence) and vLLM RFC #6801 ("When BS is 200, all this together can be
+#: 20ms", 100 us per sequence, the prior). V1 and SGLang are lighter; the value is fitted on the
+#: public rows of the Python engines (all rows: 81 +- 8 us, 78 after TensorRT-LLM's XQA-from-v0.7 rule;
+#: `validate --cv family`). Large
+#: batches show it: offline throughput at 256-3200 sequences (vllmci max-load rows, rocmvllm-mi300x,
+#: dcrh200 max-load) was predicted 1.2-1.7x too high without it, on A100, H100, H200 and MI300X alike.
+HOST_SECONDS_PER_SEQUENCE = knobs.register(
+    "serving.host_seconds_per_sequence", unit="s", default=8.1e-5, low=0.0, high=5e-4, prior=1e-4,
+    source="fitted on the public rows of Python-driven engines (vLLM, SGLang); vLLM V0 measured 100-172 us per "
+           "sequence (vLLM RFC #6801, the prior 100 us; microsoft/vidur data/profiling/a100/cpu_overheads.csv)",
+    scales="host time each running sequence adds to a step of vLLM / SGLang / TGI (Deployment.python_step_loop)",
+    fitted_on=("vllmci", "rocmvllm-mi300x", "dcrh200", "nim", "aic"))
 #: Bytes of an activation element moved between kernels and over TP all-reduces (bf16/fp16).
 ACTIVATION_IO_BYTES = 2.0
 #: Tile-occupancy term: a GEMM with m token rows reaches m / (m + 32) of its large-shape ceiling.
@@ -317,6 +340,9 @@ class StepTimeModel:
         self.kernels_per_step = sum(kernels_per_layer(layer) for layer in model_ops(m).layers)
         #: multiplier of every step's time: 1 / ATTENTION_DP_BALANCE with attention DP (module docstring), else 1
         self.step_scale = 1.0 / knobs.value("serving.attention_dp_balance") if dep.attention_dp > 1 else 1.0
+        #: host seconds each sampled sequence adds to a step (HOST_SECONDS_PER_SEQUENCE; 0 for C++ engines)
+        self.host_seconds_per_sequence = (float(knobs.value("serving.host_seconds_per_sequence"))
+                                          if dep.python_step_loop else 0.0)
         # --- attention coefficients (whole model, one GPU) --------------------------------------
         windows = [m.window(i) for i in range(m.layers)]
         self.window = max((w for w in windows if w is not None), default=0)
@@ -417,13 +443,15 @@ class StepTimeModel:
 
     def logits_time(self, seqs) -> np.ndarray:
         """Seconds for the LM head (vocab/attention_tp x hidden GEMM, its weights unquantised: weights.matrix_format)
-        over one sampled token per sequence, plus the final norm and sampling kernels."""
+        over one sampled token per sequence, plus the final norm and sampling kernels, plus the host
+        time per sampled sequence (HOST_SECONDS_PER_SEQUENCE x seqs)."""
         m, dep = self.dep.model, self.dep
         s = np.asarray(seqs, dtype=float)
         n_out = m.vocab / dep.attention_tp
         flops = 2.0 * s * n_out * m.hidden
         bytes_ = n_out * m.hidden * self.head_weight_bytes + s * (m.hidden * self.act_in_bytes + n_out * 4.0)
-        t = self._gemm_seconds(s, flops, bytes_) + 3 * knobs.value("serving.per_kernel_latency_s")
+        t = (self._gemm_seconds(s, flops, bytes_) + 3 * knobs.value("serving.per_kernel_latency_s")
+             + s * self.host_seconds_per_sequence)
         return np.where(s > 0, t, 0.0)
 
     def attention_decode_time(self, ctx_global_sum, ctx_window_sum) -> np.ndarray:

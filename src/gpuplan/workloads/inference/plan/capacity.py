@@ -17,6 +17,9 @@ replicas, open loop), with p90 TTFT and p90 TPOT over the steady state after war
     replicas = the fewest n with p90 TTFT(rate / n) <= ttft_ms and p90 TPOT(rate / n) <= tpot_ms
     gpus = replicas x tp
     usd_per_million_output_tokens = gpus x usd_per_gpu_hour / (3600 x rate x output_len) x 1e6
+    (all of the cost over the output tokens; token_costs.py splits it between prefill and decode by
+    the engine-step time each phase takes in the verified open-loop run: usd_per_million_input_tokens,
+    usd_per_million_output_tokens_decode, usd_per_request)
 
 (Sizing by goodput under Poisson arrivals, not by a closed loop's throughput, because a closed
 loop never queues a request: M/G/c waiting, Kleinrock vol. 1 ch. 3; DistServe, Zhong et al. OSDI
@@ -47,6 +50,7 @@ from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
 from gpuplan.workloads.inference.replica import (
     PLANNING_SEED, STEADY_STATE, Load, Replica, ReplicaRun, ServingFeatures, fewest_replicas, replicas_for_rate,
 )
+from gpuplan.workloads.inference.plan.token_costs import token_costs
 from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
 
 #: closed-loop concurrencies tried per candidate (powers of two up to the scheduler's sequence cap)
@@ -81,6 +85,11 @@ class CandidateResult:
     open_loop_tpot_p90_ms: float | None = None
     open_loop_requests_per_s: float | None = None  # per replica, offered
     why_not_best: str = ""
+    # the cost split between the phases (token_costs.py), from the verified open-loop run's step times
+    prefill_time_fraction: float | None = None
+    usd_per_request: float | None = None
+    usd_per_million_input_tokens: float | None = None
+    usd_per_million_output_tokens_decode: float | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,18 @@ class FrontierPoint:
     tokens_per_s_per_gpu: float
     tokens_per_s_per_user: float
     ttft_p90_ms: float
+    tpot_p90_ms: float | None = None  # the p90 a TPOT objective is judged on (the x axis is 1e3 / mean TPOT)
+
+
+def frontier_coordinates(output_tokens_per_s: float, gpus: int, tpot_mean_ms: float) -> tuple[float, float]:
+    """A deployment's place on the latency-throughput frontier: (tokens/s per GPU, tokens/s per user)
+
+        per GPU  = output tokens/s of the replica / its GPUs
+        per user = 1e3 / mean TPOT in ms   (one stream's decode speed: the interactivity axis)
+
+    as NVIDIA's and SemiAnalysis' throughput-interactivity plots draw it (`serve frontier`, and
+    `serve run`'s point on that plot)."""
+    return output_tokens_per_s / gpus, (1e3 / tpot_mean_ms if tpot_mean_ms > 0 else float("inf"))
 
 
 def layout_label(gpu: str, tp: int, ep: int = 1, attention_dp: int = 1) -> str:
@@ -292,15 +313,20 @@ def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_
     ok = replicas is not None
     replicas = replicas if ok else OPEN_LOOP_MAX_FACTOR * n0 + 4
     gpus = replicas * tp
-    cost = None if price is None else gpus * price / (3600.0 * rate * output_len) * 1e6
     res, open_res = closed.result, open_run.result
+    f = open_res.prefill_time_fraction
+    split = None if price is None or f is None else token_costs(gpus, price, rate, input_len, output_len, f)
+    cost = None if price is None else gpus * price / (3600.0 * rate * output_len) * 1e6
     return CandidateResult(
         gpu=gpu.id, tp=tp, concurrency=conc * groups, ttft_p90_ms=res.ttft_ms.p90, tpot_p90_ms=res.tpot_ms.p90,
         replica_requests_per_s=replica_rps, replica_output_tokens_per_s=closed.output_tokens_per_s,
         replicas=replicas, gpus=gpus, usd_per_gpu_hour=price, usd_per_million_output_tokens=cost, meets_slo=ok,
         ep=ep, attention_dp=adp, layout=layout_label(gpu.id, tp, ep, adp), closed_loop_replicas=n0,
         open_loop_ttft_p90_ms=open_res.ttft_ms.p90, open_loop_tpot_p90_ms=open_res.tpot_ms.p90,
-        open_loop_requests_per_s=rate / replicas,
+        open_loop_requests_per_s=rate / replicas, prefill_time_fraction=f,
+        usd_per_request=None if split is None else split.usd_per_request,
+        usd_per_million_input_tokens=None if split is None else split.usd_per_million_input_tokens,
+        usd_per_million_output_tokens_decode=None if split is None else split.usd_per_million_output_tokens_decode,
     )
 
 
@@ -332,7 +358,8 @@ def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, outp
                     break
                 run = closed_loop(rep, conc, input_len, output_len)
                 res = run.result
-                out.append(FrontierPoint(tp, conc, run.output_tokens_per_s / tp, 1e3 / res.tpot_ms.mean, res.ttft_ms.p90))
+                per_gpu, per_user = frontier_coordinates(run.output_tokens_per_s, tp, res.tpot_ms.mean)
+                out.append(FrontierPoint(tp, conc, per_gpu, per_user, res.ttft_ms.p90, res.tpot_ms.p90))
         except InputError:  # bad input (unknown dtype ...) is the user's to fix, not a tp that does not fit
             raise
         except GpuplanError as exc:

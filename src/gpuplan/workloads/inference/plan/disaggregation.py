@@ -73,6 +73,7 @@ from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
 from gpuplan.workloads.inference.cost.kv_transfer import KvLink, KvTransferStats, link_wait_s, same_domain_possible, transfer_stats
 from gpuplan.workloads.inference.replica import ServingFeatures
 from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
+from gpuplan.workloads.inference.plan.token_costs import pools_token_costs, pools_usd_per_million_output_tokens
 from gpuplan.workloads.inference.plan.instances import (
     PLAN_SEED, InstanceLayout, RoleCurve, _Instance, _ladder, candidate_layouts,
 )
@@ -153,6 +154,11 @@ class ServingOption:
     latency_curve: tuple[CurvePoint, ...] = field(default=())
     #: the KV transfer of the p90 prompt (the TTFT sum's term; = kv_transfer_ms with fixed lengths)
     kv_transfer_p90_ms: float | None = None
+    #: the cost split between prefill and decode (token_costs.pools_token_costs)
+    prefill_time_fraction: float | None = None
+    usd_per_request: float | None = None
+    usd_per_million_input_tokens: float | None = None
+    usd_per_million_output_tokens_decode: float | None = None
 
 
 @dataclass(frozen=True)
@@ -190,13 +196,6 @@ def parse_pd_ratio(text: str | tuple[int, int] | None) -> tuple[int, int] | None
         raise InputError(f"pd_ratio: both sides must be >= 1 instance, got {p}:{d}", field="pd_ratio",
                          allowed="P:D, integers >= 1")
     return p, d
-
-
-def _cost(pools: list[PoolChoice], rate: float, output_len: int) -> float | None:
-    if any(p.usd_per_gpu_hour is None for p in pools):
-        return None
-    usd_per_s = sum(p.gpus * p.usd_per_gpu_hour for p in pools) / 3600.0
-    return usd_per_s / (rate * output_len) * 1e6
 
 
 def _pool(role: str, layout: InstanceLayout, instances: int, rate: float, goodput: float) -> PoolChoice:
@@ -291,7 +290,7 @@ class _Search:
         return ServingOption(
             ServingMode.COLOCATED, f"{n} x {label}", tuple(pools), gpus, None, None, None, None, None,
             c.at(r, "ttft_p90_s") * 1e3, c.at(r, "tpot_p90_s") * 1e3, self.rate * self.output_mean / gpus,
-            _cost(pools, self.rate, self.output_mean), True, False)
+            pools_usd_per_million_output_tokens(pools, self.rate, self.output_mean), True, False)
 
     # -- disaggregated ------------------------------------------------------------------------
     def _transfer(self, p: InstanceLayout, d: InstanceLayout, link: KvLink) -> KvTransferStats:
@@ -361,8 +360,8 @@ class _Search:
             ServingMode.DISAGGREGATED, f"{n_p}P {p.label} + {n_d}D {d.label}", tuple(pools), gpus,
             f"{n_p // g}:{n_d // g}", link.value, xfer.kv_per_request_bytes, xfer.time_s * 1e3,
             wait * 1e3 if math.isfinite(wait) else None, ttft * 1e3, tpot * 1e3, self.rate * self.output_mean / gpus,
-            _cost(pools, self.rate, self.output_mean), ttft <= self.ttft_s and tpot <= self.tpot_s, False,
-            kv_transfer_p90_ms=xfer.time_p90_s * 1e3)
+            pools_usd_per_million_output_tokens(pools, self.rate, self.output_mean),
+            ttft <= self.ttft_s and tpot <= self.tpot_s, False, kv_transfer_p90_ms=xfer.time_p90_s * 1e3)
 
     def _prefill_count(self, pc: RoleCurve, dc: RoleCurve, xfer: KvTransferStats, n_d: int) -> tuple[int, float] | str:
         """(n_p, prefill goodput) meeting the TTFT budget left by the KV transfer, its link wait and
@@ -380,6 +379,16 @@ class _Search:
             return (f"misses TTFT: P {pc.points[0].ttft_p90_s * 1e3:.0f} + KV {xfer.time_p90_s * 1e3:.1f} + "
                     f"D {d90 * 1e3:.0f} > {self.ttft_s * 1e3:g} ms")
         return max(1, math.ceil(self.rate / r_p)), r_p
+
+    def token_costs(self, o: ServingOption) -> dict:
+        """The option's cost split (token_costs.pools_token_costs); co-located: f from its curve."""
+        if not o.pools or not o.gpus:
+            return {}
+        colocated = o.mode is ServingMode.COLOCATED
+        f = self.colocated_curve(self._layout_of(o.pools[0])).at(self.rate / o.pools[0].instances,
+                                                                 "prefill_time_fraction") if colocated else None
+        split = pools_token_costs(o.pools, self.rate, self.input_len, self.output_mean, f)
+        return {} if split is None else {k: v for k, v in split.to_dict().items() if k != "usd_per_million_output_tokens"}
 
     # -- verification by simulation at the actual rates -----------------------------------------
     def _layout_of(self, pool: PoolChoice) -> InstanceLayout:
@@ -553,7 +562,7 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
             shown += 1
         out.append(o)
     best = next(o for o in out if o.meets_slo)
-    out = [replace(o, why_not_best=_why(o, best, ttft_ms, tpot_ms)) for o in out]
+    out = [replace(o, why_not_best=_why(o, best, ttft_ms, tpot_ms), **s.token_costs(o)) for o in out]
     best = out[[i for i, o in enumerate(out) if o.meets_slo][0]]
     best_c = next((o for o in out if o.mode is ServingMode.COLOCATED and o.meets_slo), None)
     best_d = next((o for o in out if o.mode is ServingMode.DISAGGREGATED and o.meets_slo), None)

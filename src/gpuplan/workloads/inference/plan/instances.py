@@ -87,6 +87,7 @@ class LoadPoint:
     ttft_p90_s: float = math.nan
     tpot_p90_s: float = math.nan
     first_token_delay_p90_s: float = math.nan  # decode instances: arrival of the KV -> first token
+    prefill_time_fraction: float = math.nan  # co-located: prefill's share of the step time (token_costs.py)
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,9 @@ class _Instance:
     def colocated_point(self, rate: float, seed: int = PLAN_SEED) -> LoadPoint:
         """`serve run --rate` on this layout: the replica under Poisson arrivals (replica.py)."""
         res = self.replica.run(Load.poisson(rate), self.input_len, self.output_len, window=STEADY_STATE, seed=seed).result
-        return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3, tpot_p90_s=res.tpot_ms.p90 / 1e3)
+        f = res.prefill_time_fraction
+        return LoadPoint(rate, ttft_p90_s=res.ttft_ms.p90 / 1e3, tpot_p90_s=res.tpot_ms.p90 / 1e3,
+                         prefill_time_fraction=math.nan if f is None else f)
 
     # saturated requests/s of one instance per role (the ladder's 100%)
     def prefill_saturation(self) -> float:

@@ -21,6 +21,8 @@ from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
 from gpuplan.workloads.inference.cost.speculative import SpeculativeDecoding
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
+from gpuplan.workloads.inference.plan.capacity import frontier_coordinates
+from gpuplan.workloads.inference.plan.token_costs import token_costs
 from gpuplan.workloads.inference.replica import (
     PLANNING_SEED, STEADY_STATE, Load, LoadKind, Replica, ServingFeatures, static_scheduler,
 )
@@ -86,13 +88,25 @@ class ServeReport:
     # the serving engine whose defaults ran (engines.py; "generic" = gpuplan's own) and the scheduler kind in effect
     engine: str = GENERIC.name
     scheduler: str = ""
+    # cost (token_costs.py; None without a price): the replica's GPUs at usd_per_gpu_hour over the
+    # requests it served; prefill's share of its engine-step time splits it between input and output
+    prefill_time_fraction: float | None = None
+    usd_per_gpu_hour: float | None = None
+    usd_per_request: float | None = None
+    usd_per_million_input_tokens: float | None = None
+    usd_per_million_output_tokens: float | None = None  # all of the cost over the output tokens
+    usd_per_million_output_tokens_decode: float | None = None
+    # this deployment's point on the latency-throughput frontier (capacity.frontier_coordinates)
+    tokens_per_s_per_gpu: float = 0.0
+    tokens_per_s_per_user: float = 0.0
 
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
                    concurrency: int | None = None, batch: int | None = None,
                    scheduler: SchedulerConfig | None = None, requests: int | None = None, seed: int = PLANNING_SEED,
                    lengths: RequestLengths | None = None, speculative: SpeculativeDecoding | None = None,
-                   prefix_cache: PrefixCache | None = None, engine: EngineProfile | None = None) -> ServeReport:
+                   prefix_cache: PrefixCache | None = None, engine: EngineProfile | None = None,
+                   usd_per_gpu_hour: float | None = None) -> ServeReport:
     """Simulate one replica under the given load and report (module docstring): one `Replica.run`
     over the STEADY_STATE window (replica.py), the path `serve plan`, `serve frontier` and
     `validate` take too. `lengths`: request lengths other than fixed input_len / output_len (then
@@ -101,7 +115,8 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     (engines.py; default GENERIC): its scheduler (when `scheduler` is None), KV memory rule, fraction
     and block size, and the CUDA-graph batch sizes its generation steps pad to (not for a static
     batch); the caller builds `dep` with its `deployment_options()`. `requests`: simulate that many
-    requests (open loop; a closed loop at least that many) instead of the window's 2000."""
+    requests (open loop; a closed loop at least that many) instead of the window's 2000. `usd_per_gpu_hour`: the price that costs the replica's
+    GPUs per request and per million input / output tokens (token_costs.py); None: no cost."""
     given = [x is not None for x in (rate, concurrency, batch)]
     if sum(given) > 1:
         raise InputError("load: give at most one of --rate, --concurrency, --batch", field="load")
@@ -139,6 +154,10 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
     li, lo = length_stats(wl.input_len), length_stats(wl.output_len)
     pool = prefix_cache.pool(wl.input_len) if prefix_cache is not None and prefix_cache.hit_rate > 0 else 0
     lens = replica.lengths(input_len, output_len)
+    f = res.prefill_time_fraction
+    cost = {}
+    if usd_per_gpu_hour is not None and f is not None and run.requests_per_s > 0:
+        cost = token_costs(dep.num_gpus, usd_per_gpu_hour, run.requests_per_s, li.mean, lo.mean, f).to_dict()
     return ServeReport(
         model=dep.model.name, gpu=dep.gpu.id, tp=dep.tp, pp=dep.pp, ep=dep.ep, attention_dp=groups, weight_dtype=dep.weight_dtype.value,
         kv_dtype=dep.kv_dtype.value, load=label, input_len=input_len, output_len=output_len,
@@ -160,4 +179,7 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
         frontend_latency_ms=1e3 * run.frontend_latency_s, engine=engine.name, scheduler=sched.kind.value,
+        usd_per_gpu_hour=usd_per_gpu_hour if cost else None, **cost,
+        **dict(zip(("tokens_per_s_per_gpu", "tokens_per_s_per_user"),
+                   frontier_coordinates(run.output_tokens_per_s, dep.num_gpus, res.tpot_ms.mean))),
     )

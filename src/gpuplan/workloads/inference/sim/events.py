@@ -54,7 +54,8 @@ import numpy as np
 from numba import njit
 
 from gpuplan.workloads.inference.kernels import (TRACE_POINTS, blocks_kv_bytes, causal_pairs_upto, graph_tokens_of_step,
-                                                 paged_kv_bytes, step_seconds, table_lookup, trace_append)
+                                                 paged_kv_bytes, prefill_seconds_of_step, step_seconds, table_lookup,
+                                                 trace_append)
 
 #: Options of the loop's functions: cached, numpy division semantics, no reference counting (they
 #: allocate nothing; numba's own internal kernels use the same `_nrt=False`).
@@ -656,7 +657,8 @@ def _record_trace(tr_t, tr_b, steps, now, used, ntr, stride, next_trace):
 @njit(**_LOOP)
 def _run_events(R, E, K, coef, tables, S):
     """The event-driven loop (module docstring) over the state S (EventState) `_simulate_events`
-    allocates. Returns (engine steps, preemptions, trace points)."""
+    allocates. Returns (engine steps, preemptions, trace points, engine-step seconds, their prefill
+    share: kernels.prefill_seconds_of_step)."""
     prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b = S
     n = R.arrival.shape[0]
     lin_t, logit_t, draft_t, graph_t = tables
@@ -677,6 +679,8 @@ def _run_events(R, E, K, coef, tables, S):
     done = 0
     steps = 0
     preemptions = 0
+    busy = 0.0  # engine-step seconds and the prefill phase's share (kernels.prefill_seconds_of_step)
+    pf_busy = 0.0
     ntr = 0
     stride = 1
     next_trace = 1  # the next step that is a multiple of `stride` (the reference's steps % stride == 0)
@@ -730,8 +734,12 @@ def _run_events(R, E, K, coef, tables, S):
         # ---- the step's cost (the reference's: kernels.step_seconds; no draft model on this loop) --------
         linear_s = table_lookup(lin_t, graph_tokens_of_step(graph_t, n_tok, acc.pf_tok))
         logits_s = table_lookup(logit_t, graph_tokens_of_step(graph_t, n_seq, acc.pf_tok))
-        now += step_seconds(coef, linear_s, logits_s, 0.0, ctx_g, ctx_w, acc.pairs_g, acc.pairs_w, acc.pf_kv)
+        dt = step_seconds(coef, linear_s, logits_s, 0.0, ctx_g, ctx_w, acc.pairs_g, acc.pairs_w, acc.pf_kv)
+        now += dt
         steps += 1
+        busy += dt
+        pf_busy += prefill_seconds_of_step(coef, dt, 0.0, ctx_g, ctx_w, acc.pairs_g, acc.pairs_w, acc.pf_kv, acc.pf_tok,
+                                           n_tok)
         if dec_run:
             td += 1
         # ---- completion bookkeeping ---------------------------------------------------------------
@@ -746,7 +754,7 @@ def _run_events(R, E, K, coef, tables, S):
             n_dec_last = 0
         # ---- statistics ------------------------------------------------------------------------------
         ntr, stride, next_trace = _record_trace(tr_t, tr_b, steps, now, used, ntr, stride, next_trace)
-    return steps, preemptions, ntr
+    return steps, preemptions, ntr, busy, pf_busy
 
 
 @njit(cache=True, error_model="numpy")
@@ -754,7 +762,8 @@ def _simulate_events(R, E, K, coef, tables):
     """Run the event-driven loop on requests R (Requests; R.arrival is written by a closed loop)
     under engine E (Engine) and KV layout K (KvLayout), steps costed by kernels.step_seconds with
     coef / tables (StepCoefficients, StepTables). Returns (first-token times, finish times,
-    arrivals, engine steps, preemptions, trace times, trace KV bytes): the reference's outputs."""
+    arrivals, engine steps, preemptions, trace times, trace KV bytes, engine-step seconds, their
+    prefill share): the reference's outputs."""
     n = R.arrival.shape[0]
     slots = max(1, min(E.max_seqs, n))
     prog = Progress(R.cached.copy(), R.in_len.copy(), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
@@ -777,5 +786,6 @@ def _simulate_events(R, E, K, coef, tables):
     tr_t = np.empty(TRACE_POINTS)
     tr_b = np.empty(TRACE_POINTS)
     state = EventState(prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b)
-    steps, preemptions, ntr = _run_events(R, E, K, coef, tables, state)
-    return prog.first, prog.finish, R.arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()
+    steps, preemptions, ntr, busy, pf_busy = _run_events(R, E, K, coef, tables, state)
+    return (prog.first, prog.finish, R.arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy(), busy,
+            pf_busy)

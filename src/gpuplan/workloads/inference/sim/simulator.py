@@ -31,7 +31,8 @@ from gpuplan.workloads.inference.cost.memory import MemoryPlan
 from gpuplan.workloads.inference.cost.operators import StepTimeModel
 from gpuplan.workloads.inference.sim.schedulers import SCHEDULER_CODE, SchedulerConfig
 from gpuplan.workloads.inference.kernels import (TRACE_POINTS, causal_pairs_upto, paged_kv_bytes, step_seconds,
-                                                 graph_tokens_of_step, table_lookup, trace_append)
+                                                 graph_tokens_of_step, prefill_seconds_of_step, table_lookup,
+                                                 trace_append)
 from gpuplan.workloads.inference.sim.events import Engine, KvLayout, Requests, _simulate_events
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
     done = 0
     steps = 0
     preemptions = 0
+    busy = 0.0  # engine-step seconds, and the prefill phase's share of them (kernels.prefill_seconds_of_step)
+    pf_busy = 0.0
     tr_t = np.empty(TRACE_POINTS)
     tr_b = np.empty(TRACE_POINTS)
     ntr = 0
@@ -255,6 +258,8 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
         dt = step_seconds(coef, linear_s, logits_s, draft_s, ctx_g, ctx_w, pairs_g, pairs_w, pf_kv)
         now += dt
         steps += 1
+        busy += dt
+        pf_busy += prefill_seconds_of_step(coef, dt, draft_s, ctx_g, ctx_w, pairs_g, pairs_w, pf_kv, pf_tok, n_tok)
         # ---- advance sequences; compact the running set (static batches keep their slots) --------
         k = 0
         alldone = True
@@ -306,7 +311,7 @@ def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, 
             n_dec = 0
         if steps % stride == 0:
             ntr, stride = trace_append(tr_t, tr_b, ntr, stride, now, used)
-    return first, finish, arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy()
+    return first, finish, arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy(), busy, pf_busy
 
 
 @dataclass(frozen=True)
@@ -343,10 +348,19 @@ class SimResult:
     preemptions: int
     kv_time_s: np.ndarray
     kv_bytes: np.ndarray
+    #: engine-step seconds of the whole run (every step, warm-up included) and the prefill phase's
+    #: share of them (kernels.prefill_seconds_of_step); 0 where a loop does not count them
+    busy_s: float = 0.0
+    prefill_busy_s: float = 0.0
 
     @property
     def peak_kv_bytes(self) -> float:
         return float(self.kv_bytes.max()) if self.kv_bytes.size else 0.0
+
+    @property
+    def prefill_time_fraction(self) -> float | None:
+        """prefill_busy_s / busy_s: the share of the replica's engine-step time spent on prefill."""
+        return self.prefill_busy_s / self.busy_s if self.busy_s > 0 else None
 
 
 
@@ -439,9 +453,10 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     layout = KvLayout(budget, int(memory.block_size), g_bytes, float(memory.window_kv_bytes_per_token_per_gpu),
                       int(steps.window), int(memory.window_blocks_cap))
     if event_driven and speculative is None:
-        first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate_events(requests, engine, layout, coef, tables)
+        first, finish, arrival, nsteps, npre, tr_t, tr_b, busy, pf_busy = _simulate_events(requests, engine, layout,
+                                                                                            coef, tables)
     else:
-        first, finish, arrival, nsteps, npre, tr_t, tr_b = _simulate(
+        first, finish, arrival, nsteps, npre, tr_t, tr_b, busy, pf_busy = _simulate(
             requests.arrival, ins, outs, engine.closed_loop, engine.sched, engine.no_evict, engine.max_seqs,
             engine.max_tokens, *layout, coef, tables, cached, requests.out_steps, spec_e)
     ok = np.isfinite(finish)
@@ -463,5 +478,6 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
         output_tokens_per_s=out_tokens / duration, total_tokens_per_s=(out_tokens + in_tokens) / duration,
         requests_per_s=float(rps), mean_in_flight=float(rps * np.nanmean(e2e[ok])) if ok.any() else 0.0,
         steps=int(nsteps), preemptions=int(npre), kv_time_s=tr_t, kv_bytes=tr_b,
+        busy_s=float(busy), prefill_busy_s=float(pf_busy),
     )
 

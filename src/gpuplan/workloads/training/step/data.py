@@ -18,6 +18,9 @@ gathers per step, and the parameters one GPU holds.
   COMPOSER_GATHER_BYTES). FSDP2 (`Framework.TORCHTITAN`) also copies the gathered parameters out
   and the gradients in on the GPU each micro-batch (FSDP2_COPY_BYTES_PER_PARAM, memory-bound; counted
   with the exposed DP time, as they exist only because of the sharding).
+- ZeRO-3/FSDP collectives come in many calls, one per gather unit, each paying the collective's
+  latency (`zero3_collective_calls`): a ring's latency grows with the ranks, so at a thousand
+  GPUs a per-layer gather costs milliseconds even when its bytes take microseconds.
 """
 
 from __future__ import annotations
@@ -49,6 +52,38 @@ TORCHTITAN_REDUCE_BYTES = 4.0
 #: (`chunk_cat` of the bf16 gradients into the fp32 reduce buffer, read 2 + write 4):
 #: 4 + 4 + 6 = 14 B, memory-bound. FSDP1 (Composer) gathers into its flat parameter in place.
 FSDP2_COPY_BYTES_PER_PARAM = 14.0
+
+
+#: DeepSpeed ZeRO-3 defaults (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig):
+#: `stage3_prefetch_bucket_size` 5e7 elements (the coordinator gathers the next parameters in one
+#: `all_gather_coalesced` call up to this many elements: partitioned_param_coordinator.py
+#: `fetch_sub_module`), `reduce_bucket_size` 5e8 elements (stage3.py: gradients are reduce-scattered
+#: when the bucket would overflow). Parameters under `stage3_param_persistence_threshold` (1e5:
+#: biases, norms) stay whole and are never gathered.
+DEEPSPEED_PREFETCH_BUCKET_ELEMENTS = 5e7
+DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 5e8
+
+
+def zero3_collective_calls(ctx: StepContext, sc: StageCompute, local_dense, local_experts):
+    """(all-gather calls per pass, reduce-scatter calls per micro-batch) of ZeRO-3 / FSDP on the
+    busiest stage.
+
+    FSDP (torch FSDP1 as Composer and Megatron-FSDP wrap it, FSDP2 `fully_shard` as torchtitan
+    applies it): one unit per transformer block plus the root (embedding, head), so L_stage + 1
+    all-gathers per pass and L_stage + 1 reduce-scatters. DeepSpeed ZeRO-3: one
+    `all_gather_coalesced` per fetch, which takes a submodule's weights and prefetches the next up
+    to `stage3_prefetch_bucket_size` elements, so a layer costs clip(layer weights / bucket, 1,
+    weight matrices in the layer) calls (a matrix larger than the bucket is fetched alone);
+    gradients are reduce-scattered per `reduce_bucket_size`: ceil(local parameters / 5e8) calls.
+    Each call pays the collective's latency once (NCCL ring latency grows with the ranks)."""
+    layers = np.asarray(sc.layers_per_stage, dtype=np.float64)
+    if ctx.framework is not Framework.DEEPSPEED:
+        return layers + 1.0, layers + 1.0
+    per_layer_params = ctx.body_params / max(ctx.layers, 1)
+    matrices = sum(len(lo.linears) for lo in ctx.ops.layers) / max(len(ctx.ops.layers), 1)
+    units = float(np.clip(per_layer_params / DEEPSPEED_PREFETCH_BUCKET_ELEMENTS, 1.0, max(matrices, 1.0)))
+    reduce_calls = np.maximum(1.0, np.ceil((local_dense + local_experts) / DEEPSPEED_REDUCE_BUCKET_ELEMENTS))
+    return layers * units + 1.0, reduce_calls
 
 
 def local_params(ctx: StepContext, g: PlanAxes, sc: StageCompute):
@@ -101,6 +136,20 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     if ctx.expert_params:
         e_all, e_rs, e_ag = dp_collectives(reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp)
         reduce_all, reduce_scatter, gather = reduce_all + e_all, reduce_scatter + e_rs, gather + e_ag
+    # ZeRO-3 / FSDP: the same bytes in many calls, each with the collective's latency
+    gather_calls, reduce_calls = zero3_collective_calls(ctx, sc, reduced[0], reduced[1])
+
+    def split_collectives(params, gathered, group, stride):
+        pn = group_per_node(group, stride, gpn)
+        return tuple(np.where(group > 1, calls * collective_seconds_array(kind, nbytes / calls, group, pn, ctx.system,
+                                                                          gpu=ctx.gpu), 0.0)
+                     for kind, nbytes, calls in ((Collective.REDUCE_SCATTER, params * grad_bytes, reduce_calls),
+                                                 (Collective.ALL_GATHER, gathered, gather_calls)))
+
+    z3_reduce_scatter, z3_gather = split_collectives(reduced[0], gathered_bytes[0], dp_group, g.tp)
+    if ctx.expert_params:
+        e_rs, e_ag = split_collectives(reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp)
+        z3_reduce_scatter, z3_gather = z3_reduce_scatter + e_rs, z3_gather + e_ag
     last_bwd = sc.stage_bwd + sc.recompute_mb
     if ctx.framework is not Framework.DEEPSPEED:
         contention = collective_sm_fraction(dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu)
@@ -111,14 +160,14 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         # ZeRO-2: each micro-batch's gradients are reduce-scattered behind its own backward; FSDP's
         # SHARD_GRAD_OP also re-gathers the parameters it frees after each backward
         zero2 = g.m * reduce_mb + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb
-        per_mb = 2.0 * gather + reduce_scatter
+        per_mb = 2.0 * z3_gather + z3_reduce_scatter
         window = sc.compute_mb + sc.recompute_mb
         zero3 = g.m * (np.maximum(0.0, per_mb - window) + contention * np.minimum(per_mb, window))
     else:
         unsharded = reduce_all
         zero12 = reduce_scatter + gather
         zero2 = g.m * reduce_scatter + gather
-        zero3 = g.m * (2.0 * gather + reduce_scatter)
+        zero3 = g.m * (2.0 * z3_gather + z3_reduce_scatter)
     if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
         zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
         # under a pipeline schedule torchtitan keeps the parameters unsharded for the step (no reshard

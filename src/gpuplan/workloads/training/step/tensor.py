@@ -67,7 +67,8 @@ UB_FC1_WGRAD_SMS = 4.0
 def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCompute):
     """Exposed tensor-parallel communication per micro-batch: 2 all-reduces of t x h x 2 bytes per
     layer forward (+2 in a full-recompute forward) and 2 backward, of which `training.tp_backward_overlap`
-    hides behind the weight-gradient GEMMs (Megatron's async TP all-reduce); with sequence
+    hides behind the weight-gradient GEMMs (Megatron's async TP all-reduce; none under torchtitan's
+    vanilla TP: `Framework.overlaps_tp_backward`); with sequence
     parallelism the same count of all-gather + reduce-scatter pairs, which move the same bytes
     (Korthikanti et al. 2022 sec. 4.2.2). With TE userbuffers (`tp_comm_overlap` + SP; Wang et al.
     2023 ASPLOS), each AG / RS (c = half an all-reduce) overlaps a GEMM by NeMo's method for it:
@@ -79,7 +80,8 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     ar = collective_seconds_array(Collective.ALL_REDUCE, g.t * float(ctx.hidden) * 2.0, g.tp,
                                   group_per_node(g.tp, 1, gpn), ctx.system, gpu=ctx.gpu)
     fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
-    tp_mb = sc.layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - knobs.value("training.tp_backward_overlap")))
+    backward_overlap = knobs.value("training.tp_backward_overlap") if ctx.framework.overlaps_tp_backward else 0.0
+    tp_mb = sc.layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - backward_overlap))
     if not ctx.tp_comm_overlap:
         return tp_mb
     c = 0.5 * ar

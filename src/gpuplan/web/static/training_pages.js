@@ -1,0 +1,191 @@
+// gpuplan web: the training pages (Plan, Train, Fit) and what they draw: the 1F1B pipeline timeline
+// of a plan and memory per GPU against the GPU's memory and its usable part.
+
+import { MODELS, SYSTEMS, GPUS, api, pick } from "./client.js";
+import { fmt, num, usd } from "./format.js";
+import { downloads, h, kv, plot, section, stacked, stats, table } from "./widgets.js";
+
+export const PRECISIONS = ["bf16", "fp16", "fp8"];
+export const PLAN_FIELDS = [
+  { name: "tp", type: "number" }, { name: "pp", type: "number" }, { name: "dp", type: "number" }, { name: "cp", type: "number" },
+  { name: "ep", type: "number" }, { name: "vpp", type: "number" }, { name: "micro_batch", type: "number" },
+  { name: "global_batch", type: "number" }, { name: "seq_len", type: "number" },
+];
+export const planLabel = (p) => `tp=${p.tp} pp=${p.pp} dp=${p.dp} cp=${p.cp}${p.ep > 1 ? " ep=" + p.ep : ""}${p.vpp > 1 ? " vpp=" + p.vpp : ""} mb=${p.micro_batch} ${p.recompute}${p.sequence_parallel ? " +sp" : ""}${p.tp_comm_overlap ? " +tp-overlap" : ""} ${p.sharding}`;
+
+function pipelineTimeline(d) {
+  // The 1F1B schedule (Narayanan et al. 2021 sec. 2.2) of the chosen plan, drawn from its own step
+  // terms: per micro-batch and stage, forward = compute / m / 3 (backward = 2 x forward, the step-time
+  // model's rule) and backward adds the recompute. Stage s runs min(pp - s - 1, m) warm-up forwards,
+  // then one forward / one backward, then the remaining backwards; F(s,i) waits for F(s-1,i) and
+  // B(s,i) for B(s+1,i). Interleaving (vpp > 1) is not drawn; at most 24 micro-batches are shown.
+  const p = d.best_plan, b = d.step_breakdown_s, mAll = d.num_micro_batches;
+  const pp = p.pp, m = Math.min(mAll, 24);
+  if (pp < 2) return;
+  const f = b.compute_s / mAll / 3, bw = 2 * f + (b.recompute_s || 0) / mAll;
+  const order = [];
+  for (let s = 0; s < pp; s++) {
+    const w = Math.min(pp - s - 1, m), ops = [];
+    for (let i = 0; i < w; i++) ops.push(["F", i]);
+    for (let i = 0; i < m - w; i++) { ops.push(["F", w + i]); ops.push(["B", i]); }
+    for (let i = m - w; i < m; i++) ops.push(["B", i]);
+    order.push(ops);
+  }
+  const done = {}, free = new Array(pp).fill(0), next = new Array(pp).fill(0), bars = { F: [], B: [] };
+  let progress = true;
+  while (progress) {
+    progress = false;
+    for (let s = 0; s < pp; s++) {
+      while (next[s] < order[s].length) {
+        const [k, i] = order[s][next[s]];
+        const dep = k === "F" ? (s > 0 ? done[`F${s - 1},${i}`] : 0) : (s < pp - 1 ? done[`B${s + 1},${i}`] : done[`F${s},${i}`]);
+        if (dep === undefined) break;
+        const start = Math.max(free[s], dep), dur = k === "F" ? f : bw;
+        done[`${k}${s},${i}`] = start + dur;
+        free[s] = start + dur;
+        bars[k].push({ s, i, start, dur });
+        next[s]++;
+        progress = true;
+      }
+    }
+  }
+  const trace = (k, name, color) => ({
+    type: "bar", orientation: "h", name, base: bars[k].map((x) => x.start), x: bars[k].map((x) => x.dur),
+    y: bars[k].map((x) => `stage ${x.s}`), marker: { color, line: { color: "#fff", width: 1 } },
+    text: bars[k].map((x) => String(x.i)), textposition: "inside", insidetextanchor: "middle",
+    hovertemplate: `${name} of micro-batch %{text} on %{y}: %{base:.3g} .. +%{x:.3g} s<extra></extra>`,
+  });
+  const shown = m < mAll ? ` (first ${m} of ${mAll} micro-batches)` : "";
+  plot(`Pipeline timeline: 1F1B over ${pp} stages${shown}${p.vpp > 1 ? `; interleaving (vpp ${p.vpp}) not drawn` : ""}`,
+    [trace("F", "forward", "#4c78a8"), trace("B", "backward", "#f58518")],
+    { barmode: "overlay", xaxis: { title: "s" }, yaxis: { autorange: "reversed" }, showlegend: true }, Math.max(220, 26 * pp + 120));
+}
+
+function memoryBar(title, rec) {
+  // the GPU's memory and the part a plan may use (usable_gib: capacity less the memory headroom,
+  // gpuplan.workloads.memory_headroom); a plan fits when its total stays left of the usable line
+  const parts = { ...rec.per_gpu_gib };
+  delete parts.total;
+  const lines = [{ x: rec.capacity_gib, text: `${rec.gpu}: ${num(rec.capacity_gib)} GiB`, color: "#c00", dash: "solid", side: "right" }];
+  if (rec.usable_gib !== undefined) lines.push({ x: rec.usable_gib, text: `usable: ${num(rec.usable_gib)} GiB`, color: "#e07b00", dash: "dash", side: "left" });
+  stacked(title, parts, "GiB", { lines, y: "per GPU" });
+}
+
+
+export const TRAINING_PAGES = {
+  plan: {
+    fields: [
+      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
+      { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
+      { name: "goal", type: "select", options: ["train", "serve"], def: "train" },
+      { name: "tokens", type: "text", def: "300B", help: "training tokens, e.g. 300B, 15T" },
+      { name: "days", type: "number", def: "30", help: "target training time" },
+      { name: "gpus", type: "number", help: "fix the GPU count (default: fewest meeting --days)" },
+      { name: "rate", type: "number", def: "10", label: "rate (req/s, serve)" },
+      { name: "years", type: "number", def: "4" }, { name: "utilization", type: "number", def: "0.7" },
+      { name: "cloud_usd_per_gpu_hour", type: "number", label: "cloud $/GPU-hour" },
+      { name: "pue", type: "number" },
+    ],
+    async run(v) {
+      const { data: d } = await api("plan", pick(v, ["model", "system", "goal", "tokens", "days", "gpus", "rate", "years", "utilization", "cloud_usd_per_gpu_hour", "pue"]));
+      section(null, h("p", { class: "answer", text: d.answer }));
+      const c = d.workload_cost_usd || {};
+      stats([
+        ["gpus", "GPUs", d.gpus], ["nodes", "nodes", d.nodes], ["days", "days", d.days],
+        ["facility_power_kw", "facility power", d.power && d.power.facility_power_kw, "kW"],
+        ["racks", "racks", d.racks && d.racks.racks],
+        ["on_prem_usd", "run cost on-prem", c.on_prem_usd, "", usd], ["cloud_usd", "run cost in the cloud", c.cloud_usd, "", usd],
+        ["breakeven_months", "buying breaks even after", d.tco && d.tco.breakeven_months, "months"],
+      ]);
+      if (c.on_prem_usd !== undefined) {
+        plot("This run: on-prem vs cloud", [{ type: "bar", x: ["on-prem", "cloud"], y: [c.on_prem_usd, c.cloud_usd], marker: { color: ["#2756c5", "#e07b00"] },
+          text: [usd(c.on_prem_usd), usd(c.cloud_usd)], textposition: "auto", hovertemplate: "%{x}: %{text}<extra></extra>" }], { yaxis: { title: "USD" }, showlegend: false }, 280);
+      }
+      if (d.tco) kv("Cost of ownership of the cluster", d.tco, { id: "tco" });
+      if (d.workload_details) kv("Workload", d.workload_details);
+      if (d.fabric) kv("Fabric (rail-optimised fat tree)", d.fabric);
+      if (d.racks) kv("Racks and cooling", d.racks);
+      if (d.power) kv("Power", d.power);
+      if (d.serving_day) kv("One day of serving", d.serving_day);
+      if (d.notes && d.notes.length) section("Notes", h("ul", {}, d.notes.map((n) => h("li", { text: n }))));
+    },
+  },
+
+  train: {
+    fields: [
+      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
+      { name: "system", type: "select", options: SYSTEMS, def: "dgx-h100" },
+      { name: "gpus", type: "number", def: "1024" },
+      { name: "tokens", type: "text", placeholder: "300B" },
+      { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
+      { name: "framework", type: "select", options: ["megatron", "deepspeed", "fsdp", "torchtitan"], def: "megatron" },
+      ...PLAN_FIELDS,
+      { name: "recompute", type: "select", options: ["", "none", "selective", "full"], def: "" },
+      { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
+      { name: "top", type: "number", def: "5", help: "plans to list" },
+    ],
+    async run(v) {
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top"];
+      const { data: d } = await api("train", pick(v, names));
+      const p = d.best_plan;
+      stats([
+        ["days", "days", d.days], ["step_time_s", "step time", d.step_time_s, "s"], ["mfu_pct", "MFU", d.mfu_pct, "%"],
+        ["tokens_per_s", "tokens/s", d.tokens_per_s], ["memory_per_gpu_gib", "memory per GPU", d.memory_per_gpu_gib, "GiB"],
+        ["gpu_hours", "GPU-hours", d.gpu_hours], ["cost_usd", "cost", d.cost_usd, "", usd], ["energy_mwh", "energy", d.energy_mwh, "MWh"],
+        ["co2_tonnes", "CO2", d.co2_tonnes, "t"],
+      ]);
+      section("Best plan", h("p", { class: "plan", "data-key": "best_plan", text: planLabel(p) + (p.sequence_parallel ? " +SP" : "") + ` · global batch ${p.global_batch} x ${p.seq_len} tokens · ${p.precision}` }));
+      downloads("train/config", () => pick(v, names), ["megatron", "nemo", "torchtitan", "deepspeed", "maxtext"]);
+      const band = d.band_80pct || {};
+      if (band.days) {
+        // the 80% band of this regime's cross-validated errors (gpuplan.interfaces.error_bands)
+        const state = band.validated ? "" : ` (${band.reason && band.novelty !== "seen" ? band.reason : "band borrowed from a broader regime"})`;
+        section("80% band", h("p", { class: "note", "data-key": "band_80pct", text: `${fmt(band.days[0])} - ${fmt(band.days[1])} days, step ${fmt(band.step_time_s[0])} - ${fmt(band.step_time_s[1])} s, from the cross-validated errors of ${band.rows} public rows of ${band.regime}${state}` }));
+      }
+      stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
+      pipelineTimeline(d);
+      // memory per GPU of the chosen plan: `gpuplan fit train` with the best plan's degrees
+      const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]) };
+      try {
+        const { data: m } = await api("fit/train", fitBody);
+        memoryBar(`Memory per GPU of the best plan (${m.gpu})`, m);
+      } catch (e) { if (e.name === "AbortError") throw e; section("Memory per GPU", h("p", { class: "note", text: "fit: " + e.message })); }
+      if (d.search) {
+        const s = d.search;
+        table("Top plans", [["rank", "#"], [(r) => planLabel(r.plan), "plan"], [(r) => r.plan.global_batch, "batch seqs"], ["step_time_s", "step time"], ["mfu_pct", "MFU"], ["memory_per_gpu_gib", "memory per GPU"]],
+          s.top_plans, { id: "top-plans", note: `${fmt(s.plans_evaluated)} plans evaluated, ${fmt(s.plans_valid)} valid, ${fmt(s.plans_fitting)} fit in memory` +
+            (d.global_batch_default ? "; ranked by time per token (each plan's default global batch: the multiple of dp x micro-batch nearest 2^22 tokens)" : "") });
+        section("Why the others lose", h("ul", { class: "why" }, s.why_others_lose.map((w) => h("li", { text: w }))));
+        table("Plans rejected, by reason", [["key", "reason"], ["value", "plans"]], Object.entries(s.rejected).map(([key, value]) => ({ key, value })), { id: "rejected" });
+      }
+    },
+  },
+
+  fit: {
+    fields: [
+      { name: "question", type: "select", options: ["train", "max-batch", "max-seq", "min-gpus"], def: "train", label: "question" },
+      { name: "model", type: "select", options: MODELS, def: "gpt3-175b" },
+      { name: "gpu", type: "select", options: GPUS, def: "h100-sxm5-80gb" },
+      { name: "gpus", type: "number", def: "1024", help: "= tp x pp x dp x cp (not for min-gpus)" },
+      { name: "max_gpus", type: "number", def: "16384", help: "min-gpus: search limit" },
+      ...PLAN_FIELDS.map((f) => ({ ...f, def: f.name === "tp" || f.name === "pp" ? "8" : f.def })),
+      { name: "recompute", type: "select", options: ["none", "selective", "full"], def: "none" },
+      { name: "sharding", type: "select", options: ["none", "zero1", "zero2", "zero3", "fsdp"], def: "none" },
+      { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
+    ],
+    async run(v) {
+      const q = v.question;
+      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision"];
+      if (q === "min-gpus") names.push("max_gpus"); else names.push("gpus");
+      const { data: d } = await api(`fit/${q}`, pick(v, names));
+      const rec = d.memory || d;
+      if (q === "train") stats([["fits", "fits", d.fits], ["total_gib", "memory per GPU", d.per_gpu_gib.total, "GiB"], ["capacity_gib", "GPU memory", d.capacity_gib, "GiB"], ["usable_gib", "usable (GPU memory less the headroom)", d.usable_gib, "GiB"], ["headroom_gib", "left of the usable part", d.headroom_gib, "GiB"]]);
+      if (q === "max-batch") stats([["max_micro_batch", "largest micro-batch", d.max_micro_batch], ["seq_len", "at sequence length", d.seq_len]]);
+      if (q === "max-seq") stats([["max_seq_len", "longest sequence", d.max_seq_len, "tokens"], ["micro_batch", "at micro-batch", d.micro_batch]]);
+      if (q === "min-gpus") stats([["min_gpus", "fewest GPUs", d.min_gpus], ["layouts_tried", "layouts tried", d.layouts_tried]]);
+      if (rec && rec.per_gpu_gib) memoryBar(`Memory per GPU (${rec.plan ? planLabel(rec.plan) : ""})`, rec);
+      if (rec && rec.per_gpu_bytes) kv("Memory per GPU by part", { ...rec.per_gpu_bytes, ...{ activations: rec.activations_bytes, other: rec.other_bytes } }, { id: "memory-bytes", unit: "bytes" });
+    },
+  },
+
+};
