@@ -217,7 +217,8 @@ def set_cases(base, rng: random.Random, n: int) -> list[dict]:
     for _ in range(n // 4):
         key, value = rng.choice(imports), rng.choice(SET_VALUES)
         v = _number(value)
-        invalid = key in ("num_gpus", "tp", "layers", "hidden", "nodes") and (v is None or v <= 0 or not float(v).is_integer())
+        invalid = key in ("num_gpus", "tp", "layers", "hidden", "nodes") and value != "" and \
+            (v is None or v <= 0 or not float(v).is_integer())  # an empty value: not given (SCHEMA.md)
         cases.append({"kind": "set calibrate import", "args": ["calibrate", "import", "nccl-tests",
                       str(SAMPLES / "nccl_all_reduce_dgx_h100.txt"), "--set", "system=dgx-h100", "--set",
                       f"{key}={value}", "--json"], "invalid": invalid})

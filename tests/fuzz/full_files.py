@@ -80,11 +80,17 @@ def crafted_cases(n_files: int, rng: random.Random, tmp: Path) -> list[dict]:
         add("file config.json" + (" hybrid" if hybrid else ""), ["model", "show", str(p)], invalid, note)
         if not hybrid:
             add("file config.json", ["fit", "train", str(p), "--gpu", "h100-sxm5-80gb", "--gpus", "8"], invalid, note)
-    for _ in range(max(1, n_files // 50)):  # a PEFT adapter config is not a model config
+    # PEFT adapter configs (read as LoRA on the bundled base model): r a whole number 1-65536, target
+    # modules present and matching a linear module, the base a bundled model's Hugging Face id
+    variants = [({}, False), ({"r": 0}, True), ({"r": -1}, True), ({"r": "x"}, True), ({"r": 2**63}, True),
+                ({"r": 2.5}, True), ({"r": 65537}, True), ({"target_modules": []}, True),
+                ({"target_modules": ["nope"]}, True), ({"base_model_name_or_path": "nope/nope"}, True),
+                ({"base_model_name_or_path": "\u00b2"}, True), ({"r": 65536}, False)]
+    for _ in range(max(1, n_files // 50)):
+        change, invalid = rng.choice(variants)
         p = new_path("adapter_config.json")
-        p.write_text(json.dumps(ADAPTER))
-        add("file adapter config", ["model", "show", str(p)], True)
-        add("file adapter config", ["fit", "train", str(p), "--gpu", "h100-sxm5-80gb", "--gpus", "8"], True)
+        p.write_text(json.dumps({**ADAPTER, **change}))
+        add("file adapter config", ["model", "show", str(p)], invalid, json.dumps(change))
     for raw in [b"\xff\xfe{}", b"{" * 5000, b"[" * 100000 + b"]" * 100000, b'{"a": NaN}', b'{"a": Infinity}', b"",
                 b"\x00" * 64, b'{"num_hidden_layers": 1e400}', b'{"num_hidden_layers": 12, "num_hidden_layers": 0}',
                 ('{"x": ' * 70 + "1" + "}" * 70).encode()] * max(1, n_files // 200):
