@@ -191,3 +191,10 @@ def test_web_errors_name_the_request_field(path, body, field):
     client = TestClient(create_app("127.0.0.1", 8000), base_url="http://127.0.0.1:8000", raise_server_exceptions=False)
     r = client.post(path, json=body)
     assert r.status_code == 400 and r.json()["error"]["field"] == field, r.text
+
+
+@pytest.mark.parametrize("name", ["", "\n", "x" * 5000, "bad host"])
+def test_web_allow_host_must_be_a_host_name(name):
+    # these served (the run's oracle counted a served web run as done, not as accepted; fixed with it)
+    result = _judged(["web", "--host", "127.0.0.1", "--port", "0", "--allow-host", name])
+    assert result.exit_code == 2 and result.stderr.startswith("error: --allow-host:"), result.stderr
