@@ -198,3 +198,10 @@ def test_web_allow_host_must_be_a_host_name(name):
     # these served (the run's oracle counted a served web run as done, not as accepted; fixed with it)
     result = _judged(["web", "--host", "127.0.0.1", "--port", "0", "--allow-host", name])
     assert result.exit_code == 2 and result.stderr.startswith("error: --allow-host:"), result.stderr
+
+
+def test_roofline_elementwise_count_is_bounded():
+    # found by the hypothesis fuzz test in the final suite run: 3e307 elements -> inf bytes -> ZeroDivisionError
+    result = _judged(["kernel", "roofline", "--gpu", "h100-sxm5-80gb", "--elementwise", "2.9961552247705263e+307"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: elementwise:"), result.stderr
+    assert _judged(["kernel", "roofline", "--gpu", "h100-sxm5-80gb", "--elementwise", "1e9", "--json"]).exit_code == 0
