@@ -260,7 +260,7 @@ def _check_toml_numbers(value: Any, what: str, field: str, key: str) -> None:
         raise InputError(f"{what}: {key} = {value}: numbers must be finite (1e400 is past the largest double)",
                          field=field, allowed="finite numbers")
     elif _is_int(value) and abs(value) > INT64_MAX:
-        raise InputError(f"{what}: {key} = {show(value)}: integers must be within int64 (|x| <= 2^63-1)",
+        raise InputError(f"{what}: {key} = {show(value)}: an integer past the 64-bit range TOML allows (|x| <= 2^63-1)",
                          field=field, allowed="integers within int64")
 
 
