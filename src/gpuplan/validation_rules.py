@@ -23,9 +23,10 @@ from gpuplan.errors import InputError
 #: largest integer numpy's default int (int64) holds; every integer input stays within it.
 INT64_MAX = 2**63 - 1
 
-#: transformer blocks in one model. The deepest published dense model is ~200 layers
-#: (Megatron 1T: 128); per-layer Python work (windows, MoE pattern) is O(layers).
-MAX_LAYERS = 100_000
+#: transformer blocks in one model: 10x the deepest published models (~200 layers; Megatron 1T: 128).
+#: Per-layer Python work (operators, windows, MoE pattern) is O(layers) with a large constant:
+#: `model show` of a Gemma-2 config took 27 s at 10,000 layers and 479 s at 100,000 (the cap before).
+MAX_LAYERS = 2_048
 
 #: width-like config fields (hidden, ffn, vocab, heads, ranks): products of two of them
 #: (a weight matrix) must stay inside int64 with room for bytes-per-element and layer count.
@@ -59,8 +60,10 @@ MAX_JSON_DEPTH = 64
 #: years in a TCO horizon or a plan (a data centre lives 10-20 years; the TCO sums per year).
 MAX_YEARS = 100.0
 
-#: elements in one generated array (matmul operands, tensors read from .npy): 2^31 float32 is 8 GiB.
-MAX_ARRAY_ELEMENTS = 2**28
+#: elements in one array `formats compare` quantises (.npy / safetensors tensor, `--random N`): it
+#: holds ~150 bytes of working arrays per element (measured: 2^22 elements 0.8 GB peak and ~20 s,
+#: 2^24 2.5 GB and 56 s; 2^28, the cap before, exhausted a 3 GiB limit).
+MAX_ARRAY_ELEMENTS = 2**22
 
 
 def show(value: Any, limit: int = 40) -> str:
@@ -76,15 +79,18 @@ def _is_int(value: Any) -> bool:
 def describe_range(*, gt: float | None = None, ge: float | None = None, lt: float | None = None,
                    le: float | None = None) -> str:
     """Human text of an allowed range: '> 0', '>= 0 and <= 1'."""
+    def text(x: float) -> str:  # whole numbers in full ('<= 10000000', not '<= 1e+07')
+        return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
+
     parts = []
     if gt is not None:
-        parts.append(f"> {gt:g}")
+        parts.append(f"> {text(gt)}")
     if ge is not None:
-        parts.append(f">= {ge:g}")
+        parts.append(f">= {text(ge)}")
     if lt is not None:
-        parts.append(f"< {lt:g}")
+        parts.append(f"< {text(lt)}")
     if le is not None:
-        parts.append(f"<= {le:g}")
+        parts.append(f"<= {text(le)}")
     return " and ".join(parts)
 
 
@@ -230,12 +236,32 @@ def load_toml_text(text: str, what: str, field: str) -> dict:
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except RecursionError:
         raise InputError(f"{what}: not valid TOML (nested too deeply)", field=field) from None
     except (tomllib.TOMLDecodeError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"{what}: not valid TOML ({first})", field=field) from None
+    _check_toml_numbers(data, what, field, "")
+    return data
+
+
+def _check_toml_numbers(value: Any, what: str, field: str, key: str) -> None:
+    """Every number of a parsed TOML document finite and every integer within int64: TOML says an
+    integer that cannot be held in 64 bits is an error (tomllib reads it anyway), and `inf`, `nan`
+    and `1e400` (read as inf) are no value gpuplan takes."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_toml_numbers(v, what, field, f"{key}.{k}" if key else str(k))
+    elif isinstance(value, list):
+        for v in value:
+            _check_toml_numbers(v, what, field, key)
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{what}: {key} = {value}: numbers must be finite (1e400 is past the largest double)",
+                         field=field, allowed="finite numbers")
+    elif _is_int(value) and abs(value) > INT64_MAX:
+        raise InputError(f"{what}: {key} = {show(value)}: an integer past the 64-bit range TOML allows (|x| <= 2^63-1)",
+                         field=field, allowed="integers within int64")
 
 
 def decode_utf8(raw: bytes, what: str, field: str) -> str:
@@ -259,7 +285,9 @@ POSITIVE: frozenset[str] = frozenset({
     "--rate", "--ttft-ms", "--tpot-ms", "--input-len", "--output-len", "--utilization", "--pue",
     "--concurrency", "--batch", "--m", "--k", "--n", "--threads", "--elem-bytes", "--workers",
     "--latency-ns", "--bandwidth-gbps", "--sms", "--bytes-per-load", "--loads-in-flight", "--radix",
-    "--oversubscription", "--kv-bytes", "--layers", "--memory-fraction",
+    "--oversubscription", "--kv-bytes", "--layers", "--memory-fraction", "--attention-dp",
+    # a price of 0 is no price: `train` and `plan` (and `serve plan`, `dc tco`) refuse it alike
+    "--usd-per-gpu-hour", "--cloud-usd-per-gpu-hour", "--system-price-usd",
 })
 
 #: upper bounds: option -> (largest allowed, why). Bounded work or the physics of the quantity.
@@ -285,21 +313,52 @@ CAPS: dict[str, tuple[float, str]] = {
     # 0 is allowed: cuda_occupancy.h's cudaOccMaxBlocksPerSMRegsLimit treats 0 registers per thread as
     # "registers do not limit" (INT_MAX blocks)
     "--regs": (255, "registers per thread: the most a thread can address on every supported compute capability"),
+    # parallel degrees: arrays of candidate layouts are sized by them (`train --pp 2^31` asked numpy for 16 GiB)
+    "--tp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--dp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--cp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--ep": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--etp": (MAX_GPUS, "a parallel degree: at most the GPUs in a plan"),
+    "--pp": (MAX_LAYERS, "pipeline stages: at most one layer each"),
+    "--vpp": (MAX_LAYERS, "virtual pipeline stages: at most one layer each"),
 }
 
 
-def check_option(name: str, value: Any, integer: bool) -> Any:
+def check_option(name: str, value: Any, integer: bool, *, label: str | None = None) -> Any:
     """Apply the rules above to one value of option `name` (`--seq-len`; None = not given, passes);
-    returns the value (an integral float as an int when `integer`)."""
+    returns the value (an integral float as an int when `integer`). `label` names the field in the
+    message when it is not the option itself (a CSV column)."""
     if value is None:
         return None
+    field = label or name
     lower = {} if name in NEGATIVE_ALLOWED else ({"gt": 0} if name in POSITIVE else {"ge": 0})
-    value = check_number(value, name, integer=integer, **lower)
+    value = check_number(value, field, integer=integer, **lower)
     cap = CAPS.get(name)
     if cap and value > cap[0]:
         rng = describe_range(**lower, le=cap[0])
         allowed = f"{'an integer' if integer else 'a number'} {rng}"
-        raise InputError(f"{name}: must be {allowed} ({cap[1]}), got {show(value)}", field=name, allowed=allowed)
+        raise InputError(f"{field}: must be {allowed} ({cap[1]}), got {show(value)}", field=field, allowed=allowed)
     return value
+
+
+#: validation CSV columns (../shared/validation/SCHEMA.md) holding what a CLI option holds: a row
+#: passes that option's rules (POSITIVE, CAPS), so a file cannot ask for work the CLI refuses
+#: (a `concurrency=1e7` row simulated 10 million requests in 2.6 GB).
+ROW_COLUMN_OPTIONS: dict[str, str] = {
+    "num_gpus": "--gpus", "tp": "--tp", "pp": "--pp", "dp": "--dp", "cp": "--cp", "ep": "--ep", "vpp": "--vpp",
+    "micro_batch": "--micro-batch", "global_batch": "--global-batch", "seq_len": "--seq-len", "layers": "--layers",
+    "concurrency": "--concurrency", "batch": "--batch", "input_len": "--input-len", "output_len": "--output-len",
+    "attention_dp": "--attention-dp", "request_rate": "--rate", "nodes": "--nodes",
+}
+
+
+def parse_row_cell(column: str, text: str, *, integer: bool = True) -> Any:
+    """A validation CSV cell as a number (ASCII digits, `parse_number`) that passes the rules of the
+    CLI option holding the same quantity (ROW_COLUMN_OPTIONS); InputError naming the column."""
+    value = parse_number(text, column)
+    if integer and isinstance(value, float) and not value.is_integer():
+        raise InputError(f"{column}: must be an integer, got {show(text)}", field=column, allowed="an integer")
+    option = ROW_COLUMN_OPTIONS.get(column)
+    return check_option(option, value, integer, label=column) if option else check_number(value, column, integer=integer)
 
 

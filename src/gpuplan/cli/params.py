@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from gpuplan.errors import InputError
 from gpuplan.validation_rules import CAPS, NEGATIVE_ALLOWED, POSITIVE, check_number, check_option, show  # noqa: F401 - re-exported
+from gpuplan.validation_rules import MAX_NUMBER_CHARS
 
 
 def _option_name(param: Any) -> str:
@@ -79,8 +80,10 @@ def _wrap(param: Any, kind: type) -> None:
 
     def ascii_only(ctx: Any, value: Any) -> Any:
         for raw in value if isinstance(value, (list, tuple)) else (value,):
-            if isinstance(raw, str) and (not raw.isascii() or "_" in raw):
-                allowed = f"{'an integer' if integer else 'a number'} written with ASCII digits 0-9"
+            # the text rules of parse_number: ASCII digits, no underscores, at most MAX_NUMBER_CHARS characters
+            if isinstance(raw, str) and (not raw.isascii() or "_" in raw or len(raw.strip()) > MAX_NUMBER_CHARS):
+                allowed = f"{'an integer' if integer else 'a number'} written with ASCII digits 0-9 " \
+                          f"(at most {MAX_NUMBER_CHARS} characters)"
                 raise InputError(f"{name}: must be {allowed}, got {show(raw)}", field=name, allowed=allowed)
         return original_process(ctx, value)
 

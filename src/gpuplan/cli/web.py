@@ -29,6 +29,10 @@ def register(app: typer.Typer) -> None:
         except ImportError as exc:
             raise InputError(f"web: needs the web extra (pip install 'gpuplan[web]'): {exc}", field="web") from None
         names = list(allow_host or [])
+        for name in names:  # a DNS name: 1-253 printable characters, no spaces (RFC 1035 2.3.4)
+            if not 0 < len(name) <= 253 or not name.isascii() or not name.isprintable() or " " in name:
+                raise InputError(f"--allow-host: {name[:40]!r} is not a host name (1-253 printable ASCII characters, "
+                                 "no spaces)", field="allow_host", allowed="a host name")
         if host in ("0.0.0.0", "::"):  # every interface: answer to this machine's own names too
             names += [socket.gethostname(), socket.getfqdn(), "127.0.0.1", "localhost"]
         extra = [f"{n}:{port}" for n in names]

@@ -177,7 +177,7 @@ def _kinds_of(requested: list[str], family: str) -> list[MigKind]:
         key = name.strip().lower()
         if key not in names:
             raise InputError(
-                f"profile: '{name}' is not a MIG profile of {family}; valid: {', '.join(names)}", field="profile"
+                f"profiles: '{name}' is not a MIG profile of {family}; valid: {', '.join(names)}", field="profiles"
             )
         out.append(names[key])
     return out
@@ -244,12 +244,12 @@ def plan_mig(gpu_id: str, requested: list[str], gpus: int | None = None, memory_
     than `gpus` GPUs would be needed. An unknown profile name is an InputError listing the valid ones."""
     family = mig_family(gpu_id, memory_bytes)
     if not requested:
-        raise InputError(f"profile: give at least one MIG profile; valid: {', '.join(profile_names(family))}", field="profile")
+        raise InputError(f"profiles: give at least one MIG profile; valid: {', '.join(profile_names(family))}", field="profiles")
     if gpus is not None and gpus < 1:
         raise InputError(f"gpus: must be >= 1, got {gpus}", field="gpus")
     if len(requested) > MAX_REQUESTED_INSTANCES:
-        raise InputError(f"profile: {len(requested):,} instances requested; the limit is {MAX_REQUESTED_INSTANCES:,} "
-                         "(7 per GPU on 10,000 GPUs)", field="profile", allowed=f"<= {MAX_REQUESTED_INSTANCES} instances")
+        raise InputError(f"profiles: {len(requested):,} instances requested; the limit is {MAX_REQUESTED_INSTANCES:,} "
+                         "(7 per GPU on 10,000 GPUs)", field="profiles", allowed=f"<= {MAX_REQUESTED_INSTANCES} instances")
     kinds_req = _kinds_of(requested, family)
     kinds = list(dict.fromkeys(kinds_req))
     demand = tuple(kinds_req.count(k) for k in kinds)

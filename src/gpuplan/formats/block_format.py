@@ -59,7 +59,7 @@ BLOCK_ALIASES = {"mxfp8": "mxfp8_e4m3", "mxfp6": "mxfp6_e3m2", "mxfp4_e2m1": "mx
 def block_format(name: str) -> BlockFormat:
     key = BLOCK_ALIASES.get(str(name).lower(), str(name).lower())
     if key not in BLOCK_FORMATS:
-        raise InputError(f"unknown block format '{name}'; allowed: {', '.join(BLOCK_FORMATS)}", field="fmt")
+        raise InputError(f"unknown block format '{name}'; allowed: {', '.join(BLOCK_FORMATS)}", field="formats")
     return BLOCK_FORMATS[key]
 
 

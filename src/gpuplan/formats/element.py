@@ -227,7 +227,7 @@ def element_format(name: str) -> MiniFloat | IntElement | E8M0:
         return INT8
     if key == "e8m0":
         return SCALE_E8M0
-    raise InputError(f"unknown element format '{name}'; allowed: {', '.join(ELEMENT_NAMES)}", field="fmt")
+    raise InputError(f"unknown element format '{name}'; allowed: {', '.join(ELEMENT_NAMES)}", field="format")
 
 
 def as_float32(x) -> np.ndarray:

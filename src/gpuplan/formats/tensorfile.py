@@ -64,8 +64,15 @@ def read_safetensors(path: str | Path, names: list[str] | None = None) -> dict[s
         for name in wanted:
             info = header[name]
             begin, end = info["data_offsets"]
+            count = (end - begin) // DTYPES[info["dtype"]].itemsize
+            if count > MAX_ARRAY_ELEMENTS:  # before reading: arrays are held in memory
+                raise InputError(f"{path}: tensor '{name}' has {count:,} elements; the limit is {MAX_ARRAY_ELEMENTS:,} "
+                                 f"(arrays are held in memory)", field="file", allowed=f"<= {MAX_ARRAY_ELEMENTS} elements")
             fh.seek(start + begin)
             data = fh.read(end - begin)
+            if len(data) != end - begin:
+                raise InputError(f"{path}: tensor '{name}' is truncated: {end - begin} bytes declared, "
+                                 f"{len(data)} in the file", field="file")
             out[name] = np.frombuffer(data, dtype=DTYPES[info["dtype"]]).reshape(info["shape"]).copy()
     return out
 

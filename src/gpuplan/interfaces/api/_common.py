@@ -48,15 +48,22 @@ def catalog():
     return load_catalog()
 
 
-def resolve_model(model: str | ModelSpec) -> ModelSpec:
-    """A ModelSpec from a bundled name, a config.json path or directory, or a ModelSpec."""
+def resolve_model(model: str | ModelSpec, field: str = "model") -> ModelSpec:
+    """A ModelSpec from a bundled name, a config.json path or directory, or a ModelSpec; an error
+    names `field` (the argument that gave it: `model`, `draft_model`)."""
     if isinstance(model, ModelSpec):
         return model
     if not isinstance(model, str):
-        raise InputError(f"model: expected a model name, config path or ModelSpec, got {type(model).__name__}", field="model")
+        raise InputError(f"{field}: expected a model name, config path or ModelSpec, got {type(model).__name__}",
+                         field=field)
     from gpuplan.models import load_model
 
-    return load_model(model)
+    if field == "model":
+        return load_model(model)
+    try:
+        return load_model(model)
+    except InputError as exc:  # the draft model's name, not the target's
+        raise InputError(f"{field}: {exc}", field=field, allowed=getattr(exc, "allowed", None)) from None
 
 
 def resolve_gpu(gpu: str | Gpu) -> Gpu:
@@ -170,7 +177,7 @@ def checked_numbers(fn):
     import inspect
     import numbers
 
-    from gpuplan.validation_rules import check_option
+    from gpuplan.validation_rules import INT64_MAX, check_option
 
     sig = inspect.signature(fn)
     integer = {name: _integer_param(p.annotation) for name, p in sig.parameters.items()}
@@ -179,7 +186,10 @@ def checked_numbers(fn):
         if name in _UNCHECKED or isinstance(value, bool) or not isinstance(value, numbers.Real):
             return value
         try:
-            return check_option("--" + name.replace("_", "-"), value, is_int or isinstance(value, numbers.Integral))
+            # an int given for a float option is checked as a number (a price of 0 is "a finite number > 0"),
+            # unless it is past int64 (then the int64 rule names it)
+            as_int = is_int or isinstance(value, numbers.Integral) and abs(value) > INT64_MAX
+            return check_option("--" + name.replace("_", "-"), value, as_int)
         except InputError as exc:  # the CLI's message; the field is the keyword (what the HTTP API's forms name)
             raise InputError(str(exc), field=name, allowed=exc.allowed) from None
 

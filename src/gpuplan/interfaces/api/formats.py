@@ -8,10 +8,11 @@ from typing import Any, Sequence
 
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import Result
+from gpuplan.validation_rules import MAX_ARRAY_ELEMENTS
 
 from gpuplan.interfaces.api.defaults import DEFAULT_COMPARE, DEFAULT_MATMUL  # noqa: E402,F401
 RANDOM_KINDS = ("normal", "uniform", "laplace", "lognormal")
-MAX_RANDOM_ELEMENTS = 1 << 28
+MAX_RANDOM_ELEMENTS = MAX_ARRAY_ELEMENTS  # one cap for generated and read arrays
 
 
 def _names(formats: str | Sequence[str]) -> list[str]:
@@ -80,6 +81,8 @@ def formats_compare(file: str | None = None, *, tensor: str | None = None, forma
     rule = parse_rule(scale_rule)
     if (file is None) == (random is None):
         raise InputError("give exactly one input: FILE (.npy/.safetensors) or --random KIND:COUNT", field="file")
+    if tensor is not None and random is not None:  # it would be ignored: say so rather than accept it
+        raise InputError("tensor: names a tensor of a .safetensors FILE; --random draws its own", field="tensor")
     x = random_input(random, seed) if random is not None else read_tensor(file, tensor)  # "" is a bad KIND:COUNT
     reports = compare(x, _names(formats), rule)
     source = f"random {random} seed {seed}" if random is not None else f"{file}" + (f" [{tensor}]" if tensor else "")

@@ -94,8 +94,8 @@ def hw_compare(gpus: Sequence[str | Gpu]) -> CompareResult:
 
     gpus = list(gpus)
     if len(gpus) < 2:
-        raise InputError("ID: give at least two GPU ids to compare, e.g. `gpuplan hw compare a100-sxm4-80gb h100-sxm5-80gb`",
-                         field="ID")
+        raise InputError("gpus: give at least two GPU ids to compare, e.g. `gpuplan hw compare a100-sxm4-80gb h100-sxm5-80gb`",
+                         field="gpus")
     return CompareResult(compare_gpus([resolve_gpu(g) for g in gpus]))
 
 

@@ -143,6 +143,7 @@ def kernel_roofline(gpu: str | Gpu, dtype: str = "bf16", *, sparse: bool = False
     """Attainable FLOP/s vs arithmetic intensity, ridge points, and where each workload sits."""
     from gpuplan.kernel import attention_work, dtype_bytes, elementwise_work, gemm_work, place, roofline, step_work
     from gpuplan.units import parse_count
+    from gpuplan.validation_rules import check_number
 
     dtype = dtype.lower()
     dtype_bytes(dtype)  # validates the name
@@ -156,7 +157,9 @@ def kernel_roofline(gpu: str | Gpu, dtype: str = "bf16", *, sparse: bool = False
         work.append((gemm_work(m, n, k, dtype), ach))
     for text in elementwise or ():
         body, ach = _split_achieved(text, "elementwise")
-        work.append((elementwise_work(parse_count(body, field="elementwise"), dtype), ach))
+        # an element count within MAX_DIM^2 (~4.6e18): bytes and FLOPs stay finite (3e307 divided by inf bytes)
+        n = check_number(parse_count(body, field="elementwise"), "elementwise", gt=0, le=float(MAX_DIM) ** 2)
+        work.append((elementwise_work(n, dtype), ach))
     for text in attention or ():
         body, ach = _split_achieved(text, "attention")
         b, h, lq, lk, d = _dims(body, 5, "attention", "BxHxLqxLkxD, e.g. 1x32x4096x4096x128")

@@ -122,7 +122,7 @@ def serving_features(*, input_len: int, output_len: int, input_dist: str | None 
             raise InputError("spec_acceptance: speculative decoding needs the per-token acceptance rate, 0-1 "
                              "(--spec-acceptance)", field="spec_acceptance")
         spec = SpeculativeDecoding(int(spec_tokens), float(spec_acceptance),
-                                   draft_model=resolve_model(draft_model) if draft_model is not None else None,
+                                   draft_model=resolve_model(draft_model, "draft_model") if draft_model is not None else None,
                                    mtp_layers=int(mtp))
     elif draft_model is not None or mtp or spec_acceptance is not None:
         raise InputError("spec_tokens: --draft-model / --mtp / --spec-acceptance need --spec-tokens K >= 1", field="spec_tokens")

@@ -47,6 +47,10 @@ def pareto_front(rows: list[dict], x: str, y: str) -> list[dict]:
 def goal_of(rows: list[dict]) -> str:
     if not rows:
         raise InputError("results: the file has no rows", field="results")
+    missing = [c for c in ("point", "status") if c not in rows[0]]
+    if missing:  # not what `sweep run` writes: a report of it would be empty, not an answer
+        raise InputError(f"results: no {' or '.join(missing)} column; give the CSV or Parquet file `gpuplan sweep run "
+                         f"--out` wrote (columns: {', '.join(list(rows[0])[:8])})", field="results")
     return "train" if "days" in rows[0] else "serve"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from gpuplan.errors import InputError, UnknownIdError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
-from gpuplan.validation_rules import parse_number
+from gpuplan.validation_rules import parse_number, parse_row_cell
 
 METRICS = ("busbw_gbps", "time_us")
 
@@ -20,9 +20,13 @@ def _number(row: dict[str, str], column: str) -> float | None:
     if not text:
         return None
     try:
-        return float(parse_number(text, column))  # ASCII digits only (validation_rules.parse_number)
+        parse_number(text, column)  # ASCII digits only (validation_rules.parse_number)
     except (ValueError, OverflowError):
         raise InputError(f"row {row.get('id', '?')}: column {column}: '{text}' is not a number", field=column) from None
+    try:  # a number outside the range of the CLI option of the same quantity (--gpus, --nodes): this row is skipped
+        return float(parse_row_cell(column, text, integer=column in ("num_gpus", "nodes")))
+    except InputError as exc:
+        raise SkipRow(str(exc)) from None
 
 
 def predict_row(row: dict[str, str]) -> Prediction:

@@ -27,7 +27,7 @@ import math
 import re
 
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.models import model_from_arch_row
 from gpuplan.workloads.inference.sim.lengths import RequestLengths, dataset_lengths
@@ -38,7 +38,7 @@ from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig, Schedule
 from gpuplan.workloads.inference.sim.simulator import SimResult
 from gpuplan.workloads.inference.replica import BENCHMARK_RUN, Load, Replica, ServingFeatures, static_scheduler
 from gpuplan.workloads.inference.cost.tp_allreduce import TpAllReduce
-from gpuplan.validation_rules import parse_number
+from gpuplan.validation_rules import parse_row_cell
 
 #: Seed of the validation simulations (fixed so `gpuplan validate` is reproducible).
 VALIDATION_SEED = 20240601
@@ -177,10 +177,10 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int | Non
     v = (row.get(key) or "").strip()
     if not v:
         return default
-    try:
-        return int(float(parse_number(v, key)))  # ASCII digits only (validation_rules.parse_number)
-    except (ValueError, OverflowError):
-        raise SkipRow(f"{key}: not a finite number ({v[:40]!r})") from None
+    try:  # ASCII digits, within the range of the CLI option of the same quantity (--concurrency ...)
+        return int(parse_row_cell(key, v))
+    except InputError as exc:
+        raise SkipRow(str(exc)) from None
 
 
 def _dataset_lengths(row: dict[str, str], in_len: int | None, out_len: int | None):
@@ -274,7 +274,11 @@ def predict_row(row: dict[str, str]) -> Prediction:
         in_len, out_len = round(lengths.input.mean), round(lengths.output.mean)
         notes.append(f"lengths of dataset {dataset.id}: input {lengths.input.describe()}, output {lengths.output.describe()}")
     batch, conc = _int(row, "batch"), _int(row, "concurrency")
-    rate = (row.get("request_rate") or "").strip()
+    rate_text = (row.get("request_rate") or "").strip()
+    try:
+        rate = parse_row_cell("request_rate", rate_text, integer=False) if rate_text else None
+    except InputError as exc:
+        raise SkipRow(str(exc)) from None
     max_load = (row.get("max_load") or "").strip().lower() == "true"
     try:
         version = stated_engine_version(row, engine)  # read once: every version rule of the engine uses it
@@ -312,7 +316,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         elif conc:
             load = Load.closed(conc * adp)
         elif rate:
-            load = Load.poisson(float(rate) / replicas)
+            load = Load.poisson(rate / replicas)
             if stated:  # the run's / dataset's request count
                 window = window.with_requests(max(1, -(-stated // groups)))
                 notes.append(f"{stated} requests in the run")

@@ -80,13 +80,13 @@ from __future__ import annotations
 
 import re
 
-from gpuplan.errors import GpuplanError
+from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.gpu import architecture_family
-from gpuplan.validation_rules import parse_number
+from gpuplan.validation_rules import parse_row_cell
 from gpuplan.workloads.training.plan_validity import moe_tp_needs_sequence_parallel
 from gpuplan.workloads.training.step.assembly import estimate_step_time
 
@@ -102,10 +102,10 @@ def _int(row: dict[str, str], key: str, default: int | None) -> int | None:
     raw = _cell(row, key)
     if not raw:
         return default
-    try:
-        return int(float(parse_number(raw, key)))  # ASCII digits only (validation_rules.parse_number)
-    except (ValueError, OverflowError):
-        raise SkipRow(f"column {key} is not a number: '{raw}'") from None
+    try:  # ASCII digits, within the range of the CLI option of the same quantity (--tp, --seq-len ...)
+        return int(parse_row_cell(key, raw))
+    except InputError as exc:
+        raise SkipRow(str(exc)) from None
 
 
 #: GPU families the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16, unfused

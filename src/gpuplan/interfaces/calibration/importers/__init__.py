@@ -112,12 +112,14 @@ def _checked(key: str, value: str, field: str) -> str:
     """`value` of column `key` as given, once a numeric column's value is a number written with ASCII
     digits (gpuplan.validation_rules.parse_number); InputError naming the column otherwise. An empty
     value means 'not given' (SCHEMA.md)."""
-    from gpuplan.validation_rules import parse_number
+    from gpuplan.validation_rules import ROW_COLUMN_OPTIONS, check_option, parse_number
 
     if value == "" or key not in INTEGER_COLUMNS | NUMBER_COLUMNS:
         return value
     integer = key in INTEGER_COLUMNS
     number = parse_number(value, f"{field} {key}", integer=integer, ge=0)
+    if key in ROW_COLUMN_OPTIONS:  # the rules `validate` applies to the row (num_gpus=0 is no row)
+        check_option(ROW_COLUMN_OPTIONS[key], number, integer, label=f"{field} {key}")
     return str(number) if integer else value
 
 
