@@ -15,6 +15,7 @@ BASE: dict[tuple[str, ...], list[str]] = {
     ("hw", "compare"): ["h100-sxm5-80gb", "a100-sxm4-80gb"],
     ("hw", "interconnects"): [],
     ("hw", "prices"): [],
+    ("hw", "hosts"): [],
     ("systems", "list"): [],
     ("systems", "show"): ["dgx-h100"],
     ("model", "show"): ["gpt3-125m"],

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, parse_enum
 from gpuplan.interfaces.api.fine_tuning_plan import FineTunePlanResult, plan_fine_tuning
 from gpuplan.interfaces.api.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
@@ -86,6 +87,10 @@ def plan(
         return plan_fine_tuning(model, tokens, system=None if system is None else _system_id(system), gpus=gpus,
                                 seq_len=seq_len, global_batch=global_batch, lora_rank=lora_rank, lora_targets=lora_targets,
                                 usd_per_gpu_hour=cloud_usd_per_gpu_hour, progress=progress)
+    for name, value in (("lora_rank", lora_rank), ("lora_targets", lora_targets)):
+        if value is not None:
+            raise InputError(f"{name}: only with goal finetune (the goal is {goal_enum.value})", field=name,
+                             allowed="goal finetune")
     system = DEFAULT_SYSTEM if system is None else system
     rep = plan_cluster(goal_enum, model, _system_id(system), tokens=count(tokens, "tokens"), gpus=gpus,
                        target_days=days, rate_per_s=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
