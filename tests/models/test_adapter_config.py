@@ -96,6 +96,10 @@ def test_mismatching_base_is_one_line_exit_2(tmp_path):
     ({"target_modules": "(["}, "not a valid regular expression"),
     ({"target_modules": None}, "target_modules is empty"),
     ({"bias": "some"}, "bias must be none, all or lora_only"),
+    # torch.nn.Dropout refuses p outside [0, 1]; JSON's NaN / Infinity are not numbers a config can mean
+    ({"lora_dropout": 1.5}, "lora_dropout must be between 0 and 1"),
+    ({"lora_dropout": -0.1}, "lora_dropout must be between 0 and 1"),
+    ({"lora_alpha": float("nan")}, "NaN is not a number JSON allows"),
 ])
 def test_bad_adapter_configs(tmp_path, fields, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace("[", r"\[")):

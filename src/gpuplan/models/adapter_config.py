@@ -25,6 +25,8 @@ The base is found through THE resolver of Hugging Face ids (`models.bundled.bund
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,8 +188,10 @@ def adapter_from_dict(data: dict[str, Any], source: str) -> AdapterConfig:
     dropout = data.get("lora_dropout", 0.0)
     alpha = data.get("lora_alpha", 8)
     for key, v in (("lora_dropout", dropout), ("lora_alpha", alpha)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise InputError(f"{what}: {key} must be a number, got {v!r}", field=FIELD)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise InputError(f"{what}: {key} must be a finite number, got {v!r}", field=FIELD)
+    if not 0.0 <= dropout <= 1.0:  # torch.nn.Dropout refuses p outside [0, 1]
+        raise InputError(f"{what}: lora_dropout must be between 0 and 1, got {dropout!r}", field=FIELD)
     return AdapterConfig(
         source=source, base_model=str(base) if base else None, rank=_int(data, "r", 8, what), alpha=float(alpha),
         dropout=float(dropout), target_modules=targets, target_regex=regex, exclude_modules=excl,
