@@ -126,30 +126,29 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     reduced = (local_dense, local_experts) if reduced is None else reduced
     gathered_bytes = (local_dense * gather_bytes, local_experts * gather_bytes) if gathered_bytes is None else gathered_bytes
 
-    def dp_collectives(params, gathered, group, stride):
+    def collective(kind, nbytes, group, stride, calls=1.0):
+        """calls x the time of one `kind` of nbytes / calls over the group (0 for a group of one)."""
         pn = group_per_node(group, stride, gpn)
-        return tuple(np.where(group > 1, collective_seconds_array(kind, nbytes, group, pn, ctx.system, gpu=ctx.gpu), 0.0)
-                     for kind, nbytes in ((Collective.ALL_REDUCE, params * grad_bytes),
-                                          (Collective.REDUCE_SCATTER, params * grad_bytes), (Collective.ALL_GATHER, gathered)))
+        return np.where(group > 1, calls * collective_seconds_array(kind, nbytes / calls, group, pn, ctx.system,
+                                                                    gpu=ctx.gpu), 0.0)
 
-    reduce_all, reduce_scatter, gather = dp_collectives(reduced[0], gathered_bytes[0], dp_group, g.tp)
+    # (parameters reduced, bytes gathered, group, rank stride): the dense body over dp x cp, the
+    # routed experts over their expert-DP group
+    groups = [(reduced[0], gathered_bytes[0], dp_group, g.tp)]
     if ctx.expert_params:
-        e_all, e_rs, e_ag = dp_collectives(reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp)
-        reduce_all, reduce_scatter, gather = reduce_all + e_all, reduce_scatter + e_rs, gather + e_ag
-    # ZeRO-3 / FSDP: the same bytes in many calls, each with the collective's latency
-    gather_calls, reduce_calls = zero3_collective_calls(ctx, sc, reduced[0], reduced[1])
-
-    def split_collectives(params, gathered, group, stride):
-        pn = group_per_node(group, stride, gpn)
-        return tuple(np.where(group > 1, calls * collective_seconds_array(kind, nbytes / calls, group, pn, ctx.system,
-                                                                          gpu=ctx.gpu), 0.0)
-                     for kind, nbytes, calls in ((Collective.REDUCE_SCATTER, params * grad_bytes, reduce_calls),
-                                                 (Collective.ALL_GATHER, gathered, gather_calls)))
-
-    z3_reduce_scatter, z3_gather = split_collectives(reduced[0], gathered_bytes[0], dp_group, g.tp)
-    if ctx.expert_params:
-        e_rs, e_ag = split_collectives(reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp)
-        z3_reduce_scatter, z3_gather = z3_reduce_scatter + e_rs, z3_gather + e_ag
+        groups.append((reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp))
+    reduce_all = sum(collective(Collective.ALL_REDUCE, p * grad_bytes, grp, st) for p, _, grp, st in groups)
+    reduce_scatter = sum(collective(Collective.REDUCE_SCATTER, p * grad_bytes, grp, st) for p, _, grp, st in groups)
+    gather = sum(collective(Collective.ALL_GATHER, gb, grp, st) for _, gb, grp, st in groups)
+    # ZeRO-3 / FSDP: the same bytes in many calls, each with the collective's latency (only where a
+    # plan shards that way: the search evaluates every sharding at once)
+    if np.any(g.shard == ShardingCode.ZERO3):
+        gather_calls, reduce_calls = zero3_collective_calls(ctx, sc, reduced[0], reduced[1])
+        z3_reduce_scatter = sum(collective(Collective.REDUCE_SCATTER, p * grad_bytes, grp, st, reduce_calls)
+                                for p, _, grp, st in groups)
+        z3_gather = sum(collective(Collective.ALL_GATHER, gb, grp, st, gather_calls) for _, gb, grp, st in groups)
+    else:
+        z3_reduce_scatter = z3_gather = 0.0
     last_bwd = sc.stage_bwd + sc.recompute_mb
     if ctx.framework is not Framework.DEEPSPEED:
         contention = collective_sm_fraction(dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu)
