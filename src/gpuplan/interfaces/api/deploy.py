@@ -61,12 +61,10 @@ def train_options_for(target: str, framework: str | None) -> dict:
     target = check_target(target, training_targets())
     fw = FRAMEWORK_OF_TARGET.get(target)
     if framework is not None:
+        from gpuplan.interfaces.api._common import parse_enum
         from gpuplan.specs.execution import Framework
 
-        names = [f.value for f in Framework]
-        if str(framework).lower() not in names:
-            raise InputError(f"--framework: '{framework}' is not one of {', '.join(names)}", field="framework",
-                             allowed=", ".join(names))
+        framework = parse_enum(Framework, framework, "framework").value
     if framework is not None and fw is not None and str(framework).lower() != fw:
         raise InputError(f"--framework: {framework} runs differently from --emit {target}'s {fw}; give --framework {fw} "
                          "or leave it out", field="framework", allowed=fw)
