@@ -144,9 +144,10 @@ def overridden(values: Mapping[str, float]) -> Iterator[None]:
 
 @contextmanager
 def recording_reads() -> Iterator[set[str]]:
-    """Within the block, collect in the yielded set the name of every knob `value()` is asked for:
-    the knobs a computation reads (calibration screens candidates with it; a cached result that
-    skips its computation skips its reads too, so screen under fresh overrides)."""
+    """Within the block, collect in the yielded set the name of every knob `value()` is asked for,
+    and `prefix + PREFIX_READ` for every `overrides_key(prefix)`: the knobs a computation reads
+    (calibration screens candidates with it; a cached result that skips its computation skips its
+    reads too, unless the cache checks its key with `read_state`, which reads them again)."""
     outer = getattr(_LOCAL, "reads", None)
     reads: set[str] = set()
     _LOCAL.reads = reads
@@ -162,9 +163,25 @@ def overrides_key(prefix: str = "") -> tuple:
     """The active overrides of knobs whose name starts with `prefix`, as a sorted tuple of
     (name, value): a cache key that changes only when a knob that can matter changes (empty, and
     free, when nothing is overridden)."""
+    reads = getattr(_LOCAL, "reads", None)
+    if reads is not None:  # the key stands for every knob of the prefix: a dependence on all of them
+        reads.add(prefix + PREFIX_READ)
     if not _stack():
         return ()
     return tuple(sorted((k, v) for k, v in active_overrides().items() if k.startswith(prefix)))
+
+
+#: The mark `recording_reads` collects for `overrides_key(prefix)`: `prefix + PREFIX_READ` (a knob name never
+#: ends with it), the dependence of a cache keyed on it on every knob of the prefix.
+PREFIX_READ = "*"
+
+
+def read_state(names: tuple[str, ...]) -> tuple:
+    """The state of the knobs `names` (as `recording_reads` collects them) in effect now: `value(name)` per
+    knob, `overrides_key(prefix)` per `prefix + PREFIX_READ`. Two equal states give every computation that
+    reads only these knobs the same knob values; reading the state counts as reading them (an outer
+    `recording_reads` sees them), so a cache validated with it replays the reads of what it skips."""
+    return tuple(overrides_key(n[:-1]) if n.endswith(PREFIX_READ) else value(n) for n in names)
 
 
 def fitted_knobs() -> list[Knob]:
@@ -172,4 +189,4 @@ def fitted_knobs() -> list[Knob]:
 
 
 __all__ = ["Knob", "REGISTRY", "active_overrides", "check_values", "fitted_knobs", "generation", "overridden",
-           "overrides_key", "recording_reads", "register", "value"]
+           "overrides_key", "PREFIX_READ", "read_state", "recording_reads", "register", "value"]
