@@ -109,9 +109,12 @@ def test_a_cache_keyed_on_overrides_key_counts_as_reading_its_prefix():
     assert fast({"id": "a", "x": "2"}).value == 2 * knobs.value("collectives.nvlink_efficiency")
     with knobs.overridden({"collectives.nvlink_efficiency": 0.5}):
         assert fast({"id": "b", "x": "2"}).value == 1.0  # 2 x 0.5: predicted again
-        with knobs.recording_reads() as reads:  # a hit replays its reads
+        with knobs.recording_reads(prefix_marks=True) as reads:  # a hit replays its reads
             fast({"id": "c", "x": "2"})
         assert "collectives." + knobs.PREFIX_READ in reads
+        with knobs.recording_reads() as names:  # a plain recorder (calibrate's screen) gets knob names only
+            fast({"id": "e", "x": "2"})
+        assert names == {"collectives.nvlink_efficiency"}
     with knobs.overridden({"training.sustained_gemm_fraction": 0.7}):  # not read: the first prediction
         fast({"id": "d", "x": "2"})
     assert len(calls) == 2

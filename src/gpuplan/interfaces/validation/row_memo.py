@@ -65,7 +65,7 @@ def memoised(predict: Predictor, max_rows: int = MAX_ROWS) -> Predictor:
         cells = row_key(row) if cells is None else cells
         hit = memo.get(cells)
         if hit is None:
-            with knobs.recording_reads() as reads:
+            with knobs.recording_reads(prefix_marks=True) as reads:
                 try:
                     hit = predict(row)
                 except SkipRow as exc:
