@@ -227,6 +227,16 @@ def test_cli_serve_attention_dp():
     assert "2 attention-DP groups" in data["load"]
     bad = runner.invoke(app, ["serve", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", "2", "--attention-dp", "3"])
     assert bad.exit_code == 2 and "attention_dp" in bad.output
+    # the balance scheduler: every step 1 + z_2 c_balanced instead of 1 + z_2 c_round_robin of the
+    # 1-group step, so the closed loop's throughput rises by their ratio (up to the front end's fixed latency)
+    on = runner.invoke(app, ["serve", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", "2", "--ep", "2",
+                             "--attention-dp", "2", "--attention-dp-balance", "--input-len", "512", "--output-len", "64",
+                             "--concurrency", "8", "--json"])
+    assert on.exit_code == 0, on.output
+    balanced = json.loads(on.stdout)
+    assert "(balance scheduler)" in balanced["load"]
+    assert balanced["output_tokens_per_s"] / data["output_tokens_per_s"] == pytest.approx(
+        (1 + Z2 * CV_ROUND_ROBIN) / (1 + Z2 * CV_BALANCED), rel=0.02)
 
 
 def test_trtllm_bench_kv_estimate_hand_values():

@@ -147,7 +147,7 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
              LoadKind.RATE: f"poisson {rate:g} req/s" if rate is not None else "",
              LoadKind.CONCURRENCY: f"closed loop {load.per_group(groups).value * groups:g}"}[load.kind]
     if groups > 1:
-        label += f" over {groups} attention-DP groups"
+        label += f" over {groups} attention-DP groups" + (" (balance scheduler)" if dep.attention_dp_balance else "")
     gib = 2.0**30
     mem = replica.mem
     sched = replica.sched
