@@ -281,3 +281,27 @@ def test_attention_dp_invariants(tp, adp, model):
     assert w_plain - 1 <= w <= w_narrow + 1
     # fraction of a token's KV each GPU holds (memory_plan multiplies it by the model's bytes per token)
     assert plain.kv_shard_fraction <= dep.kv_shard_fraction == narrow.kv_shard_fraction
+
+
+def test_attention_dp_balance_round_trips_through_trtllm_launch(tmp_path):
+    # serve run --attention-dp-balance --emit trtllm states attention_dp_config.enable_balance: true
+    # (llm_args.py AttentionDpConfig); --from reads it back and runs the same deployment
+    runner = CliRunner()
+    base = ["serve", "run", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", "2", "--ep", "2", "--attention-dp", "2",
+            "--input-len", "256", "--output-len", "32", "--concurrency", "4"]
+    emitted = runner.invoke(app, base + ["--attention-dp-balance", "--emit", "trtllm"])
+    assert emitted.exit_code == 0, emitted.output
+    assert '"attention_dp_config": {"enable_balance": true}' in emitted.stdout
+    script = tmp_path / "launch.sh"
+    script.write_text(emitted.stdout)
+    back = runner.invoke(app, ["serve", "run", "--from", str(script), "--system", "dgx-h100", "--input-len", "256",
+                               "--output-len", "32", "--concurrency", "4", "--json"])
+    assert back.exit_code == 0, back.output
+    read = json.loads(back.stdout)
+    assert read["attention_dp_balance"] is True and "(balance scheduler)" in read["load"]
+    # without the flag nothing is stated
+    plain = runner.invoke(app, base + ["--emit", "trtllm"])
+    assert plain.exit_code == 0 and "attention_dp_config" not in plain.stdout
+    # vLLM has no such scheduler: refused with a one-line error naming the field
+    bad = runner.invoke(app, base + ["--attention-dp-balance", "--emit", "vllm"])
+    assert bad.exit_code == 2 and "attention_dp_balance" in bad.output
