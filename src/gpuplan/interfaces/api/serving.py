@@ -161,10 +161,8 @@ def serve_run(
     attention_dp_balance: bool = False,
 ) -> ServeResult:
     """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated); `ep`
-    experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment);
-    `attention_dp_balance`: the engine's attention-DP balance scheduler on (TensorRT-LLM
-    `attention_dp_config.enable_balance`; Deployment.attention_dp_balance), which loses less to the
-    slowest group. Length distributions (`input_dist`, `output_dist` or `lengths`), speculative decoding
+    experts split over ep GPUs, `attention_dp` attention data-parallel groups, `attention_dp_balance` the
+    engine's balance scheduler for them (Deployment). Length distributions (`input_dist`, `output_dist` or `lengths`), speculative decoding
     (`spec_tokens`, `spec_acceptance`, `draft_model` or `mtp`) and prefix caching
     (`prefix_hit_rate`, `prefix_cache_tokens`): `serving_features`, docs/serving.md.
     `engine`: the serving engine whose defaults run (workloads.inference.engines: its scheduler, KV
@@ -183,9 +181,8 @@ def serve_run(
     positive(attention_dp, "attention_dp")
     spec = resolve_model(model)
     sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=tp * pp)
-    dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
-                     weight_dtype=weight_dtype, kv_dtype=kv_dtype, attention_dp_balance=bool(attention_dp_balance),
-                     **profile.deployment_options())
+    dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, weight_dtype=weight_dtype,
+                     kv_dtype=kv_dtype, attention_dp_balance=bool(attention_dp_balance), **profile.deployment_options())
     lens, specdec, cache = serving_features(
         input_len=input_len, output_len=output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
         spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
