@@ -242,3 +242,27 @@ def test_breakdowns_sum_and_lora_uses_less_than_full(method, rank, sharding, dp)
     assert per["activations"] == pytest.approx(sum(mem.activations_bytes_detail.values()))
     full = training_memory(m, plan.model_copy(update={"fine_tuning": FineTuning()}))
     assert per["total"] < full.per_gpu_bytes["total"]
+
+
+# ---- memory-saving settings: chunked loss, activation offloading --------------------------------
+def test_chunked_loss_keeps_compute_dtype_logits_and_one_fp32_chunk():
+    m = load_model("llama-2-7b")
+    plain = FineTuning(method="lora", lora_targets="qv")
+    chunked = FineTuning(method="lora", lora_targets="qv", chunked_loss=True)
+    a = training_memory(m, TrainPlan(seq_len=512, fine_tuning=plain)).activations_bytes_detail["logits"]
+    b = training_memory(m, TrainPlan(seq_len=512, fine_tuning=chunked)).activations_bytes_detail["logits"]
+    # 512 tokens x 32,000 vocab: plain b + 4 = 6 B per entry; chunked b + 4 / 8 chunks = 2.5 B
+    # (torchtune CEWithChunkedOutputLoss num_output_chunks=8); the norm terms are the same in both
+    assert a - b == pytest.approx(512 * 32_000 * (6 - 2.5))
+
+
+def test_offloaded_activations_leave_the_gpu_for_the_host():
+    m = load_model("llama-2-7b")
+    kw = dict(seq_len=1024, micro_batch=2, recompute=Recompute.FULL)
+    on_gpu = training_memory(m, TrainPlan(**kw, fine_tuning=FineTuning(method="lora")))
+    moved = training_memory(m, TrainPlan(**kw, fine_tuning=FineTuning(method="lora", offload_activations=True)))
+    # full recompute keeps each layer's input: 32 layers x 2,048 tokens x 4,096 x 2 B = 536,870,912
+    assert on_gpu.activations_bytes_detail["layers"] == 32 * 2048 * 4096 * 2
+    assert moved.activations_bytes_detail["layers"] == 0
+    assert moved.host_bytes == 32 * 2048 * 4096 * 2
+    assert "activations offloaded" in FineTuning(offload_activations=True).label()

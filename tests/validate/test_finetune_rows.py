@@ -58,3 +58,26 @@ def test_nvml_row_adds_the_memory_outside_the_allocator():
     nvml = predict_row({**base, "notes": "NVML used memory"}).value
     # one GPU: the CUDA context (no NCCL communicator), in GiB
     assert nvml - plain == pytest.approx(CUDA_CONTEXT_BYTES / 2**30, rel=1e-9)
+
+
+def test_memory_saving_settings_and_tied_embeddings_read_from_notes():
+    from gpuplan.interfaces.validation.training import embeddings_tied_stated
+
+    ft, _ = fine_tuning_from_row({"notes": "loss CEWithChunkedOutputLoss (logits in chunks); activation offloading on (x)"})
+    assert ft.chunked_loss and ft.offload_activations and not ft.ordinary
+    ft, _ = fine_tuning_from_row({"notes": "logits in 128-token chunks with chunked cross-entropy; activation offloading off"})
+    assert ft.chunked_loss and not ft.offload_activations
+    assert fine_tuning_from_row({"notes": "plain cross-entropy (full logits)"})[0].ordinary
+    assert embeddings_tied_stated({"notes": "input embedding and output head are tied (one 394M matrix)."})
+    assert not embeddings_tied_stated({"notes": "--untie-embeddings-and-output-weights"})
+
+
+def test_tied_row_holds_one_vocabulary_matrix():
+    base = {"id": "x-1", "model": "m", "layers": "2", "hidden": "1024", "heads": "16", "kv_heads": "16", "ffn": "4096",
+            "ffn_kind": "swiglu", "vocab": "32000", "seq_len": "512", "system": "a100-sxm4-80gb", "num_gpus": "1",
+            "micro_batch": "1", "global_batch": "1", "framework": "other", "precision": "bf16",
+            "metric": "mem_states_gib", "value": "1"}
+    untied = predict_row(base).value
+    tied = predict_row({**base, "notes": "the input embedding and output head are tied"}).value
+    # one 32,000 x 1,024 matrix fewer at 18 B per parameter (bf16 weight, fp32 grad, Adam 12), in GiB
+    assert untied - tied == pytest.approx(32_000 * 1024 * 18 / 2**30, rel=1e-9)

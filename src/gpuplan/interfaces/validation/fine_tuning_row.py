@@ -7,12 +7,17 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
 - Not in the columns, so the library defaults hold: 4-bit block scales double-quantised
   (bitsandbytes `Linear4bit(compress_statistics=True)`, torchao NF4), LoRA dropout 0 (PEFT's
   LoraConfig default).
+- Stated in `notes` (SCHEMA.md: notes say what the columns cannot hold), the same rule for every
+  row: a chunked cross-entropy (notes naming torchtune's `CEWithChunkedOutputLoss` or a "chunked
+  cross-entropy") is `chunked_loss`; "activation offloading on" (torchtune `OffloadActivations`) is
+  `offload_activations`.
 A value the schema does not allow is a SkipRow naming the column and the allowed values; a
 combination the plan refuses (specs.finetune, specs.plan) likewise.
 """
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 from pydantic import ValidationError
@@ -28,6 +33,11 @@ _ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
     "offload": ("offload", Offload),
     "master_weights": ("master_weights", MasterWeights),
 }
+
+
+#: notes that state a chunked cross-entropy / activation offloading (module docstring)
+_CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked cross.entropy", re.IGNORECASE)
+_OFFLOADED_ACTIVATIONS = re.compile(r"\bactivation offloading on\b", re.IGNORECASE)
 
 
 def _cell(row: dict[str, str], key: str) -> str:
@@ -66,6 +76,11 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         for column in ("lora_rank", "lora_targets"):
             if _cell(row, column):
                 raise SkipRow(f"{column} is set but finetune is full (give finetune lora or qlora)")
+    notes_text = row.get("notes") or ""
+    if _CHUNKED_LOSS.search(notes_text):
+        kw["chunked_loss"] = True
+    if _OFFLOADED_ACTIVATIONS.search(notes_text):
+        kw["offload_activations"] = True
     try:
         ft = FineTuning(**kw)
     except ValidationError as exc:

@@ -174,12 +174,22 @@ def state_bytes_per_param(plan: TrainPlan) -> tuple[float, float, float]:
             float(adam_bytes_per_param(plan.precision)))
 
 
+#: chunks of a chunked cross-entropy: torchtune `CEWithChunkedOutputLoss(num_output_chunks=8)` ("saves
+#: memory by only upcasting one chunk at a time"; torchtune/modules/loss/ce_chunked_output_loss.py);
+#: LitGPT's 128-token chunks (`lm_head_chunk_size=128`) are smaller still.
+CHUNKED_LOSS_CHUNKS = 8
+
+
 def loss_bytes_per_vocab_entry(plan: TrainPlan) -> float:
     """Bytes per vocabulary entry (of the vocab / tp shard) per token at the loss's peak: Megatron's
     fused vocab-parallel cross entropy b + 4 (logits in the compute dtype + the fp32 copy it turns
     into the softmax and the gradient in place); torchtitan's PyTorch cross entropy on fp32-cast
     logits 12 (`PYTORCH_CROSS_ENTROPY_BYTES`), 16 with tp > 1 (its loss-parallel implementation,
-    `LOSS_PARALLEL_CROSS_ENTROPY_BYTES`)."""
+    `LOSS_PARALLEL_CROSS_ENTROPY_BYTES`). A chunked loss (`fine_tuning.chunked_loss`) keeps every
+    chunk's logits in the compute dtype (torchtune's model returns the list of chunk outputs) and
+    upcasts one chunk at a time: b + 4 / CHUNKED_LOSS_CHUNKS."""
+    if plan.fine_tuning.chunked_loss:
+        return activation_bytes(plan.precision) + LOGITS_FP32_BYTES / CHUNKED_LOSS_CHUNKS
     if plan.framework is Framework.TORCHTITAN:
         return LOSS_PARALLEL_CROSS_ENTROPY_BYTES if plan.tp > 1 else PYTORCH_CROSS_ENTROPY_BYTES
     return activation_bytes(plan.precision) + LOGITS_FP32_BYTES
@@ -453,6 +463,9 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     per_layer = np.array([layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers]) * tokens
     in_flight = chunks_in_flight(plan, rank)
     stored = float(terms.stored_activation_bytes(per_layer.mean(), len(layers), plan.vpp, in_flight)) if layers else 0.0
+    offloaded_activations = 0.0
+    if plan.fine_tuning.offload_activations:  # saved-tensor hooks copy them to host memory (specs.finetune)
+        offloaded_activations, stored = stored, 0.0
     acts: dict[str, float] = {"layers": stored}
     sp = plan.tp if plan.sequence_parallel else 1
     if first and model.hidden_dropout > 0:  # embedding dropout mask of each micro-batch in flight on chunk 0
@@ -499,7 +512,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     context, nccl = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)
     other["cuda_context"], other["nccl_buffers"] = context, float(nccl)
     out = {"weights": weights, "gradients": grads, "optimizer": optim, "acts": acts, "other": other,
-           "params": dense + experts}
+           "params": dense + experts, "host_activations": offloaded_activations}
     if not plan.fine_tuning.ordinary:  # LoRA / QLoRA, other optimizers, offload, pure low precision
         ft = rank_fine_tuning_states(model, plan, layers, first, last)
         for key in ("zero3_gather_buffer", "fsdp_root_unsharded"):
@@ -556,6 +569,9 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         if ft.host:
             notes.append(f"offload {plan.fine_tuning.offload.value}: {to_gib(ft.host):.2f} GiB per GPU kept in host "
                          f"{'NVMe' if plan.fine_tuning.offload.value == 'nvme' else 'memory'}")
+        if best["host_activations"]:
+            notes.append(f"activations offloaded: {to_gib(float(best['host_activations'])):.2f} GiB per GPU of saved "
+                         f"activations kept in host memory between forward and backward")
     return TrainingMemory(
         per_gpu_bytes=per_gpu,
         activations_bytes_detail=acts,
@@ -571,7 +587,7 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         headroom_bytes=headroom,
         notes=tuple(notes),
         paged_optimizer_bytes=ft.paged_optimizer if ft is not None else 0.0,
-        host_bytes=ft.host if ft is not None else 0.0,
+        host_bytes=(ft.host if ft is not None else 0.0) + float(best["host_activations"]),
         trainable_params=int(round(ft.trainable_params)) if ft is not None else None,
     )
 
