@@ -81,3 +81,22 @@ def test_tied_row_holds_one_vocabulary_matrix():
     tied = predict_row({**base, "notes": "the input embedding and output head are tied"}).value
     # one 32,000 x 1,024 matrix fewer at 18 B per parameter (bf16 weight, fp32 grad, Adam 12), in GiB
     assert untied - tied == pytest.approx(32_000 * 1024 * 18 / 2**30, rel=1e-9)
+
+
+def test_fine_tuning_memory_accuracy_gate(shared_dir):
+    """Memory MAPE % per fine-tuning family with the shipped knobs (high / medium rows; `low` rows are
+    not scored). No knob is fitted to these rows (the one memory knob they touch, reserved/allocated,
+    is fitted on ttmem), so this is also their leave-one-family-out figure up to that knob's refit.
+    Measured 2026-11-28 (h-ftmem): ttflags 52.3 -> 16.8 once torchtune's chunked cross-entropy
+    (b + 4/8 B per logit), activation offloading and the tied embedding stated in its notes were
+    modelled; ltres 21.2 -> 23.8 (LitGPT's 128-token chunks already made its logits small; the gap
+    left is eager activations, under-predicted); aai3090 23.3, hf1gpu 6.6 unchanged. Gates x 1.1."""
+    errors: dict[str, list[float]] = {}
+    for row in _rows(shared_dir):
+        if row["confidence"] == "low" or "mem" not in row["metric"]:
+            continue
+        pred = predict_row(row).value
+        errors.setdefault(row["id"].rsplit("-", 1)[0], []).append(abs(pred / float(row["value"]) - 1) * 100)
+    mape = {f: sum(v) / len(v) for f, v in errors.items()}
+    assert mape["ttflags"] <= 18.5 and mape["ltres"] <= 26.2
+    assert mape["aai3090"] <= 25.6 and mape["hf1gpu"] <= 7.3
