@@ -10,7 +10,8 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
 - Stated in `notes` (SCHEMA.md: notes say what the columns cannot hold), the same rule for every
   row: a chunked cross-entropy (notes naming torchtune's `CEWithChunkedOutputLoss` or a "chunked
   cross-entropy") is `chunked_loss`; "activation offloading on" (torchtune `OffloadActivations`) is
-  `offload_activations`.
+  `offload_activations`; a LoRA description with its dropout ("LoRA r=8, alpha 16, dropout 0.05") is
+  `lora_dropout` (adapter rows only).
 A value the schema does not allow is a SkipRow naming the column and the allowed values; a
 combination the plan refuses (specs.finetune, specs.plan) likewise.
 """
@@ -38,6 +39,7 @@ _ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
 #: notes that state a chunked cross-entropy / activation offloading (module docstring)
 _CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked cross.entropy", re.IGNORECASE)
 _OFFLOADED_ACTIVATIONS = re.compile(r"\bactivation offloading on\b", re.IGNORECASE)
+_LORA_DROPOUT = re.compile(r"\bLoRA\b[^.;]*?\bdropout\s+(\d*\.?\d+)", re.IGNORECASE)
 
 
 def _cell(row: dict[str, str], key: str) -> str:
@@ -67,6 +69,9 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
                 raise SkipRow(f"lora_rank is not a number: '{rank}'") from None
         else:
             notes.append("lora_rank=8 (PEFT default)")
+        dropout = _LORA_DROPOUT.search(row.get("notes") or "")
+        if dropout:
+            kw["lora_dropout"] = float(dropout.group(1))
         targets = _cell(row, "lora_targets")
         if targets:
             kw["lora_targets"] = targets
