@@ -68,10 +68,17 @@ def serving_cases():
         for kind in ("chunked", "continuous", "prefill-first", "static"):
             for rate, n, arrivals in ((30.0, 20_000, ArrivalKind.POISSON), (400.0, 6_000, ArrivalKind.POISSON),
                                       (64.0, 4_000, ArrivalKind.CLOSED_LOOP)):
-                wl = make_workload(np.random.default_rng(1), n, arrivals, rate=rate, **lens)
+                closed = arrivals == ArrivalKind.CLOSED_LOOP
+                wl = make_workload(np.random.default_rng(1), n, arrivals, rate=None if closed else rate,
+                                   concurrency=int(rate) if closed else None, **lens)
                 for event_driven in (True, False):
                     res = simulate(steps, mem, wl, SchedulerConfig(kind=kind), event_driven=event_driven)
                     yield f"serve {model} {kind} rate={rate} {arrivals.value} event={event_driven}", digest(res)
+        long = dict(input_len=LengthDistribution(4096, LengthKind.LOGNORMAL, 1.0),
+                    output_len=LengthDistribution(2048, LengthKind.LOGNORMAL, 1.0))
+        wl = make_workload(np.random.default_rng(3), 6_000, ArrivalKind.POISSON, rate=200.0, **long)
+        res = simulate(steps, mem, wl, SchedulerConfig(), event_driven=True)
+        yield f"serve {model} KV pressure (preemptions {res.preemptions})", digest(res)
         wl = make_workload(np.random.default_rng(2), 8_000, ArrivalKind.POISSON, rate=60.0, **lens)
         res = simulate(steps, mem, wl, SchedulerConfig(), cuda_graph_batch_sizes=(1, 2, 4, 8, 16, 32, 64, 128),
                        prefix_cache=PrefixCache(0.5))
