@@ -6,7 +6,6 @@ names fail in one line, exit 2."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -167,12 +166,28 @@ def test_each_engine_runs_its_own_tp_allreduce(captured):
     for name, algo in expect.items():
         _run(concurrency=4, tp=2, engine=name)
         assert captured["dep"].tp_allreduce is algo, name
-    # TGI's profile is vLLM's but for the all-reduce (NCCL): at tp 4 and 4 sequences NCCL's latency
-    # is above vLLM's one-shot custom kernel, so TGI's TPOT is higher, and only for that reason
-    assert dataclasses.replace(ENGINES["vllm"], tp_allreduce=TpAllReduce.NCCL, name="tgi") == ENGINES["tgi"]
+    # at tp 4 and 4 sequences NCCL's latency is above vLLM's one-shot custom kernel, so TGI's TPOT
+    # is higher (TGI's CUDA graphs hold 4 sequences exactly: no padding)
     kw = dict(tp=4, concurrency=4, input_len=512)
     assert api.serve_run("llama-3-70b", engine="tgi", **kw).report.tpot_ms > \
         api.serve_run("llama-3-70b", engine="vllm", **kw).report.tpot_ms
+
+
+def test_tgi_runs_its_own_launcher_defaults(captured):
+    # text-generation-inference launcher/src/main.rs @009c4e0: --max-concurrent-requests 128,
+    # --max-batch-prefill-tokens = max_input_tokens (min(max_position_embeddings - 1, 4095)) + 50 =
+    # 4145, --cuda-graphs "1,2,4,8,16,32"; flashinfer's one-token pages (models/globals.py BLOCK_SIZE)
+    tgi = ENGINES["tgi"]
+    assert (tgi.max_batch_seqs, tgi.max_batch_tokens, tgi.block_size) == (128, 4145, 1)
+    assert tgi.cuda_graph_batch_sizes == (1, 2, 4, 8, 16, 32)
+    assert tgi.python_step_loop and tgi.tp_allreduce is TpAllReduce.NCCL
+    _run(concurrency=8, engine="tgi")
+    assert captured["graphs"] == (1, 2, 4, 8, 16, 32)
+    assert (captured["sched"].max_batch_seqs, captured["sched"].max_batch_tokens) == (128, 4145)
+    # the rest of its profile is vLLM's: the total-memory KV rule at 0.9, chunked prefill, no eviction guard
+    vllm = ENGINES["vllm"]
+    assert (tgi.rule, tgi.memory_fraction, tgi.scheduler, tgi.no_evict) == \
+        (vllm.rule, vllm.memory_fraction, vllm.scheduler, vllm.no_evict)
 
 
 def test_serve_plan_runs_the_engine_on_every_layout(monkeypatch):
@@ -262,3 +277,27 @@ def test_cli_json_equals_api_json_with_an_engine():
     want = api.serve_run("llama-3-8b", tp=2, input_len=256, output_len=32, concurrency=16, engine="tensorrt-llm").to_dict()
     assert json.loads(res.stdout) == json.loads(json.dumps(want))
     assert want["engine"] == "tensorrt-llm" and want["scheduler"] == "chunked"
+
+
+@pytest.mark.parametrize("engine, cells, expected", [
+    # the aliases read a version written beside the engine's name (the public rows' own wording)
+    ("vllm", {"notes": "User-measured, vLLM 0.6.6 --num-scheduler-steps 10"}, (0, 6)),
+    ("sglang", {"notes": "Measured 2026-03-25, SGLang 0.5.9, attention TP8"}, (0, 5)),
+    ("tgi", {"source": "text-generation-inference v3.0.1 benchmark"}, (3, 0)),
+    ("vllm", {"notes": "vLLM version/date not shown in the excerpt read"}, None),
+    ("vllm", {"engine_version": "0.10.1", "notes": "vLLM 0.6.6"}, (0, 10)),  # the column wins
+])
+def test_python_engines_read_a_stated_version(engine, cells, expected):
+    from gpuplan.interfaces.validation.inference import stated_engine_version
+
+    assert stated_engine_version(cells, ENGINES[engine]) == expected
+
+
+def test_a_row_without_an_engine_profile_says_which_it_assumed(record_rows):
+    from gpuplan.interfaces.validation.inference import FALLBACK_ENGINE, predict_row
+
+    # nim-1 (NVIDIA NIM, engine `other`) runs as vLLM and its notes say so; vllmci-1 names vLLM: no note
+    rows = {r["id"]: r for r in record_rows("inference")}
+    assert FALLBACK_ENGINE == "vllm"
+    assert "engine 'other' has no profile: assumed engine vllm" in predict_row(rows["nim-1"]).notes
+    assert "assumed engine" not in predict_row(rows["vllmci-1"]).notes

@@ -267,6 +267,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
         notes.append(f"kv_dtype={kvdt} (default: the weight format, or bf16 for 4-bit weights)")
     engine_name = (row.get("engine") or "other").strip().lower()
     engine = ENGINES.get(engine_name, ENGINES[FALLBACK_ENGINE])
+    if engine_name not in ENGINES:  # the assumption is visible in the row's notes
+        notes.append(f"engine '{engine_name}' has no profile: assumed engine {FALLBACK_ENGINE}")
     in_len, out_len = _int(row, "input_len"), _int(row, "output_len")
     lengths = RequestLengths(lengths_fixed(in_len), lengths_fixed(out_len)) if in_len and out_len else None
     if lengths is None:
