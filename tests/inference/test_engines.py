@@ -83,19 +83,21 @@ def test_generic_is_todays_serve_default():
 
 
 def test_vllm_max_num_seqs_256_caps_a_closed_loop_of_512(captured):
-    """vLLM max_num_seqs 256: of 512 closed-loop clients only 256 run, the rest queue. 1,757
-    sequences of 256 tokens fit in KV, so memory does not bind; the cap does."""
-    at512 = _run(concurrency=512, engine="vllm")
+    """vLLM max_num_seqs 256 on an A100 (vllm_batch_limits; 1024 on an H100): of 512 closed-loop
+    clients only 256 run, the rest queue. 1,757 sequences of 256 tokens fit in the KV of an 80 GB
+    part, so memory does not bind; the cap does."""
+    a100 = dict(gpu="a100-sxm4-80gb")
+    at512 = _run(concurrency=512, engine="vllm", **a100)
     assert captured["sched"].max_batch_seqs == 256 and captured["sched"].kind is SchedulerKind.CHUNKED
-    at256 = _run(concurrency=256, engine="vllm")
+    at256 = _run(concurrency=256, engine="vllm", **a100)
     # the same 256 running sequences: the same throughput (within 2%)
     assert at512["requests_per_s"] == pytest.approx(at256["requests_per_s"], rel=0.02)
     # Little's law: 256 queued clients at lambda requests/s wait 256 / lambda before admission; the
-    # TTFT is that wait plus the un-queued run's TTFT (2.25 s + 0.17 s here), within 5%
+    # TTFT is that wait plus the un-queued run's TTFT, within 5%
     wait_s = 256 / at512["requests_per_s"]
     assert at512["ttft_ms"] == pytest.approx(1e3 * wait_s + at256["ttft_ms"], rel=0.05)
     # TensorRT-LLM's max_batch_size 2048 admits all 512: more requests/s than vLLM's 256
-    trt = _run(concurrency=512, engine="tensorrt-llm")
+    trt = _run(concurrency=512, engine="tensorrt-llm", **a100)
     assert captured["sched"].max_batch_seqs == 2048
     assert trt["requests_per_s"] > 1.1 * at512["requests_per_s"]
 
@@ -118,14 +120,15 @@ def test_sglang_runs_the_prefill_first_scheduler(captured):
 
 def test_trtllm_free_memory_rule_gives_more_kv_than_vllm_total_memory_rule(captured):
     """Same GPU and model, by hand (module constants):
-    vLLM, 0.9 of total memory:  0.9 T - W - A - R, A = 1 GiB + 256 x LOGITS
-        = 77,309,411,328 - 16,060,522,496 - 1,205,075,968 - 1,073,741,824 = 58,970,071,040 B (54.92 GiB)
+    vLLM, 0.9 of total memory:  0.9 T - W - A - R, A = 1 GiB + 1024 x LOGITS (its max_num_seqs on
+    an H100: vllm_batch_limits) = 1,599,078,400
+        = 77,309,411,328 - 16,060,522,496 - 1,599,078,400 - 1,073,741,824 = 58,576,068,608 B (54.55 GiB)
     TensorRT-LLM, 0.95 of free: 0.95 (T - W - A' - R), A' = 1 GiB + 2048 x LOGITS (max_batch_size 2048)
         = 0.95 x (85,899,345,920 - 16,060,522,496 - 2,124,414,976 - 1,073,741,824) = 63,308,633,292.8 B (58.96 GiB)."""
     vllm = _run(concurrency=8, engine="vllm")
     assert captured["mem"].block_size == 16
-    vllm_budget = 0.9 * T - W - (A_TOKENS + 256 * LOGITS) - R
-    assert vllm_budget == pytest.approx(58_970_071_040)
+    vllm_budget = 0.9 * T - W - (A_TOKENS + 1024 * LOGITS) - R
+    assert vllm_budget == pytest.approx(58_576_068_608)
     assert vllm["kv_cache_gib_per_gpu"] * GIB == pytest.approx(vllm_budget, rel=1e-9)
     trt = _run(concurrency=8, engine="tensorrt-llm")
     assert captured["mem"].block_size == 64
@@ -134,8 +137,8 @@ def test_trtllm_free_memory_rule_gives_more_kv_than_vllm_total_memory_rule(captu
     assert trt["kv_cache_gib_per_gpu"] * GIB == pytest.approx(trt_budget, rel=1e-9)
     assert trt["kv_cache_gib_per_gpu"] > vllm["kv_cache_gib_per_gpu"]
     # sequences of 128 + 128 tokens: 16 blocks of 16 (vLLM) or 4 of 64 (TensorRT-LLM), 256 tokens x
-    # 131,072 B = 33,554,432 B each: floor(58,970,071,040 / 33,554,432) = 1757, floor(63,308,633,292.8 / ...) = 1886
-    assert vllm["max_concurrent_sequences"] == 58_970_071_040 // (256 * KV_PER_TOKEN) == 1757
+    # 131,072 B = 33,554,432 B each: floor(58,576,068,608 / 33,554,432) = 1745, floor(63,308,633,292.8 / ...) = 1886
+    assert vllm["max_concurrent_sequences"] == 58_576_068_608 // (256 * KV_PER_TOKEN) == 1745
     assert trt["max_concurrent_sequences"] == int(trt_budget // (256 * KV_PER_TOKEN)) == 1886
 
 
@@ -146,8 +149,9 @@ def test_lmdeploy_and_memory_fraction_override(captured):
     assert captured["sched"].kind is SchedulerKind.CONTINUOUS and captured["mem"].block_size == 64
     assert d["kv_cache_gib_per_gpu"] * GIB == pytest.approx(0.8 * (T - W - (A_TOKENS + 256 * LOGITS) - R), rel=1e-9)
     half = _run(concurrency=8, engine="vllm", memory_fraction=0.5)
-    # 0.5 x 85,899,345,920 - 16,060,522,496 - 1,205,075,968 - 1,073,741,824 = 24,610,332,672 B
-    assert half["kv_cache_gib_per_gpu"] * GIB == pytest.approx(24_610_332_672, rel=1e-9)
+    # 0.5 x 85,899,345,920 - 16,060,522,496 - 1,599,078,400 (vLLM's 1024 sequences on an H100) -
+    # 1,073,741,824 = 24,216,330,240 B
+    assert half["kv_cache_gib_per_gpu"] * GIB == pytest.approx(24_216_330_240, rel=1e-9)
     assert half["engine"] == "vllm"
 
 
@@ -301,3 +305,39 @@ def test_a_row_without_an_engine_profile_says_which_it_assumed(record_rows):
     assert FALLBACK_ENGINE == "vllm"
     assert "engine 'other' has no profile: assumed engine vllm" in predict_row(rows["nim-1"]).notes
     assert "assumed engine" not in predict_row(rows["vllmci-1"]).notes
+
+
+def test_vllm_per_step_limits_follow_the_gpu_and_the_mode():
+    # vllm/engine/arg_utils.py get_batch_defaults (PRs #17073, #17885): >= 70 GiB and not an A100:
+    # LLM class (offline) 1024 sequences / 16384 tokens, API server 1024 / 8192; else 256 / 8192
+    # offline and 256 / 2048 serving
+    cat = load_catalog()
+    vllm = ENGINES["vllm"]
+    h100, a100, mi300x, l4 = (cat.gpu(g) for g in ("h100-sxm5-80gb", "a100-sxm4-80gb", "mi300x", "l4"))
+    assert (vllm.for_gpu(h100).max_batch_seqs, vllm.for_gpu(h100).max_batch_tokens) == (1024, 8192)
+    assert (vllm.for_gpu(h100, offline=True).max_batch_seqs, vllm.for_gpu(h100, offline=True).max_batch_tokens) \
+        == (1024, 16384)
+    assert vllm.for_gpu(mi300x, offline=True).max_batch_tokens == 16384
+    assert (vllm.for_gpu(a100).max_batch_seqs, vllm.for_gpu(a100).max_batch_tokens) == (256, 2048)
+    assert (vllm.for_gpu(a100, offline=True).max_batch_seqs, vllm.for_gpu(a100, offline=True).max_batch_tokens) \
+        == (256, 8192)
+    assert vllm.for_gpu(l4).max_batch_tokens == 2048  # 24 GB
+    # before v0.9 the profile's own 256 / 8192; a resolved profile keeps its limits on a second call
+    old = vllm.for_gpu(h100, version=(0, 8))
+    assert (old.max_batch_seqs, old.max_batch_tokens) == (256, 8192)
+    resolved = vllm.for_gpu(h100, offline=True)
+    assert resolved.for_gpu(a100) is resolved
+    # the other engines have no such rule
+    for name in ("tensorrt-llm", "sglang", "lmdeploy", "tgi"):
+        assert ENGINES[name].for_gpu(h100) is ENGINES[name]
+
+
+def test_serve_run_reports_the_limits_it_ran(captured):
+    # vLLM on an H100 serves up to 1024 sequences with 8192-token steps (above); the report says so
+    out = api.serve_run("llama-3-8b", gpu="h100-sxm5-80gb", engine="vllm", concurrency=8, input_len=128,
+                        output_len=16).to_dict()
+    assert (out["max_batch_seqs"], out["max_batch_tokens"]) == (1024, 8192)
+    assert (captured["sched"].max_batch_seqs, captured["sched"].max_batch_tokens) == (1024, 8192)
+    out = api.serve_run("llama-3-8b", gpu="a100-sxm4-80gb", engine="vllm", concurrency=8, input_len=128,
+                        output_len=16).to_dict()
+    assert (out["max_batch_seqs"], out["max_batch_tokens"]) == (256, 2048)

@@ -292,6 +292,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
             batch = max(1, -(-batch // adp))
         if conc:
             conc = max(1, round(conc / adp))
+        # the engine's per-step limits on this GPU, offline for an in-process benchmark (max load)
+        engine = engine.for_gpu(gpu, offline=max_load and not (conc or rate), version=version)
         sched = static_scheduler(batch, in_len) if batch else engine.scheduler_config()
         workspace = None
         if max_load and not batch and not conc and not rate and engine.bench_limits:

@@ -19,6 +19,7 @@ its `engine` column's profile, at the engine version the row states.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from gpuplan.errors import InputError
 from gpuplan.workloads.inference.cost.deployment import Deployment
@@ -67,6 +68,10 @@ class EngineProfile:
     #: whether the engine's per-request step work runs in Python on the step's critical path
     #: (Deployment.python_step_loop; cost/operators.HOST_SECONDS_PER_SEQUENCE)
     python_step_loop: bool = False
+    #: (max_batch_seqs, max_batch_tokens) the engine picks on a GPU, offline (an in-process
+    #: benchmark: True) or serving, from `batch_limits_from` on (`for_gpu`); None: the fields above
+    batch_limits: Callable[..., tuple[int, int]] | None = None
+    batch_limits_from: tuple[int, int] | None = None
     #: the profile's name (`gpuplan serve --engine NAME`; filled in by ENGINES / GENERIC)
     name: str = ""
 
@@ -81,6 +86,18 @@ class EngineProfile:
         if memory_fraction is not None:
             out = replace(out, memory_fraction=float(memory_fraction))
         return out
+
+    def for_gpu(self, gpu, *, offline: bool = False, version: tuple[int, int] | None = None) -> "EngineProfile":
+        """This profile with the per-step limits the engine at `version` (None: its current version)
+        picks on `gpu` (`batch_limits`), offline or serving; the profile itself when it has no such
+        rule or the version predates it. The result has no rule left, so a second call keeps it."""
+        if self.batch_limits is None:
+            return self
+        out = replace(self, batch_limits=None)
+        if _older(version, self.batch_limits_from):
+            return out
+        seqs, tokens = self.batch_limits(gpu, offline)
+        return replace(out, max_batch_seqs=seqs, max_batch_tokens=tokens)
 
     def scheduler_config(self) -> SchedulerConfig:
         """The engine's step scheduler: its kind, sequence and token limits per step and admission
@@ -127,6 +144,25 @@ TGI_MAX_CONCURRENT_REQUESTS = 128
 TGI_MAX_BATCH_PREFILL_TOKENS = 4095 + 50
 TGI_BLOCK_SIZE = 1
 
+#: vLLM V1's per-step limits on parts of at least this much memory (other than A100): vllm/engine/
+#: arg_utils.py `get_batch_defaults` ("device_memory >= 70 * GiB_bytes and 'a100' not in device_name")
+VLLM_LARGE_GPU_BYTES = 70 * 2**30
+
+
+def vllm_batch_limits(gpu, offline: bool) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) vLLM V1 defaults to on `gpu` (vllm/engine/arg_utils.py
+    get_batch_defaults, from PR #17073 "Use larger batch sizes for A100/B100/B200/MI300x" and PR
+    #17885, which took A100 back out: "Setting large max_num_batched_tokens for A100 reduces
+    throughput"): parts of >= 70 GiB other than A100, the LLM class (offline benchmarks:
+    benchmark_throughput / benchmark_latency) 1024 sequences and 16384 tokens, the API server 1024
+    and 8192; every other part 256 sequences and 8192 tokens offline, 256 and 2048 serving."""
+    large = (getattr(gpu, "memory_bytes", 0) or 0) >= VLLM_LARGE_GPU_BYTES and \
+        "a100" not in f"{getattr(gpu, 'id', '')} {getattr(gpu, 'name', '')}".lower()
+    if large:
+        return (1024, 16384) if offline else (1024, 8192)
+    return (256, 8192) if offline else (256, 2048)
+
+
 ENGINES: dict[str, EngineProfile] = {
     # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
     # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context; tokens_per_block 64;
@@ -147,7 +183,8 @@ ENGINES: dict[str, EngineProfile] = {
                                   aliases=("tensorrt-llm", "trt-llm", "tensorrt llm"),
                                   tp_allreduce_from=(1, 0), tp_allreduce_before=TpAllReduce.TENSORRT_LLM_PLUGIN,
                                   name="tensorrt-llm"),
-    # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
+    # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens
+    # before v0.9; from v0.9 (PRs #17073, #17885) the limits of the GPU and the mode (vllm_batch_limits).
     # Its custom all-reduce below 8 MiB, pynccl above (Deployment.tp_allreduce). Its engine core
     # loop is Python and, without --async-scheduling (opt-in through v0.11: vllm/config
     # SchedulerConfig.async_scheduling default False), serial with the GPU: schedule(), then
@@ -162,6 +199,7 @@ ENGINES: dict[str, EngineProfile] = {
     # a row's source or notes ("vLLM 0.6.6").
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
                           tp_allreduce=TpAllReduce.VLLM, python_step_loop=True,
+                          batch_limits=vllm_batch_limits, batch_limits_from=(0, 9),
                           aliases=("vllm",), name="vllm"),
     # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
     # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
