@@ -327,9 +327,19 @@ def test_vllm_per_step_limits_follow_the_gpu_and_the_mode():
     assert (old.max_batch_seqs, old.max_batch_tokens) == (256, 8192)
     resolved = vllm.for_gpu(h100, offline=True)
     assert resolved.for_gpu(a100) is resolved
-    # the other engines have no such rule
-    for name in ("tensorrt-llm", "sglang", "lmdeploy", "tgi"):
+    # the other engines have no such rule, but SGLang (below)
+    for name in ("tensorrt-llm", "lmdeploy", "tgi"):
         assert ENGINES[name].for_gpu(h100) is ENGINES[name]
+
+
+def test_sglang_prefill_chunk_follows_the_gpu_memory():
+    # python/sglang/srt/server_args.py _handle_chunked_prefill_size (gpu_mem in MiB): < 35 GiB 2048,
+    # < 160 GiB 8192 (H100 80 GB, H200 141 GB), else 16384 (MI300X 192 GB, MI355X 288 GB)
+    cat = load_catalog()
+    sglang = ENGINES["sglang"]
+    chunk = {g: sglang.for_gpu(cat.gpu(g)).max_batch_tokens for g in ("l4", "h100-sxm5-80gb", "mi300x", "mi355x")}
+    assert chunk == {"l4": 2048, "h100-sxm5-80gb": 8192, "mi300x": 16384, "mi355x": 16384}
+    assert sglang.for_gpu(cat.gpu("mi300x")).max_batch_seqs == 512
 
 
 def test_serve_run_reports_the_limits_it_ran(captured):

@@ -163,6 +163,16 @@ def vllm_batch_limits(gpu, offline: bool) -> tuple[int, int]:
     return (256, 8192) if offline else (256, 2048)
 
 
+def sglang_batch_limits(gpu, offline: bool) -> tuple[int, int]:
+    """(max running requests, chunked_prefill_size) of SGLang on `gpu`: its prefill chunk by the
+    part's memory (python/sglang/srt/server_args.py `_handle_chunked_prefill_size`, gpu_mem in MiB:
+    below 35 GiB "A10, L40, 4090" 2048; below 160 GiB "H100, H200, A100, H20" 8192; else "B200,
+    MI300" 16384), the same offline and serving; the profile's 512 running requests."""
+    mib = (getattr(gpu, "memory_bytes", 0) or 0) / 2**20
+    chunk = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+    return 512, chunk
+
+
 ENGINES: dict[str, EngineProfile] = {
     # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
     # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context; tokens_per_block 64;
@@ -201,7 +211,8 @@ ENGINES: dict[str, EngineProfile] = {
                           tp_allreduce=TpAllReduce.VLLM, python_step_loop=True,
                           batch_limits=vllm_batch_limits, batch_limits_from=(0, 9),
                           aliases=("vllm",), name="vllm"),
-    # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
+    # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192
+    # (2048 on parts below 35 GiB, 16384 from 160 GiB: sglang_batch_limits),
     # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
     # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
     # Its custom all-reduce is vLLM's (sgl-kernel custom_all_reduce, a port). Its scheduler is a
@@ -210,7 +221,7 @@ ENGINES: dict[str, EngineProfile] = {
     # scheduler" (default from v0.4, lmsys.org/blog/2024-12-04-sglang-v0-4) runs one batch ahead;
     # the host time stays serial here as for vLLM (above).
     "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192,
-                            tp_allreduce=TpAllReduce.VLLM, python_step_loop=True,
+                            tp_allreduce=TpAllReduce.VLLM, python_step_loop=True, batch_limits=sglang_batch_limits,
                             aliases=("sglang",), name="sglang"),
     # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
     # Its context decoder left the last prompt token to the first decode step until "Refactor
