@@ -217,6 +217,22 @@ def test_serve_capacity_table_shows_layouts_and_both_loops(server, page):
     assert page.problems == []
 
 
+def test_serve_capacity_at_the_bands_pessimistic_edge(server, page):
+    # serve plan --confidence 0.8: Llama-3-8B at 20 req/s with a 18 ms TPOT target needs 3 H100 on the
+    # point prediction but 4 when p90s x the latency band's upper factor (1.25) must meet it
+    # (tests/inference/test_serve_plan_confidence.py derives both); the page shows the CLI's plan and why
+    page.goto(server + "/serve?model=llama-3-8b&capacity=true&plan_rate=20&tpot_ms=18&confident=true")
+    wait_updates(page, 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    line = next(ln for ln in page.text_content("#command").splitlines() if "serve plan" in ln)
+    assert "--confidence 0.8" in line
+    want = cli_json(line)
+    assert stat(page, "capacity_gpus") == want["best"]["gpus"] == 4
+    note = page.text_content('[data-key="confidence_h100-sxm5-80gb"]')
+    assert "x1.25" in note and "unseen-engine" in note
+    assert page.problems == []
+
+
 def calibrate_cli_json(monkeypatch, line: str, folder: Path) -> dict:
     """The JSON of the Calibrate page's command line, run in the folder of the uploaded file."""
     monkeypatch.chdir(folder)
