@@ -351,3 +351,22 @@ def test_serve_run_reports_the_limits_it_ran(captured):
     out = api.serve_run("llama-3-8b", gpu="a100-sxm4-80gb", engine="vllm", concurrency=8, input_len=128,
                         output_len=16).to_dict()
     assert (out["max_batch_seqs"], out["max_batch_tokens"]) == (256, 2048)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=1, max_value=400), st.integers(min_value=1, max_value=400), st.booleans())
+def test_engine_limits_never_shrink_with_memory(gib_a, gib_b, offline):
+    # vLLM's and SGLang's per-step limits are thresholds on the part's memory (vllm_batch_limits,
+    # sglang_batch_limits): a part with more memory (not an A100) never gets smaller limits, and a
+    # resolved profile keeps them
+    from types import SimpleNamespace
+
+    from gpuplan.workloads.inference.engines import sglang_batch_limits, vllm_batch_limits
+
+    small, large = sorted((gib_a, gib_b))
+    part = lambda gib: SimpleNamespace(id="x", name="x", memory_bytes=gib * 2**30)  # noqa: E731
+    for rule in (vllm_batch_limits, sglang_batch_limits):
+        lo, hi = rule(part(small), offline), rule(part(large), offline)
+        assert lo[0] <= hi[0] and lo[1] <= hi[1] and lo[0] >= 1 and lo[1] >= 1
+    resolved = ENGINES["vllm"].for_gpu(part(large), offline=offline)
+    assert resolved.for_gpu(part(small)) is resolved
