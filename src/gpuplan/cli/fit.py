@@ -12,6 +12,7 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
+    CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
     OPTIMIZER, FINE_TUNING_OPTIONS, fine_tuning_options, print_fine_tuning,
 )
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
@@ -44,6 +45,9 @@ def _common(
     sequence_parallel: Optional[bool] = typer.Option(
         None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: on where tp > 1)."),
     no_flash: bool = typer.Option(False, "--no-flash-attention", help="Store the s x s attention scores (unfused attention)."),
+    framework: Optional[str] = typer.Option(
+        None, "--framework", help="megatron, deepspeed, fsdp, torchtitan, maxtext, other (default: maxtext on TPU pods; "
+        "for LoRA / QLoRA deepspeed with a ZeRO --sharding, else fsdp (PyTorch); megatron elsewhere)."),
     grad_accum: Optional[int] = GRAD_ACCUM,
     finetune: FineTuneMethod = FINETUNE,
     lora_rank: Optional[int] = LORA_RANK,
@@ -54,6 +58,8 @@ def _common(
     optimizer: Optimizer = OPTIMIZER,
     offload: Offload = OFFLOAD,
     master_weights: MasterWeights = MASTER_WEIGHTS,
+    chunked_loss: bool = CHUNKED_LOSS,
+    offload_activations: bool = OFFLOAD_ACTIVATIONS,
 ):
     return locals()
 
