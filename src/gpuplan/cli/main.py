@@ -28,6 +28,7 @@ from typer.core import TyperGroup
 
 from gpuplan import __version__
 from gpuplan.cli.errors import OutputClosed, exit_on_error
+from gpuplan.cli.lazy_coercion import defer_coercion
 from gpuplan.cli.output_options import add_shared_options, refuse_table_with_json, wants_json
 from gpuplan.cli.params import guard_numeric_options
 from gpuplan.cli.render import begin_invocation, finish_invocation
@@ -40,6 +41,7 @@ class GpuplanGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         add_shared_options(self)  # --format, --wide, --table, --memory-headroom (cli/output_options.py)
         guard_numeric_options(self)
+        defer_coercion(self)  # typer's pydantic adapters built only for values that need them (cli/lazy_coercion.py)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
