@@ -53,7 +53,7 @@ def test_unwritable_or_corrupt_cache_falls_back_to_parsing(monkeypatch, tmp_path
     assert disk_cache.store("catalog", "k", cat) is False
     # a truncated or foreign file under the right name is a miss, and is replaced by a good one
     monkeypatch.setenv("GPUPLAN_CACHE_DIR", str(tmp_path))
-    key = disk_cache.content_key([DATA_DIR / f"{n}.toml" for n in catalog._BUILTIN_FILES])
+    key = catalog.builtin_cache_key()
     (tmp_path / f"catalog-{key}.pickle").write_bytes(b"\x80\x05truncated")
     assert disk_cache.load("catalog", key) is None
     cat = _builtin_fresh(monkeypatch, str(tmp_path))

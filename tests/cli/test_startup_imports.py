@@ -43,7 +43,7 @@ HELP_MODULES = {
 
 #: `gpuplan hw list` adds the catalog (and the specs it builds) and the API's hardware functions
 HW_LIST_MODULES = HELP_MODULES | {
-    "gpuplan.catalog", "gpuplan.catalog.ceilings", "gpuplan.input_files", "gpuplan.interfaces.api._common",
+    "gpuplan.catalog", "gpuplan.catalog.ceilings", "gpuplan.catalog.disk_cache", "gpuplan.input_files", "gpuplan.interfaces.api._common",
     "gpuplan.interfaces.api.hardware", "gpuplan.knobs", "gpuplan.specs._base", "gpuplan.specs.cloud",
     "gpuplan.specs.dtypes", "gpuplan.specs.gpu", "gpuplan.specs.interconnect", "gpuplan.specs.mixers",
     "gpuplan.specs.model", "gpuplan.specs.system", "gpuplan.specs.host",

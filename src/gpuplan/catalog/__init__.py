@@ -415,6 +415,17 @@ def set_user_catalogs(paths: list[str] | tuple[str, ...]) -> None:
 _BUILTIN_FILES = ("sources", "gpus", "interconnects", "hosts", "systems", "clouds")
 
 
+def builtin_cache_key() -> str:
+    """The on-disk cache key of the built-in catalog: its files, the code reading them, the pydantic
+    version whose models are pickled (catalog.disk_cache)."""
+    import pydantic
+
+    from gpuplan.catalog import disk_cache
+
+    return disk_cache.content_key([DATA_DIR / f"{name}.toml" for name in _BUILTIN_FILES],
+                                  salt=f"pydantic {pydantic.VERSION}")
+
+
 @lru_cache(maxsize=4)
 def _builtin() -> Catalog:
     """The built-in catalog: from the on-disk cache when the data files and the code reading them are
@@ -422,7 +433,7 @@ def _builtin() -> Catalog:
     from gpuplan.catalog import disk_cache
 
     paths = [DATA_DIR / f"{name}.toml" for name in _BUILTIN_FILES]
-    key = disk_cache.content_key(paths)
+    key = builtin_cache_key()
     cached = disk_cache.load("catalog", key)
     if isinstance(cached, Catalog):
         return cached

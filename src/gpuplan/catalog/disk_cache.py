@@ -8,7 +8,8 @@ at every start of the CLI (tomllib is pure Python). The validated `Catalog` is p
 where the cache dir is $GPUPLAN_CACHE_DIR, else $XDG_CACHE_HOME/gpuplan, else ~/.cache/gpuplan, and
 `key` is the SHA-256 of the data files' bytes and of the source of every module that turns them into
 specs (catalog/, specs/, validation_rules, input_files, errors), with the Python and pydantic
-versions: a changed figure, field or rule is a new key, never a stale catalog. Later starts unpickle
+versions: a changed figure, field or rule is a new key, never a stale catalog. The measured ceilings
+(catalog/data/ceilings.toml, catalog.ceilings) are kept the same way, as `ceilings-<key>.pickle`. Later starts unpickle
 it (a few ms). The file is written atomically (a temporary file in the same folder, then
 `os.replace`), so a reader never sees half a file; a folder that cannot be written (read-only home,
 no home), a missing, truncated or foreign file, or GPUPLAN_CACHE_DIR=off all fall back to parsing,
@@ -23,7 +24,6 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ _KEEP = 8
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # src/gpuplan
 #: the code that turns the data files into a Catalog: a change to any of it changes the key
-_CODE = ("catalog/*.py", "specs/*.py", "validation_rules.py", "input_files.py", "errors.py", "units.py")
+CATALOG_CODE = ("catalog/*.py", "specs/*.py", "validation_rules.py", "input_files.py", "errors.py", "units.py")
 
 
 def cache_dir() -> Path | None:
@@ -51,14 +51,13 @@ def cache_dir() -> Path | None:
         return None
 
 
-def content_key(data_files: list[Path]) -> str:
-    """SHA-256 of the data files, the code that reads them and the interpreter / pydantic versions."""
-    import pydantic
-
+def content_key(data_files: list[Path], code: tuple[str, ...] = CATALOG_CODE, salt: str = "") -> str:
+    """SHA-256 of the data files, of the source files matching `code` (globs under src/gpuplan), the
+    interpreter version and `salt` (e.g. the pydantic version whose models are pickled)."""
     digest = hashlib.sha256()
-    digest.update(f"{sys.version_info[:3]} {pydantic.VERSION} pickle{pickle.HIGHEST_PROTOCOL}".encode())
-    code = sorted({p for pattern in _CODE for p in _PACKAGE.glob(pattern)})
-    for path in [*data_files, *code]:
+    digest.update(f"{sys.version_info[:3]} pickle{pickle.HIGHEST_PROTOCOL} {salt}".encode())
+    sources = sorted({p for pattern in code for p in _PACKAGE.glob(pattern)})
+    for path in [*data_files, *sources]:
         digest.update(str(path.relative_to(_PACKAGE) if path.is_relative_to(_PACKAGE) else path.name).encode())
         digest.update(b"\0")
         digest.update(path.read_bytes() if path.exists() else b"<missing>")
@@ -84,6 +83,8 @@ def store(name: str, key: str, value: Any) -> bool:
     folder = cache_dir()
     if folder is None:
         return False
+    import tempfile
+
     tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
