@@ -135,3 +135,34 @@ def test_deferred_coercion_gives_typers_values():
                 assert (ours, type(ours)) == (theirs, type(theirs)), (cmd.name, param.name, value)
                 checked += 1
     assert checked > 300  # about 330 options with a default or a typed number (tree of 2026-11)
+
+
+def test_invoked_command_is_the_first_name_past_the_root_options():
+    from gpuplan.cli.main import invoked_command
+
+    assert invoked_command(["hw", "list"]) == "hw"
+    assert invoked_command(["--catalog", "my.toml", "--debug", "train", "--gpus", "8"]) == "train"
+    assert invoked_command(["--calibration=p.toml", "plan"]) == "plan"
+    assert invoked_command(["--help"]) is None and invoked_command([]) is None
+    assert invoked_command(["--", "hw"]) is None
+
+
+@pytest.mark.parametrize("argv", [["hw", "--help"], ["hw", "list", "--json"], ["serve", "run", "--help"],
+                                  ["hw", "lst"], ["plan", "--help"], ["train", "--gpus", "x"]])
+def test_building_only_the_invoked_command_changes_no_output(argv, monkeypatch, capsys):
+    # main() builds the click command of the invoked top-level command only; the output (and exit
+    # code) must be what the whole tree gives
+    from gpuplan.cli import main as cli_main
+
+    def run() -> tuple[str, str, int]:
+        try:
+            cli_main.main(list(argv))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        out, err = capsys.readouterr()
+        return out, err, code
+
+    pruned = run()
+    monkeypatch.setattr(cli_main, "invoked_command", lambda argv: None)  # the whole tree
+    assert run() == pruned
