@@ -166,3 +166,32 @@ def test_building_only_the_invoked_command_changes_no_output(argv, monkeypatch, 
     pruned = run()
     monkeypatch.setattr(cli_main, "invoked_command", lambda argv: None)  # the whole tree
     assert run() == pruned
+
+
+def test_cli_module_table_names_what_each_module_registers():
+    # main() imports only the CLI module of the invoked command (CLI_MODULES); the table must name
+    # exactly the top-level command each module registers, or that command would not be found
+    import typer
+
+    from gpuplan.cli.main import CLI_MODULES, _registered_name
+
+    for module, command in CLI_MODULES.items():
+        probe = typer.Typer()
+        __import__(f"gpuplan.cli.{module}", fromlist=["register"]).register(probe)
+        names = ([_registered_name(c, False) for c in probe.registered_commands]
+                 + [_registered_name(g, True) for g in probe.registered_groups])
+        assert names == [command], (module, names)
+
+
+def test_every_command_is_registered_for_the_app(tmp_path):
+    # the whole app (gpuplan.cli.main.app) lists every module's command, in CLI_MODULES order
+    from gpuplan.cli.main import CLI_MODULES, _registered_name, app
+
+    names = ([_registered_name(c, False) for c in app.registered_commands]
+             + [_registered_name(g, True) for g in app.registered_groups])
+    assert sorted(names) == sorted(CLI_MODULES.values())
+    # only the invoked command's module is imported by a run
+    modules = imported_by(tmp_path, "hw", "list")
+    assert {m for m in modules if m.startswith("gpuplan.cli.")} <= {
+        "gpuplan.cli.main", "gpuplan.cli.hw", "gpuplan.cli.render", "gpuplan.cli.output_options",
+        "gpuplan.cli.params", "gpuplan.cli.errors", "gpuplan.cli.lazy_coercion", "gpuplan.cli.table_layout"}
