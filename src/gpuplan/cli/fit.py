@@ -45,6 +45,9 @@ def _common(
     sequence_parallel: Optional[bool] = typer.Option(
         None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: on where tp > 1)."),
     no_flash: bool = typer.Option(False, "--no-flash-attention", help="Store the s x s attention scores (unfused attention)."),
+    framework: Optional[str] = typer.Option(
+        None, "--framework", help="megatron, deepspeed, fsdp, torchtitan, maxtext, other (default: maxtext on TPU pods; "
+        "for LoRA / QLoRA deepspeed with a ZeRO --sharding, else fsdp (PyTorch); megatron elsewhere)."),
     grad_accum: Optional[int] = GRAD_ACCUM,
     finetune: FineTuneMethod = FINETUNE,
     lora_rank: Optional[int] = LORA_RANK,

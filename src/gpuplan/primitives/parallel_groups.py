@@ -99,20 +99,20 @@ def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_nod
 
 def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System,
                              gpu: Gpu | None = None) -> np.ndarray:
-    """`collective_seconds` over broadcast numpy arrays: one value per unique (size, n, per_node),
-    memoised like `collective_seconds`; the unique groups not yet in the memo are timed in one
-    vectorised call (`_group_seconds_batch`), which gives the scalar path's values bit for bit."""
+    """`collective_seconds` over broadcast numpy arrays: one value per unique (size, n, per_node), in
+    lexicographic order of the triples (`_unique_triples`), memoised like `collective_seconds`; the
+    unique groups not yet in the memo are timed in one vectorised call (`_group_seconds_batch`),
+    which gives the scalar path's values bit for bit."""
     size_b, n_b, pn_b = np.broadcast_arrays(
         np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
     )
-    flat = np.stack([size_b.ravel(), n_b.ravel().astype(np.float64), pn_b.ravel().astype(np.float64)], axis=1)
-    if flat.shape[0] == 0:
+    if size_b.size == 0:
         return np.zeros(size_b.shape)
-    uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+    sizes, groups, members, inverse = _unique_triples(size_b.ravel(), n_b.ravel(), pn_b.ravel())
     specs_key = _specs_key(system, gpu)
-    times = np.zeros(uniq.shape[0])
+    times = np.zeros(sizes.shape[0])
     missing: list[tuple[int, tuple]] = []
-    for i, (s, g, p) in enumerate(uniq.tolist()):
+    for i, (s, g, p) in enumerate(zip(sizes.tolist(), groups.tolist(), members.tolist())):
         if g <= 1 or s <= 0:
             continue
         key = (op, float(s), int(g), int(p), specs_key)
@@ -123,12 +123,26 @@ def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: Sy
             times[i] = hit
     if missing:
         rows = np.array([i for i, _ in missing])
-        computed = _group_seconds_batch(op, uniq[rows, 0], uniq[rows, 1], uniq[rows, 2], system, gpu)
+        computed = _group_seconds_batch(op, sizes[rows], groups[rows].astype(np.float64),
+                                        members[rows].astype(np.float64), system, gpu)
         if len(_GROUP_CACHE) + len(missing) > _GROUP_CACHE_LIMIT:
             _GROUP_CACHE.clear()
         for (i, key), t in zip(missing, computed.tolist()):
             times[i] = _GROUP_CACHE[key] = t
-    return times[inverse.ravel()].reshape(size_b.shape)
+    return times[inverse].reshape(size_b.shape)
+
+
+def _unique_triples(size, n, per_node):
+    """The distinct (size, n, per_node) of three flat arrays in lexicographic order, and each
+    element's index among them (np.unique(axis=0)'s answer): the sizes and the (n, per_node) pairs
+    are ranked apart (1-D sorts, 3-4x faster than sorting rows) and combined into one integer key
+    whose order is the triples' order."""
+    size_rank = np.unique(size, return_inverse=True)[1].ravel()
+    pair = n * (int(per_node.max()) + 1) + per_node  # 0 <= per_node: the pair's order is (n, per_node)'s
+    pair_values, pair_rank = np.unique(pair, return_inverse=True)
+    key = size_rank * pair_values.size + pair_rank.ravel()
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return size[first], n[first], per_node[first], inverse.ravel()
 
 
 def _group_seconds_batch(op: Collective, size, n, per_node, system: System, gpu: Gpu | None) -> np.ndarray:

@@ -280,8 +280,6 @@ def train(
     sys_spec = resolve_system(system)
     gpu = gpu_of(sys_spec) if gpu is None else resolve_gpu(gpu)
     prec = parse_enum(Precision, precision, "precision")
-    # None: the system's stack (MaxText on TPU pods, Megatron-core elsewhere: plan_search.default_framework)
-    fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(sys_spec)
     n_tokens = None if flops is not None else count(tokens if tokens is not None else DEFAULT_TOKENS, "tokens")
     budget = count(flops, "flops")
     degrees = dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=micro_batch, recompute=recompute,
@@ -289,6 +287,13 @@ def train(
     recipe_note = None
     defaults_notes: list[str] = []  # how a fine-tuning plan's unset options were chosen
     ft = fine_tuning_spec(fine_tuning)
+    # None: the stack of the system and the method (MaxText on TPU pods, PyTorch FSDP / DeepSpeed for
+    # LoRA / QLoRA, Megatron-core elsewhere: plan_search.default_framework)
+    fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(
+        sys_spec, ft, parse_enum(Sharding, sharding, "sharding") if sharding is not None else None)
+    if framework is None and ft.adapters and fw is not default_framework(sys_spec):
+        defaults_notes.append(f"framework {fw.value} assumed: {ft.method.value} runs on PyTorch (PEFT / bitsandbytes); "
+                              "Megatron-core has no 4-bit base or PEFT adapters (--framework to change)")
     if plan is not None:
         seq_len = plan.seq_len
     elif not ft.ordinary or grad_accum is not None:
@@ -381,9 +386,13 @@ def fit_plan(
     precision: str | Precision = Precision.BF16, grad_precision: str | Precision = Precision.FP32,
     sequence_parallel: bool | None = None, flash_attention: bool = True,
     fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None,
+    framework: str | Framework | None = None, system: System | None = None,
 ) -> TrainPlan:
     """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given).
-    `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp."""
+    `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp.
+    `framework` None: plan_search.default_framework of `system` (None: a GPU alone), the method and sharding."""
+    from gpuplan.workloads.training.plan_search import default_framework
+
     if plan is not None:
         if gpus is not None and plan.num_gpus != gpus:
             raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp of the plan ({plan.num_gpus})", field="gpus")
@@ -403,11 +412,13 @@ def fit_plan(
                          field="gpus")
     ft = fine_tuning_spec(fine_tuning)
     global_batch = batch_with_grad_accum(micro_batch, dp, global_batch, grad_accum)
+    shard = parse_enum(Sharding, sharding, "sharding")
+    fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(system, ft, shard)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
             seq_len=seq_len if seq_len is not None else default_seq_len(model),
-            recompute=parse_enum(Recompute, recompute, "recompute"), sharding=parse_enum(Sharding, sharding, "sharding"),
+            recompute=parse_enum(Recompute, recompute, "recompute"), sharding=shard, framework=fw,
             precision=parse_enum(Precision, precision, "precision"),
             grad_precision=parse_enum(Precision, grad_precision, "grad_precision"),
             sequence_parallel=sequence_parallel_default(tp, sequence_parallel),
@@ -533,8 +544,11 @@ def _fit_inputs(model, gpu, system, gpus, plan_kw) -> tuple[ModelSpec, Gpu, Trai
     """The model, the GPU whose memory is the budget (`--gpu`, or `--system`'s GPU; default
     h100-sxm5-80gb) and the plan."""
     spec = resolve_model(model)
-    g = resolve_gpu(gpu if gpu is not None else DEFAULT_GPU) if system is None else system_and_gpu(system, gpu)[1]
-    return spec, g, fit_plan(spec, gpus, **plan_kw)
+    if system is None:
+        node, g = None, resolve_gpu(gpu if gpu is not None else DEFAULT_GPU)
+    else:
+        node, g = system_and_gpu(system, gpu)
+    return spec, g, fit_plan(spec, gpus, system=node, **plan_kw)
 
 
 def fit_train(model: str | ModelSpec, gpu: str | Gpu | None = None, gpus: int | None = None, *,

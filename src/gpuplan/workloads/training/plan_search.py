@@ -247,11 +247,21 @@ def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchS
 AXES = ("tp", "pp", "cp", "ep", "vpp", "mb", "rc", "sh", "sp", "et")
 
 
-def default_framework(system: System) -> Framework:
-    """The training stack a search assumes when none is given: MaxText on a TPU pod (an ICI torus:
-    Megatron-LM, DeepSpeed and PyTorch FSDP are CUDA / ROCm stacks; MaxText is Google's reference JAX
-    trainer, AI-Hypercomputer/maxtext, and the stack of Google's tpu-recipes), Megatron-core elsewhere."""
-    return Framework.MAXTEXT if system.ici_torus_axes is not None else Framework.MEGATRON
+def default_framework(system: System | None, fine_tuning=None, sharding: Sharding | None = None) -> Framework:
+    """The training stack assumed when none is given: MaxText on a TPU pod (an ICI torus: Megatron-LM,
+    DeepSpeed and PyTorch FSDP are CUDA / ROCm stacks; MaxText is Google's reference JAX trainer,
+    AI-Hypercomputer/maxtext, and the stack of Google's tpu-recipes). Adapter fine-tuning (LoRA /
+    QLoRA, `fine_tuning.method` not full) runs on PyTorch: Hugging Face PEFT + bitsandbytes under
+    Accelerate / TRL, torchtune, LitGPT (Megatron-core has no bitsandbytes 4-bit path and no PEFT
+    adapters of its own; NeMo's Megatron LoRA is opt-in with framework megatron), so DeepSpeed where
+    `sharding` is a ZeRO stage (Accelerate's DeepSpeed plugin) and PyTorch FSDP / DDP otherwise.
+    Megatron-core elsewhere."""
+    if system is not None and system.ici_torus_axes is not None:
+        return Framework.MAXTEXT
+    if fine_tuning is not None and fine_tuning.adapters:
+        zero = (Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
+        return Framework.DEEPSPEED if sharding in zero else Framework.FSDP
+    return Framework.MEGATRON
 
 
 #: MaxText's shardings in Megatron's terms (AI-Hypercomputer/maxtext docs 'Sharding', base.yml defaults):
