@@ -130,3 +130,20 @@ def test_compare_has_no_cross_vendor_core_ratio(catalog):
     assert cores.ratio_to_baseline == {"h100-sxm5-80gb": 1.0, "mi300x": None, "h200-sxm-141gb": 1.0}
     bw = next(m for m in result.metrics if m.key == "memory_bandwidth_gbps")
     assert bw.ratio_to_baseline["mi300x"] == pytest.approx(5300 / 3350)  # ROCm 5.3 TB/s vs H100 page 3.35 TB/s
+
+
+def test_compare_shows_each_parts_own_measured_ceiling_with_its_source(catalog):
+    """Measured rows come from catalog/data/ceilings.toml, the part's own entry only (a generation's
+    stand-in is not a measurement of this part)."""
+    from gpuplan.catalog.compare import compare_gpus
+
+    result = compare_gpus([catalog.gpu("h100-sxm5-80gb"), catalog.gpu("mi300x"), catalog.gpu("h100-pcie-80gb")])
+    gemm = next(m for m in result.metrics if m.key == "measured_bf16_gemm_tflops")
+    # mamf-finder table (stas00/ml-engineering): H100 SXM 794.5 TFLOP/s, MI300X 668.4 (TunableOp)
+    assert gemm.values == {"h100-sxm5-80gb": 794.5, "mi300x": 668.4, "h100-pcie-80gb": None}
+    assert gemm.ratio_to_baseline["mi300x"] == pytest.approx(668.4 / 794.5)
+    assert "mamf-finder" in gemm.sources["h100-sxm5-80gb"] and gemm.sources["h100-pcie-80gb"] is None
+    hbm = next(m for m in result.metrics if m.key == "measured_hbm_copy_gbps")
+    # BabelStream Copy on Azure ND H100 v5: 2.90 TB/s; ND MI300X v5: 4.11 TB/s
+    assert hbm.values["h100-sxm5-80gb"] == 2900 and hbm.values["mi300x"] == 4110
+    assert "BabelStream" in hbm.sources["mi300x"]

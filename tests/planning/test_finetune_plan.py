@@ -77,3 +77,12 @@ def test_train_answers_the_seed_case():
     # given --recompute none the plan is refused, as before
     r = runner.invoke(app, [*SEED_TRAIN, "--recompute", "none"])
     assert r.exit_code == 2 and "needs" in r.output
+
+
+def test_plan_lora_options_errors_name_the_option_as_typed():
+    # the CLI convention (api._common.parse_enum, fine_tuning_spec): the option as typed, with `--`
+    r = runner.invoke(app, ["plan", "llama-2-7b", "--lora-rank", "8"])
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1
+    assert "--lora-rank: only with --goal finetune" in r.output
+    r = runner.invoke(app, ["plan", "llama-2-7b", "--lora-targets", "qv"])
+    assert r.exit_code == 2 and "--lora-targets: only with --goal finetune" in r.output

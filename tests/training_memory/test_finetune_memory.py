@@ -242,3 +242,64 @@ def test_breakdowns_sum_and_lora_uses_less_than_full(method, rank, sharding, dp)
     assert per["activations"] == pytest.approx(sum(mem.activations_bytes_detail.values()))
     full = training_memory(m, plan.model_copy(update={"fine_tuning": FineTuning()}))
     assert per["total"] < full.per_gpu_bytes["total"]
+
+
+# ---- memory-saving settings: chunked loss, activation offloading --------------------------------
+def test_chunked_loss_keeps_compute_dtype_logits_and_one_fp32_chunk():
+    m = load_model("llama-2-7b")
+    plain = FineTuning(method="lora", lora_targets="qv")
+    chunked = FineTuning(method="lora", lora_targets="qv", chunked_loss=True)
+    a = training_memory(m, TrainPlan(seq_len=512, fine_tuning=plain)).activations_bytes_detail["logits"]
+    b = training_memory(m, TrainPlan(seq_len=512, fine_tuning=chunked)).activations_bytes_detail["logits"]
+    # 512 tokens x 32,000 vocab: plain b + 4 = 6 B per entry; chunked b + 4 / 8 chunks = 2.5 B
+    # (torchtune CEWithChunkedOutputLoss num_output_chunks=8); the norm terms are the same in both
+    assert a - b == pytest.approx(512 * 32_000 * (6 - 2.5))
+
+
+def test_offloaded_activations_leave_the_gpu_for_the_host():
+    m = load_model("llama-2-7b")
+    kw = dict(seq_len=1024, micro_batch=2, recompute=Recompute.FULL)
+    on_gpu = training_memory(m, TrainPlan(**kw, fine_tuning=FineTuning(method="lora")))
+    moved = training_memory(m, TrainPlan(**kw, fine_tuning=FineTuning(method="lora", offload_activations=True)))
+    # full recompute keeps each layer's input: 32 layers x 2,048 tokens x 4,096 x 2 B = 536,870,912
+    assert on_gpu.activations_bytes_detail["layers"] == 32 * 2048 * 4096 * 2
+    assert moved.activations_bytes_detail["layers"] == 0
+    assert moved.host_bytes == 32 * 2048 * 4096 * 2
+    assert "activations offloaded" in FineTuning(offload_activations=True).label()
+
+
+# ---- PyTorch training loops: gradient lifetime and the fp32 loss --------------------------------
+def _pure_bf16_full(framework, **kw):
+    ft = FineTuning(master_weights="none")
+    return TrainPlan(seq_len=4096, micro_batch=2, global_batch=2, framework=framework, fine_tuning=ft, **kw)
+
+
+def test_pytorch_loop_gradients_are_not_held_beside_the_forward_activations():
+    m = load_model("llama-2-7b")
+    megatron = training_memory(m, _pure_bf16_full("megatron"))
+    loop = training_memory(m, _pure_bf16_full("other"))
+    g = 2 * 6_738_415_616  # pure bf16: one bf16 gradient per parameter
+    assert megatron.per_gpu_bytes["gradients"] == g
+    # without recompute the forward's activations (32 layers x 8,192 tokens) outweigh the gradients:
+    # the peak is the end of the forward, before any .grad exists (zero_grad(set_to_none=True))
+    assert loop.per_gpu_bytes["gradients"] == 0
+    assert any("allocated during backward" in n for n in loop.notes)
+    # with full recompute the stored inputs are small: the peak is the end of backward, every
+    # gradient and the backward working set, the stored activations freed
+    rc = training_memory(m, _pure_bf16_full("other", recompute=Recompute.FULL))
+    assert rc.per_gpu_bytes["gradients"] == g and "layers" not in rc.activations_bytes_detail
+    # with two micro-batches per step the gradients persist, as in ordinary training
+    two = training_memory(m, _pure_bf16_full("other").model_copy(update={"global_batch": 4}))
+    assert two.per_gpu_bytes["gradients"] == g
+
+
+def test_pytorch_loop_loss_is_fp32_cross_entropy_unless_chunked():
+    m = load_model("llama-2-7b")
+    lora = FineTuning(method="lora")
+    logits = {fw: training_memory(m, TrainPlan(seq_len=512, framework=fw, fine_tuning=lora)).activations_bytes_detail["logits"]
+              for fw in ("megatron", "fsdp")}
+    # 512 tokens x 32,000: PyTorch's cross entropy on fp32 logits 12 B per entry against Megatron's fused b + 4 = 6
+    assert logits["fsdp"] - logits["megatron"] == pytest.approx(512 * 32_000 * (12 - 6))
+    chunked = FineTuning(method="lora", chunked_loss=True)
+    c = training_memory(m, TrainPlan(seq_len=512, framework="fsdp", fine_tuning=chunked)).activations_bytes_detail["logits"]
+    assert logits["megatron"] - c == pytest.approx(512 * 32_000 * (6 - 2.5))

@@ -58,3 +58,53 @@ def test_nvml_row_adds_the_memory_outside_the_allocator():
     nvml = predict_row({**base, "notes": "NVML used memory"}).value
     # one GPU: the CUDA context (no NCCL communicator), in GiB
     assert nvml - plain == pytest.approx(CUDA_CONTEXT_BYTES / 2**30, rel=1e-9)
+
+
+def test_memory_saving_settings_and_tied_embeddings_read_from_notes():
+    from gpuplan.interfaces.validation.training import embeddings_tied_stated
+
+    ft, _ = fine_tuning_from_row({"notes": "loss CEWithChunkedOutputLoss (logits in chunks); activation offloading on (x)"})
+    assert ft.chunked_loss and ft.offload_activations and not ft.ordinary
+    ft, _ = fine_tuning_from_row({"notes": "logits in 128-token chunks with chunked cross-entropy; activation offloading off"})
+    assert ft.chunked_loss and not ft.offload_activations
+    assert fine_tuning_from_row({"notes": "plain cross-entropy (full logits)"})[0].ordinary
+    ft, _ = fine_tuning_from_row({"finetune": "lora", "notes": "defaults: LoRA rank 64, alpha 16, dropout 0.1, targets"})
+    assert ft.lora_dropout == 0.1
+    ft, _ = fine_tuning_from_row({"finetune": "lora", "notes": "LoRA r=8 alpha 16. Hidden dropout 0.1"})
+    assert ft.lora_dropout == 0.0  # a dropout outside the LoRA description is not the adapters'
+    with pytest.raises(SkipRow, match="not expressible: Input should be less than 1"):  # LoraConfig: 0 <= p < 1
+        fine_tuning_from_row({"finetune": "lora", "notes": "LoRA dropout 1.5"})
+    assert embeddings_tied_stated({"notes": "input embedding and output head are tied (one 394M matrix)."})
+    assert not embeddings_tied_stated({"notes": "--untie-embeddings-and-output-weights"})
+
+
+def test_tied_row_holds_one_vocabulary_matrix():
+    base = {"id": "x-1", "model": "m", "layers": "2", "hidden": "1024", "heads": "16", "kv_heads": "16", "ffn": "4096",
+            "ffn_kind": "swiglu", "vocab": "32000", "seq_len": "512", "system": "a100-sxm4-80gb", "num_gpus": "1",
+            "micro_batch": "1", "global_batch": "1", "framework": "other", "precision": "bf16",
+            "metric": "mem_states_gib", "value": "1"}
+    untied = predict_row(base).value
+    tied = predict_row({**base, "notes": "the input embedding and output head are tied"}).value
+    # one 32,000 x 1,024 matrix fewer at 18 B per parameter (bf16 weight, fp32 grad, Adam 12), in GiB
+    assert untied - tied == pytest.approx(32_000 * 1024 * 18 / 2**30, rel=1e-9)
+
+
+def test_fine_tuning_memory_accuracy_gate(shared_dir):
+    """Memory MAPE % per fine-tuning family with the shipped knobs (high / medium rows; `low` rows are
+    not scored). No knob is fitted to these rows (the one memory knob they touch, reserved/allocated,
+    is fitted on ttmem), so this is also their leave-one-family-out figure up to that knob's refit.
+    Measured 2026-11-28 (h-ftmem), before -> after: ttflags 52.3 -> 11.2 (torchtune's chunked
+    cross-entropy, activation offloading and the tied embedding stated in its notes; a PyTorch loop's
+    gradients, allocated in backward, not held beside the forward's activations; PyTorch's fp32 cross
+    entropy where the loss is not chunked); ltres 21.2 -> 19.2 (its notes' LoRA dropout 0.05; the gap
+    left is eager activations and bitsandbytes < 0.45 keeping each 4-bit matmul's input); aai3090
+    23.3 -> 15.6 (the fp32 loss of transformers' Llama, its dropout 0.1); hf1gpu 6.6 -> 6.3. Gates x 1.1."""
+    errors: dict[str, list[float]] = {}
+    for row in _rows(shared_dir):
+        if row["confidence"] == "low" or "mem" not in row["metric"]:
+            continue
+        pred = predict_row(row).value
+        errors.setdefault(row["id"].rsplit("-", 1)[0], []).append(abs(pred / float(row["value"]) - 1) * 100)
+    mape = {f: sum(v) / len(v) for f, v in errors.items()}
+    assert mape["ttflags"] <= 12.4 and mape["ltres"] <= 21.2
+    assert mape["aai3090"] <= 17.2 and mape["hf1gpu"] <= 7.0

@@ -217,6 +217,22 @@ def test_serve_capacity_table_shows_layouts_and_both_loops(server, page):
     assert page.problems == []
 
 
+def test_serve_capacity_at_the_bands_pessimistic_edge(server, page):
+    # serve plan --confidence 0.8: Llama-3-8B at 20 req/s with a 18 ms TPOT target needs 3 H100 on the
+    # point prediction but 4 when p90s x the latency band's upper factor (1.25) must meet it
+    # (tests/inference/test_serve_plan_confidence.py derives both); the page shows the CLI's plan and why
+    page.goto(server + "/serve?model=llama-3-8b&capacity=true&plan_rate=20&tpot_ms=18&confident=true")
+    wait_updates(page, 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    line = next(ln for ln in page.text_content("#command").splitlines() if "serve plan" in ln)
+    assert "--confidence 0.8" in line
+    want = cli_json(line)
+    assert stat(page, "capacity_gpus") == want["best"]["gpus"] == 4
+    note = page.text_content('[data-key="confidence_h100-sxm5-80gb"]')
+    assert "x1.25" in note and "unseen-engine" in note
+    assert page.problems == []
+
+
 def calibrate_cli_json(monkeypatch, line: str, folder: Path) -> dict:
     """The JSON of the Calibrate page's command line, run in the folder of the uploaded file."""
     monkeypatch.chdir(folder)
@@ -478,3 +494,45 @@ def test_serve_frontier_marks_the_targets_and_this_deployment_and_plans_over_gpu
     assert page.problems == []
     page.screenshot(path=str(shots_dir() / "serve-capacity.png"), full_page=True)
     docs_shot(page, "web-serve.png")
+
+
+def test_fit_page_fine_tuning_seed_case_itemised_bytes_equal_the_api(server, page, tmp_path):
+    # issue 31's seed case: llama-2-70b QLoRA r64 on two RTX 4090s, FSDP, parameters offloaded
+    from gpuplan import api
+
+    page.goto(server + "/fit?model=llama-2-70b&gpu=rtx-4090&gpus=2&tp=1&pp=1&sharding=fsdp")
+    wait_updates(page, 1)
+    for select, value in (("#f-finetune", "qlora"), ("#f-offload", "params")):
+        n = updates(page)
+        page.select_option(select, value)
+        wait_updates(page, n + 1)
+    n = updates(page)
+    page.fill("#f-lora_rank", "64")
+    wait_updates(page, n + 1)
+    assert page.is_hidden("#error"), page.text_content("#error")
+    line = page.text_content("#command").splitlines()[0]
+    for flag in ("--finetune qlora", "--lora-rank 64", "--offload params", "--sharding fsdp"):
+        assert flag in line, line
+    want = api.fit_train("llama-2-70b", "rtx-4090", 2, sharding="fsdp",
+                         fine_tuning={"finetune": "qlora", "lora_rank": 64, "offload": "params"}).to_dict()
+    shown = {k: page.get_attribute(f'[data-table="memory-bytes"] tr[data-key="{k}"]', "data-value")
+             for k in ("weights", "gradients", "optimizer", "total")}
+    assert {k: float(v) for k, v in shown.items()} == {k: want["per_gpu_bytes"][k] for k in shown}
+    for part in ("activations", "other"):
+        for key, value in want[f"{part}_bytes"].items():
+            cell = page.get_attribute(f'[data-table="memory-bytes"] tr[data-key="{part}.{key}"]', "data-value")
+            assert float(cell) == value, (part, key)
+    assert stat(page, "host_offload_gib") == want["host_offload_gib"]
+    assert stat(page, "trainable_params_per_gpu") == want["trainable_params_per_gpu"]
+    assert "qlora r64" in page.text_content('[data-key="fine_tuning"]')
+    assert "training/memory/finetune" in page.text_content('[data-key="memory_band_80pct"]')
+    # a paged optimizer: its states are shown apart, outside PyTorch's counters and not counted against fits
+    n = updates(page)
+    page.select_option("#f-offload", "none")
+    wait_updates(page, n + 1)
+    n = updates(page)
+    page.select_option("#f-optimizer", "paged_adamw_8bit")
+    wait_updates(page, n + 1)
+    assert "not counted against fits" in page.text_content('[data-key="fine_tuning"]')
+    page.screenshot(path=str(tmp_path / "fit_finetune.png"), full_page=True)
+    assert page.problems == []

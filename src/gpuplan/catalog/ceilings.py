@@ -88,6 +88,15 @@ def load_table(path: Path = CEILINGS_FILE) -> dict:
     return {"gemm": gemm, "hbm": hbm, "attention": attention, "sources": sources}
 
 
+def own_measurement(gpu, table_name: str, dtype: str | None = None) -> Measured | None:
+    """The part's own entry of TABLE[table_name] ("gemm" in `dtype`, or "hbm"), matched by
+    `Gpu.measured_part`; None where the part was not measured (a generation's entry standing in for it does
+    not count: it is not this part's measurement)."""
+    entries = [m for m in TABLE[table_name] if m.dtype == dtype]
+    key = gpu.measured_part(m.key for m in entries)
+    return next((m for m in entries if m.key == key), None) if key else None
+
+
 def _register(table: dict) -> None:
     for m in table["gemm"]:
         src = f"{m.source}: {m.achieved:g} of {m.peak:g} TFLOP/s"
@@ -124,4 +133,4 @@ def _register(table: dict) -> None:
 TABLE = load_table()
 _register(TABLE)
 
-__all__ = ["CEILINGS_FILE", "HBM_REFERENCE_PARTS", "Measured", "TABLE", "load_table"]
+__all__ = ["CEILINGS_FILE", "HBM_REFERENCE_PARTS", "Measured", "TABLE", "load_table", "own_measurement"]

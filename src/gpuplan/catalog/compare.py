@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from gpuplan.catalog.ceilings import own_measurement
 from gpuplan.specs import Gpu
 
 
@@ -18,6 +19,14 @@ def _peak(dtype: str) -> Callable[[Gpu], float | None]:
         return entry.dense if entry else None
 
     return get
+
+
+def _measured_gemm(gpu: Gpu):
+    return own_measurement(gpu, "gemm", "bf16")
+
+
+def _measured_hbm(gpu: Gpu):
+    return own_measurement(gpu, "hbm")
 
 
 def _ridge(gpu: Gpu) -> float | None:
@@ -36,6 +45,8 @@ class Metric:
     comparable_across_vendors: bool = True
     #: the Gpu field whose source backs the value (a key of `Gpu.sources`, else its `default`)
     source_field: str = ""
+    #: where the value is not a catalog field: the value's source for a GPU (None: no value)
+    source_of: Callable[[Gpu], str | None] | None = field(default=None, repr=False, compare=False)
 
 
 METRICS: tuple[Metric, ...] = (
@@ -49,6 +60,12 @@ METRICS: tuple[Metric, ...] = (
     Metric("fp8_dense_tflops", "FP8 tensor dense", "TFLOP/s", _peak("fp8"), source_field="peak_tflops"),
     Metric("int8_dense_tops", "INT8 tensor dense", "TOP/s", _peak("int8"), source_field="peak_tflops"),
     Metric("fp4_dense_tflops", "FP4 tensor dense", "TFLOP/s", _peak("fp4"), source_field="peak_tflops"),
+    Metric("measured_bf16_gemm_tflops", "BF16 GEMM, best measured", "TFLOP/s",
+           lambda g: m.achieved if (m := _measured_gemm(g)) else None,
+           source_of=lambda g: m.source if (m := _measured_gemm(g)) else None),
+    Metric("measured_hbm_copy_gbps", "HBM copy, best measured", "GB/s",
+           lambda g: m.achieved if (m := _measured_hbm(g)) else None,
+           source_of=lambda g: m.source if (m := _measured_hbm(g)) else None),
     Metric("bf16_ridge_flops_per_byte", "BF16 ridge point", "FLOP/B", _ridge),
     Metric("scaleup_bandwidth_gbps", "scale-up link (per direction)", "GB/s", lambda g: g.scaleup_bandwidth_gbps,
            source_field="scaleup_bandwidth_gbps"),
@@ -92,8 +109,9 @@ def compare_gpus(gpus: list[Gpu]) -> GpuComparison:
                    else None)
             for g in gpus
         }
-        sources = {g.id: (g.sources.get(m.source_field, g.sources.get("default"))
-                          if values[g.id] is not None and m.source_field else None) for g in gpus}
+        sources = {g.id: (None if values[g.id] is None else m.source_of(g) if m.source_of
+                          else g.sources.get(m.source_field, g.sources.get("default")) if m.source_field
+                          else None) for g in gpus}
         rows.append(MetricRow(m.key, m.label, m.unit, values, ratios, sources))
     return GpuComparison(
         baseline=base.id, gpus=[g.id for g in gpus], names={g.id: g.name for g in gpus}, metrics=rows

@@ -1,7 +1,7 @@
 """CLI: the fine-tuning options shared by `gpuplan fit ...` and `gpuplan train` (parse and render only).
 
 `fine_tuning_options(args)` collects `--finetune --lora-rank --lora-targets --lora-dropout
---base-dtype --double-quant --optimizer --offload --master-weights` into the dict
+--base-dtype --double-quant --optimizer --offload --master-weights --chunked-loss --offload-activations` into the dict
 `gpuplan.api` takes as `fine_tuning` (it validates them); `print_fine_tuning(rec)` prints the
 fine-tuning lines of a `fit train` record.
 """
@@ -17,7 +17,7 @@ from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimi
 
 #: the option names (python identifiers) that make up the `fine_tuning` record
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",
-                       "optimizer", "offload", "master_weights")
+                       "optimizer", "offload", "master_weights", "chunked_loss", "offload_activations")
 GIB = 2**30
 
 # The typer declarations, one of each, shared by `fit ...` and `train` (a typer.Option may serve
@@ -39,6 +39,11 @@ OFFLOAD = typer.Option(Offload.NONE, "--offload",
                        help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme.")
 MASTER_WEIGHTS = typer.Option(MasterWeights.FP32, "--master-weights",
                               help="fp32 (mixed precision) or none (pure bf16: weights, grads and moments in bf16).")
+
+CHUNKED_LOSS = typer.Option(False, "--chunked-loss/--no-chunked-loss",
+                            help="Output head and cross-entropy in chunks (torchtune CEWithChunkedOutputLoss): no fp32 copy of all logits.")
+OFFLOAD_ACTIVATIONS = typer.Option(False, "--offload-activations/--no-offload-activations",
+                                   help="Saved activations copied to host memory until backward (torchtune OffloadActivations).")
 
 
 def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:

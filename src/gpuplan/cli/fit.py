@@ -12,6 +12,7 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
+    CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
     OPTIMIZER, FINE_TUNING_OPTIONS, fine_tuning_options, print_fine_tuning,
 )
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
@@ -54,6 +55,8 @@ def _common(
     optimizer: Optimizer = OPTIMIZER,
     offload: Offload = OFFLOAD,
     master_weights: MasterWeights = MASTER_WEIGHTS,
+    chunked_loss: bool = CHUNKED_LOSS,
+    offload_activations: bool = OFFLOAD_ACTIVATIONS,
 ):
     return locals()
 

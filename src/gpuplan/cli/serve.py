@@ -201,6 +201,10 @@ def plan(
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static, continuous, chunked or prefill-first "
                                             "(as `serve run`); default the --engine's."),
     memory_fraction: Optional[float] = _MEMORY_FRACTION_OPTION,
+    confidence: Optional[float] = typer.Option(
+        None, "--confidence", help="Plan so the objectives hold at the pessimistic edge of each GPU type's serving "
+        "latency error band (0.8: the shipped 80% bands; p90s x exp(q90) within the objectives). Default: the "
+        "point prediction."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     emit: Optional[str] = typer.Option(None, "--emit", help=_EMIT_HELP + " The best layout, with its replica count."),
 ) -> None:
@@ -217,7 +221,8 @@ def plan(
                                 input_dist=input_dist, output_dist=output_dist, lengths=lengths,
                                 spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model,
                                 mtp=mtp, prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens,
-                                engine=engine, scheduler=scheduler, memory_fraction=memory_fraction)
+                                engine=engine, scheduler=scheduler, memory_fraction=memory_fraction,
+                                confidence=confidence)
     if emit:  # only the command or manifests on stdout
         typer.echo(api.emit_serve(result, emit, system), nl=False)
         return
@@ -240,6 +245,11 @@ def plan(
     _echo_token_costs(b)
     if result.best_regime is not None:
         echo(f"regime of the best layout: {result.best_regime['reason']}")
+    if result.confidence is not None:
+        for gid, m in result.confidence["by_gpu"].items():
+            echo(f"confidence {result.confidence['level']:g} on {gid}: p90s planned x{m['latency_factor']:.2f} "
+                 f"(TTFT <= {fmt(m['ttft_objective_ms'])} ms, TPOT <= {fmt(m['tpot_objective_ms'])} ms predicted; "
+                 f"band {m['band_regime']}: {m['reason']})")
     rows = [(c.layout, c.replicas, c.gpus, c.open_loop_requests_per_s, c.open_loop_ttft_p90_ms, c.open_loop_tpot_p90_ms,
              c.usd_per_million_output_tokens, c.concurrency, c.ttft_p90_ms, c.tpot_p90_ms, c.why_not_best)
             for c in res.candidates]

@@ -16,6 +16,7 @@ from gpuplan import api
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
+    CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
     OPTIMIZER, fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
@@ -89,6 +90,8 @@ def register(app: typer.Typer) -> None:
         optimizer: Optimizer = OPTIMIZER,
         offload: Offload = OFFLOAD,
         master_weights: MasterWeights = MASTER_WEIGHTS,
+        chunked_loss: bool = CHUNKED_LOSS,
+        offload_activations: bool = OFFLOAD_ACTIVATIONS,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
             None, "--emit", help="Print only the best plan as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext "

@@ -127,12 +127,8 @@ def _measured(prefix: str) -> dict[str, set[str]]:
 
 
 def _part_key(gpu: Gpu, measured: dict[str, set[str]]) -> str | None:
-    """The measured part a GPU is: its id, else the longest measured id it starts with ("b200-sxm" ->
-    "b200", "gh200-96gb" -> "gh200")."""
-    if gpu.id in measured:
-        return gpu.id
-    hits = [k for k in measured if gpu.id.startswith(k)]
-    return max(hits, key=len) if hits else None
+    """The measured part a GPU is (Gpu.measured_part: its id, else the longest measured id it starts with)."""
+    return gpu.measured_part(measured)
 
 
 #: (gpu id, architecture, memory type, registry size) -> (GEMM part, family, bf16 ceiling knob,

@@ -28,6 +28,12 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   offload_param), nvme (ZeRO-Infinity).
 - `master_weights`: fp32 (mixed precision) or none (pure bf16/fp16: weights, gradients and moments
   in the compute dtype, as torchtune, LitGPT `bf16-true` and Answer.AI's fsdp_qlora train).
+- `chunked_loss`: the output head and cross-entropy run in chunks of the sequence (torchtune
+  `CEWithChunkedOutputLoss`, LitGPT `chunked_cross_entropy`), so no fp32 copy of the whole logits
+  is held (`workloads.training.memory.loss_bytes_per_vocab_entry`).
+- `offload_activations`: the activations saved for backward are copied to host memory in the
+  forward and back in the backward (torchtune `OffloadActivations`, saved-tensor hooks): the stored
+  layers' activations leave the GPU.
 
 Impossible combinations are refused when the value is built (one line naming the field); those that
 involve the rest of the plan (sharding, precision) are checked by `TrainPlan`.
@@ -100,6 +106,8 @@ class FineTuning(Spec):
     optimizer: Optimizer = Optimizer.ADAMW
     offload: Offload = Offload.NONE
     master_weights: MasterWeights = MasterWeights.FP32
+    chunked_loss: bool = False
+    offload_activations: bool = False
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -152,7 +160,8 @@ class FineTuning(Spec):
     def ordinary(self) -> bool:
         """Ordinary mixed-precision training (the model of `workloads.training.memory` alone)."""
         return (self.method is FineTuneMethod.FULL and self.optimizer is Optimizer.ADAMW
-                and self.offload is Offload.NONE and self.master_weights is MasterWeights.FP32)
+                and self.offload is Offload.NONE and self.master_weights is MasterWeights.FP32
+                and not self.chunked_loss and not self.offload_activations)
 
     def label(self) -> str:
         """A short human label: `qlora r64 nf4-dq all_linear, adamw, offload params, pure bf16`."""
@@ -168,6 +177,10 @@ class FineTuning(Spec):
             parts.append(f"offload {self.offload.value}")
         if self.master_weights is MasterWeights.NONE:
             parts.append("no fp32 master")
+        if self.chunked_loss:
+            parts.append("chunked loss")
+        if self.offload_activations:
+            parts.append("activations offloaded")
         return ", ".join(parts)
 
 

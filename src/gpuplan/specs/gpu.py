@@ -92,6 +92,16 @@ class Gpu(SourcedSpec):
         """Architecture family (GPU_FAMILIES) of `architecture`, None when it names none of them."""
         return architecture_family(self.architecture)
 
+    def measured_part(self, measured_keys) -> str | None:
+        """Which of the measured parts `measured_keys` (ids or id prefixes of a measurement table such
+        as catalog/data/ceilings.toml) this GPU is: its id, else the longest key its id starts with
+        ("b200-sxm" -> "b200", "gh200-96gb" -> "gh200"); None if none."""
+        keys = set(measured_keys)
+        if self.id in keys:
+            return self.id
+        hits = [k for k in keys if self.id.startswith(k)]
+        return max(hits, key=len) if hits else None
+
     @property
     def sm_count_or_default(self) -> int:
         """`sm_count`, or DEFAULT_SM_COUNT where no source gives it."""

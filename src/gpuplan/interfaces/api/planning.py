@@ -89,7 +89,8 @@ def plan(
                                 usd_per_gpu_hour=cloud_usd_per_gpu_hour, progress=progress)
     for name, value in (("lora_rank", lora_rank), ("lora_targets", lora_targets)):
         if value is not None:
-            raise InputError(f"{name}: only with goal finetune (the goal is {goal_enum.value})", field=name,
+            raise InputError(f"--{name.replace('_', '-')}: only with --goal finetune (the goal is {goal_enum.value})",
+                             field=name,
                              allowed="goal finetune")
     system = DEFAULT_SYSTEM if system is None else system
     rep = plan_cluster(goal_enum, model, _system_id(system), tokens=count(tokens, "tokens"), gpus=gpus,

@@ -227,6 +227,8 @@ class CapacityResult(Result):
     best_regime: dict | None = None
     #: the load and lengths the plan was sized for ({rate, input_len, output_len}): `--emit vllm-bench` & co.
     workload: dict | None = None
+    #: with `confidence`: {level, by_gpu: {gpu: latency_factor, ttft/tpot objective ms, band regime, validated, reason}}
+    confidence: dict | None = None
 
     def json_data(self) -> Any:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -235,6 +237,8 @@ class CapacityResult(Result):
         out = to_jsonable(self.plan)
         if self.best_regime is not None:
             out["best_regime"] = self.best_regime
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
         if self.plot_file is not None:
             out["plot_file"] = self.plot_file
         if self.serving_day is not None:
@@ -297,6 +301,7 @@ def serve_plan(
     engine: str = DEFAULT_ENGINE,
     scheduler: str | None = None,
     memory_fraction: float | None = None,
+    confidence: float | None = None,
 ) -> "CapacityResult | DisaggregatedPlanResult":
     """Fewest GPUs (type from `gpus`, and TP) serving `rate` req/s within p90 TTFT / TPOT, with cost
     (facilities.pricing.gpu_hour_price per GPU type) and the best layout's energy for one day of
@@ -313,13 +318,22 @@ def serve_plan(
     objectives under Poisson arrivals at the rate / replicas (a closed loop gives the first guess;
     workloads.inference.replica). `engine`, `scheduler`,
     `memory_fraction`: as `serve_run`; every layout (and with `disaggregated`, every instance) runs
-    that engine's defaults."""
+    that engine's defaults. `confidence` (0.8, the shipped bands' level; None: the point prediction):
+    each GPU type's layouts must meet the objectives at the pessimistic edge of that type's serving
+    latency band (error_bands.serving_latency_margin: its regime, validated or not), i.e. their p90s
+    times exp(q90) meet the objectives; `confidence_margins` reports each factor."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope
     from gpuplan.facilities.pricing import gpu_hour_price
     from gpuplan.facilities.run_cost import kwh_per_million_output_tokens, serving_day_cost
     from gpuplan.workloads.inference.plan.capacity import plan_capacity
 
+    from gpuplan.interfaces.validation.error_bands import check_confidence
+
+    confidence = check_confidence(confidence)
     if disaggregated:
+        if confidence is not None:
+            raise InputError("confidence: plans the co-located search only; drop --disaggregated or --confidence",
+                             field="confidence")
         return serve_plan_disaggregated(
             model, gpus, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len, output_len=output_len,
             weight_dtype=weight_dtype, kv_dtype=kv_dtype, system=system, usd_per_gpu_hour=usd_per_gpu_hour,
@@ -352,10 +366,14 @@ def serve_plan(
     if lens is not None:
         input_len, output_len = lens_mean(lens, "input"), lens_mean(lens, "output")
     spec = resolve_model(model)
+    margins = None if confidence is None else confidence_margins(
+        [c[0] for c in cands], profile.name, spec.moe is not None, weight_dtype, confidence, ttft_ms, tpot_ms)
     with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
         res = plan_capacity(spec, cands, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
                             input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                            progress=progress, lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile)
+                            progress=progress, lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile,
+                            slo_factors=None if margins is None else
+                            {g: m["latency_factor"] for g, m in margins["by_gpu"].items()})
     g, sys_spec = systems[res.best.gpu]
     day = serving_day_cost(sys_spec, g, res.best.gpus, assumptions=a, usd_per_gpu_hour=usd_per_gpu_hour)
     plot_file = None
@@ -370,7 +388,27 @@ def serve_plan(
     best_regime = regime_summary("inference", serving_regime(g, profile.name, spec.moe is not None, weight_dtype))
     return CapacityResult(res, day, kwh_per_million_output_tokens(day, rate * output_len), a, plot_file,
                           _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype,
-                          best_regime=best_regime, workload={"rate": rate, "input_len": input_len, "output_len": output_len})
+                          best_regime=best_regime, workload={"rate": rate, "input_len": input_len, "output_len": output_len},
+                          confidence=margins)
+
+
+def confidence_margins(gpus: Sequence[Gpu], engine: str, moe: bool, weight_dtype: str, level: float,
+                       ttft_ms: float, tpot_ms: float) -> dict:
+    """{level, by_gpu: {gpu id: {latency_factor, ttft_objective_ms, tpot_objective_ms, band_regime,
+    validated, reason}}}: per GPU type, the serving latency band of its regime and the objectives its
+    predicted p90s must meet so that the band's pessimistic edge meets the user's
+    (error_bands.serving_latency_margin)."""
+    from gpuplan.interfaces.validation.error_bands import serving_latency_margin
+    from gpuplan.interfaces.validation.regimes import serving_regime
+
+    by_gpu = {}
+    for g in gpus:
+        f, band = serving_latency_margin(moe, serving_regime(g, engine, moe, weight_dtype))
+        by_gpu[g.id] = {"latency_factor": f, "ttft_objective_ms": ttft_ms / f, "tpot_objective_ms": tpot_ms / f,
+                        "band_regime": band.regime if band else None,
+                        "validated": band.validated if band else False,
+                        "reason": band.reason if band else "no band for this regime: the point prediction is used"}
+    return {"level": level, "by_gpu": by_gpu}
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)

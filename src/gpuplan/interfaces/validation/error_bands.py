@@ -458,3 +458,33 @@ __all__ = ["Band", "UNSEEN_GROUPINGS", "band_for", "bands_from_cv_rows", "family
            "fit_unseen_bands", "load_bands", "weighted_percentiles", "novelty_band", "oriented_residual", "regime_keys", "regime_summary", "row_regime_keys",
            "serving_band", "shipped_band", "training_memory_band", "training_band", "training_time_band",
            "unseen_key", "write_bands"]
+
+
+#: the central probability of the shipped bands (their LOWER_Q .. UPPER_Q percentiles)
+SHIPPED_BAND_LEVEL = (UPPER_Q - LOWER_Q) / 100.0
+
+
+def check_confidence(level: float | None) -> float | None:
+    """`level` if it is a band level the shipped table holds (SHIPPED_BAND_LEVEL), or None (plan on
+    the point prediction); InputError naming `confidence` otherwise."""
+    from gpuplan.errors import InputError
+
+    if level is None:
+        return None
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not math.isclose(
+            float(level), SHIPPED_BAND_LEVEL, abs_tol=1e-9):
+        raise InputError(f"confidence: the shipped error bands are {SHIPPED_BAND_LEVEL:g} bands (10th-90th "
+                         f"percentile of cross-validated residuals): give {SHIPPED_BAND_LEVEL:g}, or omit it to plan "
+                         f"on the point prediction; got {level!r}", field="confidence")
+    return float(level)
+
+
+def serving_latency_margin(moe: bool, regime: Regime | None) -> tuple[float, Band | None]:
+    """(f, band): the factor a serving latency objective is divided by so that the prediction's
+    pessimistic band edge meets it. The latency band's upper edge is predicted x exp(q90) (residual
+    r = log(measured / predicted), module docstring), so a p90 latency L meets an objective O at that
+    edge when L x exp(q90) <= O, i.e. L <= O / f with f = exp(q90). f is at least 1: a band whose
+    upper edge lies below the point prediction does not loosen the objective. The TTFT and TPOT
+    objectives share the latency class's band (serving_band)."""
+    band = serving_band("ttft_ms", moe, regime)
+    return (max(1.0, math.exp(band.q90)) if band is not None else 1.0), band

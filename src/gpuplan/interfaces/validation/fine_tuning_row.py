@@ -7,12 +7,18 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
 - Not in the columns, so the library defaults hold: 4-bit block scales double-quantised
   (bitsandbytes `Linear4bit(compress_statistics=True)`, torchao NF4), LoRA dropout 0 (PEFT's
   LoraConfig default).
+- Stated in `notes` (SCHEMA.md: notes say what the columns cannot hold), the same rule for every
+  row: a chunked cross-entropy (notes naming torchtune's `CEWithChunkedOutputLoss` or a "chunked
+  cross-entropy") is `chunked_loss`; "activation offloading on" (torchtune `OffloadActivations`) is
+  `offload_activations`; a LoRA description with its dropout ("LoRA r=8, alpha 16, dropout 0.05") is
+  `lora_dropout` (adapter rows only).
 A value the schema does not allow is a SkipRow naming the column and the allowed values; a
 combination the plan refuses (specs.finetune, specs.plan) likewise.
 """
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 from pydantic import ValidationError
@@ -28,6 +34,12 @@ _ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
     "offload": ("offload", Offload),
     "master_weights": ("master_weights", MasterWeights),
 }
+
+
+#: notes that state a chunked cross-entropy / activation offloading (module docstring)
+_CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked cross.entropy", re.IGNORECASE)
+_OFFLOADED_ACTIVATIONS = re.compile(r"\bactivation offloading on\b", re.IGNORECASE)
+_LORA_DROPOUT = re.compile(r"\bLoRA\b[^.;]*?\bdropout\s+(\d*\.?\d+)", re.IGNORECASE)
 
 
 def _cell(row: dict[str, str], key: str) -> str:
@@ -57,6 +69,9 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
                 raise SkipRow(f"lora_rank is not a number: '{rank}'") from None
         else:
             notes.append("lora_rank=8 (PEFT default)")
+        dropout = _LORA_DROPOUT.search(row.get("notes") or "")
+        if dropout:
+            kw["lora_dropout"] = float(dropout.group(1))
         targets = _cell(row, "lora_targets")
         if targets:
             kw["lora_targets"] = targets
@@ -66,6 +81,11 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         for column in ("lora_rank", "lora_targets"):
             if _cell(row, column):
                 raise SkipRow(f"{column} is set but finetune is full (give finetune lora or qlora)")
+    notes_text = row.get("notes") or ""
+    if _CHUNKED_LOSS.search(notes_text):
+        kw["chunked_loss"] = True
+    if _OFFLOADED_ACTIVATIONS.search(notes_text):
+        kw["offload_activations"] = True
     try:
         ft = FineTuning(**kw)
     except ValidationError as exc:

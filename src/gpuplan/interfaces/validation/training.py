@@ -72,6 +72,8 @@ Defaults for empty cells (documented, the same for every row):
   peak; a row whose notes say the figure is the device's used memory (NVML, nvidia-smi: SCHEMA.md
   "notes say when a figure is NVML's used memory") adds what lives outside PyTorch's allocator, the
   CUDA context and NCCL buffers (`device_memory_stated`).
+- tied embeddings: an architecture row is untied (models.arch_row) unless its notes say the input
+  embedding and output head are tied (`embeddings_tied_stated`; Llama 3.2 1B / 3B tie them).
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
   master_weights): `fine_tuning_row.fine_tuning_from_row`.
 """
@@ -277,6 +279,15 @@ def _volta(gpu_architecture: str | None) -> bool:
     return architecture_family(gpu_architecture) == "volta"
 
 
+#: Notes that state tied input / output embeddings ("input embedding and output head are tied").
+_TIED_EMBEDDINGS = re.compile(r"\b(?:embeddings?|head)\b[^.;]*\bare tied\b", re.IGNORECASE)
+
+
+def embeddings_tied_stated(row: dict[str, str]) -> bool:
+    """Whether the row's notes say the input embedding and the output head share one matrix."""
+    return bool(_TIED_EMBEDDINGS.search(row.get("notes") or ""))
+
+
 #: Notes that state a memory figure as the device's used memory (NVML / nvidia-smi), which includes
 #: the CUDA context and other memory outside PyTorch's caching allocator.
 _STATED_DEVICE_MEMORY = re.compile(r"\bNVML\b|nvidia-smi", re.IGNORECASE)
@@ -313,6 +324,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
         raise SkipRow(f"metric '{metric}' is not a training metric")
     try:
         model = model_from_arch_row(row)
+        if embeddings_tied_stated(row) and not model.tied_embeddings:
+            model = model.model_copy(update={"tied_embeddings": True})
         catalog = load_catalog()
         system = catalog.system(_cell(row, "system"))
         gpu = catalog.gpu(system.gpu)

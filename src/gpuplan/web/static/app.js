@@ -162,6 +162,8 @@ const PAGES = {
       { name: "plan_gpus", type: "multi", options: GPUS, def: [], label: "capacity: GPU types",
         help: "several: the plan picks the cheapest that meets the targets; none: the GPU above" },
       { name: "disaggregated", type: "check", label: "capacity: also disaggregated prefill/decode" },
+      { name: "confident", type: "check", label: "capacity: meet the targets at the 80% band's pessimistic edge",
+        help: "serve plan --confidence 0.8: each GPU type's p90s x its latency band's upper factor must meet the targets (co-located only)" },
     ],
     async run(v) {
       const common = pick(v, ["model", "input_len", "output_len", "weight_dtype", "kv_dtype"]);
@@ -216,8 +218,12 @@ const PAGES = {
         table("Serving options: co-located and disaggregated", [["mode", "mode"], ["layout", "layout"], ["gpus", "GPUs"], ["kv_link", "KV link"], ["ttft_p90_ms", "TTFT p90"], ["tpot_p90_ms", "TPOT p90"],
           ["usd_per_million_output_tokens", "$ per M output tokens"], ["why_not_best", "why not"]], c.options.slice(0, 20), { id: "disaggregated" });
       } else if (v.capacity) {
-        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: planGpus });
+        const { data: c } = await api("serve/plan", { ...common, ...pick(v, ["ttft_ms", "tpot_ms", "engine"]), ...pick(v, ["plan_rate"], { plan_rate: "rate" }), gpus: planGpus, ...(v.confident ? { confidence: 0.8 } : {}) });
         stats([["capacity_gpus", "GPUs needed", c.best.gpus], ["usd_per_million_output_tokens", "$ per M output tokens", c.best.usd_per_million_output_tokens, "", (x) => "$" + fmt(x)]]);
+        for (const [g, m] of Object.entries((c.confidence || {}).by_gpu || {})) {
+          section(`Planned at the 80% band's pessimistic edge: ${g}`, h("p", { class: "note", "data-key": `confidence_${g}`,
+            text: `p90s x${num(m.latency_factor)} must meet the targets (TTFT <= ${num(m.ttft_objective_ms)} ms, TPOT <= ${num(m.tpot_objective_ms)} ms predicted); band ${m.band_regime}: ${m.reason}` }));
+        }
         table("Capacity plan: candidates (closed loop sizes, Poisson arrivals verify)", [["layout", "layout"], ["replicas", "replicas"], ["gpus", "GPUs"], ["open_loop_ttft_p90_ms", "TTFT p90 (Poisson)"], ["open_loop_tpot_p90_ms", "TPOT p90 (Poisson)"],
           ["ttft_p90_ms", "TTFT p90 (closed loop)"], ["tpot_p90_ms", "TPOT p90 (closed loop)"], ["usd_per_million_output_tokens", "$ per M output tokens"], ["why_not_best", "why not"]], c.candidates, { id: "capacity" });
         if (c.rejected && c.rejected.length) table("Layouts that cannot serve", [["layout", "layout"], ["why", "why"]], c.rejected, { id: "capacity-rejected" });

@@ -11,6 +11,43 @@ export const PLAN_FIELDS = [
   { name: "ep", type: "number" }, { name: "vpp", type: "number" }, { name: "micro_batch", type: "number" },
   { name: "global_batch", type: "number" }, { name: "seq_len", type: "number" },
 ];
+// the fine-tuning options of `gpuplan fit ...` and `gpuplan train` (cli/fine_tuning_options.py); the
+// API takes them as one `fine_tuning` object, `grad_accum` beside it
+const FT_DEFAULTS = { finetune: "full", lora_rank: "", lora_targets: "", base_dtype: "", optimizer: "adamw", offload: "none", master_weights: "fp32" };
+export const FINETUNE_FIELDS = [
+  { name: "finetune", type: "select", options: ["full", "lora", "qlora"], def: "full", help: "full, LoRA, or QLoRA (frozen 4-bit base)" },
+  { name: "lora_rank", type: "number", help: "LoRA rank r (default 8, PEFT's)" },
+  { name: "lora_targets", type: "text", placeholder: "qv", help: "attn, qv, all_linear or q_proj+v_proj+down_proj" },
+  { name: "base_dtype", type: "select", options: ["", "bf16", "fp16", "fp32", "int8", "nf4", "fp4"], def: "", help: "frozen base storage (auto: nf4 for qlora)" },
+  { name: "optimizer", type: "select", options: ["adamw", "adamw_8bit", "paged_adamw_8bit", "adamw_4bit", "adafactor", "sgd", "lion"], def: "adamw" },
+  { name: "offload", type: "select", options: ["none", "optimizer", "params", "nvme"], def: "none", help: "optimizer: ZeRO-Offload; params: FSDP CPU offload" },
+  { name: "master_weights", type: "select", options: ["fp32", "none"], def: "fp32", help: "none: pure bf16 (weights, grads, moments)" },
+  { name: "grad_accum", type: "number", help: "micro-batches per step: global batch = micro-batch x grad-accum x dp" },
+];
+/** The `fine_tuning` object of the inputs: the options that differ from the CLI's defaults (none: ordinary training). */
+export function fineTuning(v) {
+  const out = {};
+  for (const [k, d] of Object.entries(FT_DEFAULTS)) if (v[k] !== undefined && v[k] !== "" && v[k] !== d) out[k] = v[k];
+  return Object.keys(out).length ? { fine_tuning: out } : {};
+}
+function fineTuningNotes(rec) {
+  // what trains, and what is outside the GPU total: paged optimizer states (CUDA unified memory, outside
+  // PyTorch's counters, not counted against fits) and bytes offloaded to the host
+  if (!rec || !rec.fine_tuning || rec.fine_tuning === "full, adamw") return;
+  stats([["trainable_params_per_gpu", "trainable parameters per GPU", rec.trainable_params_per_gpu],
+    ["paged_optimizer_gib", "paged optimizer states", rec.paged_optimizer_gib, "GiB"], ["host_offload_gib", "offloaded to the host", rec.host_offload_gib, "GiB"]]);
+  const items = [`fine-tuning: ${rec.fine_tuning}`];
+  if (rec.paged_optimizer_bytes) items.push(`paged optimizer states: ${num(rec.paged_optimizer_gib)} GiB in CUDA unified memory, outside PyTorch's counters and not counted against fits`);
+  if (rec.host_offload_bytes) items.push(`offloaded to the host: ${num(rec.host_offload_gib)} GiB per GPU (not in GPU memory)`);
+  section("Fine-tuning", h("ul", { class: "notes", "data-key": "fine_tuning" }, items.map((n) => h("li", { text: n }))));
+}
+function memoryBand(rec) {
+  const band = rec && rec.band_80pct;
+  if (!band || !band.per_gpu_gib) return;
+  const state = band.validated ? "" : " (unvalidated regime: band borrowed from a broader one)";
+  section("80% band of memory per GPU", h("p", { class: "note", "data-key": "memory_band_80pct", text: `${num(band.per_gpu_gib[0])} - ${num(band.per_gpu_gib[1])} GiB from the cross-validated errors of ${band.rows} public rows of ${band.regime}; at the band's top it ${band.fits_at_band_high ? "still fits" : "would NOT fit"}${state}` }));
+}
+
 export const planLabel = (p) => `tp=${p.tp} pp=${p.pp} dp=${p.dp} cp=${p.cp}${p.ep > 1 ? " ep=" + p.ep : ""}${p.vpp > 1 ? " vpp=" + p.vpp : ""} mb=${p.micro_batch} ${p.recompute}${p.sequence_parallel ? " +sp" : ""}${p.tp_comm_overlap ? " +tp-overlap" : ""} ${p.sharding}`;
 
 function pipelineTimeline(d) {
@@ -124,10 +161,11 @@ export const TRAINING_PAGES = {
       { name: "recompute", type: "select", options: ["", "none", "selective", "full"], def: "" },
       { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
       { name: "top", type: "number", def: "5", help: "plans to list" },
+      ...FINETUNE_FIELDS,
     ],
     async run(v) {
-      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top"];
-      const { data: d } = await api("train", pick(v, names));
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top", "grad_accum"];
+      const { data: d } = await api("train", { ...pick(v, names), ...fineTuning(v) });
       const p = d.best_plan;
       stats([
         ["days", "days", d.days], ["step_time_s", "step time", d.step_time_s, "s"], ["mfu_pct", "MFU", d.mfu_pct, "%"],
@@ -146,10 +184,12 @@ export const TRAINING_PAGES = {
       stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
       pipelineTimeline(d);
       // memory per GPU of the chosen plan: `gpuplan fit train` with the best plan's degrees
-      const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]) };
+      const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]), ...fineTuning(v) };
       try {
         const { data: m } = await api("fit/train", fitBody);
         memoryBar(`Memory per GPU of the best plan (${m.gpu})`, m);
+        fineTuningNotes(m);
+        memoryBand(m);
       } catch (e) { if (e.name === "AbortError") throw e; section("Memory per GPU", h("p", { class: "note", text: "fit: " + e.message })); }
       if (d.search) {
         const s = d.search;
@@ -173,12 +213,13 @@ export const TRAINING_PAGES = {
       { name: "recompute", type: "select", options: ["none", "selective", "full"], def: "none" },
       { name: "sharding", type: "select", options: ["none", "zero1", "zero2", "zero3", "fsdp"], def: "none" },
       { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
+      ...FINETUNE_FIELDS,
     ],
     async run(v) {
       const q = v.question;
-      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision"];
+      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "grad_accum"];
       if (q === "min-gpus") names.push("max_gpus"); else names.push("gpus");
-      const { data: d } = await api(`fit/${q}`, pick(v, names));
+      const { data: d } = await api(`fit/${q}`, { ...pick(v, names), ...fineTuning(v) });
       const rec = d.memory || d;
       if (q === "train") stats([["fits", "fits", d.fits], ["total_gib", "memory per GPU", d.per_gpu_gib.total, "GiB"], ["capacity_gib", "GPU memory", d.capacity_gib, "GiB"], ["usable_gib", "usable (GPU memory less the headroom)", d.usable_gib, "GiB"], ["headroom_gib", "left of the usable part", d.headroom_gib, "GiB"]]);
       if (q === "max-batch") stats([["max_micro_batch", "largest micro-batch", d.max_micro_batch], ["seq_len", "at sequence length", d.seq_len]]);
@@ -186,6 +227,8 @@ export const TRAINING_PAGES = {
       if (q === "min-gpus") stats([["min_gpus", "fewest GPUs", d.min_gpus], ["layouts_tried", "layouts tried", d.layouts_tried]]);
       if (rec && rec.per_gpu_gib) memoryBar(`Memory per GPU (${rec.plan ? planLabel(rec.plan) : ""})`, rec);
       if (rec && rec.per_gpu_bytes) kv("Memory per GPU by part", { ...rec.per_gpu_bytes, ...{ activations: rec.activations_bytes, other: rec.other_bytes } }, { id: "memory-bytes", unit: "bytes" });
+      fineTuningNotes(rec);
+      memoryBand(rec);
     },
   },
 

@@ -72,7 +72,7 @@ export function table(title, columns, rows, opts = {}) {
   const show = (c) => c[2] || (typeof c[0] === "string" ? (v) => withUnit(c[0], v) : fmt);
   const t = h("table", { "data-table": opts.id || title, class: opts.cls },
     h("thead", {}, h("tr", {}, columns.map((c) => h("th", { text: c[1] })))),
-    h("tbody", {}, rows.map((r) => h("tr", { class: opts.rowClass ? opts.rowClass(r) : null },
+    h("tbody", {}, rows.map((r) => h("tr", { class: opts.rowClass ? opts.rowClass(r) : null, ...(opts.rowData ? opts.rowData(r) : {}) },
       columns.map((c) => { const v = get(r, c); return h("td", { class: typeof v === "number" ? "num" : null, text: show(c)(v, r) }); })))));
   const csv = () => [columns.map((c) => csvCell(c[1])).join(","),
     ...rows.map((r) => columns.map((c) => csvCell(get(r, c))).join(","))].join("\n");
@@ -94,7 +94,8 @@ export function kv(title, obj, opts = {}) {
   // the CSV keeps the JSON key and the raw value
   const unitKey = (k) => (opts.unit && !/_(bytes|gib|ms|s|pct|usd)$/.test(k) ? `${k}_${opts.unit}` : k);
   return table(title, [["key", "quantity", (k) => label(k)], ["value", "value", (v, r) => withUnit(unitKey(r.key), v)]], flatten(obj),
-    { id: opts.id || title, note: opts.note, cls: "kv" });
+    // each row carries its JSON key and raw value (data-key, data-value), as the stats tiles do
+    { id: opts.id || title, note: opts.note, cls: "kv", rowData: (r) => ({ "data-key": r.key, "data-value": r.value === null || r.value === undefined ? "" : String(r.value) }) });
 }
 
 export const LAYOUT = {

@@ -47,6 +47,23 @@ other
   anew): every stored layer's projections in b bytes (one layer's under full recompute, the layer
   being recomputed).
 
+Fine-tuning stacks on a plain PyTorch loop (`pytorch_loop`: framework fsdp, torchtitan or other, the
+stacks the fine-tuning recipes run: HF Trainer / PEFT, torchtune, LitGPT, Answer.AI's fsdp_qlora; not
+Megatron or DeepSpeed, whose gradient buffers persist). Ordinary training keeps the accounting of
+`memory` (its gates of record were set on it); a fine-tuning plan gets these rules:
+- gradient lifetime: `.grad` is allocated by autograd's AccumulateGrad as each weight's backward runs
+  and freed by `optimizer.zero_grad()` (set_to_none=True, PyTorch 2.0's default,
+  torch/optim/optimizer.py). With one micro-batch per step no gradient exists while the forward's
+  activations are stored, and at the end of backward the stored activations are gone: the peak is
+  the larger of (stored activations + the loss or first backward phase, no gradients) and (every
+  gradient + the backward working set) (`fine_tuning_peak`). With gradient accumulation the
+  gradients persist across micro-batches and both are counted, as for ordinary training.
+- the loss: PyTorch's cross entropy on logits cast to fp32 (transformers' LlamaForCausalLM
+  `logits = logits.float()`, torchtune's `self.output(h).float()`): 12 B per logit at its peak
+  (`memory.PYTORCH_CROSS_ENTROPY_BYTES`, as torchtitan), unless the loss is chunked.
+- activation offloading (`FineTuning.offload_activations`, torchtune `OffloadActivations`): the
+  stored layers' activations wait in host memory, reported with the offloaded bytes.
+
 Activations through a frozen base (`adapter_activation_delta_per_token`, added to the layer's saved
 set of `memory.layer_activation_bytes_per_token`): a frozen projection needs no weight gradient, so
 its input is not kept for it (PyTorch's mm saves the input only for the weight's gradient; bitsandbytes'
@@ -309,6 +326,57 @@ def _root_bytes(model: ModelSpec, plan: TrainPlan, first: bool, last: bool) -> f
     return plain * total
 
 
+#: frameworks whose fine-tuning runs a plain PyTorch loop (module docstring)
+PYTORCH_LOOPS = (Framework.FSDP, Framework.TORCHTITAN, Framework.OTHER)
+
+
+def pytorch_loop(plan: TrainPlan) -> bool:
+    """A fine-tuning plan on a plain PyTorch loop (module docstring)."""
+    return not plan.fine_tuning.ordinary and plan.framework in PYTORCH_LOOPS
+
+
+def pytorch_loop_loss(plan: TrainPlan) -> bool:
+    """Whether the loss is PyTorch's cross entropy on fp32 logits because of `pytorch_loop` (torchtitan
+    has its own rule in `memory.loss_bytes_per_vocab_entry`)."""
+    return pytorch_loop(plan) and plan.framework is not Framework.TORCHTITAN
+
+
+@dataclass(frozen=True)
+class FineTunePeak:
+    """What one GPU holds at its peak beside the model states (module docstring): the gradients then,
+    the activations by part, the activations offloaded to the host, and notes saying why."""
+
+    gradients: float
+    acts: dict[str, float]
+    host_activations: float = 0.0
+    notes: tuple[str, ...] = ()
+
+
+def fine_tuning_peak(plan: TrainPlan, gradients: float, acts: dict[str, float], loss_phase: dict[str, float],
+                     backward_phase: dict[str, float], micro_batches: float) -> FineTunePeak:
+    """Activation offloading and the gradient lifetime of a PyTorch loop (module docstring), given the
+    activations of `memory` (stored layers + the larger of `loss_phase` and `backward_phase`)."""
+    acts = dict(acts)
+    notes: list[str] = []
+    host = 0.0
+    if plan.fine_tuning.offload_activations:
+        host, acts["layers"] = acts.get("layers", 0.0), 0.0
+        notes.append(f"activations offloaded: {host / 2**30:.2f} GiB per GPU of saved activations kept in host "
+                     f"memory between forward and backward")
+    if not (pytorch_loop(plan) and micro_batches == 1 and gradients > 0):
+        return FineTunePeak(gradients, acts, host, tuple(notes))
+    forward_end = sum(acts.values())
+    backward_end = gradients + sum(backward_phase.values())
+    gib = gradients / 2**30
+    if forward_end >= backward_end:
+        notes.append(f"gradients ({gib:.2f} GiB) are allocated during backward as the activations are freed "
+                     f"(zero_grad sets them to None): none exist at the peak, the end of the forward")
+        return FineTunePeak(0.0, acts, host, tuple(notes))
+    notes.append(f"peak at the end of backward: every gradient ({gib:.2f} GiB) and the backward working set; "
+                 f"the stored activations are freed by then")
+    return FineTunePeak(gradients, dict(backward_phase), host, tuple(notes))
+
+
 def adapter_activation_delta_per_token(model: ModelSpec, ft: FineTuning, layer: int, saved: Saved) -> float:
     """Bytes per token a frozen base with adapters adds to (or, negative, removes from) one layer's
     saved set of ordinary training (module docstring, "Activations through a frozen base")."""
@@ -347,5 +415,6 @@ def _input_saved_bytes(op: Linear, saved: Saved) -> float:
     return total - op.saved_output_bytes * op.out_features
 
 
-__all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTuneStates", "adapter_activation_delta_per_token",
+__all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
+           "fine_tuning_peak", "pytorch_loop", "pytorch_loop_loss", "adapter_activation_delta_per_token",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]

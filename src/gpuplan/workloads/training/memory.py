@@ -95,7 +95,8 @@ from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
-from gpuplan.workloads.training.finetune_memory import adapter_activation_delta_per_token, rank_fine_tuning_states
+from gpuplan.workloads.training.finetune_memory import (
+    FineTunePeak, adapter_activation_delta_per_token, fine_tuning_peak, pytorch_loop_loss, rank_fine_tuning_states)
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
 from gpuplan.workloads.training import memory_terms as terms
 from gpuplan.workloads.training.memory_terms import LOGITS_FP32_BYTES
@@ -174,13 +175,24 @@ def state_bytes_per_param(plan: TrainPlan) -> tuple[float, float, float]:
             float(adam_bytes_per_param(plan.precision)))
 
 
+#: chunks of a chunked cross-entropy: torchtune `CEWithChunkedOutputLoss(num_output_chunks=8)` ("saves
+#: memory by only upcasting one chunk at a time"; torchtune/modules/loss/ce_chunked_output_loss.py);
+#: LitGPT's 128-token chunks (`lm_head_chunk_size=128`) are smaller still.
+CHUNKED_LOSS_CHUNKS = 8
+
+
 def loss_bytes_per_vocab_entry(plan: TrainPlan) -> float:
     """Bytes per vocabulary entry (of the vocab / tp shard) per token at the loss's peak: Megatron's
     fused vocab-parallel cross entropy b + 4 (logits in the compute dtype + the fp32 copy it turns
     into the softmax and the gradient in place); torchtitan's PyTorch cross entropy on fp32-cast
     logits 12 (`PYTORCH_CROSS_ENTROPY_BYTES`), 16 with tp > 1 (its loss-parallel implementation,
-    `LOSS_PARALLEL_CROSS_ENTROPY_BYTES`)."""
-    if plan.framework is Framework.TORCHTITAN:
+    `LOSS_PARALLEL_CROSS_ENTROPY_BYTES`). A chunked loss (`fine_tuning.chunked_loss`) keeps every
+    chunk's logits in the compute dtype (torchtune's model returns the list of chunk outputs) and
+    upcasts one chunk at a time: b + 4 / CHUNKED_LOSS_CHUNKS. A fine-tuning plan on a plain PyTorch
+    loop (finetune_memory.pytorch_loop_loss) computes PyTorch's cross entropy on fp32 logits: 12."""
+    if plan.fine_tuning.chunked_loss:
+        return activation_bytes(plan.precision) + LOGITS_FP32_BYTES / CHUNKED_LOSS_CHUNKS
+    if plan.framework is Framework.TORCHTITAN or pytorch_loop_loss(plan):
         return LOSS_PARALLEL_CROSS_ENTROPY_BYTES if plan.tp > 1 else PYTORCH_CROSS_ENTROPY_BYTES
     return activation_bytes(plan.precision) + LOGITS_FP32_BYTES
 
@@ -499,13 +511,15 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     context, nccl = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)
     other["cuda_context"], other["nccl_buffers"] = context, float(nccl)
     out = {"weights": weights, "gradients": grads, "optimizer": optim, "acts": acts, "other": other,
-           "params": dense + experts}
+           "params": dense + experts, "peak": FineTunePeak(grads, acts)}
     if not plan.fine_tuning.ordinary:  # LoRA / QLoRA, other optimizers, offload, pure low precision
         ft = rank_fine_tuning_states(model, plan, layers, first, last)
         for key in ("zero3_gather_buffer", "fsdp_root_unsharded"):
             other.pop(key, None)
         other.update(ft.other)
-        out.update(weights=ft.weights, gradients=ft.gradients, optimizer=ft.optimizer, fine_tuning=ft)
+        peak = fine_tuning_peak(plan, ft.gradients, acts, loss_phase, backward_phase, microbatches_per_step(plan))
+        out.update(weights=ft.weights, gradients=peak.gradients, optimizer=ft.optimizer, fine_tuning=ft, acts=peak.acts,
+                   peak=peak)
     return out
 
 
@@ -556,6 +570,7 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         if ft.host:
             notes.append(f"offload {plan.fine_tuning.offload.value}: {to_gib(ft.host):.2f} GiB per GPU kept in host "
                          f"{'NVMe' if plan.fine_tuning.offload.value == 'nvme' else 'memory'}")
+        notes.extend(best["peak"].notes)
     return TrainingMemory(
         per_gpu_bytes=per_gpu,
         activations_bytes_detail=acts,
@@ -571,7 +586,7 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         headroom_bytes=headroom,
         notes=tuple(notes),
         paged_optimizer_bytes=ft.paged_optimizer if ft is not None else 0.0,
-        host_bytes=ft.host if ft is not None else 0.0,
+        host_bytes=(ft.host if ft is not None else 0.0) + best["peak"].host_activations,
         trainable_params=int(round(ft.trainable_params)) if ft is not None else None,
     )
 

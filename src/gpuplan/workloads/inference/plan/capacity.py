@@ -176,7 +176,7 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
                   ttft_ms: float, tpot_ms: float, input_len: int, output_len: int, tps: tuple[int, ...] = (1, 2, 4, 8),
                   weight_dtype: str = "bf16", kv_dtype: str = "bf16", scheduler: SchedulerConfig | None = None,
                   progress=None, lengths=None, speculative=None, prefix_cache=None,
-                  engine: EngineProfile | None = None) -> CapacityPlan:
+                  engine: EngineProfile | None = None, slo_factors=None) -> CapacityPlan:
     """Fewest GPUs (then lowest cost) serving `rate` requests/s within p90 TTFT / TPOT objectives,
     the fewest replicas meeting them under Poisson arrivals at rate / replicas (module docstring).
 
@@ -187,8 +187,13 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
     as in the simulator; None = fixed input_len / output_len, no speculation, no prefix cache.
     `engine` (engines.py; default GENERIC): every layout runs its scheduler (unless `scheduler` is
     given), memory rule, CUDA-graph padding and TP all-reduce (its `deployment_options`).
-    `progress(stage, fraction)` before each (gpu, tp)."""
+    `progress(stage, fraction)` before each (gpu, tp). `slo_factors` ({gpu id: f >= 1}, default 1):
+    a GPU type's layouts must meet ttft_ms / f and tpot_ms / f, i.e. its predicted p90s times f meet the
+    objectives (a planning margin, e.g. an error band's pessimistic edge: api.serve_plan --confidence)."""
     engine = engine or GENERIC
+    slo_factors = dict(slo_factors or {})
+    for gid, f in slo_factors.items():
+        check_number(f, f"slo_factors[{gid}]", ge=1.0)
     if not rate > 0:
         raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
     if not (ttft_ms > 0 and tpot_ms > 0):
@@ -212,7 +217,8 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
                 if model.heads % (tp // adp):
                     reject(f"attention tp {tp // adp} does not divide the {model.heads} heads")
                     continue
-                res = _size_layout(model, gpu, system, price, tp, ep, adp, rate=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                f = slo_factors.get(gpu.id, 1.0)
+                res = _size_layout(model, gpu, system, price, tp, ep, adp, rate=rate, ttft_ms=ttft_ms / f, tpot_ms=tpot_ms / f,
                                    input_len=input_len, output_len=output_len, weight_dtype=weight_dtype,
                                    kv_dtype=kv_dtype, sched=sched, lengths=lengths, speculative=speculative,
                                    prefix_cache=prefix_cache, engine=engine)
@@ -226,6 +232,8 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
         raise Infeasible(
             f"no candidate meets TTFT <= {ttft_ms} ms and TPOT <= {tpot_ms} ms (p90) even at concurrency 1 "
             "(or the model does not fit); relax the objectives or add GPU types"
+            + ("; objectives divided by the planning margin " + ", ".join(f"{g} x{f:.2f}" for g, f in slo_factors.items())
+               if slo_factors else "")
             + (f" ({reasons})" if reasons else "")
         )
     results.sort(key=_rank_key)
