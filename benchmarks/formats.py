@@ -6,7 +6,10 @@ the same process (reads and writes it once, like quantisation). The kernels (for
 formats.nvfp4_kernels for NVFP4) split the blocks over one thread per core; the number used is
 printed (`threads:`). Targets (issue 35): MXFP4 and MXFP8 quantize >= 75 %, MXFP4 dequantize >= 50 %
 of memcpy. Each figure is the best of several runs (the least disturbed by other processes); the
-machine's load average is printed first. Last lines: `name: value unit`.
+runs are interleaved (one of each operation per round) so that memcpy and the kernels meet the
+same load on a shared machine. The machine's load average is printed first, and, per operation,
+`*_gbps_per_cpu_s`: bytes per CPU-second of this process (its threads together) in the best
+round, which other processes' load disturbs far less than wall time. Last lines: `name: value unit`.
 
 Run: python benchmarks/formats.py [--mib 64]
 """
@@ -22,19 +25,24 @@ import numpy as np
 from gpuplan import formats as F
 
 
-def best_gbps(fn, nbytes: int, repeats: int) -> float:
-    best = float("inf")
+def best_rounds(ops: dict, nbytes: int, repeats: int) -> tuple[dict, dict]:
+    """{name: best GB/s (wall)}, {name: GB per CPU-second in that best round}; one call of each op per round."""
+    best = {name: (float("inf"), 0.0) for name in ops}
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return nbytes / best / 1e9
+        for name, fn in ops.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+            if wall < best[name][0]:
+                best[name] = (wall, cpu)
+    return ({n: nbytes / w / 1e9 for n, (w, _) in best.items()},
+            {n: nbytes / max(c, 1e-9) / 1e9 for n, (_, c) in best.items()})
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=64, help="input size in MiB of float32")
-    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--repeats", type=int, default=9)
     args = ap.parse_args()
     n = args.mib * (1 << 20) // 4
     x = np.random.default_rng(0).standard_normal(n).astype(np.float32).reshape(-1, 4096)
@@ -50,19 +58,22 @@ def main() -> None:
     qn = F.quantize(x, "nvfp4")
     q4.dequantize(), q8.dequantize(), qn.dequantize()
 
-    results = {
-        "memcpy_gbps": best_gbps(lambda: np.copyto(out, x), nbytes, args.repeats),
-        "mxfp4_quantize_pack_gbps": best_gbps(lambda: F.quantize_packed(x, "mxfp4"), nbytes, args.repeats),
-        "mxfp8_e4m3_quantize_gbps": best_gbps(lambda: F.quantize(x, "mxfp8_e4m3"), nbytes, args.repeats),
-        "nvfp4_quantize_gbps": best_gbps(lambda: F.quantize(x, "nvfp4"), nbytes, args.repeats),
-        "mxfp4_dequantize_gbps": best_gbps(q4.dequantize, nbytes, args.repeats),
-        "mxfp8_e4m3_dequantize_gbps": best_gbps(q8.dequantize, nbytes, args.repeats),
-        "nvfp4_dequantize_gbps": best_gbps(qn.dequantize, nbytes, args.repeats),
+    ops = {
+        "memcpy_gbps": lambda: np.copyto(out, x),
+        "mxfp4_quantize_pack_gbps": lambda: F.quantize_packed(x, "mxfp4"),
+        "mxfp8_e4m3_quantize_gbps": lambda: F.quantize(x, "mxfp8_e4m3"),
+        "nvfp4_quantize_gbps": lambda: F.quantize(x, "nvfp4"),
+        "mxfp4_dequantize_gbps": q4.dequantize,
+        "mxfp8_e4m3_dequantize_gbps": q8.dequantize,
+        "nvfp4_dequantize_gbps": qn.dequantize,
     }
+    results, per_cpu = best_rounds(ops, nbytes, args.repeats)
     memcpy = results["memcpy_gbps"]
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
     print(f"input: {nbytes / 2**20:.0f} MiB float32, shape {list(x.shape)}, blocks along the last axis")
     print(f"threads: {threads_for(x.size // 32)}")
+    for name, value in per_cpu.items():
+        print(f"{name.removesuffix('_gbps')}_gbps_per_cpu_s: {value:.2f} GB/CPU-s")
     for name, value in results.items():
         print(f"{name}: {value:.2f} GB/s")
     for name in ("mxfp4_quantize_pack", "mxfp8_e4m3_quantize", "nvfp4_quantize", "mxfp4_dequantize",

@@ -55,10 +55,17 @@ def test_amd_platforms_reach_across_nodes():
 def test_pcie_box_by_hand():
     # PCIe 4.0 x16: 32 GB/s per direction x 0.8 = 25.6 GB/s busbw at any box size (tinygrad measured
     # 24.5 GB/s busbw on six RTX 4090s with the P2P-patched driver)
-    for system_id in ("rtx-4090", "rtx-3090", "rtx-a6000"):
+    box = get_system("rtx-a6000")
+    for n in (2, 8):
+        assert asymptotic_busbw_gbps("all_reduce", box, n) == pytest.approx(25.6, rel=1e-6)
+    # GeForce (no driver P2P): NCCL's SHM transport writes every byte to host memory and reads it
+    # back, r ranks at once: host memory / (2 r), the PCIe box's host being the workstation default
+    # training.offload.host_memory_bytes_s = 40 GB/s: 2 GPUs 40 / 4 = 10 GB/s, 8 GPUs 40 / 16 = 2.5
+    for system_id in ("rtx-4090", "rtx-3090"):
         box = get_system(system_id)
-        for n in (2, 8):
-            assert asymptotic_busbw_gbps("all_reduce", box, n) == pytest.approx(25.6, rel=1e-6)
+        for op in ("all_reduce", "all_gather", "reduce_scatter"):
+            assert asymptotic_busbw_gbps(op, box, 2) == pytest.approx(10.0, rel=1e-6)
+            assert asymptotic_busbw_gbps(op, box, 8) == pytest.approx(2.5, rel=1e-6)
     with pytest.raises(InputError, match="num_gpus"):
         collective_time("all_reduce", GIB, get_system("rtx-4090"), 9)  # 8 x16 slots, no NICs
 
@@ -134,3 +141,24 @@ def test_torus_time_monotone_and_bounded(op, size, growth, n, system_id):
     b = torus_collective(op, size * growth, system, n, 0.9)
     assert 0 < a.time_s <= b.time_s
     assert a.time_s == pytest.approx(a.latency_s + a.bandwidth_s, rel=1e-12) and a.latency_s >= 0
+
+
+def test_host_staged_boxes_are_bounded_by_host_memory_and_by_the_link():
+    from gpuplan import knobs
+
+    box = get_system("rtx-4090")
+    # a host with 1 TB/s of memory bandwidth: the PCIe link (25.6) binds again
+    with knobs.overridden({"training.offload.host_memory_bytes_s": 1e12}):
+        assert asymptotic_busbw_gbps("all_gather", box, 2) == pytest.approx(25.6, rel=1e-6)
+    # 80 GB/s (quad-channel DDR4-3200 x 0.8): 80 / (2 x 2) = 20 GB/s for a pair
+    with knobs.overridden({"training.offload.host_memory_bytes_s": 80e9}):
+        assert asymptotic_busbw_gbps("all_gather", box, 2) == pytest.approx(20.0, rel=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 8), size=st.floats(1e3, 1e11))
+def test_no_p2p_box_is_never_faster_than_a_p2p_box_of_the_same_link(n, size):
+    # rtx-4090 and rtx-a6000 boxes share PCIe 4.0 x16; staging through host memory only adds a bound
+    staged = collective_time("all_gather", size, get_system("rtx-4090"), n).time_s
+    direct = collective_time("all_gather", size, get_system("rtx-a6000"), n).time_s
+    assert staged >= direct * (1 - 1e-9)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuplan import knobs
 from gpuplan.catalog import load_catalog
@@ -80,3 +82,19 @@ def test_group_time_with_the_gpu_spec_equals_the_catalog_default():
     with_gpu = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system, gpu)
     without = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system)
     assert list(with_gpu) == list(without)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0.0, 1.0, 2.5e6, 1e9, 3.3e9]), st.integers(1, 4096), st.integers(1, 72)),
+                min_size=1, max_size=60))
+def test_unique_triples_is_numpy_unique_over_rows(rows):
+    # collective_seconds_array's dedup must give np.unique(axis=0)'s rows (lexicographic) and inverse
+    from gpuplan.primitives.parallel_groups import _unique_triples
+
+    size = np.array([r[0] for r in rows])
+    n = np.array([r[1] for r in rows], np.int64)
+    pn = np.array([r[2] for r in rows], np.int64)
+    ref, ref_inv = np.unique(np.stack([size, n, pn], axis=1), axis=0, return_inverse=True)
+    s, g, p, inv = _unique_triples(size, n, pn)
+    np.testing.assert_array_equal(np.stack([s, g, p], axis=1), ref)
+    np.testing.assert_array_equal(inv, ref_inv.ravel())

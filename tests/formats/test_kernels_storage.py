@@ -43,6 +43,33 @@ def test_kernel_equals_numpy_reference(hard_input, fmt):
         np.testing.assert_array_equal(kc, nc, err_msg=f"{fmt} {rule}")
 
 
+def test_fp4_value_bits_equal_the_e2m1_table():
+    # OCP MX 5.3.3 E2M1 values of codes 0..15, as gpt-oss weights.py's FP4_VALUES lists them
+    table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+    got = np.array([kernels._fp4_value_bits(np.uint32(c)) for c in range(16)], np.uint32).view(np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), np.array(table, np.float32).view(np.uint32))
+
+
+@pytest.mark.parametrize("fmt", MX)
+@pytest.mark.parametrize("packed4", [False, True])
+def test_compiled_dequantize_equals_numpy_reference_on_every_code_and_scale(fmt, packed4):
+    # every element code in every E8M0 scale (0..255, 255 = NaN block), blocks of 32 (OCP MX); the
+    # reference is QuantizedTensor.dequantize's numpy path: ldexp(values, scale - 127) in float64,
+    # rounded once to float32
+    bf = F.block_format(fmt)
+    if packed4 and bf.element_bits != 4:
+        pytest.skip("packing two codes per byte is FP4 only")
+    per_scale = max(32, 1 << bf.element_bits)  # every code at least once under each scale
+    codes = np.tile(np.arange(per_scale) % (1 << bf.element_bits), 256).astype(np.uint8).reshape(-1, 32)
+    scales = np.repeat(np.arange(256), per_scale // 32).astype(np.uint8)
+    with np.errstate(over="ignore"):
+        ref = np.ldexp(bf.element.values[codes].astype(np.float64), scales.astype(np.int64)[:, None] - 127).astype(np.float32)
+    stored = F.pack_fp4(codes) if packed4 else codes
+    got = kernels.dequantize_mx_rows(stored, scales, bf, packed4=packed4).reshape(-1, 32)
+    np.testing.assert_array_equal(got.view(np.uint32)[scales != 255], ref.view(np.uint32)[scales != 255])
+    assert np.isnan(got[scales == 255]).all()
+
+
 def test_quantize_uses_same_result_above_fast_path_threshold(hard_input):
     big = np.tile(hard_input, (1, 1))  # 131072 elements >= FAST_PATH_MIN_ELEMENTS
     assert big.size >= block.FAST_PATH_MIN_ELEMENTS

@@ -6,12 +6,15 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
-from gpuplan.interfaces.validation.inference import predict_row, trtllm_bench_limits, trtllm_bench_requests
+from gpuplan.interfaces.validation.inference import (predict_row, stated_attention_dp_balance, trtllm_bench_limits,
+                                                     trtllm_bench_requests)
 from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective
 from gpuplan.workloads.inference.cost import operators
@@ -66,14 +69,44 @@ def test_dense_full_dp_equals_one_gpu():
     np.testing.assert_allclose(a.logits_time(n), b.logits_time(n), rtol=1e-12)
 
 
+#: E[max of 2 / 4 / 8 standard normals]: Harter 1961 order-statistics tables (0.5642, 1.0294, 1.4236)
+Z2, Z4, Z8 = 0.5642, 1.0294, 1.4236
+#: load CV of an attention-DP rank from TensorRT-LLM tech blog 10 (DeepSeek-V3 DEP8 GB200, a = 8):
+#: round-robin actual / SOL TPS 25,664 / 39,552; with the balance scheduler (context wait) 33,499 / 38,312
+CV_ROUND_ROBIN = (39_552 / 25_664 - 1) / Z8
+CV_BALANCED = (38_312 / 33_499 - 1) / Z8
+
+
+def test_attention_dp_balance_reproduces_blog_at_eight_ranks():
+    # at a = 8 the order-statistic model returns blog 10's measured actual / SOL ratios themselves
+    assert operators.attention_dp_balance(8, balanced=False) == pytest.approx(25_664 / 39_552, rel=1e-3)
+    assert operators.attention_dp_balance(8, balanced=True) == pytest.approx(33_499 / 38_312, rel=1e-3)
+    # fewer ranks: 1 / (1 + z_a c); one rank loses nothing
+    assert operators.attention_dp_balance(2, balanced=False) == pytest.approx(1 / (1 + Z2 * CV_ROUND_ROBIN), rel=1e-3)
+    assert operators.attention_dp_balance(4, balanced=False) == pytest.approx(1 / (1 + Z4 * CV_ROUND_ROBIN), rel=1e-3)
+    assert operators.attention_dp_balance(4, balanced=True) == pytest.approx(1 / (1 + Z4 * CV_BALANCED), rel=1e-3)
+    assert operators.attention_dp_balance(1, balanced=False) == 1.0
+
+
+@given(st.integers(min_value=1, max_value=63), st.booleans())
+def test_attention_dp_balance_falls_with_ranks(a, balanced):
+    # the busiest of more lock-step ranks is busier; the balance scheduler never loses more than round-robin
+    lo, hi = operators.attention_dp_balance(a + 1, balanced), operators.attention_dp_balance(a, balanced)
+    assert 0.0 < lo <= hi <= 1.0
+    assert operators.attention_dp_balance(a, True) >= operators.attention_dp_balance(a, False)
+
+
 def test_attention_dp_step_set_by_slowest_rank():
-    # TensorRT-LLM tech blog 10: achieved / speed-of-light throughput 33,499 / 38,312 = 0.874 with ADP
-    # balance: a step of the average group of tp=2 / attention_dp=2 lasts 1 / 0.874 x the 1-GPU step.
+    # a step of the average group of tp=2 / attention_dp=2 lasts 1 / balance(2) = 1 + z_2 c x the 1-GPU
+    # step (round-robin, the engine default: c from blog 10's 25,664 / 39,552 at a = 8)
     dp = step_time_model(_dep("llama-3-8b", tp=2, attention_dp=2), table_tokens=64)
     one = step_time_model(_dep("llama-3-8b", tp=1), table_tokens=64)
-    assert dp.step_scale == pytest.approx(38_312 / 33_499, rel=1e-3)
-    assert dp.decode_step_time(32, 1000) == pytest.approx(one.decode_step_time(32, 1000) / 0.874)
+    assert dp.step_scale == pytest.approx(1 + Z2 * CV_ROUND_ROBIN, rel=1e-3)
+    assert dp.decode_step_time(32, 1000) == pytest.approx(one.decode_step_time(32, 1000) * (1 + Z2 * CV_ROUND_ROBIN),
+                                                          rel=1e-3)
     assert one.step_scale == 1.0
+    balanced = step_time_model(_dep("llama-3-8b", tp=2, attention_dp=2, attention_dp_balance=True), table_tokens=64)
+    assert balanced.step_scale == pytest.approx(1 + Z2 * CV_BALANCED, rel=1e-3)
 
 
 def test_moe_dispatch_combine_all_to_all(monkeypatch):
@@ -142,10 +175,25 @@ def _row(**kw):
 def test_validation_row_splits_load_over_groups():
     # tp=2 as 2 attention groups at concurrency 16 = 2 1-GPU groups at concurrency 8 each, stepping in
     # lock-step: 2 replicas of tp=1 at concurrency 8 (rows count concurrency per replica) with every step
-    # 1 / 0.874 longer (the closed loop has no think time, so the whole timeline stretches by that factor).
+    # 1 + z_2 c longer (round-robin; the closed loop has no think time, so the whole timeline stretches by that factor).
     adp = predict_row(_row(tp=2, num_gpus=2, attention_dp=2, concurrency=16)).value
     reps = predict_row(_row(tp=1, num_gpus=2, concurrency=8)).value
-    assert adp == pytest.approx(reps * 0.874, rel=1e-9)
+    assert adp == pytest.approx(reps / (1 + Z2 * CV_ROUND_ROBIN), rel=1e-3)
+    # a row stating TensorRT-LLM's balance scheduler (perf-overview.md's DeepSeek llm_options) loses less
+    stated = predict_row(_row(tp=2, num_gpus=2, attention_dp=2, concurrency=16,
+                              notes="llm_options: attention_dp_config: enable_balance: true")).value
+    assert stated == pytest.approx(reps / (1 + Z2 * CV_BALANCED), rel=1e-3)
+
+
+@pytest.mark.parametrize("text, stated", [
+    ("DeepSeek R1 llm_options: kv_cache_config dtype fp8, attention-DP balance on", True),
+    ("attention_dp_config: batching_wait_iters: 0 enable_balance: true timeout_iters: 60", True),
+    ("enable_balance: false", False),
+    ("Qwen3 MoE llm_options: attention DP on, CUDA graphs", False),
+    ("", False),
+])
+def test_stated_attention_dp_balance(text, stated):
+    assert stated_attention_dp_balance({"notes": text}) is stated
 
 
 def test_trtllm_bench_limits_hand_values():
@@ -179,6 +227,16 @@ def test_cli_serve_attention_dp():
     assert "2 attention-DP groups" in data["load"]
     bad = runner.invoke(app, ["serve", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", "2", "--attention-dp", "3"])
     assert bad.exit_code == 2 and "attention_dp" in bad.output
+    # the balance scheduler: every step 1 + z_2 c_balanced instead of 1 + z_2 c_round_robin of the
+    # 1-group step, so the closed loop's throughput rises by their ratio (up to the front end's fixed latency)
+    on = runner.invoke(app, ["serve", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", "2", "--ep", "2",
+                             "--attention-dp", "2", "--attention-dp-balance", "--input-len", "512", "--output-len", "64",
+                             "--concurrency", "8", "--json"])
+    assert on.exit_code == 0, on.output
+    balanced = json.loads(on.stdout)
+    assert "(balance scheduler)" in balanced["load"]
+    assert balanced["output_tokens_per_s"] / data["output_tokens_per_s"] == pytest.approx(
+        (1 + Z2 * CV_ROUND_ROBIN) / (1 + Z2 * CV_BALANCED), rel=0.02)
 
 
 def test_trtllm_bench_kv_estimate_hand_values():
@@ -223,3 +281,27 @@ def test_attention_dp_invariants(tp, adp, model):
     assert w_plain - 1 <= w <= w_narrow + 1
     # fraction of a token's KV each GPU holds (memory_plan multiplies it by the model's bytes per token)
     assert plain.kv_shard_fraction <= dep.kv_shard_fraction == narrow.kv_shard_fraction
+
+
+def test_attention_dp_balance_round_trips_through_trtllm_launch(tmp_path):
+    # serve run --attention-dp-balance --emit trtllm states attention_dp_config.enable_balance: true
+    # (llm_args.py AttentionDpConfig); --from reads it back and runs the same deployment
+    runner = CliRunner()
+    base = ["serve", "run", "qwen3-30b-a3b", "--system", "dgx-h100", "--tp", "2", "--ep", "2", "--attention-dp", "2",
+            "--input-len", "256", "--output-len", "32", "--concurrency", "4"]
+    emitted = runner.invoke(app, base + ["--attention-dp-balance", "--emit", "trtllm"])
+    assert emitted.exit_code == 0, emitted.output
+    assert '"attention_dp_config": {"enable_balance": true}' in emitted.stdout
+    script = tmp_path / "launch.sh"
+    script.write_text(emitted.stdout)
+    back = runner.invoke(app, ["serve", "run", "--from", str(script), "--system", "dgx-h100", "--input-len", "256",
+                               "--output-len", "32", "--concurrency", "4", "--json"])
+    assert back.exit_code == 0, back.output
+    read = json.loads(back.stdout)
+    assert read["attention_dp_balance"] is True and "(balance scheduler)" in read["load"]
+    # without the flag nothing is stated
+    plain = runner.invoke(app, base + ["--emit", "trtllm"])
+    assert plain.exit_code == 0 and "attention_dp_config" not in plain.stdout
+    # vLLM has no such scheduler: refused with a one-line error naming the field
+    bad = runner.invoke(app, base + ["--attention-dp-balance", "--emit", "vllm"])
+    assert bad.exit_code == 2 and "attention_dp_balance" in bad.output

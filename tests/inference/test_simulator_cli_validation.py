@@ -166,8 +166,13 @@ def test_cli_serve_plan_json(runner):
 #: 7.7 (its max-load throughput rows +23..+35% -> +6..+10%), nim 5.9 -> 7.4 (engine "other" runs
 #: as vLLM), aic 2.2 -> 2.0; the TensorRT-LLM and lmdeploy families unchanged. Limits of the moved
 #: families and the overall: figure x 1.1.
+#: Re-set with the attention-DP loss of the busiest of a lock-step ranks (operators.attention_dp_balance:
+#: round-robin 0.649 at a = 8, TensorRT-LLM's default, instead of its opt-in balance scheduler's
+#: 0.874, which only the rows stating it keep): trtllm1x-po 20.0 -> 22.4 (the Qwen3-235B DEP4 / DEP8
+#: rows -12 / +11% -> -28 / -18%, gpt-oss-120b DEP2 +3 -> -3%, DeepSeek DEP4 +15 -> +19%); the
+#: 2026-11-28 family trtllm-dsr1bp 43.0 -> 10.5. Limit of the moved family: figure x 1.1.
 INFERENCE_MAPE_LIMIT_PCT = 12.2
-INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 22.5, "nim": 8.2, "trtllm014": 19.5, "aic": 5.5,
+INFERENCE_FAMILY_LIMITS_PCT = {"trtllm1x-po": 24.6, "nim": 8.2, "trtllm014": 19.5, "aic": 5.5,
                                "trtllm061": 10.4, "lmdeploy": 11.5, "trtllm10": 9.5, "vllmci": 8.5,
                                "trtllm017": 8.5, "mlperf40": 20.0}
 INFERENCE_MIN_PREDICTED_FRACTION = 0.90  # SCHEMA.md

@@ -374,8 +374,9 @@ def pcie_box_system(gpu: Gpu, link: Interconnect, assumed_gen: bool = False) -> 
     fraction applies on top: 0.8 x 32 = 25.6 GB/s on PCIe 4.0, against the 24.5 GB/s nccl-tests
     busbw of six RTX 4090s, S_TINY_P2P). Without driver P2P (`Gpu.pcie_p2p` false, GeForce) NCCL
     stages every transfer through pinned host memory: each byte still crosses the sender's link
-    once (to the host) and the receiver's once (from it), so the same per-direction bound holds;
-    the host-memory bandwidth this also uses is not modelled. One GPU of the box is the old
+    once (to the host) and the receiver's once (from it), so the same per-direction bound holds,
+    and host memory carries each byte twice, which bounds the collectives further
+    (primitives.host_memory). One GPU of the box is the old
     single-GPU box: power = GPU TDP each (host power not included)."""
     p2p = {True: "P2P over PCIe", False: "no driver P2P: transfers staged through host memory",
            None: "P2P support not stated"}[gpu.pcie_p2p]

@@ -76,6 +76,9 @@ def run(
     ep: int = typer.Option(1, "--ep", help="Expert-parallel GPUs (MoE models; divides the experts, <= tp x pp)."),
     attention_dp: int = typer.Option(1, "--attention-dp", help="Attention data-parallel groups (divides tp): "
                                      "attention over tp/attention-dp GPUs per group, each group its own requests."),
+    attention_dp_balance: bool = typer.Option(False, "--attention-dp-balance", help="The engine's attention-DP balance "
+                                              "scheduler on (TensorRT-LLM attention_dp_config.enable_balance): groups "
+                                              "lose less to the slowest one (docs/serving.md)."),
     input_len: int = typer.Option(api.DEFAULT_INPUT_LEN, "--input-len", help="Prompt tokens per request."),
     output_len: int = typer.Option(api.DEFAULT_OUTPUT_LEN, "--output-len", help="Generated tokens per request."),
     rate: Optional[float] = typer.Option(None, "--rate", help="Poisson arrivals, requests/s."),
@@ -118,7 +121,8 @@ def run(
                            kv_dtype=kv_dtype, scheduler=scheduler, engine=engine, memory_fraction=memory_fraction,
                            input_dist=input_dist, output_dist=output_dist, lengths=lengths, spec_tokens=spec_tokens,
                            spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp, prefix_hit_rate=prefix_hit_rate,
-                           prefix_cache_tokens=prefix_cache_tokens, usd_per_gpu_hour=usd_per_gpu_hour)
+                           prefix_cache_tokens=prefix_cache_tokens, usd_per_gpu_hour=usd_per_gpu_hour,
+                           attention_dp_balance=attention_dp_balance)
     if emit:  # only the command or manifests on stdout, so they can be redirected to a file
         typer.echo(api.emit_serve(result, emit, system), nl=False)
         return

@@ -1,12 +1,16 @@
-"""Compiled single-pass MX quantiser (numba): one read of the float32 input, one write of the
-codes (optionally FP4-packed) and scales. Same arithmetic as the numpy reference path
-(`scale.e8m0_from_amax`, `element.encode_minifloat`, `element.encode_int8`), checked equal to it
-by tests/formats/test_kernels.py; used by `quantize` for large inputs blocked along the last
-axis, and by `quantize_packed`.
+"""Compiled single-pass MX quantiser and dequantiser (numba): one read of the float32 input, one
+write of the codes (optionally FP4-packed) and scales, and back. Same arithmetic as the numpy
+reference path (`scale.e8m0_from_amax`, `element.encode_minifloat`, `element.encode_int8`,
+`QuantizedTensor.dequantize`), checked equal to it by tests/formats/test_kernels_storage.py; used
+by `quantize` for large inputs blocked along the last axis, and by `quantize_packed`.
 
-The kernel is serial and releases the GIL; `quantize_mx_rows` splits the blocks over one
-thread per core (a few chunks, not a Python loop per block). Integer arithmetic only (plus one float32 division for RCEIL and a float64 product for INT8),
-so fastmath is irrelevant and results are exact. Compiled lazily on first use (cache=False).
+One kernel is compiled per element format and block size (`_make_mx_kernel`,
+`_make_dequant_kernel`): with those constants LLVM unrolls and vectorises each block's loops
+(AVX2/AVX-512 where the host has them), which a run-time block size prevents. The kernels are
+serial and release the GIL; `over_block_ranges` splits the blocks over one thread per core in
+chunks the threads take in turn (a few chunks, not a Python loop per block). Integer arithmetic
+only (plus one float32 division for RCEIL and a float64 product for INT8), so fastmath is
+irrelevant and results are exact. Compiled lazily on first use (cache=False).
 """
 
 from __future__ import annotations
@@ -112,68 +116,130 @@ def _encode_scaled(xv, inv_scale, mbits, ebits, bias, emin, max_mag, min_normal,
     return (np.int32(sign) << np.int32(ebits + mbits)) | mag
 
 
-@njit(cache=False, nogil=True)
-def _mx_kernel(bits, xf, k, rule, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int, max_value, pack4, codes, scales):
-    n_blocks = bits.shape[0] // k
+def _make_mx_kernel(k, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int, max_value, pack4):
+    """The quantiser of one element format and block size `k`, both compiled in as constants (the
+    block loops fully unrolled and vectorised, shift counts and bounds folded, the format branches
+    removed: a run-time k leaves them scalar, 3-5x slower), the scale rule a run-time
+    argument (one branch per block). Per block: amax of the bit patterns, the E8M0 code
+    (`_scale_code`), then one branch-free pass that encodes (`_encode_scaled`, the same integer
+    arithmetic) and, for FP4, packs each pair of codes straight into one byte."""
+    k_fill = 0 if (pack4 or is_int) else nan_code
     min_normal = np.float32(2.0**emin)
     sub_factor = np.float32(2.0 ** (mbits - emin))
-    tmp = np.empty(k, dtype=np.uint8)
-    for blk in range(n_blocks):
-        base = blk * k
-        abu = np.uint32(0)
-        for i in range(k):
-            abu = max(abu, bits[base + i] & np.uint32(0x7FFFFFFF))
-        ab = np.int64(abu)
-        amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
-        code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
-        scales[blk] = code
-        se = np.int64(code) - 127
-        if code == 255:
-            fill = 0 if (pack4 or is_int) else nan_code
-            n_out = k // 2 if pack4 else k
-            for j in range(n_out):
-                codes[blk * n_out + j] = fill
-            continue
-        inv_scale = _pow2_f32(-se)  # = np.float32(2.0 ** -se), exact (-127 <= se <= 127)
-        if pack4:  # encode the block into a cached buffer (vectorisable), then pack pairs
+    max_value = np.float32(max_value)
+
+    @njit(cache=False, nogil=True)
+    def kernel(bits, xf, rule, codes, scales):
+        n_blocks = bits.shape[0] // k
+        per_block = k // 2 if pack4 else k
+        for blk in range(n_blocks):
+            base = blk * k
+            abu = np.uint32(0)
             for i in range(k):
-                tmp[i] = _encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
-            out_base = blk * (k // 2)
-            for j in range(k // 2):
-                codes[out_base + j] = tmp[2 * j] | (tmp[2 * j + 1] << 4)
-        elif is_int:
-            factor = 2.0 ** (6 - se)  # float64: 2^(6 + 127) does not fit float32
-            for i in range(k):
-                r = min(max(np.rint(np.float64(xf[base + i]) * factor), -127.0), 127.0)
-                codes[base + i] = np.uint8(np.int64(r) & 0xFF)
-        else:
-            for i in range(k):
-                codes[base + i] = _encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
+                abu = max(abu, bits[base + i] & np.uint32(0x7FFFFFFF))
+            ab = np.int64(abu)
+            amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
+            code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
+            scales[blk] = code
+            out_base = blk * per_block
+            if code == 255:
+                for j in range(per_block):
+                    codes[out_base + j] = k_fill
+                continue
+            se = np.int64(code) - 127
+            inv_scale = _pow2_f32(-se)  # = np.float32(2.0 ** -se), exact (-127 <= se <= 127)
+            if pack4:  # element 2j in the low nibble, 2j + 1 in the high one
+                for j in range(k // 2):
+                    lo = _encode_scaled(xf[base + 2 * j], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
+                    hi = _encode_scaled(xf[base + 2 * j + 1], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal,
+                                        sub_factor)
+                    codes[out_base + j] = np.uint8(lo | (hi << np.int32(4)))
+            elif is_int:
+                factor = 2.0 ** (6 - se)  # float64: 2^(6 + 127) does not fit float32
+                for i in range(k):
+                    r = min(max(np.rint(np.float64(xf[base + i]) * factor), -127.0), 127.0)
+                    codes[base + i] = np.uint8(np.int64(r) & 0xFF)
+            else:
+                for i in range(k):
+                    codes[base + i] = np.uint8(_encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag,
+                                                              min_normal, sub_factor))
+
+    return kernel
 
 
-@njit(cache=False, nogil=True)
-def _mx_dequant_kernel(codes, scales, lut, k, packed4, out):
-    """out = lut[code] x 2^(scale - 127) in float32 (one rounding, exact power-of-two factor);
-    scale 0xFF -> NaN block. `codes` holds two FP4 codes per byte when packed4."""
-    n_blocks = scales.shape[0]
-    nan = np.float32(np.nan)
-    for blk in range(n_blocks):
-        sc = np.int64(scales[blk])
-        factor = nan if sc == 255 else _pow2_f32(sc - 127)  # = np.float32(2.0 ** (sc - 127)), exact
-        base = blk * k
-        if packed4:
-            cb = blk * (k // 2)
-            for j in range(k // 2):
-                byte = codes[cb + j]
-                out[base + 2 * j] = lut[byte & 0xF] * factor
-                out[base + 2 * j + 1] = lut[byte >> 4] * factor
-        else:
-            for i in range(k):
-                out[base + i] = lut[codes[base + i]] * factor
+_MX_KERNELS: dict = {}
+
+
+def _mx_kernel_for(bf: BlockFormat, k: int, pack4: bool):
+    """The compiled quantiser of `bf`'s element in blocks of `k` (one per element format, block size
+    and packing, built on first use)."""
+    p = _params(bf)
+    key = (tuple(sorted(p.items())), float(bf.element.max_value), int(k), pack4)
+    if key not in _MX_KERNELS:
+        _MX_KERNELS[key] = _make_mx_kernel(k=int(k), max_value=bf.element.max_value, pack4=pack4, **p)
+    return _MX_KERNELS[key]
+
+
+@njit(cache=False, inline="always")
+def _fp4_value_bits(c):
+    """float32 bits of the E2M1 value of 4-bit code `c` (OCP MX 5.3.3: bias 1, values 0, 0.5, 1, 1.5,
+    2, 3, 4, 6): exponent field e > 0 gives 2^(e - 1) (1 + m / 2), float32 exponent e + 126 and
+    mantissa bit 22 = m; e = 0 gives m x 0.5 (0x3F000000); the sign is bit 3. Equal to
+    `ELEMENTS["e2m1"].values` for all 16 codes (tests/formats/test_kernels_storage.py)."""
+    e = (c >> np.uint32(1)) & np.uint32(3)
+    m = c & np.uint32(1)
+    normal = ((e + np.uint32(126)) << np.uint32(23)) | (m << np.uint32(22))
+    mag = normal if e != np.uint32(0) else m * np.uint32(0x3F000000)
+    return mag | ((c >> np.uint32(3)) << np.uint32(31))
+
+
+def _make_dequant_kernel(k, packed4, fp4):
+    """The dequantiser of blocks of `k` (a compile-time constant, as in `_make_mx_kernel`):
+    out = value x 2^(scale - 127) in float32 (one rounding, exact power-of-two factor), scale 0xFF
+    -> NaN block. The value is lut[code], or for FP4 (`fp4`) built from the code's bits
+    (`_fp4_value_bits`, no table gather, so the loop vectorises); the same product either way.
+    `codes` holds two FP4 codes per byte, low nibble first, when packed4."""
+
+    @njit(cache=False, nogil=True)
+    def kernel(codes, scales, lut, out):
+        nan = np.float32(np.nan)
+        for blk in range(scales.shape[0]):
+            sc = np.int64(scales[blk])
+            factor = nan if sc == 255 else _pow2_f32(sc - 127)  # = np.float32(2.0 ** (sc - 127)), exact
+            base = blk * k
+            if packed4:
+                cb = blk * (k // 2)
+                for j in range(k // 2):
+                    byte = np.uint32(codes[cb + j])
+                    if fp4:
+                        out[base + 2 * j] = np.uint32(_fp4_value_bits(byte & np.uint32(0xF))).view(np.float32) * factor
+                        out[base + 2 * j + 1] = np.uint32(_fp4_value_bits(byte >> np.uint32(4))).view(np.float32) * factor
+                    else:
+                        out[base + 2 * j] = lut[byte & np.uint32(0xF)] * factor
+                        out[base + 2 * j + 1] = lut[byte >> np.uint32(4)] * factor
+            elif fp4:
+                for i in range(k):
+                    c = np.uint32(codes[base + i]) & np.uint32(0xF)
+                    out[base + i] = np.uint32(_fp4_value_bits(c)).view(np.float32) * factor
+            else:
+                for i in range(k):
+                    out[base + i] = lut[codes[base + i]] * factor
+
+    return kernel
+
+
+_DEQUANT_KERNELS: dict = {}
+
+
+def _dequant_kernel_for(k: int, packed4: bool, fp4: bool):
+    key = (int(k), bool(packed4), bool(fp4))
+    if key not in _DEQUANT_KERNELS:
+        _DEQUANT_KERNELS[key] = _make_dequant_kernel(*key)
+    return _DEQUANT_KERNELS[key]
 
 
 def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, packed4: bool = False) -> np.ndarray:
-    """float32 (n_blocks * k,) values of MX blocks stored row after row (see `_mx_dequant_kernel`)."""
+    """float32 (n_blocks * k,) values of MX blocks stored row after row (see `_make_dequant_kernel`)."""
     k = bf.block_size
     flat_codes = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
     flat_scales = np.ascontiguousarray(scales, dtype=np.uint8).reshape(-1)
@@ -181,10 +247,10 @@ def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, p
     lut = np.ascontiguousarray(bf.element.values, dtype=np.float32)
     per_block = k // 2 if packed4 else k
     n_blocks = flat_scales.size
+    kernel = _dequant_kernel_for(k, packed4, bf.element.name == "e2m1")
 
     def run(lo: int, hi: int) -> None:
-        _mx_dequant_kernel(flat_codes[lo * per_block : hi * per_block], flat_scales[lo:hi], lut, k, packed4,
-                           out[lo * k : hi * k])
+        kernel(flat_codes[lo * per_block : hi * per_block], flat_scales[lo:hi], lut, out[lo * k : hi * k])
 
     _over_block_ranges(n_blocks, run)
     return out
@@ -195,14 +261,21 @@ def threads_for(n_blocks: int, per_thread: int = 4096) -> int:
     return min(os.cpu_count() or 1, max(1, n_blocks // per_thread))
 
 
+#: chunks per thread: the threads take contiguous chunks in turn, so a core slowed by another
+#: process does less of the work instead of leaving the other thread waiting at the end
+CHUNKS_PER_THREAD = 8
+
+
 def over_block_ranges(n_blocks: int, run, per_thread: int = 4096) -> None:
     """Call `run(lo, hi)` over contiguous block ranges, one thread per core when there are more than
-    `per_thread` blocks per thread (the numba kernels release the GIL, so the threads run in parallel)."""
+    `per_thread` blocks per thread (the numba kernels release the GIL, so the threads run in parallel),
+    each thread taking the next of `CHUNKS_PER_THREAD` chunks per thread as it finishes one."""
     workers = threads_for(n_blocks, per_thread)
     if workers == 1:
         run(0, n_blocks)
         return
-    edges = np.linspace(0, n_blocks, workers + 1).astype(int)
+    chunks = min(workers * CHUNKS_PER_THREAD, max(workers, n_blocks // 512))
+    edges = np.linspace(0, n_blocks, chunks + 1).astype(int)
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(run, edges[:-1], edges[1:]))
 
@@ -224,7 +297,6 @@ def quantize_mx_rows(blocks: np.ndarray, bf: BlockFormat, rule: ScaleRule, pack4
     codes come two per byte, low nibble first: shape (n_blocks, k // 2)."""
     blocks = np.ascontiguousarray(blocks, dtype=np.float32)
     n_blocks, k = blocks.shape
-    p = _params(bf)
     flat = blocks.reshape(-1)
     if pack4:
         codes = np.empty(n_blocks * (k // 2), dtype=np.uint8)
@@ -233,12 +305,11 @@ def quantize_mx_rows(blocks: np.ndarray, bf: BlockFormat, rule: ScaleRule, pack4
     scales = np.empty(n_blocks, dtype=np.uint8)
     bits = flat.view(np.uint32)
     per_block = k // 2 if pack4 else k
-    args = (RULE_IDS[rule], p["emax"], p["mbits"], p["ebits"], p["bias"], p["emin"], p["max_mag"], p["nan_code"], p["is_int"],
-            np.float32(bf.element.max_value), pack4)
+    kernel = _mx_kernel_for(bf, k, pack4)
+    rule_id = RULE_IDS[rule]
 
     def run(lo: int, hi: int) -> None:  # blocks [lo, hi): the kernel releases the GIL
-        _mx_kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], k, *args,
-                   codes[lo * per_block : hi * per_block], scales[lo:hi])
+        kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], rule_id, codes[lo * per_block : hi * per_block], scales[lo:hi])
 
     _over_block_ranges(n_blocks, run)
     return codes.reshape(n_blocks, -1), scales

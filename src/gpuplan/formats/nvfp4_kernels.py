@@ -12,7 +12,8 @@ Per block of k elements (16; NVIDIA NVFP4, TE nvfp4.rst, torchao `nvfp4_quantize
 Each float32 operation is done in float64 and rounded once to float32, which gives the IEEE float32
 result of +, x and / exactly (53 >= 2 x 24 + 2 bits: no double-rounding error). The global amax is
 one more read of the input (`tensor_amax`): s_global must be known before the first block.
-Blocks are split over one thread per core (`kernels.over_block_ranges`; the kernels release the GIL).
+Blocks are split over one thread per core (`kernels.over_block_ranges`; the kernels release the GIL);
+one kernel is compiled per block size (and level), so its block loops unroll and vectorise.
 """
 
 from __future__ import annotations
@@ -42,58 +43,77 @@ def _amax_bits(bits):
     return ab
 
 
-@njit(cache=False, nogil=True, error_model="numpy")  # x / 0 -> inf, as in numpy
-def _nvfp4_kernel(bits, xf, k, two_level, s_global, inv_global, lut_e4m3, codes, scales):
-    n_blocks = xf.shape[0] // k
+def _make_nvfp4_kernel(k, two_level):
+    """The quantiser of blocks of `k`, single- or two-level, both compiled in as constants (the block
+    loops unrolled and vectorised; a run-time k leaves them scalar, as in kernels._make_mx_kernel)."""
     one = np.float32(1.0)
     # E4M3 (bias 7, emin -6, 3 mantissa bits, largest code magnitude 0x7E) and E2M1 (bias 1, emin 0,
     # 1 mantissa bit, largest 0x7) parameters of kernels._encode_scaled
     e4_min_normal, e4_sub = np.float32(2.0**-6), np.float32(2.0**9)
     e2_min_normal, e2_sub = np.float32(1.0), np.float32(2.0)
-    for blk in range(n_blocks):
-        base = blk * k
-        ab = np.uint32(0)
-        for i in range(k):
-            ab = max(ab, bits[base + i] & np.uint32(0x7FFFFFFF))
-        if ab >= np.uint32(0x7F800000):  # Inf or NaN in the block: s_block is not finite
-            finite = False
-            s_block = np.float32(0.0)
-        else:
-            amax = np.uint32(ab).view(np.float32)
-            s_block = np.float32(np.float64(amax) / 6.0)
-            if two_level:
-                s_block = np.float32(np.float64(s_block) / np.float64(s_global))
-            finite = np.isfinite(s_block)
-        if not finite:
-            scales[blk] = E4M3_NAN
+
+    @njit(cache=False, nogil=True, error_model="numpy")  # x / 0 -> inf, as in numpy
+    def kernel(bits, xf, s_global, inv_global, lut_e4m3, codes, scales):
+        n_blocks = xf.shape[0] // k
+        for blk in range(n_blocks):
+            base = blk * k
+            ab = np.uint32(0)
             for i in range(k):
-                codes[base + i] = 0
-            continue
-        clamped = min(max(s_block, SCALE_MIN), SCALE_MAX)
-        sc = np.uint8(_encode_scaled(clamped, one, 3, 4, 7, -6, 0x7E, e4_min_normal, e4_sub))
-        scales[blk] = sc
-        s_val = np.float64(lut_e4m3[sc])
-        for i in range(k):
-            x = xf[base + i]
-            if two_level:
-                y = np.float32(np.float64(np.float32(np.float64(x) * np.float64(inv_global))) / s_val)
+                ab = max(ab, bits[base + i] & np.uint32(0x7FFFFFFF))
+            if ab >= np.uint32(0x7F800000):  # Inf or NaN in the block: s_block is not finite
+                finite = False
+                s_block = np.float32(0.0)
             else:
-                y = np.float32(np.float64(x) / s_val)
-            if np.isnan(y):
-                codes[base + i] = E2M1_NAN_AS
-            else:
-                y = min(max(y, np.float32(-6.0)), np.float32(6.0))
-                codes[base + i] = _encode_scaled(y, one, 1, 2, 1, 0, 0x7, e2_min_normal, e2_sub)
+                amax = np.uint32(ab).view(np.float32)
+                s_block = np.float32(np.float64(amax) / 6.0)
+                if two_level:
+                    s_block = np.float32(np.float64(s_block) / np.float64(s_global))
+                finite = np.isfinite(s_block)
+            if not finite:
+                scales[blk] = E4M3_NAN
+                for i in range(k):
+                    codes[base + i] = 0
+                continue
+            clamped = min(max(s_block, SCALE_MIN), SCALE_MAX)
+            sc = np.uint8(_encode_scaled(clamped, one, 3, 4, 7, -6, 0x7E, e4_min_normal, e4_sub))
+            scales[blk] = sc
+            s_val = np.float64(lut_e4m3[sc])
+            for i in range(k):
+                x = xf[base + i]
+                if two_level:
+                    y = np.float32(np.float64(np.float32(np.float64(x) * np.float64(inv_global))) / s_val)
+                else:
+                    y = np.float32(np.float64(x) / s_val)
+                y_clamped = min(max(y, np.float32(-6.0)), np.float32(6.0))
+                code = _encode_scaled(y_clamped, one, 1, 2, 1, 0, 0x7, e2_min_normal, e2_sub)
+                codes[base + i] = E2M1_NAN_AS if np.isnan(y) else code
+
+    return kernel
 
 
-@njit(cache=False, nogil=True, error_model="numpy")  # x / 0 -> inf, as in numpy
-def _nvfp4_dequant_kernel(codes, scales, k, s_global, lut_e2m1, lut_e4m3, out):
-    """out = fp32(E2M1 value x fp32(s_global x E4M3 value)); one code per byte (unpacked)."""
-    for blk in range(scales.shape[0]):
-        total = np.float64(np.float32(np.float64(s_global) * np.float64(lut_e4m3[scales[blk]])))
-        base = blk * k
-        for i in range(k):
-            out[base + i] = np.float32(np.float64(lut_e2m1[codes[base + i]]) * total)
+def _make_nvfp4_dequant_kernel(k):
+    """out = fp32(E2M1 value x fp32(s_global x E4M3 value)); one code per byte (unpacked); `k` compiled in."""
+
+    @njit(cache=False, nogil=True, error_model="numpy")  # x / 0 -> inf, as in numpy
+    def kernel(codes, scales, s_global, lut_e2m1, lut_e4m3, out):
+        for blk in range(scales.shape[0]):
+            total = np.float64(np.float32(np.float64(s_global) * np.float64(lut_e4m3[scales[blk]])))
+            base = blk * k
+            for i in range(k):
+                out[base + i] = np.float32(np.float64(lut_e2m1[codes[base + i] & np.uint8(0xF)]) * total)
+
+    return kernel
+
+
+_KERNELS: dict = {}
+
+
+def _kernel_for(kind: str, *key):
+    """The compiled kernel of `kind` ("quantize" with (k, two_level), "dequantize" with (k,)), built on first use."""
+    if (kind, *key) not in _KERNELS:
+        make = _make_nvfp4_kernel if kind == "quantize" else _make_nvfp4_dequant_kernel
+        _KERNELS[(kind, *key)] = make(*key)
+    return _KERNELS[(kind, *key)]
 
 
 def tensor_amax(x32: np.ndarray) -> np.float32:
@@ -129,9 +149,10 @@ def quantize_nvfp4_rows(rows: np.ndarray, tensor_scale: np.float32 | None) -> tu
         inv_global = np.float32(np.float32(1.0) / s_global)
     lut = np.ascontiguousarray(E4M3.values, dtype=np.float32)
 
+    kernel = _kernel_for("quantize", int(k), bool(two_level))
+
     def run(lo: int, hi: int) -> None:
-        _nvfp4_kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], k, two_level, s_global, inv_global, lut,
-                      codes[lo * k : hi * k], scales[lo:hi])
+        kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], s_global, inv_global, lut, codes[lo * k : hi * k], scales[lo:hi])
 
     over_block_ranges(n_blocks, run)
     return codes.reshape(n_blocks, k), scales
@@ -146,8 +167,10 @@ def dequantize_nvfp4_rows(codes: np.ndarray, scales: np.ndarray, k: int, tensor_
     lut4 = np.ascontiguousarray(E4M3.values, dtype=np.float32)
     s_global = np.float32(tensor_scale)
 
+    kernel = _kernel_for("dequantize", int(k))
+
     def run(lo: int, hi: int) -> None:
-        _nvfp4_dequant_kernel(flat_codes[lo * k : hi * k], flat_scales[lo:hi], k, s_global, lut2, lut4, out[lo * k : hi * k])
+        kernel(flat_codes[lo * k : hi * k], flat_scales[lo:hi], s_global, lut2, lut4, out[lo * k : hi * k])
 
     over_block_ranges(flat_scales.size, run)
     return out

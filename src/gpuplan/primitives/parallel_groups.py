@@ -96,17 +96,31 @@ def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_nod
 
 def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System,
                              gpu: Gpu | None = None) -> np.ndarray:
-    """`collective_seconds` over broadcast numpy arrays: one call per unique (size, n, per_node)."""
+    """`collective_seconds` over broadcast numpy arrays: one call per unique (size, n, per_node), in
+    lexicographic order of the triples (`_unique_triples`)."""
     size_b, n_b, pn_b = np.broadcast_arrays(
         np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
     )
-    flat = np.stack([size_b.ravel(), n_b.ravel().astype(np.float64), pn_b.ravel().astype(np.float64)], axis=1)
-    if flat.shape[0] == 0:
+    if size_b.size == 0:
         return np.zeros(size_b.shape)
-    uniq, inverse = np.unique(flat, axis=0, return_inverse=True)
+    sizes, groups, members, inverse = _unique_triples(size_b.ravel(), n_b.ravel(), pn_b.ravel())
     specs_key = _specs_key(system, gpu)
-    times = np.array([_cached_group_seconds(op, float(s), int(g), int(p), system, gpu, specs_key) for s, g, p in uniq])
-    return times[inverse.ravel()].reshape(size_b.shape)
+    times = np.array([_cached_group_seconds(op, s, g, p, system, gpu, specs_key)
+                      for s, g, p in zip(sizes.tolist(), groups.tolist(), members.tolist())])
+    return times[inverse].reshape(size_b.shape)
+
+
+def _unique_triples(size, n, per_node):
+    """The distinct (size, n, per_node) of three flat arrays in lexicographic order, and each
+    element's index among them (np.unique(axis=0)'s answer): the sizes and the (n, per_node) pairs
+    are ranked apart (1-D sorts, 3-4x faster than sorting rows) and combined into one integer key
+    whose order is the triples' order."""
+    size_rank = np.unique(size, return_inverse=True)[1].ravel()
+    pair = n * (int(per_node.max()) + 1) + per_node  # 0 <= per_node: the pair's order is (n, per_node)'s
+    pair_values, pair_rank = np.unique(pair, return_inverse=True)
+    key = size_rank * pair_values.size + pair_rank.ravel()
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return size[first], n[first], per_node[first], inverse.ravel()
 
 
 def collective_sm_fraction(n, per_node, system: System, gpu: Gpu) -> np.ndarray:

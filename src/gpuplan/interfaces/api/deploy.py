@@ -291,9 +291,11 @@ def _target_of_engine(engine_name: str) -> str:
     return next(t for t, e in ENGINE_OF_TARGET.items() if e == engine_name)
 
 
-def _serving_launch(engine_target: str, model, profile, tp, pp, ep, adp, weight_dtype, kv_dtype) -> ServingLaunch:
+def _serving_launch(engine_target: str, model, profile, tp, pp, ep, adp, weight_dtype, kv_dtype,
+                    attention_dp_balance: bool = False) -> ServingLaunch:
     return ServingLaunch(ENGINE_OF_TARGET[engine_target], model, model_id(model), profile, tp=tp, pp=pp, ep=ep,
-                         attention_dp=adp, weight_dtype=weight_dtype, kv_dtype=kv_dtype)
+                         attention_dp=adp, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                         attention_dp_balance=attention_dp_balance)
 
 
 def _command_of(launch: ServingLaunch, extra_file: str) -> list[str]:
@@ -371,7 +373,8 @@ def _pools(result, node_given=None) -> list[tuple]:
     if isinstance(result, ServeResult):
         r = result.report
         node = node_given or widest_system(resolve_gpu(r.gpu))
-        launch = _serving_launch(target, spec, result.profile, r.tp, r.pp, r.ep, r.attention_dp, r.weight_dtype, r.kv_dtype)
+        launch = _serving_launch(target, spec, result.profile, r.tp, r.pp, r.ep, r.attention_dp, r.weight_dtype, r.kv_dtype,
+                                 r.attention_dp_balance)
         return [("replica", launch, 1, node, f"serve run {r.model} on {r.tp * r.pp} x {r.gpu}")]
     if isinstance(result, CapacityResult):
         b = result.plan.best
@@ -432,7 +435,7 @@ def serve_run_from(source: str, gpu=None, *, system=None, weight_dtype: str | No
     system_and_gpu(system, gpu, replica_gpus=launch.gpus)  # the same hardware rule, checked before the run
     result = serve_run(launch.model, gpu, system=system, tp=launch.tp, pp=launch.pp, ep=launch.ep,
                        attention_dp=launch.attention_dp, weight_dtype=launch.weight_dtype, kv_dtype=launch.kv_dtype,
-                       engine=launch.engine, **load_kw)
+                       engine=launch.engine, attention_dp_balance=launch.attention_dp_balance, **load_kw)
     return ServeFromResult(result, launch)
 
 

@@ -158,10 +158,11 @@ def serve_run(
     prefix_hit_rate: float = 0.0,
     prefix_cache_tokens: int | None = None,
     usd_per_gpu_hour: float | None = None,
+    attention_dp_balance: bool = False,
 ) -> ServeResult:
     """TTFT, TPOT, throughput and memory of one replica of `model` on tp x pp GPUs (simulated); `ep`
-    experts split over ep GPUs, `attention_dp` attention data-parallel groups (Deployment).
-    Length distributions (`input_dist`, `output_dist` or `lengths`), speculative decoding
+    experts split over ep GPUs, `attention_dp` attention data-parallel groups, `attention_dp_balance` the
+    engine's balance scheduler for them (Deployment). Length distributions (`input_dist`, `output_dist` or `lengths`), speculative decoding
     (`spec_tokens`, `spec_acceptance`, `draft_model` or `mtp`) and prefix caching
     (`prefix_hit_rate`, `prefix_cache_tokens`): `serving_features`, docs/serving.md.
     `engine`: the serving engine whose defaults run (workloads.inference.engines: its scheduler, KV
@@ -180,8 +181,8 @@ def serve_run(
     positive(attention_dp, "attention_dp")
     spec = resolve_model(model)
     sys_spec, gpu_spec = system_and_gpu(system, gpu, replica_gpus=tp * pp)
-    dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp,
-                     weight_dtype=weight_dtype, kv_dtype=kv_dtype, **profile.deployment_options())
+    dep = Deployment(spec, gpu_spec, sys_spec, tp=tp, pp=pp, ep=ep, attention_dp=attention_dp, weight_dtype=weight_dtype,
+                     kv_dtype=kv_dtype, attention_dp_balance=bool(attention_dp_balance), **profile.deployment_options())
     lens, specdec, cache = serving_features(
         input_len=input_len, output_len=output_len, input_dist=input_dist, output_dist=output_dist, lengths=lengths,
         spec_tokens=spec_tokens, spec_acceptance=spec_acceptance, draft_model=draft_model, mtp=mtp,
@@ -366,6 +367,8 @@ def serve_plan(
     if lens is not None:
         input_len, output_len = lens_mean(lens, "input"), lens_mean(lens, "output")
     spec = resolve_model(model)
+    from gpuplan.interfaces.validation.error_bands import confidence_margins
+
     margins = None if confidence is None else confidence_margins(
         [c[0] for c in cands], profile.name, spec.moe is not None, weight_dtype, confidence, ttft_ms, tpot_ms)
     with memory_scope(a):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
@@ -390,25 +393,6 @@ def serve_plan(
                           _features_summary(lens, specdec, cache), profile, spec, weight_dtype, kv_dtype,
                           best_regime=best_regime, workload={"rate": rate, "input_len": input_len, "output_len": output_len},
                           confidence=margins)
-
-
-def confidence_margins(gpus: Sequence[Gpu], engine: str, moe: bool, weight_dtype: str, level: float,
-                       ttft_ms: float, tpot_ms: float) -> dict:
-    """{level, by_gpu: {gpu id: {latency_factor, ttft_objective_ms, tpot_objective_ms, band_regime,
-    validated, reason}}}: per GPU type, the serving latency band of its regime and the objectives its
-    predicted p90s must meet so that the band's pessimistic edge meets the user's
-    (error_bands.serving_latency_margin)."""
-    from gpuplan.interfaces.validation.error_bands import serving_latency_margin
-    from gpuplan.interfaces.validation.regimes import serving_regime
-
-    by_gpu = {}
-    for g in gpus:
-        f, band = serving_latency_margin(moe, serving_regime(g, engine, moe, weight_dtype))
-        by_gpu[g.id] = {"latency_factor": f, "ttft_objective_ms": ttft_ms / f, "tpot_objective_ms": tpot_ms / f,
-                        "band_regime": band.regime if band else None,
-                        "validated": band.validated if band else False,
-                        "reason": band.reason if band else "no band for this regime: the point prediction is used"}
-    return {"level": level, "by_gpu": by_gpu}
 
 
 #: candidates drawn by the plain plan's --plot (the best ones; MoE searches give many more layouts)

@@ -51,6 +51,7 @@ class ServingLaunch:
     weight_dtype: str = "bf16"
     kv_dtype: str = "bf16"
     unmodelled: tuple[str, ...] = field(default=())
+    attention_dp_balance: bool = False  # the engine's attention-DP balance scheduler (Deployment.attention_dp_balance)
 
     @property
     def gpus(self) -> int:

@@ -475,6 +475,7 @@ TRTLLM = _table(
     _o("cuda_graph_config.batch_sizes", K, at=f"{TL} CudaGraphConfig.batch_sizes"),
     _o("cuda_graph_config.enable_padding", K, (True, False), at=f"{TL} CudaGraphConfig.enable_padding"),
     _o("enable_attention_dp", K, (True, False), at=f"{TL} BaseLlmArgs.enable_attention_dp"),
+    _o("attention_dp_config.enable_balance", K, (True, False), at=f"{TL} AttentionDpConfig.enable_balance"),
 )
 
 # ---- serving benchmarks (the workload a serving prediction ran, measured) ---------------------------

@@ -44,6 +44,9 @@ def options(launch: ServingLaunch) -> list[list[str]]:
     g = [T.arg("--tp-size", launch.tp), T.arg("--pp-size", launch.pp)]
     if launch.ep > 1:
         g.append(T.arg("--ep-size", launch.ep))
+    if launch.attention_dp_balance and launch.attention_dp > 1:
+        raise refuse("attention_dp_balance", "SGLang has no attention-DP balance scheduler (TensorRT-LLM's "
+                     "attention_dp_config.enable_balance); leave it off", "off")
     if launch.attention_dp > 1:
         g += [T.arg("--dp-size", launch.attention_dp), T.flag("--enable-dp-attention")]
     w, kv = weight_name(launch.weight_dtype), weight_name(launch.kv_dtype)

@@ -12,7 +12,8 @@ The script writes the options file with a here-document and starts the server:
 Instance -> options (the tensorrt-llm EngineProfile's limits are what the simulator ran):
   tp, pp, ep             --tp_size, --pp_size, --ep_size (moe_expert_parallel_size)
   attention DP           enable_attention_dp: true (attention data parallel over the tp ranks; TensorRT-LLM's
-                         attention DP spans all tp ranks: attention_dp = tp)
+                         attention DP spans all tp ranks: attention_dp = tp); with the balance scheduler
+                         attention_dp_config.enable_balance: true (its other keys are read as unmodelled)
   step limits            --max_batch_size, --max_num_tokens
   scheduler              chunked: --enable_chunked_prefill; continuous: without it (GUARANTEED_NO_EVICT
                          is trtllm-serve's capacity scheduler either way, serve.py get_llm_args)
@@ -64,6 +65,8 @@ def extra_options(launch: ServingLaunch) -> dict:
     out: dict = {"kv_cache_config": {"tokens_per_block": T.key("kv_cache_config.tokens_per_block", prof.block_size),
                                      "dtype": T.key("kv_cache_config.dtype", "fp8" if kv == "fp8" else "auto")},
                  "enable_attention_dp": T.key("enable_attention_dp", launch.attention_dp > 1)}
+    if launch.attention_dp > 1 and launch.attention_dp_balance:
+        out["attention_dp_config"] = {"enable_balance": T.key("attention_dp_config.enable_balance", True)}
     if not prof.cuda_graph_batch_sizes:
         out["cuda_graph_config"] = T.key("cuda_graph_config", None)
     else:
@@ -137,7 +140,15 @@ def read(text: str, weight_dtype: str | None = None) -> ServingLaunch:
     graphs_off = "cuda_graph_config" in extra and extra["cuda_graph_config"] is None
     graphs = extra.pop("cuda_graph_config", None) or {}
     adp = bool(extra.pop("enable_attention_dp", False))
+    adp_cfg = extra.pop("attention_dp_config", None) or {}
+    if not isinstance(adp_cfg, dict):
+        raise InputError("attention_dp_config: give a mapping (enable_balance, timeout_iters, batching_wait_iters)",
+                         field="attention_dp_config")
+    balance = adp_cfg.get("enable_balance", False)
+    if not isinstance(balance, bool):
+        raise InputError(f"attention_dp_config.enable_balance: {balance!r} is not true or false", field="enable_balance")
     unmodelled = list(args.unmodelled) + [f"{k}: {json.dumps(v)}" for k, v in extra.items()]
+    unmodelled += [f"attention_dp_config.{k}: {json.dumps(v)}" for k, v in adp_cfg.items() if k != "enable_balance"]
     unmodelled += [f"kv_cache_config.{k}: {json.dumps(v)}" for k, v in kv_cfg.items() if k not in ("tokens_per_block", "dtype")]
     unmodelled += [f"cuda_graph_config.{k}: {json.dumps(v)}" for k, v in graphs.items()
                    if k not in ("batch_sizes", "enable_padding")]
@@ -159,7 +170,8 @@ def read(text: str, weight_dtype: str | None = None) -> ServingLaunch:
     return ServingLaunch(ENGINE, model, name, profile, tp=tp, pp=args.integer("--pp_size", 1),
                          ep=args.integer("--ep_size", 1), attention_dp=tp if adp else 1,
                          weight_dtype=weight_dtype or "bf16",
-                         kv_dtype="fp8" if kv_cfg.get("dtype") == "fp8" else act, unmodelled=tuple(unmodelled))
+                         kv_dtype="fp8" if kv_cfg.get("dtype") == "fp8" else act, unmodelled=tuple(unmodelled),
+                         attention_dp_balance=adp and balance)
 
 
 def _yaml_or_json(raw: str) -> dict:

@@ -44,6 +44,9 @@ def options(launch: ServingLaunch) -> list[list[str]]:
 
     prof, moe = launch.engine, launch.model.moe is not None
     g = []
+    if launch.attention_dp_balance and launch.attention_dp > 1:
+        raise refuse("attention_dp_balance", "vLLM has no attention-DP balance scheduler (TensorRT-LLM's "
+                     "attention_dp_config.enable_balance); leave it off", "off")
     if launch.attention_dp > 1:
         if not moe:
             raise refuse("attention_dp", "vLLM's data parallelism of a dense model runs separate replicas, not "

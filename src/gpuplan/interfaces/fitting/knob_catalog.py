@@ -18,6 +18,7 @@ KNOB_MODULES = (
     "gpuplan.catalog.ceilings",
     "gpuplan.primitives.efficiency",
     "gpuplan.primitives.nccl_tuning",
+    "gpuplan.primitives.host_memory",
     "gpuplan.workloads.training.step.compute",
     "gpuplan.workloads.training.step.tensor",
     "gpuplan.workloads.training.step.context",

@@ -488,3 +488,21 @@ def serving_latency_margin(moe: bool, regime: Regime | None) -> tuple[float, Ban
     objectives share the latency class's band (serving_band)."""
     band = serving_band("ttft_ms", moe, regime)
     return (max(1.0, math.exp(band.q90)) if band is not None else 1.0), band
+
+
+def confidence_margins(gpus: Sequence, engine: str, moe: bool, weight_dtype: str, level: float,
+                       ttft_ms: float, tpot_ms: float) -> dict:
+    """{level, by_gpu: {gpu id: {latency_factor, ttft_objective_ms, tpot_objective_ms, band_regime,
+    validated, reason}}}: per GPU type, the serving latency band of its regime and the objectives its
+    predicted p90s must meet so that the band's pessimistic edge meets the user's
+    (error_bands.serving_latency_margin)."""
+    from gpuplan.interfaces.validation.regimes import serving_regime
+
+    by_gpu = {}
+    for g in gpus:
+        f, band = serving_latency_margin(moe, serving_regime(g, engine, moe, weight_dtype))
+        by_gpu[g.id] = {"latency_factor": f, "ttft_objective_ms": ttft_ms / f, "tpot_objective_ms": tpot_ms / f,
+                        "band_regime": band.regime if band else None,
+                        "validated": band.validated if band else False,
+                        "reason": band.reason if band else "no band for this regime: the point prediction is used"}
+    return {"level": level, "by_gpu": by_gpu}

@@ -92,6 +92,20 @@ def tp_allreduce_for(row: dict[str, str], engine: EngineProfile) -> TpAllReduce:
     return engine.deployment_options(stated_engine_version(row, engine))["tp_allreduce"]
 
 
+#: How a row states that the engine's attention-DP balance scheduler ran: TensorRT-LLM's llm_options
+#: key (`attention_dp_config: enable_balance: true`) or the notes' words for it ("attention-DP balance on")
+_ADP_BALANCE_STATED = re.compile(r"enable_balance\W{0,3}true|attention[- ]dp balance on")
+
+
+def stated_attention_dp_balance(row: dict[str, str]) -> bool:
+    """Deployment.attention_dp_balance of a row: True when its source or notes state the engine's
+    attention-DP balance scheduler on (`_ADP_BALANCE_STATED`: TensorRT-LLM perf-overview.md's
+    DeepSeek R1 llm_options set `attention_dp_config: enable_balance: true`), else False, the
+    engine's default (TensorRT-LLM `AttentionDpConfig.enable_balance = False`)."""
+    text = f"{row.get('source') or ''} {row.get('notes') or ''}".lower()
+    return _ADP_BALANCE_STATED.search(text) is not None
+
+
 def trtllm_bench_requests(input_len: int, output_len: int) -> int:
     """Requests of the synthetic dataset of TensorRT-LLM's max-load benchmark for these lengths
     (docs/source/developer-guide/perf-overview.md, "Preparing a Dataset": 3000 for 1024/1024, 1500
@@ -282,8 +296,9 @@ def predict_row(row: dict[str, str]) -> Prediction:
     max_load = (row.get("max_load") or "").strip().lower() == "true"
     try:
         version = stated_engine_version(row, engine)  # read once: every version rule of the engine uses it
+        balanced = adp > 1 and stated_attention_dp_balance(row)
         dep = Deployment(model, gpu, system, tp=tp, pp=pp, ep=ep, attention_dp=adp, weight_dtype=wdt, kv_dtype=kvdt,
-                         **engine.deployment_options(version))
+                         attention_dp_balance=balanced, **engine.deployment_options(version))
         if dep.decode_kv_reads > 1:
             notes.append(f"per-query-head decode attention (engine version before XQA): KV read {dep.decode_kv_reads:g}x")
         if batch:
@@ -349,5 +364,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     if replicas > 1:
         notes.append(f"{replicas} replicas of tp={tp} pp={pp}")
     if adp > 1:
-        notes.append(f"{adp} attention-DP groups of {tp // adp} GPU(s), load split evenly")
+        notes.append(f"{adp} attention-DP groups of {tp // adp} GPU(s), load split evenly"
+                     + ("; the engine's attention-DP balance scheduler on (stated)" if balanced else ""))
     return Prediction(float(value), "; ".join(notes))

@@ -12,15 +12,16 @@
   Ren et al. 2021 sec. 4.2: a SIMD Adam whose step streams the fp32 states): memory-bound on the
   host, `optimizer_states.step_bytes_per_element` with fp32 states and master (the offloaded
   optimizer keeps them in fp32: DeepSpeed's `single_partition_of_fp32_groups`) over the host memory
-  bandwidth shared by the GPUs of the node: the system's `host_memory_bandwidth_gbps` (sockets x the
-  host CPU's theoretical per-socket bandwidth) x `training.offload.host_memory_efficiency`, or, for a
-  system whose host CPU the catalog does not name (a PCIe box), `training.offload.host_memory_bytes_s`.
+  bandwidth shared by the GPUs of the node (`primitives.host_memory.host_memory_bytes_s`: the
+  system's `host_memory_bandwidth_gbps` x `training.offload.host_memory_efficiency`, or
+  `training.offload.host_memory_bytes_s` for a PCIe box whose host CPU the catalog does not name).
 """
 
 from __future__ import annotations
 
 from gpuplan import knobs
 from gpuplan.errors import InputError
+from gpuplan.primitives.host_memory import host_memory_bytes_s
 from gpuplan.specs.system import System
 
 PCIE_EFFICIENCY = knobs.register(
@@ -28,22 +29,6 @@ PCIE_EFFICIENCY = knobs.register(
     source="../shared/validation SYSTEMS.md: 'PCIe 4.0 x16 per GPU, about 25 GB/s per direction' of the 32 GB/s "
            "line rate (catalog pcie4-x16; pinned host-to-device copies, as CUDA's bandwidthTest measures)",
     scales="host <-> GPU copies of offloaded parameters, gradients and optimizer updates (PCIe or NVLink-C2C)")
-#: Host memory bandwidth the CPU optimizer step streams at, per node. A dual-channel DDR4-3200
-#: workstation has 2 x 8 B x 3200 MT/s = 51.2 GB/s (JEDEC DDR4); STREAM-class kernels reach about 80%
-#: of that: 40 GB/s. A dual-socket server has several times more (e.g. 2 x 8 channels of DDR4-3200 =
-#: 409.6 GB/s): set this knob (`--set` / a calibration profile) for such a host.
-HOST_MEMORY_BYTES_S = knobs.register(
-    "training.offload.host_memory_bytes_s", unit="bytes/s", default=40e9, low=1e9, high=5e12,
-    source="dual-channel DDR4-3200 workstation: 51.2 GB/s theoretical (JEDEC) x ~0.8 achievable (STREAM-class)",
-    scales="the CPU optimizer step under offload (DeepSpeedCPUAdam / torchao CPUOffloadOptimizer), per node")
-#: Fraction of a host's theoretical memory bandwidth the CPU optimizer step streams at: the same ~0.8
-#: STREAM-class fraction the workstation default above assumes (one DGX A100 reached 148 GB/s of one
-#: socket's 204.8 with 32 threads, 0.72: ../shared/reference wave3-facts.md 5.2, SECONDARY).
-HOST_MEMORY_EFFICIENCY = knobs.register(
-    "training.offload.host_memory_efficiency", unit="fraction", default=0.8, low=0.2, high=1.0,
-    source="STREAM-class kernels reach ~80% of theoretical DDR bandwidth (the workstation default's rule); "
-           "DGX A100 STREAM 148 of 204.8 GB/s per socket with 32 threads (gist v0dro, SECONDARY)",
-    scales="the CPU optimizer step under offload on a system whose host CPU the catalog names")
 #: NVMe bandwidth per GPU for ZeRO-Infinity: one PCIe Gen4 x4 NVMe drive per GPU; the fastest Gen4
 #: drives read 7.45 GB/s sequentially (Samsung 990 PRO, announced 2022-08: "sequential read speeds of
 #: up to 7,450 MB/s", near the 8 GB/s of a Gen4 x4 link), writes are slower: 7 GB/s.
@@ -68,13 +53,6 @@ def host_link_seconds(nbytes, system: System, nvme: bool = False):
     if nvme:
         rate = min(rate, knobs.value("training.offload.nvme_bytes_s"))
     return nbytes / rate
-
-
-def host_memory_bytes_s(system: System) -> float:
-    """Host memory bandwidth the CPU optimizer step streams at, per node, B/s (module docstring)."""
-    if system.host_memory_bandwidth_gbps is None:
-        return knobs.value("training.offload.host_memory_bytes_s")
-    return system.host_memory_bandwidth_gbps * 1e9 * knobs.value("training.offload.host_memory_efficiency")
 
 
 def cpu_optimizer_seconds(elements, bytes_per_element: float, gpus_sharing_host, system: System):

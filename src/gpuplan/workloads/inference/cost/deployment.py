@@ -67,6 +67,12 @@ class Deployment:
     running sequence adds host time to the step (operators.HOST_SECONDS_PER_SEQUENCE): True for
     vLLM, SGLang and TGI (EngineProfile.python_step_loop); False for the C++ batch managers
     (TensorRT-LLM, lmdeploy TurboMind) and gpuplan's generic engine.
+
+    attention_dp_balance: whether the engine's attention-DP balance scheduler is on (TensorRT-LLM
+    `attention_dp_config: enable_balance: true`, which holds a rank's new context requests until
+    the other ranks have some, up to `timeout_iters`; off by default: llmapi/llm_args.py
+    `AttentionDpConfig.enable_balance = False`). It sets how much lock-step attention-DP ranks lose
+    to the slowest one (operators.attention_dp_balance); no effect with attention_dp = 1.
     """
 
     model: ModelSpec
@@ -82,6 +88,7 @@ class Deployment:
     grouped_decode_attention: bool = True
     tp_allreduce: TpAllReduce = TpAllReduce.TENSORRT_LLM
     python_step_loop: bool = False
+    attention_dp_balance: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "tp_allreduce", parse_tp_allreduce(self.tp_allreduce))

@@ -43,7 +43,9 @@ before Blackwell, which computes in bf16 (see that function).
 Attention-DP ranks step in lock-step, so each step lasts as long as the most loaded rank's
 (TensorRT-LLM tech blog 10, "ADP Balance Strategy": time_i = max over ranks of time_i,m; the
 balance ratio avg_tokens / max_tokens measures the loss). The simulated group is the average one;
-with a > 1 every step is scaled by 1 / ATTENTION_DP_BALANCE (`StepTimeModel.step_scale`).
+with a > 1 every step is scaled by 1 / `attention_dp_balance` (`StepTimeModel.step_scale`): the mean
+over the expected maximum of a ranks' loads, from blog 10's measured loss at a = 8 with and without
+the engine's balance scheduler (Deployment.attention_dp_balance).
 
 Sources of the constants are on each constant. Weight, KV and activation formats are independent
 (gpuplan.specs.dtypes.StoredFormat); the GEMMs run at specs.dtypes.gemm_compute_dtype of the weight
@@ -161,17 +163,6 @@ def gemm_roofline_seconds(math_s, memory_s):
     return np.maximum(math_s, memory_s) + (1.0 - o) * np.minimum(math_s, memory_s)
 
 
-#: Achieved / speed-of-light throughput of attention-DP in-flight batching with TensorRT-LLM's
-#: ADP balance scheduling (context wait, timeout_iters 50): 33,499 / 38,312 tokens/s = 0.874 on
-#: DeepSeek-V3 DEP8 on 8 x GB200 (TensorRT-LLM docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md,
-#: "Performance Summary"; round-robin baseline without balancing: 25,664 / 39,552 = 0.649).
-ATTENTION_DP_BALANCE = knobs.register(
-    "serving.attention_dp_balance", unit="fraction", default=0.874, low=0.5, high=1.0,
-    source="TensorRT-LLM tech blog 10 (ADP Balance Strategy), DeepSeek-V3 DEP8 GB200: actual / SOL TPS "
-           "33,499 / 38,312 with context wait (0.649 round-robin baseline)",
-    scales="step time of attention-DP deployments (attention_dp > 1) divided by this: the slowest rank sets each step")
-
-
 def serving_matmul_efficiency(gpu: Gpu, precision: str, m) -> np.ndarray:
     """Achievable fraction of dense peak of a serving GEMM with m token rows (numpy array):
     primitives.efficiency.matmul_ceiling(gpu, dtype) (MAMF-sourced) x m / (m + GEMM_HALF_EFFICIENCY_TOKENS),
@@ -274,6 +265,49 @@ def busiest_ep_rank(num_experts: int, top_k: int, ep: int, tokens) -> tuple[np.n
     return experts, copies
 
 
+#: Coefficient of variation of one attention-DP rank's step load (tokens) under TensorRT-LLM's
+#: default scheduling of new requests (round-robin over the ranks, no waiting), derived from the
+#: one published measurement of the step loss: DeepSeek-V3 DEP8 on 8 x GB200, actual / SOL TPS
+#: 25,664 / 39,552 (TensorRT-LLM docs/source/blogs/tech_blog/blog10_ADP_Balance_Strategy.md,
+#: "Performance Summary", baseline), so c = (39,552 / 25,664 - 1) / E[max of 8 normals]
+#: = 0.5411 / 1.4236 = 0.380 (`attention_dp_balance`).
+ATTENTION_DP_LOAD_CV = knobs.register(
+    "serving.attention_dp_load_cv", unit="fraction", default=(39552 / 25664 - 1) / expected_max_standard_normal(8),
+    low=0.0, high=2.0,
+    source="TensorRT-LLM tech blog 10 (ADP Balance Strategy), DeepSeek-V3 DEP8 GB200, round-robin baseline: "
+           "actual / SOL TPS 25,664 / 39,552 -> (39,552 / 25,664 - 1) / E[max of 8 standard normals] = 0.380",
+    scales="attention-DP step loss without the engine's balance scheduler: step / (mean rank step) = 1 + z_a x this")
+#: The same with TensorRT-LLM's ADP balance scheduler on (`attention_dp_config.enable_balance`,
+#: context wait, `timeout_iters` 50): actual / SOL TPS 33,499 / 38,312 (blog 10, "ADP Balance
+#: (Context Wait)"), c = (38,312 / 33,499 - 1) / 1.4236 = 0.101.
+ATTENTION_DP_LOAD_CV_BALANCED = knobs.register(
+    "serving.attention_dp_load_cv_balanced", unit="fraction",
+    default=(38312 / 33499 - 1) / expected_max_standard_normal(8), low=0.0, high=2.0,
+    source="TensorRT-LLM tech blog 10 (ADP Balance Strategy), DeepSeek-V3 DEP8 GB200, context wait: "
+           "actual / SOL TPS 33,499 / 38,312 -> (38,312 / 33,499 - 1) / E[max of 8 standard normals] = 0.101",
+    scales="attention-DP step loss with the engine's balance scheduler on (Deployment.attention_dp_balance)")
+
+
+def attention_dp_balance(groups: int, balanced: bool) -> float:
+    """Mean / expected-maximum step load of `groups` attention-DP ranks that step in lock-step (the
+    slowest rank sets each step: TensorRT-LLM tech blog 10, time_i = max over ranks of time_i,m;
+    its balance ratio avg_tokens / max_tokens). Each rank's load is taken as independent normal
+    with coefficient of variation c, so the busiest of a ranks carries mean x (1 + z_a c), z_a =
+    expected_max_standard_normal(a) (0, 0.564, 1.029, 1.424 for a = 1, 2, 4, 8):
+
+        balance(a) = 1 / (1 + z_a c),  c = ATTENTION_DP_LOAD_CV, or ATTENTION_DP_LOAD_CV_BALANCED
+                                           with the engine's balance scheduler on (`balanced`).
+
+    At a = 8 this is blog 10's measured actual / SOL throughput (0.649 round-robin, 0.874 context
+    wait), from which c is derived; fewer ranks lose less (a = 2: 0.823, a = 4: 0.719 round-robin).
+    Lock-step ranks each stepping their own requests is the same whichever engine runs attention DP
+    (SGLang pads idle DP ranks with idle batches likewise); TensorRT-LLM's measurement stands for all."""
+    if groups <= 1:
+        return 1.0
+    c = knobs.value("serving.attention_dp_load_cv_balanced" if balanced else "serving.attention_dp_load_cv")
+    return 1.0 / (1.0 + expected_max_standard_normal(int(groups)) * c)
+
+
 @dataclass(frozen=True)
 class LinearOp:
     """One GEMM per layer on one GPU: (m tokens x k_in) @ (k_in x n_out)."""
@@ -338,8 +372,8 @@ class StepTimeModel:
         self.layers = m.layers
         #: kernels of one step's layers (kernels_per_layer summed over the inventory's layers)
         self.kernels_per_step = sum(kernels_per_layer(layer) for layer in model_ops(m).layers)
-        #: multiplier of every step's time: 1 / ATTENTION_DP_BALANCE with attention DP (module docstring), else 1
-        self.step_scale = 1.0 / knobs.value("serving.attention_dp_balance") if dep.attention_dp > 1 else 1.0
+        #: multiplier of every step's time: 1 / attention_dp_balance with attention DP (module docstring), else 1
+        self.step_scale = 1.0 / attention_dp_balance(dep.attention_dp, dep.attention_dp_balance)
         #: host seconds each sampled sequence adds to a step (HOST_SECONDS_PER_SEQUENCE; 0 for C++ engines)
         self.host_seconds_per_sequence = (float(knobs.value("serving.host_seconds_per_sequence"))
                                           if dep.python_step_loop else 0.0)

@@ -99,6 +99,8 @@ class ServeReport:
     # this deployment's point on the latency-throughput frontier (capacity.frontier_coordinates)
     tokens_per_s_per_gpu: float = 0.0
     tokens_per_s_per_user: float = 0.0
+    # the engine's attention-DP balance scheduler (Deployment.attention_dp_balance)
+    attention_dp_balance: bool = False
 
 
 def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: float | None = None,
@@ -147,7 +149,7 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
              LoadKind.RATE: f"poisson {rate:g} req/s" if rate is not None else "",
              LoadKind.CONCURRENCY: f"closed loop {load.per_group(groups).value * groups:g}"}[load.kind]
     if groups > 1:
-        label += f" over {groups} attention-DP groups"
+        label += f" over {groups} attention-DP groups" + (" (balance scheduler)" if dep.attention_dp_balance else "")
     gib = 2.0**30
     mem = replica.mem
     sched = replica.sched
@@ -179,7 +181,7 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
         frontend_latency_ms=1e3 * run.frontend_latency_s, engine=engine.name, scheduler=sched.kind.value,
-        usd_per_gpu_hour=usd_per_gpu_hour if cost else None, **cost,
+        attention_dp_balance=dep.attention_dp_balance, usd_per_gpu_hour=usd_per_gpu_hour if cost else None, **cost,
         **dict(zip(("tokens_per_s_per_gpu", "tokens_per_s_per_user"),
                    frontier_coordinates(run.output_tokens_per_s, dep.num_gpus, res.tpot_ms.mean))),
     )

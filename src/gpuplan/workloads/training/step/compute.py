@@ -18,7 +18,8 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   otherwise) plus the activation's bytes per FFN element x f/tp; backward moves 2 x forward; at
   achievable HBM bandwidth.
   Megatron's fused kernels move those bytes; Composer's separate kernels EAGER_ELEMENTWISE_FACTOR x
-  them; torchtitan's eager Llama is counted operator by operator (TORCHTITAN_* constants: fp32
+  them; PyTorch-native fp16 AMP (`native_amp`) adds its fp32 residual stream, input and weight casts
+  and an op-by-op unfused attention chain; torchtitan's eager Llama is counted operator by operator (TORCHTITAN_* constants: fp32
   RMSNorm, complex-multiply rotary on q and k, GQA `repeat_kv` copies, SwiGLU in two kernels).
 - Recompute: full = one more layer forward; selective = one more attention-core forward
   (Korthikanti et al. 2022 sec. 4). Under `Framework.TORCHTITAN`, "selective" is torchtitan's own
@@ -47,7 +48,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
-from gpuplan.workloads.training.step import expert
+from gpuplan.workloads.training.step import expert, native_amp
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Per score element of unfused attention, forward: write QK^T (2), softmax read+write (4), dropout
@@ -333,8 +334,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
         return fwd, FLASH_BACKWARD_RATIO * fwd
     scores = g.mb * heads_local * s * s / g.cp
     bmm = 2.0 * gemm_time_array(ctx.gpu, s / g.cp, s, ctx.head_dim, ctx.act_dtype, batch=g.mb * heads_local)
-    return (bmm + scores * UNFUSED_SCORE_BYTES_FWD / ctx.hbm_bytes_s,
-            2.0 * bmm + scores * UNFUSED_SCORE_BYTES_BWD / ctx.hbm_bytes_s)
+    fwd_bytes, bwd_bytes = native_amp.unfused_score_bytes(ctx, (UNFUSED_SCORE_BYTES_FWD, UNFUSED_SCORE_BYTES_BWD))
+    return (bmm + scores * fwd_bytes / ctx.hbm_bytes_s, 2.0 * bmm + scores * bwd_bytes / ctx.hbm_bytes_s)
 
 
 def elementwise_seconds(ctx: StepContext, g: PlanAxes):
@@ -359,7 +360,8 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
         ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
     else:
         eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
-        elem_attn = eager * g.t * layer.hidden_elementwise_bytes() / hidden_div / ctx.hbm_bytes_s
+        hidden_bytes = native_amp.elementwise_bytes_per_token(ctx, g, layer.hidden_elementwise_bytes() / hidden_div)
+        elem_attn = eager * g.t * hidden_bytes / ctx.hbm_bytes_s
         ffn_bytes = eager * ffn_bytes
     if ctx.low_precision:  # inputs of QKV and output projection
         elem_attn = elem_attn + g.t * (h + ctx.q_dim) / g.tp * FP8_CAST_BYTES / ctx.hbm_bytes_s
@@ -400,8 +402,9 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
     dense_frac, moe_frac = ctx.dense_layers / L, ctx.moe_layers / L
     gemm_fwd = qkv + out + dense_frac * (dense_up + dense_down) + moe_frac * moe_mlp
     elem_fwd = elem_attn + dense_frac * elem_dense + moe_frac * elem_moe
-    layer_fwd = gemm_fwd + attn_fwd + elem_fwd
-    layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elem_fwd
+    cast_fwd, cast_bwd = native_amp.weight_cast_seconds(ctx, g)  # fp16 autocast of fp32 weights
+    layer_fwd = gemm_fwd + attn_fwd + elem_fwd + cast_fwd
+    layer_bwd = 2.0 * gemm_fwd + attn_bwd + 2.0 * elem_fwd + cast_bwd
     if ctx.fine_tuning.adapters:  # frozen base: no weight gradients; adapters, dequantisation (finetune_time)
         extra_fwd, extra_bwd = finetune_time.layer_extra_seconds(ctx, g, gemm_seconds, gemm_fwd)
         layer_fwd, layer_bwd = layer_fwd + extra_fwd, layer_bwd + extra_bwd

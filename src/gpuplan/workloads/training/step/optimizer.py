@@ -2,6 +2,7 @@
 
 - Optimizer: Adam reads fp32 master weight, m, v and gradient and writes master, m, v and the
   bf16 weight: ADAM_BYTES_PER_PARAM bytes per local (sharded) parameter, memory-bound.
+- PyTorch-native fp16 AMP: GradScaler's unscale of every local gradient (`native_amp`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 from gpuplan.specs.plan import expert_data_parallel_size
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.plan_codes import ShardingCode
+from gpuplan.workloads.training.step import native_amp
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Adam: read master, m, v, grad (4 x 4 B), write master, m, v (3 x 4 B) and the bf16 weight (2 B).
@@ -27,7 +29,9 @@ def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts,
     if not ctx.fine_tuning.ordinary and sc is not None:
         elements = finetune_time.trainable_elements(ctx, g, sc, local_dense, local_experts)
         shard = np.where(g.shard >= ShardingCode.ZERO1, dp_group, 1.0)
-        return finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
+        return (finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
+                + native_amp.grad_scaler_seconds(ctx, elements))
     params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
                       local_dense + local_experts)
-    return params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
+    return (params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
+            + native_amp.grad_scaler_seconds(ctx, local_dense + local_experts))
