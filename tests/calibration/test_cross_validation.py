@@ -120,17 +120,25 @@ def test_cv_accuracy_gate_on_public_training_file(record_rows):
     (conftest.THIRD_SPLIT_FAMILIES: the previous round's held-out families, fine-tuning and TPU);
     this gate covers the families of record, cross-validated among themselves as before; the new
     families get their gates in the issues that own their regimes.
+    Issue 32 (2026-11-28, h-train): Blackwell attention from cuDNN's measured B200 rate and a fitted
+    Blackwell sustained-clock ratio scaling GEMMs and attention (Hopper's ratio now scales attention
+    too); torchtitan pipeline rows without a micro-batch run pp micro-batches. CV / in-sample /
+    default MAPE %: overall 12.05 -> 11.46 / 10.51 -> 9.97 / 10.45 -> 9.95 (median 7.99 -> 7.70);
+    ttbench 19.7 -> 15.6, ttmem 14.1 -> 12.1, mbr-moe 18.2 -> 14.9, mbr-bw 10.0 -> 6.8, mbridge
+    10.4 -> 9.9, megft 13.8 -> 13.4, dsv3 21.7 -> 21.9, meg24 8.5 -> 9.6, mpt-h100 6.4 -> 7.3.
+    Gates re-set to these figures x 1.1 (dsv3, mbridge, megft kept).
     """
     from gpuplan.interfaces.validation.cross_validation import cross_validate
 
     cv = cross_validate(record_rows("training")).to_dict()["cv"]
     overall = cv["overall"]
     assert overall["predicted_fraction"] >= 0.90  # SCHEMA.md: at least 90% of high/medium rows predicted
-    assert overall["mape_pct"] <= 14.6
-    assert overall["median_ape_pct"] <= 9.2
+    assert overall["mape_pct"] <= 12.6
+    assert overall["median_ape_pct"] <= 8.5
     fam = cv["families"]
-    assert fam["ttbench"]["mape_pct"] <= 26.7 and fam["ttmem"]["mape_pct"] <= 15.6
-    assert fam["mbr-moe"]["mape_pct"] <= 19.9 and fam["dsv3"]["mape_pct"] <= 23.5
+    assert fam["ttbench"]["mape_pct"] <= 17.2 and fam["ttmem"]["mape_pct"] <= 13.3
+    assert fam["mbr-moe"]["mape_pct"] <= 16.4 and fam["dsv3"]["mape_pct"] <= 23.5
+    assert fam["mbr-bw"]["mape_pct"] <= 7.5
     assert fam["mbridge"]["mape_pct"] <= 13.5 and fam["megft"]["mape_pct"] <= 14.6
     assert overall["mape_pct"] >= overall["in_sample_mape_pct"] - 0.5
     assert SGF in [k["name"] for k in cv["knobs_refit"]]

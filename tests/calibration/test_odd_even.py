@@ -14,10 +14,9 @@ from gpuplan.interfaces.validation.validate import read_rows
 
 FAMILIES = [
     # family, file, knobs the family informs (a subset of what its predictions read)
-    ("ttbench", "training", ["training.sustained_gemm_fraction", "training.sustained_gemm_ratio.hopper",
-                             "training.attention_ceiling.hopper",
-                             "efficiency.matmul_ceiling.family.hopper", "efficiency.hbm",
-                             "training.torchtitan_selective_recompute_fraction"]),
+    # ttbench left this test with issue 32 (torchtitan's pipeline micro-batches, Hopper's sustained
+    # ratio on attention): its default even-row error is 9.35%, under the 10% where the done-when
+    # applies, and the flat fit of its knobs leaves it at 9.37% (the hierarchical test below: never worse)
     ("meg21-t2", "training", ["training.sustained_gemm_fraction", "efficiency.matmul_ceiling.a100-sxm4-80gb.bf16",
                               "collectives.nic_efficiency.infiniband"]),
 ]
@@ -54,7 +53,7 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(validation_dir, family,
     # 11.5% and the flat fit takes it to 9.56% (-17%); even a flat fit of the even rows on themselves
     # reaches only 7.2% (-37%, benchmarks/calibration_odd_even.py): what is left is the 405B pipeline
     # rows, which no site factor carries. Gated at 0.85.
-    limit = {"ttbench": 0.85, "vllmci": 0.72}.get(family, 0.6)
+    limit = {"vllmci": 0.72}.get(family, 0.6)
     assert h["mape_after_pct"] <= limit * h["mape_before_pct"], h
 
 
@@ -74,7 +73,10 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(validation_dir, family,
     # without TE userbuffers) the default even-row error is 11.5% and only a network factor is
     # selected: 11.5 -> 10.9% (-5%); the flat fit's floor on these rows is 7.2% (-37%), the 405B
     # pipeline rows left by physics no site factor carries: gated at 0.95
-    ("ttbench", "training", {"site.network"}, 11.5, 10.9),
+    # with torchtitan's pipeline micro-batches (pp per step, its default then; issue 32) the 405B
+    # 1F1B row is right and the default even-row error is 9.35%; the network factor (1.02) leaves
+    # it at 9.30%: calibration has nothing left to carry, gated at never worse
+    ("ttbench", "training", {"site.network"}, 9.35, 9.30),
     # vLLM CI on A100 / H100 / H200: decode-bound e2e latencies and throughput (memory) plus the
     # prefill-heavy throughput rows (compute): both kinds of row in the odd half, so two factors;
     # 25.2% -> 12.9% (-49%) on the plain roofline; with serving.gemm_overlap (the GEMMs' math and
@@ -90,7 +92,9 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(validation_dir, family,
     # MoE rule that tp > 1 needs sequence parallelism (mbridge-8 -34% -> -7%) the odd rows' errors
     # are the dense FP8 runs predicted slow, and one compute factor carries them: 13.7% -> 6.4% (-54%)
     # with NCCL's LL128 and one-step Simple fill their tp all-reduces are faster: 10.1% -> 4.2% (-58%)
-    ("mbridge", "training", {"site.compute"}, 10.1, 4.2),
+    # with Hopper's sustained ratio on the attention core too (issue 32) the FP8 rows are slower
+    # still: 11.8% -> 4.3% (-63%)
+    ("mbridge", "training", {"site.compute"}, 11.8, 4.3),
 ])
 def test_the_default_hierarchical_fit_carries_to_even_rows(validation_dir, family, file, parameters, before, after):
     odd, even = split_odd_even(family_rows(validation_dir, family, file))
@@ -100,7 +104,7 @@ def test_the_default_hierarchical_fit_carries_to_even_rows(validation_dir, famil
     # fit are deterministic, so they are checked to 0.1 point, and the issue's 40% cut beside them
     assert h["mape_before_pct"] == pytest.approx(before, abs=0.1)
     assert h["mape_after_pct"] == pytest.approx(after, abs=0.1)
-    assert h["mape_after_pct"] <= {"vllmci": 0.62, "ttbench": 0.95}.get(family, 0.6) * h["mape_before_pct"], h
+    assert h["mape_after_pct"] <= {"vllmci": 0.62, "ttbench": 1.0}.get(family, 0.6) * h["mape_before_pct"], h
 
 
 def test_vllmci_default_already_does_what_calibration_did(validation_dir):

@@ -50,3 +50,19 @@ def test_tp_comm_overlap_flag(runner):
     on = json.loads(res.stdout)
     assert on["best_plan"]["tp_comm_overlap"] is True and off["best_plan"]["tp_comm_overlap"] is False
     assert on["step_time_s"] < off["step_time_s"]
+
+
+def test_train_states_the_framework_defaults_it_assumed(runner):
+    # issue 32 item 3: the stack's unstated defaults the model used are printed and in --json
+    args = ["train", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--tokens", "1B",
+            "--tp", "1", "--pp", "1", "--cp", "1", "--micro-batch", "1", "--recompute", "selective",
+            "--sharding", "fsdp"]
+    out = json.loads(runner.invoke(app, [*args, "--framework", "torchtitan", "--json"]).stdout)
+    assert out["framework"] == "torchtitan"
+    assumed = out["framework_defaults_assumed"]
+    assert any("enable_async_tensor_parallel = False" in line for line in assumed)
+    assert any("not compiled" in line for line in assumed)
+    mega = json.loads(runner.invoke(app, [*args, "--framework", "megatron", "--json"]).stdout)
+    assert any("overlap_grad_reduce" in line for line in mega["framework_defaults_assumed"])
+    text = runner.invoke(app, [*args, "--framework", "torchtitan"]).stdout
+    assert "torchtitan defaults assumed:" in text and "PyTorch context_parallel" in text

@@ -188,3 +188,27 @@ def test_zero2_reduce_scatters_every_micro_batch():
     ctx_m = StepContext.build(model, system, gpu, 2048)
     z1, z2 = (float(step_time_arrays(ctx_m, 1, 1, dp, 1, 1, 1, 1, m, 0, False, code).dp_comm_s) for code in (1, 2))
     assert z2 >= z1
+
+
+def test_a_torchtitan_pipeline_row_without_a_micro_batch_runs_pp_micro_batches():
+    # torchtitan before 2025-04-07 (config_manager.py `pipeline_parallel_microbatches`: "The default
+    # value will be the number of pipeline stages"): 256 sequences over dp 8 is 32 per rank, split
+    # into pp = 8 micro-batches of 32 / 8 = 4 sequences
+    row = _row(framework="torchtitan", num_gpus="512", tp="8", pp="8", dp="8", global_batch="256",
+               sharding="fsdp", recompute="full")
+    plan, notes = plan_from_row(row, "Hopper GH100")
+    assert plan.micro_batch == 4 and plan.global_batch == 256
+    assert "micro_batch=4 (torchtitan: pp micro-batches per step, its default then)" in notes
+
+
+@pytest.mark.parametrize("cells", [
+    dict(pp="1", dp="64"),          # no pipeline: one sequence per micro-batch, as before
+    dict(micro_batch="2"),          # stated
+    dict(framework="megatron"),     # not torchtitan
+    dict(global_batch="260"),       # 260 / (8 x 8) is no whole micro-batch
+])
+def test_the_torchtitan_pipeline_default_applies_only_where_it_can(cells):
+    row = _row(**{**dict(framework="torchtitan", num_gpus="512", tp="8", pp="8", dp="8", global_batch="256",
+                         sharding="fsdp", recompute="full"), **cells})
+    plan, _ = plan_from_row(row, "Hopper GH100")
+    assert plan.micro_batch == int(cells.get("micro_batch", "1"))

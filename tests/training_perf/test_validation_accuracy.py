@@ -99,7 +99,7 @@ def test_memory_rows_per_family(results):
 #: of A100 steps run slower: llama1 4.47 -> 6.58 (llama1-4, 2048 A100s, 356 vs 380 tokens/s/GPU),
 #: korth-abs 4.02 -> 4.69, mpt-a100 7.20 -> 7.50, vtrain 8.40 -> 8.76, meg21-t2 60.8 -> 59.5; all time
 #: rows 11.83 -> 11.91. llama1's limit re-set to 7.5.
-MERGED_LIMITS: dict = {"bloom": 6.5, "dsv3": 23.5, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 7.5, "llama3": 37.0, "mbr-bw": 11.0, "mbr-moe": 20.0, "mbridge": 19.0, "meg21-t1": 5.8, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 8.5, "megft": 25.5, "megpr6429": 8.5, "mpt-a100": 8.0, "mpt-h100": 7.0, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 17.5, "vtrain": 10.0}
+MERGED_LIMITS: dict = {"bloom": 6.5, "dsv3": 27.0, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 7.5, "llama3": 37.0, "mbr-bw": 3.5, "mbr-moe": 17.0, "mbridge": 19.0, "meg21-t1": 5.8, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 8.5, "megft": 25.5, "megpr6429": 8.5, "mpt-a100": 8.0, "mpt-h100": 8.5, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 8.5, "vtrain": 10.0}
 
 
 def test_time_mape_per_family(results):
@@ -170,6 +170,15 @@ def test_time_mape_per_family(results):
     # nemo2407 5.43 -> 2.58, korth-abs 6.46 -> 4.02, vtrain 8.95 -> 8.40, mbridge 11.55 -> 9.46, meg24
     # 8.94 -> 8.30, bloom 4.54 -> 5.82 (low confidence; its dp all-reduces over Omni-Path now run LL128;
     # limit 6.5); all time rows (CV) 13.46 -> 13.11.
+    # Issue 32 (h-train): Blackwell attention at cuDNN's measured B200 rate (0.311 -> 0.510 of peak)
+    # with a fitted Blackwell sustained-clock ratio (0.80) that scales GEMMs and attention alike, and
+    # Hopper's ratio (0.89) now scaling its attention too (the FlashAttention-2 ceiling is a short-run
+    # kernel figure, like mamf-finder's); torchtitan pipeline rows without a micro-batch run pp
+    # micro-batches (pipeline_parallel_microbatches, its default before 2025-04): mbr-bw 10.4 -> 3.2,
+    # mbr-moe 18.3 -> 15.2, ttbench 11.6 -> 7.5 (ttbench-13 +46 -> -1%), megft 13.8 -> 12.8 (time and
+    # memory), meg24 8.3 -> 7.8, nemo2407 2.6 -> 3.0, mbridge 9.5 -> 11.2, dsv3 21.2 -> 24.3 (H100:
+    # its MLA attention slower by the ratio), mpt-h100 6.24 -> 7.55 (its attention is a large share
+    # of the small MPT models' steps); limits re-set x 1.1 for the families that moved.
     # MERGED_LIMITS (set below from the merged model's figures)
     limits = MERGED_LIMITS
     for name, items in fam.items():
@@ -188,3 +197,27 @@ def test_vtrain_strategy_ranking(results):
     # noise; the 39.1B group's tp=2 rows run 1.3-1.5x slower than any modelled cost explains.
     # Target is >= 0.8 per group (not met for those two).
     assert rhos and min(rhos) >= 0.3 and sum(rhos) / len(rhos) >= 0.66
+
+
+def test_third_split_training_families_with_the_shipped_knobs(validation_dir):
+    # The pretraining families of the third split (conftest.THIRD_SPLIT_FAMILIES, less fine-tuning and
+    # TPU, which other issues own), predicted with the shipped knobs, high / medium rows. MAPE % before
+    # issue 32 -> after (h-train): nemo-lseq 9.74 -> 2.82 (B200 attention at cuDNN's measured rate with
+    # the Blackwell sustained-clock ratio), tao 23.19 -> 22.38, tth200 26.61 -> 27.94 (its reserved
+    # memory, +42%, unexplained: docs/accuracy.md), ttasync 15.67 -> 13.87, automodel 10.92 -> 10.62;
+    # all 34 rows 16.1 -> 11.1 (the default column; the leave-one-family-out CV is 12.2%,
+    # docs/accuracy.md). Limits: these x 1.1, rounded up to 0.5.
+    import csv
+
+    limits = {"nemo-lseq": 3.5, "tao": 25.0, "tth200": 31.0, "ttasync": 15.5, "automodel": 12.0}
+    fam = defaultdict(list)
+    with open(validation_dir / "training.csv", encoding="utf-8", newline="") as f:
+        for r in csv.DictReader(f):
+            name = _family(r["id"])
+            if name not in limits or r["confidence"] == "low":
+                continue
+            fam[name].append((r, predict_row(r).value, float(r["value"])))
+    for name, limit in limits.items():
+        assert fam[name] and _mape(fam[name]) <= limit, (name, _mape(fam[name]))
+    every = [x for items in fam.values() for x in items]
+    assert len(every) == 34 and _mape(every) <= 12.5

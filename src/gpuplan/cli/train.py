@@ -218,6 +218,9 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         console.print(f"note: {batch_note}")
     for note in plan_notes:
         console.print(f"note: {note}")
+    console.print(f"{st.framework.value} defaults assumed:")
+    for line in st.framework.assumed_defaults:
+        console.print(f"  {line}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")
         for line in est.search.why_others_lose:

@@ -58,6 +58,52 @@ class Framework(str, Enum):
         torchtitan/config/configs.py; inductor's `_micro_pipeline_tp`), which gpuplan does not plan."""
         return self is not Framework.TORCHTITAN
 
+    @property
+    def assumed_defaults(self) -> tuple[str, ...]:
+        """What the step-time and memory models assume of this stack where a plan does not say
+        (`gpuplan train` prints them; `--json` key `framework_defaults_assumed`). Each is the stack's
+        own default at the releases the public rows ran; the module that models it cites the source."""
+        return _ASSUMED_DEFAULTS[Framework.MEGATRON if self is Framework.OTHER else self]
+
+
+_MEGATRON_DEFAULTS = (
+    "distributed optimizer: gradient reduce-scatter and parameter all-gather overlapped with backward and "
+    "forward (overlap_grad_reduce, overlap_param_gather)",
+    "TP: backward all-reduce / reduce-scatter hidden behind the weight-gradient GEMM; TransformerEngine "
+    "userbuffers overlap only with --tp-comm-overlap; MoE with tp > 1 runs sequence parallelism",
+    "CP: TransformerEngine p2p ring (cp_comm_type p2p), causal load balance",
+    "PP: interleaved 1F1B overlaps its sends (overlap_p2p_comm) when vpp > 1",
+    "attention: TransformerEngine fused attention (FlashAttention-2 rates on Ampere / Hopper, cuDNN on Blackwell)",
+    "fused elementwise kernels; vocab-parallel cross entropy, not fused",
+)
+_ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
+    Framework.MEGATRON: _MEGATRON_DEFAULTS,
+    Framework.MAXTEXT: ("XLA's scheduler overlaps collectives as Megatron-core does; sharding over ici_fsdp "
+                        "(MaxText base.yml)",) + _MEGATRON_DEFAULTS[1:],
+    Framework.DEEPSPEED: (
+        "ZeRO-0/1/2: gradients all-reduced after the backward pass, not overlapped",
+        "ZeRO-3: prefetch bucket 5e7 elements, reduce bucket 5e8 elements, one collective latency per call",
+        "TP (Megatron-DeepSpeed): backward collectives hidden as Megatron's",
+    ),
+    Framework.FSDP: (
+        "FSDP (Composer / llm-foundry): prefetched all-gathers overlapped per micro-batch, fp32 gathers "
+        "(Composer's DEFAULT mixed precision)",
+        "eager elementwise kernels; flash-attn's fused cross entropy",
+    ),
+    Framework.TORCHTITAN: (
+        "FSDP2: all-gathers and reduce-scatters overlapped; reshard_after_forward = not pp",
+        "TP: DTensor TP, no backward collective hidden (enable_async_tensor_parallel = False); sequence "
+        "parallelism on with tp > 1",
+        "CP: PyTorch context_parallel, all-gather K/V rotation, fp32 merges and dK/dV ring",
+        "PP: a validation row that states no micro-batch runs pp micro-batches per step "
+        "(pipeline_parallel_microbatches, torchtitan's default before 2025-04); the search picks its own",
+        "selective AC = per-op SAC (save every 2nd mm, the SDPA outputs); float8 = torchao Float8Linear, "
+        "output layer bf16",
+        "eager Llama elementwise (fp32 RMSNorm, complex rotary, repeat_kv); cross entropy on fp32 logits, "
+        "not compiled",
+    ),
+}
+
 
 class ContextParallelMethod(str, Enum):
     """K/V exchange of context-parallel attention (formulas: `workloads.training.step.context`)."""

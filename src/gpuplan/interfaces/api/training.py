@@ -100,6 +100,7 @@ class TrainResult(Result):
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
             "framework": est.step.framework.value,  # the stack the plan was searched / timed for
+            "framework_defaults_assumed": list(est.step.framework.assumed_defaults),
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,

@@ -144,10 +144,10 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
         notes.append(f"dp={dp} from num_gpus")
     ep, vpp = _int(row, "ep", 1), _int(row, "vpp", None)
     mb = _int(row, "micro_batch", None)
-    if mb is None:
-        mb = 1
-        notes.append("micro_batch=1")
     gb = _int(row, "global_batch", None)
+    if mb is None:
+        mb = torchtitan_pipeline_micro_batch(row, dp, pp, gb) or 1
+        notes.append(f"micro_batch={mb}" + (" (torchtitan: pp micro-batches per step, its default then)" if mb > 1 else ""))
     if gb is None:
         gb = max(1, round(tp * pp * cp * dp / (mb * dp))) * mb * dp
         notes.append(f"global_batch={gb} (one sequence per GPU)")
@@ -209,6 +209,23 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
         plan = plan.model_copy(update={"etp": 1})
         notes.append("etp=1 (published Megatron MoE recipes)")
     return plan, notes
+
+
+def torchtitan_pipeline_micro_batch(row: dict[str, str], dp: int, pp: int, global_batch: int | None) -> int | None:
+    """Sequences per micro-batch of a torchtitan pipeline row that does not state it, or None.
+
+    torchtitan split each data-parallel rank's batch into `experimental.pipeline_parallel_microbatches`
+    micro-batches, "the number of pipeline stages, if unspecified" (torchtitan/config_manager.py and
+    parallelisms/pipelining_utils.py `build_pipeline_schedule`, through PR #1073 of 2025-04-07, which
+    replaced it by `pipeline_parallel_microbatch_size`, default 1): micro-batch = global batch /
+    (dp x pp). The public torchtitan pipeline rows (benchmarks/llama3_h100_202412_torchtitan.md) ran
+    the earlier releases; a later row must state its micro-batch. None where the batch does not
+    split that way (the caller then assumes 1)."""
+    if framework_from_row(row) is not Framework.TORCHTITAN or pp <= 1 or not global_batch:
+        return None
+    if global_batch % (dp * pp):
+        return None
+    return global_batch // (dp * pp)
 
 
 def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
@@ -358,4 +375,4 @@ def predict_row(row: dict[str, str]) -> Prediction:
 
 __all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
-           "plan_from_row", "predict_row"]
+           "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

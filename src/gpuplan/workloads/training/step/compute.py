@@ -76,29 +76,32 @@ FUSED_LOSS_BYTES_PER_LOGIT = 6.0
 #: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
 #: instructions; training stacks of 2023-24 ran FA2 or cuDNN attention at similar rates).
 #: `efficiency.attention_ceiling` is the inference (forward, FA3) ceiling and is not used here.
-#: Blackwell: the Hopper value x the ratio of the fused-attention kernel's fraction of peak on B200 and
-#: H100 (the stacks of 2025 run TransformerEngine's cuDNN fused attention). B200: FlashAttention-4
-#: reaches 1613 TFLOP/s BF16 forward = 71% of 2250 and is "up to 1.3x" cuDNN 9.13 (Zadouri, Shah, Dao
-#: et al. 2026, arXiv 2603.05451), so cuDNN forward = 0.551; H100 cuDNN at head_dim 128, 16k tokens:
-#: forward 595, backward 516 TFLOP/s of 989 (Shah et al. 2024, FlashAttention-3, Fig. 5-6), and the
-#: same backward / forward ratio (0.867) is taken for B200. Forward + backward at the FLOP ratio 1 : 2.5:
-#: B200 3.5 / (1 / 0.551 + 2.5 / 0.478) = 0.497, H100 3.5 / (1 / 0.602 + 2.5 / 0.522) = 0.542; ratio 0.917
-#: (Blackwell doubled the tensor cores but not the exponential units or shared-memory bandwidth that
-#: attention also needs: FlashAttention-4 sec. 1), so 0.339 x 0.917 = 0.311.
-_B200_CUDNN_FWD = 1613.0 / 1.3 / 2250.0
-_H100_CUDNN_FWD, _CUDNN_BWD_OVER_FWD = 595.0 / 989.0, 516.0 / 595.0
+#: Blackwell: measured directly. The stacks of 2025 run TransformerEngine's cuDNN fused attention on
+#: Blackwell (TE 2.x `get_attention_backend`: "Disabling FlashAttention to give FusedAttention
+#: preference on Hopper+"; FlashAttention-2 has no Blackwell kernels and runs at 0.19 of peak there).
+#: cuDNN 9.13 on one B200, causal, head_dim 128, 128 query / 8 KV heads, batch 1, through PyTorch SDPA
+#: (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/artifacts/
+#: sdpa_bf16_benchmark_results_NVIDIA_B200.csv @bb37575d; its `flops()` counts causal FLOPs as half and
+#: backward as 2.5 x forward, as this module does), at 16k / 32k / 64k / 128k tokens (the plateau):
+#: forward 1332.4 / 1419.0 / 1382.3 / 1355.4, backward 1074.8 / 1108.7 / 1073.1 / 1047.8 TFLOP/s.
+#: Forward + backward at the FLOP ratio 1 : 2.5: 1137.6 / 1182.6 / 1146.3 / 1120.5, mean 1146.8 of
+#: 2250 = 0.510. (It replaces 0.311, a chain of ratios through FlashAttention-2 on H100 and
+#: FlashAttention-4's "up to 1.3x cuDNN 9.13", whose "up to" is the best case, not the typical one.)
+B200_CUDNN_SDPA_TFLOPS = ((1332.415, 1074.776), (1419.000, 1108.688), (1382.330, 1073.059), (1355.418, 1047.843))
+B200_DENSE_BF16_TFLOPS = 2250.0
 
 
-def _fwd_bwd_fraction(fwd: float) -> float:
-    """Forward + backward attention fraction of peak at the FLOP ratio 1 : FLASH_BACKWARD_RATIO."""
-    return (1.0 + FLASH_BACKWARD_RATIO) / (1.0 / fwd + FLASH_BACKWARD_RATIO / (fwd * _CUDNN_BWD_OVER_FWD))
+def forward_backward_rate(forward_tflops: float, backward_tflops: float) -> float:
+    """Attention forward + backward rate at the FLOP ratio 1 : FLASH_BACKWARD_RATIO (TFLOP/s):
+    (1 + r) / (1 / fwd + r / bwd), the time-weighted harmonic mean."""
+    return (1.0 + FLASH_BACKWARD_RATIO) / (1.0 / forward_tflops + FLASH_BACKWARD_RATIO / backward_tflops)
 
 
-BLACKWELL_TRAINING_ATTENTION = 335.0 / 989.0 * _fwd_bwd_fraction(_B200_CUDNN_FWD) / _fwd_bwd_fraction(_H100_CUDNN_FWD)
+BLACKWELL_TRAINING_ATTENTION = (sum(forward_backward_rate(f, b) for f, b in B200_CUDNN_SDPA_TFLOPS)
+                                / len(B200_CUDNN_SDPA_TFLOPS) / B200_DENSE_BF16_TFLOPS)
 BLACKWELL_TRAINING_ATTENTION_SOURCE = (
-    "Hopper 0.339 x (B200 / H100 cuDNN fused-attention fwd+bwd fraction of peak): B200 forward 1613/1.3 of 2250"
-    " (arXiv 2603.05451, FlashAttention-4 vs cuDNN 9.13), H100 595 fwd / 516 bwd of 989 (FlashAttention-3 Fig. 5-6)"
-    " -> 0.497 / 0.542 = 0.917 -> 0.311")
+    "NVIDIA/cudnn-frontend sdpa_benchmark_training B200 artifact (cuDNN 9.13, causal, head_dim 128, GQA 128/8): "
+    "forward 1332-1419, backward 1048-1109 TFLOP/s at 16k-128k tokens -> forward + backward 1147 of 2250 = 0.510")
 TRAINING_ATTENTION_CEILING = {
     family: knobs.register(
         f"training.attention_ceiling.{family}", unit="fraction of dense peak", default=v, low=0.05, high=1.0,
@@ -139,8 +142,19 @@ SUSTAINED_GEMM_RATIO_HOPPER = knobs.register(
     "training.sustained_gemm_ratio.hopper", unit="ratio", default=0.89, low=0.5, high=1.25,
     source="fitted: the H100 families' steady-state throughput (Megatron-core 2024 weak / strong scaling, NeMo 24.07, "
            "Megatron-Bridge, MosaicML llm-foundry, torchtitan)",
-    scales="every training GEMM on Hopper parts (x training.sustained_gemm_fraction)",
+    scales="every training GEMM on Hopper parts (x training.sustained_gemm_fraction) and their attention core",
     fitted_on=("meg24", "meg24-ss", "nemo2407", "mbridge", "mpt-h100", "ttbench", "megft"))
+#: Blackwell's, likewise (B200 / GB200: 1000 / 1200 W; the 2250 / 2500 TFLOP/s dense BF16 peaks and
+#: the mamf-finder and cuDNN ceilings are short-run figures at boost clock). No published measurement
+#: of a B200's sustained clock in a training step was found, so the prior is 1 (the A100 value) and
+#: the default is fitted on the Blackwell families (`validate --cv family` starts each fold from 1;
+#: a left-out family that is the only Blackwell one is predicted with 1).
+SUSTAINED_GEMM_RATIO_BLACKWELL = knobs.register(
+    "training.sustained_gemm_ratio.blackwell", unit="ratio", default=0.80, low=0.5, high=1.25, prior=1.0,
+    source="fitted: the Blackwell families' steady-state throughput (NeMo long-context B200 tables, "
+           "Megatron-Bridge B200 / GB200 dense and MoE tables, Megatron CI GB200)",
+    scales="every training GEMM and attention core on Blackwell parts (x training.sustained_gemm_fraction for GEMMs)",
+    fitted_on=("nemo-lseq", "mbr-bw", "mbr-moe", "megft"))
 #: Extra HBM bytes per GEMM-input element with FP8 (TransformerEngine): cast + transpose of the
 #: bf16 input (read 2 B, write 1 B twice) and of the output gradient in backward.
 FP8_CAST_BYTES = 4.0
@@ -176,13 +190,18 @@ TORCHTITAN_ATTN_OUT_COPY_BYTES = 4.0
 TORCHTITAN_SWIGLU_BYTES_PER_FFN = 10.0
 
 
+def sustained_clock_ratio(gpu: Gpu) -> float:
+    """The part's sustained tensor-core rate in a training step relative to an A100's:
+    `training.sustained_gemm_ratio.<family>` on Hopper and Blackwell parts, else 1. It scales every
+    tensor-core kernel of the step (GEMMs and the attention core): clocks fall for both alike."""
+    name = f"training.sustained_gemm_ratio.{gpu.family}"
+    return knobs.value(name) if name in knobs.REGISTRY else 1.0
+
+
 def sustained_gemm_fraction(gpu: Gpu) -> float:
-    """Sustained fraction of the mamf-finder GEMM rate in a training step: `training.sustained_gemm_fraction`,
-    x `training.sustained_gemm_ratio.hopper` on Hopper parts."""
-    base = knobs.value("training.sustained_gemm_fraction")
-    if gpu.family == "hopper":
-        return base * knobs.value("training.sustained_gemm_ratio.hopper")
-    return base
+    """Sustained fraction of the mamf-finder GEMM rate in a training step: `training.sustained_gemm_fraction`
+    x `sustained_clock_ratio` (Hopper, Blackwell)."""
+    return knobs.value("training.sustained_gemm_fraction") * sustained_clock_ratio(gpu)
 
 
 def gemm_seconds(ctx: StepContext, m, n, k, dtype: str | None = None):
@@ -297,7 +316,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
 
     Fused (FlashAttention): the inventory's causal core FLOPs (layer mean: windows differ by layer)
     on this rank's heads (a / tp) and query shard (s / cp), at the training attention ceiling
-    (`training.attention_ceiling.*`) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs), x
+    (`training.attention_ceiling.*`) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs) x the
+    part's `sustained_clock_ratio` (the ceilings are short-run kernel benchmarks), x
     `training.flash_v1_over_v2` for FlashAttention v1; backward FLASH_BACKWARD_RATIO x forward
     (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
     scores (x 2 in backward) plus UNFUSED_SCORE_BYTES_FWD / _BWD bytes per score through HBM."""
@@ -306,7 +326,7 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     if ctx.attention_kernel in (AttentionKernel.FLASH, AttentionKernel.FLASH_V1):
         sms = ctx.gpu.sm_count_or_default
         fill = np.minimum(1.0, g.mb * heads_local * np.ceil(s / g.cp / 128.0) / sms)
-        eff = training_attention_ceiling(ctx.gpu) * fill
+        eff = training_attention_ceiling(ctx.gpu) * fill * sustained_clock_ratio(ctx.gpu)
         if ctx.attention_kernel is AttentionKernel.FLASH_V1:
             eff = eff * knobs.value("training.flash_v1_over_v2")
         flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
