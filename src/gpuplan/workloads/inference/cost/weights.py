@@ -31,6 +31,10 @@ position embeddings, the last the final norm and the LM head, and with tied embe
 its own copy of the embedding table (vLLM llama.py builds `embed_tokens` on the first rank "or
 (config.tie_word_embeddings and get_pp_group().is_last_rank)"). MTP modules are not loaded.
 
+The result depends only on the model, tp, pp, ep, attention_dp and the weight and activation formats
+(`weights_key`) and reads no knob, so `stage_weights` remembers it per key (validation and `--cv`
+build one replica per row and knob state, mostly of the same few layouts).
+
 The summed bytes of every GPU of a tp = 1, pp = 1 replica in 16-bit are exactly `model show`'s
 parameter count x 2 B (tests check GPT-3 125M and gpt-oss-120b).
 """
@@ -105,8 +109,33 @@ class StageWeights:
         return self.layer_bytes + self.table_bytes + self.final_norm_bytes
 
 
+#: layouts remembered by `stage_weights` (bounded memory; the first remembered goes first)
+MAX_CACHED_LAYOUTS = 4096
+_CACHE: dict[tuple, tuple[StageWeights, ...]] = {}
+
+
+def weights_key(dep: Deployment) -> tuple:
+    """Every field of `dep` that `compute_stage_weights` reads, directly or through its properties
+    (attention_tp, expert_tp, stage_layers): the cache key of `stage_weights`. Neither the GPU, the
+    system, the KV format nor any engine option changes the weight bytes."""
+    return (dep.model, dep.tp, dep.pp, dep.ep, dep.attention_dp, dep.weight_dtype, dep.activation_dtype)
+
+
 def stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
-    """Per-GPU weight bytes of each pipeline stage (module docstring)."""
+    """Per-GPU weight bytes of each pipeline stage (module docstring), remembered per `weights_key`:
+    a pure function of it that reads no knob (tests check both)."""
+    key = weights_key(dep)
+    hit = _CACHE.get(key)
+    if hit is None:
+        hit = compute_stage_weights(dep)
+        if len(_CACHE) >= MAX_CACHED_LAYOUTS:
+            del _CACHE[next(iter(_CACHE))]
+        _CACHE[key] = hit
+    return hit
+
+
+def compute_stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
+    """Per-GPU weight bytes of each pipeline stage (module docstring), computed afresh."""
     ops = model_ops(dep.model)
     stages = dep.stage_layers
     out = []
@@ -127,5 +156,5 @@ def weights_bytes_per_gpu(dep: Deployment) -> float:
     return max(s.total_bytes for s in stage_weights(dep))
 
 
-__all__ = ["StageWeights", "matrix_format", "operator_bytes", "stage_weights", "unquantised_format",
-           "weights_bytes_per_gpu"]
+__all__ = ["StageWeights", "compute_stage_weights", "matrix_format", "operator_bytes", "stage_weights",
+           "unquantised_format", "weights_bytes_per_gpu", "weights_key"]
