@@ -1,4 +1,5 @@
-"""The remembered knob-free parts of a serving memory plan (weights.stage_weights, memory.kv_layout):
+"""The remembered knob-free parts of a serving replica (layout_cache: weights.stage_weights,
+memory.kv_layout, operators.dense_linear_ops):
 equal to a fresh computation, keyed on every field they read, reading no knob, and a memory plan
 built from them still follows the knobs it reads (memory fraction, runtime reserve)."""
 
@@ -13,9 +14,10 @@ from hypothesis import strategies as st
 from gpuplan import knobs
 from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
-from gpuplan.workloads.inference.cost import memory, weights
+from gpuplan.workloads.inference.cost import memory, operators, weights
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.memory import KvBudgetRule, compute_kv_layout, kv_layout, memory_plan
+from gpuplan.workloads.inference.cost.operators import compute_dense_linear_ops, dense_linear_ops
 from gpuplan.workloads.inference.cost.weights import compute_stage_weights, stage_weights
 
 CAT = load_catalog()
@@ -25,8 +27,9 @@ SYSTEMS = (("h100-sxm5-80gb", "dgx-h100"), ("h200-sxm-141gb", "dgx-h200"))
 
 
 def _clear_caches():
-    weights._CACHE.clear()
-    memory._KV_CACHE.clear()
+    weights._STAGE_WEIGHTS.clear()
+    memory._KV_LAYOUT.clear()
+    operators._DENSE_LINEAR_OPS.clear()
 
 
 @st.composite
@@ -63,8 +66,10 @@ def test_cached_equals_fresh_and_key_covers_every_read_field(dep):
     other = _variant(dep)
     assert stage_weights(other) == compute_stage_weights(other)
     assert kv_layout(other) == compute_kv_layout(other)
+    assert dense_linear_ops(other) == compute_dense_linear_ops(other)
     assert stage_weights(dep) == compute_stage_weights(dep)
     assert kv_layout(dep) == compute_kv_layout(dep)
+    assert dense_linear_ops(dep) == compute_dense_linear_ops(dep)
     # a hit returns the remembered object itself
     assert stage_weights(dep) is stage_weights(dep)
 
@@ -75,6 +80,7 @@ def test_cached_parts_read_no_knob(dep):
     with knobs.recording_reads(prefix_marks=True) as reads:
         compute_stage_weights(dep)
         compute_kv_layout(dep)
+        compute_dense_linear_ops(dep)
     assert reads == set()
 
 
@@ -98,3 +104,15 @@ def test_memory_plan_follows_knob_changes_after_the_cache_is_warm(rule):
         memory_plan(dep, rule=rule)
     fraction_knob = "memory.usable_fraction" if rule == KvBudgetRule.TOTAL else "serving.memory.trtllm_free_gpu_memory_fraction"
     assert {"serving.memory.runtime_reserve_bytes", fraction_knob} <= reads
+
+
+def test_cache_is_bounded():
+    from gpuplan.workloads.inference.cost.layout_cache import LayoutCache
+
+    calls = []
+    cache = LayoutCache(lambda d: (d,), lambda d: calls.append(d) or d * 2, max_entries=2)
+    assert [cache(1), cache(2), cache(1)] == [2, 4, 2] and calls == [1, 2]  # 1 remembered
+    cache(3)  # a third key drops the first remembered (1)
+    assert len(cache) == 2
+    cache(1)
+    assert calls == [1, 2, 3, 1]

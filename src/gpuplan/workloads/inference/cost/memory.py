@@ -24,7 +24,7 @@ communicator's connection buffers (primitives.nccl_memory: ring channels of the 
 x 9.6 MB; 308 MB on NVSwitch H100).
 
 The knob-free parts (each stage's weights, `weights.stage_weights`, and its KV and state bytes per
-GPU, `kv_layout`) are remembered per layout and formats; the knobs (memory fraction, runtime
+GPU, `kv_layout`) are remembered per layout and formats (layout_cache); the knobs (memory fraction, runtime
 reserve) are read afresh at every call.
 """
 
@@ -41,6 +41,7 @@ from gpuplan.layers.inventory import model_ops
 from gpuplan.primitives.nccl_memory import nccl_buffer_bytes, ring_channels
 from gpuplan.specs.dtypes import bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.layout_cache import LayoutCache
 from gpuplan.workloads.inference.cost.weights import stage_weights, weights_bytes_per_gpu
 from gpuplan.workloads.memory_headroom import usable_fraction
 from gpuplan.workloads.inference.kernels import paged_kv_bytes
@@ -149,11 +150,6 @@ def activation_workspace_bytes(dep: Deployment, max_batch_tokens: int, max_batch
     return max_batch_tokens * per_token + max_batch_seqs * m.vocab / dep.attention_tp * 4.0
 
 
-#: layouts remembered by `kv_layout` (bounded memory; the first remembered goes first)
-MAX_CACHED_KV_LAYOUTS = 4096
-_KV_CACHE: dict[tuple, tuple] = {}
-
-
 def kv_layout_key(dep: Deployment) -> tuple:
     """Every field of `dep` that `compute_kv_layout` reads, directly or through its properties
     (attention_tp, kv_shard_fraction, stage_layers): the cache key of `kv_layout`."""
@@ -163,14 +159,7 @@ def kv_layout_key(dep: Deployment) -> tuple:
 def kv_layout(dep: Deployment) -> tuple[KvSplit, tuple[tuple[float, float, float], ...]]:
     """`compute_kv_layout`, remembered per `kv_layout_key`: a pure function of it that reads no knob
     (tests check both)."""
-    key = kv_layout_key(dep)
-    hit = _KV_CACHE.get(key)
-    if hit is None:
-        hit = compute_kv_layout(dep)
-        if len(_KV_CACHE) >= MAX_CACHED_KV_LAYOUTS:
-            del _KV_CACHE[next(iter(_KV_CACHE))]
-        _KV_CACHE[key] = hit
-    return hit
+    return _KV_LAYOUT(dep)
 
 
 def compute_kv_layout(dep: Deployment) -> tuple[KvSplit, tuple[tuple[float, float, float], ...]]:
@@ -201,6 +190,9 @@ def compute_kv_layout(dep: Deployment) -> tuple[KvSplit, tuple[tuple[float, floa
                 state_pg += (rc.conv_state_elements + rc.recurrent_state_elements) * state_bpe / dep.attention_tp
         stages.append((global_pg, window_pg, state_pg))
     return kv, tuple(stages)
+
+
+_KV_LAYOUT: LayoutCache[tuple[KvSplit, tuple[tuple[float, float, float], ...]]] = LayoutCache(kv_layout_key, compute_kv_layout)
 
 
 def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, memory_fraction: float | None = None,

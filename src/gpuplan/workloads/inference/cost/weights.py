@@ -32,8 +32,7 @@ its own copy of the embedding table (vLLM llama.py builds `embed_tokens` on the 
 (config.tie_word_embeddings and get_pp_group().is_last_rank)"). MTP modules are not loaded.
 
 The result depends only on the model, tp, pp, ep, attention_dp and the weight and activation formats
-(`weights_key`) and reads no knob, so `stage_weights` remembers it per key (validation and `--cv`
-build one replica per row and knob state, mostly of the same few layouts).
+(`weights_key`) and reads no knob, so `stage_weights` remembers it per key (layout_cache).
 
 The summed bytes of every GPU of a tp = 1, pp = 1 replica in 16-bit are exactly `model show`'s
 parameter count x 2 B (tests check GPT-3 125M and gpt-oss-120b).
@@ -47,6 +46,7 @@ from gpuplan.layers.inventory import local_gemm_shape, model_ops
 from gpuplan.layers.operators import AttentionCore, Embedding, Linear, MatmulClass, Shard
 from gpuplan.specs.dtypes import StoredFormat, bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.layout_cache import LayoutCache
 
 
 def unquantised_format(dep: Deployment) -> StoredFormat:
@@ -109,11 +109,6 @@ class StageWeights:
         return self.layer_bytes + self.table_bytes + self.final_norm_bytes
 
 
-#: layouts remembered by `stage_weights` (bounded memory; the first remembered goes first)
-MAX_CACHED_LAYOUTS = 4096
-_CACHE: dict[tuple, tuple[StageWeights, ...]] = {}
-
-
 def weights_key(dep: Deployment) -> tuple:
     """Every field of `dep` that `compute_stage_weights` reads, directly or through its properties
     (attention_tp, expert_tp, stage_layers): the cache key of `stage_weights`. Neither the GPU, the
@@ -124,14 +119,7 @@ def weights_key(dep: Deployment) -> tuple:
 def stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
     """Per-GPU weight bytes of each pipeline stage (module docstring), remembered per `weights_key`:
     a pure function of it that reads no knob (tests check both)."""
-    key = weights_key(dep)
-    hit = _CACHE.get(key)
-    if hit is None:
-        hit = compute_stage_weights(dep)
-        if len(_CACHE) >= MAX_CACHED_LAYOUTS:
-            del _CACHE[next(iter(_CACHE))]
-        _CACHE[key] = hit
-    return hit
+    return _STAGE_WEIGHTS(dep)
 
 
 def compute_stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
@@ -149,6 +137,9 @@ def compute_stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
                 tables += operator_bytes(dep, next(e for e in ops.embeddings if e.name == "embedding"))
         out.append(StageWeights(layers, layer_bytes, tables, operator_bytes(dep, ops.final_norm) if last else 0.0))
     return tuple(out)
+
+
+_STAGE_WEIGHTS: LayoutCache[tuple[StageWeights, ...]] = LayoutCache(weights_key, compute_stage_weights)
 
 
 def weights_bytes_per_gpu(dep: Deployment) -> float:
