@@ -9,15 +9,25 @@ are started and warmed on other points first, as on a running cluster) and are p
 wall-clock seconds of `run_sweep`, no output file. Target (issue 35): scaling >= 0.9 x per added
 local worker (2 workers / 1 >= 1.8). The machine's other load shows in the scaling ratio: compare on
 an idle machine (the load average is printed first).
+Wall-clock rates need an idle machine; on a shared one (other load takes cores from the workers) the
+CPU figures say the same thing: each configuration also runs in a fresh child interpreter, and the
+CPU seconds of every process of the run (driver, fork server, workers) are summed: the driver's from
+getrusage, the others' from /proc/PID/stat, polled every 20 ms while they live (Linux only; the polling
+thread's own CPU is not counted). `sweep_cpu_s_per_point[local,N]` = that CPU / points; a worker's start-up
+is the CPU that grows with N. On two free cores two workers finish in max(CPU per worker) ~ CPU/2, so
+`sweep_scaling_2_over_1_from_cpu[local]` = 2 x cpu_per_point(1) / cpu_per_point(2) is the scaling an
+idle 2-core machine would show (start-up and driver work counted, waiting for a free core not).
 Prints its figures last, one per line (`name: value unit`).
 
-    python benchmarks/sweep.py [--no-ray]
+    python benchmarks/sweep.py [--no-ray] [--no-cpu]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 import time
 
 from gpuplan.interfaces.sweep import parse_spec, run_sweep
@@ -43,9 +53,70 @@ def rate(backend: str, workers: int) -> float:
     return len(rows) / elapsed
 
 
+def _proc_cpu(pid: int) -> tuple[int, float] | None:
+    """(parent pid, utime + stime seconds) of a live process from /proc (Linux), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(workers: int) -> float | None:
+    """CPU seconds of one run of SPEC on the local pool with `workers` workers, by every process of
+    the run (this driver, the fork server, the workers): the driver's own from getrusage, the others'
+    read from /proc every 20 ms while they live (module docstring). None where /proc is missing."""
+    import threading
+
+    if not os.path.isdir("/proc/self"):
+        return None
+    seen: dict[int, float] = {}
+    me = os.getpid()
+    stop = threading.Event()
+    poller_cpu = [0.0]
+
+    def poll() -> None:
+        start = time.thread_time()
+        while not stop.is_set():
+            parents = {}
+            for name in os.listdir("/proc"):
+                if name.isdigit():
+                    info = _proc_cpu(int(name))
+                    if info is not None:
+                        parents[int(name)] = info
+            tree = {me}
+            grew = True
+            while grew:
+                new = {pid for pid, (ppid, _) in parents.items() if ppid in tree} - tree
+                tree |= new
+                grew = bool(new)
+            for pid in tree - {me}:
+                seen[pid] = max(seen.get(pid, 0.0), parents[pid][1])
+            poller_cpu[0] = time.thread_time() - start
+            stop.wait(0.02)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    cpu0 = time.process_time()
+    thread.start()
+    rate("local", workers)
+    stop.set()
+    thread.join()
+    return time.process_time() - cpu0 - poller_cpu[0] + sum(seen.values())  # the polling not counted
+
+
+def cpu_per_point(workers: int) -> float | None:
+    """`tree_cpu_s` / points, in a fresh interpreter (its fork server starts cold, as a user's does)."""
+    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); import sweep; "
+            f"print(sweep.tree_cpu_s({workers}))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    return None if not out or out[-1] == "None" else float(out[-1]) / POINTS
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-ray", action="store_true", help="local pool only")
+    ap.add_argument("--no-cpu", action="store_true", help="skip the CPU-time runs in child interpreters")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; {POINTS} points")
     results = {}
@@ -72,6 +143,15 @@ def main() -> None:
             print(f"sweep_points_per_s[ray,{workers}]: {results[('ray', workers)]:.2f} points/s", flush=True)
     for backend in backends:
         print(f"sweep_scaling_2_over_1[{backend}]: {results[(backend, 2)] / results[(backend, 1)]:.2f} x")
+    if not args.no_cpu:
+        cpu = {workers: cpu_per_point(workers) for workers in (1, 2)}
+        if None in cpu.values():
+            print("sweep_cpu_s_per_point: skipped (needs /proc)")
+        else:
+            for workers, value in cpu.items():
+                print(f"sweep_cpu_s_per_point[local,{workers}]: {value:.4f} s")
+            print(f"sweep_scaling_2_over_1_from_cpu[local]: {2 * cpu[1] / cpu[2]:.2f} x")
+    print(f"machine: load average {os.getloadavg()[0]:.2f} at end")
 
 
 if __name__ == "__main__":

@@ -7,9 +7,12 @@ Each whole-process figure is the median of RUNS runs of `python -m gpuplan.cli.m
 --json` (bytecode cached, as benchmarks/startup.py). Target (issue 35): marginal cost at most 0.13 ms
 per row. A copied row repeats an earlier one but for its id: `validate` predicts it once
 (interfaces.validation.row_memo); the in-process figure is the cost of rows that are all different.
+With `--cv`, also the whole-process seconds of `validate --builtin training|inference --cv family --json`
+(one run each, caches warm from the runs before: `--cv` refits the knobs, so it predicts each row about 30 times at
+other knob values; interfaces.validation.row_memo predicts a row again only when a knob it reads changed).
 Prints its figures last, one per line (`name: value unit`).
 
-    python benchmarks/validate_rows.py [--copies 16] [--runs 3] [--src OTHER_CHECKOUT/src]
+    python benchmarks/validate_rows.py [--copies 16] [--runs 3] [--cv] [--src OTHER_CHECKOUT/src]
 """
 
 from __future__ import annotations
@@ -53,12 +56,17 @@ def copies_file(source: Path, copies: int, folder: Path) -> tuple[Path, int]:
     return path, len(rows)
 
 
-def whole_process_s(src: Path, csv_path: Path, runs: int) -> float:
+def whole_process_s(src: Path, csv_path: Path | None, runs: int, extra: tuple[str, ...] = (),
+                    warm_up: bool = True) -> float:
+    """Median seconds of `validate FILE --json` (or of `validate EXTRA... --json` without a file), after a
+    warm-up run that fills the bytecode and numba caches (`warm_up`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(src)
     env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "gpuplan-startup-pycache")
-    argv = [sys.executable, "-m", "gpuplan.cli.main", "validate", str(csv_path), "--json"]
-    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)  # warm-up
+    argv = [sys.executable, "-m", "gpuplan.cli.main", "validate", *([str(csv_path)] if csv_path else []), *extra,
+            "--json"]
+    if warm_up:
+        subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -87,6 +95,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--copies", type=int, default=16)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--cv", action="store_true", help="also time `validate --builtin NAME --cv family`")
     ap.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[1] / "src")
     args = ap.parse_args()
     src = args.src.resolve()
@@ -98,10 +107,14 @@ def main() -> None:
         t1 = whole_process_s(src, one, args.runs)
         tn = whole_process_s(src, many, args.runs)
     per_row = in_process_ms_per_row(src)
+    cv = {name: whole_process_s(src, None, 1, ("--builtin", name, "--cv", "family"), warm_up=False)
+          for name in (("training", "inference") if args.cv else ())}
     print(f"validate_whole_process_s[training x1, {rows} rows]: {t1:.2f} s")
     print(f"validate_whole_process_s[training x{args.copies}, {rows * args.copies} rows]: {tn:.2f} s")
     for name, ms in per_row.items():
         print(f"validate_in_process_ms_per_distinct_row[{name}]: {ms:.2f} ms")
+    for name, seconds in cv.items():
+        print(f"validate_cv_family_whole_process_s[{name}]: {seconds:.2f} s")
     print(f"validate_marginal_ms_per_row: {1e3 * (tn - t1) / ((args.copies - 1) * rows):.3f} ms")
 
 

@@ -69,6 +69,8 @@ def register(name: str, *, unit: str, default: float, source: str, low: float, h
     """Declare a knob (idempotent for an identical declaration) and return its default, so a module
     can keep a readable constant beside the declaration: `X = register("area.x", ...)`. A fitted knob
     whose default was fitted (not sourced) declares its unfitted `prior` (Knob.prior)."""
+    if name.endswith(PREFIX_READ):
+        raise ValueError(f"knob {name}: a name may not end with {PREFIX_READ!r} (the mark of a prefix read)")
     if not (math.isfinite(default) and math.isfinite(low) and math.isfinite(high) and low <= default <= high):
         raise ValueError(f"knob {name}: default {default} outside its range [{low}, {high}]")
     if prior is not None and not (math.isfinite(prior) and low <= prior <= high):
@@ -143,28 +145,46 @@ def overridden(values: Mapping[str, float]) -> Iterator[None]:
 
 
 @contextmanager
-def recording_reads() -> Iterator[set[str]]:
+def recording_reads(prefix_marks: bool = False) -> Iterator[set[str]]:
     """Within the block, collect in the yielded set the name of every knob `value()` is asked for:
     the knobs a computation reads (calibration screens candidates with it; a cached result that
-    skips its computation skips its reads too, so screen under fresh overrides)."""
-    outer = getattr(_LOCAL, "reads", None)
+    skips its computation skips its reads too, unless the cache checks its key with `read_state`,
+    which reads them again). `prefix_marks`: also collect `prefix + PREFIX_READ` for every
+    `overrides_key(prefix)` (the dependence of a cache keyed on it; `read_state` reads it back).
+    An enclosing recorder receives the reads of the block too (the marks only if it collects them)."""
+    outer, outer_marks = getattr(_LOCAL, "reads", None), getattr(_LOCAL, "marks", False)
     reads: set[str] = set()
-    _LOCAL.reads = reads
+    _LOCAL.reads, _LOCAL.marks = reads, prefix_marks
     try:
         yield reads
     finally:
-        _LOCAL.reads = outer
+        _LOCAL.reads, _LOCAL.marks = outer, outer_marks
         if outer is not None:
-            outer |= reads
+            outer |= reads if outer_marks else {n for n in reads if not n.endswith(PREFIX_READ)}
 
 
 def overrides_key(prefix: str = "") -> tuple:
     """The active overrides of knobs whose name starts with `prefix`, as a sorted tuple of
     (name, value): a cache key that changes only when a knob that can matter changes (empty, and
     free, when nothing is overridden)."""
+    if getattr(_LOCAL, "marks", False):  # the key stands for every knob of the prefix: a dependence on all of them
+        _LOCAL.reads.add(prefix + PREFIX_READ)
     if not _stack():
         return ()
     return tuple(sorted((k, v) for k, v in active_overrides().items() if k.startswith(prefix)))
+
+
+#: The mark `recording_reads` collects for `overrides_key(prefix)`: `prefix + PREFIX_READ` (a knob name never
+#: ends with it), the dependence of a cache keyed on it on every knob of the prefix.
+PREFIX_READ = "*"
+
+
+def read_state(names: tuple[str, ...]) -> tuple:
+    """The state of the knobs `names` (as `recording_reads` collects them) in effect now: `value(name)` per
+    knob, `overrides_key(prefix)` per `prefix + PREFIX_READ`. Two equal states give every computation that
+    reads only these knobs the same knob values; reading the state counts as reading them (an outer
+    `recording_reads` sees them), so a cache validated with it replays the reads of what it skips."""
+    return tuple(overrides_key(n[:-1]) if n.endswith(PREFIX_READ) else value(n) for n in names)
 
 
 def fitted_knobs() -> list[Knob]:
@@ -172,4 +192,4 @@ def fitted_knobs() -> list[Knob]:
 
 
 __all__ = ["Knob", "REGISTRY", "active_overrides", "check_values", "fitted_knobs", "generation", "overridden",
-           "overrides_key", "recording_reads", "register", "value"]
+           "overrides_key", "PREFIX_READ", "read_state", "recording_reads", "register", "value"]

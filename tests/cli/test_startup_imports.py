@@ -43,7 +43,7 @@ HELP_MODULES = {
 
 #: `gpuplan hw list` adds the catalog (and the specs it builds) and the API's hardware functions
 HW_LIST_MODULES = HELP_MODULES | {
-    "gpuplan.catalog", "gpuplan.catalog.ceilings", "gpuplan.input_files", "gpuplan.interfaces.api._common",
+    "gpuplan.catalog", "gpuplan.catalog.ceilings", "gpuplan.catalog.disk_cache", "gpuplan.input_files", "gpuplan.interfaces.api._common",
     "gpuplan.interfaces.api.hardware", "gpuplan.knobs", "gpuplan.specs._base", "gpuplan.specs.cloud",
     "gpuplan.specs.dtypes", "gpuplan.specs.gpu", "gpuplan.specs.interconnect", "gpuplan.specs.mixers",
     "gpuplan.specs.model", "gpuplan.specs.system", "gpuplan.specs.host",
@@ -79,11 +79,13 @@ def test_help_imports_no_layer_below_the_cli(tmp_path):
                                   ("validate", "--help"), ("plan", "--help"), ("sweep", "--help")])
 def test_command_help_imports_no_layer_below_the_cli(tmp_path, argv):
     # the root callback runs before a subcommand parses its --help: it must stay as light. typer
-    # itself loads pydantic there (typer/_coercion.py: every option value of the root is coerced
-    # through a pydantic TypeAdapter), so pydantic is allowed; nothing heavier is.
+    # coerces every option value through a pydantic TypeAdapter (typer/_coercion.py), the root's
+    # and the `--help` option's too; cli/lazy_coercion.py builds one only for a value that needs it,
+    # so a command's --help imports neither pydantic nor typer's adapters
     modules = imported_by(tmp_path, *argv)
     assert below_cli(modules) <= HELP_MODULES, below_cli(modules) - HELP_MODULES
-    assert heavy(modules, pydantic=False) == set()
+    assert heavy(modules) == set()
+    assert "typer._adapters" not in modules
 
 
 def test_hw_list_reads_the_catalog_and_nothing_that_computes(tmp_path):
@@ -91,6 +93,7 @@ def test_hw_list_reads_the_catalog_and_nothing_that_computes(tmp_path):
     assert below_cli(modules) <= HW_LIST_MODULES, below_cli(modules) - HW_LIST_MODULES
     assert "gpuplan.catalog" in modules  # it did run
     assert heavy(modules, pydantic=False) == set()
+    assert "typer._adapters" not in modules  # its options are all defaults: no value to coerce
     assert not any(m.startswith(("gpuplan.workloads", "gpuplan.layers", "gpuplan.primitives", "gpuplan.models",
                                  "gpuplan.facilities")) for m in modules)
 
@@ -100,3 +103,95 @@ def test_a_simulating_command_still_loads_what_it_runs(tmp_path):
     modules = imported_by(tmp_path, "train", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8", "--json")
     assert "gpuplan.workloads.training.plan_search" in modules
     assert "numpy" in modules
+
+
+def test_deferred_coercion_gives_typers_values():
+    # cli/lazy_coercion.py passes a value through only where typer's own adapter would return it
+    # unchanged: every option default of every command, and typed text, coerce to the same value
+    # of the same type through both
+    import typer.main
+    from typer._coercion import build_runtime_param
+
+    from gpuplan.cli.lazy_coercion import DeferredRuntimeParam
+    from gpuplan.cli.main import app
+
+    root = typer.main.get_command(app)
+    stack, checked = [root], 0
+    while stack:
+        cmd = stack.pop()
+        stack.extend(getattr(cmd, "commands", {}).values())
+        for param in cmd.params:
+            deferred = getattr(param, "_runtime_param", None)
+            if not isinstance(deferred, DeferredRuntimeParam):
+                continue
+            typer_own = build_runtime_param(param.type_descriptor)
+            samples = [param.default] + (["7"] if deferred.annotation in (int, float, str) else [])
+            for value in samples:
+                if value is None or callable(value) or param.multiple or param.nargs != 1:
+                    continue
+                ours = deferred.coerce(value, param=param, ctx=None)
+                param._runtime_param = deferred  # coercion may have swapped in typer's own
+                theirs = typer_own.coerce(value, param=param, ctx=None)
+                assert (ours, type(ours)) == (theirs, type(theirs)), (cmd.name, param.name, value)
+                checked += 1
+    assert checked > 300  # about 330 options with a default or a typed number (tree of 2026-11)
+
+
+def test_invoked_command_is_the_first_name_past_the_root_options():
+    from gpuplan.cli.main import invoked_command
+
+    assert invoked_command(["hw", "list"]) == "hw"
+    assert invoked_command(["--catalog", "my.toml", "--debug", "train", "--gpus", "8"]) == "train"
+    assert invoked_command(["--calibration=p.toml", "plan"]) == "plan"
+    assert invoked_command(["--help"]) is None and invoked_command([]) is None
+    assert invoked_command(["--", "hw"]) is None
+
+
+@pytest.mark.parametrize("argv", [["hw", "--help"], ["hw", "list", "--json"], ["serve", "run", "--help"],
+                                  ["hw", "lst"], ["plan", "--help"], ["train", "--gpus", "x"]])
+def test_building_only_the_invoked_command_changes_no_output(argv, monkeypatch, capsys):
+    # main() builds the click command of the invoked top-level command only; the output (and exit
+    # code) must be what the whole tree gives
+    from gpuplan.cli import main as cli_main
+
+    def run() -> tuple[str, str, int]:
+        try:
+            cli_main.main(list(argv))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code
+        out, err = capsys.readouterr()
+        return out, err, code
+
+    pruned = run()
+    monkeypatch.setattr(cli_main, "invoked_command", lambda argv: None)  # the whole tree
+    assert run() == pruned
+
+
+def test_cli_module_table_names_what_each_module_registers():
+    # main() imports only the CLI module of the invoked command (CLI_MODULES); the table must name
+    # exactly the top-level command each module registers, or that command would not be found
+    import typer
+
+    from gpuplan.cli.main import CLI_MODULES, _registered_name
+
+    for module, command in CLI_MODULES.items():
+        probe = typer.Typer()
+        __import__(f"gpuplan.cli.{module}", fromlist=["register"]).register(probe)
+        names = ([_registered_name(c, False) for c in probe.registered_commands]
+                 + [_registered_name(g, True) for g in probe.registered_groups])
+        assert names == [command], (module, names)
+
+
+def test_every_command_is_registered_for_the_app(tmp_path):
+    # the whole app (gpuplan.cli.main.app) lists every module's command, in CLI_MODULES order
+    from gpuplan.cli.main import CLI_MODULES, _registered_name, app
+
+    names = ([_registered_name(c, False) for c in app.registered_commands]
+             + [_registered_name(g, True) for g in app.registered_groups])
+    assert sorted(names) == sorted(CLI_MODULES.values())
+    # only the invoked command's module is imported by a run
+    modules = imported_by(tmp_path, "hw", "list")
+    assert {m for m in modules if m.startswith("gpuplan.cli.")} <= {
+        "gpuplan.cli.main", "gpuplan.cli.hw", "gpuplan.cli.render", "gpuplan.cli.output_options",
+        "gpuplan.cli.params", "gpuplan.cli.errors", "gpuplan.cli.lazy_coercion", "gpuplan.cli.table_layout"}

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from gpuplan import knobs
 from gpuplan.catalog import load_catalog
+from gpuplan.errors import InputError
 from gpuplan.primitives.collectives import Collective, collective_time
 from gpuplan.primitives.parallel_groups import collective_seconds, collective_seconds_array, group_per_node
 
@@ -82,6 +83,59 @@ def test_group_time_with_the_gpu_spec_equals_the_catalog_default():
     with_gpu = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system, gpu)
     without = collective_seconds_array(Collective.REDUCE_SCATTER, sizes, 64, 1, system)
     assert list(with_gpu) == list(without)
+
+
+# ----------------------------------------------------------------------------- the batched fast path
+# collective_seconds_array times the groups missing from the memo in one vectorised call
+# (_group_seconds_batch); it must give the scalar path's values bit for bit (the brute-force check of
+# a fast path, STYLE.md) on every fabric: NVSwitch domains, xGMI meshes, NVL72, TPU tori, and
+# NIC-less PCIe boxes (groups that would leave the box are costed inside it).
+_FABRICS = ["dgx-h100", "dgx-a100-80gb", "hgx-h100-roce", "aws-p5", "gb200-nvl72", "dgx-b200", "mi300x-platform",
+            "tpu-v5p-pod", "tpu-v6e-pod", "rtx-a6000", "rtx-4090"]
+
+
+def _scalar_seconds(op, sizes, ns, per_node, system):
+    from gpuplan.primitives.parallel_groups import _group_collective_seconds
+
+    return np.array([_group_collective_seconds(op, float(s), int(n), int(p), system, None)
+                     for s, n, p in zip(sizes, ns, per_node)])
+
+
+@pytest.mark.parametrize("system_id", _FABRICS)
+def test_batched_group_times_equal_the_scalar_path_bit_for_bit(system_id):
+    from gpuplan.catalog import get_system
+    from gpuplan.primitives.parallel_groups import _group_seconds_batch
+
+    system = get_system(system_id)
+    rng = np.random.default_rng(35)
+    for op in Collective:
+        ns = rng.choice([2, 3, 4, 8, 16, 64, 72, 256, 1024, 8192], 40)
+        per_node = np.minimum(ns, rng.choice([1, 2, 4, 8, 72], 40))
+        sizes = 10 ** rng.uniform(1, 12, 40)  # 10 B .. 1 TB: LL, LL128 and Simple regimes
+        try:
+            expected = _scalar_seconds(op, sizes, ns, per_node, system)
+        except InputError as exc:  # the batch refuses exactly as the first refused group does
+            with pytest.raises(InputError, match=str(exc).split(";")[0][:40]):
+                _group_seconds_batch(op, sizes, ns.astype(float), per_node.astype(float), system, None)
+            continue
+        got = _group_seconds_batch(op, sizes, ns.astype(float), per_node.astype(float), system, None)
+        assert np.array_equal(got, expected), (op, np.flatnonzero(got != expected)[:5])
+
+
+def test_array_of_groups_equals_one_call_per_group_on_a_cold_memo(monkeypatch):
+    from gpuplan.primitives import parallel_groups
+
+    monkeypatch.setattr(parallel_groups, "_GROUP_CACHE", {})
+    system = load_catalog().system("dgx-h100")
+    sizes = np.array([[1e3, 4e6], [2.5e8, 0.0]])
+    ns = np.array([[8, 64], [1, 512]])
+    per_node = np.array([[8, 1], [1, 8]])
+    got = collective_seconds_array(Collective.ALL_REDUCE, sizes, ns, per_node, system)
+    monkeypatch.setattr(parallel_groups, "_GROUP_CACHE", {})
+    expected = [[collective_seconds(Collective.ALL_REDUCE, float(s), int(n), int(p), system)
+                 for s, n, p in zip(sizes[i], ns[i], per_node[i])] for i in range(2)]
+    assert got.tolist() == expected
+    assert got[1, 0] == got[1, 1] == 0.0  # a group of one GPU and an empty message take no time
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,7 +6,6 @@ names fail in one line, exit 2."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import pytest
@@ -84,19 +83,21 @@ def test_generic_is_todays_serve_default():
 
 
 def test_vllm_max_num_seqs_256_caps_a_closed_loop_of_512(captured):
-    """vLLM max_num_seqs 256: of 512 closed-loop clients only 256 run, the rest queue. 1,757
-    sequences of 256 tokens fit in KV, so memory does not bind; the cap does."""
-    at512 = _run(concurrency=512, engine="vllm")
+    """vLLM max_num_seqs 256 on an A100 (vllm_batch_limits; 1024 on an H100): of 512 closed-loop
+    clients only 256 run, the rest queue. 1,757 sequences of 256 tokens fit in the KV of an 80 GB
+    part, so memory does not bind; the cap does."""
+    a100 = dict(gpu="a100-sxm4-80gb")
+    at512 = _run(concurrency=512, engine="vllm", **a100)
     assert captured["sched"].max_batch_seqs == 256 and captured["sched"].kind is SchedulerKind.CHUNKED
-    at256 = _run(concurrency=256, engine="vllm")
+    at256 = _run(concurrency=256, engine="vllm", **a100)
     # the same 256 running sequences: the same throughput (within 2%)
     assert at512["requests_per_s"] == pytest.approx(at256["requests_per_s"], rel=0.02)
     # Little's law: 256 queued clients at lambda requests/s wait 256 / lambda before admission; the
-    # TTFT is that wait plus the un-queued run's TTFT (2.25 s + 0.17 s here), within 5%
+    # TTFT is that wait plus the un-queued run's TTFT, within 5%
     wait_s = 256 / at512["requests_per_s"]
     assert at512["ttft_ms"] == pytest.approx(1e3 * wait_s + at256["ttft_ms"], rel=0.05)
     # TensorRT-LLM's max_batch_size 2048 admits all 512: more requests/s than vLLM's 256
-    trt = _run(concurrency=512, engine="tensorrt-llm")
+    trt = _run(concurrency=512, engine="tensorrt-llm", **a100)
     assert captured["sched"].max_batch_seqs == 2048
     assert trt["requests_per_s"] > 1.1 * at512["requests_per_s"]
 
@@ -119,14 +120,15 @@ def test_sglang_runs_the_prefill_first_scheduler(captured):
 
 def test_trtllm_free_memory_rule_gives_more_kv_than_vllm_total_memory_rule(captured):
     """Same GPU and model, by hand (module constants):
-    vLLM, 0.9 of total memory:  0.9 T - W - A - R, A = 1 GiB + 256 x LOGITS
-        = 77,309,411,328 - 16,060,522,496 - 1,205,075,968 - 1,073,741,824 = 58,970,071,040 B (54.92 GiB)
+    vLLM, 0.9 of total memory:  0.9 T - W - A - R, A = 1 GiB + 1024 x LOGITS (its max_num_seqs on
+    an H100: vllm_batch_limits) = 1,599,078,400
+        = 77,309,411,328 - 16,060,522,496 - 1,599,078,400 - 1,073,741,824 = 58,576,068,608 B (54.55 GiB)
     TensorRT-LLM, 0.95 of free: 0.95 (T - W - A' - R), A' = 1 GiB + 2048 x LOGITS (max_batch_size 2048)
         = 0.95 x (85,899,345,920 - 16,060,522,496 - 2,124,414,976 - 1,073,741,824) = 63,308,633,292.8 B (58.96 GiB)."""
     vllm = _run(concurrency=8, engine="vllm")
     assert captured["mem"].block_size == 16
-    vllm_budget = 0.9 * T - W - (A_TOKENS + 256 * LOGITS) - R
-    assert vllm_budget == pytest.approx(58_970_071_040)
+    vllm_budget = 0.9 * T - W - (A_TOKENS + 1024 * LOGITS) - R
+    assert vllm_budget == pytest.approx(58_576_068_608)
     assert vllm["kv_cache_gib_per_gpu"] * GIB == pytest.approx(vllm_budget, rel=1e-9)
     trt = _run(concurrency=8, engine="tensorrt-llm")
     assert captured["mem"].block_size == 64
@@ -135,8 +137,8 @@ def test_trtllm_free_memory_rule_gives_more_kv_than_vllm_total_memory_rule(captu
     assert trt["kv_cache_gib_per_gpu"] * GIB == pytest.approx(trt_budget, rel=1e-9)
     assert trt["kv_cache_gib_per_gpu"] > vllm["kv_cache_gib_per_gpu"]
     # sequences of 128 + 128 tokens: 16 blocks of 16 (vLLM) or 4 of 64 (TensorRT-LLM), 256 tokens x
-    # 131,072 B = 33,554,432 B each: floor(58,970,071,040 / 33,554,432) = 1757, floor(63,308,633,292.8 / ...) = 1886
-    assert vllm["max_concurrent_sequences"] == 58_970_071_040 // (256 * KV_PER_TOKEN) == 1757
+    # 131,072 B = 33,554,432 B each: floor(58,576,068,608 / 33,554,432) = 1745, floor(63,308,633,292.8 / ...) = 1886
+    assert vllm["max_concurrent_sequences"] == 58_576_068_608 // (256 * KV_PER_TOKEN) == 1745
     assert trt["max_concurrent_sequences"] == int(trt_budget // (256 * KV_PER_TOKEN)) == 1886
 
 
@@ -147,8 +149,9 @@ def test_lmdeploy_and_memory_fraction_override(captured):
     assert captured["sched"].kind is SchedulerKind.CONTINUOUS and captured["mem"].block_size == 64
     assert d["kv_cache_gib_per_gpu"] * GIB == pytest.approx(0.8 * (T - W - (A_TOKENS + 256 * LOGITS) - R), rel=1e-9)
     half = _run(concurrency=8, engine="vllm", memory_fraction=0.5)
-    # 0.5 x 85,899,345,920 - 16,060,522,496 - 1,205,075,968 - 1,073,741,824 = 24,610,332,672 B
-    assert half["kv_cache_gib_per_gpu"] * GIB == pytest.approx(24_610_332_672, rel=1e-9)
+    # 0.5 x 85,899,345,920 - 16,060,522,496 - 1,599,078,400 (vLLM's 1024 sequences on an H100) -
+    # 1,073,741,824 = 24,216,330,240 B
+    assert half["kv_cache_gib_per_gpu"] * GIB == pytest.approx(24_216_330_240, rel=1e-9)
     assert half["engine"] == "vllm"
 
 
@@ -167,12 +170,28 @@ def test_each_engine_runs_its_own_tp_allreduce(captured):
     for name, algo in expect.items():
         _run(concurrency=4, tp=2, engine=name)
         assert captured["dep"].tp_allreduce is algo, name
-    # TGI's profile is vLLM's but for the all-reduce (NCCL): at tp 4 and 4 sequences NCCL's latency
-    # is above vLLM's one-shot custom kernel, so TGI's TPOT is higher, and only for that reason
-    assert dataclasses.replace(ENGINES["vllm"], tp_allreduce=TpAllReduce.NCCL, name="tgi") == ENGINES["tgi"]
+    # at tp 4 and 4 sequences NCCL's latency is above vLLM's one-shot custom kernel, so TGI's TPOT
+    # is higher (TGI's CUDA graphs hold 4 sequences exactly: no padding)
     kw = dict(tp=4, concurrency=4, input_len=512)
     assert api.serve_run("llama-3-70b", engine="tgi", **kw).report.tpot_ms > \
         api.serve_run("llama-3-70b", engine="vllm", **kw).report.tpot_ms
+
+
+def test_tgi_runs_its_own_launcher_defaults(captured):
+    # text-generation-inference launcher/src/main.rs @009c4e0: --max-concurrent-requests 128,
+    # --max-batch-prefill-tokens = max_input_tokens (min(max_position_embeddings - 1, 4095)) + 50 =
+    # 4145, --cuda-graphs "1,2,4,8,16,32"; flashinfer's one-token pages (models/globals.py BLOCK_SIZE)
+    tgi = ENGINES["tgi"]
+    assert (tgi.max_batch_seqs, tgi.max_batch_tokens, tgi.block_size) == (128, 4145, 1)
+    assert tgi.cuda_graph_batch_sizes == (1, 2, 4, 8, 16, 32)
+    assert tgi.python_step_loop and tgi.tp_allreduce is TpAllReduce.NCCL
+    _run(concurrency=8, engine="tgi")
+    assert captured["graphs"] == (1, 2, 4, 8, 16, 32)
+    assert (captured["sched"].max_batch_seqs, captured["sched"].max_batch_tokens) == (128, 4145)
+    # the rest of its profile is vLLM's: the total-memory KV rule at 0.9, chunked prefill, no eviction guard
+    vllm = ENGINES["vllm"]
+    assert (tgi.rule, tgi.memory_fraction, tgi.scheduler, tgi.no_evict) == \
+        (vllm.rule, vllm.memory_fraction, vllm.scheduler, vllm.no_evict)
 
 
 def test_serve_plan_runs_the_engine_on_every_layout(monkeypatch):
@@ -262,3 +281,92 @@ def test_cli_json_equals_api_json_with_an_engine():
     want = api.serve_run("llama-3-8b", tp=2, input_len=256, output_len=32, concurrency=16, engine="tensorrt-llm").to_dict()
     assert json.loads(res.stdout) == json.loads(json.dumps(want))
     assert want["engine"] == "tensorrt-llm" and want["scheduler"] == "chunked"
+
+
+@pytest.mark.parametrize("engine, cells, expected", [
+    # the aliases read a version written beside the engine's name (the public rows' own wording)
+    ("vllm", {"notes": "User-measured, vLLM 0.6.6 --num-scheduler-steps 10"}, (0, 6)),
+    ("sglang", {"notes": "Measured 2026-03-25, SGLang 0.5.9, attention TP8"}, (0, 5)),
+    ("tgi", {"source": "text-generation-inference v3.0.1 benchmark"}, (3, 0)),
+    ("vllm", {"notes": "vLLM version/date not shown in the excerpt read"}, None),
+    ("vllm", {"engine_version": "0.10.1", "notes": "vLLM 0.6.6"}, (0, 10)),  # the column wins
+])
+def test_python_engines_read_a_stated_version(engine, cells, expected):
+    from gpuplan.interfaces.validation.inference import stated_engine_version
+
+    assert stated_engine_version(cells, ENGINES[engine]) == expected
+
+
+def test_a_row_without_an_engine_profile_says_which_it_assumed(record_rows):
+    from gpuplan.interfaces.validation.inference import FALLBACK_ENGINE, predict_row
+
+    # nim-1 (NVIDIA NIM, engine `other`) runs as vLLM and its notes say so; vllmci-1 names vLLM: no note
+    rows = {r["id"]: r for r in record_rows("inference")}
+    assert FALLBACK_ENGINE == "vllm"
+    assert "engine 'other' has no profile: assumed engine vllm" in predict_row(rows["nim-1"]).notes
+    assert "assumed engine" not in predict_row(rows["vllmci-1"]).notes
+
+
+def test_vllm_per_step_limits_follow_the_gpu_and_the_mode():
+    # vllm/engine/arg_utils.py get_batch_defaults (PRs #17073, #17885): >= 70 GiB and not an A100:
+    # LLM class (offline) 1024 sequences / 16384 tokens, API server 1024 / 8192; else 256 / 8192
+    # offline and 256 / 2048 serving
+    cat = load_catalog()
+    vllm = ENGINES["vllm"]
+    h100, a100, mi300x, l4 = (cat.gpu(g) for g in ("h100-sxm5-80gb", "a100-sxm4-80gb", "mi300x", "l4"))
+    assert (vllm.for_gpu(h100).max_batch_seqs, vllm.for_gpu(h100).max_batch_tokens) == (1024, 8192)
+    assert (vllm.for_gpu(h100, offline=True).max_batch_seqs, vllm.for_gpu(h100, offline=True).max_batch_tokens) \
+        == (1024, 16384)
+    assert vllm.for_gpu(mi300x, offline=True).max_batch_tokens == 16384
+    assert (vllm.for_gpu(a100).max_batch_seqs, vllm.for_gpu(a100).max_batch_tokens) == (256, 2048)
+    assert (vllm.for_gpu(a100, offline=True).max_batch_seqs, vllm.for_gpu(a100, offline=True).max_batch_tokens) \
+        == (256, 8192)
+    assert vllm.for_gpu(l4).max_batch_tokens == 2048  # 24 GB
+    # before v0.9 the profile's own 256 / 8192; a resolved profile keeps its limits on a second call
+    old = vllm.for_gpu(h100, version=(0, 8))
+    assert (old.max_batch_seqs, old.max_batch_tokens) == (256, 8192)
+    resolved = vllm.for_gpu(h100, offline=True)
+    assert resolved.for_gpu(a100) is resolved
+    # the other engines have no such rule, but SGLang (below)
+    for name in ("tensorrt-llm", "lmdeploy", "tgi"):
+        assert ENGINES[name].for_gpu(h100) is ENGINES[name]
+
+
+def test_sglang_prefill_chunk_follows_the_gpu_memory():
+    # python/sglang/srt/server_args.py _handle_chunked_prefill_size (gpu_mem in MiB): < 35 GiB 2048,
+    # < 160 GiB 8192 (H100 80 GB, H200 141 GB), else 16384 (MI300X 192 GB, MI355X 288 GB)
+    cat = load_catalog()
+    sglang = ENGINES["sglang"]
+    chunk = {g: sglang.for_gpu(cat.gpu(g)).max_batch_tokens for g in ("l4", "h100-sxm5-80gb", "mi300x", "mi355x")}
+    assert chunk == {"l4": 2048, "h100-sxm5-80gb": 8192, "mi300x": 16384, "mi355x": 16384}
+    assert sglang.for_gpu(cat.gpu("mi300x")).max_batch_seqs == 512
+
+
+def test_serve_run_reports_the_limits_it_ran(captured):
+    # vLLM on an H100 serves up to 1024 sequences with 8192-token steps (above); the report says so
+    out = api.serve_run("llama-3-8b", gpu="h100-sxm5-80gb", engine="vllm", concurrency=8, input_len=128,
+                        output_len=16).to_dict()
+    assert (out["max_batch_seqs"], out["max_batch_tokens"]) == (1024, 8192)
+    assert (captured["sched"].max_batch_seqs, captured["sched"].max_batch_tokens) == (1024, 8192)
+    out = api.serve_run("llama-3-8b", gpu="a100-sxm4-80gb", engine="vllm", concurrency=8, input_len=128,
+                        output_len=16).to_dict()
+    assert (out["max_batch_seqs"], out["max_batch_tokens"]) == (256, 2048)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=1, max_value=400), st.integers(min_value=1, max_value=400), st.booleans())
+def test_engine_limits_never_shrink_with_memory(gib_a, gib_b, offline):
+    # vLLM's and SGLang's per-step limits are thresholds on the part's memory (vllm_batch_limits,
+    # sglang_batch_limits): a part with more memory (not an A100) never gets smaller limits, and a
+    # resolved profile keeps them
+    from types import SimpleNamespace
+
+    from gpuplan.workloads.inference.engines import sglang_batch_limits, vllm_batch_limits
+
+    small, large = sorted((gib_a, gib_b))
+    part = lambda gib: SimpleNamespace(id="x", name="x", memory_bytes=gib * 2**30)  # noqa: E731
+    for rule in (vllm_batch_limits, sglang_batch_limits):
+        lo, hi = rule(part(small), offline), rule(part(large), offline)
+        assert lo[0] <= hi[0] and lo[1] <= hi[1] and lo[0] >= 1 and lo[1] >= 1
+    resolved = ENGINES["vllm"].for_gpu(part(large), offline=offline)
+    assert resolved.for_gpu(part(small)) is resolved

@@ -77,3 +77,23 @@ def test_knob_overrides_reach_the_spawned_workers(docs_spec_path, tmp_path):
 
     with pytest.raises(InputError, match="knob overrides"):
         run_sweep(docs_spec_path, tmp_path / "slow.csv", backend="local", workers=2)
+
+
+def test_pool_rows_equal_the_serial_path(local_rows, docs_spec_path):
+    # the pool's workers (forked warm from the fork server, chunked) compute exactly what one process
+    # evaluating every point in turn computes: same rows, same values, same order
+    from gpuplan.interfaces.sweep.evaluate import evaluate_point
+    from gpuplan.interfaces.sweep.runner import prepare
+
+    _, rows, _ = local_rows
+    prep = prepare(docs_spec_path, None)
+    serial = [evaluate_point(prep.context, prep.points.point(i)) for i in range(len(prep.points))]
+    assert rows == serial
+
+
+def test_chunked_pool_rows_equal_one_point_chunks(docs_spec_path, local_rows):
+    # chunking amortises a worker's start-up; it must not change a row: chunks of 4 points on 2
+    # workers give the rows of the adaptive run
+    _, rows, _ = local_rows
+    _, chunked = run_sweep(docs_spec_path, None, backend="local", workers=2, chunk_points=4)
+    assert chunked == rows

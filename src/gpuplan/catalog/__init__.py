@@ -412,14 +412,37 @@ def set_user_catalogs(paths: list[str] | tuple[str, ...]) -> None:
         load_catalog.cache_clear()
 
 
+#: the built-in files, sources first so that entries can cite keys; then the tables in dependency order
+_BUILTIN_FILES = ("sources", "gpus", "interconnects", "hosts", "systems", "clouds")
+
+
+def builtin_cache_key() -> str:
+    """The on-disk cache key of the built-in catalog: its files, the code reading them, the pydantic
+    version whose models are pickled (catalog.disk_cache)."""
+    import pydantic
+
+    from gpuplan.catalog import disk_cache
+
+    return disk_cache.content_key([DATA_DIR / f"{name}.toml" for name in _BUILTIN_FILES],
+                                  salt=f"pydantic {pydantic.VERSION}")
+
+
 @lru_cache(maxsize=4)
 def _builtin() -> Catalog:
+    """The built-in catalog: from the on-disk cache when the data files and the code reading them are
+    unchanged (catalog.disk_cache), else parsed and validated, then cached."""
+    from gpuplan.catalog import disk_cache
+
+    paths = [DATA_DIR / f"{name}.toml" for name in _BUILTIN_FILES]
+    key = builtin_cache_key()
+    cached = disk_cache.load("catalog", key)
+    if isinstance(cached, Catalog):
+        return cached
     cat = Catalog()
-    # sources first so that entries can cite keys; then the tables in dependency order
-    for name in ("sources", "gpus", "interconnects", "hosts", "systems", "clouds"):
-        path = DATA_DIR / f"{name}.toml"
+    for name, path in zip(_BUILTIN_FILES, paths):
         if path.exists():
             cat.add_file(path, origin=f"built-in {name}.toml")
+    disk_cache.store("catalog", key, cat)
     return cat
 
 

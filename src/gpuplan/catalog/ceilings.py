@@ -13,7 +13,8 @@ gpuplan validation row. Loading this module registers, for primitives.efficiency
   which primitives.efficiency scales each part's own measurement;
 - `efficiency.attention_ceiling.<family>` ([[attention]]).
 
-This module imports nothing of gpuplan's but the knob registry (the catalog package imports it,
+The table is parsed once per content and kept in the user's cache dir (catalog.disk_cache).
+This module imports nothing of gpuplan's but the knob registry and the disk cache (the catalog package imports it,
 so every process that reads a catalog part has these knobs); a knob is a default a calibration
 profile or a cross-validation fold can override (`gpuplan calibrate knobs` lists each with its source).
 """
@@ -24,11 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuplan import knobs
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
 
 CEILINGS_FILE = Path(__file__).with_name("data") / "ceilings.toml"
 _GEMM_KEYS = {"gpu", "dtype", "achieved_tflops", "peak_tflops", "family", "source"}
@@ -65,6 +61,11 @@ def _check(entry: dict, allowed: set[str], table: str) -> None:
 
 def load_table(path: Path = CEILINGS_FILE) -> dict:
     """{"gemm": [Measured], "hbm": [Measured], "attention": [(family, fraction, source)], "sources": {...}}."""
+    try:  # Python 3.11+
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
     raw = tomllib.loads(path.read_text(encoding="utf-8"))
     sources = raw.get("sources", {})
 
@@ -130,7 +131,19 @@ def _register(table: dict) -> None:
                        scales=f"FlashAttention-class attention core (serving, op_cost.attention_time) on {family}")
 
 
-TABLE = load_table()
+def _cached_table() -> dict:
+    """`load_table()`, kept on disk per content of ceilings.toml and this module (catalog.disk_cache)."""
+    from gpuplan.catalog import disk_cache
+
+    key = disk_cache.content_key([CEILINGS_FILE], code=("catalog/ceilings.py", "catalog/disk_cache.py"))
+    table = disk_cache.load("ceilings", key)
+    if not isinstance(table, dict):
+        table = load_table()
+        disk_cache.store("ceilings", key, table)
+    return table
+
+
+TABLE = _cached_table()
 _register(TABLE)
 
 __all__ = ["CEILINGS_FILE", "HBM_REFERENCE_PARTS", "Measured", "TABLE", "load_table", "own_measurement"]

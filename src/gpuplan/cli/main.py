@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from contextlib import contextmanager
 from typing import List, Optional
 
 import typer
@@ -28,6 +29,7 @@ from typer.core import TyperGroup
 
 from gpuplan import __version__
 from gpuplan.cli.errors import OutputClosed, exit_on_error
+from gpuplan.cli.lazy_coercion import defer_coercion
 from gpuplan.cli.output_options import add_shared_options, refuse_table_with_json, wants_json
 from gpuplan.cli.params import guard_numeric_options
 from gpuplan.cli.render import begin_invocation, finish_invocation
@@ -40,6 +42,7 @@ class GpuplanGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         add_shared_options(self)  # --format, --wide, --table, --memory-headroom (cli/output_options.py)
         guard_numeric_options(self)
+        defer_coercion(self)  # typer's pydantic adapters built only for values that need them (cli/lazy_coercion.py)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         argv = list(sys.argv[1:] if args is None else args)
@@ -68,7 +71,7 @@ class GpuplanGroup(TyperGroup):
             raise
 
 
-app = typer.Typer(
+_app = typer.Typer(
     cls=GpuplanGroup,
     name="gpuplan",
     help="Model AI workloads on real hardware: what fits, how fast, what it costs, and why.",
@@ -89,7 +92,7 @@ def _print_config_warning(warning: str) -> None:
     sys.stderr.write(f"warning: {warning}\n")
 
 
-@app.callback()
+@_app.callback()
 def root(
     ctx: typer.Context,
     catalog: Optional[List[str]] = typer.Option(
@@ -121,28 +124,96 @@ def root(
         ctx.with_resource(apply_profile(calibration))
 
 
-def _register_all() -> None:
-    from gpuplan.cli import (
-        comm, datacenter, fit, formats, hw, kernel, mig, model, plan, serve, systems, train, validate,
-    )
-
-    for module in (hw, systems, model, fit, comm, train, validate, serve, formats, kernel, datacenter, mig, plan):
-        module.register(app)
-    from gpuplan.cli import calibrate; calibrate.register(app)  # noqa: E702 - one line, merges cleanly
-    from gpuplan.cli import web  # `gpuplan web` (the web extra is imported only when it runs)
-
-    web.register(app)
-    from gpuplan.cli.sweep import register as register_sweep  # `gpuplan sweep` (docs/sweeps.md)
-    register_sweep(app)
-    from gpuplan.cli import bench; bench.register(app)  # noqa: E702 - one line, merges cleanly
+#: the CLI modules in registration order (the order of `gpuplan --help`) and the top-level command
+#: each registers (`register(app)`); tests/cli/test_startup_imports.py checks the table against them
+CLI_MODULES = {
+    "hw": "hw", "systems": "systems", "model": "model", "fit": "fit", "comm": "comm", "train": "train",
+    "validate": "validate", "serve": "serve", "formats": "formats", "kernel": "kernel", "datacenter": "dc",
+    "mig": "mig", "plan": "plan", "calibrate": "calibrate", "web": "web", "sweep": "sweep", "bench": "bench",
+}
+#: module -> (the commands, the groups) it registered
+_registered: dict[str, tuple[list, list]] = {}
 
 
-_register_all()
+def register_modules(modules) -> None:
+    """Import and register the named CLI modules (each once); the app's lists keep CLI_MODULES order,
+    whatever order modules were registered in."""
+    import importlib
+
+    for module in CLI_MODULES:
+        if module in modules and module not in _registered:
+            n_commands, n_groups = len(_app.registered_commands), len(_app.registered_groups)
+            importlib.import_module(f"gpuplan.cli.{module}").register(_app)
+            _registered[module] = (_app.registered_commands[n_commands:], _app.registered_groups[n_groups:])
+    _app.registered_commands = [c for m in CLI_MODULES if m in _registered for c in _registered[m][0]]
+    _app.registered_groups = [g for m in CLI_MODULES if m in _registered for g in _registered[m][1]]
+
+
+def __getattr__(name: str):
+    """`app`: the root typer app with every command registered (tests, the web app's CLI parity);
+    `main()` registers only the command it runs."""
+    if name == "app":
+        register_modules(CLI_MODULES)
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: root options that take a value (the token after them is not a command name)
+_ROOT_VALUE_OPTIONS = ("--catalog", "--calibration")
+
+
+def invoked_command(argv: list[str]) -> str | None:
+    """The top-level command `argv` names (`hw` in `--catalog x.toml hw list`), or None (`--help`, none)."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in _ROOT_VALUE_OPTIONS:
+            skip = True
+        elif token == "--":
+            return None
+        elif not token.startswith("-"):
+            return token
+    return None
+
+
+def _registered_name(info, group: bool) -> str | None:
+    """The name typer gives a registered command (CommandInfo: its name, else the callback's name with
+    `_` -> `-`) or group (TyperInfo: its name); None where that is not known."""
+    if getattr(info, "name", None):
+        return info.name
+    callback = getattr(info, "callback", None)
+    return typer.main.get_command_name(callback.__name__) if callback is not None and not group else None
+
+
+@contextmanager
+def _only_the_invoked_command(argv: list[str]):
+    """typer builds the click command of every registered command at each run (about 0.05 CPU-s for
+    ~50 commands); build only the one `argv` invokes. Any doubt (no command named, an unknown name,
+    an entry without a name) builds them all, so help listings and typo suggestions are typer's own."""
+    name = invoked_command(argv)
+    commands, groups = _app.registered_commands, _app.registered_groups
+    names = [_registered_name(c, False) for c in commands] + [_registered_name(g, True) for g in groups]
+    if name is None or None in names or names.count(name) != 1:
+        yield
+        return
+    _app.registered_commands = [c for c in commands if _registered_name(c, False) == name]
+    _app.registered_groups = [g for g in groups if _registered_name(g, True) == name]
+    try:
+        yield
+    finally:
+        _app.registered_commands, _app.registered_groups = commands, groups
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console entry point (errors handled by GpuplanGroup.main)."""
-    app(args=argv)
+    """Console entry point (errors handled by GpuplanGroup.main). Imports and registers the CLI module
+    of the invoked command only (every module for `--help` or a name it does not know)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    name = invoked_command(args)
+    module = next((m for m, command in CLI_MODULES.items() if command == name), None)
+    register_modules({module} if module is not None else CLI_MODULES)
+    with _only_the_invoked_command(args):
+        _app(args=argv)
 
 
 if __name__ == "__main__":

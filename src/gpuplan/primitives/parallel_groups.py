@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuplan.primitives.collectives import Collective, collective_time, group_channels, knob_state
+from gpuplan.errors import InputError
+from gpuplan.primitives.collectives import (
+    Collective, collective_time, collective_time_array, group_channels, knob_state,
+)
 from gpuplan.specs import Gpu, System
 
 
@@ -96,8 +99,10 @@ def _group_collective_seconds(op: Collective, size_bytes: float, n: int, per_nod
 
 def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: System,
                              gpu: Gpu | None = None) -> np.ndarray:
-    """`collective_seconds` over broadcast numpy arrays: one call per unique (size, n, per_node), in
-    lexicographic order of the triples (`_unique_triples`)."""
+    """`collective_seconds` over broadcast numpy arrays: one value per unique (size, n, per_node), in
+    lexicographic order of the triples (`_unique_triples`), memoised like `collective_seconds`; the
+    unique groups not yet in the memo are timed in one vectorised call (`_group_seconds_batch`),
+    which gives the scalar path's values bit for bit."""
     size_b, n_b, pn_b = np.broadcast_arrays(
         np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
     )
@@ -105,8 +110,25 @@ def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: Sy
         return np.zeros(size_b.shape)
     sizes, groups, members, inverse = _unique_triples(size_b.ravel(), n_b.ravel(), pn_b.ravel())
     specs_key = _specs_key(system, gpu)
-    times = np.array([_cached_group_seconds(op, s, g, p, system, gpu, specs_key)
-                      for s, g, p in zip(sizes.tolist(), groups.tolist(), members.tolist())])
+    times = np.zeros(sizes.shape[0])
+    missing: list[tuple[int, tuple]] = []
+    for i, (s, g, p) in enumerate(zip(sizes.tolist(), groups.tolist(), members.tolist())):
+        if g <= 1 or s <= 0:
+            continue
+        key = (op, float(s), int(g), int(p), specs_key)
+        hit = _GROUP_CACHE.get(key)
+        if hit is None:
+            missing.append((i, key))
+        else:
+            times[i] = hit
+    if missing:
+        rows = np.array([i for i, _ in missing])
+        computed = _group_seconds_batch(op, sizes[rows], groups[rows].astype(np.float64),
+                                        members[rows].astype(np.float64), system, gpu)
+        if len(_GROUP_CACHE) + len(missing) > _GROUP_CACHE_LIMIT:
+            _GROUP_CACHE.clear()
+        for (i, key), t in zip(missing, computed.tolist()):
+            times[i] = _GROUP_CACHE[key] = t
     return times[inverse].reshape(size_b.shape)
 
 
@@ -121,6 +143,42 @@ def _unique_triples(size, n, per_node):
     key = size_rank * pair_values.size + pair_rank.ravel()
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     return size[first], n[first], per_node[first], inverse.ravel()
+
+
+def _group_seconds_batch(op: Collective, size, n, per_node, system: System, gpu: Gpu | None) -> np.ndarray:
+    """`_group_collective_seconds` of many groups (float arrays, every n > 1 and size > 0) in one
+    `collective_time_array` call: the same layout rules, the same formulas on arrays. Where that
+    call would refuse the batch (an `InputError`), or a value is not finite, or the system is a TPU
+    torus (timed one slice at a time anyway), each group goes through the scalar path instead, so
+    values and errors are exactly the scalar path's."""
+    def scalar(idx):
+        return [_group_collective_seconds(op, float(size[i]), int(n[i]), int(per_node[i]), system, gpu) for i in idx]
+
+    if system.ici_torus_axes is not None:
+        return np.array(scalar(range(len(size))), dtype=np.float64)
+    domain = system.scaleup_domain_gpus
+    nicless = system.scaleout_gbps_per_gpu <= 0
+    if op is Collective.SEND_RECV:
+        n_eff = np.full_like(n, 2.0)
+        per_domain = np.where((per_node == 1) & (not nicless), 1.0, min(2, domain))
+    else:
+        n_eff, pn_eff = n, per_node
+        if nicless:
+            squeeze = (n > domain) | (pn_eff < n)
+            n_eff = np.where(squeeze, np.minimum(n, domain), n)
+            pn_eff = np.where(squeeze, np.minimum(n, domain), pn_eff)
+        per_domain = np.minimum(pn_eff, domain)
+    if np.any(n_eff < 2):
+        return np.array(scalar(range(len(size))), dtype=np.float64)
+    try:
+        out = np.asarray(collective_time_array(op, size, system, n_eff, gpu=gpu, gpus_per_domain=per_domain),
+                         dtype=np.float64)
+    except InputError:
+        return np.array(scalar(range(len(size))), dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(out))
+    if bad.size:
+        out[bad] = scalar(bad)
+    return out
 
 
 def collective_sm_fraction(n, per_node, system: System, gpu: Gpu) -> np.ndarray:

@@ -14,7 +14,7 @@ class Spec(BaseModel):
     field (`allow_inf_nan=False`; pydantic's `gt=0` alone accepts inf), and every integer field
     must fit in int64 (numpy arrays downstream are int64)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     @field_validator("*", mode="after")
     @classmethod

@@ -9,7 +9,9 @@ from typing import Any, Mapping, Sequence
 from gpuplan.errors import InputError
 from gpuplan.interfaces.api._common import DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, parse_enum
 from gpuplan.interfaces.api.fine_tuning_plan import FineTunePlanResult, plan_fine_tuning
-from gpuplan.interfaces.api.serving import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS
+from gpuplan.interfaces.api.defaults import (
+    DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, DEFAULT_RATE, DEFAULT_TPOT_MS, DEFAULT_TTFT_MS,
+)
 from gpuplan.specs import ModelSpec, System
 
 Overrides = Mapping[str, float] | Sequence[str] | None

@@ -194,7 +194,7 @@ def serve_run(
 
     price = gpu_hour_price(gpu_spec, usd_per_gpu_hour, required=False)
     return ServeResult(serve_estimate(dep, input_len=input_len, output_len=output_len, rate=rate,
-                                      concurrency=concurrency, batch=batch, scheduler=profile.scheduler_config(),
+                                      concurrency=concurrency, batch=batch, scheduler=profile.for_gpu(gpu_spec).scheduler_config(),
                                       lengths=lens, speculative=specdec, prefix_cache=cache, engine=profile,
                                       usd_per_gpu_hour=None if price is None else price.value),
                        rate if concurrency is None and batch is None else None, spec.moe is not None, profile, spec,

@@ -62,9 +62,20 @@ def run_chunk(ctx: Context | None, points: list[dict]) -> tuple[list[dict], floa
 
 @contextmanager
 def _sigint_ignored():
-    """SIGINT ignored in this block (inherited by processes started in it); main thread only."""
+    """SIGINT kept from the processes started in this block; main thread only. Where the OS can
+    (POSIX), SIGINT is blocked, not ignored: processes started here inherit the blocked mask (the
+    fork server and its workers never see it), and a Ctrl-C that arrives in the block is delivered
+    to the driver when the block ends instead of being lost (the driver then stops the sweep);
+    elsewhere it is ignored for the block."""
     if threading.current_thread() is not threading.main_thread():
         yield
+        return
+    if hasattr(signal, "pthread_sigmask"):
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
         return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

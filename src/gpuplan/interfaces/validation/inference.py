@@ -281,6 +281,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
         notes.append(f"kv_dtype={kvdt} (default: the weight format, or bf16 for 4-bit weights)")
     engine_name = (row.get("engine") or "other").strip().lower()
     engine = ENGINES.get(engine_name, ENGINES[FALLBACK_ENGINE])
+    if engine_name not in ENGINES:  # the assumption is visible in the row's notes
+        notes.append(f"engine '{engine_name}' has no profile: assumed engine {FALLBACK_ENGINE}")
     in_len, out_len = _int(row, "input_len"), _int(row, "output_len")
     lengths = RequestLengths(lengths_fixed(in_len), lengths_fixed(out_len)) if in_len and out_len else None
     if lengths is None:
@@ -305,6 +307,8 @@ def predict_row(row: dict[str, str]) -> Prediction:
             batch = max(1, -(-batch // adp))
         if conc:
             conc = max(1, round(conc / adp))
+        # the engine's per-step limits on this GPU, offline for an in-process benchmark (max load)
+        engine = engine.for_gpu(gpu, offline=max_load and not (conc or rate), version=version)
         sched = static_scheduler(batch, in_len) if batch else engine.scheduler_config()
         workspace = None
         if max_load and not batch and not conc and not rate and engine.bench_limits:

@@ -19,6 +19,7 @@ its `engine` column's profile, at the engine version the row states.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 from gpuplan.errors import InputError
 from gpuplan.workloads.inference.cost.deployment import Deployment
@@ -67,6 +68,10 @@ class EngineProfile:
     #: whether the engine's per-request step work runs in Python on the step's critical path
     #: (Deployment.python_step_loop; cost/operators.HOST_SECONDS_PER_SEQUENCE)
     python_step_loop: bool = False
+    #: (max_batch_seqs, max_batch_tokens) the engine picks on a GPU, offline (an in-process
+    #: benchmark: True) or serving, from `batch_limits_from` on (`for_gpu`); None: the fields above
+    batch_limits: Callable[..., tuple[int, int]] | None = None
+    batch_limits_from: tuple[int, int] | None = None
     #: the profile's name (`gpuplan serve --engine NAME`; filled in by ENGINES / GENERIC)
     name: str = ""
 
@@ -81,6 +86,18 @@ class EngineProfile:
         if memory_fraction is not None:
             out = replace(out, memory_fraction=float(memory_fraction))
         return out
+
+    def for_gpu(self, gpu, *, offline: bool = False, version: tuple[int, int] | None = None) -> "EngineProfile":
+        """This profile with the per-step limits the engine at `version` (None: its current version)
+        picks on `gpu` (`batch_limits`), offline or serving; the profile itself when it has no such
+        rule or the version predates it. The result has no rule left, so a second call keeps it."""
+        if self.batch_limits is None:
+            return self
+        out = replace(self, batch_limits=None)
+        if _older(version, self.batch_limits_from):
+            return out
+        seqs, tokens = self.batch_limits(gpu, offline)
+        return replace(out, max_batch_seqs=seqs, max_batch_tokens=tokens)
 
     def scheduler_config(self) -> SchedulerConfig:
         """The engine's step scheduler: its kind, sequence and token limits per step and admission
@@ -119,6 +136,43 @@ def _older(version: tuple[int, int] | None, first: tuple[int, int] | None) -> bo
 #: enable_padding: true, batch_sizes: [...]`, docs/source/developer-guide/perf-overview.md)
 TRTLLM_CUDA_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 1024, 2048, 4096, 8192)
 
+#: TGI launcher defaults (launcher/src/main.rs @009c4e0): `--cuda-graphs` "1,2,4,8,16,32",
+#: `--max-concurrent-requests` 128, `--max-batch-prefill-tokens` max_input_tokens (4095) + 50;
+#: flashinfer's one-token KV pages (models/globals.py BLOCK_SIZE).
+TGI_CUDA_GRAPH_BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+TGI_MAX_CONCURRENT_REQUESTS = 128
+TGI_MAX_BATCH_PREFILL_TOKENS = 4095 + 50
+TGI_BLOCK_SIZE = 1
+
+#: vLLM V1's per-step limits on parts of at least this much memory (other than A100): vllm/engine/
+#: arg_utils.py `get_batch_defaults` ("device_memory >= 70 * GiB_bytes and 'a100' not in device_name")
+VLLM_LARGE_GPU_BYTES = 70 * 2**30
+
+
+def vllm_batch_limits(gpu, offline: bool) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) vLLM V1 defaults to on `gpu` (vllm/engine/arg_utils.py
+    get_batch_defaults, from PR #17073 "Use larger batch sizes for A100/B100/B200/MI300x" and PR
+    #17885, which took A100 back out: "Setting large max_num_batched_tokens for A100 reduces
+    throughput"): parts of >= 70 GiB other than A100, the LLM class (offline benchmarks:
+    benchmark_throughput / benchmark_latency) 1024 sequences and 16384 tokens, the API server 1024
+    and 8192; every other part 256 sequences and 8192 tokens offline, 256 and 2048 serving."""
+    large = (getattr(gpu, "memory_bytes", 0) or 0) >= VLLM_LARGE_GPU_BYTES and \
+        "a100" not in f"{getattr(gpu, 'id', '')} {getattr(gpu, 'name', '')}".lower()
+    if large:
+        return (1024, 16384) if offline else (1024, 8192)
+    return (256, 8192) if offline else (256, 2048)
+
+
+def sglang_batch_limits(gpu, offline: bool) -> tuple[int, int]:
+    """(max running requests, chunked_prefill_size) of SGLang on `gpu`: its prefill chunk by the
+    part's memory (python/sglang/srt/server_args.py `_handle_chunked_prefill_size`, gpu_mem in MiB:
+    below 35 GiB "A10, L40, 4090" 2048; below 160 GiB "H100, H200, A100, H20" 8192; else "B200,
+    MI300" 16384), the same offline and serving; the profile's 512 running requests."""
+    mib = (getattr(gpu, "memory_bytes", 0) or 0) / 2**20
+    chunk = 2048 if mib < 35 * 1024 else 8192 if mib < 160 * 1024 else 16384
+    return 512, chunk
+
+
 ENGINES: dict[str, EngineProfile] = {
     # TensorRT-LLM: trtllm-build max_batch_size 2048 / max_num_tokens 8192 defaults; in-flight
     # batching with the GUARANTEED_NO_EVICT capacity scheduler and chunked context; tokens_per_block 64;
@@ -139,23 +193,36 @@ ENGINES: dict[str, EngineProfile] = {
                                   aliases=("tensorrt-llm", "trt-llm", "tensorrt llm"),
                                   tp_allreduce_from=(1, 0), tp_allreduce_before=TpAllReduce.TENSORRT_LLM_PLUGIN,
                                   name="tensorrt-llm"),
-    # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens.
+    # vLLM V1: gpu_memory_utilization 0.9, block 16, chunked prefill, max_num_seqs 256, 8192 tokens
+    # before v0.9; from v0.9 (PRs #17073, #17885) the limits of the GPU and the mode (vllm_batch_limits).
     # Its custom all-reduce below 8 MiB, pynccl above (Deployment.tp_allreduce). Its engine core
     # loop is Python and, without --async-scheduling (opt-in through v0.11: vllm/config
     # SchedulerConfig.async_scheduling default False), serial with the GPU: schedule(), then
     # execute_model (the worker's _prepare_inputs, the forward, sampling, the sampled ids copied to
     # the host), then update_from_output() (vllm/v1/engine/core.py EngineCore.step), each a loop
-    # over the running requests (python_step_loop).
+    # over the running requests (python_step_loop). Later versions overlap part of that work with
+    # the GPU: V1 (the default engine from v0.8) detokenizes and streams in its front-end process
+    # (vLLM V1 blog, 2025-01-27), and async scheduling is the default from v0.14 (v0.14.0 release
+    # notes: "Async scheduling is now enabled by default", PR #27614). The step time keeps the host
+    # time serial in every version all the same (docs/accuracy.md, "Engine physics, third pass": the
+    # public rows of overlapping versions do not show it hidden). The alias reads a version stated in
+    # a row's source or notes ("vLLM 0.6.6").
     "vllm": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
-                          tp_allreduce=TpAllReduce.VLLM, python_step_loop=True, name="vllm"),
-    # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192,
+                          tp_allreduce=TpAllReduce.VLLM, python_step_loop=True,
+                          batch_limits=vllm_batch_limits, batch_limits_from=(0, 9),
+                          aliases=("vllm",), name="vllm"),
+    # SGLang: mem_fraction_static ~0.88 (server_args.py default for 80 GB parts), chunked prefill 8192
+    # (2048 on parts below 35 GiB, 16384 from 160 GiB: sglang_batch_limits),
     # page size 1 (token-level KV), cuda-graph max batch 256-512; its default scheduler runs prefill
     # batches apart from decode (enable_mixed_chunk off): SchedulerKind.PREFILL_FIRST (schedulers.py).
     # Its custom all-reduce is vLLM's (sgl-kernel custom_all_reduce, a port). Its scheduler is a
     # Python loop over the running requests each step (python/sglang/srt/managers/scheduler.py:
-    # get_next_batch_to_run, process_batch_result), python_step_loop.
+    # get_next_batch_to_run, process_batch_result), python_step_loop. Its "zero-overhead batch
+    # scheduler" (default from v0.4, lmsys.org/blog/2024-12-04-sglang-v0-4) runs one batch ahead;
+    # the host time stays serial here as for vLLM (above).
     "sglang": EngineProfile(KvBudgetRule.TOTAL, 0.88, 1, SchedulerKind.PREFILL_FIRST, False, 512, 8192,
-                            tp_allreduce=TpAllReduce.VLLM, python_step_loop=True, name="sglang"),
+                            tp_allreduce=TpAllReduce.VLLM, python_step_loop=True, batch_limits=sglang_batch_limits,
+                            aliases=("sglang",), name="sglang"),
     # lmdeploy TurboMind: cache_max_entry_count 0.8 of free memory, block 64, continuous batching.
     # Its context decoder left the last prompt token to the first decode step until "Refactor
     # turbomind attention" (PR #1116, merged March 2024, in a v0.2.x patch release at the earliest):
@@ -165,10 +232,20 @@ ENGINES: dict[str, EngineProfile] = {
     "lmdeploy": EngineProfile(KvBudgetRule.FREE, 0.80, 64, SchedulerKind.CONTINUOUS, False, 256, 8192,
                               first_token_in_prefill_from=(0, 3), aliases=("lmdeploy", "turbomind"),
                               tp_allreduce=TpAllReduce.NCCL, name="lmdeploy"),
-    # TGI: vLLM-like paged attention; treated like vLLM (its Python model server prepares each
-    # step's batch and samples: python_step_loop).
-    "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, VLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, False, 256, 8192,
-                         tp_allreduce=TpAllReduce.NCCL, python_step_loop=True, name="tgi"),
+    # TGI (text-generation-inference; launcher/src/main.rs @009c4e0 defaults): the router admits at
+    # most `max_concurrent_requests` 128 requests; `max_batch_prefill_tokens` defaults to
+    # max_input_tokens + 50 with max_input_tokens min(max_position_embeddings - 1, 4095): 4145 tokens
+    # of prompt per step; CUDA graphs captured for batch sizes "1,2,4,8,16,32" (decode steps pad up
+    # to them, larger batches run eagerly); its default attention is flashinfer with prefix caching
+    # (resolve_attention), whose KV pages are one token (server/.../models/globals.py: BLOCK_SIZE = 1
+    # for flashinfer). KV budget as vLLM's total-memory rule (its warmup sizes the cache from the free
+    # memory after a max-prefill forward). Its Python model server builds each step's batch, samples
+    # and checks every request's stopping criteria in a loop (python_step_loop); the Rust router does
+    # not overlap that with the GPU (serial). TP all-reduce through NCCL (torch.distributed).
+    "tgi": EngineProfile(KvBudgetRule.TOTAL, VLLM_GPU_MEMORY_UTILIZATION, TGI_BLOCK_SIZE, SchedulerKind.CHUNKED, False,
+                         TGI_MAX_CONCURRENT_REQUESTS, TGI_MAX_BATCH_PREFILL_TOKENS, cuda_graph_batch_sizes=TGI_CUDA_GRAPH_BATCH_SIZES,
+                         tp_allreduce=TpAllReduce.NCCL, python_step_loop=True,
+                         aliases=("text-generation-inference", "tgi"), name="tgi"),
 }
 
 #: gpuplan's default when no engine is named (`serve run` / `serve plan` without --engine): chunked

@@ -208,7 +208,8 @@ class Replica:
                  features: ServingFeatures = ServingFeatures(), *, workspace_tokens: int | None = None,
                  deferred_first_token: bool = False):
         self.dep = dep
-        self.engine = engine or GENERIC
+        # the engine's per-step limits on this GPU (EngineProfile.for_gpu: vLLM's depend on the part)
+        self.engine = (engine or GENERIC).for_gpu(dep.gpu)
         self.sched = scheduler or self.engine.scheduler_config()
         self.features = features
         tokens = workspace_tokens if workspace_tokens is not None else min(self.sched.max_batch_tokens,

@@ -31,7 +31,7 @@ B = the GPU's scale-up (NVLink) line rate per direction x `serving.custom_allred
 such as MI300X's Infinity Fabric, one link of rate / (domain - 1) per peer, so n - 1 peers read
 concurrently give rate x (n - 1) / (domain - 1)). latency(n) = CUSTOM_ALLREDUCE_BASE_LATENCY_S +
 CUSTOM_ALLREDUCE_PER_PEER_LATENCY_S x (n - 1): the launch, flag writes and spin-wait of one barrier
-over n - 1 peers.
+over n - 1 peers (measured on H100; x CUSTOM_ALLREDUCE_LATENCY_SCALE on AMD's GPUs, measured on MI300X).
 
 Which algorithm runs (`TpAllReduce`, the engine's selection):
 
@@ -111,6 +111,13 @@ CUSTOM_ALLREDUCE_BASE_LATENCY_S = knobs.register(
            "(least-squares line: 3.5 us + 0.35 us per peer)",
     scales="latency of each barrier of a serving engine's custom (one-shot / two-shot) all-reduce")
 CUSTOM_ALLREDUCE_PER_PEER_LATENCY_S = 0.35e-6
+#: The barrier latency of the custom all-reduce on a vendor's GPUs against the H100 line above.
+#: AMD: the same kernels (vLLM's custom all-reduce, ported to HIP IPC over Infinity Fabric) on
+#: MI300X take 7.18 us for a 2 KB all-reduce on 4 GPUs (sgl-project/sglang PR #6619, kernel test
+#: table "TP=4 (latency us)", column "baseline": the custom all-reduce below 8 MB) against 4.8 us
+#: on 4 H100 (PR #2904): 7.18 / 4.8 = 1.50. MI355X (the same xGMI peer-to-peer design, no
+#: published figure) takes the MI300X ratio. Other vendors: 1.
+CUSTOM_ALLREDUCE_LATENCY_SCALE = {"amd": 7.18 / 4.8}
 #: Achievable fraction of the NVLink line rate of the custom kernels' peer reads. vLLM's one-shot
 #: kernel on H100 at 4 MB (vllm-project/vllm PR #24532, TP 4: 38 us; PR #24111, TP 6: 70 us) moves
 #: (n - 1) x 4.19 MB in 38 - 4.6 and 70 - 5.3 us: 376 and 324 GB/s, 0.84 and 0.72 of 450 GB/s.
@@ -133,10 +140,12 @@ CUSTOM_ALLREDUCE_TWOSHOT_EFFICIENCY = knobs.register(
     scales="NVLink bandwidth of a serving engine's two-shot custom all-reduce")
 
 
-def barrier_latency_s(n) -> np.ndarray:
-    """latency(n) of the module docstring: base knob + CUSTOM_ALLREDUCE_PER_PEER_LATENCY_S x (n - 1)."""
-    return (knobs.value("serving.custom_allreduce_base_latency_s")
-            + CUSTOM_ALLREDUCE_PER_PEER_LATENCY_S * (np.asarray(n, dtype=float) - 1.0))
+def barrier_latency_s(n, gpu: Gpu | None = None) -> np.ndarray:
+    """latency(n) of the module docstring: base knob + CUSTOM_ALLREDUCE_PER_PEER_LATENCY_S x (n - 1),
+    x CUSTOM_ALLREDUCE_LATENCY_SCALE of the GPU's vendor (1 when none is listed or no GPU is given)."""
+    scale = CUSTOM_ALLREDUCE_LATENCY_SCALE.get(str(gpu.vendor).lower(), 1.0) if gpu is not None else 1.0
+    return scale * (knobs.value("serving.custom_allreduce_base_latency_s")
+                    + CUSTOM_ALLREDUCE_PER_PEER_LATENCY_S * (np.asarray(n, dtype=float) - 1.0))
 
 
 def oneshot_ingress_bytes(size_bytes, n) -> np.ndarray:
@@ -171,13 +180,13 @@ def custom_kernels_usable(system: System, gpu: Gpu | None, n: int) -> bool:
 
 def oneshot_seconds(size_bytes, n: int, system: System, gpu: Gpu | None) -> np.ndarray:
     """t_oneshot of the module docstring, s (array over sizes)."""
-    return barrier_latency_s(n) + oneshot_ingress_bytes(size_bytes, n) / custom_link_bytes_s(system, gpu, n)
+    return barrier_latency_s(n, gpu) + oneshot_ingress_bytes(size_bytes, n) / custom_link_bytes_s(system, gpu, n)
 
 
 def twoshot_seconds(size_bytes, n: int, system: System, gpu: Gpu | None) -> np.ndarray:
     """t_twoshot of the module docstring, s (array over sizes)."""
     link = custom_link_bytes_s(system, gpu, n, "serving.custom_allreduce_twoshot_efficiency")
-    return 2.0 * barrier_latency_s(n) + twoshot_ingress_bytes(size_bytes, n) / link
+    return 2.0 * barrier_latency_s(n, gpu) + twoshot_ingress_bytes(size_bytes, n) / link
 
 
 def trtllm_workspace_bytes(n: int) -> int:

@@ -157,7 +157,7 @@ def colocated_layouts(model: ModelSpec, tp: int) -> list[tuple[int, int]]:
     return out
 
 
-def _replica(dep: Deployment, sched: SchedulerConfig, lengths=None, speculative=None, prefix_cache=None,
+def _replica(dep: Deployment, sched: SchedulerConfig | None, lengths=None, speculative=None, prefix_cache=None,
              engine: EngineProfile | None = None) -> Replica:
     return Replica(dep, engine, sched, ServingFeatures(lengths, speculative, prefix_cache))
 
@@ -198,7 +198,7 @@ def plan_capacity(model: ModelSpec, candidates: list[tuple[Gpu, System, float | 
         raise InputError(f"rate: must be > 0 requests/s, got {rate}", field="rate")
     if not (ttft_ms > 0 and tpot_ms > 0):
         raise InputError("ttft_ms / tpot_ms: objectives must be > 0 ms", field="ttft_ms")
-    sched = scheduler or engine.scheduler_config()
+    sched = scheduler  # None: each layout's Replica takes the engine's limits on its GPU (EngineProfile.for_gpu)
     results: list[CandidateResult] = []
     rejected: list[RejectedLayout] = []
     for i_gpu, (gpu, system, price) in enumerate(candidates):
@@ -285,7 +285,7 @@ def _size_layout(model, gpu, system, price, tp, ep, adp, *, rate, ttft_ms, tpot_
         best: tuple[int, ReplicaRun] | None = None
         first: ReplicaRun | None = None
         for conc in CONCURRENCY_LADDER:
-            if conc > sched.max_batch_seqs:
+            if conc > rep.sched.max_batch_seqs:
                 break
             run = closed_loop(rep, conc * groups, in_len, out_len)
             first = first or run
@@ -348,7 +348,7 @@ def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, outp
     check_number(input_len, "input_len", gt=0, integer=True)
     check_number(output_len, "output_len", gt=0, integer=True)
     engine = engine or GENERIC
-    sched = scheduler or engine.scheduler_config()
+    sched = scheduler  # None: the engine's limits on the GPU (Replica, EngineProfile.for_gpu)
     out: list[FrontierPoint] = []
     why_not: list[str] = []
     for i_tp, tp in enumerate(tps):
@@ -362,7 +362,7 @@ def frontier(model: ModelSpec, gpu: Gpu, system: System, *, input_len: int, outp
                              **engine.deployment_options())
             rep = Replica(dep, engine, sched)
             for conc in CONCURRENCY_LADDER:
-                if conc > sched.max_batch_seqs:
+                if conc > rep.sched.max_batch_seqs:
                     break
                 run = closed_loop(rep, conc, input_len, output_len)
                 res = run.result

@@ -517,7 +517,7 @@ def plan_disaggregated(model: ModelSpec, hardware: list[tuple[Gpu, System, float
                          field="output_len")
     ratio = parse_pd_ratio(pd_ratio)
     link = KvLink(kv_link) if kv_link is not None else None
-    sched = scheduler or engine.scheduler_config()
+    sched = scheduler  # None: each instance's Replica takes the engine's limits on its GPU
     all_hw = list(hardware) + [h for h in (prefill_hardware or []) + (decode_hardware or [])
                                if all(h[0].id != x[0].id for x in hardware)]
     layouts = candidate_layouts(model, all_hw, tps)
@@ -586,7 +586,7 @@ def colocated_latency_curves(model: ModelSpec, picks: list[tuple[InstanceLayout,
     `speculative`, `prefix_cache` as plan_disaggregated)."""
     s = _Search(model, [lay for lay, _ in picks], rate=float(rate), ttft_s=ttft_ms / 1e3, tpot_s=tpot_ms / 1e3,
                 input_len=input_len, output_len=output_len, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                pd_ratio=None, kv_link=None, sched=scheduler or (engine or GENERIC).scheduler_config(),
+                pd_ratio=None, kv_link=None, sched=scheduler,
                 features=ServingFeatures(lengths, speculative, prefix_cache),
                 output_mean=mean_lengths(lengths)[1] if lengths is not None else None, engine=engine or GENERIC)
     out = []

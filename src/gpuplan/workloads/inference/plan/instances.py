@@ -130,7 +130,7 @@ class _Instance:
     decode_pool.py pads no batch)."""
 
     def __init__(self, layout: InstanceLayout, model: ModelSpec, weight_dtype: str, kv_dtype: str,
-                 input_len: int, output_len: int, sched: SchedulerConfig, features: ServingFeatures = ServingFeatures(),
+                 input_len: int, output_len: int, sched: SchedulerConfig | None, features: ServingFeatures = ServingFeatures(),
                  engine: EngineProfile = GENERIC):
         self.layout = layout
         self.engine = engine
@@ -140,9 +140,9 @@ class _Instance:
         self.groups = layout.attention_dp
         # the co-located instance is the replica `serve run` simulates (replica.py); prefill- and
         # decode-only instances reuse its step model and memory plan
-        self.replica = Replica(self.dep, engine, sched, features)
+        self.replica = Replica(self.dep, engine, sched, features)  # sched None: the engine's limits on this GPU
         self.steps = self.replica.steps
-        self.sched = sched
+        self.sched = sched = self.replica.sched
         self.mem = self.replica.mem
         # a decode instance's steps hold one token per sequence: its activation workspace is that of max_batch_seqs tokens
         self.decode_mem = engine.memory_plan(self.dep, max_batch_tokens=sched.max_batch_seqs, max_batch_seqs=sched.max_batch_seqs)

@@ -88,6 +88,9 @@ class ServeReport:
     # the serving engine whose defaults ran (engines.py; "generic" = gpuplan's own) and the scheduler kind in effect
     engine: str = GENERIC.name
     scheduler: str = ""
+    # the scheduler's per-step limits in effect (the engine's on this GPU: EngineProfile.for_gpu), sequences / tokens
+    max_batch_seqs: int = 0
+    max_batch_tokens: int = 0
     # cost (token_costs.py; None without a price): the replica's GPUs at usd_per_gpu_hour over the
     # requests it served; prefill's share of its engine-step time splits it between input and output
     prefill_time_fraction: float | None = None
@@ -181,6 +184,7 @@ def serve_estimate(dep: Deployment, *, input_len: int, output_len: int, rate: fl
         prefix_hit_rate=prefix_cache.hit_rate if prefix_cache else 0.0,
         prefix_cache_gib_per_gpu=(mem.sequence_kv_bytes(pool) / gib) if pool else 0.0,
         frontend_latency_ms=1e3 * run.frontend_latency_s, engine=engine.name, scheduler=sched.kind.value,
+        max_batch_seqs=sched.max_batch_seqs, max_batch_tokens=sched.max_batch_tokens,
         attention_dp_balance=dep.attention_dp_balance, usd_per_gpu_hour=usd_per_gpu_hour if cost else None, **cost,
         **dict(zip(("tokens_per_s_per_gpu", "tokens_per_s_per_user"),
                    frontier_coordinates(run.output_tokens_per_s, dep.num_gpus, res.tpot_ms.mean))),
