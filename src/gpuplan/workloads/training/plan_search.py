@@ -390,24 +390,24 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     etp = _expert_tp(tp, et)
     dp, m, gb, reasons = grid_validity(model, ctx.framework, proto.seq_len, g, num_gpus, given_batch)
     shape = np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, vpp, mb, rc, sh, sp, et, dp, m)))
-    invalid = np.zeros(shape, dtype=bool)
-    rejected: dict[str, int] = {}
+    # `invalid` stays on the axes of the rules' masks seen so far; a count there stands for the points it broadcasts to
+    points, invalid, rejected = int(np.prod(shape)), np.zeros((1,) * len(shape), dtype=bool), {}
     for reason, mask in reasons.items():
-        mask = np.broadcast_to(mask, shape)
-        rejected[reason] = int(np.count_nonzero(mask & ~invalid))
-        invalid |= mask
+        fresh = mask & ~invalid
+        rejected[reason] = int(np.count_nonzero(fresh)) * (points // fresh.size) if fresh.size else 0
+        invalid = invalid | mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                   m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
     too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
-    invalid |= too_big
-    # ranking key: step time for one batch; with a batch per plan, time per sequence of the batch
-    # (the sequence length is the same for every plan, so this ranks as time per token does)
-    key = np.where(invalid, np.inf, arrays.step_s if given_batch is not None else arrays.step_s / gb)
-    valid = int(np.prod(shape)) - int(np.count_nonzero(invalid)) + rejected["does not fit in GPU memory"]
-    return _Block(g, shape, dp, m, np.asarray(gb, dtype=float), arrays.parts(), np.broadcast_to(key, shape), rejected,
-                  valid, int(np.prod(shape)) - int(np.count_nonzero(invalid)))
+    invalid = invalid | too_big
+    # ranking key, inf where invalid: step time for one batch (x / 1.0 is x), or time per sequence of each plan's batch
+    key = np.divide(arrays.step_s, gb if given_batch is None else 1.0, out=np.empty(shape))  # (ranks as time per token)
+    np.copyto(key, np.inf, where=invalid)
+    fitting = points - int(np.count_nonzero(invalid))
+    return _Block(g, shape, dp, m, np.asarray(gb, dtype=float), arrays.parts(), key, rejected,
+                  fitting + rejected["does not fit in GPU memory"], fitting)
 
 
 class _Leaders:
