@@ -85,6 +85,19 @@ def test_serve_frontier_point_is_serve_run_at_that_concurrency(tp):
         assert p["tokens_per_s_per_user"] == pytest.approx(1e3 / run["tpot_ms"], rel=1e-12)
 
 
+@pytest.mark.parametrize("engine", ["vllm", "sglang", "tensorrt-llm"])
+def test_serve_frontier_runs_the_engine_serve_run_runs(engine):
+    # one path: `serve frontier --engine E` is `serve run --engine E --concurrency c` at each point (its
+    # step limits, memory rule and scheduler), not the generic engine's
+    pts = {(p["tp"], p["concurrency"]): p for p in
+           api.serve_frontier("llama-3-8b", H100, input_len=1024, output_len=256, engine=engine).to_dict()["points"]}
+    for tp, conc in ((1, 8), (2, 64)):
+        run = api.serve_run("llama-3-8b", H100, tp=tp, concurrency=conc, input_len=1024, output_len=256,
+                            engine=engine).to_dict()
+        assert pts[(tp, conc)]["ttft_p90_ms"] == pytest.approx(run["ttft_p90_ms"], rel=1e-12)
+        assert pts[(tp, conc)]["tokens_per_s_per_gpu"] == pytest.approx(run["output_tokens_per_s"] / tp, rel=1e-12)
+
+
 def _brute_force_fewest_gpus(model: str, rate: float, ttft_ms: float, tpot_ms: float, tps, max_replicas: int,
                              **lens) -> int:
     """Every tp and replica count n: `serve run --rate rate / n` meets both p90 objectives?"""

@@ -337,12 +337,14 @@ def frontier_cmd(
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
     kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the frontier plot (.png/.svg/.pdf)."),
+    engine: str = _ENGINE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Tokens/s per GPU against tokens/s per user over TP and concurrency."""
     with progress_bar("serve frontier") as bar:
         result = api.serve_frontier(model, gpu, system=system, input_len=input_len, output_len=output_len,
-                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, progress=bar, plot=plot)
+                                    weight_dtype=weight_dtype, kv_dtype=kv_dtype, progress=bar, plot=plot,
+                                    engine=engine)
     if as_json:
         print_json(result.to_dict())
         return

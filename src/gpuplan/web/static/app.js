@@ -169,7 +169,7 @@ const PAGES = {
       const common = pick(v, ["model", "input_len", "output_len", "weight_dtype", "kv_dtype"]);
       const [run, fr] = await Promise.all([
         api("serve/run", { ...common, ...pick(v, ["gpu", "tp", "rate", "concurrency", "engine"]) }),
-        api("serve/frontier", { ...common, ...pick(v, ["gpu"]) }),
+        api("serve/frontier", { ...common, ...pick(v, ["gpu", "engine"]) }),
       ]);
       const d = run.data;
       stats([["ttft_p90_ms", "TTFT p90", d.ttft_p90_ms, "ms"], ["tpot_p90_ms", "TPOT p90", d.tpot_p90_ms, "ms"],
