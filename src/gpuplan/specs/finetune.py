@@ -34,6 +34,14 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
 - `offload_activations`: the activations saved for backward are copied to host memory in the
   forward and back in the backward (torchtune `OffloadActivations`, saved-tensor hooks): the stored
   layers' activations leave the GPU.
+- `base_matmul_keeps_input`: each 4-bit base matmul keeps its input for backward, adapted or not:
+  bitsandbytes before 0.43.2, whose `MatMul4Bit.forward` stored `ctx.tensors = (A, B)` whenever an
+  input needed a gradient (bitsandbytes/autograd/_functions.py; fixed to `(None, B)` by PR #1270,
+  commit 9e753741, 2024-07-16, first in 0.43.2). Default False: the library as it is now.
+- `compiled`: the training step runs under `torch.compile` (torchtune `compile: True`), whose
+  partitioner recomputes pointwise ops in backward instead of keeping their outputs; default False:
+  eager PyTorch (HF Trainer, LitGPT, fsdp_qlora, torchtune's default), whose unfused modules keep
+  more (`workloads.training.finetune_memory`, "Eager modules").
 
 Impossible combinations are refused when the value is built (one line naming the field); those that
 involve the rest of the plan (sharding, precision) are checked by `TrainPlan`.
@@ -108,6 +116,8 @@ class FineTuning(Spec):
     master_weights: MasterWeights = MasterWeights.FP32
     chunked_loss: bool = False
     offload_activations: bool = False
+    base_matmul_keeps_input: bool = False
+    compiled: bool = False
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -130,6 +140,9 @@ class FineTuning(Spec):
                              f"not {base.value} (use finetune lora for a {base.value} base)")
         if self.method is FineTuneMethod.LORA and base is not None and base.four_bit:
             raise ValueError(f"a {base.value} base is QLoRA: give finetune qlora (lora takes bf16, fp16, fp32 or int8)")
+        if self.base_matmul_keeps_input and not (self.method is FineTuneMethod.QLORA or (base is not None and base.four_bit)):
+            raise ValueError("base_matmul_keeps_input describes bitsandbytes' 4-bit matmul: it needs finetune qlora "
+                             "(an nf4 or fp4 base)")
         if self.optimizer is Optimizer.PAGED_ADAMW_8BIT and self.offload.moves_optimizer:
             raise ValueError("paged_adamw_8bit already pages its states to host memory; offload moves them to the CPU: "
                              "give one of the two (optimizer adamw_8bit with offload, or offload none)")
@@ -181,6 +194,10 @@ class FineTuning(Spec):
             parts.append("chunked loss")
         if self.offload_activations:
             parts.append("activations offloaded")
+        if self.base_matmul_keeps_input:
+            parts.append("4-bit matmuls keep inputs (bitsandbytes < 0.43.2)")
+        if self.compiled:
+            parts.append("compiled")
         return ", ".join(parts)
 
 

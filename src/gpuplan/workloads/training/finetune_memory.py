@@ -64,15 +64,7 @@ Megatron or DeepSpeed, whose gradient buffers persist). Ordinary training keeps 
 - activation offloading (`FineTuning.offload_activations`, torchtune `OffloadActivations`): the
   stored layers' activations wait in host memory, reported with the offloaded bytes.
 
-Activations through a frozen base (`adapter_activation_delta_per_token`, added to the layer's saved
-set of `memory.layer_activation_bytes_per_token`): a frozen projection needs no weight gradient, so
-its input is not kept for it (PyTorch's mm saves the input only for the weight's gradient; bitsandbytes'
-`MatMul4Bit` keeps only the packed weight since 0.45: `ctx.tensors = (None, B)`): the layer's saved set
-loses the inputs of the frozen projections no other operator keeps (the attention output stays:
-FlashAttention keeps `out` for its own backward). An adapted projection keeps its input for A's
-gradient (once per input tensor: q, k and v read the same one), or with LoRA dropout p > 0 each
-adapter keeps its own dropped copy (b per element) and mask (1 byte: `native_dropout`'s bool mask)
-instead; and B keeps A's output, b x r per token and adapter.
+Activations through a frozen base and what eager modules keep besides: `finetune_activations`.
 """
 
 from __future__ import annotations
@@ -80,8 +72,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpuplan.layers.inventory import layer_ops, model_ops
-from gpuplan.layers.operators import AttentionCore, Linear, Norm, Saved, Shard
-from gpuplan.specs.finetune import BaseDtype, FineTuning, MasterWeights
+from gpuplan.layers.operators import AttentionCore, Linear, Norm, Shard
+from gpuplan.specs.finetune import BaseDtype, MasterWeights
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
@@ -377,44 +369,6 @@ def fine_tuning_peak(plan: TrainPlan, gradients: float, acts: dict[str, float], 
     return FineTunePeak(gradients, dict(backward_phase), host, tuple(notes))
 
 
-def adapter_activation_delta_per_token(model: ModelSpec, ft: FineTuning, layer: int, saved: Saved) -> float:
-    """Bytes per token a frozen base with adapters adds to (or, negative, removes from) one layer's
-    saved set of ordinary training (module docstring, "Activations through a frozen base")."""
-    if not ft.adapters:
-        return 0.0
-    b = saved.act_bytes
-    by_op: dict[str, list] = {}
-    for p in layer_projections(model, layer):
-        by_op.setdefault(p.op, []).append(p)
-    delta = 0.0
-    for op in layer_ops(model, layer).linears:
-        projections = by_op.get(op.name, [])
-        hit = [p for p in projections if adapted(p, ft.targets)]
-        kept_for_weight = _input_saved_bytes(op, saved)
-        attention_out = op.name == "out" and saved.fused_attention  # FlashAttention keeps `out` itself
-        if not hit or ft.lora_dropout > 0:
-            if not attention_out:
-                delta -= kept_for_weight
-        for p in hit:
-            per_copy = p.active_instances if p.shard is Shard.EXPERT else 1.0
-            if ft.lora_dropout > 0:
-                in_local = kept_for_weight / saved.linear_input_bytes / per_copy if saved.linear_input_bytes else 0.0
-                delta += (b + 1.0) * in_local * per_copy
-            delta += b * ft.rank * per_copy
-    return delta
-
-
-def _input_saved_bytes(op: Linear, saved: Saved) -> float:
-    """The part of a linear's saved bytes that is its input (kept for the weight gradient): its
-    `saved_bytes` less the outputs it keeps for other reasons (the router's fp32 probabilities, a
-    routed expert's output kept by the unpermute)."""
-    total = op.saved_bytes(saved)
-    if op.shard is Shard.EXPERT:
-        kept = saved.act_bytes * op.out_features if op.keeps_routed_output else 0.0
-        return total - kept * op.active_instances
-    return total - op.saved_output_bytes * op.out_features
-
-
 __all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
-           "fine_tuning_peak", "pytorch_loop", "pytorch_loop_loss", "adapter_activation_delta_per_token",
+           "fine_tuning_peak", "pytorch_loop", "pytorch_loop_loss",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]
