@@ -71,6 +71,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpuplan.layers.inventory import layer_ops, model_ops
 from gpuplan.layers.operators import AttentionCore, Linear, Norm, Shard
 from gpuplan.specs.finetune import BaseDtype, MasterWeights
@@ -355,20 +357,32 @@ def fine_tuning_peak(plan: TrainPlan, gradients: float, acts: dict[str, float], 
         host, acts["layers"] = acts.get("layers", 0.0), 0.0
         notes.append(f"activations offloaded: {host / 2**30:.2f} GiB per GPU of saved activations kept in host "
                      f"memory between forward and backward")
-    if not (pytorch_loop(plan) and micro_batches == 1 and gradients > 0):
+    single_pass = pytorch_loop(plan) and micro_batches == 1
+    held, at_backward_end = gradient_lifetime(gradients, sum(acts.values()), sum(backward_phase.values()), single_pass)
+    if not (single_pass and gradients > 0):
         return FineTunePeak(gradients, acts, host, tuple(notes))
-    forward_end = sum(acts.values())
-    backward_end = gradients + sum(backward_phase.values())
     gib = gradients / 2**30
-    if forward_end >= backward_end:
+    if not at_backward_end:
         notes.append(f"gradients ({gib:.2f} GiB) are allocated during backward as the activations are freed "
                      f"(zero_grad sets them to None): none exist at the peak, the end of the forward")
-        return FineTunePeak(0.0, acts, host, tuple(notes))
+        return FineTunePeak(float(held), acts, host, tuple(notes))
     notes.append(f"peak at the end of backward: every gradient ({gib:.2f} GiB) and the backward working set; "
                  f"the stored activations are freed by then")
-    return FineTunePeak(gradients, dict(backward_phase), host, tuple(notes))
+    return FineTunePeak(float(held), dict(backward_phase), host, tuple(notes))
+
+
+def gradient_lifetime(gradients, forward_end, backward_phase, single_pass):
+    """(gradient bytes held at the peak, whether the peak is the end of backward) of a PyTorch loop
+    (module docstring, "gradient lifetime"): with one micro-batch per step (`single_pass`) and
+    gradients to hold, the peak is the larger of the end of the forward (`forward_end`: every
+    activation at the peak, no gradient yet) and the end of backward (every gradient + the backward
+    working set `backward_phase`, the stored activations freed); otherwise every gradient is held.
+    Numbers or numpy arrays (the plan search's memory screen, `memory_grid`)."""
+    applies = np.logical_and(single_pass, np.greater(gradients, 0))
+    at_backward_end = applies & np.less(forward_end, np.add(gradients, backward_phase))
+    return np.where(applies & ~at_backward_end, 0.0, gradients), at_backward_end
 
 
 __all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
-           "fine_tuning_peak", "pytorch_loop", "pytorch_loop_loss",
+           "fine_tuning_peak", "gradient_lifetime", "pytorch_loop", "pytorch_loop_loss",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]
