@@ -84,3 +84,33 @@ def test_row_rules_for_quantize_name_and_compile():
     assert ft.double_quant and ft.compiled
     ft, _ = fine_tuning_from_row({"finetune": "lora", "source": "bitsandbytes 0.41.1"})
     assert not ft.base_matmul_keeps_input  # a bf16 base runs no 4-bit matmul
+
+
+# ---- the optimizer stepped in backward (torchtune optimizer_in_bwd) --------------------------------
+def test_gradient_lifetime_with_the_optimizer_in_backward():
+    from gpuplan.workloads.training.finetune_memory import gradient_lifetime
+
+    # 10 B of gradients, a backward working set of 2 B: the end of backward holds 10 + 2 = 12 > 3 at
+    # the end of the forward; stepping in backward it holds only the largest one gradient, 4 + 2 = 6
+    assert [float(x) for x in gradient_lifetime(10.0, 3.0, 2.0, True)] == [10.0, 1.0]
+    assert [float(x) for x in gradient_lifetime(10.0, 3.0, 2.0, True, 4.0)] == [4.0, 1.0]
+    # 7 B at the end of the forward beats 4 + 2: no gradient exists at the peak
+    assert [float(x) for x in gradient_lifetime(10.0, 7.0, 2.0, True, 4.0)] == [0.0, 0.0]
+    # gradients accumulated over micro-batches are all held
+    assert [float(x) for x in gradient_lifetime(10.0, 3.0, 2.0, False)] == [10.0, 0.0]
+
+
+def test_optimizer_in_backward_holds_the_largest_gradient():
+    m = load_model("llama-2-7b")
+    ft = FineTuning(master_weights="none", optimizer_in_backward=True)
+    plan = TrainPlan(seq_len=256, micro_batch=1, global_batch=1, framework="other", recompute="full", fine_tuning=ft)
+    mem = training_memory(m, plan)
+    # at the end of backward the largest one tensor's bf16 gradient: the 32,000 x 4,096 embedding (or
+    # head), 2 B each, against 2 x 6,738,415,616 B for every gradient
+    full = training_memory(m, plan.model_copy(update={"fine_tuning": FineTuning(master_weights="none")}))
+    assert full.per_gpu_bytes["gradients"] == 2 * 6_738_415_616
+    assert mem.per_gpu_bytes["gradients"] == 32_000 * 4096 * 2
+    with pytest.raises(ValidationError, match="optimizer_in_backward frees each gradient after its step"):
+        TrainPlan(seq_len=256, micro_batch=1, global_batch=2, fine_tuning=ft)
+    with pytest.raises(ValidationError, match="give one of the two"):
+        FineTuning(optimizer_in_backward=True, offload="optimizer")

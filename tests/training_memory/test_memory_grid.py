@@ -132,12 +132,14 @@ FINE_TUNING_PROTOS = [
                                                      compiled=True)),
     dict(framework=Framework.DEEPSPEED, fine_tuning=dict(method="lora", base_dtype="fp32", offload="optimizer")),
     dict(framework=Framework.MEGATRON, fine_tuning=dict(method="full", optimizer="paged_adamw_8bit")),
+    dict(framework=Framework.OTHER, fine_tuning=dict(method="full", master_weights="none", optimizer_in_backward=True,
+                                                     chunked_loss=True)),
 ]
 
 
 @pytest.mark.parametrize("name", ("llama-3-8b", "mixtral-8x7b"))
 def test_fine_tuning_array_form_equals_the_memory_model_term_by_term(name):
-    # 6 fine-tuning setups x 40 plans: the rules of finetune_memory / finetune_activations on the grid
+    # 7 fine-tuning setups x 40 plans: the rules of finetune_memory / finetune_activations on the grid
     model = load_model(name)
     rng = np.random.default_rng(sum(map(ord, name)) + 7)
     for setup in FINE_TUNING_PROTOS:

@@ -13,7 +13,7 @@ from gpuplan.cli.render import console, print_json, table
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, COMPILED, fine_tuning_options, print_fine_tuning,
+    OPTIMIZER, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, COMPILED, OPTIMIZER_IN_BACKWARD, fine_tuning_options, print_fine_tuning,
 )
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
 from gpuplan.specs.choices import Precision, Recompute, Sharding
@@ -62,6 +62,7 @@ def _common(
     offload_activations: bool = OFFLOAD_ACTIVATIONS,
     compiled: bool = COMPILED,
     base_matmul_keeps_input: bool = BASE_MATMUL_KEEPS_INPUT,
+    optimizer_in_backward: bool = OPTIMIZER_IN_BACKWARD,
 ):
     return locals()
 

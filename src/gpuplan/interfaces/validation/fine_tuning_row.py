@@ -11,12 +11,18 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   row: a chunked cross-entropy (notes naming torchtune's `CEWithChunkedOutputLoss` or a "chunked
   cross-entropy") is `chunked_loss`; "activation offloading on" (torchtune `OffloadActivations`) is
   `offload_activations`; a LoRA description with its dropout ("LoRA r=8, alpha 16, dropout 0.05") is
-  `lora_dropout` (adapter rows only); "torch.compile on" is `compiled`.
+  `lora_dropout` (adapter rows only); "torch.compile on" is `compiled`; "optimizer_in_bwd True"
+  (torchtune's option) is `optimizer_in_backward`.
 - The bitsandbytes release a 4-bit base ran on (`base_matmul_keeps_input`: before 0.43.2, released
   2024-07-16, each `MatMul4Bit` kept its input): a QLoRA row whose `source` or `notes` name
   bitsandbytes (or bnb) and not torchao takes the version they state ("bitsandbytes 0.41.1"), else
   the latest date its `source` states (ISO `2023-10-27` or a month and year, `Feb-Mar 2024`); with
   neither, the current library.
+- An empty `master_weights` cell of a row run by a torchtune recipe (`source` or `notes` name torchtune)
+  in bf16 is `none`: torchtune's recipes have no mixed precision ("When dtype=bf16, all activations,
+  gradients and optimizer states are in bfloat16 ... Mixed precision training and fp16 precision are
+  currently not supported", recipes/lora_finetune_single_device.py at 1814feb17, which also checks
+  that the adapters load in that dtype: `validate_expected_param_dtype(adapter_params, dtype)`).
 - A LitGPT quantisation name in `notes` (`bnb.nf4`, `bnb.nf4-dq`, `bnb.fp4`, `bnb.fp4-dq`: finetune/lora.py
   `--quantize`) says whether the 4-bit scales are double-quantised (`-dq`) or not.
 A value the schema does not allow is a SkipRow naming the column and the allowed values; a
@@ -48,6 +54,8 @@ _CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked cross.entropy", re.
 _OFFLOADED_ACTIVATIONS = re.compile(r"\bactivation offloading on\b", re.IGNORECASE)
 _LORA_DROPOUT = re.compile(r"\bLoRA\b[^.;]*?\bdropout\s+(\d*\.?\d+)", re.IGNORECASE)
 _LITGPT_QUANTIZE = re.compile(r"\bbnb\.(nf4|fp4)(-dq)?\b", re.IGNORECASE)
+_OPTIMIZER_IN_BACKWARD = re.compile(r"\boptimizer_in_bwd:?\s*True\b")
+_TORCHTUNE = re.compile(r"\btorchtune\b", re.IGNORECASE)
 _COMPILED = re.compile(r"\btorch\.compile on\b", re.IGNORECASE)
 _BITSANDBYTES = re.compile(r"\b(bitsandbytes|bnb)\b", re.IGNORECASE)
 _TORCHAO = re.compile(r"\btorchao\b", re.IGNORECASE)
@@ -130,8 +138,14 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     quantize = _LITGPT_QUANTIZE.search(notes_text)
     if quantize and method is FineTuneMethod.QLORA:
         kw["double_quant"] = quantize.group(2) is not None
+    if (not _cell(row, "master_weights") and _cell(row, "precision").lower() in ("", "bf16")
+            and _TORCHTUNE.search(f"{row.get('source') or ''} {notes_text}")):
+        kw["master_weights"] = MasterWeights.NONE
+        notes.append("master_weights=none (torchtune recipes train in their dtype, no mixed precision)")
     if _COMPILED.search(notes_text):
         kw["compiled"] = True
+    if _OPTIMIZER_IN_BACKWARD.search(notes_text):
+        kw["optimizer_in_backward"] = True
     four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)
     if method is FineTuneMethod.QLORA and four_bit is not None and four_bit.four_bit and bitsandbytes_keeps_matmul_input(row):
         kw["base_matmul_keeps_input"] = True

@@ -522,7 +522,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
         for key in ("zero3_gather_buffer", "fsdp_root_unsharded"):
             other.pop(key, None)
         other.update(ft.other)
-        peak = fine_tuning_peak(plan, ft.gradients, acts, loss_phase, backward_phase, microbatches_per_step(plan))
+        peak = fine_tuning_peak(plan, ft, acts, loss_phase, backward_phase, microbatches_per_step(plan))
         out.update(weights=ft.weights, gradients=peak.gradients, optimizer=ft.optimizer, fine_tuning=ft, acts=peak.acts,
                    peak=peak)
     return out

@@ -15,7 +15,7 @@ fine-tuning rules from the same functions: its model states and their "other" te
 recompute), its activations through `memory.layer_activation_bytes_per_token` (which adds
 `finetune_activations`' deltas), its loss from `memory.loss_bytes_per_vocab_entry` (chunked, or
 PyTorch's fp32 cross entropy), and the gradient lifetime of a PyTorch loop and activation offloading
-from `finetune_memory.gradient_lifetime` on the arrays (`_fine_tuning_peak`).
+from `finetune_memory.gradient_lifetime` on the arrays (`_fine_tuning_terms`).
 
 `screen_bytes` is the screen: the larger of the first and the last rank (the first holds the most
 micro-batches in flight and the embedding, the last the output head and the loss), a lower bound
@@ -215,7 +215,7 @@ FINE_TUNING_OTHER = ("zero3_gather_buffer", "fsdp_root_unsharded", "dequant_work
 
 def _fine_tuning_states(model: ModelSpec, proto: TrainPlan, last: bool, tp, pp, vpp, dp, cp, ep, etp, sharding,
                         recompute) -> tuple[float, ...]:
-    """(weights, gradients, optimizer, host, paged optimizer, *FINE_TUNING_OTHER) bytes of the first or
+    """(weights, gradients, optimizer, host, paged optimizer, largest one gradient, *FINE_TUNING_OTHER) bytes of the first or
     last pipeline rank of one layout: `finetune_memory.rank_fine_tuning_states` itself."""
     plan = proto.model_copy(update={
         "tp": int(tp), "pp": int(pp), "vpp": int(vpp), "dp": float(dp), "cp": int(cp), "ep": int(ep), "etp": int(etp),
@@ -223,7 +223,7 @@ def _fine_tuning_states(model: ModelSpec, proto: TrainPlan, last: bool, tp, pp, 
     rank = int(pp) - 1 if last else 0
     layers = pipeline_layer_split(model.layers, int(pp), int(vpp))[rank]
     ft = rank_fine_tuning_states(model, plan, layers, rank == 0, rank == int(pp) - 1)
-    return (ft.weights, ft.gradients, ft.optimizer, ft.host, ft.paged_optimizer,
+    return (ft.weights, ft.gradients, ft.optimizer, ft.host, ft.paged_optimizer, ft.largest_gradient,
             *(ft.other.get(k, 0.0) for k in FINE_TUNING_OTHER))
 
 
@@ -237,14 +237,16 @@ def _fine_tuning_terms(model: ModelSpec, proto: TrainPlan, out: dict[str, np.nda
     weighed against them)."""
     states = _per_distinct(lambda *a: _fine_tuning_states(model, proto, last, *a),
                            tp, pp, vpp, dp, cp, ep, etp, sharding, recompute)
-    out["weights"], gradients, out["optimizer"], out["host"], out["paged_optimizer"] = states[:5]
-    out.update(zip(FINE_TUNING_OTHER, states[5:]))
+    out["weights"], gradients, out["optimizer"], out["host"], out["paged_optimizer"], largest = states[:6]
+    out.update(zip(FINE_TUNING_OTHER, states[6:]))
     if proto.fine_tuning.offload_activations:
         out["host"] = out["host"] + out["layers"]
         out["layers"] = np.zeros_like(out["layers"])
     acts = ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set", "recompute_working_set")
+    in_backward = pytorch_loop(proto) and proto.fine_tuning.optimizer_in_backward
     held, at_backward_end = gradient_lifetime(gradients, sum(out[k] for k in acts), backward + rematerialised,
-                                              pytorch_loop(proto) & np.equal(m, 1))
+                                              pytorch_loop(proto) & (np.equal(m, 1) | in_backward),
+                                              largest if in_backward else None)
     out["gradients"] = held
     for k in acts:  # at the end of backward only the working sets are alive
         out[k] = np.where(at_backward_end, 0.0, out[k])
