@@ -185,3 +185,15 @@ def test_no_p2p_box_is_never_faster_than_a_p2p_box_of_the_same_link(n, size):
     staged = collective_time("all_gather", size, get_system("rtx-4090"), n).time_s
     direct = collective_time("all_gather", size, get_system("rtx-a6000"), n).time_s
     assert staged >= direct * (1 - 1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(staged=st.floats(1e8, 1e11), host=st.floats(1e9, 5e12), n=st.integers(2, 8))
+def test_staged_box_busbw_is_the_least_of_link_bridge_and_host_memory(staged, host, n):
+    from gpuplan import knobs
+
+    # PCIe 4.0 x16 at 0.8 = 25.6 GB/s; the bridge's per-rank rate; host memory over 2 accesses x n ranks
+    with knobs.overridden({"collectives.staged_card_to_card_bytes_s": staged,
+                           "training.offload.host_memory_bytes_s": host}):
+        busbw = asymptotic_busbw_gbps("all_gather", get_system("rtx-4090"), n)
+    assert busbw == pytest.approx(min(25.6, staged / 1e9, host / 1e9 / (2 * n)), rel=1e-6)
