@@ -85,7 +85,7 @@ def run(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Closed loop: requests in flight."),
     batch: Optional[int] = typer.Option(None, "--batch", help="One static batch of this size."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
+    kv_dtype: Optional[str] = typer.Option(None, "--kv-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4; default the --engine's choice for the weights (tensorrt-llm: fp8 for fp8 / nvfp4 checkpoints), else bf16."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static, continuous, chunked (decodes first, prompts fill the token budget in chunks; vLLM V1, TensorRT-LLM) or prefill-first (prefill-only steps while prompts wait, decodes stall; SGLang's default); default the --engine's (chunked for generic)."),
     engine: str = _ENGINE_OPTION,
     memory_fraction: Optional[float] = _MEMORY_FRACTION_OPTION,

@@ -144,7 +144,7 @@ def serve_run(
     concurrency: int | None = None,
     batch: int | None = None,
     weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     scheduler: str | None = None,
     engine: str = DEFAULT_ENGINE,
     memory_fraction: float | None = None,
@@ -169,12 +169,16 @@ def serve_run(
     memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
     `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
     override the engine's (`serving_engine`). `usd_per_gpu_hour`: the GPU's price (default: the
-    cheapest catalog cloud price, facilities.pricing; none known: no cost keys)."""
+    cheapest catalog cloud price, facilities.pricing; none known: no cost keys). `kv_dtype` None: the
+    engine's own choice for `weight_dtype` weights (EngineProfile.default_kv_dtype: TensorRT-LLM
+    follows an FP8 / NVFP4 checkpoint's FP8 KV recipe), else bf16."""
     from gpuplan.interfaces.validation.regimes import serving_regime
     from gpuplan.workloads.inference.cost.deployment import Deployment
     from gpuplan.workloads.inference.plan.service import serve_estimate
 
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
+    if kv_dtype is None:
+        kv_dtype = profile.default_kv_dtype(weight_dtype) or "bf16"
     positive(tp, "tp")
     positive(pp, "pp")
     positive(ep, "ep")
