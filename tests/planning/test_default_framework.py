@@ -7,7 +7,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.specs import Sharding
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.finetune import FineTuning
-from gpuplan.workloads.training.plan_search import default_framework
+from gpuplan.workloads.training.framework_defaults import default_framework
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ class Framework(str, Enum):
     #: of the slice left over), ici_tensor, ici_sequence, ici_data; across slices dcn_data (AI-Hypercomputer/
     #: maxtext docs 'Sharding', base.yml defaults). Its step is timed as OTHER's (Megatron-like overlap:
     #: XLA's scheduler overlaps the collectives with compute); the plan search offers it MaxText's axes
-    #: (`workloads.training.plan_search.framework_axes`).
+    #: (`workloads.training.framework_defaults.framework_axes`).
     MAXTEXT = "maxtext"
     OTHER = "other"  # treated as MEGATRON
 

@@ -263,7 +263,8 @@ def train(
     micro-batches per step (global batch = micro-batch x grad-accum x dp)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
-    from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note, default_framework
+    from gpuplan.workloads.training.framework_defaults import default_framework
+    from gpuplan.workloads.training.plan_search import SearchSpace, default_batch_note
     from gpuplan.workloads.training.plan_validity import check_plan
     from gpuplan.workloads.training.totals import estimate_training
 
@@ -288,8 +289,7 @@ def train(
     recipe_note = None
     defaults_notes: list[str] = []  # how a fine-tuning plan's unset options were chosen
     ft = fine_tuning_spec(fine_tuning)
-    # None: the stack of the system and the method (MaxText on TPU pods, PyTorch FSDP / DeepSpeed for
-    # LoRA / QLoRA, Megatron-core elsewhere: plan_search.default_framework)
+    # None: the system's and the method's stack (framework_defaults.default_framework)
     fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(
         sys_spec, ft, parse_enum(Sharding, sharding, "sharding") if sharding is not None else None)
     if framework is None and ft.adapters and fw is not default_framework(sys_spec):
@@ -386,14 +386,12 @@ def fit_plan(
     seq_len: int | None = None, recompute: str | Recompute = Recompute.NONE, sharding: str | Sharding = Sharding.NONE,
     precision: str | Precision = Precision.BF16, grad_precision: str | Precision = Precision.FP32,
     sequence_parallel: bool | None = None, flash_attention: bool = True,
-    fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None,
-    framework: str | Framework | None = None, system: System | None = None,
-) -> TrainPlan:
+    fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None, framework: str | Framework | None = None,
+    system: System | None = None) -> TrainPlan:
     """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given).
     `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp.
-    `framework` None: plan_search.default_framework of `system` (None: a GPU alone), the method and sharding."""
-    from gpuplan.workloads.training.plan_search import default_framework
-
+    `framework` None: framework_defaults.default_framework of `system` (None: a GPU alone), the method and sharding."""
+    from gpuplan.workloads.training.framework_defaults import default_framework
     if plan is not None:
         if gpus is not None and plan.num_gpus != gpus:
             raise InputError(f"--gpus ({gpus}) must equal tp x pp x dp x cp of the plan ({plan.num_gpus})", field="gpus")
@@ -545,10 +543,7 @@ def _fit_inputs(model, gpu, system, gpus, plan_kw) -> tuple[ModelSpec, Gpu, Trai
     """The model, the GPU whose memory is the budget (`--gpu`, or `--system`'s GPU; default
     h100-sxm5-80gb) and the plan."""
     spec = resolve_model(model)
-    if system is None:
-        node, g = None, resolve_gpu(gpu if gpu is not None else DEFAULT_GPU)
-    else:
-        node, g = system_and_gpu(system, gpu)
+    node, g = (None, resolve_gpu(gpu if gpu is not None else DEFAULT_GPU)) if system is None else system_and_gpu(system, gpu)
     return spec, g, fit_plan(spec, gpus, system=node, **plan_kw)
 
 

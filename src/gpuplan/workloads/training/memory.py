@@ -272,10 +272,9 @@ def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
 
 @lru_cache(maxsize=16384)
 def _layer_param_split(model: ModelSpec, layer: int) -> tuple[int, int, int]:
-    """(weights split by TP, replicated weights, routed-expert weights) of one layer, from the
-    inventory's shards: COLUMN / ROW linears and the attention core's per-head sinks are split over
-    tp; REPLICATED linears (MLA down-projections, the router) and norms are whole on every rank;
-    routed experts are split over ep x etp."""
+    """(weights split by TP, replicated weights, routed-expert weights) of one layer, from the inventory's shards:
+    COLUMN / ROW linears and the attention core's per-head sinks are split over tp; REPLICATED linears (MLA
+    down-projections, the router) and norms are whole on every rank; routed experts are split over ep x etp."""
     return _ops_param_split(layer_ops(model, layer).ops)
 
 
@@ -283,6 +282,12 @@ def _layer_param_split(model: ModelSpec, layer: int) -> tuple[int, int, int]:
 def _mtp_param_split(model: ModelSpec) -> tuple[int, int, int]:
     """`_layer_param_split` of all multi-token-prediction modules (their projection, norms and layer)."""
     return _ops_param_split(model_ops(model).mtp)
+
+
+@lru_cache(maxsize=1024)
+def _layer_param_splits(model: ModelSpec) -> tuple[tuple[int, int, int], ...]:
+    """`_layer_param_split` of every layer: one cache look-up (a model hash) per rank, not per layer."""
+    return tuple(_layer_param_split(model, i) for i in range(model.layers))
 
 
 def _ops_param_split(ops) -> tuple[int, int, int]:
@@ -300,10 +305,10 @@ def _ops_param_split(ops) -> tuple[int, int, int]:
 
 def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, last: bool) -> tuple[float, float]:
     """(dense params, expert params) held by one GPU of a pipeline rank, after TP/EP division."""
-    dense = 0.0
-    experts = 0.0
+    dense = experts = 0.0
+    splits = _layer_param_splits(model)
     for layer in layers:
-        split, replicated, routed = _layer_param_split(model, layer)
+        split, replicated, routed = splits[layer]
         dense += split / plan.tp + replicated
         experts += routed / (plan.ep * plan.expert_tp)
     table = model.vocab * model.hidden / plan.tp

@@ -190,7 +190,8 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
                                 "recompute_working_set"))
     other = sum(out[k] for k in ("zero3_gather_buffer", "fsdp_root_unsharded", "fp8_weight_cache", "cuda_context",
                                  "nccl_buffers"))
-    out["total"] = states + acts + other
+    total = states + acts  # (states + acts) + other, the second addition in place where the sum is an array
+    out["total"] = np.add(total, other, out=total) if _holds(total, other) else total + other
     return out
 
 
@@ -206,7 +207,17 @@ def screen_bytes(model: ModelSpec, proto: TrainPlan, **axes) -> tuple[np.ndarray
     per_kind = per_kind_bytes_per_token(model, proto, **axes)
     first = rank_memory_arrays(model, proto, per_kind=per_kind, **axes)
     last = rank_memory_arrays(model, proto, last=True, per_kind=per_kind, **axes)
-    return np.maximum(first["total"], last["total"]), first["cuda_context"] + first["nccl_buffers"]
+    total, last_total = first["total"], last["total"]
+    total = np.maximum(total, last_total, out=total) if _holds(total, last_total) else np.maximum(total, last_total)
+    return total, first["cuda_context"] + first["nccl_buffers"]
+
+
+def _holds(array, other) -> bool:
+    """Whether `array` can take the result of an elementwise operation with `other` in place: a float
+    array of the broadcast shape."""
+    return (isinstance(array, np.ndarray) and array.dtype == np.float64
+            and array.shape == np.broadcast_shapes(array.shape, np.shape(other))
+            and np.result_type(array, other) == np.float64)
 
 
 __all__ = ["RankLayers", "layer_kinds", "per_kind_bytes_per_token", "rank_layers", "rank_memory_arrays", "screen_bytes"]

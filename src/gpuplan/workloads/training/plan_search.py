@@ -50,6 +50,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
 from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
 from gpuplan.workloads.training.plan_codes import (
     RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode,
 )
@@ -247,45 +248,6 @@ def default_axes(model: ModelSpec, system: System, num_gpus: int, space: SearchS
 AXES = ("tp", "pp", "cp", "ep", "vpp", "mb", "rc", "sh", "sp", "et")
 
 
-def default_framework(system: System | None, fine_tuning=None, sharding: Sharding | None = None) -> Framework:
-    """The training stack assumed when none is given: MaxText on a TPU pod (an ICI torus: Megatron-LM,
-    DeepSpeed and PyTorch FSDP are CUDA / ROCm stacks; MaxText is Google's reference JAX trainer,
-    AI-Hypercomputer/maxtext, and the stack of Google's tpu-recipes). Adapter fine-tuning (LoRA /
-    QLoRA, `fine_tuning.method` not full) runs on PyTorch: Hugging Face PEFT + bitsandbytes under
-    Accelerate / TRL, torchtune, LitGPT (Megatron-core has no bitsandbytes 4-bit path and no PEFT
-    adapters of its own; NeMo's Megatron LoRA is opt-in with framework megatron), so DeepSpeed where
-    `sharding` is a ZeRO stage (Accelerate's DeepSpeed plugin) and PyTorch FSDP / DDP otherwise.
-    Megatron-core elsewhere."""
-    if system is not None and system.ici_torus_axes is not None:
-        return Framework.MAXTEXT
-    if fine_tuning is not None and fine_tuning.adapters:
-        zero = (Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
-        return Framework.DEEPSPEED if sharding in zero else Framework.FSDP
-    return Framework.MEGATRON
-
-
-#: MaxText's shardings in Megatron's terms (AI-Hypercomputer/maxtext docs 'Sharding', base.yml defaults):
-#: ici_fsdp (the recommended axis: parameters, gradients and optimizer states sharded = ZeRO-3 / FSDP),
-#: ici_data (replicated = sharding none), ici_tensor (= tp), ici_sequence (= cp); its pipeline runs only
-#: across slices (dcn_pipeline_parallelism) and is opt-in, so the search offers pp = 1 (and vpp = 1).
-MAXTEXT_SHARDINGS = (Sharding.FSDP, Sharding.NONE)
-
-
-def framework_axes(axes: dict[str, np.ndarray], framework: Framework, space: SearchSpace) -> dict[str, np.ndarray]:
-    """`axes` kept to what `framework` can run where the user did not choose the values (MaxText:
-    `MAXTEXT_SHARDINGS`, pp = vpp = 1); other frameworks: unchanged."""
-    if framework is not Framework.MAXTEXT:
-        return axes
-    out = dict(axes)
-    if space.pp is None:
-        out["pp"] = np.array([1])
-    if space.vpp is None:
-        out["vpp"] = np.array([1])
-    if space.sharding is None:
-        out["sh"] = np.array(sorted({SHARDING_CODE[s] for s in MAXTEXT_SHARDINGS}))
-    return out
-
-
 def _expert_tp(tp, et):
     """The expert tensor-parallel degree of an "et" axis code (ExpertTpCode)."""
     return np.where(et == ExpertTpCode.ONE, 1, tp)
@@ -390,24 +352,24 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     etp = _expert_tp(tp, et)
     dp, m, gb, reasons = grid_validity(model, ctx.framework, proto.seq_len, g, num_gpus, given_batch)
     shape = np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, vpp, mb, rc, sh, sp, et, dp, m)))
-    invalid = np.zeros(shape, dtype=bool)
-    rejected: dict[str, int] = {}
+    # `invalid` stays on the axes of the rules' masks seen so far; a count there stands for the points it broadcasts to
+    points, invalid, rejected = int(np.prod(shape)), np.zeros((1,) * len(shape), dtype=bool), {}
     for reason, mask in reasons.items():
-        mask = np.broadcast_to(mask, shape)
-        rejected[reason] = int(np.count_nonzero(mask & ~invalid))
-        invalid |= mask
+        fresh = mask & ~invalid
+        rejected[reason] = int(np.count_nonzero(fresh)) * (points // fresh.size) if fresh.size else 0
+        invalid = invalid | mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                   m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
     too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
-    invalid |= too_big
-    # ranking key: step time for one batch; with a batch per plan, time per sequence of the batch
-    # (the sequence length is the same for every plan, so this ranks as time per token does)
-    key = np.where(invalid, np.inf, arrays.step_s if given_batch is not None else arrays.step_s / gb)
-    valid = int(np.prod(shape)) - int(np.count_nonzero(invalid)) + rejected["does not fit in GPU memory"]
-    return _Block(g, shape, dp, m, np.asarray(gb, dtype=float), arrays.parts(), np.broadcast_to(key, shape), rejected,
-                  valid, int(np.prod(shape)) - int(np.count_nonzero(invalid)))
+    invalid = invalid | too_big
+    # ranking key, inf where invalid: step time for one batch (x / 1.0 is x), or time per sequence of each plan's batch
+    key = np.divide(arrays.step_s, gb if given_batch is None else 1.0, out=np.empty(shape))  # (ranks as time per token)
+    np.copyto(key, np.inf, where=invalid)
+    fitting = points - int(np.count_nonzero(invalid))
+    return _Block(g, shape, dp, m, np.asarray(gb, dtype=float), arrays.parts(), key, rejected,
+                  fitting + rejected["does not fit in GPU memory"], fitting)
 
 
 class _Leaders:

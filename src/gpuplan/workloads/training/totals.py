@@ -64,9 +64,9 @@ def estimate_training(
 ) -> TrainingEstimate:
     """Train `model` on `num_gpus` GPUs of `system` for `tokens` tokens (or `flop_budget` model
     FLOPs): the best plan (searched unless `plan` is given; `top` best plans kept), its step time
-    and the totals. `framework` None: the system's (`plan_search.default_framework`)."""
+    and the totals. `framework` None: the system's (`framework_defaults.default_framework`)."""
     from gpuplan.workloads.training.memory import training_memory
-    from gpuplan.workloads.training.plan_search import default_framework
+    from gpuplan.workloads.training.framework_defaults import default_framework
 
     framework = framework or default_framework(system)
 

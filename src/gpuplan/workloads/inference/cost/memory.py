@@ -22,6 +22,10 @@ is that of the stage with the fewest KV blocks (the first on a tie).
 The reserve is the runtime reserve knob plus, for a replica of more than one GPU, one NCCL
 communicator's connection buffers (primitives.nccl_memory: ring channels of the replica's fabric
 x 9.6 MB; 308 MB on NVSwitch H100).
+
+The knob-free parts (each stage's weights, `weights.stage_weights`, and its KV and state bytes per
+GPU, `kv_layout`) are remembered per layout and formats (layout_cache); the knobs (memory fraction, runtime
+reserve) are read afresh at every call.
 """
 
 from __future__ import annotations
@@ -32,11 +36,12 @@ from enum import Enum
 
 from gpuplan import knobs
 from gpuplan.errors import Infeasible
-from gpuplan.layers import kv_bytes_per_token_split
+from gpuplan.layers import KvSplit, kv_bytes_per_token_split
 from gpuplan.layers.inventory import model_ops
 from gpuplan.primitives.nccl_memory import nccl_buffer_bytes, ring_channels
 from gpuplan.specs.dtypes import bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.layout_cache import LayoutCache
 from gpuplan.workloads.inference.cost.weights import stage_weights, weights_bytes_per_gpu
 from gpuplan.workloads.memory_headroom import usable_fraction
 from gpuplan.workloads.inference.kernels import paged_kv_bytes
@@ -145,6 +150,51 @@ def activation_workspace_bytes(dep: Deployment, max_batch_tokens: int, max_batch
     return max_batch_tokens * per_token + max_batch_seqs * m.vocab / dep.attention_tp * 4.0
 
 
+def kv_layout_key(dep: Deployment) -> tuple:
+    """Every field of `dep` that `compute_kv_layout` reads, directly or through its properties
+    (attention_tp, kv_shard_fraction, stage_layers): the cache key of `kv_layout`."""
+    return (dep.model, dep.tp, dep.pp, dep.attention_dp, dep.kv_dtype, dep.activation_dtype)
+
+
+def kv_layout(dep: Deployment) -> tuple[KvSplit, tuple[tuple[float, float, float], ...]]:
+    """`compute_kv_layout`, remembered per `kv_layout_key`: a pure function of it that reads no knob
+    (tests check both)."""
+    return _KV_LAYOUT(dep)
+
+
+def compute_kv_layout(dep: Deployment) -> tuple[KvSplit, tuple[tuple[float, float, float], ...]]:
+    """The whole model's KV split per token, and per pipeline stage what one GPU holds (module
+    docstring): (global-layer KV bytes per token, sliding-window-layer KV bytes per token, recurrent
+    state bytes per sequence)."""
+    m = dep.model
+    kv = kv_bytes_per_token_split(m, bytes_per_element(dep.kv_dtype))  # attention layers: global and windowed apart
+    kv_bpe = bytes_per_element(dep.kv_dtype)
+    # recurrent state in the model dtype (vLLM CacheConfig mamba_cache_dtype "auto"): 16-bit unless fp32; TP splits
+    # its heads (vLLM mamba2_state_shape: heads / tp; the groups it replicates when tp > n_groups are left out)
+    state_bpe = max(2.0, bytes_per_element(dep.activation_dtype))
+    layer_ops = model_ops(m).layers
+    stages = []
+    for layers in dep.stage_layers:
+        # this stage's layers: KV of its attention layers (global and windowed), state of its recurrent layers
+        global_pg = window_pg = state_pg = 0.0
+        for i in layers:
+            lo = layer_ops[i]
+            core = lo.attention_core
+            if core is not None:
+                per = core.kv_cache_elements * kv_bpe * dep.kv_shard_fraction
+                if core.window is None:
+                    global_pg += per
+                else:
+                    window_pg += per
+            for rc in lo.recurrent_cores:
+                state_pg += (rc.conv_state_elements + rc.recurrent_state_elements) * state_bpe / dep.attention_tp
+        stages.append((global_pg, window_pg, state_pg))
+    return kv, tuple(stages)
+
+
+_KV_LAYOUT: LayoutCache[tuple[KvSplit, tuple[tuple[float, float, float], ...]]] = LayoutCache(kv_layout_key, compute_kv_layout)
+
+
 def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, memory_fraction: float | None = None,
                 block_size: int = VLLM_BLOCK_SIZE, max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS,
                 max_batch_seqs: int = DEFAULT_MAX_BATCH_SEQS) -> MemoryPlan:
@@ -157,14 +207,9 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
     workspace = activation_workspace_bytes(dep, max_batch_tokens, max_batch_seqs)
     reserve = (knobs.value("serving.memory.runtime_reserve_bytes")
                + (float(nccl_buffer_bytes(1, ring_channels(dep.system, dep.gpu))) if dep.num_gpus > 1 else 0.0))
-    kv = kv_bytes_per_token_split(m, bytes_per_element(dep.kv_dtype))  # attention layers: global and windowed apart
-    kv_bpe = bytes_per_element(dep.kv_dtype)
-    # recurrent state in the model dtype (vLLM CacheConfig mamba_cache_dtype "auto"): 16-bit unless fp32; TP splits
-    # its heads (vLLM mamba2_state_shape: heads / tp; the groups it replicates when tp > n_groups are left out)
-    state_bpe = max(2.0, bytes_per_element(dep.activation_dtype))
-    layer_ops = model_ops(m).layers
+    kv, stage_kv = kv_layout(dep)
     plans = []
-    for stage in stage_weights(dep):
+    for stage, (global_pg, window_pg, state_pg) in zip(stage_weights(dep), stage_kv):
         weights = stage.total_bytes
         if rule == KvBudgetRule.TOTAL:
             budget = total * memory_fraction - weights - workspace - reserve
@@ -176,19 +221,6 @@ def memory_plan(dep: Deployment, *, rule: KvBudgetRule = KvBudgetRule.TOTAL, mem
                 f"{(workspace + reserve) / 2**30:.1f} GiB workspace/reserve exceed {memory_fraction:.0%} of "
                 f"{total / 2**30:.1f} GiB on {dep.gpu.id} (tp={dep.tp}, pp={dep.pp})"
             )
-        # this stage's layers: KV of its attention layers (global and windowed), state of its recurrent layers
-        global_pg = window_pg = state_pg = 0.0
-        for i in stage.layers:
-            lo = layer_ops[i]
-            core = lo.attention_core
-            if core is not None:
-                per = core.kv_cache_elements * kv_bpe * dep.kv_shard_fraction
-                if core.window is None:
-                    global_pg += per
-                else:
-                    window_pg += per
-            for rc in lo.recurrent_cores:
-                state_pg += (rc.conv_state_elements + rc.recurrent_state_elements) * state_bpe / dep.attention_tp
         per_block = block_size * (global_pg + window_pg)
         blocks = int(budget // per_block) if per_block > 0 else 0
         plans.append(MemoryPlan(

@@ -71,6 +71,7 @@ from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, System
 from gpuplan.specs.dtypes import Weights, bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.layout_cache import LayoutCache
 from gpuplan.workloads.inference.cost.tp_allreduce import tp_allreduce_seconds
 from gpuplan.workloads.inference.cost.weights import matrix_format
 from gpuplan.workloads.inference.kernels import (StepCoefficients, StepTables, causal_pairs_upto, graph_token_table,
@@ -319,7 +320,18 @@ class LinearOp:
     weight_bytes_per_element: float = 2.0  # its weight matrix's storage (weights.matrix_format)
 
 
-def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
+def dense_linear_ops_key(dep: Deployment) -> tuple:
+    """Every field of `dep` that `compute_dense_linear_ops` reads (attention_tp from tp and attention_dp;
+    matrix_format from the weight and activation formats): the cache key of `dense_linear_ops`."""
+    return (dep.model, dep.tp, dep.attention_dp, dep.weight_dtype, dep.activation_dtype)
+
+
+def dense_linear_ops(dep: Deployment) -> tuple[LinearOp, ...]:
+    """`compute_dense_linear_ops`, remembered per `dense_linear_ops_key` (layout_cache; no knob read)."""
+    return _DENSE_LINEAR_OPS(dep)
+
+
+def compute_dense_linear_ops(dep: Deployment) -> tuple[LinearOp, ...]:
     """The per-GPU shapes of the non-expert GEMMs of every layer: the operator inventory's
     (layers.inventory) sequence-mixer projections of each layer (attention; the recurrent mixers'
     projections of a hybrid model), the dense FFN of dense layers, and the router and shared experts
@@ -342,7 +354,10 @@ def dense_linear_ops(dep: Deployment) -> list[LinearOp]:
                     n, k = local_gemm_shape(op, dep.attention_tp)
                     key = (op.name, int(n), int(k), bytes_per_element(matrix_format(dep, op)))
                     groups[key] = groups.get(key, 0) + 1
-    return [LinearOp(name, n, k, count, bpe) for (name, n, k, bpe), count in groups.items()]
+    return tuple(LinearOp(name, n, k, count, bpe) for (name, n, k, bpe), count in groups.items())
+
+
+_DENSE_LINEAR_OPS: LayoutCache[tuple[LinearOp, ...]] = LayoutCache(dense_linear_ops_key, compute_dense_linear_ops)
 
 
 class StepTimeModel:

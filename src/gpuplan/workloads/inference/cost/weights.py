@@ -31,6 +31,9 @@ position embeddings, the last the final norm and the LM head, and with tied embe
 its own copy of the embedding table (vLLM llama.py builds `embed_tokens` on the first rank "or
 (config.tie_word_embeddings and get_pp_group().is_last_rank)"). MTP modules are not loaded.
 
+The result depends only on the model, tp, pp, ep, attention_dp and the weight and activation formats
+(`weights_key`) and reads no knob, so `stage_weights` remembers it per key (layout_cache).
+
 The summed bytes of every GPU of a tp = 1, pp = 1 replica in 16-bit are exactly `model show`'s
 parameter count x 2 B (tests check GPT-3 125M and gpt-oss-120b).
 """
@@ -43,6 +46,7 @@ from gpuplan.layers.inventory import local_gemm_shape, model_ops
 from gpuplan.layers.operators import AttentionCore, Embedding, Linear, MatmulClass, Shard
 from gpuplan.specs.dtypes import StoredFormat, bytes_per_element
 from gpuplan.workloads.inference.cost.deployment import Deployment
+from gpuplan.workloads.inference.cost.layout_cache import LayoutCache
 
 
 def unquantised_format(dep: Deployment) -> StoredFormat:
@@ -105,8 +109,21 @@ class StageWeights:
         return self.layer_bytes + self.table_bytes + self.final_norm_bytes
 
 
+def weights_key(dep: Deployment) -> tuple:
+    """Every field of `dep` that `compute_stage_weights` reads, directly or through its properties
+    (attention_tp, expert_tp, stage_layers): the cache key of `stage_weights`. Neither the GPU, the
+    system, the KV format nor any engine option changes the weight bytes."""
+    return (dep.model, dep.tp, dep.pp, dep.ep, dep.attention_dp, dep.weight_dtype, dep.activation_dtype)
+
+
 def stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
-    """Per-GPU weight bytes of each pipeline stage (module docstring)."""
+    """Per-GPU weight bytes of each pipeline stage (module docstring), remembered per `weights_key`:
+    a pure function of it that reads no knob (tests check both)."""
+    return _STAGE_WEIGHTS(dep)
+
+
+def compute_stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
+    """Per-GPU weight bytes of each pipeline stage (module docstring), computed afresh."""
     ops = model_ops(dep.model)
     stages = dep.stage_layers
     out = []
@@ -122,10 +139,13 @@ def stage_weights(dep: Deployment) -> tuple[StageWeights, ...]:
     return tuple(out)
 
 
+_STAGE_WEIGHTS: LayoutCache[tuple[StageWeights, ...]] = LayoutCache(weights_key, compute_stage_weights)
+
+
 def weights_bytes_per_gpu(dep: Deployment) -> float:
     """Weight bytes of the most loaded GPU: the largest stage of `stage_weights`."""
     return max(s.total_bytes for s in stage_weights(dep))
 
 
-__all__ = ["StageWeights", "matrix_format", "operator_bytes", "stage_weights", "unquantised_format",
-           "weights_bytes_per_gpu"]
+__all__ = ["StageWeights", "compute_stage_weights", "matrix_format", "operator_bytes", "stage_weights",
+           "unquantised_format", "weights_bytes_per_gpu", "weights_key"]

@@ -106,7 +106,13 @@ def step_time_arrays(
     )
     shape = np.broadcast_shapes(*(np.shape(v) for v in parts.values()))
     parts = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for k, v in parts.items()}
-    total = sum(parts.values())
+    if shape:  # sum()'s order (0 + the first part, then each part in turn), in place
+        values = iter(parts.values())
+        total = np.add(0, next(values))
+        for value in values:
+            np.add(total, value, out=total)
+    else:
+        total = sum(parts.values())
     return StepArrays(step_s=total, **parts)
 
 

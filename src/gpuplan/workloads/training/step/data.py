@@ -120,11 +120,13 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     dp_group = g.dp * g.cp
     expert_dp = expert_data_parallel_size(g.tp, g.cp, g.dp, g.ep, g.etp)
     zero3_grad_bytes = TORCHTITAN_REDUCE_BYTES if ctx.framework is Framework.TORCHTITAN else 2.0
-    grad_bytes = np.where(g.shard == ShardingCode.ZERO3, zero3_grad_bytes, 2.0 if ctx.precision is Precision.FP16 else 4.0)
+    other_grad_bytes = 2.0 if ctx.precision is Precision.FP16 else 4.0
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
+    deepspeed = ctx.framework is Framework.DEEPSPEED
 
     reduced = (local_dense, local_experts) if reduced is None else reduced
     gathered_bytes = (local_dense * gather_bytes, local_experts * gather_bytes) if gathered_bytes is None else gathered_bytes
+    shard = np.asarray(g.shard)
 
     def collective(kind, nbytes, group, stride, calls=1.0):
         """calls x the time of one `kind` of nbytes / calls over the group (0 for a group of one)."""
@@ -137,42 +139,131 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     groups = [(reduced[0], gathered_bytes[0], dp_group, g.tp)]
     if ctx.expert_params:
         groups.append((reduced[1], gathered_bytes[1], expert_dp, g.ep * g.etp))
-    reduce_all = sum(collective(Collective.ALL_REDUCE, p * grad_bytes, grp, st) for p, _, grp, st in groups)
-    reduce_scatter = sum(collective(Collective.REDUCE_SCATTER, p * grad_bytes, grp, st) for p, _, grp, st in groups)
-    gather = sum(collective(Collective.ALL_GATHER, gb, grp, st) for _, gb, grp, st in groups)
     # ZeRO-3 / FSDP: the same bytes in many calls, each with the collective's latency (only where a
     # plan shards that way: the search evaluates every sharding at once)
-    if np.any(g.shard == ShardingCode.ZERO3):
-        gather_calls, reduce_calls = zero3_collective_calls(ctx, sc, reduced[0], reduced[1])
-        z3_reduce_scatter = sum(collective(Collective.REDUCE_SCATTER, p * grad_bytes, grp, st, reduce_calls)
+    any_zero3 = bool(np.any(shard == ShardingCode.ZERO3))
+    gather_calls, reduce_calls = zero3_collective_calls(ctx, sc, reduced[0], reduced[1]) if any_zero3 else (1.0, 1.0)
+
+    # Each term is computed once, on the axes it depends on; the gradient bytes (the only input that
+    # depends on the sharding) is a scalar per sharding where the sharding varies along one axis alone
+    memo: dict = {}
+
+    def once(name, grad, fn):
+        key = (name, float(grad) if np.ndim(grad) == 0 else "grid")
+        if key not in memo:
+            memo[key] = fn()
+        return memo[key]
+
+    def contention():
+        return once("contention", 0.0, lambda: collective_sm_fraction(
+            dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu))
+
+    def overlapped(busy, window):
+        """The exposed part of a collective of `busy` seconds hidden behind `window` of compute, plus
+        the compute slowed by the SMs it holds."""
+        return np.maximum(0.0, busy - window) + contention() * np.minimum(busy, window)
+
+    def reduce_all(grad):
+        return once("reduce_all", grad, lambda: sum(
+            collective(Collective.ALL_REDUCE, p * grad, grp, st) for p, _, grp, st in groups))
+
+    def reduce_scatter(grad):
+        return once("reduce_scatter", grad, lambda: sum(
+            collective(Collective.REDUCE_SCATTER, p * grad, grp, st) for p, _, grp, st in groups))
+
+    def gather():
+        return once("gather", 0.0, lambda: sum(collective(Collective.ALL_GATHER, gb, grp, st) for _, gb, grp, st in groups))
+
+    def last_bwd():
+        return once("last_bwd", 0.0, lambda: sc.stage_bwd + sc.recompute_mb)
+
+    def reduce_mb(grad):
+        return once("reduce_mb", grad, lambda: overlapped(reduce_scatter(grad), last_bwd()))
+
+    def gather_mb():
+        return once("gather_mb", 0.0, lambda: overlapped(gather(), sc.stage_fwd))
+
+    def z3_per_mb(grad):
+        """Two all-gathers and a reduce-scatter of ZeRO-3 per micro-batch (0 where no plan shards so)."""
+        if not any_zero3:
+            return 0.0
+        z3_reduce_scatter = sum(collective(Collective.REDUCE_SCATTER, p * grad, grp, st, reduce_calls)
                                 for p, _, grp, st in groups)
-        z3_gather = sum(collective(Collective.ALL_GATHER, gb, grp, st, gather_calls) for _, gb, grp, st in groups)
-    else:
-        z3_reduce_scatter = z3_gather = 0.0
-    last_bwd = sc.stage_bwd + sc.recompute_mb
-    if ctx.framework is not Framework.DEEPSPEED:
-        contention = collective_sm_fraction(dp_group, group_per_node(dp_group, g.tp, gpn), ctx.system, ctx.gpu)
-        unsharded = np.maximum(0.0, reduce_all - last_bwd) + contention * np.minimum(reduce_all, last_bwd)
-        reduce_mb = np.maximum(0.0, reduce_scatter - last_bwd) + contention * np.minimum(reduce_scatter, last_bwd)
-        gather_mb = np.maximum(0.0, gather - sc.stage_fwd) + contention * np.minimum(gather, sc.stage_fwd)
-        zero12 = reduce_mb + gather_mb
+        z3_gather = once("z3_gather", 0.0, lambda: sum(
+            collective(Collective.ALL_GATHER, gb, grp, st, gather_calls) for _, gb, grp, st in groups))
+        return 2.0 * z3_gather + z3_reduce_scatter
+
+    def unsharded(grad):
+        return reduce_all(grad) if deepspeed else overlapped(reduce_all(grad), last_bwd())
+
+    def zero12(grad):
+        return once("zero12", grad, lambda: reduce_scatter(grad) + gather() if deepspeed
+                    else reduce_mb(grad) + gather_mb())
+
+    def zero2(grad):
         # ZeRO-2: each micro-batch's gradients are reduce-scattered behind its own backward; FSDP's
         # SHARD_GRAD_OP also re-gathers the parameters it frees after each backward
-        zero2 = g.m * reduce_mb + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb
-        per_mb = 2.0 * z3_gather + z3_reduce_scatter
-        window = sc.compute_mb + sc.recompute_mb
-        zero3 = g.m * (np.maximum(0.0, per_mb - window) + contention * np.minimum(per_mb, window))
-    else:
-        unsharded = reduce_all
-        zero12 = reduce_scatter + gather
-        zero2 = g.m * reduce_scatter + gather
-        zero3 = g.m * (2.0 * z3_gather + z3_reduce_scatter)
-    if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
-        zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
-        # under a pipeline schedule torchtitan keeps the parameters unsharded for the step (no reshard
-        # after forward) and reduces gradients once after the last micro-batch: one gather and one
-        # reduce-scatter per step, overlapped like ZeRO-1/2, one copy-out (4 B) and one copy-in (6 B)
-        zero3_pp = zero12 + (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
-        zero3 = np.where(g.pp > 1, zero3_pp, zero3)
-    return np.where(g.shard == ShardingCode.ZERO3, zero3, np.where(
-        g.shard == ShardingCode.NONE, unsharded, np.where(g.shard == ShardingCode.ZERO2, zero2, zero12)))
+        if deepspeed:
+            return g.m * reduce_scatter(grad) + gather()
+        return g.m * reduce_mb(grad) + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb()
+
+    def zero3(grad):
+        if deepspeed:
+            zero3 = g.m * z3_per_mb(grad)
+        else:
+            zero3 = g.m * overlapped(z3_per_mb(grad), sc.compute_mb + sc.recompute_mb)
+        if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
+            zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
+            # under a pipeline schedule torchtitan keeps the parameters unsharded for the step (no reshard
+            # after forward) and reduces gradients once after the last micro-batch: one gather and one
+            # reduce-scatter per step, overlapped like ZeRO-1/2, one copy-out (4 B) and one copy-in (6 B)
+            zero3_pp = zero12(grad) + (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
+            zero3 = np.where(g.pp > 1, zero3_pp, zero3)
+        return zero3
+
+    # every input the terms read: the result has their broadcast shape
+    inputs = [shard, g.m, *(x for grp in groups for x in grp)]
+    if any_zero3:
+        inputs += [gather_calls, reduce_calls]
+    if not deepspeed:
+        inputs += [sc.stage_bwd, sc.recompute_mb, sc.stage_fwd, sc.compute_mb]
+    if ctx.framework is Framework.TORCHTITAN:
+        inputs += [local_dense, local_experts, g.pp]
+    shape = np.broadcast_shapes(*(np.shape(x) for x in inputs))
+    axis = _sharding_axis(shard, inputs[1:], len(shape))
+    branches = {ShardingCode.ZERO3: zero3, ShardingCode.NONE: unsharded, ShardingCode.ZERO2: zero2}
+    if axis is None:  # the sharding varies with other inputs: every term over the whole grid
+        grad_bytes = np.where(shard == ShardingCode.ZERO3, zero3_grad_bytes, other_grad_bytes)
+        return np.where(shard == ShardingCode.ZERO3, zero3(grad_bytes), np.where(
+            shard == ShardingCode.NONE, unsharded(grad_bytes),
+            np.where(shard == ShardingCode.ZERO2, zero2(grad_bytes), zero12(grad_bytes))))
+    out = np.empty(shape)
+    codes = shard.ravel()
+    lead = (slice(None),) * (len(shape) - 1 - axis) if axis >= 0 else ()
+    for code in np.unique(codes).tolist():
+        grad = zero3_grad_bytes if code == ShardingCode.ZERO3 else other_grad_bytes
+        term = branches.get(code, zero12)(grad)
+        where = np.flatnonzero(codes == code)
+        if axis < 0:
+            out[...] = term
+        else:
+            pick = slice(int(where[0]), int(where[-1]) + 1) if where[-1] - where[0] + 1 == where.size else where
+            out[lead + (pick,)] = term
+    return out
+
+
+def _sharding_axis(shard, others, ndim: int):
+    """The axis (counted from the last, 0 = last) along which the sharding codes vary, where every
+    other input is constant along it; -1 where the sharding is one value; None otherwise."""
+    shape = np.shape(shard)
+    varying = [i for i, n in enumerate(reversed(shape)) if n > 1]
+    if not varying:
+        return -1
+    if len(varying) > 1:
+        return None
+    axis = varying[0]
+    for x in others:
+        xs = np.shape(x)
+        if axis < len(xs) and xs[len(xs) - 1 - axis] > 1:
+            return None
+    return axis
