@@ -87,3 +87,78 @@ def test_serve_run_kv_dtype_default_follows_engine():
     assert _serve("--engine", "tensorrt-llm", "--weight-dtype", "nvfp4", "--kv-dtype", "bf16")["kv_dtype"] == "bf16"
     assert _serve("--weight-dtype", "nvfp4")["kv_dtype"] == "bf16"
     assert _serve("--engine", "vllm", "--weight-dtype", "fp8")["kv_dtype"] == "bf16"
+
+
+# ---- one rule for every serving entry point (EngineProfile.kv_dtype_for) ----
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(FORMATS), st.sampled_from(sorted(ENGINES)), st.sampled_from((None, "", *FORMATS)))
+def test_kv_dtype_for_states_wins_else_engine_else_bf16(fmt, name, stated):
+    prof = ENGINES[name]
+    got = prof.kv_dtype_for(fmt, stated)
+    if stated:  # a stated KV dtype is never replaced
+        assert got == stated
+    else:  # unset: the engine's choice (fp8 for tensorrt-llm fp8 / nvfp4 checkpoints), else bf16
+        assert got == (prof.default_kv_dtype(fmt) or "bf16")
+
+
+def _cli(*args: str) -> dict:
+    res = CliRunner().invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
+
+
+# a small dense model keeps the plan search short; the rule does not depend on the model
+_PLAN = ("serve", "plan", "llama-3-8b", "--gpu", "b200", "--rate", "2", "--input-len", "512", "--output-len", "64",
+         "--engine", "tensorrt-llm", "--weight-dtype", "nvfp4")
+
+
+def test_serve_plan_and_run_agree_on_the_engine_kv_default():
+    plan = _cli(*_PLAN)
+    assert plan["kv_dtype"] == "fp8"  # tensorrt-llm + nvfp4 checkpoint -> FP8 KV (module docstring)
+    best = plan["best"]
+    run = _cli("serve", "run", "llama-3-8b", "--gpu", "b200", "--tp", str(best["tp"]), "--concurrency", "8",
+               "--input-len", "512", "--output-len", "64", "--engine", "tensorrt-llm", "--weight-dtype", "nvfp4")
+    assert run["kv_dtype"] == plan["kv_dtype"]
+    # the unset plan is the plan stating fp8: same best layout and GPU count
+    stated = _cli(*_PLAN, "--kv-dtype", "fp8")
+    assert (stated["best"]["gpus"], stated["best"]["tp"]) == (best["gpus"], best["tp"])
+    # an explicit --kv-dtype is kept, and the generic engine keeps bf16
+    assert _cli(*_PLAN, "--kv-dtype", "bf16")["kv_dtype"] == "bf16"
+    generic = [a for a in _PLAN if a not in ("--engine", "tensorrt-llm")]
+    assert _cli(*generic)["kv_dtype"] == "bf16"
+
+
+def test_disaggregated_plan_takes_the_engine_kv_default():
+    from gpuplan.interfaces import api
+
+    res = api.serve_plan_disaggregated("llama-3-8b", "b200", rate=2, input_len=512, output_len=64,
+                                       engine="tensorrt-llm", weight_dtype="nvfp4", tps=(1,))
+    assert res.kv_dtype == "fp8"
+    assert res.json_data()["kv_dtype"] == "fp8"
+
+
+def test_serve_frontier_takes_the_engine_kv_default():
+    from gpuplan.interfaces import api
+
+    kw = dict(gpu="b200", input_len=128, output_len=16, weight_dtype="nvfp4", engine="tensorrt-llm")
+    unset = api.serve_frontier("gpt3-125m", **kw).points
+    fp8 = api.serve_frontier("gpt3-125m", kv_dtype="fp8", **kw).points
+    bf16 = api.serve_frontier("gpt3-125m", kv_dtype="bf16", **kw).points
+    assert unset == fp8
+    assert unset != bf16  # half the KV bytes per token: a different frontier
+
+
+def test_emitted_trtllm_config_states_the_fp8_kv_it_was_planned_with():
+    res = CliRunner().invoke(app, ["serve", "plan", *_PLAN[2:], "--emit", "trtllm"])
+    assert res.exit_code == 0, res.output
+    assert '"dtype": "fp8"' in res.output  # kv_cache_config.dtype in the extra-llm-api-options file
+
+
+def test_read_trtllm_command_auto_kv_follows_the_checkpoint():
+    from gpuplan.interfaces.deploy import trtllm
+
+    cmd = "trtllm-serve meta-llama/Meta-Llama-3-8B --tp_size 1"
+    # kv_cache_config.dtype unset ("auto"): an nvfp4 checkpoint runs FP8 KV, a bf16 one bf16
+    assert trtllm.read(cmd, weight_dtype="nvfp4").kv_dtype == "fp8"
+    assert trtllm.read(cmd, weight_dtype="bf16").kv_dtype == "bf16"

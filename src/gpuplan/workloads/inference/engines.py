@@ -129,6 +129,15 @@ class EngineProfile:
         weight format (`checkpoint_fp8_kv_weights`), else None (the caller's own default)."""
         return "fp8" if str(weight_dtype).strip().lower() in self.checkpoint_fp8_kv_weights else None
 
+    def kv_dtype_for(self, weight_dtype: str, kv_dtype: str | None = None) -> str:
+        """The KV-cache dtype a serving run uses: `kv_dtype` when the user states one, else the
+        engine's own choice for `weight_dtype` weights (`default_kv_dtype`), else "bf16". Every
+        serving entry point (serve run / plan / frontier, the disaggregated plan, deploy --emit and
+        imports, the web Serve page) resolves an unset KV dtype through this one function."""
+        if kv_dtype is not None and str(kv_dtype).strip():
+            return kv_dtype
+        return self.default_kv_dtype(weight_dtype) or "bf16"
+
     def defers_first_token(self, version: tuple[int, int] | None = None) -> bool:
         """Whether the engine at `version` samples the first output token in a decode step, not in
         the prefill (before `first_token_in_prefill_from`; workloads.inference.sim.deferred_first_token)."""
