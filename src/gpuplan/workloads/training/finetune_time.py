@@ -52,16 +52,6 @@ LORA_BACKWARD_OUTPUT_BYTES_PER_B = 2.0
 LORA_BACKWARD_INPUT_BYTES_PER_B = 3.0
 
 
-def _representative_layers(ctx):
-    """(layer index, weight) of the dense and MoE layers (step_time's layer mean)."""
-    out = []
-    if ctx.dense_layers:
-        out.append((ctx.ops.dense_layer.index, ctx.dense_layers / ctx.layers))
-    if ctx.moe_layers:
-        out.append((ctx.ops.moe_layer.index, ctx.moe_layers / ctx.layers))
-    return out
-
-
 def _rows(p, g):
     """(token rows, instances) of one projection's GEMM per micro-batch (step.compute.layer_gemm_calls)."""
     if p.shard is Shard.EXPERT:
@@ -85,7 +75,7 @@ def adapter_seconds(ctx, g, gemm):
     ft: FineTuning = ctx.fine_tuning
     b, r = act_bytes(ctx), float(ft.rank)
     fwd = bwd = 0.0
-    for layer, weight in _representative_layers(ctx):
+    for layer, weight in ctx.layer_mix():
         for p in layer_projections(ctx.model, layer):
             if not adapted(p, ft.targets):
                 continue
@@ -108,7 +98,7 @@ def dequantize_seconds(ctx, g):
     if not base.quantized:
         return 0.0
     total = 0.0
-    for layer, weight in _representative_layers(ctx):
+    for layer, weight in ctx.layer_mix():
         for p in layer_projections(ctx.model, layer):
             k, n = p.local_shape(g.tp, g.etp)
             count = p.instances / g.ep if p.shard is Shard.EXPERT else 1.0
@@ -150,7 +140,7 @@ def trainable_elements(ctx, g, sc, local_dense, local_experts):
     if not ft.adapters:
         return local_dense + local_experts
     per_layer = 0.0
-    for layer, weight in _representative_layers(ctx):
+    for layer, weight in ctx.layer_mix():
         per_layer = per_layer + weight * layer_adapter_params(ctx.model, layer, ft.targets, ft.rank, g.tp, g.etp, g.ep)
     head = head_projection(ctx.model).adapter_params(ft.rank, g.tp) if "lm_head" in ft.targets else 0.0
     return per_layer * sc.layers_per_stage + head
@@ -191,7 +181,7 @@ def stage_storage_bytes(ctx, g, sc, local_dense, local_experts):
     base = base_dtype(ctx, ft)
     per_layer = 0.0
     linear_params = 0.0
-    for layer, weight in _representative_layers(ctx):
+    for layer, weight in ctx.layer_mix():
         for p in layer_projections(ctx.model, layer):
             k, n = p.local_shape(g.tp, g.etp)
             count = p.instances / g.ep if p.shard is Shard.EXPERT else 1.0

@@ -59,6 +59,16 @@ class StepContext:
     fine_tuning: FineTuning = FineTuning()
     grad_fp32: bool = True  # gradients kept in fp32 (plan.grad_precision), read by the optimizer step
 
+    def layer_mix(self) -> list[tuple[int, float]]:
+        """(inventory layer index, weight) of the dense and MoE layers: the layer mean of a per-layer
+        term is the sum of the representative layer's value times its share of the layers."""
+        out = []
+        if self.dense_layers:
+            out.append((self.ops.dense_layer.index, self.dense_layers / self.layers))
+        if self.moe_layers:
+            out.append((self.ops.moe_layer.index, self.moe_layers / self.layers))
+        return out
+
     @classmethod
     def build(
         cls,

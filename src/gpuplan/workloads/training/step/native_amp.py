@@ -64,21 +64,11 @@ def native_amp(ctx) -> bool:
     return ctx.precision is Precision.FP16 and ctx.framework not in NOT_NATIVE_AMP
 
 
-def _layers(ctx):
-    """(layer index, weight) of the dense and MoE layers (step_time's layer mean)."""
-    out = []
-    if ctx.dense_layers:
-        out.append((ctx.ops.dense_layer.index, ctx.dense_layers / ctx.layers))
-    if ctx.moe_layers:
-        out.append((ctx.ops.moe_layer.index, ctx.moe_layers / ctx.layers))
-    return out
-
-
 def _weight_elements(ctx, g) -> float:
     """Linear weight elements of one layer on one GPU (layer mean of the dense and MoE layers;
     routed experts divided over ep)."""
     total = 0.0
-    for layer, weight in _layers(ctx):
+    for layer, weight in ctx.layer_mix():
         for p in layer_projections(ctx.model, layer):
             k, n = p.local_shape(g.tp, g.etp)
             count = p.instances / g.ep if p.shard is Shard.EXPERT else 1.0
@@ -103,7 +93,7 @@ def elementwise_bytes_per_token(ctx, g, hidden_bytes):
     if not native_amp(ctx):
         return hidden_bytes
     readers = 0.0
-    for layer, weight in _layers(ctx):
+    for layer, weight in ctx.layer_mix():
         readers = readers + weight * sum(
             1.0 for p in layer_projections(ctx.model, layer) if p.reads_layer_input and p.shard is not Shard.EXPERT)
     return 2.0 * hidden_bytes + readers * INPUT_CAST_BYTES * float(ctx.hidden)
