@@ -92,11 +92,11 @@ def test_serve_run_kv_dtype_default_follows_engine():
 # ---- one rule for every serving entry point (EngineProfile.kv_dtype_for) ----
 
 @settings(max_examples=50, deadline=None)
-@given(st.sampled_from(FORMATS), st.sampled_from(sorted(ENGINES)), st.sampled_from((None, "", *FORMATS)))
+@given(st.sampled_from(FORMATS), st.sampled_from(sorted(ENGINES)), st.sampled_from((None, "", " ", *FORMATS)))
 def test_kv_dtype_for_states_wins_else_engine_else_bf16(fmt, name, stated):
     prof = ENGINES[name]
     got = prof.kv_dtype_for(fmt, stated)
-    if stated:  # a stated KV dtype is never replaced
+    if stated is not None:  # a stated KV dtype is never replaced (a malformed one fails its format check later)
         assert got == stated
     else:  # unset: the engine's choice (fp8 for tensorrt-llm fp8 / nvfp4 checkpoints), else bf16
         assert got == (prof.default_kv_dtype(fmt) or "bf16")

@@ -130,11 +130,11 @@ class EngineProfile:
         return "fp8" if str(weight_dtype).strip().lower() in self.checkpoint_fp8_kv_weights else None
 
     def kv_dtype_for(self, weight_dtype: str, kv_dtype: str | None = None) -> str:
-        """The KV-cache dtype a serving run uses: `kv_dtype` when the user states one, else the
+        """The KV-cache dtype a serving run uses: `kv_dtype` when the user states one (not None), else the
         engine's own choice for `weight_dtype` weights (`default_kv_dtype`), else "bf16". Every
         serving entry point (serve run / plan / frontier, the disaggregated plan, deploy --emit and
         imports, the web Serve page) resolves an unset KV dtype through this one function."""
-        if kv_dtype is not None and str(kv_dtype).strip():
+        if kv_dtype is not None:  # stated, even malformed: the caller's format check names it
             return kv_dtype
         return self.default_kv_dtype(weight_dtype) or "bf16"
 
