@@ -76,6 +76,10 @@ def test_fallbacks_by_generation_and_memory_type():
     # attention: FlashAttention-3 on Hopper 0.66; CDNA3 has no entry: the default 0.60
     assert attention_ceiling(cat.gpu("h200-sxm-141gb")) == pytest.approx(0.66)
     assert attention_ceiling(cat.gpu("mi300x")) == pytest.approx(0.60)
+    # an fp8 attention core: the 16-bit ceiling x FlashAttention-3's fp8 / bf16 fractions of the H100
+    # peaks (arXiv:2407.08608: 1200 of 1979 TFLOP/s against 740 of 989): 0.66 x 0.8104 = 0.5349
+    assert attention_ceiling(cat.gpu("h200-sxm-141gb"), "fp8") == pytest.approx(0.5349, abs=1e-4)
+    assert attention_ceiling(cat.gpu("h200-sxm-141gb"), "bf16") == pytest.approx(0.66)
 
 
 def test_an_override_reaches_the_part():

@@ -101,6 +101,18 @@ DEFAULT_ATTENTION_CEILING = knobs.register(
     "efficiency.attention_ceiling.default", unit="fraction of dense peak", default=0.60, low=0.05, high=1.0,
     source="assumption: below the measured FlashAttention fractions (A100 0.72, H100 0.66, B200 0.71) for architectures without a measurement",
     scales="FlashAttention-class attention core on other architectures")
+#: FP8 / BF16 ratio of a FlashAttention-class kernel's fraction of dense peak: the attention ceilings
+#: above are 16-bit measurements, and the one published kernel measured in both formats on one part
+#: reaches less of the fp8 peak than of the bf16 one. FlashAttention-3 (Shah et al. 2024,
+#: arXiv:2407.08608, abstract): "FP16 reaching up to 740 TFLOPs/s (75% utilization), and with FP8
+#: reaching close to 1.2 PFLOPs/s" on H100 SXM (dense peaks 989 / 1979 TFLOP/s), so
+#: (1200 / 1979) / (740 / 989) = 0.606 / 0.748 = 0.810 (DERIVED). Applied to every family's ceiling
+#: when the attention core computes in fp8 (`attention_ceiling(gpu, "fp8")`).
+FP8_OVER_BF16_ATTENTION = knobs.register(
+    "efficiency.fp8_over_bf16_attention_ceiling", unit="ratio", default=(1200 / 1979) / (740 / 989), low=0.3, high=1.2,
+    source="FlashAttention-3 (arXiv:2407.08608) abstract: FP16 up to 740 TFLOP/s of 989, FP8 close to 1.2 PFLOP/s "
+           "of 1979 on H100 SXM -> (1200/1979) / (740/989) = 0.810",
+    scales="the attention ceiling of an attention core computing in fp8 (x the family's 16-bit ceiling)")
 
 
 def _family(gpu: Gpu) -> str | None:
@@ -212,9 +224,14 @@ def hbm_efficiency(gpu: Gpu) -> float:
     return min(1.0, base * knobs.value(stream_knob) / knobs.value("efficiency.hbm_stream.reference"))
 
 
-def attention_ceiling(gpu: Gpu) -> float:
-    """Best fraction of dense peak a FlashAttention-class kernel reaches (knob
-    `efficiency.attention_ceiling.<family>` from catalog/data/ceilings.toml, else `.default`)."""
+def attention_ceiling(gpu: Gpu, precision: str = "bf16") -> float:
+    """Best fraction of the `precision` dense peak a FlashAttention-class kernel reaches: the knob
+    `efficiency.attention_ceiling.<family>` from catalog/data/ceilings.toml (else `.default`), a
+    16-bit measurement, x `efficiency.fp8_over_bf16_attention_ceiling` when the kernel computes in
+    fp8 (FP8_OVER_BF16_ATTENTION: FlashAttention-3's fp8 / bf16 fractions of peak)."""
     family = _gpu_keys(gpu)[1]
     name = f"efficiency.attention_ceiling.{family}"
-    return knobs.value(name if name in knobs.REGISTRY else "efficiency.attention_ceiling.default")
+    ceiling = knobs.value(name if name in knobs.REGISTRY else "efficiency.attention_ceiling.default")
+    if precision == "fp8":
+        return ceiling * knobs.value("efficiency.fp8_over_bf16_attention_ceiling")
+    return ceiling
