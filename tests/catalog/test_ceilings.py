@@ -93,3 +93,17 @@ def test_a_table_with_an_unknown_key_is_refused(tmp_path):
     bad.write_text('[[hbm]]\ngpu = "x"\nachieved_gbps = 1\npeak_gbps = 2\nsource = "s"\nkernel = "copy"\n')
     with pytest.raises(ValueError, match=r"unknown \['kernel'\]"):
         ceilings.load_table(bad)
+
+
+def test_an_fp8_attention_core_reaches_fa3s_share_of_every_familys_ceiling():
+    # every part: fp8 = its 16-bit attention ceiling x FlashAttention-3's fp8 / bf16 fractions of the
+    # H100 peaks, (1200 / 1979) / (740 / 989) = 0.8104 (arXiv:2407.08608 abstract); 16-bit formats unchanged
+    ratio = (1200 / 1979) / (740 / 989)
+    for gpu in load_catalog().gpus.values():
+        bf16 = attention_ceiling(gpu)
+        assert attention_ceiling(gpu, "fp8") == pytest.approx(bf16 * ratio)
+        assert attention_ceiling(gpu, "fp16") == attention_ceiling(gpu, "bf16") == bf16
+    # the ratio is a knob: a calibration reaches it
+    with knobs.overridden({"efficiency.fp8_over_bf16_attention_ceiling": 1.0}):
+        h200 = load_catalog().gpu("h200-sxm-141gb")
+        assert attention_ceiling(h200, "fp8") == pytest.approx(0.66)
