@@ -107,3 +107,17 @@ def test_an_fp8_attention_core_reaches_fa3s_share_of_every_familys_ceiling():
     with knobs.overridden({"efficiency.fp8_over_bf16_attention_ceiling": 1.0}):
         h200 = load_catalog().gpu("h200-sxm-141gb")
         assert attention_ceiling(h200, "fp8") == pytest.approx(0.66)
+
+
+def test_fp4_gemm_ceilings_from_the_published_b200_sweep():
+    cat = load_catalog()
+    # B200's own FP4 x FP4 measurement: cuBLASLt 5239 of 9000 TFLOP/s at 8192^3
+    # (deepseek-ai/DeepGEMM PR #348 table) = 0.5821
+    assert matmul_ceiling(cat.gpu("b200"), "fp4") == pytest.approx(5239 / 9000)
+    # a part without an fp4 measurement: its bf16 ceiling x B200's fp4/bf16 ratio,
+    # (5239 / 9000) / (1745 / 2250) = 0.7506; GB200 bf16 1822 / 2500 = 0.7288 -> 0.5470
+    assert matmul_ceiling(cat.gpu("gb200"), "fp4") == pytest.approx(0.5470, abs=1e-4)
+    # fp6 keeps the H100 fp8/bf16 ratio (1402.6 / 1979) / (794.5 / 989) = 0.8823: GB200 0.7288 x 0.8823 = 0.6430
+    assert matmul_ceiling(cat.gpu("gb200"), "fp6") == pytest.approx(0.6430, abs=1e-4)
+    with knobs.overridden({"efficiency.fp4_over_bf16_ceiling": 1.0}):
+        assert matmul_ceiling(cat.gpu("gb200"), "fp4") == pytest.approx(1822 / 2500)
