@@ -28,7 +28,7 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   the outputs of every other matmul and recomputes the rest.
 - Output head + cross-entropy on the last stage: one GEMM t x V/tp x h (x3 for fwd+bwd) plus
   `loss_bytes_per_logit` bytes per logit (Megatron's op-by-op cross entropy: 52 B; llm-foundry's
-  fused one: 6 B). The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
+  fused one: 6 B; PyTorch's under torch.compile: 8 B). The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
   recipes convert only the transformer layers' linears (TransformerEngine modules in Megatron-core,
   whose output layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`).
 """
@@ -71,6 +71,11 @@ LOSS_BYTES_PER_LOGIT = 52.0
 #: cross_entropy): one forward kernel reads the bf16 logits (2 B), one backward kernel reads them
 #: again and writes their gradient (2 + 2): 6 B per logit.
 FUSED_LOSS_BYTES_PER_LOGIT = 6.0
+#: PyTorch's `cross_entropy(logits.float(), labels)` under torch.compile (`StepContext.compiled_loss`;
+#: torchtitan with `training.compile` since PR #1033, 2025-04-02): Inductor fuses the cast, log-softmax and
+#: NLL into row reductions over the bf16 logits, a max pass and a sum-of-exponentials pass (2 + 2), and
+#: the backward into one pointwise kernel that reads them and writes their bf16 gradient (2 + 2): 8 B.
+COMPILED_LOSS_BYTES_PER_LOGIT = 8.0
 #: Training attention (forward + backward, causal, head_dim 128) as a fraction of dense peak:
 #: FlashAttention-2 (Dao 2023, sec. 4.1 / Fig. 4-7): about 180 of 312 TFLOP/s on A100 at 2k-16k
 #: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
@@ -417,11 +422,24 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
                         layer_fwd, layer_bwd, recompute)
 
 
-def loss_bytes_per_logit(framework: Framework) -> float:
-    """HBM bytes per logit of the cross-entropy, forward + backward: FUSED_LOSS_BYTES_PER_LOGIT under
-    `Framework.FSDP` (llm-foundry's fused cross entropy), else LOSS_BYTES_PER_LOGIT (Megatron-core's
-    vocab-parallel cross entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
+def loss_bytes_per_logit(framework: Framework, compiled: bool = False) -> float:
+    """HBM bytes per logit of the cross-entropy, forward + backward: COMPILED_LOSS_BYTES_PER_LOGIT for a
+    torch.compile'd PyTorch loss (`compiled`), FUSED_LOSS_BYTES_PER_LOGIT under `Framework.FSDP`
+    (llm-foundry's fused cross entropy), else LOSS_BYTES_PER_LOGIT (Megatron-core's vocab-parallel cross
+    entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
+    if compiled:
+        return COMPILED_LOSS_BYTES_PER_LOGIT
     return FUSED_LOSS_BYTES_PER_LOGIT if framework is Framework.FSDP else LOSS_BYTES_PER_LOGIT
+
+
+def head_loss_bytes_per_logit(ctx: StepContext, tp):
+    """`loss_bytes_per_logit` of the plan's loss for every tp: a compiled loss at tp = 1 only (under
+    tp > 1 torchtitan runs its loss-parallel DTensor path, counted as the eager one, as the memory
+    model's `loss_memory.loss_bytes_per_vocab_entry` does)."""
+    eager = loss_bytes_per_logit(ctx.framework)
+    if not ctx.compiled_loss:
+        return eager
+    return np.where(tp == 1, loss_bytes_per_logit(ctx.framework, compiled=True), eager)
 
 
 def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompute:
@@ -435,7 +453,7 @@ def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompu
     head_n, head_k = local_gemm_shape(ctx.ops.head, g.tp)
     head = (finetune_time.head_gemm_passes(ctx) * gemm_seconds(ctx, g.t, head_n, head_k, ctx.act_dtype)
             + finetune_time.head_adapter_seconds(ctx, g, gemm_seconds)
-            + g.t * ctx.vocab / g.tp * loss_bytes_per_logit(ctx.framework) / ctx.hbm_bytes_s)
+            + g.t * ctx.vocab / g.tp * head_loss_bytes_per_logit(ctx, g.tp) / ctx.hbm_bytes_s)
     stage_fwd, stage_bwd = layers_per_stage * lc.layer_fwd, layers_per_stage * lc.layer_bwd
     return StageCompute(layers_per_stage, layers_per_stage / L, head, stage_fwd, stage_bwd,
                         stage_fwd + stage_bwd + head, layers_per_stage * lc.layer_recompute)
