@@ -101,3 +101,27 @@ def test_compiled_loss_rule():
     assert not compiled_loss_from_row(_row(source="benchmarks/llama3_h100_202412_torchtitan.md"), TITAN)  # before
     assert not compiled_loss_from_row(_row(), TITAN)  # undated: torchtitan's documented eager loss
     assert not compiled_loss_from_row(_row(source=dated, framework="megatron"), Framework.MEGATRON)
+
+
+def test_compiled_loss_step_time_saves_44_bytes_per_logit(llama8b):
+    # one micro-batch of 8192 tokens on the last (only) stage of an 8-GPU FSDP2 run: the step differs by
+    # the loss's HBM traffic alone, 8192 x 128256 logits x (52 - 8) B at the step model's HBM rate
+    from gpuplan.catalog import load_catalog
+    from gpuplan.workloads.training.step.assembly import estimate_step_time
+    from gpuplan.workloads.training.step.inputs import StepContext
+
+    catalog = load_catalog()
+    system = catalog.system("dgx-h100")
+    gpu = catalog.gpu(system.gpu)
+    plan = TrainPlan(dp=8, micro_batch=1, global_batch=8, seq_len=8192, recompute=Recompute.SELECTIVE,
+                     sharding=Sharding.FSDP, framework=TITAN)
+    eager = estimate_step_time(llama8b, system, plan, gpu)
+    compiled = estimate_step_time(llama8b, system, plan.model_copy(update={"compiled_loss": True}), gpu)
+    hbm_bytes_s = StepContext.build(llama8b, system, gpu, 8192, framework=TITAN).hbm_bytes_s
+    saved = eager.step_time_s - compiled.step_time_s
+    assert saved * hbm_bytes_s == pytest.approx(8192 * 128256 * (52 - 8), rel=1e-9)
+    assert eager.breakdown_s["compute_s"] - compiled.breakdown_s["compute_s"] == pytest.approx(saved, rel=1e-12)
+    # tp > 1: the loss-parallel path, unchanged
+    tp2 = plan.model_copy(update={"tp": 2, "dp": 4, "global_batch": 4, "sequence_parallel": True})
+    assert estimate_step_time(llama8b, system, tp2, gpu).step_time_s == estimate_step_time(
+        llama8b, system, tp2.model_copy(update={"compiled_loss": True}), gpu).step_time_s

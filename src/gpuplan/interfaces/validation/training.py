@@ -72,8 +72,9 @@ Defaults for empty cells (documented, the same for every row):
   peak; a row whose notes say the figure is the device's used memory (NVML, nvidia-smi: SCHEMA.md
   "notes say when a figure is NVML's used memory") adds what lives outside PyTorch's allocator, the
   CUDA context and NCCL buffers (`device_memory_stated`).
-- compiled loss (torchtitan rows): a torchtitan row whose notes or source say torch.compile runs its
-  cross entropy compiled when the run postdates torchtitan PR #1033 (2025-04-02: `build_cross_entropy_loss`
+- torch.compile (torchtitan rows): a torchtitan row whose notes or source say torch.compile (or
+  "compile") runs its transformer blocks compiled (`training.compile`: `apply_compile`, every release),
+  and its cross entropy compiled when the run postdates torchtitan PR #1033 (2025-04-02: `build_cross_entropy_loss`
   wraps the loss in `torch.compile` under `training.compile`; before, only the model was compiled). The
   run's date is what the row states (`torchtitan_run_month`): a PyTorch version in its notes (2.8 and
   later postdate it, 2.7 and earlier predate it: 2.7.0 was released 2025-04-23, its pre-release builds
@@ -258,12 +259,17 @@ def torchtitan_run_month(row: dict[str, str]) -> tuple[int, int] | None:
     return (int(month.group(1)), int(month.group(2))) if month else None
 
 
-def compiled_loss_from_row(row: dict[str, str], framework: Framework) -> bool:
-    """A torchtitan row that says torch.compile (notes or source) and runs from
-    TORCHTITAN_COMPILED_LOSS_SINCE on (`torchtitan_run_month`) compiles its loss (module docstring)."""
+def compiled_model_from_row(row: dict[str, str], framework: Framework) -> bool:
+    """A torchtitan row whose notes or source say torch.compile runs its blocks compiled (module docstring)."""
     if framework is not Framework.TORCHTITAN:
         return False
-    if not (_STATED_COMPILE.search(_cell(row, "notes")) or _STATED_COMPILE.search(_cell(row, "source"))):
+    return bool(_STATED_COMPILE.search(_cell(row, "notes")) or _STATED_COMPILE.search(_cell(row, "source")))
+
+
+def compiled_loss_from_row(row: dict[str, str], framework: Framework) -> bool:
+    """A torchtitan row that says torch.compile (`compiled_model_from_row`) and runs from
+    TORCHTITAN_COMPILED_LOSS_SINCE on (`torchtitan_run_month`) compiles its loss (module docstring)."""
+    if not compiled_model_from_row(row, framework):
         return False
     month = torchtitan_run_month(row)
     return month is not None and month >= TORCHTITAN_COMPILED_LOSS_SINCE
@@ -377,6 +383,9 @@ def predict_row(row: dict[str, str]) -> Prediction:
     kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
+    if compiled_model_from_row(row, framework):
+        plan = plan.model_copy(update={"compiled_model": True})
+        notes.append("compiled blocks (torchtitan training.compile)")
     if compiled_loss_from_row(row, framework):
         plan = plan.model_copy(update={"compiled_loss": True})
         notes.append("compiled loss (torchtitan training.compile, 2025-04 on)")
@@ -417,6 +426,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "compiled_loss_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]
