@@ -86,8 +86,9 @@ KvLayout = namedtuple("KvLayout", ("budget", "block", "g_bytes", "w_bytes", "win
 Progress = namedtuple("Progress", ("pref", "tgt", "gen", "alloc", "nblk", "pq", "first", "finish"))
 #: Decoders (module docstring): key = context - decode steps, decoding, below the window, the
 #: decode step after the last one, the step reaching the window, the step of the next KV block,
-#: blocks and bytes after this step's block (decoders due one); `agg` holds the batch's sums
-#: (AGG_* indices).
+#: blocks and bytes after this step's block (decoders due one; counted blocks: by position in the
+#: due list); `agg` holds the batch's sums (AGG_* indices). The window and block-step arrays have
+#: one entry where the loop never reads them (no window; blocks counted or not grown).
 Decoding = namedtuple("Decoding", ("key", "dec", "below", "tfin", "twin", "tc", "x_blocks", "x_bytes", "agg"))
 AGG_N_DEC, AGG_KEY, AGG_N_BELOW, AGG_KEY_BELOW, AGG_N_CAPPED = range(5)
 #: A doubly-linked list of requests in admission order; `ends` = (head, tail, size).
@@ -474,8 +475,8 @@ def _step_fits(R, E, K, prog, D, ring, prefill, acc, used, t):
             need = D.key[r] + t + 1 - R.cached[r]
             nbk = (need + K.block - 1) // K.block
             newb = blocks_kv_bytes(nbk, K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
-            D.x_blocks[r] = nbk
-            D.x_bytes[r] = newb
+            D.x_blocks[i] = nbk  # (counted: by position in the due list)
+            D.x_bytes[i] = newb
             demand += newb - prog.alloc[r]
     for i in range(ring.count[b] if not ring.counted else 0):
         r = ring.slots[b, i]
@@ -512,7 +513,7 @@ def _grow_due_blocks(R, K, prog, D, ring, used, t):
         used += ring.count[b] * (block * K.g_bytes)
         for i in range(ring.n_due[0]):
             r = ring.due[i]
-            used += D.x_bytes[r] - prog.alloc[r]
+            used += D.x_bytes[i] - prog.alloc[r]
             _count_in(ring, R, D, K, r)
         ring.n_due[0] = 0
         return used
@@ -858,17 +859,21 @@ def _simulate_events(R, E, K, coef, tables, count_blocks=True):
     slots = max(1, min(E.max_seqs, n))
     prog = Progress(R.cached.copy(), R.in_len.copy(), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
                     np.zeros(n, np.int64), np.full(n, np.inf), np.full(n, np.inf))
-    D = Decoding(np.zeros(n, np.int64), np.zeros(n, np.bool_), np.zeros(n, np.bool_), np.full(n, -1, np.int64),
-                 np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.zeros(n, np.int64), np.zeros(n),
-                 np.zeros(5, np.int64))
-    run = LinkedList(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.array([-1, -1, 0], np.int64))
-    prefill = LinkedList(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.array([-1, -1, 0], np.int64))
     grow = E.sched != 0 and not E.no_evict
-    n_buckets = K.block if grow else 1
     counted = count_blocks and counts_blocks(E, K)
     tracked = grow and not counted
+    # per-request arrays only where they are read (each is paged in when first written): window
+    # state with a window, block steps when blocks are tracked (counted: due-list sized)
+    n_win = n if K.window > 0 else 1
+    n_x = n if tracked else slots + 1
+    D = Decoding(np.zeros(n, np.int64), np.zeros(n, np.bool_), np.zeros(n_win, np.bool_), np.full(n, -1, np.int64),
+                 np.full(n_win, -1, np.int64), np.full(n if tracked else 1, -1, np.int64), np.zeros(n_x, np.int64),
+                 np.zeros(n_x), np.zeros(5, np.int64))
+    run = LinkedList(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.array([-1, -1, 0], np.int64))
+    prefill = LinkedList(np.full(n, -1, np.int64), np.full(n, -1, np.int64), np.array([-1, -1, 0], np.int64))
+    n_buckets = K.block if grow else 1
     ring = BlockRing(np.empty((n_buckets if tracked else 1, min(E.max_seqs, n) + 1 if tracked else 1), np.int64),
-                     np.zeros(n_buckets, np.int64), np.full(n, -1, np.int64), np.zeros(n if tracked else 1, np.int64),
+                     np.zeros(n_buckets, np.int64), np.full(n if grow else 1, -1, np.int64), np.zeros(n if tracked else 1, np.int64),
                      counted, np.empty(slots + 1, np.int64), np.zeros(1, np.int64))
     hcap = 2 * min(E.max_seqs, n) + 64
     fheap = Heap(np.empty(hcap, np.int64), np.empty(hcap, np.int64), np.zeros(1, np.int64))
