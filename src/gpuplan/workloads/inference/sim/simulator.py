@@ -323,11 +323,12 @@ class Percentiles:
 
 
 def _pct(x: np.ndarray, scale: float = 1.0) -> Percentiles:
-    x = x[np.isfinite(x)]
+    x = x[np.isfinite(x)]  # a copy, so np.percentile may partition it in place (after the mean, in x's order)
     if x.size == 0:
         return Percentiles(math.nan, math.nan, math.nan, math.nan)
-    p = np.percentile(x, [50, 90, 99]) * scale
-    return Percentiles(float(p[0]), float(p[1]), float(p[2]), float(x.mean() * scale))
+    mean = float(x.mean() * scale)
+    p = np.percentile(x, [50, 90, 99], overwrite_input=True) * scale
+    return Percentiles(float(p[0]), float(p[1]), float(p[2]), mean)
 
 
 @dataclass(frozen=True)
