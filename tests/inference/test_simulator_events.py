@@ -209,3 +209,19 @@ def test_counted_blocks_equal_tracked_blocks(models, monkeypatch, name):
     counted = simulate(steps, mem, wl, sched)
     _tracking_blocks(monkeypatch)
     _assert_same(simulate(steps, mem, wl, sched), counted)
+
+
+def test_percentiles_partition_a_copy_after_the_mean():
+    # _pct partitions its own filtered copy in place: the percentiles are np.percentile's and the mean
+    # is taken in the input's order (before partitioning), the caller's array untouched
+    from gpuplan.workloads.inference.sim.simulator import _pct
+
+    x = np.random.default_rng(5).lognormal(0.0, 1.5, 10_001)
+    x[[3, 70]] = np.inf
+    x[11] = np.nan
+    before = x.copy()
+    finite = x[np.isfinite(x)]
+    p = _pct(x, 1e3)
+    assert (p.p50, p.p90, p.p99) == tuple(float(v) for v in np.percentile(finite, [50, 90, 99]) * 1e3)
+    assert p.mean == float(finite.mean() * 1e3)
+    np.testing.assert_array_equal(x, before)

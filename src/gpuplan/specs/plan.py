@@ -18,7 +18,9 @@ def default_expert_tp(tp, dp, cp, ep):
     ranks (ep divides dp x cp); else 1, the folded layout. Works on ints (without numpy: a plan's
     property, read per layer by the memory model) and numpy arrays."""
     fits = (dp * cp) % ep == 0
-    return (tp if fits else 1) if isinstance(fits, bool) else np.where(fits, tp, 1)
+    if isinstance(fits, bool) and isinstance(tp, int):
+        return tp if fits else 1
+    return np.where(fits, tp, 1)
 
 
 def expert_data_parallel_size(tp, cp, dp, ep, etp):
