@@ -82,7 +82,10 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
                         "(MaxText base.yml)",) + _MEGATRON_DEFAULTS[1:],
     Framework.DEEPSPEED: (
         "ZeRO-0/1/2: gradients all-reduced after the backward pass, not overlapped",
-        "ZeRO-3: prefetch bucket 5e7 elements, reduce bucket 5e8 elements, one collective latency per call",
+        "ZeRO-3 as v0.3.13 .. v0.5 ran it: one all-gather per weight matrix, the next prefetched behind compute "
+        "only while the live parameters hold < 1e9 elements (stage3_max_live_parameters), a third gather for "
+        "the recomputed forward, gradients all-reduced in fp16 per 5e8-element bucket (contiguous_gradients "
+        "off), exposed",
         "TP (Megatron-DeepSpeed): backward collectives hidden as Megatron's",
     ),
     Framework.FSDP: (
