@@ -19,7 +19,8 @@ from gpuplan.specs.execution import Framework
 from gpuplan.workloads.training.plan_codes import RecomputeCode, ShardingCode
 from gpuplan.workloads.training.step.assembly import step_time_arrays
 from gpuplan.workloads.training.step.data import zero3_collective_calls
-from gpuplan.workloads.training.step.deepspeed_zero3 import gather_passes, kept_share, prefetched_shares
+from gpuplan.workloads.training.step.deepspeed_zero3 import (gather_passes, kept_share, list_copy_seconds,
+                                                              prefetched_shares)
 from gpuplan.workloads.training.step.inputs import StepContext
 
 H175 = 12288  # GPT-3 175B hidden (Brown et al. 2020 Table 2.1)
@@ -89,7 +90,8 @@ def test_deepspeed_zero3_calls_one_gather_per_matrix(dgx):
 def test_deepspeed_zero3_dp_time_matches_hand_formula(dgx):
     # GPT-3 175B on 1536 A100s (192 DGX nodes), dp 1536, one micro-batch of 1, no recompute:
     # dp = all-reduce of the fp16 gradients in 350 calls (exposed)
-    #    + overlapped(2 x all-gather of the fp16 weights in 385 calls, compute_mb)
+    #    + overlapped(2 x (all-gather of the fp16 weights in 385 calls + 385 x 1536 x 3 us of
+    #      copy-out kernels), compute_mb)
     # overlapped(busy, window) = max(0, busy - window) + f x min(busy, window), f the SM share the
     # collective holds (collective_sm_fraction).
     system, gpu = dgx
@@ -99,6 +101,8 @@ def test_deepspeed_zero3_dp_time_matches_hand_formula(dgx):
     total = ctx.body_params + ctx.input_embedding_params + ctx.output_head_params
     ar = 350 * float(collective_seconds_array(Collective.ALL_REDUCE, total * 2.0 / 350, 1536, 8, system, gpu=gpu))
     ag = 385 * float(collective_seconds_array(Collective.ALL_GATHER, total * 2.0 / 385, 1536, 8, system, gpu=gpu))
+    # + PyTorch's copy-out of each list-based all-gather: 1536 copy kernels of 3 us per call
+    ag += 385 * 1536 * 3e-6
     window = float(a.compute_s)  # m = 1
     f = float(collective_sm_fraction(1536, 8, system, gpu))
     expected = ar + max(0.0, 2 * ag - window) + f * min(2 * ag, window)
@@ -121,6 +125,13 @@ def test_fsdp_recompute_adds_no_gather_deepspeed_adds_one(dgx):
                   for rc in (RecomputeCode.NONE, RecomputeCode.FULL)]
     assert dp[Framework.FSDP][1] == pytest.approx(dp[Framework.FSDP][0], rel=1e-12)
     assert dp[Framework.DEEPSPEED][1] > dp[Framework.DEEPSPEED][0]
+
+
+def test_list_copy_seconds():
+    # 385 list-based all-gathers over 1536 ranks: 385 x 1536 copy kernels x 3 us = 1.774 s;
+    # a group of one gathers nothing
+    assert float(list_copy_seconds(385, 1536)) == pytest.approx(385 * 1536 * 3e-6)
+    assert float(list_copy_seconds(385, 1)) == 0.0
 
 
 @settings(max_examples=60, deadline=None)

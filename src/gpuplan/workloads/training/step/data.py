@@ -200,12 +200,15 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     def z3_deepspeed_per_mb(grad):
         """DeepSpeed ZeRO-3 <= v0.5 per micro-batch (`deepspeed_zero3`): the gathers fetched after a
         device synchronize and the gradient all-reduce exposed, the prefetched gathers hidden behind
-        the micro-batch's compute (forward, backward, recompute)."""
+        the micro-batch's compute (forward, backward, recompute); each gather call also runs
+        PyTorch's per-rank copy-out of its list output (`list_copy_seconds`)."""
         exposed, prefetched = deepspeed_zero3.gather_passes(ctx, g.tp, g.rc == RecomputeCode.FULL)
+        gather_pass = z3_gather_pass() + sum(deepspeed_zero3.list_copy_seconds(gather_calls, grp)
+                                             for _, _, grp, _ in groups)
         z3_all_reduce = sum(collective(Collective.ALL_REDUCE, p * grad, grp, st, reduce_calls)
                             for p, _, grp, st in groups)
-        return (exposed * z3_gather_pass() + z3_all_reduce
-                + overlapped(prefetched * z3_gather_pass(), sc.compute_mb + sc.recompute_mb))
+        return (exposed * gather_pass + z3_all_reduce
+                + overlapped(prefetched * gather_pass, sc.compute_mb + sc.recompute_mb))
 
     def unsharded(grad):
         return reduce_all(grad) if deepspeed else overlapped(reduce_all(grad), last_bwd())

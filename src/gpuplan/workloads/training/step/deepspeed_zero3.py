@@ -20,6 +20,11 @@ partition_parameters.py at v0.3.13 .. v0.5.10; the coalesced fetch of `all_gathe
   compute of the matrix before it (forward order; after it, in backward) only where that matrix
   is under 1e9 elements: `prefetched_shares`. The others are fetched after a device-wide
   synchronize: exposed.
+- Each `all_gather` passes a list of world-size views of the output (`partitions`) to
+  `torch.distributed.all_gather`; PyTorch's ProcessGroupNCCL (`allgather`, PyTorch 1.x) gathers into
+  a flat buffer of its own and then copies it out view by view, one `copy_` kernel per rank on the
+  NCCL stream (`outputTensors[i][j].copy_(outputFlattened[i][j], true)`): world-size kernels per
+  call, each at least a kernel's minimum duration (`COPY_KERNEL_S`): `list_copy_seconds`.
 - Activation checkpointing re-runs each layer's forward in the backward pass; its pre-forward
   hooks gather the parameters again (a third pass). After the recomputed forward a parameter is
   kept for the backward when the trace reaches its next use within `stage3_max_reuse_distance`
@@ -51,6 +56,18 @@ DEEPSPEED_MAX_LIVE_PARAMETERS = 1e9
 #: stage3_max_reuse_distance default (same file): a parameter is not released when its next use
 #: comes within this many elements of other parameters.
 DEEPSPEED_MAX_REUSE_DISTANCE = 1e9
+
+#: Minimum duration of one small kernel on the GPU (launch + tail), s: aiconfigurator's
+#: `mem_empirical_constant_latency: 3 us` (ai-dynamo/aiconfigurator @095f58a, h100_sxm / h200_sxm
+#: system YAML; the figure serving's `serving.per_kernel_latency_s` starts from).
+COPY_KERNEL_S = 3e-6
+
+
+def list_copy_seconds(calls, ranks):
+    """GPU time of PyTorch's copy-out of list-based all-gathers: calls x ranks copy kernels of
+    COPY_KERNEL_S each (ranks = the all-gather's group; 0 for a group of one)."""
+    ranks = np.asarray(ranks, dtype=np.float64)
+    return np.asarray(calls, dtype=np.float64) * np.where(ranks > 1, ranks, 0.0) * COPY_KERNEL_S
 
 
 def _layer_matrices(ctx: StepContext, tp: float) -> list[list[float]]:
@@ -105,5 +122,5 @@ def gather_passes(ctx: StepContext, tp, full_recompute) -> tuple[np.ndarray, np.
     return exposed, prefetched
 
 
-__all__ = ["DEEPSPEED_MAX_LIVE_PARAMETERS", "DEEPSPEED_MAX_REUSE_DISTANCE", "gather_passes", "kept_share",
-           "prefetched_shares"]
+__all__ = ["COPY_KERNEL_S", "DEEPSPEED_MAX_LIVE_PARAMETERS", "DEEPSPEED_MAX_REUSE_DISTANCE", "gather_passes", "kept_share",
+           "list_copy_seconds", "prefetched_shares"]
