@@ -91,7 +91,7 @@ def test_deepspeed_zero3_dp_time_matches_hand_formula(dgx):
     # GPT-3 175B on 1536 A100s (192 DGX nodes), dp 1536, one micro-batch of 1, no recompute:
     # dp = all-reduce of the fp16 gradients in 350 calls (exposed)
     #    + overlapped(2 x (all-gather of the fp16 weights in 385 calls + 385 x 1536 x 3 us of
-    #      copy-out kernels), compute_mb)
+    #      copy-out kernels + 3 x the gathered bytes over HBM), compute_mb)
     # overlapped(busy, window) = max(0, busy - window) + f x min(busy, window), f the SM share the
     # collective holds (collective_sm_fraction).
     system, gpu = dgx
@@ -103,6 +103,8 @@ def test_deepspeed_zero3_dp_time_matches_hand_formula(dgx):
     ag = 385 * float(collective_seconds_array(Collective.ALL_GATHER, total * 2.0 / 385, 1536, 8, system, gpu=gpu))
     # + PyTorch's copy-out of each list-based all-gather: 1536 copy kernels of 3 us per call
     ag += 385 * 1536 * 3e-6
+    # + the zero fill and copy-out of the gathered fp16 weights: 3 x 2 B x params of HBM traffic
+    ag += 3.0 * total * 2.0 / ctx.hbm_bytes_s
     window = float(a.compute_s)  # m = 1
     f = float(collective_sm_fraction(1536, 8, system, gpu))
     expected = ar + max(0.0, 2 * ag - window) + f * min(2 * ag, window)

@@ -201,10 +201,13 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         """DeepSpeed ZeRO-3 <= v0.5 per micro-batch (`deepspeed_zero3`): the gathers fetched after a
         device synchronize and the gradient all-reduce exposed, the prefetched gathers hidden behind
         the micro-batch's compute (forward, backward, recompute); each gather call also runs
-        PyTorch's per-rank copy-out of its list output (`list_copy_seconds`)."""
+        PyTorch's per-rank copy-out of its list output (`list_copy_seconds`) and, with the zero
+        fill of the full parameter, 3 x the gathered bytes of HBM traffic."""
         exposed, prefetched = deepspeed_zero3.gather_passes(ctx, g.tp, g.rc == RecomputeCode.FULL)
-        gather_pass = z3_gather_pass() + sum(deepspeed_zero3.list_copy_seconds(gather_calls, grp)
-                                             for _, _, grp, _ in groups)
+        gather_pass = z3_gather_pass() + sum(
+            deepspeed_zero3.list_copy_seconds(gather_calls, grp)
+            + np.where(grp > 1, deepspeed_zero3.GATHER_HBM_BYTES_PER_BYTE * gb / ctx.hbm_bytes_s, 0.0)
+            for _, gb, grp, _ in groups)
         z3_all_reduce = sum(collective(Collective.ALL_REDUCE, p * grad, grp, st, reduce_calls)
                             for p, _, grp, st in groups)
         return (exposed * gather_pass + z3_all_reduce

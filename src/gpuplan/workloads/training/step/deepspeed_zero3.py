@@ -24,7 +24,9 @@ partition_parameters.py at v0.3.13 .. v0.5.10; the coalesced fetch of `all_gathe
   `torch.distributed.all_gather`; PyTorch's ProcessGroupNCCL (`allgather`, PyTorch 1.x) gathers into
   a flat buffer of its own and then copies it out view by view, one `copy_` kernel per rank on the
   NCCL stream (`outputTensors[i][j].copy_(outputFlattened[i][j], true)`): world-size kernels per
-  call, each at least a kernel's minimum duration (`COPY_KERNEL_S`): `list_copy_seconds`.
+  call, each at least a kernel's minimum duration (`COPY_KERNEL_S`): `list_copy_seconds`. Before
+  the call `_allgather_param` allocates the full parameter with `torch.zeros` (a fill): with the
+  copy-out that is 3 x the gathered bytes of HBM traffic per gather (`GATHER_HBM_BYTES_PER_BYTE`).
 - Activation checkpointing re-runs each layer's forward in the backward pass; its pre-forward
   hooks gather the parameters again (a third pass). After the recomputed forward a parameter is
   kept for the backward when the trace reaches its next use within `stage3_max_reuse_distance`
@@ -61,6 +63,11 @@ DEEPSPEED_MAX_REUSE_DISTANCE = 1e9
 #: `mem_empirical_constant_latency: 3 us` (ai-dynamo/aiconfigurator @095f58a, h100_sxm / h200_sxm
 #: system YAML; the figure serving's `serving.per_kernel_latency_s` starts from).
 COPY_KERNEL_S = 3e-6
+
+#: HBM bytes moved per gathered byte by DeepSpeed <= 0.5 and PyTorch around the NCCL all-gather:
+#: `torch.zeros` of the full parameter (write 1) + ProcessGroupNCCL's copy-out of its flat buffer
+#: into the views (read 1 + write 1) = 3.
+GATHER_HBM_BYTES_PER_BYTE = 3.0
 
 
 def list_copy_seconds(calls, ranks):
@@ -122,5 +129,5 @@ def gather_passes(ctx: StepContext, tp, full_recompute) -> tuple[np.ndarray, np.
     return exposed, prefetched
 
 
-__all__ = ["COPY_KERNEL_S", "DEEPSPEED_MAX_LIVE_PARAMETERS", "DEEPSPEED_MAX_REUSE_DISTANCE", "gather_passes", "kept_share",
+__all__ = ["COPY_KERNEL_S", "DEEPSPEED_MAX_LIVE_PARAMETERS", "GATHER_HBM_BYTES_PER_BYTE", "DEEPSPEED_MAX_REUSE_DISTANCE", "gather_passes", "kept_share",
            "list_copy_seconds", "prefetched_shares"]
