@@ -150,3 +150,19 @@ def test_gather_passes_conserve_the_passes(matrices):
         prefetched = s_f * (1 + r) + s_b * (1 - r * kept)
         assert exposed + prefetched == pytest.approx(2.0 + r * (1.0 - kept))
     assert np.all(np.asarray([s_f, s_b]) == np.asarray(prefetched_shares(matrices, max_live=1e9)))
+
+
+def test_deepspeed_grid_matches_one_plan_at_a_time(dgx):
+    # the plan search times every (tp, recompute, sharding, dp) at once: each element must equal the
+    # same plan timed alone (gather_passes varies with tp and recompute)
+    system, gpu = dgx
+    ctx = StepContext.build(load_model("gpt3-175b"), system, gpu, 2048, framework=Framework.DEEPSPEED)
+    tp = np.array([1, 2, 8]).reshape(3, 1, 1, 1)
+    rc = np.array([RecomputeCode.NONE, RecomputeCode.FULL]).reshape(1, 2, 1, 1)
+    sh = np.array([ShardingCode.NONE, ShardingCode.ZERO2, ShardingCode.ZERO3]).reshape(1, 1, 3, 1)
+    dp = np.array([64, 192]).reshape(1, 1, 1, 2)
+    grid = step_time_arrays(ctx, tp, 1, dp, 1, 1, 1, 1, 4, rc, False, sh).dp_comm_s
+    for idx in np.ndindex(grid.shape):
+        one = step_time_arrays(ctx, int(tp.ravel()[idx[0]]), 1, int(dp.ravel()[idx[3]]), 1, 1, 1, 1, 4,
+                               int(rc.ravel()[idx[1]]), False, int(sh.ravel()[idx[2]])).dp_comm_s
+        assert float(one) == pytest.approx(grid[idx], rel=1e-12)
