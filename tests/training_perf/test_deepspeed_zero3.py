@@ -1,4 +1,5 @@
-"""DeepSpeed ZeRO-3 as v0.3.13 .. v0.5 ran it (`step.deepspeed_zero3`), against hand derivations from
+"""DeepSpeed ZeRO-3 as v0.3.13 .. v0.5 ran it (`step.deepspeed_zero3`, the plans of
+`deepspeed_release` 0.5), against hand derivations from
 the source (microsoft/DeepSpeed stage3.py / partition_parameters.py / constants.py at v0.3.16), and
 FSDP's treatment beside it."""
 
@@ -15,7 +16,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.models import load_model
 from gpuplan.primitives.collectives import Collective
 from gpuplan.primitives.parallel_groups import collective_seconds_array, collective_sm_fraction
-from gpuplan.specs.execution import Framework
+from gpuplan.specs.execution import DeepSpeedRelease, Framework
 from gpuplan.workloads.training.plan_codes import RecomputeCode, ShardingCode
 from gpuplan.workloads.training.step.assembly import step_time_arrays
 from gpuplan.workloads.training.step.data import zero3_collective_calls
@@ -23,6 +24,7 @@ from gpuplan.workloads.training.step.deepspeed_zero3 import (gather_passes, kept
                                                               prefetched_shares)
 from gpuplan.workloads.training.step.inputs import StepContext
 
+LEGACY = DeepSpeedRelease.V0_5  # the 2021 engine this file tests
 H175 = 12288  # GPT-3 175B hidden (Brown et al. 2020 Table 2.1)
 H530 = 20480  # MT-NLG 530B hidden (Smith et al. 2022)
 
@@ -62,7 +64,7 @@ def test_gather_passes_under_full_recompute_gpt175(dgx):
     # prefetched = 1 x 2 + 1 x (1 - kept), kept = fc2 / layer = (4h^2 + h) / (12h^2 + 9h) (the
     # inventory's matrices carry their biases: qkv 3h, out h, fc1 4h, fc2 h)
     system, gpu = dgx
-    ctx = StepContext.build(load_model("gpt3-175b"), system, gpu, 2048, framework=Framework.DEEPSPEED)
+    ctx = StepContext.build(load_model("gpt3-175b"), system, gpu, 2048, framework=Framework.DEEPSPEED, deepspeed_release=LEGACY)
     h = H175
     kept = (4 * h * h + h) / (12 * h * h + 9 * h)
     exposed, prefetched = gather_passes(ctx, 1, True)
@@ -77,7 +79,7 @@ def test_deepspeed_zero3_calls_one_gather_per_matrix(dgx):
     # pass; gradient buckets of 5e8 elements: ceil(174.56e9 / 5e8) = 350. FSDP: 96 blocks + root.
     system, gpu = dgx
     model = load_model("gpt3-175b")
-    ds = StepContext.build(model, system, gpu, 2048, framework=Framework.DEEPSPEED)
+    ds = StepContext.build(model, system, gpu, 2048, framework=Framework.DEEPSPEED, deepspeed_release=LEGACY)
     total = ds.body_params + ds.input_embedding_params + ds.output_head_params
     layers = type("SC", (), {"layers_per_stage": 96.0})()
     gathers, reduces = zero3_collective_calls(ds, layers, total, 0)
@@ -96,7 +98,7 @@ def test_deepspeed_zero3_dp_time_matches_hand_formula(dgx):
     # collective holds (collective_sm_fraction).
     system, gpu = dgx
     model = load_model("gpt3-175b")
-    ctx = StepContext.build(model, system, gpu, 2048, framework=Framework.DEEPSPEED)
+    ctx = StepContext.build(model, system, gpu, 2048, framework=Framework.DEEPSPEED, deepspeed_release=LEGACY)
     a = step_time_arrays(ctx, 1, 1, 1536, 1, 1, 1, 1, 1, RecomputeCode.NONE, False, ShardingCode.ZERO3)
     total = ctx.body_params + ctx.input_embedding_params + ctx.output_head_params
     ar = 350 * float(collective_seconds_array(Collective.ALL_REDUCE, total * 2.0 / 350, 1536, 8, system, gpu=gpu))
@@ -122,7 +124,7 @@ def test_fsdp_recompute_adds_no_gather_deepspeed_adds_one(dgx):
     model = load_model("gpt3-175b")
     dp = {}
     for fw in (Framework.FSDP, Framework.DEEPSPEED):
-        ctx = StepContext.build(model, system, gpu, 2048, framework=fw)
+        ctx = StepContext.build(model, system, gpu, 2048, framework=fw, deepspeed_release=LEGACY)
         dp[fw] = [float(step_time_arrays(ctx, 1, 1, 64, 1, 1, 1, 1, 1, rc, False, ShardingCode.ZERO3).dp_comm_s)
                   for rc in (RecomputeCode.NONE, RecomputeCode.FULL)]
     assert dp[Framework.FSDP][1] == pytest.approx(dp[Framework.FSDP][0], rel=1e-12)
@@ -156,7 +158,7 @@ def test_deepspeed_grid_matches_one_plan_at_a_time(dgx):
     # the plan search times every (tp, recompute, sharding, dp) at once: each element must equal the
     # same plan timed alone (gather_passes varies with tp and recompute)
     system, gpu = dgx
-    ctx = StepContext.build(load_model("gpt3-175b"), system, gpu, 2048, framework=Framework.DEEPSPEED)
+    ctx = StepContext.build(load_model("gpt3-175b"), system, gpu, 2048, framework=Framework.DEEPSPEED, deepspeed_release=LEGACY)
     tp = np.array([1, 2, 8]).reshape(3, 1, 1, 1)
     rc = np.array([RecomputeCode.NONE, RecomputeCode.FULL]).reshape(1, 2, 1, 1)
     sh = np.array([ShardingCode.NONE, ShardingCode.ZERO2, ShardingCode.ZERO3]).reshape(1, 1, 3, 1)

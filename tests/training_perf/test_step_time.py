@@ -316,6 +316,40 @@ def test_pipeline_deeper_than_the_model_is_rejected(dgx, gpt175):
         estimate_step_time(gpt175.model_copy(update={"layers": 12}), system, plan, gpu)
 
 
+def test_zero3_collectives_are_charged_per_gather_unit(dgx, gpt175):
+    # DeepSpeed ZeRO-3 fetches per submodule, coalescing up to stage3_prefetch_bucket_size = 5e7
+    # elements (deepspeed/runtime/zero/config.py); a GPT-3 175B layer holds 12 h^2 = 1.81e9 weights
+    # in 4 matrices (qkv, out, fc1, fc2), each larger than the bucket, so it costs 4 all-gathers:
+    # 96 layers x 4 + 1 root = 385 calls per pass. Gradients are reduce-scattered per
+    # reduce_bucket_size = 5e8 elements: ceil(174.6e9 / 5e8) = 350 calls per micro-batch.
+    # FSDP wraps one unit per block: 96 + 1 all-gathers and reduce-scatters.
+    from gpuplan.primitives.collectives import Collective
+    from gpuplan.primitives.parallel_groups import collective_seconds_array
+    from gpuplan.specs.execution import Framework
+    from gpuplan.workloads.training.plan_codes import ShardingCode
+    from gpuplan.workloads.training.step.data import zero3_collective_calls
+
+    system, gpu = dgx
+    ds = StepContext.build(gpt175, system, gpu, 2048, framework=Framework.DEEPSPEED)
+    a = step_time_arrays(ds, 1, 1, 1536, 1, 1, 1, 1, 1, 0, False, ShardingCode.ZERO3)
+    total = ds.body_params + ds.input_embedding_params + ds.output_head_params
+    sc_layers = type("SC", (), {"layers_per_stage": 96.0})()
+    gathers, reduces = zero3_collective_calls(ds, sc_layers, total, 0)
+    assert float(gathers) == 385.0
+    assert float(reduces) == 350.0  # ceil(174.56e9 / 5e8)
+    # DeepSpeed does not overlap: dp = m x (2 x all-gather + reduce-scatter), each as calls x
+    # time(bytes / calls) on 1536 ranks of 8 per node; fp16 parameters and gradients (2 B)
+    per_node = 8
+    ag = 385 * float(collective_seconds_array(Collective.ALL_GATHER, total * 2.0 / 385, 1536, per_node, system, gpu=gpu))
+    rs = 350 * float(collective_seconds_array(Collective.REDUCE_SCATTER, total * 2.0 / 350, 1536, per_node, system, gpu=gpu))
+    assert float(a.dp_comm_s) == pytest.approx(2 * ag + rs, rel=1e-9)
+    # one call of all the bytes would pay the ring latency once: the split costs more
+    one_call = float(collective_seconds_array(Collective.ALL_GATHER, total * 2.0, 1536, per_node, system, gpu=gpu))
+    assert ag > one_call + 300 * 1e-3  # >= ~1 ms ring latency per extra call over 192 nodes
+    fsdp = StepContext.build(gpt175, system, gpu, 2048, framework=Framework.TORCHTITAN)
+    assert [float(x) for x in zero3_collective_calls(fsdp, sc_layers, total, 0)] == [97.0, 97.0]
+
+
 def test_torchtitan_vanilla_tp_hides_no_backward_collective(dgx):
     # Per layer and micro-batch, TP moves 2 all-reduce-sized collectives forward and 2 backward
     # (Korthikanti et al. 2022). Megatron hides training.tp_backward_overlap (0.5) of the backward
