@@ -21,7 +21,6 @@ from gpuplan.cli.fine_tuning_options import (
 )
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
-from gpuplan.specs.execution import assumed_defaults_of
 
 
 def _plan_label(plan) -> str:
@@ -223,6 +222,8 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         console.print(f"note: {batch_note}")
     for note in plan_notes:
         console.print(f"note: {note}")
+    from gpuplan.specs.execution import assumed_defaults_of  # not at import: `--help` loads no spec module
+
     console.print(f"{st.framework.value} defaults assumed:")
     for line in assumed_defaults_of(st.framework, est.plan.deepspeed_release):
         console.print(f"  {line}")
