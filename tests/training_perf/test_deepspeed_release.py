@@ -121,7 +121,8 @@ def test_assumed_defaults_name_the_release():
     ("Narayanan et al. 2021 (SC21), Table 2", (2021, None)),
     ("Smith et al. 2022, 'MT-NLG' (arXiv 2201.11990)", (2022, 1)),  # arXiv YYMM: January 2022
     ("Bang et al. MICRO'24, data/ground_truth_multi.csv (data row 2)", None),  # no four-digit year
-    ("benchmarks/llama3_h100_202412_torchtitan.md", None),  # digits inside a name are no date
+    ("benchmarks/llama3_h100_202412_torchtitan.md", (2024, 12)),  # a year-month in a document name
+    ("commit 5d602fdbff04, figure megatron-lm-2nd-table-2.png", None),  # digits inside a word are no date
 ])
 def test_source_date(source, date):
     assert source_date({"source": source}) == date

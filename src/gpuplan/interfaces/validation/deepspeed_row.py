@@ -6,9 +6,11 @@ row's own facts, the same rule for every row:
 2. else a source document dated before DeepSpeed v0.6.0 (tag v0.6.0 on commit a32e9b3 of
    2022-03-07, deepspeedai/DeepSpeed; the coalesced ZeRO-3 gathers of PR #1453 were merged on
    2022-01-20, after v0.5.10 of 2022-01-14): the 2021 engine, which is all such a run could use.
-   The date is the source cell's arXiv identifier (YYMM.NNNNN: year and month), else the first
-   year written in it ("Narayanan et al. 2021"); a year alone is before v0.6.0 only when it is
-   2021 or earlier (a 2022 document may postdate March);
+   The date is the source cell's arXiv identifier (YYMM.NNNNN: year and month), else a year-month
+   in a document name (`..._202412_...`, `..._2025-06_...`: the form torchtitan's compiled-loss rule
+   reads, `training.torchtitan_run_month`), else the first year written in it ("Narayanan et al.
+   2021"); a year alone is before v0.6.0 only when it is 2021 or earlier (a 2022 document may
+   postdate March);
 3. else the current engine (the default of `TrainPlan.deepspeed_release`).
 
 Only `deepspeed` rows have a release; the rule reads no row id, family or source name.
@@ -27,6 +29,8 @@ _STATED_VERSION = re.compile(
     r"\bdeepspeed\b(?:\s*(?:==|=|:|\bversion\b|\brelease\b))*\s*(v?\d+\.\d+(?:\.\d+)?)\b", re.IGNORECASE)
 #: an arXiv identifier of the new scheme (2007 on): YYMM.NNNN or YYMM.NNNNN
 _ARXIV_ID = re.compile(r"\barxiv[:\s]*(\d{2})(\d{2})\.\d{4,5}\b", re.IGNORECASE)
+#: a year-month in a document name: `_202412_`, `/2025-06.` (as `training._SOURCE_MONTH`)
+_NAME_MONTH = re.compile(r"[_/-](20\d\d)-?(0[1-9]|1[0-2])[_.-]")
 #: a year written as four digits, 1990 .. 2099
 _YEAR = re.compile(r"\b(199\d|20\d\d)\b")
 
@@ -46,6 +50,9 @@ def source_date(row: dict[str, str]) -> tuple[int, int | None] | None:
         month = int(m.group(2))
         if 1 <= month <= 12:
             return 2000 + int(m.group(1)), month
+    m = _NAME_MONTH.search(source)
+    if m:
+        return int(m.group(1)), int(m.group(2))
     y = _YEAR.search(source)
     return (int(y.group(1)), None) if y else None
 

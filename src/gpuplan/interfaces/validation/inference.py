@@ -64,11 +64,16 @@ def stated_engine_version(row: dict[str, str], engine: EngineProfile) -> tuple[i
         return int(m.group(1)), int(m.group(2))
     if not engine.aliases:
         return None
+    names = "|".join(re.escape(a) for a in engine.aliases)
+    # a bare "vMAJOR.MINOR" is the engine's only where a preposition or punctuation introduces it
+    # ("updated for v0.6.1", "generated with v0.17", "(fp16), v0.5"); after any other word it is that
+    # word's version ("LLaMA v3.3 70B", "MLPerf Inference v4.0")
+    stated = re.compile(r"(?:(?:" + names + r")\s+~?v?"
+                        r"|(?:^|[(\[,;:'\"]\s*|\b(?:for|with|from|in|on|by|using)\s+)v)(\d+)\.(\d+)")
     for text in ((row.get("source") or "").lower(), (row.get("notes") or "").lower()):
         if not any(a in text for a in engine.aliases):
             continue
-        names = "|".join(re.escape(a) for a in engine.aliases)
-        m = re.search(r"(?:\bv|(?:" + names + r")\s+~?v?)(\d+)\.(\d+)", text)
+        m = stated.search(text)
         if m:
             return int(m.group(1)), int(m.group(2))
     return None

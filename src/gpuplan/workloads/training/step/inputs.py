@@ -61,6 +61,8 @@ class StepContext:
     #: DeepSpeed engine of a deepspeed plan (plan.deepspeed_release): V0_5 runs ZeRO-3 as
     #: `step.deepspeed_zero3` models the 2021 engine, CURRENT as `step.data` (coalesced gathers)
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    compiled_loss: bool = False  # the cross-entropy under torch.compile (plan.compiled_loss)
+    compiled_model: bool = False  # each transformer block under torch.compile (plan.compiled_model)
 
     def layer_mix(self) -> list[tuple[int, float]]:
         """(inventory layer index, weight) of the dense and MoE layers: the layer mean of a per-layer
@@ -86,6 +88,8 @@ class StepContext:
         fine_tuning: FineTuning | None = None,
         grad_precision: Precision = Precision.FP32,
         deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT,
+        compiled_loss: bool = False,
+        compiled_model: bool = False,
     ) -> "StepContext":
         refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         if model.mla is not None:
@@ -126,6 +130,7 @@ class StepContext:
             fine_tuning=fine_tuning or FineTuning(),
             grad_fp32=Precision(grad_precision) in (Precision.FP32, Precision.TF32),
             deepspeed_release=DeepSpeedRelease(deepspeed_release),
+            compiled_loss=bool(compiled_loss), compiled_model=bool(compiled_model),
         )
 
 
