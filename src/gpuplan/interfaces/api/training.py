@@ -33,7 +33,8 @@ from gpuplan.interfaces.api.fine_tuning import (
 )
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.finetune import FineTuning
-from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework, assumed_defaults_of, deepspeed_release_of
+from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
 
 GIB = 2**30
 from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
@@ -54,27 +55,6 @@ def _plan_error(exc: ValidationError) -> InputError:
         first = msg.split(" ", 1)[0].strip("(:,")
         field = first if first in ("offload", "master_weights", "global_batch") else "global_batch"
     return InputError(f"--{field.replace('_', '-')}: {msg}", field=field)
-
-
-#: what `--deepspeed-release` accepts (specs.execution.deepspeed_release_of)
-DEEPSPEED_RELEASE_ALLOWED = "current, or a DeepSpeed version such as 0.5 or 0.14 (below 0.6: the 2021 ZeRO-3 engine)"
-
-
-def parse_deepspeed_release(raw: str | DeepSpeedRelease | None, framework: Framework) -> DeepSpeedRelease | None:
-    """`--deepspeed-release`: None when not given; else the release (specs.execution.deepspeed_release_of),
-    an InputError naming the option and the allowed values for anything else or for a plan that does
-    not run DeepSpeed."""
-    if raw is None:
-        return None
-    try:
-        release = deepspeed_release_of(raw)
-    except ValueError:
-        raise InputError(f"--deepspeed-release: '{raw}' is not {DEEPSPEED_RELEASE_ALLOWED}", field="deepspeed_release",
-                         allowed=DEEPSPEED_RELEASE_ALLOWED) from None
-    if framework is not Framework.DEEPSPEED:
-        raise InputError(f"--deepspeed-release: applies to --framework deepspeed, not {framework.value}",
-                         field="deepspeed_release", allowed="with --framework deepspeed")
-    return release
 
 
 # ---- train ----------------------------------------------------------------------------------------
@@ -120,11 +100,7 @@ class TrainResult(Result):
         out = {
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
-            "framework": est.step.framework.value,  # the stack the plan was searched / timed for
-            "framework_defaults_assumed": list(assumed_defaults_of(est.step.framework, est.plan.deepspeed_release)),
-            # the DeepSpeed engine a deepspeed plan ran ("current" or "0.5"); null for other frameworks
-            "deepspeed_release": (est.plan.deepspeed_release.value if est.step.framework is Framework.DEEPSPEED
-                                  else None),
+            **framework_json(est.step.framework, est.plan),  # the stack timed, its defaults, its DeepSpeed release
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
@@ -272,8 +248,7 @@ def train(
     gpu: str | Gpu | None = None,
     search_limits: dict[str, list] | None = None,
     fine_tuning: FineTuning | dict | None = None,
-    grad_accum: int | None = None,
-    deepspeed_release: str | DeepSpeedRelease | None = None,
+    grad_accum: int | None = None, deepspeed_release: str | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -285,8 +260,7 @@ def train(
     launch-config target can state, interfaces.deploy); an axis the options fixed must be one of them.
     `fine_tuning`: LoRA / QLoRA, optimizer, offload, master weights (api.fine_tuning; a FineTuning or a
     dict of its options); such a plan is evaluated, not searched (module docstring). `grad_accum`:
-    micro-batches per step (global batch = micro-batch x grad-accum x dp). `deepspeed_release`: the
-    DeepSpeed engine of a deepspeed plan (`parse_deepspeed_release`; None: the plan's, else the current one)."""
+    micro-batches per step (global batch = micro-batch x grad-accum x dp). `deepspeed_release`: interfaces.api.deepspeed_release."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.framework_defaults import default_framework
@@ -321,7 +295,6 @@ def train(
     if framework is None and ft.adapters and fw is not default_framework(sys_spec):
         defaults_notes.append(f"framework {fw.value} assumed: {ft.method.value} runs on PyTorch (PEFT / bitsandbytes); "
                               "Megatron-core has no 4-bit base or PEFT adapters (--framework to change)")
-    release = parse_deepspeed_release(deepspeed_release, fw)
     if plan is not None:
         seq_len = plan.seq_len
     elif not ft.ordinary or grad_accum is not None:
@@ -347,10 +320,7 @@ def train(
         space = _constrained_space(space, gpus, degrees)
     if search_limits:
         space = _limited_space(space, search_limits)
-    if release is not None:
-        space = dataclasses.replace(space, deepspeed_release=release)
-        if plan is not None:
-            plan = plan.model_copy(update={"deepspeed_release": release})
+    space, plan = with_deepspeed_release(space, plan, deepspeed_release, fw)
     if plan is not None:
         check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
