@@ -15,8 +15,12 @@ from gpuplan.specs.finetune import FineTuning, MasterWeights
 
 def default_expert_tp(tp, dp, cp, ep):
     """Megatron's default expert tensor parallel size, tp, where ep x tp fits the stage's tp x cp x dp
-    ranks (ep divides dp x cp); else 1, the folded layout. Works on ints and numpy arrays."""
-    return np.where((dp * cp) % ep == 0, tp, 1)
+    ranks (ep divides dp x cp); else 1, the folded layout. Works on ints (without numpy: a plan's
+    property, read per layer by the memory model) and numpy arrays."""
+    fits = (dp * cp) % ep == 0
+    if isinstance(fits, bool) and isinstance(tp, int):
+        return tp if fits else 1
+    return np.where(fits, tp, 1)
 
 
 def expert_data_parallel_size(tp, cp, dp, ep, etp):

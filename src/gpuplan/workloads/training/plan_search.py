@@ -433,8 +433,17 @@ class _FastestPerValue:
                     continue
                 rest = np.unravel_index(int(j), rest_shape)
                 where = rest[:axis] + (k,) + rest[axis:]
-                self.best[key] = (step, {p: float(np.broadcast_to(v, block.shape)[where]) for p, v in block.parts.items()},
-                                  float(np.broadcast_to(block.gb, block.shape)[where]))
+                self.best[key] = (step, {p: _value_at(v, where) for p, v in block.parts.items()},
+                                  _value_at(block.gb, where))
+
+
+def _value_at(array, where: tuple[int, ...]) -> float:
+    """np.broadcast_to(array, shape)[where] as a float, without the broadcast view: the array's axes
+    align with the last of `where`'s, and an axis of length 1 is read at 0."""
+    shape = np.shape(array)
+    if not shape:
+        return float(array)
+    return float(array[tuple(i if n > 1 else 0 for i, n in zip(where[len(where) - len(shape):], shape))])
 
 
 def _explain(best: RankedPlan, fastest: _FastestPerValue, per_token: bool) -> list[str]:
