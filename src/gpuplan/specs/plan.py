@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
 from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
-from gpuplan.specs.execution import AttentionKernel, Execution, Framework
+from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Execution, Framework, deepspeed_release_of
 from gpuplan.specs.finetune import FineTuning, MasterWeights
 
 
@@ -81,6 +81,25 @@ class TrainPlan(Spec):
     #: optimizer, offload, fp32 master weights or pure low-precision training. The default is
     #: ordinary training (every weight, AdamW, fp32 master, nothing offloaded).
     fine_tuning: FineTuning = FineTuning()
+    #: DeepSpeed engine a `deepspeed` plan runs (specs.execution.DeepSpeedRelease): the current one
+    #: (v0.6.0 on), or `0.5`, the 2021 engine whose ZeRO-3 gathers each weight matrix on its own
+    #: (workloads.training.step.deepspeed_zero3). Read only by deepspeed ZeRO-3 plans. A version
+    #: string ("0.5.8", "0.14") is accepted and mapped (`deepspeed_release_of`).
+    deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+
+    @field_validator("deepspeed_release", mode="before")
+    @classmethod
+    def _release_from_version(cls, value):
+        return deepspeed_release_of(value)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_release(self, handler):
+        """A plan dump leaves out `deepspeed_release` where it is the default, so the dumps (and
+        hashes) of every plan written before the field existed are unchanged; loading restores it."""
+        data = handler(self)
+        if isinstance(data, dict) and self.deepspeed_release is DeepSpeedRelease.CURRENT:
+            data.pop("deepspeed_release", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -43,19 +43,17 @@ from dataclasses import dataclass, field, fields
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
-from pydantic import ValidationError
 
 from gpuplan import knobs
 from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
-from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.specs.finetune import FineTuning
+from gpuplan.workloads.training.finetune_search import FINE_TUNING_SHARDING_REASON, fine_tuning_proto, forbidden_layouts
 from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
-from gpuplan.workloads.training.plan_codes import (
-    RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode, ShardingCode,
-)
+from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode
 from gpuplan.workloads.training.plan_validity import MOE_TP_NEEDS_SP_REASON, PlanDegrees, violations
 from gpuplan.workloads.training.step.assembly import StepArrays, StepTime, step_time_arrays, step_time_result
 from gpuplan.workloads.training.step.expert import ep_regime
@@ -167,9 +165,9 @@ class SearchSpace:
     sequence_parallel: Sequence[bool] | None = None
     #: TransformerEngine TP comm overlap on the plans that use sequence parallelism
     tp_comm_overlap: bool = False
-    #: fine-tuning choices every plan shares (LoRA / QLoRA, optimizer, offload, master weights): the
-    #: memory screen applies `fit`'s fine-tuning rules (memory_grid), and layouts the choices forbid
-    #: are dropped (`FINE_TUNING_SHARDING_REASON`); None: ordinary training
+    #: the DeepSpeed engine of a deepspeed search (specs.execution.DeepSpeedRelease; TrainPlan.deepspeed_release)
+    deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: fine-tuning choices of every plan: the screen applies fit's rules (finetune_search); None: ordinary
     fine_tuning: FineTuning | None = None
 
 
@@ -324,8 +322,6 @@ OVERSIZED_BATCH_REASON = (f"dp needs a default global batch over 2^{MAX_DEFAULT_
 #: rejection reasons of the grid points that are the same plan as another point (module docstring)
 SP_WITHOUT_TP_REASON = "sequence parallelism needs tp > 1"
 ETP_ONE_WITHOUT_TP_REASON = "etp = 1 is the same plan as etp = tp when tp = 1"
-#: a fine-tuning choice the layout cannot run (specs.plan.TrainPlan._fine_tuning_fits_the_plan)
-FINE_TUNING_SHARDING_REASON = "offload params moves parameter shards: it needs sharding zero3 or fsdp"
 
 
 def grid_validity(model: ModelSpec, framework: Framework, seq_len: int, g: dict[str, np.ndarray], num_gpus: int,
@@ -369,10 +365,9 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                   m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
-    if proto.fine_tuning.offload.moves_params:  # specs.plan: offload params moves parameter shards
-        fresh = np.broadcast_to(sh < ShardingCode.ZERO3, shape) & ~invalid
-        rejected[FINE_TUNING_SHARDING_REASON] = int(np.count_nonzero(fresh))
-        invalid = invalid | fresh
+    fresh = np.broadcast_to(forbidden_layouts(proto, sh), shape) & ~invalid  # fine-tuning rules (finetune_search)
+    if fresh.any():
+        rejected[FINE_TUNING_SHARDING_REASON], invalid = int(np.count_nonzero(fresh)), invalid | fresh
     too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid = invalid | too_big
@@ -493,7 +488,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         precision=space.precision, sharding=SHARDING_OF_CODE[int(point["sh"])],
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
-        framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+        framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
         **({"fine_tuning": space.fine_tuning} if space.fine_tuning is not None else {}),
     )
 
@@ -528,17 +523,13 @@ def search_plans(
     axes = framework_axes(default_axes(model, system, num_gpus, space), framework, space)
     sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
-        model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
+        model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
+        deepspeed_release=space.deepspeed_release,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
-                      attention_kernel=ctx.attention_kernel)
-    if space.fine_tuning is not None:  # the plan-level rules on the layout are the grid's (_score_block)
-        try:  # the rules that do not depend on the layout, as TrainPlan states them
-            TrainPlan(seq_len=space.seq_len, precision=space.precision, sharding=Sharding.FSDP, fine_tuning=space.fine_tuning)
-        except ValidationError as exc:
-            raise InputError(exc.errors()[0]["msg"].removeprefix("Value error, "), field="fine_tuning") from None
-        proto = proto.model_copy(update={"fine_tuning": space.fine_tuning})
+                      attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release)
+    proto = fine_tuning_proto(proto, space.fine_tuning)  # None: ordinary; its layout rules are _score_block's
     leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
