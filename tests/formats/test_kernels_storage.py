@@ -39,6 +39,46 @@ def test_kernel_equals_numpy_reference(hard_input, fmt):
         np.testing.assert_array_equal(kc, nc, err_msg=f"{fmt} {rule}")
 
 
+def test_floor_scale_code_equals_the_general_rule_on_every_exponent_and_subnormal():
+    # the branch-free FLOOR code against `_scale_code`'s loop (exact floor(log2)) on: zero, every
+    # subnormal mantissa power of two and its neighbours, every exponent field with mantissa 0, 1 and
+    # all ones, Inf and NaN magnitudes (0x7F800000, 0x7FC00000), for every MX element emax
+    subnormals = [m for e in range(23) for m in ((1 << e) - 1, 1 << e, (1 << e) + 1, (2 << e) - 1)]
+    normals = [(f << 23) | m for f in range(1, 255) for m in (0, 1, 0x7FFFFF)]
+    patterns = np.array(sorted(set([0] + subnormals + normals + [0x7F800000, 0x7FC00000])), dtype=np.int64)
+    for fmt in ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4"]:
+        el = F.block_format(fmt).element
+        for ab in patterns:
+            amax = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
+            want = kernels._scale_code(ab, amax, 0, el.emax, el.mbits, np.float32(el.max_value))
+            assert kernels._floor_scale_code(np.int32(ab), el.emax) == want, (fmt, hex(ab))
+
+
+@pytest.mark.parametrize("fmt", MX)
+@settings(max_examples=30, deadline=None)
+@given(words=st.lists(st.integers(0, 2**32 - 1), min_size=32, max_size=32 * 6).map(lambda w: w[: len(w) // 32 * 32]),
+       exponent_shift=st.integers(-40, 40))
+def test_kernel_equals_numpy_reference_on_any_bit_patterns(fmt, words, exponent_shift):
+    # any float32 bit patterns (NaN payloads, Inf, subnormals, both zeros), half of them moved towards one
+    # binade so that blocks also hold values close together; every scale rule, and FP4 packed
+    bits = np.array(words, dtype=np.uint32)
+    field = (bits >> 23) & 0xFF
+    near = np.clip(field.astype(np.int64) % 8 + 127 + exponent_shift, 1, 254).astype(np.uint32)
+    bits[::2] = (bits[::2] & np.uint32(0x807FFFFF)) | (near[::2] << np.uint32(23))
+    blocks = bits.view(np.float32).reshape(-1, 32)
+    bf = F.block_format(fmt)
+    for rule in F.ScaleRule:
+        with np.errstate(all="ignore"):
+            nc, ns = block.quantize_mx_blocks(blocks, bf, rule)
+        kc, ks = kernels.quantize_mx_rows(blocks, bf, rule)
+        np.testing.assert_array_equal(ks, ns, err_msg=f"{fmt} {rule}")
+        np.testing.assert_array_equal(kc, nc, err_msg=f"{fmt} {rule}")
+        if fmt == "mxfp4":
+            pc, ps = kernels.quantize_mx_rows(blocks, bf, rule, pack4=True)
+            np.testing.assert_array_equal(ps, ns)
+            np.testing.assert_array_equal(pc, F.pack_fp4(nc))
+
+
 def test_fp4_value_bits_equal_the_e2m1_table():
     # OCP MX 5.3.3 E2M1 values of codes 0..15, as gpt-oss weights.py's FP4_VALUES lists them
     table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]

@@ -23,6 +23,7 @@ from numba import njit
 
 from gpuplan.formats.block_format import BlockFormat
 from gpuplan.formats.element import IntElement
+from gpuplan.formats.int32_ops import i32_add, i32_and, i32_max, i32_min, i32_or, i32_shl, i32_sub, max_magnitude_bits, u32_shr
 from gpuplan.formats.scale import ScaleRule
 
 RULE_IDS = {ScaleRule.FLOOR: 0, ScaleRule.CEIL: 1, ScaleRule.EVEN: 2, ScaleRule.RCEIL: 3}
@@ -116,53 +117,142 @@ def _encode_scaled(xv, inv_scale, mbits, ebits, bias, emin, max_mag, min_normal,
     return (np.int32(sign) << np.int32(ebits + mbits)) | mag
 
 
-def _make_mx_kernel(k, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int, max_value, pack4):
-    """The quantiser of one element format and block size `k`, both compiled in as constants (the
-    block loops fully unrolled and vectorised, shift counts and bounds folded, the format branches
-    removed: a run-time k leaves them scalar, 3-5x slower), the scale rule a run-time
-    argument (one branch per block). Per block: amax of the bit patterns, the E8M0 code
-    (`_scale_code`), then one branch-free pass that encodes (`_encode_scaled`, the same integer
-    arithmetic) and, for FP4, packs each pair of codes straight into one byte."""
-    k_fill = 0 if (pack4 or is_int) else nan_code
-    min_normal = np.float32(2.0**emin)
-    sub_factor = np.float32(2.0 ** (mbits - emin))
-    max_value = np.float32(max_value)
+#: blocks per group of the quantiser: its scratch (a float32 per block, a code byte per element) stays in L1
+GROUP_BLOCKS = 64
 
-    @njit(cache=False, nogil=True)
-    def kernel(bits, xf, rule, codes, scales):
-        n_blocks = bits.shape[0] // k
-        per_block = k // 2 if pack4 else k
-        for blk in range(n_blocks):
-            base = blk * k
-            abu = np.uint32(0)
-            for i in range(k):
-                abu = max(abu, bits[base + i] & np.uint32(0x7FFFFFFF))
-            ab = np.int64(abu)
-            amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
-            code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
-            scales[blk] = code
-            out_base = blk * per_block
-            if code == 255:
-                for j in range(per_block):
-                    codes[out_base + j] = k_fill
-                continue
-            se = np.int64(code) - 127
-            inv_scale = _pow2_f32(-se)  # = np.float32(2.0 ** -se), exact (-127 <= se <= 127)
-            if pack4:  # element 2j in the low nibble, 2j + 1 in the high one
-                for j in range(k // 2):
-                    lo = _encode_scaled(xf[base + 2 * j], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
-                    hi = _encode_scaled(xf[base + 2 * j + 1], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal,
-                                        sub_factor)
-                    codes[out_base + j] = np.uint8(lo | (hi << np.int32(4)))
-            elif is_int:
-                factor = 2.0 ** (6 - se)  # float64: 2^(6 + 127) does not fit float32
+
+@njit(cache=False, inline="always")
+def _floor_scale_code(ab, emax):
+    """E8M0 code of the FLOOR rule (OCP MX: 2^(floor(log2 amax) - emax)) from amax's bits `ab`, branch-free:
+    floor(log2) is exponent field - 127 for a normal amax; for a subnormal one (field 0, value man x 2^-149)
+    it is floor(log2(man)) - 149, the exponent field of float32(man) (exact: man < 2^23) - 127 - 149;
+    amax = 0 gives -276, clamped like any tiny amax to code 0; Inf/NaN amax (ab >= 0x7F800000) -> 255.
+    Equal to `_scale_code(ab, _, 0, ...)` (tests/formats/test_kernels_storage.py)."""
+    field = u32_shr(ab, 23)
+    sub_log2 = i32_sub(u32_shr(np.float32(np.float32(ab)).view(np.int32), 23), 276)
+    log2 = i32_sub(field, 127) if field > 0 else sub_log2
+    code = i32_add(i32_min(i32_max(i32_sub(log2, emax), -127), 127), 127)
+    return np.int32(255) if ab >= 0x7F800000 else code
+
+
+@njit(cache=False, inline="always")
+def _inv_scale_of_code(code):
+    """2^(127 - code) as float32 (the reciprocal of the E8M0 scale 2^(code - 127), exact for codes 0..254:
+    2^-127 is the float32 subnormal 0x00400000); 0 for the NaN code 255 (its block is overwritten)."""
+    field = i32_sub(254, code)
+    bits = i32_shl(field, 23) if field > 0 else (np.int32(0x00400000) if field == 0 else np.int32(0))
+    return np.int32(bits).view(np.float32)
+
+
+def _make_minifloat_encoder(mbits, ebits, bias, emin, max_mag):
+    """code(x) of float32 `x` (bits `xb`) times the block's 1/scale `inv` (an exact power of two) in an
+    E`ebits`M`mbits` element: round to nearest even, saturate to `max_mag`, sign bit above. All in 32-bit
+    lanes (int32_ops), no branch and no float32 subnormal result, so a block's loop vectorises 16-wide.
+
+    v = |x| inv (exact). E = max(exponent of v, emin); C = 2^(E + 23 - mbits). v + C in float32 is
+    C + n 2^(E - mbits), n = v / 2^(E - mbits) rounded to nearest even (the float32 spacing at C is
+    2^(E - mbits); v < 2^(E+1) keeps the sum below 2C), so n = bits(v + C) - bits(C). The code is
+    ((E + bias - 1) << mbits) + n: for a normal v, n = 2^mbits + mantissa (and 2^(mbits+1) when it rounds
+    up to the next binade, which is the next binade's code); for a subnormal v, E + bias - 1 = 0
+    (emin = 1 - bias) and n is the subnormal's mantissa. With ef = bits(2^E) = (E + 127) << 23 and
+    bits(C) = ef + ((23 - mbits) << 23) this is (ef >> (23 - mbits)) + bits(v + C) - ef + const."""
+    sh = 23 - mbits
+    emin_field = (emin + 127) << 23
+    c_shift = (23 - mbits) << 23
+    const = (bias - 128) * (1 << mbits) - c_shift
+    sign_shift = ebits + mbits
+
+    @njit(cache=False, inline="always")
+    def encode(xb, xv, inv):
+        v = np.float32(abs(xv) * inv)
+        ef = i32_max(i32_and(np.float32(v).view(np.int32), 0x7F800000), emin_field)
+        c = np.int32(i32_add(ef, c_shift)).view(np.float32)
+        sum_bits = np.float32(v + c).view(np.int32)
+        code = i32_min(i32_add(i32_add(u32_shr(ef, sh), i32_sub(sum_bits, ef)), const), max_mag)
+        return i32_or(code, i32_shl(u32_shr(xb, 31), sign_shift))
+
+    return encode
+
+
+def _make_mx_kernel(k, rule, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int, max_value, pack4):
+    """The quantiser of one element format, block size `k` and scale rule, all compiled in as constants
+    (shift counts and bounds folded, the format and rule branches removed). Signature
+    kernel(bits, xf, codes, scales, inv, tmp, tmp16): the input as uint32 bits and as float32, the
+    outputs, and scratch (`GROUP_BLOCKS` float32, `GROUP_BLOCKS * k` bytes and their uint16 view).
+
+    Minifloat elements, per group of `GROUP_BLOCKS` blocks (input 8 KiB for k = 32, in L1):
+    1. per block: amax as the largest magnitude bit pattern (`max_magnitude_bits`, one vector
+       reduction), the E8M0 code (`_floor_scale_code` for FLOOR, else `_scale_code`), 1/scale;
+    2. every element: `_make_minifloat_encoder`'s code, into `codes` (8-bit) or, for FP4, into `tmp`;
+    3. FP4: each pair of codes read as one uint16 (c0 | c1 << 8) is packed as (w | w >> 4) & 0xFF =
+       c0 | c1 << 4 (element 2j in the low nibble);
+    4. blocks with an Inf/NaN (code 255) are filled with the NaN code (0 when packed).
+    INT8 (MXINT8): per block as before: RNE of x 2^(6 - se) in float64, clamped to +-127."""
+    k_fill = 0 if (pack4 or is_int) else nan_code
+    max_value = np.float32(max_value)
+    per_block = k // 2 if pack4 else k
+    group = GROUP_BLOCKS
+    if is_int:
+        @njit(cache=False, nogil=True, boundscheck=False)
+        def int_kernel(bits, xf, codes, scales, inv, tmp, tmp16):
+            for blk in range(bits.shape[0] // k):
+                base = blk * k
+                ab = np.int64(max_magnitude_bits(bits, base, k))
+                amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
+                code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
+                scales[blk] = code
+                if code == 255:
+                    for i in range(k):
+                        codes[base + i] = k_fill
+                    continue
+                factor = 2.0 ** (133 - np.int64(code))  # 2^(6 - se) in float64: 2^(6 + 127) does not fit float32
                 for i in range(k):
                     r = min(max(np.rint(np.float64(xf[base + i]) * factor), -127.0), 127.0)
                     codes[base + i] = np.uint8(np.int64(r) & 0xFF)
+
+        return int_kernel
+
+    encode = _make_minifloat_encoder(mbits, ebits, bias, emin, max_mag)
+
+    @njit(cache=False, nogil=True, boundscheck=False)
+    def kernel(bits, xf, codes, scales, inv, tmp, tmp16):
+        n_blocks = bits.shape[0] // k
+        for grp in range((n_blocks + group - 1) // group):
+            first = grp * group
+            nb = min(group, n_blocks - first)
+            any_nan = False
+            for b in range(nb):
+                ab = max_magnitude_bits(bits, (first + b) * k, k)
+                if rule == 0:
+                    code = _floor_scale_code(ab, emax)
+                else:
+                    ab64 = np.int64(ab)
+                    amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab64 < 0x7F800000 else np.float32(0.0)
+                    code = np.int32(_scale_code(ab64, amax_f, rule, emax, mbits, max_value))
+                scales[first + b] = code
+                inv[b] = _inv_scale_of_code(code)
+                any_nan |= code == 255
+            if pack4:
+                for b in range(nb):
+                    base = (first + b) * k
+                    s = inv[b]
+                    for i in range(k):
+                        tmp[b * k + i] = np.uint8(encode(bits[base + i], xf[base + i], s))
+                out = first * per_block
+                for j in range(nb * per_block):
+                    w = tmp16[j]
+                    codes[out + j] = np.uint8(i32_or(w, u32_shr(w, 4)))
             else:
-                for i in range(k):
-                    codes[base + i] = np.uint8(_encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag,
-                                                              min_normal, sub_factor))
+                for b in range(nb):
+                    base = (first + b) * k
+                    s = inv[b]
+                    for i in range(k):
+                        codes[base + i] = np.uint8(encode(bits[base + i], xf[base + i], s))
+            if any_nan:
+                for b in range(nb):
+                    if scales[first + b] == 255:
+                        for j in range(per_block):
+                            codes[(first + b) * per_block + j] = k_fill
 
     return kernel
 
@@ -170,13 +260,13 @@ def _make_mx_kernel(k, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int
 _MX_KERNELS: dict = {}
 
 
-def _mx_kernel_for(bf: BlockFormat, k: int, pack4: bool):
-    """The compiled quantiser of `bf`'s element in blocks of `k` (one per element format, block size
-    and packing, built on first use)."""
+def _mx_kernel_for(bf: BlockFormat, k: int, rule: ScaleRule, pack4: bool):
+    """The compiled quantiser of `bf`'s element in blocks of `k` under `rule` (one per element format,
+    block size, rule and packing, built on first use)."""
     p = _params(bf)
-    key = (tuple(sorted(p.items())), float(bf.element.max_value), int(k), pack4)
+    key = (tuple(sorted(p.items())), float(bf.element.max_value), int(k), RULE_IDS[rule], pack4)
     if key not in _MX_KERNELS:
-        _MX_KERNELS[key] = _make_mx_kernel(k=int(k), max_value=bf.element.max_value, pack4=pack4, **p)
+        _MX_KERNELS[key] = _make_mx_kernel(k=int(k), rule=RULE_IDS[rule], max_value=bf.element.max_value, pack4=pack4, **p)
     return _MX_KERNELS[key]
 
 
@@ -305,11 +395,13 @@ def quantize_mx_rows(blocks: np.ndarray, bf: BlockFormat, rule: ScaleRule, pack4
     scales = np.empty(n_blocks, dtype=np.uint8)
     bits = flat.view(np.uint32)
     per_block = k // 2 if pack4 else k
-    kernel = _mx_kernel_for(bf, k, pack4)
-    rule_id = RULE_IDS[rule]
+    kernel = _mx_kernel_for(bf, k, rule, pack4)
 
     def run(lo: int, hi: int) -> None:  # blocks [lo, hi): the kernel releases the GIL
-        kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], rule_id, codes[lo * per_block : hi * per_block], scales[lo:hi])
+        inv = np.empty(GROUP_BLOCKS, dtype=np.float32)
+        tmp = np.empty(GROUP_BLOCKS * k, dtype=np.uint8)  # even length (64 k): its uint16 view
+        kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], codes[lo * per_block : hi * per_block], scales[lo:hi],
+               inv, tmp, tmp.view(np.uint16))
 
     _over_block_ranges(n_blocks, run)
     return codes.reshape(n_blocks, -1), scales
