@@ -82,7 +82,7 @@ def test_kernel_equals_numpy_reference_on_any_bit_patterns(fmt, words, exponent_
 def test_fp4_value_bits_equal_the_e2m1_table():
     # OCP MX 5.3.3 E2M1 values of codes 0..15, as gpt-oss weights.py's FP4_VALUES lists them
     table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
-    got = np.array([kernels._fp4_value_bits(np.uint32(c)) for c in range(16)], np.uint32).view(np.float32)
+    got = np.array([kernels._fp4_value_bits(np.int32(c)) for c in range(16)], np.int32).view(np.float32)
     np.testing.assert_array_equal(got.view(np.uint32), np.array(table, np.float32).view(np.uint32))
 
 

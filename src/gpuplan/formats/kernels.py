@@ -272,25 +272,25 @@ def _mx_kernel_for(bf: BlockFormat, k: int, rule: ScaleRule, pack4: bool):
 
 @njit(cache=False, inline="always")
 def _fp4_value_bits(c):
-    """float32 bits of the E2M1 value of 4-bit code `c` (OCP MX 5.3.3: bias 1, values 0, 0.5, 1, 1.5,
-    2, 3, 4, 6): exponent field e > 0 gives 2^(e - 1) (1 + m / 2), float32 exponent e + 126 and
-    mantissa bit 22 = m; e = 0 gives m x 0.5 (0x3F000000); the sign is bit 3. Equal to
+    """float32 bits (int32) of the E2M1 value of 4-bit code `c` (OCP MX 5.3.3: bias 1, values 0, 0.5, 1,
+    1.5, 2, 3, 4, 6; the sign is bit 3), in 32-bit lanes: for magnitude code g = c & 7 >= 2 (exponent
+    field e = g >> 1 > 0, value 2^(e - 1) (1 + m / 2)) the float32 exponent field is e + 126 and bit 22
+    is m, i.e. (g << 22) + (126 << 23); g = 1 is 0.5 (0x3F000000), g = 0 is 0. Equal to
     `ELEMENTS["e2m1"].values` for all 16 codes (tests/formats/test_kernels_storage.py)."""
-    e = (c >> np.uint32(1)) & np.uint32(3)
-    m = c & np.uint32(1)
-    normal = ((e + np.uint32(126)) << np.uint32(23)) | (m << np.uint32(22))
-    mag = normal if e != np.uint32(0) else m * np.uint32(0x3F000000)
-    return mag | ((c >> np.uint32(3)) << np.uint32(31))
+    low = i32_and(c, 7)
+    normal = i32_add(i32_shl(low, 22), 0x3F000000)
+    mag = normal if low >= 2 else (np.int32(0x3F000000) if low == 1 else np.int32(0))
+    return i32_or(mag, i32_shl(i32_and(c, 8), 28))
 
 
 def _make_dequant_kernel(k, packed4, fp4):
     """The dequantiser of blocks of `k` (a compile-time constant, as in `_make_mx_kernel`):
     out = value x 2^(scale - 127) in float32 (one rounding, exact power-of-two factor), scale 0xFF
     -> NaN block. The value is lut[code], or for FP4 (`fp4`) built from the code's bits
-    (`_fp4_value_bits`, no table gather, so the loop vectorises); the same product either way.
-    `codes` holds two FP4 codes per byte, low nibble first, when packed4."""
+    (`_fp4_value_bits`, 32-bit lanes, no table gather, so the loop vectorises); the same product either
+    way. `codes` holds two FP4 codes per byte, low nibble first, when packed4."""
 
-    @njit(cache=False, nogil=True)
+    @njit(cache=False, nogil=True, boundscheck=False)
     def kernel(codes, scales, lut, out):
         nan = np.float32(np.nan)
         for blk in range(scales.shape[0]):
@@ -300,17 +300,16 @@ def _make_dequant_kernel(k, packed4, fp4):
             if packed4:
                 cb = blk * (k // 2)
                 for j in range(k // 2):
-                    byte = np.uint32(codes[cb + j])
+                    byte = np.int32(codes[cb + j])
                     if fp4:
-                        out[base + 2 * j] = np.uint32(_fp4_value_bits(byte & np.uint32(0xF))).view(np.float32) * factor
-                        out[base + 2 * j + 1] = np.uint32(_fp4_value_bits(byte >> np.uint32(4))).view(np.float32) * factor
+                        out[base + 2 * j] = np.int32(_fp4_value_bits(byte)).view(np.float32) * factor
+                        out[base + 2 * j + 1] = np.int32(_fp4_value_bits(u32_shr(byte, 4))).view(np.float32) * factor
                     else:
-                        out[base + 2 * j] = lut[byte & np.uint32(0xF)] * factor
-                        out[base + 2 * j + 1] = lut[byte >> np.uint32(4)] * factor
+                        out[base + 2 * j] = lut[i32_and(byte, 0xF)] * factor
+                        out[base + 2 * j + 1] = lut[u32_shr(byte, 4)] * factor
             elif fp4:
                 for i in range(k):
-                    c = np.uint32(codes[base + i]) & np.uint32(0xF)
-                    out[base + i] = np.uint32(_fp4_value_bits(c)).view(np.float32) * factor
+                    out[base + i] = np.int32(_fp4_value_bits(np.int32(codes[base + i]))).view(np.float32) * factor
             else:
                 for i in range(k):
                     out[base + i] = lut[codes[base + i]] * factor
