@@ -86,6 +86,14 @@ def test_fp4_value_bits_equal_the_e2m1_table():
     np.testing.assert_array_equal(got.view(np.uint32), np.array(table, np.float32).view(np.uint32))
 
 
+def test_every_minifloat_element_decodes_from_its_bits():
+    # the dequantize kernels build FP8/FP6/FP4 values from the code bits; `_decoder_for` falls back to
+    # the value table when its decoder differs from the table on any code: none may fall back
+    for name in ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1"]:
+        assert kernels._decoder_for(F.ELEMENTS[name]) is not None, name
+    assert kernels._decoder_for(F.block_format("mxint8").element) is None  # INT8 reads the table
+
+
 @pytest.mark.parametrize("fmt", MX)
 @pytest.mark.parametrize("packed4", [False, True])
 def test_compiled_dequantize_equals_numpy_reference_on_every_code_and_scale(fmt, packed4):
@@ -231,3 +239,33 @@ def test_dequantize_kernel_equals_numpy(hard_input, fmt):
     np.testing.assert_array_equal(q.dequantize().reshape(-1, 32), ref)
     if fmt == "mxfp4":
         np.testing.assert_array_equal(F.quantize_packed(hard_input, fmt).dequantize(), q.dequantize())
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "mxfp8_e4m3", "mxint8", "nvfp4"])
+@pytest.mark.parametrize("columns", [512, 500])  # whole blocks (the kernel writes into out) / a padded last block
+def test_dequantize_into_out_equals_dequantize(hard_input, fmt, columns):
+    x = np.ascontiguousarray(hard_input[:, :columns])
+    q = F.quantize(x, fmt)
+    want = q.dequantize()
+    out = np.full(x.shape, 7.0, dtype=np.float32)
+    assert q.dequantize(out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+    strided = np.full((x.shape[0], 2 * columns), 7.0, dtype=np.float32)[:, ::2]  # not contiguous: copied into
+    np.testing.assert_array_equal(q.dequantize(out=strided).view(np.uint32), want.view(np.uint32))
+    if fmt == "mxfp4" and columns % 32 == 0:
+        p = F.quantize_packed(x, fmt)
+        out[...] = 7.0
+        assert p.dequantize(out=out) is out
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("bad", [np.zeros((4, 64), np.float32), np.zeros((4, 32), np.float64), [[0.0] * 32] * 4])
+def test_dequantize_rejects_a_bad_out(bad):
+    q = F.quantize(np.ones((4, 32), np.float32), "mxfp4")
+    with pytest.raises(InputError, match="out must be a writeable float32 array of shape \\(4, 32\\)") as e:
+        q.dequantize(out=bad)
+    assert e.value.field == "out"
+    readonly = np.zeros((4, 32), np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(InputError):
+        F.quantize_packed(np.ones((4, 32), np.float32)).dequantize(out=readonly)

@@ -283,12 +283,67 @@ def _fp4_value_bits(c):
     return i32_or(mag, i32_shl(i32_and(c, 8), 28))
 
 
-def _make_dequant_kernel(k, packed4, fp4):
+def _make_minifloat_decoder(ebits, mbits, bias, first_special, inf_magnitude):
+    """decode(c): float32 bits (int32) of minifloat code `c` (E`ebits`M`mbits`, `bias`), in 32-bit lanes.
+    Magnitude g = c & (2^(E+M) - 1), sign bit E+M. Normal (g >= 2^M): the float32 exponent field is
+    e - bias + 127 and the mantissa's top M bits are g's, i.e. (g << (23 - M)) + ((127 - bias) << 23).
+    Subnormal (g < 2^M): g x 2^(1 - bias - M), as float32(g) times that power of two (both exact).
+    Magnitudes >= `first_special` are NaN (0x7FC00000, whatever the sign, as the element's value table
+    holds it) except `inf_magnitude` (+-Inf). `_decoder_for` checks it against the table on every code."""
+    mag_mask = (1 << (ebits + mbits)) - 1
+    sh = 23 - mbits
+    rebias = (127 - bias) << 23
+    sub_scale = np.float32(2.0 ** (1 - bias - mbits))
+
+    @njit(cache=False, inline="always")
+    def decode(c):
+        g = i32_and(c, mag_mask)
+        sign = i32_shl(u32_shr(c, ebits + mbits), 31)  # codes < 2^(E+M+1): bit E+M alone survives the shift to 31
+        normal = i32_add(i32_shl(g, sh), rebias)
+        sub = np.float32(np.float32(g) * sub_scale).view(np.int32)
+        bits = i32_or(normal if g >= (1 << mbits) else sub, sign)
+        special = i32_or(0x7F800000, sign) if g == inf_magnitude else np.int32(0x7FC00000)
+        return special if g >= first_special else bits
+
+    return decode
+
+
+def _decoder_for(element):
+    """The code -> float32 bits function of a minifloat element (FP4 `_fp4_value_bits`, else
+    `_make_minifloat_decoder`), or None (INT8, or a decoder that differs from the element's value
+    table on some code: the kernel then reads the table)."""
+    if element.name == "e2m1":
+        return _fp4_value_bits
+    if isinstance(element, IntElement) or element.bits > 8:
+        return None
+    values = np.asarray(element.values, dtype=np.float32)
+    mag = np.arange(values.size) & ((1 << (element.ebits + element.mbits)) - 1)
+    special = mag[~np.isfinite(values)]
+    inf = mag[np.isinf(values)]
+    decode = _make_minifloat_decoder(element.ebits, element.mbits, element.bias,
+                                     int(special.min()) if special.size else values.size, int(inf[0]) if inf.size else -1)
+
+    @njit(cache=False)
+    def all_codes(n):
+        out = np.empty(n, dtype=np.int32)
+        for c in range(n):
+            out[c] = decode(np.int32(c))
+        return out
+
+    return decode if np.array_equal(all_codes(values.size), values.view(np.int32)) else None
+
+
+def _make_dequant_kernel(k, packed4, decode):
     """The dequantiser of blocks of `k` (a compile-time constant, as in `_make_mx_kernel`):
     out = value x 2^(scale - 127) in float32 (one rounding, exact power-of-two factor), scale 0xFF
-    -> NaN block. The value is lut[code], or for FP4 (`fp4`) built from the code's bits
-    (`_fp4_value_bits`, 32-bit lanes, no table gather, so the loop vectorises); the same product either
-    way. `codes` holds two FP4 codes per byte, low nibble first, when packed4."""
+    -> NaN block. The value's float32 bits come from `decode(code)` (`_decoder_for`: 32-bit lanes, no
+    table gather, so the loop vectorises), or from lut[code] when `decode` is None; the same product
+    either way. `codes` holds two FP4 codes per byte, low nibble first, when packed4."""
+    use_lut = decode is None
+    if use_lut:
+        @njit(cache=False, inline="always")
+        def decode(c):
+            return np.int32(0)
 
     @njit(cache=False, nogil=True, boundscheck=False)
     def kernel(codes, scales, lut, out):
@@ -301,18 +356,14 @@ def _make_dequant_kernel(k, packed4, fp4):
                 cb = blk * (k // 2)
                 for j in range(k // 2):
                     byte = np.int32(codes[cb + j])
-                    if fp4:
-                        out[base + 2 * j] = np.int32(_fp4_value_bits(byte)).view(np.float32) * factor
-                        out[base + 2 * j + 1] = np.int32(_fp4_value_bits(u32_shr(byte, 4))).view(np.float32) * factor
-                    else:
-                        out[base + 2 * j] = lut[i32_and(byte, 0xF)] * factor
-                        out[base + 2 * j + 1] = lut[u32_shr(byte, 4)] * factor
-            elif fp4:
-                for i in range(k):
-                    out[base + i] = np.int32(_fp4_value_bits(np.int32(codes[base + i]))).view(np.float32) * factor
-            else:
+                    out[base + 2 * j] = np.int32(decode(i32_and(byte, 0xF))).view(np.float32) * factor
+                    out[base + 2 * j + 1] = np.int32(decode(u32_shr(byte, 4))).view(np.float32) * factor
+            elif use_lut:
                 for i in range(k):
                     out[base + i] = lut[codes[base + i]] * factor
+            else:
+                for i in range(k):
+                    out[base + i] = np.int32(decode(np.int32(codes[base + i]))).view(np.float32) * factor
 
     return kernel
 
@@ -320,23 +371,26 @@ def _make_dequant_kernel(k, packed4, fp4):
 _DEQUANT_KERNELS: dict = {}
 
 
-def _dequant_kernel_for(k: int, packed4: bool, fp4: bool):
-    key = (int(k), bool(packed4), bool(fp4))
+def _dequant_kernel_for(k: int, packed4: bool, element):
+    key = (int(k), bool(packed4), element.name)
     if key not in _DEQUANT_KERNELS:
-        _DEQUANT_KERNELS[key] = _make_dequant_kernel(*key)
+        _DEQUANT_KERNELS[key] = _make_dequant_kernel(int(k), bool(packed4), _decoder_for(element))
     return _DEQUANT_KERNELS[key]
 
 
-def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, packed4: bool = False) -> np.ndarray:
-    """float32 (n_blocks * k,) values of MX blocks stored row after row (see `_make_dequant_kernel`)."""
+def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, packed4: bool = False,
+                       out: np.ndarray | None = None) -> np.ndarray:
+    """float32 (n_blocks * k,) values of MX blocks stored row after row (see `_make_dequant_kernel`),
+    written into `out` (contiguous float32 of that size) when given."""
     k = bf.block_size
     flat_codes = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
     flat_scales = np.ascontiguousarray(scales, dtype=np.uint8).reshape(-1)
-    out = np.empty(flat_scales.size * k, dtype=np.float32)
+    if out is None:
+        out = np.empty(flat_scales.size * k, dtype=np.float32)
     lut = np.ascontiguousarray(bf.element.values, dtype=np.float32)
     per_block = k // 2 if packed4 else k
     n_blocks = flat_scales.size
-    kernel = _dequant_kernel_for(k, packed4, bf.element.name == "e2m1")
+    kernel = _dequant_kernel_for(k, packed4, bf.element)
 
     def run(lo: int, hi: int) -> None:
         kernel(flat_codes[lo * per_block : hi * per_block], flat_scales[lo:hi], lut, out[lo * k : hi * k])

@@ -158,11 +158,14 @@ def quantize_nvfp4_rows(rows: np.ndarray, tensor_scale: np.float32 | None) -> tu
     return codes.reshape(n_blocks, k), scales
 
 
-def dequantize_nvfp4_rows(codes: np.ndarray, scales: np.ndarray, k: int, tensor_scale: float) -> np.ndarray:
-    """float32 (n_blocks * k,) values of NVFP4 blocks stored row after row (one code per byte)."""
+def dequantize_nvfp4_rows(codes: np.ndarray, scales: np.ndarray, k: int, tensor_scale: float,
+                          out: np.ndarray | None = None) -> np.ndarray:
+    """float32 (n_blocks * k,) values of NVFP4 blocks stored row after row (one code per byte),
+    written into `out` (contiguous float32 of that size) when given."""
     flat_codes = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
     flat_scales = np.ascontiguousarray(scales, dtype=np.uint8).reshape(-1)
-    out = np.empty(flat_scales.size * k, dtype=np.float32)
+    if out is None:
+        out = np.empty(flat_scales.size * k, dtype=np.float32)
     lut2 = np.ascontiguousarray(E2M1.values, dtype=np.float32)
     lut4 = np.ascontiguousarray(E4M3.values, dtype=np.float32)
     s_global = np.float32(tensor_scale)
