@@ -13,6 +13,8 @@ Arguments of other integer types are converted to int32 first (truncated, as `np
     u32_shr(a, s)              a >> s, logical (zero-filling: the bits as unsigned)
     i32_max(a, b), i32_min(a, b)   signed
     u32_max(a, b)              unsigned (float32 magnitudes compare as their bit patterns)
+    i32_select(cond, a, b)     a if cond else b, as one LLVM select (a numba conditional expression
+                               becomes branches, which random codes mispredict and which block SIMD)
 """
 
 from __future__ import annotations
@@ -58,6 +60,22 @@ u32_max = _binary(_select("u>"))
 
 
 
+
+@intrinsic
+def i32_select(typingctx, cond, a, b):
+    """a if cond else b (both converted to int32), as one LLVM select instruction."""
+    ints = (types.Integer, types.IntegerLiteral, types.Boolean)
+    if not isinstance(cond, types.Boolean) or not isinstance(a, ints) or not isinstance(b, ints):
+        return None
+    sig = types.int32(cond, a, b)
+
+    def codegen(context, builder, signature, args):
+        pred = context.cast(builder, args[0], signature.args[0], types.boolean)
+        x, y = (context.cast(builder, v, t, types.int32) for v, t in zip(args[1:], signature.args[1:]))
+        return builder.select(pred, x, y)
+
+    return sig, codegen
+
 @intrinsic
 def max_magnitude_bits(typingctx, arr, start, count):
     """max over i < count of (arr[start + i] & 0x7FFFFFFF) as int32, for a uint32 array of float32 bit
@@ -86,5 +104,5 @@ def max_magnitude_bits(typingctx, arr, start, count):
 
     return sig, codegen
 
-__all__ = ["i32_add", "i32_and", "i32_max", "i32_min", "i32_or", "i32_shl", "i32_shr", "i32_sub", "max_magnitude_bits",
+__all__ = ["i32_add", "i32_and", "i32_max", "i32_min", "i32_or", "i32_select", "i32_shl", "i32_shr", "i32_sub", "max_magnitude_bits",
            "u32_max", "u32_shr"]

@@ -23,7 +23,8 @@ from numba import njit
 
 from gpuplan.formats.block_format import BlockFormat
 from gpuplan.formats.element import IntElement
-from gpuplan.formats.int32_ops import i32_add, i32_and, i32_max, i32_min, i32_or, i32_shl, i32_sub, max_magnitude_bits, u32_shr
+from gpuplan.formats.int32_ops import (i32_add, i32_and, i32_max, i32_min, i32_or, i32_select, i32_shl, i32_sub, max_magnitude_bits,
+                                      u32_shr)
 from gpuplan.formats.scale import ScaleRule
 
 RULE_IDS = {ScaleRule.FLOOR: 0, ScaleRule.CEIL: 1, ScaleRule.EVEN: 2, ScaleRule.RCEIL: 3}
@@ -279,8 +280,8 @@ def _fp4_value_bits(c):
     `ELEMENTS["e2m1"].values` for all 16 codes (tests/formats/test_kernels_storage.py)."""
     low = i32_and(c, 7)
     normal = i32_add(i32_shl(low, 22), 0x3F000000)
-    mag = normal if low >= 2 else (np.int32(0x3F000000) if low == 1 else np.int32(0))
-    return i32_or(mag, i32_shl(i32_and(c, 8), 28))
+    small = i32_and(i32_sub(0, low), 0x3F000000)  # low 1 -> 0x3F000000 (0.5), low 0 -> 0
+    return i32_or(i32_select(low >= 2, normal, small), i32_shl(i32_and(c, 8), 28))
 
 
 def _make_minifloat_decoder(ebits, mbits, bias, first_special, inf_magnitude):
@@ -301,9 +302,9 @@ def _make_minifloat_decoder(ebits, mbits, bias, first_special, inf_magnitude):
         sign = i32_shl(u32_shr(c, ebits + mbits), 31)  # codes < 2^(E+M+1): bit E+M alone survives the shift to 31
         normal = i32_add(i32_shl(g, sh), rebias)
         sub = np.float32(np.float32(g) * sub_scale).view(np.int32)
-        bits = i32_or(normal if g >= (1 << mbits) else sub, sign)
-        special = i32_or(0x7F800000, sign) if g == inf_magnitude else np.int32(0x7FC00000)
-        return special if g >= first_special else bits
+        bits = i32_or(i32_select(g >= (1 << mbits), normal, sub), sign)
+        special = i32_select(g == inf_magnitude, i32_or(0x7F800000, sign), 0x7FC00000)
+        return i32_select(g >= first_special, special, bits)
 
     return decode
 
