@@ -4,13 +4,16 @@ reference path (`scale.e8m0_from_amax`, `element.encode_minifloat`, `element.enc
 `QuantizedTensor.dequantize`), checked equal to it by tests/formats/test_kernels_storage.py; used
 by `quantize` for large inputs blocked along the last axis, and by `quantize_packed`.
 
-One kernel is compiled per element format and block size (`_make_mx_kernel`,
+One kernel is compiled per element format, block size and scale rule (`_make_mx_kernel`,
 `_make_dequant_kernel`): with those constants LLVM unrolls and vectorises each block's loops
-(AVX2/AVX-512 where the host has them), which a run-time block size prevents. The kernels are
-serial and release the GIL; `over_block_ranges` splits the blocks over one thread per core in
-chunks the threads take in turn (a few chunks, not a Python loop per block). Integer arithmetic
-only (plus one float32 division for RCEIL and a float64 product for INT8), so fastmath is
-irrelevant and results are exact. Compiled lazily on first use (cache=False).
+(AVX2/AVX-512 where the host has them), which a run-time block size prevents. Integer work runs in
+32-bit lanes through `int32_ops` (numba would widen it to 64 bits: half the lanes) and the block
+amax is one vector reduction (`int32_ops.max_magnitude_bits`). The kernels are serial and release
+the GIL; `over_block_ranges` splits the blocks over one thread per core in chunks the threads take
+in turn (a few chunks, not a Python loop per block). Integer arithmetic and exact float32
+operations only (power-of-two products, an addition whose rounding is the element's RNE, one float32
+division for RCEIL, a float64 product for INT8); no fastmath, so NaN, Inf and subnormals behave as
+IEEE says and results are bit-exact. Compiled lazily on first use (cache=False).
 """
 
 from __future__ import annotations
