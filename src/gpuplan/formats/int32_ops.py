@@ -80,10 +80,12 @@ def i32_select(typingctx, cond, a, b):
 def max_magnitude_bits(typingctx, arr, start, count):
     """max over i < count of (arr[start + i] & 0x7FFFFFFF) as int32, for a uint32 array of float32 bit
     patterns: the largest |x| as its bits (> 0x7F800000 when a NaN is there). `count` must be a
-    compile-time constant (a global or closure int); the `count` elements are read as one LLVM vector
-    and reduced with llvm.vector.reduce.umax (a shuffle tree), which the vectorisers do not produce
-    from a scalar max loop once it is fully unrolled. No bounds check: start + count <= arr.size."""
-    if not (isinstance(arr, types.Array) and arr.dtype == types.uint32 and isinstance(count, types.IntegerLiteral)):
+    compile-time constant (a global or closure int) and `arr` 1-D C-contiguous; the `count` elements
+    are read as one LLVM vector and reduced with llvm.vector.reduce.umax (a shuffle tree), which the
+    vectorisers do not produce from a scalar max loop once it is fully unrolled. No bounds check:
+    start + count <= arr.size."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.uint32 and arr.ndim == 1 and arr.layout == "C"
+            and isinstance(count, types.IntegerLiteral)):
         return None
     n = count.literal_value
     sig = types.int32(arr, start, count)
