@@ -165,6 +165,9 @@ class SearchSpace:
     sequence_parallel: Sequence[bool] | None = None
     #: TransformerEngine TP comm overlap on the plans that use sequence parallelism
     tp_comm_overlap: bool = False
+    #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
+    compiled_model: bool = False
+    compiled_loss: bool = False
 
 
 @dataclass(frozen=True)
@@ -473,6 +476,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
         framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+        compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
     )
 
 
@@ -506,11 +510,13 @@ def search_plans(
     axes = framework_axes(default_axes(model, system, num_gpus, space), framework, space)
     sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
-        model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
+        model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
+        compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
-                      attention_kernel=ctx.attention_kernel)
+                      attention_kernel=ctx.attention_kernel, compiled_model=space.compiled_model,
+                      compiled_loss=space.compiled_loss)
     leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
