@@ -120,3 +120,32 @@ def test_megatron_default_lists_no_compile_line():
     d = api.train("gpt3-125m", "dgx-h100", 8, top=1).to_dict()
     assert d["best_plan"]["compile"] == "none"
     assert TORCHTITAN_COMPILE_DEFAULT not in d["framework_defaults_assumed"]
+
+
+@pytest.mark.parametrize("choice, components", [("model+loss", '["model", "loss"]'), ("loss", '["loss"]')])
+def test_torchtitan_config_states_compile_and_reads_back(tmp_path, choice, components):
+    # --emit torchtitan writes [compile] enable = true with the parts (torchtitan Compile.components);
+    # --from reads it back into the same plan and the same prediction
+    r = runner.invoke(app, ["train", "llama-3-8b", "--gpus", "8", "--framework", "torchtitan", "--compile", choice,
+                            "--emit", "torchtitan"])
+    assert r.exit_code == 0, r.output
+    assert f"[compile]\nenable = true\ncomponents = {components}\n" in r.stdout
+    path = tmp_path / "job.toml"
+    path.write_text(r.stdout)
+    searched = api.train("llama-3-8b", "dgx-h100", 8, compile=choice,
+                         **api.train_options_for("torchtitan", None)).to_dict()
+    read = api.train_from(str(path), "dgx-h100").to_dict()
+    assert read["unmodelled_options"] == []
+    assert read["best_plan"] == searched["best_plan"] and read["best_plan"]["compile"] == choice
+    assert read["step_time_s"] == searched["step_time_s"]
+    assert read["framework_defaults_assumed"] == searched["framework_defaults_assumed"]
+
+
+def test_uncompiled_config_writes_no_compile_section_and_bad_components_are_refused(tmp_path):
+    r = runner.invoke(app, ["train", "llama-3-8b", "--gpus", "8", "--emit", "torchtitan"])
+    assert r.exit_code == 0 and "[compile]" not in r.stdout
+    path = tmp_path / "job.toml"
+    path.write_text(r.stdout + "\n[compile]\nenable = true\ncomponents = [\"blocks\"]\n")
+    with pytest.raises(InputError, match="^compile.components: ") as e:
+        api.train_from(str(path), "dgx-h100")
+    assert e.value.field == "compile.components"

@@ -366,7 +366,8 @@ def train(
 
     evidence = beside_band(evidence, est.step.mfu_pct, training_band(est, spec.moe is not None, run, regime).get("mfu_pct"))
     return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec, regime=regime,
-                       plan_notes=tuple(defaults_notes), compile_given=compile is not None)
+                       plan_notes=tuple(defaults_notes),
+                       compile_given=compile is not None or est.plan.compiled_model or est.plan.compiled_loss)
 
 
 def _checkpointed_if_needed(model: ModelSpec, plan: TrainPlan, gpu, notes: list[str]) -> TrainPlan:
