@@ -167,6 +167,9 @@ class SearchSpace:
     tp_comm_overlap: bool = False
     #: the DeepSpeed engine of a deepspeed search (specs.execution.DeepSpeedRelease; TrainPlan.deepspeed_release)
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
+    compiled_model: bool = False
+    compiled_loss: bool = False
 
 
 @dataclass(frozen=True)
@@ -484,6 +487,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
         framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
+        compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
     )
 
 
@@ -519,10 +523,12 @@ def search_plans(
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
         deepspeed_release=space.deepspeed_release,
+        compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
-                      attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release)
+                      attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
+                      compiled_model=space.compiled_model, compiled_loss=space.compiled_loss)
     leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
