@@ -24,6 +24,7 @@ parameters and omits attention; it is reported as `six_n` for comparison, never 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -70,6 +71,13 @@ def flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> Flop
     """Training FLOPs per token at sequence length `seq_len` (see module docstring)."""
     if not isinstance(seq_len, (int, np.integer)) or seq_len <= 0:
         raise InputError(f"seq_len must be a positive integer, got {seq_len!r}", field="seq_len")
+    return _flops_per_token(model, int(seq_len), bool(causal))
+
+
+@lru_cache(maxsize=1024)
+def _flops_per_token(model: ModelSpec, seq_len: int, causal: bool) -> FlopsPerToken:
+    """`flops_per_token` of a checked `seq_len`, once per (model, seq_len, causal): a sum over every
+    layer, asked again by each search of `gpuplan plan` (one per GPU count tried)."""
     ops = model_ops(model)
     attention = float(sum(lo.attention_core.forward_flops(int(seq_len), causal) for lo in ops.layers
                           if lo.attention_core is not None))
