@@ -268,6 +268,9 @@ def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 #: search's memory is bounded at any grid size, while a block is still large enough for numpy's
 #: per-call overhead not to matter (benchmarks/plan_search.py).
 CHUNK_POINTS = 1 << 18
+#: screened plans kept for the exact memory check: at least top x 50, never fewer than 250, so the best
+#: plan does not depend on `top` up to 5 (`gpuplan plan`'s bisection asks for the best plan only, top=1)
+MIN_LEADERS = 250
 #: the axes `why_others_lose` explains, with the labels it prints
 EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("rc", "recompute"), ("sh", "sharding"))
 
@@ -511,7 +514,7 @@ def search_plans(
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
                       attention_kernel=ctx.attention_kernel)
-    leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
+    leaders, fastest = _Leaders(max(top * 50, MIN_LEADERS)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
     total = int(np.prod(sizes))
