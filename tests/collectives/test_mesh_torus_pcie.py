@@ -60,11 +60,14 @@ def test_pcie_box_by_hand():
         assert asymptotic_busbw_gbps("all_reduce", box, n) == pytest.approx(25.6, rel=1e-6)
     # GeForce (no driver P2P): NCCL's SHM transport writes every byte to host memory and reads it
     # back, r ranks at once: host memory / (2 r), the PCIe box's host being the workstation default
-    # training.offload.host_memory_bytes_s = 40 GB/s: 2 GPUs 40 / 4 = 10 GB/s, 8 GPUs 40 / 16 = 2.5
+    # training.offload.host_memory_bytes_s = 40 GB/s: 2 GPUs 40 / 4 = 10 GB/s, 8 GPUs 40 / 16 = 2.5;
+    # and the staged card-to-card path measured through the host bridge (level1techs t/185531,
+    # bidirectional 4.88, 4.98, 7.50, 6.82 GB/s): (4.88 + 4.98 + 7.50 + 6.82) / 4 / 2 = 3.0225 GB/s
+    # per rank and direction. Pair: min(25.6, 10, 3.0225) = 3.0225; eight: min(2.5, 3.0225) = 2.5
     for system_id in ("rtx-4090", "rtx-3090"):
         box = get_system(system_id)
         for op in ("all_reduce", "all_gather", "reduce_scatter"):
-            assert asymptotic_busbw_gbps(op, box, 2) == pytest.approx(10.0, rel=1e-6)
+            assert asymptotic_busbw_gbps(op, box, 2) == pytest.approx(3.0225, rel=1e-6)
             assert asymptotic_busbw_gbps(op, box, 8) == pytest.approx(2.5, rel=1e-6)
     with pytest.raises(InputError, match="num_gpus"):
         collective_time("all_reduce", GIB, get_system("rtx-4090"), 9)  # 8 x16 slots, no NICs
@@ -147,12 +150,32 @@ def test_host_staged_boxes_are_bounded_by_host_memory_and_by_the_link():
     from gpuplan import knobs
 
     box = get_system("rtx-4090")
-    # a host with 1 TB/s of memory bandwidth: the PCIe link (25.6) binds again
-    with knobs.overridden({"training.offload.host_memory_bytes_s": 1e12}):
+    fast_bridge = {"collectives.staged_card_to_card_bytes_s": 1e11}
+    # a host with 1 TB/s of memory bandwidth and a fast bridge: the PCIe link (25.6) binds again
+    with knobs.overridden({"training.offload.host_memory_bytes_s": 1e12, **fast_bridge}):
         assert asymptotic_busbw_gbps("all_gather", box, 2) == pytest.approx(25.6, rel=1e-6)
     # 80 GB/s (quad-channel DDR4-3200 x 0.8): 80 / (2 x 2) = 20 GB/s for a pair
-    with knobs.overridden({"training.offload.host_memory_bytes_s": 80e9}):
+    with knobs.overridden({"training.offload.host_memory_bytes_s": 80e9, **fast_bridge}):
         assert asymptotic_busbw_gbps("all_gather", box, 2) == pytest.approx(20.0, rel=1e-6)
+    # the default bridge: 3.0225 GB/s per rank (level1techs t/185531, see test_pcie_box_by_hand) binds
+    # below both, whatever the host memory
+    with knobs.overridden({"training.offload.host_memory_bytes_s": 1e12}):
+        assert asymptotic_busbw_gbps("all_gather", box, 2) == pytest.approx(3.0225, rel=1e-6)
+    # a bridge at 4 GB/s per rank: 4 for a pair, and 40 / 16 = 2.5 (host memory) for eight
+    with knobs.overridden({"collectives.staged_card_to_card_bytes_s": 4e9}):
+        assert asymptotic_busbw_gbps("all_gather", box, 2) == pytest.approx(4.0, rel=1e-6)
+        assert asymptotic_busbw_gbps("all_gather", box, 8) == pytest.approx(2.5, rel=1e-6)
+
+
+def test_staged_card_to_card_default_is_half_the_mean_measured_bidirectional_rate():
+    from gpuplan import knobs
+    from gpuplan.primitives.host_memory import STAGED_BIDIRECTIONAL_MEASURED_GBPS
+
+    # level1techs t/185531: p2pBandwidthLatencyTest bidirectional matrix, UMA 4.88 / 4.98, NUMA 7.50 / 6.82 GB/s
+    assert STAGED_BIDIRECTIONAL_MEASURED_GBPS == (4.88, 4.98, 7.50, 6.82)
+    # 24.18 / 4 = 6.045 GB/s both ways; a ring rank sends and receives at once: 3.0225 GB/s each way
+    assert knobs.REGISTRY["collectives.staged_card_to_card_bytes_s"].default == pytest.approx(3.0225e9)
+    assert not knobs.REGISTRY["collectives.staged_card_to_card_bytes_s"].fitted
 
 
 @settings(max_examples=25, deadline=None)
@@ -162,3 +185,15 @@ def test_no_p2p_box_is_never_faster_than_a_p2p_box_of_the_same_link(n, size):
     staged = collective_time("all_gather", size, get_system("rtx-4090"), n).time_s
     direct = collective_time("all_gather", size, get_system("rtx-a6000"), n).time_s
     assert staged >= direct * (1 - 1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(staged=st.floats(1e8, 1e11), host=st.floats(1e9, 5e12), n=st.integers(2, 8))
+def test_staged_box_busbw_is_the_least_of_link_bridge_and_host_memory(staged, host, n):
+    from gpuplan import knobs
+
+    # PCIe 4.0 x16 at 0.8 = 25.6 GB/s; the bridge's per-rank rate; host memory over 2 accesses x n ranks
+    with knobs.overridden({"collectives.staged_card_to_card_bytes_s": staged,
+                           "training.offload.host_memory_bytes_s": host}):
+        busbw = asymptotic_busbw_gbps("all_gather", get_system("rtx-4090"), n)
+    assert busbw == pytest.approx(min(25.6, staged / 1e9, host / 1e9 / (2 * n)), rel=1e-6)

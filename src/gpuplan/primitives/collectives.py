@@ -70,7 +70,8 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.errors import InputError
 from gpuplan.primitives.full_mesh import mesh_ring_links
-from gpuplan.primitives.host_memory import SHM_HOST_ACCESSES_PER_BYTE, host_memory_bytes_s, staged_through_host
+from gpuplan.primitives.host_memory import (SHM_HOST_ACCESSES_PER_BYTE, host_memory_bytes_s, staged_card_to_card_bytes_s,
+                                           staged_through_host)
 from gpuplan.primitives.nccl_tuning import (  # noqa: F401  (also read as collectives.<NAME>)
     NVLINK_EFFICIENCY, NIC_EFFICIENCY, NVLS_EFFICIENCY, LL_MAX_BUSBW, LL_BANDWIDTH_FRACTION, TREE_BANDWIDTH_FRACTION, LL128_BANDWIDTH_FRACTION, LL128_ONE_RANK_PER_DOMAIN_FRACTION, LL128_MAX_BUSBW_PER_CHANNEL, LL128_FAMILIES, LL128_OFF_NICS, BASE_LATENCY_US, NVLINK_STEP_US, NET_STEP_US, P2P_PER_PEER_US, MULTI_NODE_RING_SIMPLE_LATENCY_FACTOR, NCCL_BUFFSIZE_BYTES, NCCL_STEPS, NCCL_CHANNELS, DOMAIN_CHANNEL_GBPS, NET_FILL_STEPS, NVLS_FILL_STEPS, P2P_FILL_STEPS, NCCL_CHANNELS_PER_NIC,
 )
@@ -177,6 +178,7 @@ class _Fabric:
     nic_kind: str = "none"
     nvidia: bool = True  # NCCL (LL128 where enabled); False: RCCL and others (LL and Simple)
     host_memory_gbps: float | None = None  # set where the box stages GPU traffic through host memory (no P2P)
+    staged_gbps: float | None = None  # per-rank card-to-card rate through the host bridge (no P2P), per direction
 
 
 def _family(gpu: Gpu | None) -> str:
@@ -201,6 +203,7 @@ def _fabric(system: System, gpu: Gpu | None) -> _Fabric:
         nic_kind=system.nic_kind,
         nvidia=(gpu.vendor.lower() == "nvidia") if gpu else True,
         host_memory_gbps=host_memory_bytes_s(system) / 1e9 if staged_through_host(system, gpu) else None,
+        staged_gbps=staged_card_to_card_bytes_s() / 1e9 if staged_through_host(system, gpu) else None,
     )
 
 
@@ -211,11 +214,14 @@ def _intra_limit_gbps(f: _Fabric, ranks_in_domain):
     rate: B x NVLINK_EFFICIENCY. Point-to-point full mesh (xGMI): a GPU's links are split evenly
     over the domain - 1 peers (B / (domain - 1) per peer, per direction), of which rings over r ranks
     keep `mesh_ring_links` busy: B x links / (domain - 1) x NVLINK_EFFICIENCY. GPUs without P2P
-    (GeForce): at most host memory / (2 r) as well (primitives.host_memory, NCCL's SHM transport).
+    (GeForce): at most host memory / (2 r) and the measured staged card-to-card rate per direction
+    as well (primitives.host_memory, NCCL's SHM transport).
     """
     r = np.asarray(ranks_in_domain, dtype=np.float64)
     if f.host_memory_gbps is not None:  # no P2P: NCCL's SHM transport through host memory
         link = f.scaleup_gbps * knobs.value("collectives.nvlink_efficiency")
+        if f.staged_gbps is not None:
+            link = min(link, f.staged_gbps)
         return np.minimum(link, f.host_memory_gbps / (SHM_HOST_ACCESSES_PER_BYTE * np.maximum(1.0, r)))
     if f.switched or f.domain_gpus <= 1:
         return np.full_like(r, f.scaleup_gbps * knobs.value("collectives.nvlink_efficiency"))

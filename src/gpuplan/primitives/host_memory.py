@@ -15,10 +15,19 @@
   carries 2 r x the per-rank bus bandwidth: per rank at most host_memory_bytes_s / (2 r). The PCIe
   links are not the limit here (each byte still crosses the sender's link once upstream and the
   receiver's once downstream: catalog.pcie_box_system). On a dual-channel DDR4 workstation
-  (40 GB/s) two GPUs get 10 GB/s each, against 25.6 GB/s of PCIe 4.0 x16; a GeForce pair measured
-  card to card through the host on a consumer Threadripper board reaches 3.3-5.6 GB/s
-  unidirectional (CUDA p2pBandwidthLatencyTest, forum.level1techs.com 'GPU -> GPU expected
-  bandwidth', 2022: the PHB path), so this bound is the optimistic end.
+  (40 GB/s) two GPUs get 10 GB/s each, against 25.6 GB/s of PCIe 4.0 x16.
+- The staged card-to-card path itself (`staged_card_to_card_bytes_s`, the second bound): measured,
+  a copy from one GeForce card to another through the host bridge is far below both the link and
+  host memory. Two RTX 3070 Ti on an X399 board (Threadripper 2950X, PCIe 3.0 x16 slots, `nvidia-smi
+  topo -m`: PHB), CUDA p2pBandwidthLatencyTest / BusGrind (forum.level1techs.com/t/185531 'GPU -> GPU
+  expected bandwidth', 2022): unidirectional 3.32 GB/s (UMA) and 5.55 (NUMA mode); bidirectional
+  4.88 / 4.98 (UMA) and 7.50 / 6.82 (NUMA): 3 to 6 x below the 15.75 GB/s PCIe 3.0 x16 line rate, so
+  the bridge path, not the link, sets it (no scaling by PCIe generation). A ring collective sends and
+  receives on every rank at once, so a rank gets half the bidirectional figure per direction: the
+  mean of the four bidirectional entries, (4.88 + 4.98 + 7.50 + 6.82) / 4 = 6.045 GB/s, over 2 =
+  3.02 GB/s per rank (`collectives.staged_card_to_card_bytes_s`; a box whose host bridge is
+  faster sets it). Per rank, the lower of the two bounds applies (the host-memory bound takes over
+  beyond about 6 ranks of a 40 GB/s workstation).
 """
 
 from __future__ import annotations
@@ -44,6 +53,18 @@ HOST_MEMORY_EFFICIENCY = knobs.register(
            "DGX A100 STREAM 148 of 204.8 GB/s per socket with 32 threads (gist v0dro, SECONDARY)",
     scales="the CPU optimizer step under offload on a system whose host CPU the catalog names")
 
+#: Per-rank, per-direction bandwidth of GPU-to-GPU traffic staged through the host bridge (GeForce,
+#: no P2P), both directions busy: half the mean bidirectional card-to-card figure measured through
+#: the PHB path (module docstring): (4.88 + 4.98 + 7.50 + 6.82) / 4 / 2 GB/s.
+STAGED_BIDIRECTIONAL_MEASURED_GBPS = (4.88, 4.98, 7.50, 6.82)
+STAGED_CARD_TO_CARD_BYTES_S = knobs.register(
+    "collectives.staged_card_to_card_bytes_s", unit="bytes/s",
+    default=sum(STAGED_BIDIRECTIONAL_MEASURED_GBPS) / len(STAGED_BIDIRECTIONAL_MEASURED_GBPS) / 2.0 * 1e9,
+    low=1e8, high=1e11,
+    source="forum.level1techs.com/t/185531 (2022): 2x RTX 3070 Ti, X399 / Threadripper 2950X, PHB path, "
+           "p2pBandwidthLatencyTest bidirectional 4.88 / 4.98 (UMA), 7.50 / 6.82 GB/s (NUMA); mean 6.045, "
+           "half per direction with both directions busy",
+    scales="per-rank bandwidth of collectives staged through the host on a PCIe box without P2P (GeForce)")
 #: Host DRAM accesses per byte a rank sends through NCCL's SHM transport: one write by the sender,
 #: one read by the receiver (module docstring).
 SHM_HOST_ACCESSES_PER_BYTE = 2.0
@@ -56,6 +77,11 @@ def host_memory_bytes_s(system: System) -> float:
     return system.host_memory_bandwidth_gbps * 1e9 * knobs.value("training.offload.host_memory_efficiency")
 
 
+def staged_card_to_card_bytes_s() -> float:
+    """Per-rank, per-direction bandwidth of the staged card-to-card path, B/s (module docstring)."""
+    return knobs.value("collectives.staged_card_to_card_bytes_s")
+
+
 def staged_through_host(system: System, gpu: Gpu | None) -> bool:
     """Whether GPU-to-GPU traffic inside the box goes through host memory: the GPUs have no driver
     P2P (`Gpu.pcie_p2p` false) and their scale-up fabric is the PCIe host link itself."""
@@ -63,5 +89,5 @@ def staged_through_host(system: System, gpu: Gpu | None) -> bool:
             and system.scaleup_interconnect == system.host_link)
 
 
-__all__ = ["HOST_MEMORY_BYTES_S", "HOST_MEMORY_EFFICIENCY", "SHM_HOST_ACCESSES_PER_BYTE", "host_memory_bytes_s",
-           "staged_through_host"]
+__all__ = ["HOST_MEMORY_BYTES_S", "HOST_MEMORY_EFFICIENCY", "SHM_HOST_ACCESSES_PER_BYTE", "STAGED_BIDIRECTIONAL_MEASURED_GBPS",
+           "STAGED_CARD_TO_CARD_BYTES_S", "host_memory_bytes_s", "staged_card_to_card_bytes_s", "staged_through_host"]
