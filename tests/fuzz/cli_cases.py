@@ -8,7 +8,7 @@ from __future__ import annotations
 #: command path -> arguments that make a valid, fast invocation
 BASE: dict[tuple[str, ...], list[str]] = {
     ("comm",): ["all_reduce", "--system", "dgx-h100", "--gpus", "8"],
-    ("train",): ["gpt3-125m", "--gpus", "8"],
+    ("train",): ["gpt3-125m", "--gpus", "8", "--framework", "deepspeed", "--deepspeed-release", "current"],
     ("plan",): ["--model", "gpt3-125m", "--tokens", "1B", "--gpus", "8"],
     ("hw", "list"): [],
     ("hw", "show"): ["h100-sxm5-80gb"],

@@ -294,3 +294,15 @@ def test_gpuplan_web_command_binds_loopback_and_warns_for_another_host(monkeypat
     assert (host, port) == ("0.0.0.0", 8123)
     assert TestClient(app, base_url="http://gpu-box.lan:8123").get("/plan").status_code == 200
     assert TestClient(app, base_url="http://evil.example:8123").get("/plan").status_code == 403
+
+
+def test_train_accepts_the_deepspeed_release(client):
+    # the api's `deepspeed_release` is a field of POST /api/v1/train (web.endpoints reads api.train's
+    # signature): a bad value is a 4xx naming the field, the CLI's one-line message
+    body = {"model": "gpt3-125m", "gpus": 8, "tokens": "1B", "framework": "deepspeed", "tp": 1, "pp": 1, "cp": 1,
+            "micro_batch": 1, "recompute": "full", "sharding": "zero3"}
+    r = client.post("/api/v1/train", json={**body, "deepspeed_release": "0.x"})
+    assert 400 <= r.status_code < 500 and r.json()["error"]["field"] == "deepspeed_release"
+    assert r.json()["error"]["message"].startswith("--deepspeed-release: '0.x' is not current")
+    r = client.post("/api/v1/train", json={**body, "deepspeed_release": "0.5"})
+    assert r.status_code == 200 and r.json()["deepspeed_release"] == "0.5"

@@ -54,6 +54,10 @@ def register(app: typer.Typer) -> None:
         framework: Optional[str] = typer.Option(
             None, "--framework",
             help="megatron, deepspeed, fsdp, torchtitan, maxtext (default: maxtext on TPU pods, megatron elsewhere)."),
+        deepspeed_release: Optional[str] = typer.Option(
+            None, "--deepspeed-release",
+            help="DeepSpeed engine of --framework deepspeed: current (default, v0.6.0 on: coalesced ZeRO-3 gathers) "
+            "or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine (one gather per weight matrix)."),
         tp: Optional[int] = typer.Option(None, "--tp"), pp: Optional[int] = typer.Option(None, "--pp"),
         dp: Optional[int] = typer.Option(None, "--dp"), cp: Optional[int] = typer.Option(None, "--cp"),
         ep: Optional[int] = typer.Option(None, "--ep"), vpp: Optional[int] = typer.Option(None, "--vpp"),
@@ -115,7 +119,7 @@ def register(app: typer.Typer) -> None:
                 tp_comm_overlap=tp_comm_overlap, usd_per_gpu_hour=usd_per_gpu_hour, pue=pue,
                 grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
-                grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()),
+                grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)
@@ -218,8 +222,10 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         console.print(f"note: {batch_note}")
     for note in plan_notes:
         console.print(f"note: {note}")
+    from gpuplan.specs.execution import assumed_defaults_of  # not at import: `--help` loads no spec module
+
     console.print(f"{st.framework.value} defaults assumed:")
-    for line in st.framework.assumed_defaults:
+    for line in assumed_defaults_of(st.framework, est.plan.deepspeed_release):
         console.print(f"  {line}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")

@@ -60,9 +60,11 @@ class FlopsPerToken:
         return self.attention_forward / self.forward
 
 
+@lru_cache(maxsize=256)
 def matmul_params_per_token(model: ModelSpec) -> int:
     """Weights one token multiplies through the main model (the N of 6N, active experts only):
-    the sum of `active_params` over the inventory's weight GEMMs, output head included."""
+    the sum of `active_params` over the inventory's weight GEMMs, output head included (a function
+    of the model alone: kept per model, as `model_ops` is)."""
     ops = model_ops(model)
     return int(round(sum(lo.matmul_params_per_token for lo in ops.layers) + ops.head.active_params))
 
@@ -76,8 +78,7 @@ def flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> Flop
 
 @lru_cache(maxsize=1024)
 def _flops_per_token(model: ModelSpec, seq_len: int, causal: bool) -> FlopsPerToken:
-    """`flops_per_token` of a checked `seq_len`, once per (model, seq_len, causal): a sum over every
-    layer, asked again by each search of `gpuplan plan` (one per GPU count tried)."""
+    """`flops_per_token` of a checked seq_len (a frozen record of the model's inventory alone: kept)."""
     ops = model_ops(model)
     attention = float(sum(lo.attention_core.forward_flops(int(seq_len), causal) for lo in ops.layers
                           if lo.attention_core is not None))

@@ -34,6 +34,7 @@ from gpuplan.interfaces.api.fine_tuning import (
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
 
 GIB = 2**30
 from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
@@ -99,8 +100,7 @@ class TrainResult(Result):
         out = {
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
-            "framework": est.step.framework.value,  # the stack the plan was searched / timed for
-            "framework_defaults_assumed": list(est.step.framework.assumed_defaults),
+            **framework_json(est.step.framework, est.plan),  # the stack timed, its defaults, its DeepSpeed release
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
@@ -248,7 +248,7 @@ def train(
     gpu: str | Gpu | None = None,
     search_limits: dict[str, list] | None = None,
     fine_tuning: FineTuning | dict | None = None,
-    grad_accum: int | None = None,
+    grad_accum: int | None = None, deepspeed_release: str | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -260,7 +260,7 @@ def train(
     launch-config target can state, interfaces.deploy); an axis the options fixed must be one of them.
     `fine_tuning`: LoRA / QLoRA, optimizer, offload, master weights (api.fine_tuning; a FineTuning or a
     dict of its options); such a plan is evaluated, not searched (module docstring). `grad_accum`:
-    micro-batches per step (global batch = micro-batch x grad-accum x dp)."""
+    micro-batches per step (global batch = micro-batch x grad-accum x dp). `deepspeed_release`: interfaces.api.deepspeed_release."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.framework_defaults import default_framework
@@ -320,6 +320,7 @@ def train(
         space = _constrained_space(space, gpus, degrees)
     if search_limits:
         space = _limited_space(space, search_limits)
+    space, plan = with_deepspeed_release(space, plan, deepspeed_release, fw)
     if plan is not None:
         check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
