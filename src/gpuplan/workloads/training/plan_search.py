@@ -273,6 +273,8 @@ def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 #: search's memory is bounded at any grid size, while a block is still large enough for numpy's
 #: per-call overhead not to matter (benchmarks/plan_search.py).
 CHUNK_POINTS = 1 << 18
+#: screened plans kept for the exact memory check: top x 50, at least 250: the best plan is the same for any top <= 5
+MIN_LEADERS = 250
 #: the axes `why_others_lose` explains, with the labels it prints
 EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("rc", "recompute"), ("sh", "sharding"))
 
@@ -529,7 +531,7 @@ def search_plans(
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
                       attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
                       compiled_model=space.compiled_model, compiled_loss=space.compiled_loss)
-    leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
+    leaders, fastest = _Leaders(max(top * 50, MIN_LEADERS)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
     total = int(np.prod(sizes))
