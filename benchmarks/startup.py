@@ -39,6 +39,7 @@ COMMANDS = {
     "model show --help": ["model", "show", "--help"],
     "sweep --help": ["sweep", "--help"],
     "plan": ["plan"],
+    "train": ["train"],
     "train llama-3-8b --system dgx-h100 --gpus 8": ["train", "llama-3-8b", "--system", "dgx-h100", "--gpus", "8"],
     "serve run llama-3-8b": ["serve", "run", "llama-3-8b"],
 }

@@ -105,6 +105,52 @@ def test_a_simulating_command_still_loads_what_it_runs(tmp_path):
     assert "numpy" in modules
 
 
+@pytest.mark.parametrize("argv", [("train",), ("plan",)])
+def test_training_commands_on_defaults_load_no_simulator_and_no_coercion_adapter(tmp_path, argv):
+    # issue 35: `train` and `plan` on their defaults search plans with numpy alone: no numba (the
+    # serving simulator's kernels), no typer adapter (their enum option defaults pass through
+    # cli/lazy_coercion.py unchanged) and no numpy.ma (np.unique imports it; the search asks for
+    # sorted distinct codes without it)
+    modules = imported_by(tmp_path, *argv)
+    assert "gpuplan.workloads.training.plan_search" in modules  # it did search
+    assert {m for m in modules if m.split(".")[0] in ("numba", "llvmlite")} == set()
+    assert "typer._adapters" not in modules
+    assert "numpy.ma" not in modules
+
+
+def test_the_cli_raises_only_the_young_gc_threshold():
+    # cli/main.py: 10,000 allocations before a young collection instead of CPython's 700; the
+    # older generations keep CPython's defaults (10, 10: gc.get_threshold in a fresh interpreter)
+    probe = "import gc, gpuplan.cli.main; print(*gc.get_threshold())"
+    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True, text=True,
+                         timeout=120).stdout.split()
+    assert out == ["10000", "10", "10"]
+
+
+def test_an_enum_default_passes_through_and_typed_enum_text_is_typers():
+    # an enum option's default is one of the enum's members: typer's choice adapter returns it as
+    # it is (typer/_param_types.py coerce_cli_choice), so no adapter is built for it; text typed
+    # for it still goes through typer's adapter ("adamw" -> Optimizer.ADAMW)
+    import typer.main
+
+    from gpuplan.cli.lazy_coercion import DeferredRuntimeParam, _passes_through
+    from gpuplan.cli.main import app
+    from gpuplan.specs.choices import Optimizer
+
+    train = typer.main.get_command(app).commands["train"]
+    param = next(p for p in train.params if p.name == "optimizer")
+    deferred = param._runtime_param
+    assert isinstance(deferred, DeferredRuntimeParam)
+    assert _passes_through(deferred.descriptor, Optimizer.ADAMW)
+    assert not _passes_through(deferred.descriptor, "adamw")
+    assert deferred.coerce(Optimizer.LION, param=param, ctx=None) is Optimizer.LION
+    assert param._runtime_param is deferred  # nothing built for a member
+    assert deferred.coerce("adamw", param=param, ctx=None) is Optimizer.ADAMW
+    assert param._runtime_param is not deferred  # text: typer's own adapter, built now
+    param._runtime_param = deferred
+
+
 def test_deferred_coercion_gives_typers_values():
     # cli/lazy_coercion.py passes a value through only where typer's own adapter would return it
     # unchanged: every option default of every command, and typed text, coerce to the same value

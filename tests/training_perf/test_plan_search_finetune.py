@@ -14,7 +14,8 @@ from gpuplan.specs.finetune import FineTuning
 from gpuplan.workloads.training.memory import training_memory
 from gpuplan.workloads.training.memory_grid import screen_bytes
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, SHARDING_CODE
-from gpuplan.workloads.training.plan_search import FINE_TUNING_SHARDING_REASON, SearchSpace, search_plans
+from gpuplan.workloads.training.finetune_search import FINE_TUNING_SHARDING_REASON
+from gpuplan.workloads.training.plan_search import SearchSpace, search_plans
 
 SEED = FineTuning(method="qlora", lora_rank=64, offload="params")
 

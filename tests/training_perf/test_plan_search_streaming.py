@@ -51,3 +51,25 @@ def test_streamed_search_equals_one_block(model, num_gpus, space):
     streamed = search_plans(spec, system, gpu, num_gpus, space, top=5, chunk_points=997)
     assert whole.plans_evaluated > 30 * 997  # the grid really is cut into many blocks
     assert _summary(streamed) == _summary(whole)
+
+
+@pytest.mark.parametrize("model,num_gpus,space", [
+    ("gpt3-175b", 192, SearchSpace(seq_len=2048)),  # one of `gpuplan plan`'s bisection counts on defaults
+    ("mixtral-8x7b", 64, SearchSpace(seq_len=4096)),
+    ("llama-3-8b", 32, SearchSpace(seq_len=4096, global_batch=256)),
+])
+def test_the_best_plan_does_not_depend_on_top(model, num_gpus, space):
+    # `gpuplan plan` asks each search of its bisection for the best plan only (top=1): the screened
+    # plans kept for the exact memory check (plan_search.MIN_LEADERS, 250) are the same for top 1 and
+    # 5, so the best plan, its step time and memory are the top=5 search's first, to the bit, and so
+    # are the counts and explanations; only the list of best plans is shorter
+    c = load_catalog()
+    system = c.system("dgx-h100")
+    gpu = c.gpu(system.gpu)
+    spec = load_model(model)
+    one = search_plans(spec, system, gpu, num_gpus, space, top=1)
+    five = search_plans(spec, system, gpu, num_gpus, space, top=5)
+    assert len(one.best) == 1 and len(five.best) == 5
+    assert _summary(one)[-1] == _summary(five)[-1][:1]
+    assert (one.plans_valid, one.plans_fitting, one.rejected, one.why_others_lose, one.global_batch) == (
+        five.plans_valid, five.plans_fitting, five.rejected, five.why_others_lose, five.global_batch)

@@ -11,8 +11,11 @@ adapter would return it, when it is
 - None (typer's `RuntimeParam.coerce` returns None or () before any adapter is consulted), or
 - exactly a `str`, `int` or `float` whose annotation is that same type, with no parser, no path
   checks, no choices and no range (the adapters of typer/_adapters.py for those annotations
-  return such a value as it is: `str(value)`, pydantic's int and float validators).
-Every other value (text typed on the command line for a number, an enum default, a list, a ranged
+  return such a value as it is: `str(value)`, pydantic's int and float validators), or
+- a member of the Enum that is its annotation, with no parser (an enum option's default: typer's
+  choice adapter, `_build_choice_adapter`, returns a value that `is` one of the enum's members as
+  it is, typer/_param_types.py `coerce_cli_choice`).
+Every other value (text typed on the command line for a number or an enum, a list, a ranged
 option) goes through typer's adapter, so errors and conversions stay typer's.
 If this typer has no such hook (`_runtime_param`, `type_descriptor`), nothing is changed.
 """
@@ -20,6 +23,7 @@ If this typer has no such hook (`_runtime_param`, `type_descriptor`), nothing is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 try:  # typer's private coercion layer (typer/_coercion.py); absent in older releases
@@ -30,9 +34,11 @@ except ImportError:  # pragma: no cover - older typer coerces through click type
 
 def _passes_through(descriptor: Any, value: Any) -> bool:
     annotation = descriptor.annotation
+    info = descriptor.parameter_info
+    if isinstance(annotation, type) and issubclass(annotation, Enum) and type(value) is annotation:
+        return info.parser is None
     if annotation not in (str, int, float) or type(value) is not annotation:
         return False
-    info = descriptor.parameter_info
     return (info.parser is None and not descriptor.is_path and not descriptor.is_choice
             and not descriptor.is_ranged and not getattr(info, "clamp", False))
 

@@ -213,8 +213,9 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
     from gpuplan.workloads.training.totals import estimate_training
 
     seq = seq_len or default_seq_len(model)
+    # top=1: the report reads the best plan only (an exact memory check per plan kept; 7 searches on defaults)
     est = estimate_training(model, system, gpus, tokens, gpu=gpu, seq_len=seq, global_batch=global_batch,
-                            space=SearchSpace(seq_len=seq, global_batch=global_batch))
+                            space=SearchSpace(seq_len=seq, global_batch=global_batch), top=1)
     details = {
         "step_time_s": est.step.step_time_s,
         "tokens_per_s": est.step.tokens_per_s,

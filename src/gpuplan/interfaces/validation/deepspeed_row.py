@@ -8,7 +8,7 @@ row's own facts, the same rule for every row:
    2022-01-20, after v0.5.10 of 2022-01-14): the 2021 engine, which is all such a run could use.
    The date is the source cell's arXiv identifier (YYMM.NNNNN: year and month), else a year-month
    in a document name (`..._202412_...`, `..._2025-06_...`: the form torchtitan's compiled-loss rule
-   reads, `training.torchtitan_run_month`), else the first year written in it ("Narayanan et al.
+   reads, `training.torchtitan_run_month`; one reader, `source_dates`), else the first year written in it ("Narayanan et al.
    2021"); a year alone is before v0.6.0 only when it is 2021 or earlier (a 2022 document may
    postdate March);
 3. else the current engine (the default of `TrainPlan.deepspeed_release`).
@@ -21,20 +21,13 @@ from __future__ import annotations
 import re
 
 from gpuplan.interfaces.row_types import SkipRow
+from gpuplan.interfaces.validation import source_dates
 from gpuplan.specs.execution import DEEPSPEED_CURRENT_ENGINE_DATE, DeepSpeedRelease, Framework, deepspeed_release_of
 
 #: a DeepSpeed version stated in the notes: "DeepSpeed 0.5.8", "DeepSpeed v0.4", "deepspeed==0.14.2",
 #: "DeepSpeed version 0.3.16", "DeepSpeed release: 0.5.10"
 _STATED_VERSION = re.compile(
     r"\bdeepspeed\b(?:\s*(?:==|=|:|\bversion\b|\brelease\b))*\s*(v?\d+\.\d+(?:\.\d+)?)\b", re.IGNORECASE)
-#: an arXiv identifier of the new scheme (2007 on): YYMM.NNNN or YYMM.NNNNN
-_ARXIV_ID = re.compile(r"\barxiv[:\s]*(\d{2})(\d{2})\.\d{4,5}\b", re.IGNORECASE)
-#: a year-month in a document name: `_202412_`, `/2025-06.` (as `training._SOURCE_MONTH`)
-_NAME_MONTH = re.compile(r"[_/-](20\d\d)-?(0[1-9]|1[0-2])[_.-]")
-#: a year written as four digits, 1990 .. 2099
-_YEAR = re.compile(r"\b(199\d|20\d\d)\b")
-
-
 def stated_deepspeed_version(row: dict[str, str]) -> str | None:
     """The DeepSpeed version the row's notes state ("0.5.8"), or None."""
     m = _STATED_VERSION.search(row.get("notes") or "")
@@ -42,19 +35,8 @@ def stated_deepspeed_version(row: dict[str, str]) -> str | None:
 
 
 def source_date(row: dict[str, str]) -> tuple[int, int | None] | None:
-    """(year, month or None) of the row's source document (module docstring), or None when the
-    source cell states no date."""
-    source = row.get("source") or ""
-    m = _ARXIV_ID.search(source)
-    if m:
-        month = int(m.group(2))
-        if 1 <= month <= 12:
-            return 2000 + int(m.group(1)), month
-    m = _NAME_MONTH.search(source)
-    if m:
-        return int(m.group(1)), int(m.group(2))
-    y = _YEAR.search(source)
-    return (int(y.group(1)), None) if y else None
+    """(year, month or None) of the row's source document (`source_dates.source_date`), or None."""
+    return source_dates.source_date(row.get("source") or "")
 
 
 def dated_before_current_engine(date: tuple[int, int | None] | None) -> bool:

@@ -98,6 +98,7 @@ from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
+from gpuplan.interfaces.validation.source_dates import source_name_month
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.gpu import architecture_family
@@ -249,7 +250,6 @@ TORCHTITAN_COMPILED_LOSS_SINCE = (2025, 4)
 #: PyTorch release whose first builds postdate that change (2.7.0 released 2025-04-23, branch cut before).
 TORCH_COMPILED_LOSS_ERA = (2, 8)
 _STATED_TORCH = re.compile(r"\b(?:torch|pytorch)(?: version)?[ :=]+`?(\d+)\.(\d+)", re.IGNORECASE)
-_SOURCE_MONTH = re.compile(r"[_/-](20\d\d)-?(0[1-9]|1[0-2])[_.-]")
 _STATED_COMPILE = re.compile(r"\b(?:torch\.)?compile\b", re.IGNORECASE)
 
 
@@ -262,8 +262,7 @@ def torchtitan_run_month(row: dict[str, str]) -> tuple[int, int] | None:
     if torch:
         version = (int(torch.group(1)), int(torch.group(2)))
         return TORCHTITAN_COMPILED_LOSS_SINCE if version >= TORCH_COMPILED_LOSS_ERA else (2025, 3)
-    month = _SOURCE_MONTH.search(_cell(row, "source"))
-    return (int(month.group(1)), int(month.group(2))) if month else None
+    return source_name_month(_cell(row, "source"))
 
 
 def compiled_model_from_row(row: dict[str, str], framework: Framework) -> bool:

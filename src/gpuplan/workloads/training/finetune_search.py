@@ -44,4 +44,14 @@ def forbidden_layouts(proto: TrainPlan, sharding) -> np.ndarray | bool:
     return np.less(sharding, ShardingCode.ZERO3)
 
 
-__all__ = ["FINE_TUNING_SHARDING_REASON", "fine_tuning_proto", "forbidden_layouts"]
+def drop_forbidden_layouts(proto: TrainPlan, sharding, shape, invalid, rejected: dict[str, int]):
+    """`invalid` (the plan search's mask of rejected grid points, of `shape`) with the layouts
+    `forbidden_layouts` drops added, counted in `rejected` under FINE_TUNING_SHARDING_REASON when any."""
+    fresh = np.broadcast_to(forbidden_layouts(proto, sharding), shape) & ~invalid
+    if fresh.any():
+        rejected[FINE_TUNING_SHARDING_REASON] = int(np.count_nonzero(fresh))
+        return invalid | fresh
+    return invalid
+
+
+__all__ = ["FINE_TUNING_SHARDING_REASON", "FineTuning", "drop_forbidden_layouts", "fine_tuning_proto", "forbidden_layouts"]

@@ -220,17 +220,16 @@ class TrainingMemory:
 # parameters per pipeline rank
 
 
-def pipeline_layer_split(layers: int, pp: int, vpp: int) -> list[list[int]]:
-    """Layers of each pipeline rank: L split into pp x vpp chunks (as even as possible), chunk c on rank c % pp."""
+@lru_cache(maxsize=4096)
+def pipeline_layer_split(layers: int, pp: int, vpp: int) -> tuple[tuple[int, ...], ...]:
+    """Layers of each pipeline rank: L split into pp x vpp chunks (as even as possible), chunk c on rank c % pp
+    (cached: the plan search asks for every rank of each (pp, vpp) it screens or checks)."""
     chunks = pp * vpp
-    bounds = np.linspace(0, layers, chunks + 1).round().astype(int)
-    per_rank: list[list[int]] = [[] for _ in range(pp)]
-    for c in range(chunks):
-        per_rank[c % pp].extend(range(bounds[c], bounds[c + 1]))
-    return per_rank
+    bounds = np.linspace(0, layers, chunks + 1).round().astype(int).tolist()
+    return tuple(tuple(i for c in range(rank, chunks, pp) for i in range(bounds[c], bounds[c + 1])) for rank in range(pp))
 
 
-def _layer_split(model: ModelSpec, plan: TrainPlan) -> list[list[int]]:
+def _layer_split(model: ModelSpec, plan: TrainPlan) -> tuple[tuple[int, ...], ...]:
     """`pipeline_layer_split` of the model's layers under `plan`."""
     return pipeline_layer_split(model.layers, plan.pp, plan.vpp)
 
@@ -378,7 +377,7 @@ class _PlanTerms:
         return self.memo[key]
 
 
-def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int],
+def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: tuple[int, ...],
                  shared: _PlanTerms | None = None) -> dict[str, object]:
     """One pipeline rank's terms (`memory_terms`, one plan); `memory_grid.rank_memory_arrays` is the
     same for a grid of plans (a test checks them term by term). `shared`: the plan's `_PlanTerms`."""

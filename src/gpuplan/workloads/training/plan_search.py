@@ -12,8 +12,7 @@ and m = global_batch / (micro_batch x dp). pp x vpp need not divide the layers (
 uneven split: Llama 3.1 405B's 126 layers on pp 16; the busiest stage sets the step time and the
 exact memory check sees every stage). The search's own enumeration rules drop grid points that
 are the same plan as another: sequence parallelism with tp = 1 (Megatron-LM arguments.py turns it
-off there) and, for MoE models, whose expert tensor-parallel size is tp (Megatron's default) or 1,
-etp = 1 with tp = 1.
+off there) and, for MoE models (expert tensor-parallel size tp or 1), etp = 1 with tp = 1.
 
 Global batch: a given one is the same for every plan (plans ranked by step time). With none, each
 plan gets `default_global_batch(seq_len, dp, micro_batch)` (the multiple of micro_batch x dp
@@ -50,8 +49,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
 from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
-from gpuplan.specs.finetune import FineTuning
-from gpuplan.workloads.training.finetune_search import FINE_TUNING_SHARDING_REASON, fine_tuning_proto, forbidden_layouts
+from gpuplan.workloads.training.finetune_search import FineTuning, drop_forbidden_layouts, fine_tuning_proto
 from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode
 from gpuplan.workloads.training.plan_validity import MOE_TP_NEEDS_SP_REASON, PlanDegrees, violations
@@ -167,8 +165,10 @@ class SearchSpace:
     tp_comm_overlap: bool = False
     #: the DeepSpeed engine of a deepspeed search (specs.execution.DeepSpeedRelease; TrainPlan.deepspeed_release)
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
-    #: fine-tuning choices of every plan: the screen applies fit's rules (finetune_search); None: ordinary
-    fine_tuning: FineTuning | None = None
+    #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
+    compiled_model: bool = False
+    compiled_loss: bool = False
+    fine_tuning: FineTuning | None = None  # every plan's; the screen applies fit's rules (finetune_search)
 
 
 @dataclass(frozen=True)
@@ -272,6 +272,8 @@ def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 #: search's memory is bounded at any grid size, while a block is still large enough for numpy's
 #: per-call overhead not to matter (benchmarks/plan_search.py).
 CHUNK_POINTS = 1 << 18
+#: screened plans kept for the exact memory check: top x 50, at least 250: the best plan is the same for any top <= 5
+MIN_LEADERS = 250
 #: the axes `why_others_lose` explains, with the labels it prints
 EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("rc", "recompute"), ("sh", "sharding"))
 
@@ -365,9 +367,7 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                   m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
-    fresh = np.broadcast_to(forbidden_layouts(proto, sh), shape) & ~invalid  # fine-tuning rules (finetune_search)
-    if fresh.any():
-        rejected[FINE_TUNING_SHARDING_REASON], invalid = int(np.count_nonzero(fresh)), invalid | fresh
+    invalid = drop_forbidden_layouts(proto, sh, shape, invalid, rejected)  # fine-tuning rules (finetune_search)
     too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid = invalid | too_big
@@ -489,7 +489,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
         framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
-        **({"fine_tuning": space.fine_tuning} if space.fine_tuning is not None else {}),
+        compiled_model=space.compiled_model, compiled_loss=space.compiled_loss, fine_tuning=space.fine_tuning or FineTuning(),
     )
 
 
@@ -525,12 +525,13 @@ def search_plans(
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
         deepspeed_release=space.deepspeed_release,
+        compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
-    proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
-                      attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release)
-    proto = fine_tuning_proto(proto, space.fine_tuning)  # None: ordinary; its layout rules are _score_block's
-    leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
+    proto = fine_tuning_proto(TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
+                      attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
+                      compiled_model=space.compiled_model, compiled_loss=space.compiled_loss), space.fine_tuning)
+    leaders, fastest = _Leaders(max(top * 50, MIN_LEADERS)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
     total = int(np.prod(sizes))
@@ -594,6 +595,6 @@ def search_plans(
     )
 
 
-__all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "FINE_TUNING_SHARDING_REASON", "DEFAULT_SEQ_LEN_CAP", "MAX_DEFAULT_BATCH_TOKENS", "MOE_TP_NEEDS_SP_REASON",
+__all__ = ["CHUNK_POINTS", "DEFAULT_BATCH_TOKENS", "DEFAULT_SEQ_LEN_CAP", "MAX_DEFAULT_BATCH_TOKENS", "MOE_TP_NEEDS_SP_REASON",
            "RankedPlan", "SearchResult", "SearchSpace", "default_batch_note", "default_global_batch", "default_seq_len",
            "exceeds_memory", "grid_blocks", "grid_validity", "plan_at", "runs_within_memory", "search_plans"]
