@@ -20,7 +20,7 @@ BASE: dict[tuple[str, ...], list[str]] = {
     ("systems", "show"): ["dgx-h100"],
     ("model", "show"): ["gpt3-125m"],
     ("model", "list"): [],
-    ("fit", "train"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8"],
+    ("fit", "train"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--optimizer-impl", "foreach"],
     ("fit", "max-batch"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8"],
     ("fit", "max-seq"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8"],
     ("fit", "min-gpus"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--max-gpus", "64"],

@@ -17,10 +17,11 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, fine_tuning_options,
+    OPTIMIZER, OPTIMIZER_IMPL, fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
+from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
+from gpuplan.workloads.training.framework_defaults import framework_defaults_assumed
 
 
 def _plan_label(plan) -> str:
@@ -88,6 +89,7 @@ def register(app: typer.Typer) -> None:
         base_dtype: Optional[BaseDtype] = BASE_DTYPE,
         double_quant: bool = DOUBLE_QUANT,
         optimizer: Optimizer = OPTIMIZER,
+        optimizer_impl: Optional[OptimizerImpl] = OPTIMIZER_IMPL,
         offload: Offload = OFFLOAD,
         master_weights: MasterWeights = MASTER_WEIGHTS,
         chunked_loss: bool = CHUNKED_LOSS,
@@ -219,7 +221,7 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
     for note in plan_notes:
         console.print(f"note: {note}")
     console.print(f"{st.framework.value} defaults assumed:")
-    for line in st.framework.assumed_defaults:
+    for line in framework_defaults_assumed(st.framework, est.plan):
         console.print(f"  {line}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")

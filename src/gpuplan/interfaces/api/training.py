@@ -34,6 +34,7 @@ from gpuplan.interfaces.api.fine_tuning import (
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.workloads.training.framework_defaults import framework_defaults_assumed
 
 GIB = 2**30
 from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
@@ -100,7 +101,7 @@ class TrainResult(Result):
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
             "framework": est.step.framework.value,  # the stack the plan was searched / timed for
-            "framework_defaults_assumed": list(est.step.framework.assumed_defaults),
+            "framework_defaults_assumed": framework_defaults_assumed(est.step.framework, est.plan),
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
@@ -303,7 +304,7 @@ def train(
     else:  # the model's published recipe where one exists (catalog.recipes), else the search's defaults
         seq_len, global_batch, recipe_note = training_defaults(spec, seq_len, global_batch)
     given_degrees = plan is None and any(v is not None for v in degrees.values())
-    space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap)
+    space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap, optimizer_impl=ft.optimizer_impl)
     if plan is None and (not ft.ordinary or grad_accum is not None):
         # fine-tuning (or a batch given by --grad-accum): the one plan of the given degrees (module docstring)
         given_degrees = True
@@ -315,7 +316,7 @@ def train(
                 plan = _checkpointed_if_needed(spec, plan, gpu, defaults_notes)
         global_batch = plan.global_batch if (grad_accum is not None or not ft.ordinary) else global_batch
     elif given_degrees and _every_axis_given(degrees, spec.moe is not None):
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, framework=fw)
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, framework=fw)
     elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
         space = _constrained_space(space, gpus, degrees)
     if search_limits:

@@ -49,7 +49,9 @@ from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
+from gpuplan.specs.choices import OptimizerImpl
 from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.finetune import FineTuning
 from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
 from gpuplan.workloads.training.plan_codes import (
     RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode,
@@ -165,6 +167,8 @@ class SearchSpace:
     sequence_parallel: Sequence[bool] | None = None
     #: TransformerEngine TP comm overlap on the plans that use sequence parallelism
     tp_comm_overlap: bool = False
+    #: AdamW implementation of every plan (specs.choices.OptimizerImpl; None: the fused pass)
+    optimizer_impl: OptimizerImpl | None = None
 
 
 @dataclass(frozen=True)
@@ -472,7 +476,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         precision=space.precision, sharding=SHARDING_OF_CODE[int(point["sh"])],
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
-        framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+        framework=ctx.framework, attention_kernel=ctx.attention_kernel, fine_tuning=ctx.fine_tuning,
     )
 
 
@@ -506,7 +510,8 @@ def search_plans(
     axes = framework_axes(default_axes(model, system, num_gpus, space), framework, space)
     sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
-        model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap
+        model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
+        fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
