@@ -21,7 +21,6 @@ from gpuplan.cli.fine_tuning_options import (
 )
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
-from gpuplan.workloads.training.framework_defaults import framework_defaults_assumed
 
 
 def _plan_label(plan) -> str:
@@ -221,6 +220,8 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
     for note in plan_notes:
         console.print(f"note: {note}")
     console.print(f"{st.framework.value} defaults assumed:")
+    from gpuplan.workloads.training.framework_defaults import framework_defaults_assumed
+
     for line in framework_defaults_assumed(st.framework, est.plan):
         console.print(f"  {line}")
     if est.search is not None and est.search.why_others_lose:
