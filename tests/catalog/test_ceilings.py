@@ -76,6 +76,10 @@ def test_fallbacks_by_generation_and_memory_type():
     # attention: FlashAttention-3 on Hopper 0.66; CDNA3 has no entry: the default 0.60
     assert attention_ceiling(cat.gpu("h200-sxm-141gb")) == pytest.approx(0.66)
     assert attention_ceiling(cat.gpu("mi300x")) == pytest.approx(0.60)
+    # an fp8 attention core: the 16-bit ceiling x FlashAttention-3's fp8 / bf16 fractions of the H100
+    # peaks (arXiv:2407.08608: 1200 of 1979 TFLOP/s against 740 of 989): 0.66 x 0.8104 = 0.5349
+    assert attention_ceiling(cat.gpu("h200-sxm-141gb"), "fp8") == pytest.approx(0.5349, abs=1e-4)
+    assert attention_ceiling(cat.gpu("h200-sxm-141gb"), "bf16") == pytest.approx(0.66)
 
 
 def test_an_override_reaches_the_part():
@@ -89,3 +93,31 @@ def test_a_table_with_an_unknown_key_is_refused(tmp_path):
     bad.write_text('[[hbm]]\ngpu = "x"\nachieved_gbps = 1\npeak_gbps = 2\nsource = "s"\nkernel = "copy"\n')
     with pytest.raises(ValueError, match=r"unknown \['kernel'\]"):
         ceilings.load_table(bad)
+
+
+def test_an_fp8_attention_core_reaches_fa3s_share_of_every_familys_ceiling():
+    # every part: fp8 = its 16-bit attention ceiling x FlashAttention-3's fp8 / bf16 fractions of the
+    # H100 peaks, (1200 / 1979) / (740 / 989) = 0.8104 (arXiv:2407.08608 abstract); 16-bit formats unchanged
+    ratio = (1200 / 1979) / (740 / 989)
+    for gpu in load_catalog().gpus.values():
+        bf16 = attention_ceiling(gpu)
+        assert attention_ceiling(gpu, "fp8") == pytest.approx(bf16 * ratio)
+        assert attention_ceiling(gpu, "fp16") == attention_ceiling(gpu, "bf16") == bf16
+    # the ratio is a knob: a calibration reaches it
+    with knobs.overridden({"efficiency.fp8_over_bf16_attention_ceiling": 1.0}):
+        h200 = load_catalog().gpu("h200-sxm-141gb")
+        assert attention_ceiling(h200, "fp8") == pytest.approx(0.66)
+
+
+def test_fp4_gemm_ceilings_from_the_published_b200_sweep():
+    cat = load_catalog()
+    # B200's own FP4 x FP4 measurement: cuBLASLt 5239 of 9000 TFLOP/s at 8192^3
+    # (deepseek-ai/DeepGEMM PR #348 table) = 0.5821
+    assert matmul_ceiling(cat.gpu("b200"), "fp4") == pytest.approx(5239 / 9000)
+    # a part without an fp4 measurement: its bf16 ceiling x B200's fp4/bf16 ratio,
+    # (5239 / 9000) / (1745 / 2250) = 0.7506; GB200 bf16 1822 / 2500 = 0.7288 -> 0.5470
+    assert matmul_ceiling(cat.gpu("gb200"), "fp4") == pytest.approx(0.5470, abs=1e-4)
+    # fp6 keeps the H100 fp8/bf16 ratio (1402.6 / 1979) / (794.5 / 989) = 0.8823: GB200 0.7288 x 0.8823 = 0.6430
+    assert matmul_ceiling(cat.gpu("gb200"), "fp6") == pytest.approx(0.6430, abs=1e-4)
+    with knobs.overridden({"efficiency.fp4_over_bf16_ceiling": 1.0}):
+        assert matmul_ceiling(cat.gpu("gb200"), "fp4") == pytest.approx(1822 / 2500)

@@ -63,6 +63,12 @@ def test_decode_attention_reads_the_cache_once_per_query_head():
     # a version that does not belong to the engine: MLPerf's round, in a text that never names it
     ({"source": "MLPerf Inference v4.0 closed, NVIDIA submission 'H200-SXM-141GBx8_TRT'"}, None),
     ({"source": "NVIDIA/TensorRT-LLM perf-overview.md"}, None),
+    # a "vX.Y" after another word is that word's version: perf-overview's table 'LLaMA v3.3 70B'
+    # names the model (trtllm1x-po-14 was read as TensorRT-LLM 3.3), MLPerf's round likewise
+    ({"source": "NVIDIA/TensorRT-LLM docs perf-overview.md, table 'LLaMA v3.3 70B'"}, None),
+    ({"source": "TensorRT-LLM submission to MLPerf Inference v4.0"}, None),
+    ({"notes": "TensorRT-LLM table 'low latency a100 (fp16), v0.5'"}, (0, 5)),   # punctuation introduces it
+    ({"notes": "TensorRT-LLM data generated with v0.17"}, (0, 17)),              # a preposition does
 ])
 def test_stated_engine_version(cells, expected):
     assert stated_engine_version(cells, TRT) == expected

@@ -60,7 +60,8 @@ def test_attention_flops_per_rank_llama_8b_cp4_128k(titan_node, llama8b):
     # The step-time model charges the balanced figure: its forward time at the Hopper ceiling
     # (335/989 of the catalog's dense bf16 peak, 989.4 TFLOP/s, SM fill 1) is
     # 3.5185e13 / (989.4e12 x 335/989) = 0.10499 s, backward 2.5 x that, at a sustained clock ratio
-    # of 1 (the Hopper ratio, a fitted knob, divides it; fixed at 1 here).
+    # of 1 (the Hopper ratio, a fitted knob, and this 500 W part's power-limit clock ratio divide it;
+    # both fixed at 1 here: the power-limit exponent 0).
     system, gpu = titan_node
     balanced = 2 * 256 * 32 * float(cpm.causal_pairs_per_rank(131072, 4))
     assert balanced == pytest.approx(3.51846e13, rel=1e-5)
@@ -68,7 +69,7 @@ def test_attention_flops_per_rank_llama_8b_cp4_128k(titan_node, llama8b):
         6.15728e13, rel=1e-5)
     ctx = StepContext.build(llama8b, system, gpu, 131072, Precision.FP8, Framework.TORCHTITAN)
     g = PlanAxes.build(ctx, 1, 1, 2, 4, 1, 1, 1, 1, 2, False, 3)
-    with knobs.overridden({"training.sustained_gemm_ratio.hopper": 1.0}):
+    with knobs.overridden({"training.sustained_gemm_ratio.hopper": 1.0, "training.power_limit_clock_exponent": 0.0}):
         fwd, bwd = attention_core_seconds(ctx, g)
     assert gpu.matmul_peak_tflops("bf16") == 989.4
     rate = 989.4e12 * 335.0 / 989.0

@@ -206,10 +206,14 @@ def test_third_split_training_families_with_the_shipped_knobs(validation_dir):
     # the Blackwell sustained-clock ratio), tao 23.19 -> 22.38, tth200 26.61 -> 27.94 (its reserved
     # memory, +42%, unexplained: docs/accuracy.md), ttasync 15.67 -> 13.87, automodel 10.92 -> 10.62;
     # all 34 rows 16.1 -> 11.1 (the default column; the leave-one-family-out CV is 12.2%,
-    # docs/accuracy.md). Limits: these x 1.1, rounded up to 0.5.
+    # docs/accuracy.md). After h-titan (torchtitan's compiled loss and compiled blocks, the 500 W cap of
+    # the Grand Teton H100s, the MI300X attention ceiling): tth200 27.94 -> 3.17, tao 22.38 -> 30.27
+    # (its H100 rows, +16 / +20%, now run compiled on a 700 W DGX-H100 the source does not state; its
+    # MI300X rows +43 / +67%), ttasync 13.87 -> 19.23 (vanilla TP at tp 8 on an 8B model, +25%),
+    # nemo-lseq and automodel unchanged; all 34 rows 11.1 -> 10.07. Limits: these x 1.1, rounded up to 0.5.
     import csv
 
-    limits = {"nemo-lseq": 3.5, "tao": 25.0, "tth200": 31.0, "ttasync": 15.5, "automodel": 12.0}
+    limits = {"nemo-lseq": 3.5, "tao": 33.5, "tth200": 3.5, "ttasync": 21.5, "automodel": 12.0}
     fam = defaultdict(list)
     with open(validation_dir / "training.csv", encoding="utf-8", newline="") as f:
         for r in csv.DictReader(f):
@@ -220,4 +224,4 @@ def test_third_split_training_families_with_the_shipped_knobs(validation_dir):
     for name, limit in limits.items():
         assert fam[name] and _mape(fam[name]) <= limit, (name, _mape(fam[name]))
     every = [x for items in fam.values() for x in items]
-    assert len(every) == 34 and _mape(every) <= 12.5
+    assert len(every) == 34 and _mape(every) <= 11.5

@@ -49,6 +49,9 @@ _DRAFT_MODEL_OPTION = typer.Option(None, "--draft-model", help="Draft model (bun
 _MTP_OPTION = typer.Option(0, "--mtp", help="Draft with N MTP layers of the target instead of a draft model.")
 _PREFIX_HIT_RATE_OPTION = typer.Option(0.0, "--prefix-hit-rate", help="Prefix caching: fraction of prompt tokens found in the cache, 0-1.")
 #: the serving engine and its overrides (`serve run` and `serve plan`; workloads.inference.engines)
+_KV_DTYPE_OPTION = typer.Option(None, "--kv-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, "
+                                "mxfp4, nvfp4; default the --engine's choice for the weights (tensorrt-llm: fp8 for "
+                                "fp8 / nvfp4 checkpoints), else bf16.")
 _ENGINE_OPTION = typer.Option(api.DEFAULT_ENGINE, "--engine", help="Serving engine whose documented defaults run: "
                               "generic (default: gpuplan's own, chunked prefill, 256 sequences / 8192 tokens per step, "
                               "KV within memory.usable_fraction of total memory, 16-token blocks, TensorRT-LLM's TP all-reduce), "
@@ -85,7 +88,7 @@ def run(
     concurrency: Optional[int] = typer.Option(None, "--concurrency", help="Closed loop: requests in flight."),
     batch: Optional[int] = typer.Option(None, "--batch", help="One static batch of this size."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
+    kv_dtype: Optional[str] = _KV_DTYPE_OPTION,
     scheduler: Optional[str] = typer.Option(None, "--scheduler", help="static, continuous, chunked (decodes first, prompts fill the token budget in chunks; vLLM V1, TensorRT-LLM) or prefill-first (prefill-only steps while prompts wait, decodes stall; SGLang's default); default the --engine's (chunked for generic)."),
     engine: str = _ENGINE_OPTION,
     memory_fraction: Optional[float] = _MEMORY_FRACTION_OPTION,
@@ -182,7 +185,7 @@ def plan(
     input_len: int = typer.Option(api.DEFAULT_INPUT_LEN, "--input-len", help="Prompt tokens per request."),
     output_len: int = typer.Option(api.DEFAULT_OUTPUT_LEN, "--output-len", help="Generated tokens per request."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
+    kv_dtype: Optional[str] = _KV_DTYPE_OPTION,
     pue: Optional[float] = typer.Option(None, "--pue", help="Power usage effectiveness, >= 1 (default 1.3; same as --set pue=)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override an assumption KEY=VALUE (see `gpuplan dc assumptions`)."),
     disaggregated: bool = typer.Option(False, "--disaggregated", help="Also search disaggregated prefill/decode pools "
@@ -335,7 +338,7 @@ def frontier_cmd(
     input_len: int = typer.Option(api.DEFAULT_INPUT_LEN, "--input-len", help="Prompt tokens per request."),
     output_len: int = typer.Option(api.DEFAULT_OUTPUT_LEN, "--output-len", help="Generated tokens per request."),
     weight_dtype: str = typer.Option("bf16", "--weight-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
-    kv_dtype: str = typer.Option("bf16", "--kv-dtype", help="fp32, tf32, fp16, bf16, fp8, mxfp8, int8, mxfp6, int4, mxfp4, nvfp4."),
+    kv_dtype: Optional[str] = _KV_DTYPE_OPTION,
     plot: Optional[str] = typer.Option(None, "--plot", help="Write the frontier plot (.png/.svg/.pdf)."),
     engine: str = _ENGINE_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),

@@ -12,7 +12,8 @@ Peak numbers are never used as achieved numbers (DESIGN.md). Achieved = peak x e
   FP8 H100 1402.6/1979 = 0.709, MI300X 1201.8/2615 = 0.460 (its own FP8/BF16 ratio, AMD's
   hipBLASLt measurement). A part without its own entry takes its generation's
   (`efficiency.matmul_ceiling.family.<family>`: the measured flagship), else the default; a dtype
-  without a measurement takes the part's bf16 ceiling x the H100 fp8/bf16 ratio.
+  without a measurement takes the part's bf16 ceiling x the H100 fp8/bf16 ratio (fp4: x B200's
+  measured fp4/bf16 ratio, cuBLASLt FP4 5239 of 9000 TFLOP/s over bf16 1745 of 2250 = 0.751).
 - `sm_fill`: a GEMM is cut into output tiles (128 x 128, the common cuBLAS/CUTLASS tile on
   Ampere and later) spread over the SMs; with fewer tiles than SMs the rest idle:
   min(1, tiles / sm_count) (NVIDIA "Matrix Multiplication Background User's Guide", wave
@@ -83,7 +84,17 @@ DEFAULT_CEILING = knobs.register(
 FP8_OVER_BF16 = knobs.register(
     "efficiency.fp8_over_bf16_ceiling", unit="ratio", default=(1402.6 / 1979) / (794.5 / 989), low=0.3, high=1.2,
     source=f"{_MAMF_SOURCE}: H100 SXM fp8 0.709 / bf16 0.803",
-    scales="fp8 / int8 / fp6 / fp4 GEMM ceiling on parts without a measurement in that dtype (x the bf16 ceiling)")
+    scales="fp8 / int8 / fp6 GEMM ceiling on parts without a measurement in that dtype (x the bf16 ceiling)")
+
+#: FP4 / BF16 ceiling ratio when a part has no FP4 measurement: the one published FP4 x FP4 GEMM
+#: sweep with a library kernel, B200 cuBLASLt 5239 of 9000 TFLOP/s (catalog/data/ceilings.toml
+#: DG_MXF4) over B200's mamf-finder bf16 1745 of 2250: 0.582 / 0.776 = 0.751 (DERIVED). 4-bit GEMMs
+#: reach less of their (doubled) peak than fp8 ones (0.883 of bf16 on H100, 0.983 on B200).
+FP4_OVER_BF16 = knobs.register(
+    "efficiency.fp4_over_bf16_ceiling", unit="ratio", default=(5239.0 / 9000) / (1745.0 / 2250), low=0.3, high=1.2,
+    source="B200 cuBLASLt FP4 x FP4 5239 / 9000 TFLOP/s (deepseek-ai/DeepGEMM PR #348 table) over B200 mamf-finder "
+           "bf16 1745 / 2250 = 0.751",
+    scales="fp4 GEMM ceiling on parts without an fp4 measurement (x the bf16 ceiling)")
 
 #: Achievable fraction of peak HBM bandwidth on H100 SXM (aiconfigurator h100_sxm
 #: mem_bw_empirical_scaling_factor); other parts scale it by their measured copy fraction (hbm_efficiency).
@@ -101,6 +112,18 @@ DEFAULT_ATTENTION_CEILING = knobs.register(
     "efficiency.attention_ceiling.default", unit="fraction of dense peak", default=0.60, low=0.05, high=1.0,
     source="assumption: below the measured FlashAttention fractions (A100 0.72, H100 0.66, B200 0.71) for architectures without a measurement",
     scales="FlashAttention-class attention core on other architectures")
+#: FP8 / BF16 ratio of a FlashAttention-class kernel's fraction of dense peak: the attention ceilings
+#: above are 16-bit measurements, and the one published kernel measured in both formats on one part
+#: reaches less of the fp8 peak than of the bf16 one. FlashAttention-3 (Shah et al. 2024,
+#: arXiv:2407.08608, abstract): "FP16 reaching up to 740 TFLOPs/s (75% utilization), and with FP8
+#: reaching close to 1.2 PFLOPs/s" on H100 SXM (dense peaks 989 / 1979 TFLOP/s), so
+#: (1200 / 1979) / (740 / 989) = 0.606 / 0.748 = 0.810 (DERIVED). Applied to every family's ceiling
+#: when the attention core computes in fp8 (`attention_ceiling(gpu, "fp8")`).
+FP8_OVER_BF16_ATTENTION = knobs.register(
+    "efficiency.fp8_over_bf16_attention_ceiling", unit="ratio", default=(1200 / 1979) / (740 / 989), low=0.3, high=1.2,
+    source="FlashAttention-3 (arXiv:2407.08608) abstract: FP16 up to 740 TFLOP/s of 989, FP8 close to 1.2 PFLOP/s "
+           "of 1979 on H100 SXM -> (1200/1979) / (740/989) = 0.810",
+    scales="the attention ceiling of an attention core computing in fp8 (x the family's 16-bit ceiling)")
 
 
 def _family(gpu: Gpu) -> str | None:
@@ -167,15 +190,17 @@ def _gpu_keys(gpu: Gpu) -> tuple[str | None, str | None, str, frozenset, str | N
 def matmul_ceiling(gpu: Gpu, dtype: str) -> float:
     """Best achievable fraction of dense peak for a large GEMM on `gpu` in `dtype` (see module doc):
     the knob `efficiency.matmul_ceiling.<gpu>.<dtype>` where the part was measured in that dtype, else
-    the bf16 ceiling (the part's, its family's, or the default) x `efficiency.fp8_over_bf16_ceiling`
-    for 8-bit and narrower dtypes."""
+    the bf16 ceiling (the part's, its family's, or the default) x `efficiency.fp4_over_bf16_ceiling`
+    for fp4, x `efficiency.fp8_over_bf16_ceiling` for the other 8-bit and narrower dtypes."""
     key, _, bf16_knob, dtypes, _ = _gpu_keys(gpu)
     bf16 = knobs.value(bf16_knob)
     if dtype in ("bf16", "fp16", "tf32", "fp32"):
         return bf16
     if dtype in dtypes:
         return knobs.value(f"{_MATMUL_PREFIX}{key}.{dtype}")
-    # fp8 / int8 / fp6 / fp4 without a measurement: bf16 ceiling x the measured H100 fp8/bf16 ratio
+    if dtype == "fp4":  # fp4 without a measurement: bf16 ceiling x the measured B200 fp4/bf16 ratio
+        return bf16 * knobs.value("efficiency.fp4_over_bf16_ceiling")
+    # fp8 / int8 / fp6 without a measurement: bf16 ceiling x the measured H100 fp8/bf16 ratio
     return bf16 * knobs.value("efficiency.fp8_over_bf16_ceiling")
 
 
@@ -212,9 +237,14 @@ def hbm_efficiency(gpu: Gpu) -> float:
     return min(1.0, base * knobs.value(stream_knob) / knobs.value("efficiency.hbm_stream.reference"))
 
 
-def attention_ceiling(gpu: Gpu) -> float:
-    """Best fraction of dense peak a FlashAttention-class kernel reaches (knob
-    `efficiency.attention_ceiling.<family>` from catalog/data/ceilings.toml, else `.default`)."""
+def attention_ceiling(gpu: Gpu, precision: str = "bf16") -> float:
+    """Best fraction of the `precision` dense peak a FlashAttention-class kernel reaches: the knob
+    `efficiency.attention_ceiling.<family>` from catalog/data/ceilings.toml (else `.default`), a
+    16-bit measurement, x `efficiency.fp8_over_bf16_attention_ceiling` when the kernel computes in
+    fp8 (FP8_OVER_BF16_ATTENTION: FlashAttention-3's fp8 / bf16 fractions of peak)."""
     family = _gpu_keys(gpu)[1]
     name = f"efficiency.attention_ceiling.{family}"
-    return knobs.value(name if name in knobs.REGISTRY else "efficiency.attention_ceiling.default")
+    ceiling = knobs.value(name if name in knobs.REGISTRY else "efficiency.attention_ceiling.default")
+    if precision == "fp8":
+        return ceiling * knobs.value("efficiency.fp8_over_bf16_attention_ceiling")
+    return ceiling

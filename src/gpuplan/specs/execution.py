@@ -15,7 +15,7 @@ different things in two modules):
   default all-gather rotation, fp32 merges and fp32 dK/dV ring (torchtitan). The formulas are in
   `workloads.training.step.context`.
 - `Execution`: the bundle a plan carries (framework, attention kernel, TP-communication overlap,
-  matmul precision, gradient dtype), built by `TrainPlan.execution`.
+  matmul precision, gradient dtype, compiled loss and blocks), built by `TrainPlan.execution`.
 """
 
 from __future__ import annotations
@@ -99,8 +99,9 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
         "(pipeline_parallel_microbatches, torchtitan's default before 2025-04); the search picks its own",
         "selective AC = per-op SAC (save every 2nd mm, the SDPA outputs); float8 = torchao Float8Linear, "
         "output layer bf16",
-        "eager Llama elementwise (fp32 RMSNorm, complex rotary, repeat_kv); cross entropy on fp32 logits, "
-        "not compiled",
+        "eager Llama elementwise (fp32 RMSNorm, complex rotary, repeat_kv) unless compiled (compiled_model: "
+        "training.compile, fused per block); cross entropy on fp32 logits, "
+        "not compiled unless the plan says so (compiled_loss: training.compile since torchtitan PR #1033, 2025-04-02)",
     ),
 }
 
@@ -138,6 +139,17 @@ class Execution(Spec):
     tp_comm_overlap: bool = False
     precision: str = "bf16"
     grad_precision: str = "fp32"
+    #: The loss `cross_entropy(logits.float(), labels)` runs as one torch.compile'd graph: torchtitan's
+    #: `build_cross_entropy_loss` wraps it in `torch.compile` whenever `training.compile` is set, since
+    #: torchtitan PR #1033 (2025-04-02, torchtitan/components/loss.py); before, the model was compiled
+    #: and the loss ran eagerly. Inductor fuses the fp32 cast, log-softmax and NLL into reductions that
+    #: keep no logits-sized intermediate (the memory model's `COMPILED_CROSS_ENTROPY_BYTES`, the step
+    #: model's `COMPILED_LOSS_BYTES_PER_LOGIT`).
+    compiled_loss: bool = False
+    #: Each transformer block runs under `torch.compile(fullgraph=True)` (torchtitan `training.compile`,
+    #: `apply_compile`): Inductor fuses the pointwise chains between GEMMs (norms, residual adds, rotary,
+    #: SwiGLU), counted as fused kernels by the step model (`step.compute.elementwise_seconds`).
+    compiled_model: bool = False
 
 
 __all__ = ["AttentionKernel", "ContextParallelMethod", "Execution", "Framework"]

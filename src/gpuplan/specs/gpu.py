@@ -72,6 +72,10 @@ class Gpu(SourcedSpec):
     pcie_p2p: bool | None = None
     #: board/module power, W. None only where no source publishes one (Google TPUs).
     tdp_w: float | None = Field(default=None, gt=0)
+    #: board power at which the part's peak figures (and the GEMM ceilings it borrows) are quoted, where
+    #: it is a power-capped variant of another part running at `tdp_w` below it (Meta's 500 W H100 SXM
+    #: 96GB: the 700 W H100 SXM's peaks). None: the peaks are the part's own, at `tdp_w`.
+    peak_rated_power_w: float | None = Field(default=None, gt=0)
     launch_year: int | None = None
     price_usd: float | None = Field(default=None, gt=0)
 

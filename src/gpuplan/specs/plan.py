@@ -67,6 +67,12 @@ class TrainPlan(Spec):
     #: Attention kernel (specs.execution.AttentionKernel). The legacy boolean `flash_attention=False`
     #: given at construction means AttentionKernel.UNFUSED.
     attention_kernel: AttentionKernel = AttentionKernel.FLASH
+    #: The cross-entropy runs as one torch.compile'd graph (specs.execution.Execution.compiled_loss):
+    #: torchtitan with `training.compile` since its PR #1033 (2025-04-02). Memory and step time read it.
+    compiled_loss: bool = False
+    #: Each transformer block runs under torch.compile (torchtitan `training.compile`: `apply_compile`);
+    #: the step model's elementwise kernels are then fused (`step.compute.elementwise_seconds`).
+    compiled_model: bool = False
     #: Fine-tuning choices (specs.finetune.FineTuning): LoRA / QLoRA, the frozen base's dtype, the
     #: optimizer, offload, fp32 master weights or pure low-precision training. The default is
     #: ordinary training (every weight, AdamW, fp32 master, nothing offloaded).
@@ -94,7 +100,8 @@ class TrainPlan(Spec):
         """The execution choices of this plan as one typed value."""
         return Execution(framework=self.framework, attention_kernel=self.attention_kernel,
                          tp_comm_overlap=self.tp_comm_overlap, precision=Precision(self.precision).value,
-                         grad_precision=Precision(self.grad_precision).value)
+                         grad_precision=Precision(self.grad_precision).value, compiled_loss=self.compiled_loss,
+                         compiled_model=self.compiled_model)
 
     @model_validator(mode="after")
     def _batch_divides(self):

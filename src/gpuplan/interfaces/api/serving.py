@@ -144,7 +144,7 @@ def serve_run(
     concurrency: int | None = None,
     batch: int | None = None,
     weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     scheduler: str | None = None,
     engine: str = DEFAULT_ENGINE,
     memory_fraction: float | None = None,
@@ -169,12 +169,15 @@ def serve_run(
     memory rule, fraction and block size, per-step limits, CUDA-graph padding, TP all-reduce; default
     `generic`, gpuplan's own); `scheduler` and `memory_fraction` (the KV budget rule's fraction)
     override the engine's (`serving_engine`). `usd_per_gpu_hour`: the GPU's price (default: the
-    cheapest catalog cloud price, facilities.pricing; none known: no cost keys)."""
+    cheapest catalog cloud price, facilities.pricing; none known: no cost keys). `kv_dtype` None: the
+    engine's own choice for `weight_dtype` weights (EngineProfile.default_kv_dtype: TensorRT-LLM
+    follows an FP8 / NVFP4 checkpoint's FP8 KV recipe), else bf16."""
     from gpuplan.interfaces.validation.regimes import serving_regime
     from gpuplan.workloads.inference.cost.deployment import Deployment
     from gpuplan.workloads.inference.plan.service import serve_estimate
 
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
+    kv_dtype = profile.kv_dtype_for(weight_dtype, kv_dtype)
     positive(tp, "tp")
     positive(pp, "pp")
     positive(ep, "ep")
@@ -236,6 +239,7 @@ class CapacityResult(Result):
         from gpuplan.interfaces.api._common import to_jsonable
 
         out = to_jsonable(self.plan)
+        out["kv_dtype"] = self.kv_dtype  # every layout's KV format (EngineProfile.kv_dtype_for when unset)
         if self.best_regime is not None:
             out["best_regime"] = self.best_regime
         if self.confidence is not None:
@@ -278,7 +282,7 @@ def serve_plan(
     input_len: int = DEFAULT_INPUT_LEN,
     output_len: int = DEFAULT_OUTPUT_LEN,
     weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     pue: float | None = None,
     overrides=None,
     system: str | System | None = None,
@@ -344,6 +348,7 @@ def serve_plan(
             prefix_hit_rate=prefix_hit_rate, prefix_cache_tokens=prefix_cache_tokens, engine=engine,
             scheduler=scheduler, memory_fraction=memory_fraction)
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
+    kv_dtype = profile.kv_dtype_for(weight_dtype, kv_dtype)
     for name, value in (("pd_ratio", pd_ratio), ("kv_link", kv_link), ("prefill_gpus", prefill_gpus),
                         ("decode_gpus", decode_gpus)):
         if value is not None:
@@ -440,6 +445,7 @@ class DisaggregatedPlanResult(Result):
         from gpuplan.interfaces.api._common import to_jsonable
 
         out = to_jsonable(self.plan)
+        out["kv_dtype"] = self.kv_dtype  # every pool's KV format (EngineProfile.kv_dtype_for when unset)
         if self.features:
             out.update(self.features)
         out["best_serving_day_per_pool"] = [{"role": role, "gpu": gpu, "gpus": n, **run_cost_dict(day)}
@@ -463,7 +469,7 @@ def serve_plan_disaggregated(
     input_len: int = DEFAULT_INPUT_LEN,
     output_len: int = DEFAULT_OUTPUT_LEN,
     weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     system: str | System | None = None,
     usd_per_gpu_hour: float | None = None,
     pd_ratio: str | None = None,
@@ -506,6 +512,7 @@ def serve_plan_disaggregated(
 
     pd_ratio = check_pd_ratio(pd_ratio)
     profile = serving_engine(engine, scheduler=scheduler, memory_fraction=memory_fraction)
+    kv_dtype = profile.kv_dtype_for(weight_dtype, kv_dtype)
     a = assumptions_from_options([f"{k}={v}" for k, v in overrides.items()] if isinstance(overrides, dict) else overrides,
                                  pue=pue)
     if kv_link is not None and kv_link not in ("auto",):

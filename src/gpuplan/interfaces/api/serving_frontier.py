@@ -32,14 +32,15 @@ def serve_frontier(
     input_len: int = DEFAULT_INPUT_LEN,
     output_len: int = DEFAULT_OUTPUT_LEN,
     weight_dtype: str = "bf16",
-    kv_dtype: str = "bf16",
+    kv_dtype: str | None = None,
     progress=None,
     plot: str | None = None,
     engine: str = DEFAULT_ENGINE,
 ) -> FrontierResult:
     """Tokens/s per GPU against tokens/s per user over TP and closed-loop concurrency;
     `progress(stage, fraction)` before each tp; `plot`: write them as a figure (.png/.svg/.pdf,
-    interfaces.reports.serving_plot). `engine`: as `serve_run` (its defaults run at every point)."""
+    interfaces.reports.serving_plot). `engine`: as `serve_run` (its defaults run at every point);
+    `kv_dtype` None: the engine's choice for `weight_dtype` (EngineProfile.kv_dtype_for)."""
     from gpuplan.workloads.inference.plan.capacity import frontier
 
     if plot is not None:
@@ -47,6 +48,7 @@ def serve_frontier(
 
         check_plot_file(plot)
     profile = serving_engine(engine)
+    kv_dtype = profile.kv_dtype_for(weight_dtype, kv_dtype)
     sys_spec, gpu_spec = system_and_gpu(system, gpu)
     spec = resolve_model(model)
     pts = tuple(frontier(spec, gpu_spec, sys_spec, input_len=input_len, output_len=output_len,

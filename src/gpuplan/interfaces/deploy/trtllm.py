@@ -167,10 +167,13 @@ def read(text: str, weight_dtype: str | None = None) -> ServingLaunch:
         cuda_graph_batch_sizes=() if graphs_off else (tuple(sizes) if sizes else None),
         scheduler=SchedulerKind.CHUNKED if args.values.get("--enable_chunked_prefill") else SchedulerKind.CONTINUOUS)
     act = weight_dtype if weight_dtype in ("fp16", "fp32") else "bf16"
+    # kv_cache_config.dtype "auto" (TensorRT-LLM's default) follows the checkpoint: the engine's choice
+    # for these weights (EngineProfile.kv_dtype_for: FP8 for a ModelOpt fp8 / nvfp4 checkpoint), else the model dtype
+    kv_dtype = "fp8" if kv_cfg.get("dtype") == "fp8" else (profile.default_kv_dtype(weight_dtype or "bf16") or act)
     return ServingLaunch(ENGINE, model, name, profile, tp=tp, pp=args.integer("--pp_size", 1),
                          ep=args.integer("--ep_size", 1), attention_dp=tp if adp else 1,
                          weight_dtype=weight_dtype or "bf16",
-                         kv_dtype="fp8" if kv_cfg.get("dtype") == "fp8" else act, unmodelled=tuple(unmodelled),
+                         kv_dtype=kv_dtype, unmodelled=tuple(unmodelled),
                          attention_dp_balance=adp and balance)
 
 

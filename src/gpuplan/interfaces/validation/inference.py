@@ -64,11 +64,16 @@ def stated_engine_version(row: dict[str, str], engine: EngineProfile) -> tuple[i
         return int(m.group(1)), int(m.group(2))
     if not engine.aliases:
         return None
+    names = "|".join(re.escape(a) for a in engine.aliases)
+    # a bare "vMAJOR.MINOR" is the engine's only where a preposition or punctuation introduces it
+    # ("updated for v0.6.1", "generated with v0.17", "(fp16), v0.5"); after any other word it is that
+    # word's version ("LLaMA v3.3 70B", "MLPerf Inference v4.0")
+    stated = re.compile(r"(?:(?:" + names + r")\s+~?v?"
+                        r"|(?:^|[(\[,;:'\"]\s*|\b(?:for|with|from|in|on|by|using)\s+)v)(\d+)\.(\d+)")
     for text in ((row.get("source") or "").lower(), (row.get("notes") or "").lower()):
         if not any(a in text for a in engine.aliases):
             continue
-        names = "|".join(re.escape(a) for a in engine.aliases)
-        m = re.search(r"(?:\bv|(?:" + names + r")\s+~?v?)(\d+)\.(\d+)", text)
+        m = stated.search(text)
         if m:
             return int(m.group(1)), int(m.group(2))
     return None
@@ -275,14 +280,16 @@ def predict_row(row: dict[str, str]) -> Prediction:
     replicas = max(1, num_gpus // (tp * pp))
     groups = replicas * adp  # independent request streams: replicas x attention-DP groups
     wdt = (row.get("weight_dtype") or "").strip() or "bf16"
-    kvdt = (row.get("kv_dtype") or "").strip()
-    if not kvdt:
-        kvdt = wdt if wdt in ("fp16", "bf16", "fp8") else "bf16"
-        notes.append(f"kv_dtype={kvdt} (default: the weight format, or bf16 for 4-bit weights)")
     engine_name = (row.get("engine") or "other").strip().lower()
     engine = ENGINES.get(engine_name, ENGINES[FALLBACK_ENGINE])
     if engine_name not in ENGINES:  # the assumption is visible in the row's notes
         notes.append(f"engine '{engine_name}' has no profile: assumed engine {FALLBACK_ENGINE}")
+    kvdt = (row.get("kv_dtype") or "").strip()
+    if not kvdt and (kvdt := engine.default_kv_dtype(wdt) or ""):
+        notes.append(f"kv_dtype={kvdt} (engine default: {engine.name} follows the {wdt} checkpoint's KV recipe)")
+    if not kvdt:
+        kvdt = wdt if wdt in ("fp16", "bf16", "fp8") else "bf16"
+        notes.append(f"kv_dtype={kvdt} (default: the weight format, or bf16 for 4-bit weights)")
     in_len, out_len = _int(row, "input_len"), _int(row, "output_len")
     lengths = RequestLengths(lengths_fixed(in_len), lengths_fixed(out_len)) if in_len and out_len else None
     if lengths is None:

@@ -72,6 +72,15 @@ Defaults for empty cells (documented, the same for every row):
   peak; a row whose notes say the figure is the device's used memory (NVML, nvidia-smi: SCHEMA.md
   "notes say when a figure is NVML's used memory") adds what lives outside PyTorch's allocator, the
   CUDA context and NCCL buffers (`device_memory_stated`).
+- torch.compile (torchtitan rows): a torchtitan row whose notes or source say torch.compile (or
+  "compile") runs its transformer blocks compiled (`training.compile`: `apply_compile`, every release),
+  and its cross entropy compiled when the run postdates torchtitan PR #1033 (2025-04-02: `build_cross_entropy_loss`
+  wraps the loss in `torch.compile` under `training.compile`; before, only the model was compiled). The
+  run's date is what the row states (`torchtitan_run_month`): a PyTorch version in its notes (2.8 and
+  later postdate it, 2.7 and earlier predate it: 2.7.0 was released 2025-04-23, its pre-release builds
+  came from before its branch cut), else a year-month in its source's document name (torchtitan names
+  its benchmark files `..._202412_...`, `..._2025-06_...`). A row that states neither keeps the eager
+  loss (`Framework.assumed_defaults`).
 - tied embeddings: an architecture row is untied (models.arch_row) unless its notes say the input
   embedding and output head are tied (`embeddings_tied_stated`; Llama 3.2 1B / 3B tie them).
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
@@ -228,6 +237,44 @@ def torchtitan_pipeline_micro_batch(row: dict[str, str], dp: int, pp: int, globa
     return global_batch // (dp * pp)
 
 
+#: torchtitan PR #1033 (commit bbb1b616e, 2025-04-02): the loss is compiled with the model (module docstring).
+TORCHTITAN_COMPILED_LOSS_SINCE = (2025, 4)
+#: PyTorch release whose first builds postdate that change (2.7.0 released 2025-04-23, branch cut before).
+TORCH_COMPILED_LOSS_ERA = (2, 8)
+_STATED_TORCH = re.compile(r"\b(?:torch|pytorch)(?: version)?[ :=]+`?(\d+)\.(\d+)", re.IGNORECASE)
+_SOURCE_MONTH = re.compile(r"[_/-](20\d\d)-?(0[1-9]|1[0-2])[_.-]")
+_STATED_COMPILE = re.compile(r"\b(?:torch\.)?compile\b", re.IGNORECASE)
+
+
+def torchtitan_run_month(row: dict[str, str]) -> tuple[int, int] | None:
+    """Whether the row's run postdates torchtitan's compiled loss, as (year, month) or None when the row
+    states no date: TORCHTITAN_COMPILED_LOSS_SINCE where its notes state PyTorch TORCH_COMPILED_LOSS_ERA
+    or later, (2025, 3) where they state an earlier PyTorch, else the year-month in its source's
+    document name (module docstring)."""
+    torch = _STATED_TORCH.search(_cell(row, "notes"))
+    if torch:
+        version = (int(torch.group(1)), int(torch.group(2)))
+        return TORCHTITAN_COMPILED_LOSS_SINCE if version >= TORCH_COMPILED_LOSS_ERA else (2025, 3)
+    month = _SOURCE_MONTH.search(_cell(row, "source"))
+    return (int(month.group(1)), int(month.group(2))) if month else None
+
+
+def compiled_model_from_row(row: dict[str, str], framework: Framework) -> bool:
+    """A torchtitan row whose notes or source say torch.compile runs its blocks compiled (module docstring)."""
+    if framework is not Framework.TORCHTITAN:
+        return False
+    return bool(_STATED_COMPILE.search(_cell(row, "notes")) or _STATED_COMPILE.search(_cell(row, "source")))
+
+
+def compiled_loss_from_row(row: dict[str, str], framework: Framework) -> bool:
+    """A torchtitan row that says torch.compile (`compiled_model_from_row`) and runs from
+    TORCHTITAN_COMPILED_LOSS_SINCE on (`torchtitan_run_month`) compiles its loss (module docstring)."""
+    if not compiled_model_from_row(row, framework):
+        return False
+    month = torchtitan_run_month(row)
+    return month is not None and month >= TORCHTITAN_COMPILED_LOSS_SINCE
+
+
 def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
     """A Megatron MoE row with tp > 1 runs sequence parallelism whatever its cell says: Megatron-core
     refuses the layout otherwise (the rule and its source: `plan_validity.moe_tp_needs_sequence_parallel`)."""
@@ -336,6 +383,12 @@ def predict_row(row: dict[str, str]) -> Prediction:
     kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
+    if compiled_model_from_row(row, framework):
+        plan = plan.model_copy(update={"compiled_model": True})
+        notes.append("compiled blocks (torchtitan training.compile)")
+    if compiled_loss_from_row(row, framework):
+        plan = plan.model_copy(update={"compiled_loss": True})
+        notes.append("compiled loss (torchtitan training.compile, 2025-04 on)")
     if not _cell(row, "recompute") and kernel is AttentionKernel.UNFUSED and stated_attention_kernel(row) is None:
         # the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes recompute every layer
         plan = plan.model_copy(update={"recompute": Recompute.FULL})
@@ -373,6 +426,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

@@ -151,7 +151,8 @@ const PAGES = {
       { name: "rate", type: "number", help: "Poisson req/s (blank: saturated closed loop)" },
       { name: "concurrency", type: "number" },
       { name: "weight_dtype", type: "select", options: SERVE_DTYPES, def: "bf16" },
-      { name: "kv_dtype", type: "select", options: SERVE_DTYPES, def: "bf16" },
+      { name: "kv_dtype", type: "select", options: ["", ...SERVE_DTYPES], def: "",
+        help: "(auto): the engine's choice for the weights (tensorrt-llm: fp8 for fp8 / nvfp4 checkpoints), else bf16" },
       { name: "engine", type: "select", options: SERVE_ENGINES, def: "generic",
         help: "serving engine whose defaults run: scheduler, KV memory rule and block size, batch limits, CUDA graphs, TP all-reduce (generic: gpuplan's own)" },
       // the objectives: drawn on the frontier and on TTFT against load, and the capacity plan's targets

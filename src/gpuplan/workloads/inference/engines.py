@@ -72,6 +72,9 @@ class EngineProfile:
     #: benchmark: True) or serving, from `batch_limits_from` on (`for_gpu`); None: the fields above
     batch_limits: Callable[..., tuple[int, int]] | None = None
     batch_limits_from: tuple[int, int] | None = None
+    #: weight formats whose pre-quantized checkpoints the engine runs with an FP8 KV cache when the
+    #: user states no KV dtype (`default_kv_dtype`); empty: the engine never picks one itself
+    checkpoint_fp8_kv_weights: tuple[str, ...] = ()
     #: the profile's name (`gpuplan serve --engine NAME`; filled in by ENGINES / GENERIC)
     name: str = ""
 
@@ -119,6 +122,21 @@ class EngineProfile:
         return {"tp_allreduce": self.tp_allreduce_before if _older(version, self.tp_allreduce_from) else self.tp_allreduce,
                 "grouped_decode_attention": not _older(version, self.grouped_decode_from),
                 "python_step_loop": self.python_step_loop}
+
+    def default_kv_dtype(self, weight_dtype: str) -> str | None:
+        """The KV-cache dtype the engine runs when the user states none, for `weight_dtype`
+        weights: "fp8" when the engine follows a pre-quantized checkpoint's FP8 KV recipe for that
+        weight format (`checkpoint_fp8_kv_weights`), else None (the caller's own default)."""
+        return "fp8" if str(weight_dtype).strip().lower() in self.checkpoint_fp8_kv_weights else None
+
+    def kv_dtype_for(self, weight_dtype: str, kv_dtype: str | None = None) -> str:
+        """The KV-cache dtype a serving run uses: `kv_dtype` when the user states one (not None), else the
+        engine's own choice for `weight_dtype` weights (`default_kv_dtype`), else "bf16". Every
+        serving entry point (serve run / plan / frontier, the disaggregated plan, deploy --emit and
+        imports, the web Serve page) resolves an unset KV dtype through this one function."""
+        if kv_dtype is not None:  # stated, even malformed: the caller's format check names it
+            return kv_dtype
+        return self.default_kv_dtype(weight_dtype) or "bf16"
 
     def defers_first_token(self, version: tuple[int, int] | None = None) -> bool:
         """Whether the engine at `version` samples the first output token in a decode step, not in
@@ -188,8 +206,19 @@ ENGINES: dict[str, EngineProfile] = {
     # Llama-70B", measured "TensorRT-LLM v0.7a vs TensorRT-LLM v0.6a", "included in the v0.7 & v0.8
     # releases" (the later XQA-kernel blog names v0.8 only; a row stating v0.7 ran the kernel by its own
     # source); before it the masked multi-head attention kernel read each KV head once per query head.
+    # Its KV dtype when none is stated (checkpoint_fp8_kv_weights, default_kv_dtype): KvCacheConfig.dtype
+    # defaults to "auto" (tensorrt_llm/llmapi/llm_args.py; API reference: "Use 'auto' to follow
+    # checkpoint metadata"), and ModelLoader._update_from_hf_quant_config (tensorrt_llm/llmapi/
+    # llm_utils.py) copies a pre-quantized checkpoint's hf_quant_config.json `kv_cache_quant_algo` into
+    # the run's quant_config when the user set none (tests/unittest/llmapi
+    # test_update_from_hf_quant_config_*). NVFP4 and FP8 checkpoints in that format are ModelOpt exports
+    # (NVIDIA's nvidia/*-FP4, *-FP8 on Hugging Face), whose hf_ptq.py `--kv_cache_qformat` defaults to
+    # "fp8" (NVIDIA/TensorRT-Model-Optimizer examples/llm_ptq/hf_ptq.py), so the run keeps an FP8 KV
+    # cache. Not MXFP4: OpenAI's gpt-oss checkpoints state `quant_method: mxfp4` in config.json, which
+    # the same loader maps to the weight format alone (no KV algorithm), so "auto" stays bf16.
     "tensorrt-llm": EngineProfile(KvBudgetRule.FREE, 0.95, TRTLLM_BLOCK_SIZE, SchedulerKind.CHUNKED, True, 2048, 8192, True,
                                   TRTLLM_CUDA_GRAPH_BATCH_SIZES, grouped_decode_from=(0, 7),
+                                  checkpoint_fp8_kv_weights=("fp8", "nvfp4"),
                                   aliases=("tensorrt-llm", "trt-llm", "tensorrt llm"),
                                   tp_allreduce_from=(1, 0), tp_allreduce_before=TpAllReduce.TENSORRT_LLM_PLUGIN,
                                   name="tensorrt-llm"),

@@ -49,7 +49,8 @@ l = bytes of a saved linear input (1 under FP8, else b), sp = tp if sequence par
 - the last rank also holds the logits of the micro-batch in its loss (`loss_bytes_per_vocab_entry`,
   per vocabulary entry / tp): Megatron's fused vocab-parallel cross entropy b (compute dtype) + 4
   (the fp32 copy it turns into the softmax and the gradient in place); torchtitan's PyTorch cross
-  entropy on fp32-cast logits 12 (16 with loss parallel, tp > 1).
+  entropy on fp32-cast logits 12 (16 with loss parallel, tp > 1); 4 under torch.compile (`plan.compiled_loss`,
+  `loss_memory.loss_bytes_per_vocab_entry`).
 - backward working set: the gradient of a layer output and of its FFN intermediates while one
   layer's backward runs, b*(h/sp + 2f/tp) per token (+ one re-materialised layer under full
   recompute). The peak is the stored layers plus the larger of the two phases, loss or layer
@@ -96,10 +97,13 @@ from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
 from gpuplan.workloads.training.finetune_memory import (
-    FineTunePeak, adapter_activation_delta_per_token, fine_tuning_peak, pytorch_loop_loss, rank_fine_tuning_states)
+    FineTunePeak, adapter_activation_delta_per_token, fine_tuning_peak, rank_fine_tuning_states)
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
 from gpuplan.workloads.training import memory_terms as terms
-from gpuplan.workloads.training.memory_terms import LOGITS_FP32_BYTES
+from gpuplan.workloads.training.memory_terms import activation_bytes
+from gpuplan.workloads.training.loss_memory import (  # noqa: F401 (re-exported: the loss's rule lives there)
+    COMPILED_CROSS_ENTROPY_LOGIT_COPIES, LOSS_PARALLEL_CROSS_ENTROPY_BYTES, PYTORCH_CROSS_ENTROPY_BYTES,
+    loss_bytes_per_vocab_entry)
 from gpuplan.workloads.training.plan_codes import SHARDING_CODE
 from gpuplan.workloads.training.plan_validity import check_plan
 
@@ -128,20 +132,6 @@ RESERVED_OVER_ALLOCATED = knobs.register(
     source="fitted: torchtitan reserved peaks (ttmem) over the modelled allocated peak; slack from the caching "
            "allocator's block rounding, per-stream pools and split-block reuse (PyTorch CUDA semantics notes)",
     scales="PyTorch-reserved training memory = allocated x this", fitted_on=("ttmem",))
-#: bytes per vocabulary entry per token at the peak of PyTorch's own cross-entropy on fp32-cast
-#: logits (torchtitan: `cross_entropy(pred.flatten(0, 1).float(), labels)`, then `del pred` before
-#: `loss.backward()`): in backward the saved fp32 log-softmax output (4), the fp32 gradient of it
-#: that nll_loss_backward writes (4) and the fp32 gradient log_softmax_backward writes (4) are alive
-#: together (12); the forward peak is 10 (bf16 logits 2 + fp32 copy 4 + log-softmax output 4).
-#: Megatron's fused vocab-parallel cross entropy instead turns the fp32 copy into the softmax and
-#: then the gradient in place: b + 4 (`LOGITS_FP32_BYTES`).
-PYTORCH_CROSS_ENTROPY_BYTES = 12.0
-#: the same under tensor parallelism, where torchtitan computes the loss on vocabulary-sharded
-#: logits (`loss_parallel`, torch/distributed/tensor/parallel/loss.py): forward `_log_softmax`
-#: holds bf16 logits 2 + fp32 logits 4 + `shifted` 4 + `exp(shifted)` 4 (14); the fused backward
-#: `_nll_loss_and_log_softmax_backward` computes `(grad_input + torch.exp(x)) * grad_output` with
-#: the saved output x 4, `grad_input = zeros_like(x)` 4, `exp(x)` 4 and their sum 4 alive (16).
-LOSS_PARALLEL_CROSS_ENTROPY_BYTES = 16.0
 #: Adam state bytes per parameter besides the parameter itself under torchtitan: fp32 exp_avg and
 #: exp_avg_sq (torch.optim.AdamW). torchtitan keeps the (sharded) parameters themselves in fp32 and
 #: all-gathers them in bf16 (FSDP2 MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), so
@@ -175,28 +165,6 @@ def state_bytes_per_param(plan: TrainPlan) -> tuple[float, float, float]:
             float(adam_bytes_per_param(plan.precision)))
 
 
-#: chunks of a chunked cross-entropy: torchtune `CEWithChunkedOutputLoss(num_output_chunks=8)` ("saves
-#: memory by only upcasting one chunk at a time"; torchtune/modules/loss/ce_chunked_output_loss.py);
-#: LitGPT's 128-token chunks (`lm_head_chunk_size=128`) are smaller still.
-CHUNKED_LOSS_CHUNKS = 8
-
-
-def loss_bytes_per_vocab_entry(plan: TrainPlan) -> float:
-    """Bytes per vocabulary entry (of the vocab / tp shard) per token at the loss's peak: Megatron's
-    fused vocab-parallel cross entropy b + 4 (logits in the compute dtype + the fp32 copy it turns
-    into the softmax and the gradient in place); torchtitan's PyTorch cross entropy on fp32-cast
-    logits 12 (`PYTORCH_CROSS_ENTROPY_BYTES`), 16 with tp > 1 (its loss-parallel implementation,
-    `LOSS_PARALLEL_CROSS_ENTROPY_BYTES`). A chunked loss (`fine_tuning.chunked_loss`) keeps every
-    chunk's logits in the compute dtype (torchtune's model returns the list of chunk outputs) and
-    upcasts one chunk at a time: b + 4 / CHUNKED_LOSS_CHUNKS. A fine-tuning plan on a plain PyTorch
-    loop (finetune_memory.pytorch_loop_loss) computes PyTorch's cross entropy on fp32 logits: 12."""
-    if plan.fine_tuning.chunked_loss:
-        return activation_bytes(plan.precision) + LOGITS_FP32_BYTES / CHUNKED_LOSS_CHUNKS
-    if plan.framework is Framework.TORCHTITAN or pytorch_loop_loss(plan):
-        return LOSS_PARALLEL_CROSS_ENTROPY_BYTES if plan.tp > 1 else PYTORCH_CROSS_ENTROPY_BYTES
-    return activation_bytes(plan.precision) + LOGITS_FP32_BYTES
-
-
 def weight_bytes_per_param(precision: Precision) -> int:
     """Bytes of the working weight copy: 4 for fp32/tf32, else 2 (bf16; FP8 GEMMs cast from bf16)."""
     return 4 if precision in (Precision.FP32, Precision.TF32) else 2
@@ -209,10 +177,6 @@ def grad_bytes_per_param(plan: TrainPlan) -> int:
 def adam_bytes_per_param(precision: Precision) -> int:
     """Adam m + v in fp32 (8) plus an fp32 master copy (4) unless compute is already fp32."""
     return 8 if precision in (Precision.FP32, Precision.TF32) else 12
-
-
-def activation_bytes(precision: Precision) -> int:
-    return 4 if precision in (Precision.FP32, Precision.TF32) else 2
 
 
 def linear_input_bytes(precision: Precision, framework: Framework = Framework.MEGATRON) -> float:

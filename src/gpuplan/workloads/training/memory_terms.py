@@ -19,6 +19,14 @@ from gpuplan.workloads.training.plan_codes import ShardingCode
 #: bytes of the fp32 copy of the logits the cross-entropy keeps for backward (Megatron-LM
 #: vocab_parallel_cross_entropy casts logits.float()).
 LOGITS_FP32_BYTES = 4
+
+
+def activation_bytes(precision) -> int:
+    """Bytes of one activation element: 4 in fp32 / tf32 runs, else 2 (bf16 / fp16; FP8 recipes keep
+    their activations in bf16). `precision`: a specs.plan.Precision."""
+    return 4 if getattr(precision, "value", precision) in ("fp32", "tf32") else 2
+
+
 #: bytes per gradient element FSDP2 accumulates under a pipeline schedule: its reduce dtype
 #: (torchtitan `mixed_precision_reduce = "float32"`, MixedPrecisionPolicy(reduce_dtype=fp32)).
 FSDP2_GRAD_BYTES = 4.0

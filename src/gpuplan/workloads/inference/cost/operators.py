@@ -377,8 +377,9 @@ class StepTimeModel:
         self.peak_flops_per_s = gpu.matmul_peak_tflops(self.precision) * 1e12
         self.hbm_bytes_per_s = memory_bandwidth_bytes_s(gpu)
         #: attention-core FLOP/s: the peak of attention_math_precision x the FlashAttention-class ceiling
-        self.attention_flops_per_s = (gpu.matmul_peak_tflops(attention_math_precision(dep)) * 1e12
-                                      * attention_ceiling(gpu))
+        attention_precision = attention_math_precision(dep)
+        self.attention_flops_per_s = (gpu.matmul_peak_tflops(attention_precision) * 1e12
+                                      * attention_ceiling(gpu, attention_precision))
         self.weight_bytes = bytes_per_element(dep.weight_dtype)
         self.head_weight_bytes = bytes_per_element(matrix_format(dep, model_ops(m).head))
         self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)

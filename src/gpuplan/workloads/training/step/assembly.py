@@ -160,7 +160,8 @@ def estimate_step_time(
         plan = plan.model_copy(update={"framework": framework, "attention_kernel": attention_kernel})
     ctx = StepContext.build(
         model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap,
-        fine_tuning=plan.fine_tuning, grad_precision=plan.grad_precision,
+        fine_tuning=plan.fine_tuning, grad_precision=plan.grad_precision, compiled_loss=plan.compiled_loss,
+        compiled_model=plan.compiled_model,
     )
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,

@@ -28,7 +28,7 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   the outputs of every other matmul and recomputes the rest.
 - Output head + cross-entropy on the last stage: one GEMM t x V/tp x h (x3 for fwd+bwd) plus
   `loss_bytes_per_logit` bytes per logit (Megatron's op-by-op cross entropy: 52 B; llm-foundry's
-  fused one: 6 B). The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
+  fused one: 6 B; PyTorch's under torch.compile: 8 B). The head GEMM runs in bf16/fp16 also in FP8 runs: FP8
   recipes convert only the transformer layers' linears (TransformerEngine modules in Megatron-core,
   whose output layer is a plain ColumnParallelLinear; torchtitan's float8 converter skips `output`).
 """
@@ -71,6 +71,11 @@ LOSS_BYTES_PER_LOGIT = 52.0
 #: cross_entropy): one forward kernel reads the bf16 logits (2 B), one backward kernel reads them
 #: again and writes their gradient (2 + 2): 6 B per logit.
 FUSED_LOSS_BYTES_PER_LOGIT = 6.0
+#: PyTorch's `cross_entropy(logits.float(), labels)` under torch.compile (`StepContext.compiled_loss`;
+#: torchtitan with `training.compile` since PR #1033, 2025-04-02): Inductor fuses the cast, log-softmax and
+#: NLL into row reductions over the bf16 logits, a max pass and a sum-of-exponentials pass (2 + 2), and
+#: the backward into one pointwise kernel that reads them and writes their bf16 gradient (2 + 2): 8 B.
+COMPILED_LOSS_BYTES_PER_LOGIT = 8.0
 #: Training attention (forward + backward, causal, head_dim 128) as a fraction of dense peak:
 #: FlashAttention-2 (Dao 2023, sec. 4.1 / Fig. 4-7): about 180 of 312 TFLOP/s on A100 at 2k-16k
 #: tokens (225 at its best shape); "up to 335 TFLOP/s" on H100 = 0.34 of 989 (no Hopper-specific
@@ -102,6 +107,14 @@ BLACKWELL_TRAINING_ATTENTION = (sum(forward_backward_rate(f, b) for f, b in B200
 BLACKWELL_TRAINING_ATTENTION_SOURCE = (
     "NVIDIA/cudnn-frontend sdpa_benchmark_training B200 artifact (cuDNN 9.13, causal, head_dim 128, GQA 128/8): "
     "forward 1332-1419, backward 1048-1109 TFLOP/s at 16k-128k tokens -> forward + backward 1147 of 2250 = 0.510")
+#: CDNA3 (MI300X): no published forward + backward TFLOP/s of the stock ROCm kernels was found. Zyphra's
+#: MI300X kernels (ROCm blog, 'Zyphra Introduces Frontier Training Kernels for Transformers and SSMs on AMD
+#: Instinct MI300X Accelerators', 2024-12-10): "the ROCm port of Flash Attention v2 has a highly optimized
+#: implementation of the forward pass that slightly beats the NVIDIA H100 in throughput, but the backwards
+#: pass still needs more optimization"; their rewritten FA2 backward is 1%, 2% and 4% faster than H100's at
+#: 2k, 4k and 8k tokens. So forward + backward on MI300X reaches at best H100's FlashAttention-2 rate x 1.04
+#: (335 TFLOP/s, Dao 2023, x 1.04 = 348), 0.266 of its 1307.4 TFLOP/s dense BF16 peak; stock kernels no more.
+CDNA3_TRAINING_ATTENTION = 335.0 * 1.04 / 1307.4
 TRAINING_ATTENTION_CEILING = {
     family: knobs.register(
         f"training.attention_ceiling.{family}", unit="fraction of dense peak", default=v, low=0.05, high=1.0,
@@ -110,6 +123,9 @@ TRAINING_ATTENTION_CEILING = {
         ("ampere", 180.0 / 312.0, "Dao 2023 (FlashAttention-2) Fig. 4-7: about 180 of 312 TFLOP/s on A100"),
         ("hopper", 335.0 / 989.0, "Dao 2023 (FlashAttention-2): up to 335 TFLOP/s on H100 = 0.34 of 989"),
         ("blackwell", BLACKWELL_TRAINING_ATTENTION, BLACKWELL_TRAINING_ATTENTION_SOURCE),
+        ("cdna3", CDNA3_TRAINING_ATTENTION,
+         "ROCm blog (Zyphra, 2024-12-10): MI300X FA2 forward about H100's, its best backward 1-4% above H100's "
+         "-> at most 335 x 1.04 = 348 of 1307.4 TFLOP/s"),
     )
 }
 DEFAULT_TRAINING_ATTENTION_CEILING = knobs.register(
@@ -188,14 +204,44 @@ TORCHTITAN_ROPE_BYTES = 20.0
 TORCHTITAN_ATTN_OUT_COPY_BYTES = 4.0
 #: SwiGLU `w2(silu(w1 x) * w3 x)`: silu 2+2, multiply 2+2+2 = 10 per FFN element.
 TORCHTITAN_SWIGLU_BYTES_PER_FFN = 10.0
+#: torchtitan with `training.compile` (`StepContext.compiled_model`): `apply_compile` wraps every
+#: TransformerBlock in `torch.compile(fullgraph=True)` (torchtitan models/llama3/parallelize_llama.py), so
+#: Inductor fuses each chain of pointwise ops between the GEMMs and SDPA into one kernel that reads its
+#: inputs and writes its outputs once: RMSNorm and the residual adds as Megatron's fused kernels (the
+#: inventory's `hidden_elementwise_bytes`, 20 B per hidden element), SwiGLU read 2 + 2, write 2 (the
+#: inventory's gated activation, 6 B per FFN element), rotary embedding read 2 + write 2 per q and k
+#: element; the GQA `repeat_kv` copies and the attention output's copy for `wo` stay (SDPA and the GEMM
+#: are extern kernels that take materialised inputs): TORCHTITAN_ATTN_OUT_COPY_BYTES and the eager count.
+TORCHTITAN_COMPILED_ROPE_BYTES = 4.0
+
+
+#: Clock of a power-capped part relative to the part its peaks are quoted for: f ~ P^exponent. CMOS
+#: dynamic power P = a C V^2 f, and over the DVFS range the supply voltage scales about linearly with the
+#: clock (V ~ f), so P ~ f^3 and f ~ P^(1/3) (Kaxiras & Martonosi 2008, 'Computer Architecture Techniques
+#: for Power-Efficiency', ch. 2, DVFS); static power, neglected here, would make the clock fall faster.
+POWER_LIMIT_CLOCK_EXPONENT = knobs.register(
+    "training.power_limit_clock_exponent", unit="exponent", default=1.0 / 3.0, low=0.0, high=1.0,
+    source="CMOS dynamic power P = a C V^2 f with V ~ f over the DVFS range: f ~ P^(1/3) (Kaxiras & Martonosi 2008, ch. 2)",
+    scales="sustained tensor-core clock of a part capped below the power its peaks are quoted at")
+
+
+def power_limit_clock_ratio(gpu: Gpu) -> float:
+    """(tdp_w / peak_rated_power_w) ^ `training.power_limit_clock_exponent` for a part capped below the
+    power at which its peaks are quoted (`Gpu.peak_rated_power_w`, e.g. the 500 W H100 SXM 96GB of
+    Meta's Grand Teton hosts with the 700 W H100 SXM's peaks: (500 / 700)^(1/3) = 0.894), else 1."""
+    if gpu.peak_rated_power_w is None or gpu.tdp_w is None or gpu.tdp_w >= gpu.peak_rated_power_w:
+        return 1.0
+    return (gpu.tdp_w / gpu.peak_rated_power_w) ** knobs.value("training.power_limit_clock_exponent")
 
 
 def sustained_clock_ratio(gpu: Gpu) -> float:
     """The part's sustained tensor-core rate in a training step relative to an A100's:
-    `training.sustained_gemm_ratio.<family>` on Hopper and Blackwell parts, else 1. It scales every
-    tensor-core kernel of the step (GEMMs and the attention core): clocks fall for both alike."""
+    `training.sustained_gemm_ratio.<family>` on Hopper and Blackwell parts, else 1, x
+    `power_limit_clock_ratio` for a power-capped variant. It scales every tensor-core kernel of the step
+    (GEMMs and the attention core): clocks fall for both alike."""
     name = f"training.sustained_gemm_ratio.{gpu.family}"
-    return knobs.value(name) if name in knobs.REGISTRY else 1.0
+    family = knobs.value(name) if name in knobs.REGISTRY else 1.0
+    return family * power_limit_clock_ratio(gpu)
 
 
 def sustained_gemm_fraction(gpu: Gpu) -> float:
@@ -346,18 +392,22 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     sequence parallelism) + the activation's bytes per FFN element (6 gated, 4 otherwise) x f / tp;
     Composer (`Framework.FSDP`)
     `training.eager_elementwise_factor` x those; torchtitan's eager Llama counted per operator
-    (TORCHTITAN_* bytes). FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
+    (TORCHTITAN_* bytes), its compiled blocks (`ctx.compiled_model`) as fused kernels plus rotary and copies. FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
     activation on the routed tokens plus the permute / unpermute copies of t_local x top_k x h."""
     h, act_bytes = float(ctx.hidden), 2.0
     hidden_div = np.where(g.sp, g.tp, 1.0)
     layer = ctx.ops.layers[0]
     ffn_bytes = layer.activation_bytes_per_ffn_element()
     if ctx.framework is Framework.TORCHTITAN:
+        compiled = ctx.compiled_model
         repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
-        head_bytes = TORCHTITAN_ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
-        elem_attn = g.t * (h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN / hidden_div + head_bytes / g.tp) / ctx.hbm_bytes_s
+        rope = TORCHTITAN_COMPILED_ROPE_BYTES if compiled else TORCHTITAN_ROPE_BYTES
+        head_bytes = rope * (ctx.q_dim + ctx.kv_dim) + TORCHTITAN_ATTN_OUT_COPY_BYTES * ctx.q_dim + repeat_kv
+        hidden_bytes = layer.hidden_elementwise_bytes() if compiled else h * TORCHTITAN_NORM_RESIDUAL_BYTES_PER_HIDDEN
+        elem_attn = g.t * (hidden_bytes / hidden_div + head_bytes / g.tp) / ctx.hbm_bytes_s
         swiglu = ctx.model.ffn_kind is FfnKind.SWIGLU
-        ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
+        if not compiled:
+            ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
     else:
         eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
         hidden_bytes = native_amp.elementwise_bytes_per_token(ctx, g, layer.hidden_elementwise_bytes() / hidden_div)
@@ -417,11 +467,24 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
                         layer_fwd, layer_bwd, recompute)
 
 
-def loss_bytes_per_logit(framework: Framework) -> float:
-    """HBM bytes per logit of the cross-entropy, forward + backward: FUSED_LOSS_BYTES_PER_LOGIT under
-    `Framework.FSDP` (llm-foundry's fused cross entropy), else LOSS_BYTES_PER_LOGIT (Megatron-core's
-    vocab-parallel cross entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
+def loss_bytes_per_logit(framework: Framework, compiled: bool = False) -> float:
+    """HBM bytes per logit of the cross-entropy, forward + backward: COMPILED_LOSS_BYTES_PER_LOGIT for a
+    torch.compile'd PyTorch loss (`compiled`), FUSED_LOSS_BYTES_PER_LOGIT under `Framework.FSDP`
+    (llm-foundry's fused cross entropy), else LOSS_BYTES_PER_LOGIT (Megatron-core's vocab-parallel cross
+    entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
+    if compiled:
+        return COMPILED_LOSS_BYTES_PER_LOGIT
     return FUSED_LOSS_BYTES_PER_LOGIT if framework is Framework.FSDP else LOSS_BYTES_PER_LOGIT
+
+
+def head_loss_bytes_per_logit(ctx: StepContext, tp):
+    """`loss_bytes_per_logit` of the plan's loss for every tp: a compiled loss at tp = 1 only (under
+    tp > 1 torchtitan runs its loss-parallel DTensor path, counted as the eager one, as the memory
+    model's `loss_memory.loss_bytes_per_vocab_entry` does)."""
+    eager = loss_bytes_per_logit(ctx.framework)
+    if not ctx.compiled_loss:
+        return eager
+    return np.where(tp == 1, loss_bytes_per_logit(ctx.framework, compiled=True), eager)
 
 
 def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompute:
@@ -435,7 +498,7 @@ def stage_compute(ctx: StepContext, g: PlanAxes, lc: LayerCompute) -> StageCompu
     head_n, head_k = local_gemm_shape(ctx.ops.head, g.tp)
     head = (finetune_time.head_gemm_passes(ctx) * gemm_seconds(ctx, g.t, head_n, head_k, ctx.act_dtype)
             + finetune_time.head_adapter_seconds(ctx, g, gemm_seconds)
-            + g.t * ctx.vocab / g.tp * loss_bytes_per_logit(ctx.framework) / ctx.hbm_bytes_s)
+            + g.t * ctx.vocab / g.tp * head_loss_bytes_per_logit(ctx, g.tp) / ctx.hbm_bytes_s)
     stage_fwd, stage_bwd = layers_per_stage * lc.layer_fwd, layers_per_stage * lc.layer_bwd
     return StageCompute(layers_per_stage, layers_per_stage / L, head, stage_fwd, stage_bwd,
                         stage_fwd + stage_bwd + head, layers_per_stage * lc.layer_recompute)

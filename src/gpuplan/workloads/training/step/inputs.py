@@ -58,6 +58,8 @@ class StepContext:
     #: fine-tuning choices (LoRA / QLoRA, optimizer, offload, master weights): `finetune_time`'s terms
     fine_tuning: FineTuning = FineTuning()
     grad_fp32: bool = True  # gradients kept in fp32 (plan.grad_precision), read by the optimizer step
+    compiled_loss: bool = False  # the cross-entropy under torch.compile (plan.compiled_loss)
+    compiled_model: bool = False  # each transformer block under torch.compile (plan.compiled_model)
 
     def layer_mix(self) -> list[tuple[int, float]]:
         """(inventory layer index, weight) of the dense and MoE layers: the layer mean of a per-layer
@@ -82,6 +84,8 @@ class StepContext:
         tp_comm_overlap: bool = False,
         fine_tuning: FineTuning | None = None,
         grad_precision: Precision = Precision.FP32,
+        compiled_loss: bool = False,
+        compiled_model: bool = False,
     ) -> "StepContext":
         refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         if model.mla is not None:
@@ -121,6 +125,7 @@ class StepContext:
             attention_flops_per_token=sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers) / model.layers,
             fine_tuning=fine_tuning or FineTuning(),
             grad_fp32=Precision(grad_precision) in (Precision.FP32, Precision.TF32),
+            compiled_loss=bool(compiled_loss), compiled_model=bool(compiled_model),
         )
 
 
