@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(result.to_dict())
             return
-        _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
+        _render(result.estimate, result.run, result.assumptions, result.to_dict(),
                 result.batch_note, result.goodput, result.evidence, result.plan_notes)
 
 
@@ -152,15 +152,17 @@ def _train_from(source, model, system, gpus, seq_len, tokens, flops, usd_per_gpu
         return
     t = result.train
     console.print(f"read as {result.launch.target}: {_plan_label(t.estimate.plan)}")
-    _render(t.estimate, t.run, t.assumptions, t.to_dict().get("band_80pct") or {}, t.batch_note, t.goodput,
+    _render(t.estimate, t.run, t.assumptions, t.to_dict(), t.batch_note, t.goodput,
             t.evidence)
     for option in result.launch.unmodelled:
         console.print(f"not modelled: {option}")
 
 
-def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
+def _render(est, run, assumptions, summary: dict, batch_note: str | None = None, goodput=None,
             evidence: dict | None = None, plan_notes: tuple[str, ...] = ()) -> None:
+    """The text report; `summary` is the result's `to_dict()` (its band and assumed defaults)."""
     st = est.step
+    band = summary.get("band_80pct") or {}
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
         s = est.search
@@ -220,9 +222,7 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
     for note in plan_notes:
         console.print(f"note: {note}")
     console.print(f"{st.framework.value} defaults assumed:")
-    from gpuplan.workloads.training.framework_defaults import framework_defaults_assumed
-
-    for line in framework_defaults_assumed(st.framework, est.plan):
+    for line in summary["framework_defaults_assumed"]:
         console.print(f"  {line}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")
