@@ -234,3 +234,16 @@ def test_hf1gpu_time_row_adds_the_loop(shared_dir):
     expected = max(389 * 8 * EAGER_KERNEL, params * 80 / hbm) - params * 30 / hbm
     assert step_loop - step_fused == pytest.approx(expected, rel=1e-9)
     assert math.isclose(389 * 8 * EAGER_KERNEL, 0.0566, rel_tol=0.01)
+
+
+def test_plan_search_carries_the_implementation():
+    from gpuplan import api
+
+    loop = api.train("gpt3-125m", "dgx-h100", 8, fine_tuning={"optimizer_impl": "loop"}).to_dict()
+    plain = api.train("gpt3-125m", "dgx-h100", 8).to_dict()
+    assert loop["best_plan"]["fine_tuning"]["optimizer_impl"] == "loop"
+    # GPT-3 125M on one GPU's share: 196 tensors x 8 kernels x 18.18 us = 28.5 ms at least (pp 1),
+    # against the fused pass's few milliseconds
+    tensors = math.ceil(196 / loop["best_plan"]["pp"])
+    assert loop["step_breakdown_s"]["optimizer_s"] == pytest.approx(tensors * 8 * EAGER_KERNEL, rel=1e-9)
+    assert loop["step_breakdown_s"]["optimizer_s"] > plain["step_breakdown_s"]["optimizer_s"]

@@ -476,7 +476,8 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         precision=space.precision, sharding=SHARDING_OF_CODE[int(point["sh"])],
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
-        framework=ctx.framework, attention_kernel=ctx.attention_kernel, fine_tuning=ctx.fine_tuning,
+        framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+        fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
 
 
