@@ -14,6 +14,17 @@ Linux) after both cases, so it includes the interpreter, numpy and gpuplan thems
 Prints its figures last, one per line (`name: value unit`).
 
     python benchmarks/plan_search.py [--repeat 5]
+
+Measured 2026-11-28 (issue #35) on the shared 2-core machine, CPU time per GPT-3 175B search
+(40,320 points), in-process breakdown at load ~1-3: 16.7 -> 13.8 ms (2.4 -> 2.9 million plans per
+CPU-second). The exact memory check of the five best plans 4.9 -> 2.2 ms (`training_memory` 1.01 ->
+0.36 ms a plan: its pipeline ranks share the saved context, outside-allocator bytes, chunks in flight
+and per-layer-kind activation bytes); the fastest plan per explained value 1.1 -> 0.75 ms; the step
+context 0.7 -> 0.3 ms (FLOPs per token kept per model). What is left is numpy work on the grid:
+the step-time arrays (~3.9 ms) and the memory screen (~3.7 ms), a few hundred small array
+operations each. DeepSeek-V3 (9.3 M points) is unchanged at 6-7 million per CPU-second. Interleaved
+runs at load average 10-12: GPT-3 main 1.8-2.4 M, this 1.6-3.0 M per CPU-second; DeepSeek-V3 main
+4.6-5.9 M, this 5.4-6.4 M. Every result unchanged (benchmarks/output_digests.py).
 """
 
 from __future__ import annotations

@@ -39,11 +39,59 @@ def test_kernel_equals_numpy_reference(hard_input, fmt):
         np.testing.assert_array_equal(kc, nc, err_msg=f"{fmt} {rule}")
 
 
+def test_floor_scale_code_equals_the_general_rule_on_every_exponent_and_subnormal():
+    # the branch-free FLOOR code against `_scale_code`'s loop (exact floor(log2)) on: zero, every
+    # subnormal mantissa power of two and its neighbours, every exponent field with mantissa 0, 1 and
+    # all ones, Inf and NaN magnitudes (0x7F800000, 0x7FC00000), for every MX element emax
+    subnormals = [m for e in range(23) for m in ((1 << e) - 1, 1 << e, (1 << e) + 1, (2 << e) - 1)]
+    normals = [(f << 23) | m for f in range(1, 255) for m in (0, 1, 0x7FFFFF)]
+    patterns = np.array(sorted(set([0] + subnormals + normals + [0x7F800000, 0x7FC00000])), dtype=np.int64)
+    for fmt in ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4"]:
+        el = F.block_format(fmt).element
+        for ab in patterns:
+            amax = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
+            want = kernels._scale_code(ab, amax, 0, el.emax, el.mbits, np.float32(el.max_value))
+            assert kernels._floor_scale_code(np.int32(ab), el.emax) == want, (fmt, hex(ab))
+
+
+@pytest.mark.parametrize("fmt", MX)
+@settings(max_examples=30, deadline=None)
+@given(words=st.lists(st.integers(0, 2**32 - 1), min_size=32, max_size=32 * 6).map(lambda w: w[: len(w) // 32 * 32]),
+       exponent_shift=st.integers(-40, 40))
+def test_kernel_equals_numpy_reference_on_any_bit_patterns(fmt, words, exponent_shift):
+    # any float32 bit patterns (NaN payloads, Inf, subnormals, both zeros), half of them moved towards one
+    # binade so that blocks also hold values close together; every scale rule, and FP4 packed
+    bits = np.array(words, dtype=np.uint32)
+    field = (bits >> 23) & 0xFF
+    near = np.clip(field.astype(np.int64) % 8 + 127 + exponent_shift, 1, 254).astype(np.uint32)
+    bits[::2] = (bits[::2] & np.uint32(0x807FFFFF)) | (near[::2] << np.uint32(23))
+    blocks = bits.view(np.float32).reshape(-1, 32)
+    bf = F.block_format(fmt)
+    for rule in F.ScaleRule:
+        with np.errstate(all="ignore"):
+            nc, ns = block.quantize_mx_blocks(blocks, bf, rule)
+        kc, ks = kernels.quantize_mx_rows(blocks, bf, rule)
+        np.testing.assert_array_equal(ks, ns, err_msg=f"{fmt} {rule}")
+        np.testing.assert_array_equal(kc, nc, err_msg=f"{fmt} {rule}")
+        if fmt == "mxfp4":
+            pc, ps = kernels.quantize_mx_rows(blocks, bf, rule, pack4=True)
+            np.testing.assert_array_equal(ps, ns)
+            np.testing.assert_array_equal(pc, F.pack_fp4(nc))
+
+
 def test_fp4_value_bits_equal_the_e2m1_table():
     # OCP MX 5.3.3 E2M1 values of codes 0..15, as gpt-oss weights.py's FP4_VALUES lists them
     table = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
-    got = np.array([kernels._fp4_value_bits(np.uint32(c)) for c in range(16)], np.uint32).view(np.float32)
+    got = np.array([kernels._fp4_value_bits(np.int32(c)) for c in range(16)], np.int32).view(np.float32)
     np.testing.assert_array_equal(got.view(np.uint32), np.array(table, np.float32).view(np.uint32))
+
+
+def test_every_minifloat_element_decodes_from_its_bits():
+    # the dequantize kernels build FP8/FP6/FP4 values from the code bits; `_decoder_for` falls back to
+    # the value table when its decoder differs from the table on any code: none may fall back
+    for name in ["e4m3", "e5m2", "e3m2", "e2m3", "e2m1"]:
+        assert kernels._decoder_for(F.ELEMENTS[name]) is not None, name
+    assert kernels._decoder_for(F.block_format("mxint8").element) is None  # INT8 reads the table
 
 
 @pytest.mark.parametrize("fmt", MX)
@@ -191,3 +239,33 @@ def test_dequantize_kernel_equals_numpy(hard_input, fmt):
     np.testing.assert_array_equal(q.dequantize().reshape(-1, 32), ref)
     if fmt == "mxfp4":
         np.testing.assert_array_equal(F.quantize_packed(hard_input, fmt).dequantize(), q.dequantize())
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "mxfp8_e4m3", "mxint8", "nvfp4"])
+@pytest.mark.parametrize("columns", [512, 500])  # whole blocks (the kernel writes into out) / a padded last block
+def test_dequantize_into_out_equals_dequantize(hard_input, fmt, columns):
+    x = np.ascontiguousarray(hard_input[:, :columns])
+    q = F.quantize(x, fmt)
+    want = q.dequantize()
+    out = np.full(x.shape, 7.0, dtype=np.float32)
+    assert q.dequantize(out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+    strided = np.full((x.shape[0], 2 * columns), 7.0, dtype=np.float32)[:, ::2]  # not contiguous: copied into
+    np.testing.assert_array_equal(q.dequantize(out=strided).view(np.uint32), want.view(np.uint32))
+    if fmt == "mxfp4" and columns % 32 == 0:
+        p = F.quantize_packed(x, fmt)
+        out[...] = 7.0
+        assert p.dequantize(out=out) is out
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("bad", [np.zeros((4, 64), np.float32), np.zeros((4, 32), np.float64), [[0.0] * 32] * 4])
+def test_dequantize_rejects_a_bad_out(bad):
+    q = F.quantize(np.ones((4, 32), np.float32), "mxfp4")
+    with pytest.raises(InputError, match="out must be a writeable float32 array of shape \\(4, 32\\)") as e:
+        q.dequantize(out=bad)
+    assert e.value.field == "out"
+    readonly = np.zeros((4, 32), np.float32)
+    readonly.flags.writeable = False
+    with pytest.raises(InputError):
+        F.quantize_packed(np.ones((4, 32), np.float32)).dequantize(out=readonly)

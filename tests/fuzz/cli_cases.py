@@ -8,7 +8,7 @@ from __future__ import annotations
 #: command path -> arguments that make a valid, fast invocation
 BASE: dict[tuple[str, ...], list[str]] = {
     ("comm",): ["all_reduce", "--system", "dgx-h100", "--gpus", "8"],
-    ("train",): ["gpt3-125m", "--gpus", "8"],
+    ("train",): ["gpt3-125m", "--gpus", "8", "--framework", "deepspeed", "--deepspeed-release", "current"],
     ("plan",): ["--model", "gpt3-125m", "--tokens", "1B", "--gpus", "8"],
     ("hw", "list"): [],
     ("hw", "show"): ["h100-sxm5-80gb"],
@@ -20,7 +20,9 @@ BASE: dict[tuple[str, ...], list[str]] = {
     ("systems", "show"): ["dgx-h100"],
     ("model", "show"): ["gpt3-125m"],
     ("model", "list"): [],
-    ("fit", "train"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--optimizer-impl", "foreach"],
+    # torchtitan with both parts compiled (--compile): the fuzzed options run on the compiled plan
+    ("fit", "train"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--framework", "torchtitan",
+                       "--compile", "model+loss", "--optimizer-impl", "foreach"],
     ("fit", "max-batch"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8"],
     ("fit", "max-seq"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8"],
     ("fit", "min-gpus"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--max-gpus", "64"],

@@ -171,3 +171,57 @@ def test_event_loop_equals_step_loop_random(models, model, kind, no_evict, arriv
     ref, fast = _both(steps, mem, wl, sched, cuda_graph_batch_sizes=graphs,
                       prefix_cache=PrefixCache(hit) if hit else None)
     _assert_same(ref, fast)
+
+
+def _tracking_blocks(monkeypatch):
+    """simulate() with the event loop tracking every decoder's KV blocks (count_blocks=False)."""
+    from gpuplan.workloads.inference.sim import simulator
+
+    real = simulator._simulate_events
+    monkeypatch.setattr(simulator, "_simulate_events", lambda R, E, K, coef, tables: real(R, E, K, coef, tables, False))
+
+
+def test_counted_blocks_is_the_mode_of_global_attention_models(models):
+    # counted blocks need growing blocks (not static, not no-evict), no window layer and integral
+    # KV bytes per token: llama-3-8b bf16 = 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B
+    from gpuplan.workloads.inference.sim.events import Engine, KvLayout, counts_blocks
+
+    chunked, static, no_evict = Engine(2, False, 256, 8192, False), Engine(0, False, 256, 8192, False), \
+        Engine(2, True, 256, 8192, False)
+    llama = KvLayout(60e9, 16, 131072.0, 0.0, 0, 1 << 40)
+    assert counts_blocks(chunked, llama)
+    assert not counts_blocks(static, llama) and not counts_blocks(no_evict, llama)
+    assert not counts_blocks(chunked, llama._replace(w_bytes=65536.0, window=4096, w_blocks_cap=257))  # a window
+    assert not counts_blocks(chunked, llama._replace(g_bytes=131072.5))  # sums would round: order would matter
+    assert not counts_blocks(chunked, llama._replace(budget=2.0**51))
+
+
+@pytest.mark.parametrize("name", ["poisson_chunked", "evict_chunked", "evict_continuous_poisson"])
+def test_counted_blocks_equal_tracked_blocks(models, monkeypatch, name):
+    # the same loop with each decoder's blocks tracked one by one (the sizing + growing visits the
+    # counting replaces): every figure equal, preemptions included
+    model, sched, kind, n, conc, rate, frac, graphs, hit = SCENARIOS[name]
+    _, steps, mem = models[model]
+    mem = dataclasses.replace(mem, kv_budget_bytes=mem.kv_budget_bytes * frac)
+    lens = LENS if frac == 1.0 else dict(input_len=LengthDistribution(512, LengthKind.UNIFORM, 0.9),
+                                         output_len=LengthDistribution(256, LengthKind.UNIFORM, 0.9))
+    wl = make_workload(np.random.default_rng(11), n, kind, rate=rate, concurrency=conc, **lens)
+    counted = simulate(steps, mem, wl, sched)
+    _tracking_blocks(monkeypatch)
+    _assert_same(simulate(steps, mem, wl, sched), counted)
+
+
+def test_percentiles_partition_a_copy_after_the_mean():
+    # _pct partitions its own filtered copy in place: the percentiles are np.percentile's and the mean
+    # is taken in the input's order (before partitioning), the caller's array untouched
+    from gpuplan.workloads.inference.sim.simulator import _pct
+
+    x = np.random.default_rng(5).lognormal(0.0, 1.5, 10_001)
+    x[[3, 70]] = np.inf
+    x[11] = np.nan
+    before = x.copy()
+    finite = x[np.isfinite(x)]
+    p = _pct(x, 1e3)
+    assert (p.p50, p.p90, p.p99) == tuple(float(v) for v in np.percentile(finite, [50, 90, 99]) * 1e3)
+    assert p.mean == float(finite.mean() * 1e3)
+    np.testing.assert_array_equal(x, before)

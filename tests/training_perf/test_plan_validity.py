@@ -19,7 +19,7 @@ from gpuplan.catalog import load_catalog
 from gpuplan.cli.main import app
 from gpuplan.errors import InputError
 from gpuplan.models import load_model
-from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.specs.plan import Recompute, Sharding, TrainPlan
 from gpuplan.workloads.training.plan_codes import ExpertTpCode, RecomputeCode, ShardingCode
 from gpuplan.workloads.training.plan_search import (
@@ -149,7 +149,8 @@ def test_check_plan_accepts_exactly_the_plans_the_search_finds_valid(name, num_g
     for mask in reasons.values():
         searched |= np.broadcast_to(mask, (n,))
     space = SearchSpace(global_batch=batch, seq_len=seq_len)
-    ctx = SimpleNamespace(framework=framework, attention_kernel=AttentionKernel.FLASH)
+    ctx = SimpleNamespace(framework=framework, attention_kernel=AttentionKernel.FLASH,
+                          deepspeed_release=DeepSpeedRelease.CURRENT)
     accepted = np.zeros(n, dtype=bool)
     for i in range(n):
         point = {a: g[a][i] for a in AXES} | {"dp": np.broadcast_to(dp, (n,))[i], "gb": np.broadcast_to(gb, (n,))[i]}

@@ -27,6 +27,9 @@ CASES = [
               "lora_rank": 16, "lora_targets": "all_linear"}),
     ("fit/train", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8, "flash_attention": False}),
     ("fit/max-batch", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8}),
+    # --compile (interfaces.api.compile_option): the train field and fit's plan field
+    ("train", {"model": "gpt3-125m", "gpus": 8, "framework": "torchtitan", "compile": "model+loss", "top": 2}),
+    ("fit/train", {"model": "llama-3-8b", "gpus": 1, "seq_len": 8192, "framework": "torchtitan", "compile": "loss"}),
     ("fit/train", {"model": "llama-2-70b", "gpu": "rtx-4090", "gpus": 2, "sharding": "fsdp", "recompute": "full",
                    "fine_tuning": {"finetune": "qlora", "lora_rank": 64, "offload": "params"}}),
     ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M", "grad_accum": 4,
@@ -294,3 +297,24 @@ def test_gpuplan_web_command_binds_loopback_and_warns_for_another_host(monkeypat
     assert (host, port) == ("0.0.0.0", 8123)
     assert TestClient(app, base_url="http://gpu-box.lan:8123").get("/plan").status_code == 200
     assert TestClient(app, base_url="http://evil.example:8123").get("/plan").status_code == 403
+
+
+def test_train_accepts_the_deepspeed_release(client):
+    # the api's `deepspeed_release` is a field of POST /api/v1/train (web.endpoints reads api.train's
+    # signature): a bad value is a 4xx naming the field, the CLI's one-line message
+    body = {"model": "gpt3-125m", "gpus": 8, "tokens": "1B", "framework": "deepspeed", "tp": 1, "pp": 1, "cp": 1,
+            "micro_batch": 1, "recompute": "full", "sharding": "zero3"}
+    r = client.post("/api/v1/train", json={**body, "deepspeed_release": "0.x"})
+    assert 400 <= r.status_code < 500 and r.json()["error"]["field"] == "deepspeed_release"
+    assert r.json()["error"]["message"].startswith("--deepspeed-release: '0.x' is not current")
+    r = client.post("/api/v1/train", json={**body, "deepspeed_release": "0.5"})
+    assert r.status_code == 200 and r.json()["deepspeed_release"] == "0.5"
+
+
+def test_bad_compile_is_a_4xx_naming_the_field(client):
+    for body in ({"model": "gpt3-125m", "gpus": 8, "framework": "torchtitan", "compile": "blocks"},
+                 {"model": "gpt3-125m", "gpus": 8, "compile": "model"}):  # megatron: not modelled compiled
+        r = client.post("/api/v1/train", json=body)
+        assert 400 <= r.status_code < 500, r.text
+        assert "--compile" in r.text and "compile" in json.dumps(r.json())
+

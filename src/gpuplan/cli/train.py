@@ -31,7 +31,21 @@ def _plan_label(plan) -> str:
     ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
-            f"{plan.sharding.value}{ft}")
+            f"{plan.sharding.value}{ft}{_compile_label(plan)}")
+
+
+def _compile_label(plan) -> str:
+    """` compile=model+loss` for a plan with a torch.compile'd part, else nothing."""
+    from gpuplan.interfaces.api.compile_option import compile_label
+
+    label = compile_label(plan.compiled_model, plan.compiled_loss)
+    return "" if label == "none" else f" compile={label}"
+
+
+#: `--compile` of `train` and `fit` (interfaces.api.compile_option)
+COMPILE = typer.Option(
+    None, "--compile", help="torch.compile: none, model, loss or model+loss (torchtitan's compile.components; "
+    "needs --framework torchtitan; default: the framework's, off).")
 
 
 def register(app: typer.Typer) -> None:
@@ -54,6 +68,10 @@ def register(app: typer.Typer) -> None:
         framework: Optional[str] = typer.Option(
             None, "--framework",
             help="megatron, deepspeed, fsdp, torchtitan, maxtext (default: maxtext on TPU pods, megatron elsewhere)."),
+        deepspeed_release: Optional[str] = typer.Option(
+            None, "--deepspeed-release",
+            help="DeepSpeed engine of --framework deepspeed: current (default, v0.6.0 on: coalesced ZeRO-3 gathers) "
+            "or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine (one gather per weight matrix)."),
         tp: Optional[int] = typer.Option(None, "--tp"), pp: Optional[int] = typer.Option(None, "--pp"),
         dp: Optional[int] = typer.Option(None, "--dp"), cp: Optional[int] = typer.Option(None, "--cp"),
         ep: Optional[int] = typer.Option(None, "--ep"), vpp: Optional[int] = typer.Option(None, "--vpp"),
@@ -67,6 +85,7 @@ def register(app: typer.Typer) -> None:
         tp_comm_overlap: bool = typer.Option(
             False, "--tp-comm-overlap", help="TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on."
         ),
+        compile: Optional[str] = COMPILE,
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
         pue: Optional[float] = typer.Option(None, "--pue", help="Data-centre PUE, >= 1 (default 1.3; same as --set pue=)."),
         grid_kg_co2_per_kwh: Optional[float] = typer.Option(
@@ -116,7 +135,8 @@ def register(app: typer.Typer) -> None:
                 tp_comm_overlap=tp_comm_overlap, usd_per_gpu_hour=usd_per_gpu_hour, pue=pue,
                 grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
-                grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()),
+                grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
+                compile=compile,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)
@@ -124,8 +144,8 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(result.to_dict())
             return
-        _render(result.estimate, result.run, result.assumptions, result.to_dict(),
-                result.batch_note, result.goodput, result.evidence, result.plan_notes)
+        _render(result.estimate, result.run, result.assumptions, result.to_dict().get("band_80pct") or {},
+                result.batch_note, result.goodput, result.evidence, result.plan_notes, result.defaults_assumed)
 
 
 def emit_text(text: str, target: str) -> None:
@@ -152,17 +172,15 @@ def _train_from(source, model, system, gpus, seq_len, tokens, flops, usd_per_gpu
         return
     t = result.train
     console.print(f"read as {result.launch.target}: {_plan_label(t.estimate.plan)}")
-    _render(t.estimate, t.run, t.assumptions, t.to_dict(), t.batch_note, t.goodput,
-            t.evidence)
+    _render(t.estimate, t.run, t.assumptions, t.to_dict().get("band_80pct") or {}, t.batch_note, t.goodput,
+            t.evidence, defaults=t.defaults_assumed)
     for option in result.launch.unmodelled:
         console.print(f"not modelled: {option}")
 
 
-def _render(est, run, assumptions, summary: dict, batch_note: str | None = None, goodput=None,
-            evidence: dict | None = None, plan_notes: tuple[str, ...] = ()) -> None:
-    """The text report; `summary` is the result's `to_dict()` (its band and assumed defaults)."""
+def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
+            evidence: dict | None = None, plan_notes: tuple[str, ...] = (), defaults: list[str] | None = None) -> None:
     st = est.step
-    band = summary.get("band_80pct") or {}
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
         s = est.search
@@ -221,8 +239,10 @@ def _render(est, run, assumptions, summary: dict, batch_note: str | None = None,
         console.print(f"note: {batch_note}")
     for note in plan_notes:
         console.print(f"note: {note}")
+    from gpuplan.specs.execution import assumed_defaults_of  # not at import: `--help` loads no spec module
+
     console.print(f"{st.framework.value} defaults assumed:")
-    for line in summary["framework_defaults_assumed"]:
+    for line in (assumed_defaults_of(st.framework, est.plan.deepspeed_release) if defaults is None else defaults):
         console.print(f"  {line}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")

@@ -164,38 +164,42 @@ class QuantizedTensor:
             return np.where(self.scales == E8M0_NAN, np.nan, s)
         return E4M3.values[self.scales].astype(np.float64) * self.tensor_scale
 
-    def dequantize(self) -> np.ndarray:
+    def dequantize(self, out: np.ndarray | None = None) -> np.ndarray:
         """float32 array of the input's shape: element value x block scale (NaN blocks -> NaN).
 
         MX: P_i * 2^(E8M0 - 127) computed exactly, rounded once to float32 (may overflow to
         Inf, formats.md 7.3 #39). NVFP4: P_i * float32(s_global * s_block).
+        out: a writeable float32 array of the input's shape to write into (and return), as numpy's
+        `out=`: the compiled kernels write straight into it when it is C-contiguous and the last axis
+        holds whole blocks, which saves the fresh array's page faults (most of a large dequantize).
         """
         lay = self.layout
+        target = direct_target(out, self.shape, lay.padded_shape)
         if (self.fmt.scale_kind is ScaleKind.E8M0 and len(lay.axes) == 1 and lay.axes[0] == len(lay.shape) - 1
                 and lay.tile[0] == self.fmt.block_size and self.codes.size >= FAST_PATH_MIN_ELEMENTS):
             from gpuplan.formats import kernels
 
-            flat = kernels.dequantize_mx_rows(self.codes, self.scales, self.fmt)
-            return np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)).reshape(self.shape))
+            flat = kernels.dequantize_mx_rows(self.codes, self.scales, self.fmt, out=target)
+            return deliver(np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)).reshape(self.shape)), out)
         if (self.fmt.scale_kind is ScaleKind.E4M3 and len(lay.axes) == 1 and lay.axes[0] == len(lay.shape) - 1
                 and self.codes.size >= FAST_PATH_MIN_ELEMENTS):
             from gpuplan.formats import nvfp4_kernels
 
-            flat = nvfp4_kernels.dequantize_nvfp4_rows(self.codes, self.scales, lay.tile[0], self.tensor_scale)
-            return np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)).reshape(self.shape))
+            flat = nvfp4_kernels.dequantize_nvfp4_rows(self.codes, self.scales, lay.tile[0], self.tensor_scale, out=target)
+            return deliver(np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)).reshape(self.shape)), out)
         elem_vals = self.fmt.element.values[self.codes.astype(np.intp)]
         blocks = _padded_to_blocks(lay, elem_vals)
         sc = lay.scales_to_blocks(self.scales)
         if self.fmt.scale_kind is ScaleKind.E8M0:
             with np.errstate(over="ignore"):
-                out = np.ldexp(blocks.astype(np.float64), (sc.astype(np.int64) - E8M0_BIAS)[:, None]).astype(np.float32)
-            out[sc == E8M0_NAN] = np.nan
+                res = np.ldexp(blocks.astype(np.float64), (sc.astype(np.int64) - E8M0_BIAS)[:, None]).astype(np.float32)
+            res[sc == E8M0_NAN] = np.nan
         else:
             total = (np.float32(self.tensor_scale) * E4M3.values[sc]).astype(np.float32)
-            out = (blocks * total[:, None]).astype(np.float32)
-            out[np.isnan(total)] = np.nan
-        full = lay.crop(lay.from_blocks(out))
-        return np.ascontiguousarray(full.reshape(self.shape))
+            res = (blocks * total[:, None]).astype(np.float32)
+            res[np.isnan(total)] = np.nan
+        full = lay.crop(lay.from_blocks(res))
+        return deliver(np.ascontiguousarray(full.reshape(self.shape)), out)
 
     @property
     def num_elements(self) -> int:
@@ -207,6 +211,27 @@ class QuantizedTensor:
         elems = int(np.prod(self.codes.shape))
         extra = 4 if self.fmt.scale_kind is ScaleKind.E4M3 else 0
         return -(-elems * self.fmt.element_bits // 8) + int(self.scales.size) + extra
+
+
+def direct_target(out: np.ndarray | None, shape: tuple[int, ...], padded_shape: tuple[int, ...]) -> np.ndarray | None:
+    """The flat float32 memory of `out` (dequantize's `out=`) when a kernel can write the padded rows
+    straight into it (C-contiguous, no padding), else None; a bad `out` raises InputError."""
+    if out is None:
+        return None
+    if (not isinstance(out, np.ndarray) or out.dtype != np.float32 or tuple(out.shape) != tuple(shape)
+            or not out.flags.writeable):
+        got = f"{out.dtype} array of shape {tuple(out.shape)}" if isinstance(out, np.ndarray) else type(out).__name__
+        raise InputError(f"out must be a writeable float32 array of shape {tuple(shape)}, got {got}", field="out")
+    return out.reshape(-1) if out.flags.c_contiguous and tuple(padded_shape) == tuple(shape) else None
+
+
+def deliver(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """`result`, or `out` holding it (no copy when the kernel already wrote into `out`)."""
+    if out is None:
+        return result
+    if not np.may_share_memory(result, out):  # the kernel wrote into out: result is a view of it
+        np.copyto(out, result)
+    return out
 
 
 def _padded_to_blocks(lay: BlockLayout, padded: np.ndarray) -> np.ndarray:

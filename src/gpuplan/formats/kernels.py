@@ -4,13 +4,16 @@ reference path (`scale.e8m0_from_amax`, `element.encode_minifloat`, `element.enc
 `QuantizedTensor.dequantize`), checked equal to it by tests/formats/test_kernels_storage.py; used
 by `quantize` for large inputs blocked along the last axis, and by `quantize_packed`.
 
-One kernel is compiled per element format and block size (`_make_mx_kernel`,
+One kernel is compiled per element format, block size and scale rule (`_make_mx_kernel`,
 `_make_dequant_kernel`): with those constants LLVM unrolls and vectorises each block's loops
-(AVX2/AVX-512 where the host has them), which a run-time block size prevents. The kernels are
-serial and release the GIL; `over_block_ranges` splits the blocks over one thread per core in
-chunks the threads take in turn (a few chunks, not a Python loop per block). Integer arithmetic
-only (plus one float32 division for RCEIL and a float64 product for INT8), so fastmath is
-irrelevant and results are exact. Compiled lazily on first use (cache=False).
+(AVX2/AVX-512 where the host has them), which a run-time block size prevents. Integer work runs in
+32-bit lanes through `int32_ops` (numba would widen it to 64 bits: half the lanes) and the block
+amax is one vector reduction (`int32_ops.max_magnitude_bits`). The kernels are serial and release
+the GIL; `over_block_ranges` splits the blocks over one thread per core in chunks the threads take
+in turn (a few chunks, not a Python loop per block). Integer arithmetic and exact float32
+operations only (power-of-two products, an addition whose rounding is the element's RNE, one float32
+division for RCEIL, a float64 product for INT8); no fastmath, so NaN, Inf and subnormals behave as
+IEEE says and results are bit-exact. Compiled lazily on first use (cache=False).
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from numba import njit
 
 from gpuplan.formats.block_format import BlockFormat
 from gpuplan.formats.element import IntElement
+from gpuplan.formats.int32_ops import (i32_add, i32_and, i32_max, i32_min, i32_or, i32_select, i32_shl, i32_sub, max_magnitude_bits,
+                                      u32_shr)
 from gpuplan.formats.scale import ScaleRule
 
 RULE_IDS = {ScaleRule.FLOOR: 0, ScaleRule.CEIL: 1, ScaleRule.EVEN: 2, ScaleRule.RCEIL: 3}
@@ -116,53 +121,142 @@ def _encode_scaled(xv, inv_scale, mbits, ebits, bias, emin, max_mag, min_normal,
     return (np.int32(sign) << np.int32(ebits + mbits)) | mag
 
 
-def _make_mx_kernel(k, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int, max_value, pack4):
-    """The quantiser of one element format and block size `k`, both compiled in as constants (the
-    block loops fully unrolled and vectorised, shift counts and bounds folded, the format branches
-    removed: a run-time k leaves them scalar, 3-5x slower), the scale rule a run-time
-    argument (one branch per block). Per block: amax of the bit patterns, the E8M0 code
-    (`_scale_code`), then one branch-free pass that encodes (`_encode_scaled`, the same integer
-    arithmetic) and, for FP4, packs each pair of codes straight into one byte."""
-    k_fill = 0 if (pack4 or is_int) else nan_code
-    min_normal = np.float32(2.0**emin)
-    sub_factor = np.float32(2.0 ** (mbits - emin))
-    max_value = np.float32(max_value)
+#: blocks per group of the quantiser: its scratch (a float32 per block, a code byte per element) stays in L1
+GROUP_BLOCKS = 64
 
-    @njit(cache=False, nogil=True)
-    def kernel(bits, xf, rule, codes, scales):
-        n_blocks = bits.shape[0] // k
-        per_block = k // 2 if pack4 else k
-        for blk in range(n_blocks):
-            base = blk * k
-            abu = np.uint32(0)
-            for i in range(k):
-                abu = max(abu, bits[base + i] & np.uint32(0x7FFFFFFF))
-            ab = np.int64(abu)
-            amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
-            code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
-            scales[blk] = code
-            out_base = blk * per_block
-            if code == 255:
-                for j in range(per_block):
-                    codes[out_base + j] = k_fill
-                continue
-            se = np.int64(code) - 127
-            inv_scale = _pow2_f32(-se)  # = np.float32(2.0 ** -se), exact (-127 <= se <= 127)
-            if pack4:  # element 2j in the low nibble, 2j + 1 in the high one
-                for j in range(k // 2):
-                    lo = _encode_scaled(xf[base + 2 * j], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal, sub_factor)
-                    hi = _encode_scaled(xf[base + 2 * j + 1], inv_scale, mbits, ebits, bias, emin, max_mag, min_normal,
-                                        sub_factor)
-                    codes[out_base + j] = np.uint8(lo | (hi << np.int32(4)))
-            elif is_int:
-                factor = 2.0 ** (6 - se)  # float64: 2^(6 + 127) does not fit float32
+
+@njit(cache=False, inline="always")
+def _floor_scale_code(ab, emax):
+    """E8M0 code of the FLOOR rule (OCP MX: 2^(floor(log2 amax) - emax)) from amax's bits `ab`, branch-free:
+    floor(log2) is exponent field - 127 for a normal amax; for a subnormal one (field 0, value man x 2^-149)
+    it is floor(log2(man)) - 149, the exponent field of float32(man) (exact: man < 2^23) - 127 - 149;
+    amax = 0 gives -276, clamped like any tiny amax to code 0; Inf/NaN amax (ab >= 0x7F800000) -> 255.
+    Equal to `_scale_code(ab, _, 0, ...)` (tests/formats/test_kernels_storage.py)."""
+    field = u32_shr(ab, 23)
+    sub_log2 = i32_sub(u32_shr(np.float32(np.float32(ab)).view(np.int32), 23), 276)
+    log2 = i32_sub(field, 127) if field > 0 else sub_log2
+    code = i32_add(i32_min(i32_max(i32_sub(log2, emax), -127), 127), 127)
+    return np.int32(255) if ab >= 0x7F800000 else code
+
+
+@njit(cache=False, inline="always")
+def _inv_scale_of_code(code):
+    """2^(127 - code) as float32 (the reciprocal of the E8M0 scale 2^(code - 127), exact for codes 0..254:
+    2^-127 is the float32 subnormal 0x00400000); 0 for the NaN code 255 (its block is overwritten)."""
+    field = i32_sub(254, code)
+    bits = i32_shl(field, 23) if field > 0 else (np.int32(0x00400000) if field == 0 else np.int32(0))
+    return np.int32(bits).view(np.float32)
+
+
+def _make_minifloat_encoder(mbits, ebits, bias, emin, max_mag):
+    """code(x) of float32 `x` (bits `xb`) times the block's 1/scale `inv` (an exact power of two) in an
+    E`ebits`M`mbits` element: round to nearest even, saturate to `max_mag`, sign bit above. All in 32-bit
+    lanes (int32_ops), no branch and no float32 subnormal result, so a block's loop vectorises 16-wide.
+
+    v = |x| inv (exact). E = max(exponent of v, emin); C = 2^(E + 23 - mbits). v + C in float32 is
+    C + n 2^(E - mbits), n = v / 2^(E - mbits) rounded to nearest even (the float32 spacing at C is
+    2^(E - mbits); v < 2^(E+1) keeps the sum below 2C), so n = bits(v + C) - bits(C). The code is
+    ((E + bias - 1) << mbits) + n: for a normal v, n = 2^mbits + mantissa (and 2^(mbits+1) when it rounds
+    up to the next binade, which is the next binade's code); for a subnormal v, E + bias - 1 = 0
+    (emin = 1 - bias) and n is the subnormal's mantissa. With ef = bits(2^E) = (E + 127) << 23 and
+    bits(C) = ef + ((23 - mbits) << 23) this is (ef >> (23 - mbits)) + bits(v + C) - ef + const."""
+    sh = 23 - mbits
+    emin_field = (emin + 127) << 23
+    c_shift = (23 - mbits) << 23
+    const = (bias - 128) * (1 << mbits) - c_shift
+    sign_shift = ebits + mbits
+
+    @njit(cache=False, inline="always")
+    def encode(xb, xv, inv):
+        v = np.float32(abs(xv) * inv)
+        ef = i32_max(i32_and(np.float32(v).view(np.int32), 0x7F800000), emin_field)
+        c = np.int32(i32_add(ef, c_shift)).view(np.float32)
+        sum_bits = np.float32(v + c).view(np.int32)
+        code = i32_min(i32_add(i32_add(u32_shr(ef, sh), i32_sub(sum_bits, ef)), const), max_mag)
+        return i32_or(code, i32_shl(u32_shr(xb, 31), sign_shift))
+
+    return encode
+
+
+def _make_mx_kernel(k, rule, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int, max_value, pack4):
+    """The quantiser of one element format, block size `k` and scale rule, all compiled in as constants
+    (shift counts and bounds folded, the format and rule branches removed). Signature
+    kernel(bits, xf, codes, scales, inv, tmp, tmp16): the input as uint32 bits and as float32, the
+    outputs, and scratch (`GROUP_BLOCKS` float32, `GROUP_BLOCKS * k` bytes and their uint16 view).
+
+    Minifloat elements, per group of `GROUP_BLOCKS` blocks (input 8 KiB for k = 32, in L1):
+    1. per block: amax as the largest magnitude bit pattern (`max_magnitude_bits`, one vector
+       reduction), the E8M0 code (`_floor_scale_code` for FLOOR, else `_scale_code`), 1/scale;
+    2. every element: `_make_minifloat_encoder`'s code, into `codes` (8-bit) or, for FP4, into `tmp`;
+    3. FP4: each pair of codes read as one uint16 (c0 | c1 << 8) is packed as (w | w >> 4) & 0xFF =
+       c0 | c1 << 4 (element 2j in the low nibble);
+    4. blocks with an Inf/NaN (code 255) are filled with the NaN code (0 when packed).
+    INT8 (MXINT8): per block as before: RNE of x 2^(6 - se) in float64, clamped to +-127."""
+    k_fill = 0 if (pack4 or is_int) else nan_code
+    max_value = np.float32(max_value)
+    per_block = k // 2 if pack4 else k
+    group = GROUP_BLOCKS
+    if is_int:
+        @njit(cache=False, nogil=True, boundscheck=False)
+        def int_kernel(bits, xf, codes, scales, inv, tmp, tmp16):
+            for blk in range(bits.shape[0] // k):
+                base = blk * k
+                ab = np.int64(max_magnitude_bits(bits, base, k))
+                amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab < 0x7F800000 else np.float32(0.0)
+                code = _scale_code(ab, amax_f, rule, emax, mbits, max_value)
+                scales[blk] = code
+                if code == 255:
+                    for i in range(k):
+                        codes[base + i] = k_fill
+                    continue
+                factor = 2.0 ** (133 - np.int64(code))  # 2^(6 - se) in float64: 2^(6 + 127) does not fit float32
                 for i in range(k):
                     r = min(max(np.rint(np.float64(xf[base + i]) * factor), -127.0), 127.0)
                     codes[base + i] = np.uint8(np.int64(r) & 0xFF)
+
+        return int_kernel
+
+    encode = _make_minifloat_encoder(mbits, ebits, bias, emin, max_mag)
+
+    @njit(cache=False, nogil=True, boundscheck=False)
+    def kernel(bits, xf, codes, scales, inv, tmp, tmp16):
+        n_blocks = bits.shape[0] // k
+        for grp in range((n_blocks + group - 1) // group):
+            first = grp * group
+            nb = min(group, n_blocks - first)
+            any_nan = False
+            for b in range(nb):
+                ab = max_magnitude_bits(bits, (first + b) * k, k)
+                if rule == 0:
+                    code = _floor_scale_code(ab, emax)
+                else:
+                    ab64 = np.int64(ab)
+                    amax_f = np.float32(np.uint32(ab).view(np.float32)) if ab64 < 0x7F800000 else np.float32(0.0)
+                    code = np.int32(_scale_code(ab64, amax_f, rule, emax, mbits, max_value))
+                scales[first + b] = code
+                inv[b] = _inv_scale_of_code(code)
+                any_nan |= code == 255
+            if pack4:
+                for b in range(nb):
+                    base = (first + b) * k
+                    s = inv[b]
+                    for i in range(k):
+                        tmp[b * k + i] = np.uint8(encode(bits[base + i], xf[base + i], s))
+                out = first * per_block
+                for j in range(nb * per_block):
+                    w = tmp16[j]
+                    codes[out + j] = np.uint8(i32_or(w, u32_shr(w, 4)))
             else:
-                for i in range(k):
-                    codes[base + i] = np.uint8(_encode_scaled(xf[base + i], inv_scale, mbits, ebits, bias, emin, max_mag,
-                                                              min_normal, sub_factor))
+                for b in range(nb):
+                    base = (first + b) * k
+                    s = inv[b]
+                    for i in range(k):
+                        codes[base + i] = np.uint8(encode(bits[base + i], xf[base + i], s))
+            if any_nan:
+                for b in range(nb):
+                    if scales[first + b] == 255:
+                        for j in range(per_block):
+                            codes[(first + b) * per_block + j] = k_fill
 
     return kernel
 
@@ -170,37 +264,92 @@ def _make_mx_kernel(k, emax, mbits, ebits, bias, emin, max_mag, nan_code, is_int
 _MX_KERNELS: dict = {}
 
 
-def _mx_kernel_for(bf: BlockFormat, k: int, pack4: bool):
-    """The compiled quantiser of `bf`'s element in blocks of `k` (one per element format, block size
-    and packing, built on first use)."""
+def _mx_kernel_for(bf: BlockFormat, k: int, rule: ScaleRule, pack4: bool):
+    """The compiled quantiser of `bf`'s element in blocks of `k` under `rule` (one per element format,
+    block size, rule and packing, built on first use)."""
     p = _params(bf)
-    key = (tuple(sorted(p.items())), float(bf.element.max_value), int(k), pack4)
+    key = (tuple(sorted(p.items())), float(bf.element.max_value), int(k), RULE_IDS[rule], pack4)
     if key not in _MX_KERNELS:
-        _MX_KERNELS[key] = _make_mx_kernel(k=int(k), max_value=bf.element.max_value, pack4=pack4, **p)
+        _MX_KERNELS[key] = _make_mx_kernel(k=int(k), rule=RULE_IDS[rule], max_value=bf.element.max_value, pack4=pack4, **p)
     return _MX_KERNELS[key]
 
 
 @njit(cache=False, inline="always")
 def _fp4_value_bits(c):
-    """float32 bits of the E2M1 value of 4-bit code `c` (OCP MX 5.3.3: bias 1, values 0, 0.5, 1, 1.5,
-    2, 3, 4, 6): exponent field e > 0 gives 2^(e - 1) (1 + m / 2), float32 exponent e + 126 and
-    mantissa bit 22 = m; e = 0 gives m x 0.5 (0x3F000000); the sign is bit 3. Equal to
+    """float32 bits (int32) of the E2M1 value of 4-bit code `c` (OCP MX 5.3.3: bias 1, values 0, 0.5, 1,
+    1.5, 2, 3, 4, 6; the sign is bit 3), in 32-bit lanes: for magnitude code g = c & 7 >= 2 (exponent
+    field e = g >> 1 > 0, value 2^(e - 1) (1 + m / 2)) the float32 exponent field is e + 126 and bit 22
+    is m, i.e. (g << 22) + (126 << 23); g = 1 is 0.5 (0x3F000000), g = 0 is 0. Equal to
     `ELEMENTS["e2m1"].values` for all 16 codes (tests/formats/test_kernels_storage.py)."""
-    e = (c >> np.uint32(1)) & np.uint32(3)
-    m = c & np.uint32(1)
-    normal = ((e + np.uint32(126)) << np.uint32(23)) | (m << np.uint32(22))
-    mag = normal if e != np.uint32(0) else m * np.uint32(0x3F000000)
-    return mag | ((c >> np.uint32(3)) << np.uint32(31))
+    low = i32_and(c, 7)
+    normal = i32_add(i32_shl(low, 22), 0x3F000000)
+    small = i32_and(i32_sub(0, low), 0x3F000000)  # low 1 -> 0x3F000000 (0.5), low 0 -> 0
+    return i32_or(i32_select(low >= 2, normal, small), i32_shl(i32_and(c, 8), 28))
 
 
-def _make_dequant_kernel(k, packed4, fp4):
+def _make_minifloat_decoder(ebits, mbits, bias, first_special, inf_magnitude):
+    """decode(c): float32 bits (int32) of minifloat code `c` (E`ebits`M`mbits`, `bias`), in 32-bit lanes.
+    Magnitude g = c & (2^(E+M) - 1), sign bit E+M. Normal (g >= 2^M): the float32 exponent field is
+    e - bias + 127 and the mantissa's top M bits are g's, i.e. (g << (23 - M)) + ((127 - bias) << 23).
+    Subnormal (g < 2^M): g x 2^(1 - bias - M), as float32(g) times that power of two (both exact).
+    Magnitudes >= `first_special` are NaN (0x7FC00000, whatever the sign, as the element's value table
+    holds it) except `inf_magnitude` (+-Inf). `_decoder_for` checks it against the table on every code."""
+    mag_mask = (1 << (ebits + mbits)) - 1
+    sh = 23 - mbits
+    rebias = (127 - bias) << 23
+    sub_scale = np.float32(2.0 ** (1 - bias - mbits))
+
+    @njit(cache=False, inline="always")
+    def decode(c):
+        g = i32_and(c, mag_mask)
+        sign = i32_shl(u32_shr(c, ebits + mbits), 31)  # codes < 2^(E+M+1): bit E+M alone survives the shift to 31
+        normal = i32_add(i32_shl(g, sh), rebias)
+        sub = np.float32(np.float32(g) * sub_scale).view(np.int32)
+        bits = i32_or(i32_select(g >= (1 << mbits), normal, sub), sign)
+        special = i32_select(g == inf_magnitude, i32_or(0x7F800000, sign), 0x7FC00000)
+        return i32_select(g >= first_special, special, bits)
+
+    return decode
+
+
+def _decoder_for(element):
+    """The code -> float32 bits function of a minifloat element (FP4 `_fp4_value_bits`, else
+    `_make_minifloat_decoder`), or None (INT8, or a decoder that differs from the element's value
+    table on some code: the kernel then reads the table)."""
+    if element.name == "e2m1":
+        return _fp4_value_bits
+    if isinstance(element, IntElement) or element.bits > 8:
+        return None
+    values = np.asarray(element.values, dtype=np.float32)
+    mag = np.arange(values.size) & ((1 << (element.ebits + element.mbits)) - 1)
+    special = mag[~np.isfinite(values)]
+    inf = mag[np.isinf(values)]
+    decode = _make_minifloat_decoder(element.ebits, element.mbits, element.bias,
+                                     int(special.min()) if special.size else values.size, int(inf[0]) if inf.size else -1)
+
+    @njit(cache=False)
+    def all_codes(n):
+        out = np.empty(n, dtype=np.int32)
+        for c in range(n):
+            out[c] = decode(np.int32(c))
+        return out
+
+    return decode if np.array_equal(all_codes(values.size), values.view(np.int32)) else None
+
+
+def _make_dequant_kernel(k, packed4, decode):
     """The dequantiser of blocks of `k` (a compile-time constant, as in `_make_mx_kernel`):
     out = value x 2^(scale - 127) in float32 (one rounding, exact power-of-two factor), scale 0xFF
-    -> NaN block. The value is lut[code], or for FP4 (`fp4`) built from the code's bits
-    (`_fp4_value_bits`, no table gather, so the loop vectorises); the same product either way.
-    `codes` holds two FP4 codes per byte, low nibble first, when packed4."""
+    -> NaN block. The value's float32 bits come from `decode(code)` (`_decoder_for`: 32-bit lanes, no
+    table gather, so the loop vectorises), or from lut[code] when `decode` is None; the same product
+    either way. `codes` holds two FP4 codes per byte, low nibble first, when packed4."""
+    use_lut = decode is None
+    if use_lut:
+        @njit(cache=False, inline="always")
+        def decode(c):
+            return np.int32(0)
 
-    @njit(cache=False, nogil=True)
+    @njit(cache=False, nogil=True, boundscheck=False)
     def kernel(codes, scales, lut, out):
         nan = np.float32(np.nan)
         for blk in range(scales.shape[0]):
@@ -210,20 +359,15 @@ def _make_dequant_kernel(k, packed4, fp4):
             if packed4:
                 cb = blk * (k // 2)
                 for j in range(k // 2):
-                    byte = np.uint32(codes[cb + j])
-                    if fp4:
-                        out[base + 2 * j] = np.uint32(_fp4_value_bits(byte & np.uint32(0xF))).view(np.float32) * factor
-                        out[base + 2 * j + 1] = np.uint32(_fp4_value_bits(byte >> np.uint32(4))).view(np.float32) * factor
-                    else:
-                        out[base + 2 * j] = lut[byte & np.uint32(0xF)] * factor
-                        out[base + 2 * j + 1] = lut[byte >> np.uint32(4)] * factor
-            elif fp4:
-                for i in range(k):
-                    c = np.uint32(codes[base + i]) & np.uint32(0xF)
-                    out[base + i] = np.uint32(_fp4_value_bits(c)).view(np.float32) * factor
-            else:
+                    byte = np.int32(codes[cb + j])
+                    out[base + 2 * j] = np.int32(decode(i32_and(byte, 0xF))).view(np.float32) * factor
+                    out[base + 2 * j + 1] = np.int32(decode(u32_shr(byte, 4))).view(np.float32) * factor
+            elif use_lut:
                 for i in range(k):
                     out[base + i] = lut[codes[base + i]] * factor
+            else:
+                for i in range(k):
+                    out[base + i] = np.int32(decode(np.int32(codes[base + i]))).view(np.float32) * factor
 
     return kernel
 
@@ -231,23 +375,26 @@ def _make_dequant_kernel(k, packed4, fp4):
 _DEQUANT_KERNELS: dict = {}
 
 
-def _dequant_kernel_for(k: int, packed4: bool, fp4: bool):
-    key = (int(k), bool(packed4), bool(fp4))
+def _dequant_kernel_for(k: int, packed4: bool, element):
+    key = (int(k), bool(packed4), element.name)
     if key not in _DEQUANT_KERNELS:
-        _DEQUANT_KERNELS[key] = _make_dequant_kernel(*key)
+        _DEQUANT_KERNELS[key] = _make_dequant_kernel(int(k), bool(packed4), _decoder_for(element))
     return _DEQUANT_KERNELS[key]
 
 
-def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, packed4: bool = False) -> np.ndarray:
-    """float32 (n_blocks * k,) values of MX blocks stored row after row (see `_make_dequant_kernel`)."""
+def dequantize_mx_rows(codes: np.ndarray, scales: np.ndarray, bf: BlockFormat, packed4: bool = False,
+                       out: np.ndarray | None = None) -> np.ndarray:
+    """float32 (n_blocks * k,) values of MX blocks stored row after row (see `_make_dequant_kernel`),
+    written into `out` (contiguous float32 of that size) when given."""
     k = bf.block_size
     flat_codes = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
     flat_scales = np.ascontiguousarray(scales, dtype=np.uint8).reshape(-1)
-    out = np.empty(flat_scales.size * k, dtype=np.float32)
+    if out is None:
+        out = np.empty(flat_scales.size * k, dtype=np.float32)
     lut = np.ascontiguousarray(bf.element.values, dtype=np.float32)
     per_block = k // 2 if packed4 else k
     n_blocks = flat_scales.size
-    kernel = _dequant_kernel_for(k, packed4, bf.element.name == "e2m1")
+    kernel = _dequant_kernel_for(k, packed4, bf.element)
 
     def run(lo: int, hi: int) -> None:
         kernel(flat_codes[lo * per_block : hi * per_block], flat_scales[lo:hi], lut, out[lo * k : hi * k])
@@ -305,11 +452,13 @@ def quantize_mx_rows(blocks: np.ndarray, bf: BlockFormat, rule: ScaleRule, pack4
     scales = np.empty(n_blocks, dtype=np.uint8)
     bits = flat.view(np.uint32)
     per_block = k // 2 if pack4 else k
-    kernel = _mx_kernel_for(bf, k, pack4)
-    rule_id = RULE_IDS[rule]
+    kernel = _mx_kernel_for(bf, k, rule, pack4)
 
     def run(lo: int, hi: int) -> None:  # blocks [lo, hi): the kernel releases the GIL
-        kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], rule_id, codes[lo * per_block : hi * per_block], scales[lo:hi])
+        inv = np.empty(GROUP_BLOCKS, dtype=np.float32)
+        tmp = np.empty(GROUP_BLOCKS * k, dtype=np.uint8)  # even length (64 k): its uint16 view
+        kernel(bits[lo * k : hi * k], flat[lo * k : hi * k], codes[lo * per_block : hi * per_block], scales[lo:hi],
+               inv, tmp, tmp.view(np.uint16))
 
     _over_block_ranges(n_blocks, run)
     return codes.reshape(n_blocks, -1), scales

@@ -9,9 +9,10 @@ Per block of k elements (16; NVIDIA NVFP4, TE nvfp4.rst, torchao `nvfp4_quantize
     element     = E2M1(clip(fp32(fp32(x x fp32(1 / s_global)) / S), -6, 6)), RNE, S = E4M3 value
                   (without s_global: fp32(x / S)); 0 for every element of a non-finite block
     dequantized = fp32(E2M1 value x fp32(s_global x S))
-Each float32 operation is done in float64 and rounded once to float32, which gives the IEEE float32
-result of +, x and / exactly (53 >= 2 x 24 + 2 bits: no double-rounding error). The global amax is
-one more read of the input (`tensor_amax`): s_global must be known before the first block.
+Each float32 operation is an IEEE float32 operation (correctly rounded; the dequantizer does it in
+float64 and rounds once, which gives the same result: 53 >= 2 x 24 + 2 bits, no double rounding).
+The global amax is one more read of the input (`tensor_amax`): s_global must be known before the
+first block.
 Blocks are split over one thread per core (`kernels.over_block_ranges`; the kernels release the GIL);
 one kernel is compiled per block size (and level), so its block loops unroll and vectorise.
 """
@@ -22,7 +23,8 @@ import numpy as np
 from numba import njit
 
 from gpuplan.formats.element import ELEMENTS
-from gpuplan.formats.kernels import _encode_scaled, over_block_ranges
+from gpuplan.formats.int32_ops import max_magnitude_bits
+from gpuplan.formats.kernels import _encode_scaled, _make_minifloat_encoder, over_block_ranges
 
 E4M3, E2M1 = ELEMENTS["e4m3"], ELEMENTS["e2m1"]
 
@@ -45,29 +47,31 @@ def _amax_bits(bits):
 
 def _make_nvfp4_kernel(k, two_level):
     """The quantiser of blocks of `k`, single- or two-level, both compiled in as constants (the block
-    loops unrolled and vectorised; a run-time k leaves them scalar, as in kernels._make_mx_kernel)."""
+    loops unrolled and vectorised; a run-time k leaves them scalar, as in kernels._make_mx_kernel).
+    The block amax is one vector reduction (`max_magnitude_bits`); the elements are divided in
+    float32 (IEEE division is correctly rounded: the same as float64 then one rounding, 16 lanes
+    instead of 8) and encoded by the MX kernels' E2M1 encoder (32-bit lanes)."""
     one = np.float32(1.0)
-    # E4M3 (bias 7, emin -6, 3 mantissa bits, largest code magnitude 0x7E) and E2M1 (bias 1, emin 0,
-    # 1 mantissa bit, largest 0x7) parameters of kernels._encode_scaled
+    six = np.float32(6.0)
+    # E4M3 (bias 7, emin -6, 3 mantissa bits, largest code magnitude 0x7E) parameters of kernels._encode_scaled
     e4_min_normal, e4_sub = np.float32(2.0**-6), np.float32(2.0**9)
-    e2_min_normal, e2_sub = np.float32(1.0), np.float32(2.0)
+    # E2M1: 1 mantissa bit, 2 exponent bits, bias 1, emin 0, largest code magnitude 0x7 (6.0)
+    encode_e2m1 = _make_minifloat_encoder(1, 2, 1, 0, 0x7)
 
-    @njit(cache=False, nogil=True, error_model="numpy")  # x / 0 -> inf, as in numpy
+    @njit(cache=False, nogil=True, error_model="numpy", boundscheck=False)  # x / 0 -> inf, as in numpy
     def kernel(bits, xf, s_global, inv_global, lut_e4m3, codes, scales):
         n_blocks = xf.shape[0] // k
         for blk in range(n_blocks):
             base = blk * k
-            ab = np.uint32(0)
-            for i in range(k):
-                ab = max(ab, bits[base + i] & np.uint32(0x7FFFFFFF))
-            if ab >= np.uint32(0x7F800000):  # Inf or NaN in the block: s_block is not finite
+            ab = max_magnitude_bits(bits, base, k)
+            if ab >= 0x7F800000:  # Inf or NaN in the block: s_block is not finite
                 finite = False
                 s_block = np.float32(0.0)
             else:
-                amax = np.uint32(ab).view(np.float32)
-                s_block = np.float32(np.float64(amax) / 6.0)
+                amax = np.int32(ab).view(np.float32)
+                s_block = np.float32(amax / six)
                 if two_level:
-                    s_block = np.float32(np.float64(s_block) / np.float64(s_global))
+                    s_block = np.float32(s_block / s_global)
                 finite = np.isfinite(s_block)
             if not finite:
                 scales[blk] = E4M3_NAN
@@ -77,15 +81,15 @@ def _make_nvfp4_kernel(k, two_level):
             clamped = min(max(s_block, SCALE_MIN), SCALE_MAX)
             sc = np.uint8(_encode_scaled(clamped, one, 3, 4, 7, -6, 0x7E, e4_min_normal, e4_sub))
             scales[blk] = sc
-            s_val = np.float64(lut_e4m3[sc])
+            s_val = lut_e4m3[sc]
             for i in range(k):
                 x = xf[base + i]
                 if two_level:
-                    y = np.float32(np.float64(np.float32(np.float64(x) * np.float64(inv_global))) / s_val)
+                    y = np.float32(np.float32(x * inv_global) / s_val)
                 else:
-                    y = np.float32(np.float64(x) / s_val)
+                    y = np.float32(x / s_val)
                 y_clamped = min(max(y, np.float32(-6.0)), np.float32(6.0))
-                code = _encode_scaled(y_clamped, one, 1, 2, 1, 0, 0x7, e2_min_normal, e2_sub)
+                code = encode_e2m1(np.float32(y_clamped).view(np.int32), y_clamped, one)
                 codes[base + i] = E2M1_NAN_AS if np.isnan(y) else code
 
     return kernel
@@ -158,11 +162,14 @@ def quantize_nvfp4_rows(rows: np.ndarray, tensor_scale: np.float32 | None) -> tu
     return codes.reshape(n_blocks, k), scales
 
 
-def dequantize_nvfp4_rows(codes: np.ndarray, scales: np.ndarray, k: int, tensor_scale: float) -> np.ndarray:
-    """float32 (n_blocks * k,) values of NVFP4 blocks stored row after row (one code per byte)."""
+def dequantize_nvfp4_rows(codes: np.ndarray, scales: np.ndarray, k: int, tensor_scale: float,
+                          out: np.ndarray | None = None) -> np.ndarray:
+    """float32 (n_blocks * k,) values of NVFP4 blocks stored row after row (one code per byte),
+    written into `out` (contiguous float32 of that size) when given."""
     flat_codes = np.ascontiguousarray(codes, dtype=np.uint8).reshape(-1)
     flat_scales = np.ascontiguousarray(scales, dtype=np.uint8).reshape(-1)
-    out = np.empty(flat_scales.size * k, dtype=np.float32)
+    if out is None:
+        out = np.empty(flat_scales.size * k, dtype=np.float32)
     lut2 = np.ascontiguousarray(E2M1.values, dtype=np.float32)
     lut4 = np.ascontiguousarray(E4M3.values, dtype=np.float32)
     s_global = np.float32(tensor_scale)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from gpuplan.errors import InputError
-from gpuplan.formats.block import BlockLayout, QuantizedTensor, quantize
+from gpuplan.formats.block import BlockLayout, QuantizedTensor, deliver, direct_target, quantize
 from gpuplan.formats.block_format import ScaleKind, block_format
 from gpuplan.formats.element import as_float32
 from gpuplan.formats.packing import pack, unpack
@@ -53,16 +53,18 @@ class PackedTensor:
         return QuantizedTensor(fmt=bf, codes=codes, scales=np.asarray(self.scales, np.uint8), shape=tuple(self.shape),
                                layout=lay, scale_rule=self.scale_rule, input_ndim=len(self.shape))
 
-    def dequantize(self) -> np.ndarray:
-        """float32 values of the input's shape (single pass straight from packed MXFP4 bytes)."""
+    def dequantize(self, out: np.ndarray | None = None) -> np.ndarray:
+        """float32 values of the input's shape (single pass straight from packed MXFP4 bytes); `out` as
+        in `QuantizedTensor.dequantize` (written into and returned)."""
         if self.format_name == "mxfp4" and self.blocks.size >= 1 << 14:
             from gpuplan.formats import kernels
 
             bf = block_format(self.format_name)
-            flat = kernels.dequantize_mx_rows(self.blocks, self.scales, bf, packed4=True)
             lay = BlockLayout(tuple(self.shape), (len(self.shape) - 1,), (bf.block_size,))
-            return np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape)))
-        return self.to_quantized().dequantize()
+            target = direct_target(out, tuple(self.shape), lay.padded_shape)
+            flat = kernels.dequantize_mx_rows(self.blocks, self.scales, bf, packed4=True, out=target)
+            return deliver(np.ascontiguousarray(lay.crop(flat.reshape(lay.padded_shape))), out)
+        return self.to_quantized().dequantize(out=out)
 
 
 def pack_quantized(q: QuantizedTensor) -> PackedTensor:

@@ -24,6 +24,7 @@ parameters and omits attention; it is reported as `six_n` for comparison, never 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -59,9 +60,11 @@ class FlopsPerToken:
         return self.attention_forward / self.forward
 
 
+@lru_cache(maxsize=256)
 def matmul_params_per_token(model: ModelSpec) -> int:
     """Weights one token multiplies through the main model (the N of 6N, active experts only):
-    the sum of `active_params` over the inventory's weight GEMMs, output head included."""
+    the sum of `active_params` over the inventory's weight GEMMs, output head included (a function
+    of the model alone: kept per model, as `model_ops` is)."""
     ops = model_ops(model)
     return int(round(sum(lo.matmul_params_per_token for lo in ops.layers) + ops.head.active_params))
 
@@ -70,6 +73,12 @@ def flops_per_token(model: ModelSpec, seq_len: int, causal: bool = True) -> Flop
     """Training FLOPs per token at sequence length `seq_len` (see module docstring)."""
     if not isinstance(seq_len, (int, np.integer)) or seq_len <= 0:
         raise InputError(f"seq_len must be a positive integer, got {seq_len!r}", field="seq_len")
+    return _flops_per_token(model, int(seq_len), bool(causal))
+
+
+@lru_cache(maxsize=1024)
+def _flops_per_token(model: ModelSpec, seq_len: int, causal: bool) -> FlopsPerToken:
+    """`flops_per_token` of a checked seq_len (a frozen record of the model's inventory alone: kept)."""
     ops = model_ops(model)
     attention = float(sum(lo.attention_core.forward_flops(int(seq_len), causal) for lo in ops.layers
                           if lo.attention_core is not None))

@@ -282,6 +282,22 @@ def layer_ops(model: ModelSpec, layer: int) -> LayerOps:
     return LayerOps(layer, attention, ffn, norms, moe_layer, model.mixers(layer))
 
 
+@lru_cache(maxsize=256)
+def layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(kind of each layer, a representative layer of each kind): layers whose operators are equal
+    (all but the layer's index) are one kind; every per-layer quantity of the memory model is a
+    function of the operators."""
+    first_of: dict[object, int] = {}
+    kind = []
+    for i in range(model.layers):
+        lo = layer_ops(model, i)
+        kind.append(first_of.setdefault((lo.attention, lo.ffn, lo.norms, lo.moe), len(first_of)))
+    representative = [0] * len(first_of)
+    for i in reversed(range(model.layers)):
+        representative[kind[i]] = i
+    return tuple(kind), tuple(representative)
+
+
 def refuse_hybrid(model: ModelSpec, purpose: str) -> None:
     """InputError when `model` has layers other than one attention block + one FFN: `purpose`
     (a step-time model) covers those only. Names the layer types and the model_type."""
@@ -361,4 +377,4 @@ def local_gemm_shape(op: Linear, tp, etp=1):
     return n, k
 
 
-__all__ = ["LayerOps", "ModelOps", "layer_ops", "local_gemm_shape", "model_ops", "refuse_hybrid"]
+__all__ = ["LayerOps", "ModelOps", "layer_kinds", "layer_ops", "local_gemm_shape", "model_ops", "refuse_hybrid"]

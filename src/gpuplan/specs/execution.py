@@ -14,12 +14,16 @@ different things in two modules):
   overlapped with each step's attention (Megatron-core), or PyTorch's `context_parallel` with its
   default all-gather rotation, fp32 merges and fp32 dK/dV ring (torchtitan). The formulas are in
   `workloads.training.step.context`.
+- `DeepSpeedRelease`: which DeepSpeed engine a `deepspeed` plan runs: the current one (v0.6.0 on:
+  coalesced parameter gathers) or the 2021 one (v0.3.13 .. v0.5.10: one gather per weight matrix).
+  Only ZeRO-3's communication differs (`workloads.training.step.deepspeed_zero3`).
 - `Execution`: the bundle a plan carries (framework, attention kernel, TP-communication overlap,
   matmul precision, gradient dtype, compiled loss and blocks), built by `TrainPlan.execution`.
 """
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 from gpuplan.specs._base import Spec
@@ -62,8 +66,74 @@ class Framework(str, Enum):
     def assumed_defaults(self) -> tuple[str, ...]:
         """What the step-time and memory models assume of this stack where a plan does not say
         (`gpuplan train` prints them; `--json` key `framework_defaults_assumed`). Each is the stack's
-        own default at the releases the public rows ran; the module that models it cites the source."""
+        own default at the releases the public rows ran; the module that models it cites the source.
+        A `deepspeed` plan's lines depend on its release: `assumed_defaults_of`."""
         return _ASSUMED_DEFAULTS[Framework.MEGATRON if self is Framework.OTHER else self]
+
+
+class DeepSpeedRelease(str, Enum):
+    """The DeepSpeed engine a `deepspeed` plan runs (module docstring). CURRENT: v0.6.0 (tagged
+    2022-03-07, deepspeedai/DeepSpeed tag v0.6.0, commit a32e9b3) and later, whose ZeRO-3 fetches
+    parameters with coalesced all-gathers (PR #1453, merged 2022-01-20 after v0.5.10). V0_5: the
+    2021 engine of v0.3.13 (the first ZeRO-3 release) .. v0.5.10 (tagged 2022-01-14)."""
+
+    CURRENT = "current"
+    V0_5 = "0.5"
+
+    @property
+    def label(self) -> str:
+        """What `gpuplan train` prints as the release assumed."""
+        if self is DeepSpeedRelease.V0_5:
+            return "v0.3.13 .. v0.5.10 (2021 engine)"
+        return "v0.6.0 and later (current engine)"
+
+
+#: (major, minor) of the first release that runs the current engine (DeepSpeedRelease.CURRENT)
+DEEPSPEED_CURRENT_ENGINE_FROM = (0, 6)
+#: Date of the v0.6.0 tag (deepspeedai/DeepSpeed, commit a32e9b3, 2022-03-07): a document dated
+#: before it can only have run the 2021 engine (interfaces.validation.training reads row dates)
+DEEPSPEED_CURRENT_ENGINE_DATE = (2022, 3, 7)
+
+_RELEASE_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.\d+)?")
+
+
+def deepspeed_release_of(raw: str | DeepSpeedRelease) -> DeepSpeedRelease:
+    """The release a user or a row names: `current`, or a DeepSpeed version MAJOR.MINOR[.PATCH]
+    (`0.5`, `v0.5.8`, `0.14.2`): below 0.6 the 2021 engine, else the current one. ValueError naming
+    the allowed values otherwise."""
+    if isinstance(raw, DeepSpeedRelease):
+        return raw
+    text = str(raw).strip().lower()
+    if text == DeepSpeedRelease.CURRENT.value:
+        return DeepSpeedRelease.CURRENT
+    m = _RELEASE_VERSION.fullmatch(text)
+    if m is None:
+        raise ValueError(f"'{raw}' is not current or a DeepSpeed version (0.5, 0.6.0, ...; below 0.6 runs "
+                         "the 2021 ZeRO-3 engine)")
+    version = (int(m.group(1)), int(m.group(2)))
+    return DeepSpeedRelease.V0_5 if version < DEEPSPEED_CURRENT_ENGINE_FROM else DeepSpeedRelease.CURRENT
+
+
+#: ZeRO-3 line of the 2021 engine (replaces the current engine's line of `_ASSUMED_DEFAULTS`)
+_DEEPSPEED_V0_5_ZERO3 = (
+    "ZeRO-3 as v0.3.13 .. v0.5 ran it: one all-gather per weight matrix, the next prefetched behind compute "
+    "only while the live parameters hold < 1e9 elements (stage3_max_live_parameters), a third gather for "
+    "the recomputed forward, gradients all-reduced in fp16 per 5e8-element bucket (contiguous_gradients "
+    "off), exposed")
+
+
+def assumed_defaults_of(framework: Framework, release: DeepSpeedRelease = DeepSpeedRelease.CURRENT) -> tuple[str, ...]:
+    """`Framework.assumed_defaults`, with a `deepspeed` plan's release: the release assumed first, and
+    the 2021 engine's ZeRO-3 line under V0_5 (`gpuplan train` prints them; `--json` key
+    `framework_defaults_assumed`)."""
+    lines = framework.assumed_defaults
+    if framework is not Framework.DEEPSPEED:
+        return lines
+    release = DeepSpeedRelease(release)
+    head = f"DeepSpeed release {release.label} (--deepspeed-release {release.value})"
+    if release is DeepSpeedRelease.V0_5:
+        lines = tuple(_DEEPSPEED_V0_5_ZERO3 if line.startswith("ZeRO-3") else line for line in lines)
+    return (head,) + lines
 
 
 _MEGATRON_DEFAULTS = (
@@ -152,4 +222,5 @@ class Execution(Spec):
     compiled_model: bool = False
 
 
-__all__ = ["AttentionKernel", "ContextParallelMethod", "Execution", "Framework"]
+__all__ = ["AttentionKernel", "ContextParallelMethod", "DEEPSPEED_CURRENT_ENGINE_DATE", "DEEPSPEED_CURRENT_ENGINE_FROM",
+           "DeepSpeedRelease", "Execution", "Framework", "assumed_defaults_of", "deepspeed_release_of"]

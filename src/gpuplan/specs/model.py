@@ -139,6 +139,8 @@ class ModelSpec(Spec):
     def is_hybrid(self) -> bool:
         """Whether any layer differs from one attention block + one FFN (recurrent mixers,
         mixer-only or MLP-only layers): the step-time models do not cover such layers yet."""
+        if not self.layer_mixers and not self.layer_ffns:  # attention everywhere, an FFN in every layer
+            return False
         return any(self.mixers(i) != (MixerKind.ATTENTION,) or self.ffn_slot(i) is FfnSlot.NONE
                    for i in range(self.layers))
 

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
 
 from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
 from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
-from gpuplan.specs.execution import AttentionKernel, Execution, Framework
+from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Execution, Framework, deepspeed_release_of
 from gpuplan.specs.finetune import FineTuning, MasterWeights
 
 
 def default_expert_tp(tp, dp, cp, ep):
     """Megatron's default expert tensor parallel size, tp, where ep x tp fits the stage's tp x cp x dp
-    ranks (ep divides dp x cp); else 1, the folded layout. Works on ints and numpy arrays."""
-    return np.where((dp * cp) % ep == 0, tp, 1)
+    ranks (ep divides dp x cp); else 1, the folded layout. Works on ints (without numpy: a plan's
+    property, read per layer by the memory model) and numpy arrays."""
+    fits = (dp * cp) % ep == 0
+    if isinstance(fits, bool) and isinstance(tp, int):
+        return tp if fits else 1
+    return np.where(fits, tp, 1)
 
 
 def expert_data_parallel_size(tp, cp, dp, ep, etp):
@@ -77,6 +81,25 @@ class TrainPlan(Spec):
     #: optimizer, offload, fp32 master weights or pure low-precision training. The default is
     #: ordinary training (every weight, AdamW, fp32 master, nothing offloaded).
     fine_tuning: FineTuning = FineTuning()
+    #: DeepSpeed engine a `deepspeed` plan runs (specs.execution.DeepSpeedRelease): the current one
+    #: (v0.6.0 on), or `0.5`, the 2021 engine whose ZeRO-3 gathers each weight matrix on its own
+    #: (workloads.training.step.deepspeed_zero3). Read only by deepspeed ZeRO-3 plans. A version
+    #: string ("0.5.8", "0.14") is accepted and mapped (`deepspeed_release_of`).
+    deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+
+    @field_validator("deepspeed_release", mode="before")
+    @classmethod
+    def _release_from_version(cls, value):
+        return deepspeed_release_of(value)
+
+    @model_serializer(mode="wrap")
+    def _omit_default_release(self, handler):
+        """A plan dump leaves out `deepspeed_release` where it is the default, so the dumps (and
+        hashes) of every plan written before the field existed are unchanged; loading restores it."""
+        data = handler(self)
+        if isinstance(data, dict) and self.deepspeed_release is DeepSpeedRelease.CURRENT:
+            data.pop("deepspeed_release", None)
+        return data
 
     @model_validator(mode="before")
     @classmethod

@@ -53,6 +53,8 @@ FIT_PLAN_FIELDS: dict[str, tuple[Any, Any]] = {
     "grad_precision": (Text, "fp32"), "sequence_parallel": (Optional[bool], None), "flash_attention": (bool, True),
     # fine-tuning: one object of the CLI's options ({"finetune": "qlora", "lora_rank": 64, "offload": "params"})
     "fine_tuning": (Optional[dict], None), "grad_accum": (Optional[int], None),
+    # the stack and its torch.compile'd parts (interfaces.api.compile_option): the loss's memory reads them
+    "framework": (Optional[Text], None), "compile": (Optional[Text], None),
 }
 
 

@@ -28,13 +28,15 @@ from gpuplan.interfaces.api._common import (
     DEFAULT_GPU, DEFAULT_MODEL, DEFAULT_SYSTEM, Result, count, default_seq_len, gpu_of, parse_enum, positive,
     resolve_gpu, resolve_model, resolve_system, system_and_gpu,
 )
+from gpuplan.interfaces.api.fit_record import memory_band, memory_record  # noqa: F401 (api names)
+from gpuplan.interfaces.api.compile_option import compile_defaults_assumed, compile_flags, compile_label
 from gpuplan.interfaces.api.fine_tuning import (
     batch_with_grad_accum, fine_tuning_batch_note, fine_tuning_global_batch, fine_tuning_spec,
 )
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
-from gpuplan.workloads.training.framework_defaults import framework_defaults_assumed
+from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
 
 GIB = 2**30
 from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
@@ -65,6 +67,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "micro_batch": plan.micro_batch, "global_batch": plan.global_batch, "seq_len": plan.seq_len,
         "recompute": plan.recompute.value, "sequence_parallel": plan.sequence_parallel,
         "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
+        "compile": compile_label(plan.compiled_model, plan.compiled_loss),  # --compile (api.compile_option)
         "fine_tuning": plan.fine_tuning.model_dump(mode="json"),
     }
 
@@ -91,6 +94,19 @@ class TrainResult(Result):
     regime: Any = None
     #: how a fine-tuning plan's unset options were chosen (its batch, activation checkpointing)
     plan_notes: tuple[str, ...] = ()
+    #: whether `--compile` was given (else the framework's default decided it: `framework_defaults_assumed`)
+    compile_given: bool = False
+
+    @property
+    def defaults_assumed(self) -> list[str]:
+        """The framework's defaults the prediction assumed (`--json` key `framework_defaults_assumed`)."""
+        fw = self.estimate.step.framework
+        from gpuplan.specs.execution import assumed_defaults_of
+
+        from gpuplan.workloads.training.step.optimizer_impl import assumed_line
+
+        return [*assumed_defaults_of(fw, self.estimate.plan.deepspeed_release), *compile_defaults_assumed(
+            fw, self.compile_given), assumed_line(self.estimate.plan.fine_tuning.optimizer_impl)]
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -100,8 +116,8 @@ class TrainResult(Result):
         out = {
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
-            "framework": est.step.framework.value,  # the stack the plan was searched / timed for
-            "framework_defaults_assumed": framework_defaults_assumed(est.step.framework, est.plan),
+            **framework_json(est.step.framework, est.plan),  # the stack timed, its defaults, its DeepSpeed release
+            "framework_defaults_assumed": self.defaults_assumed,  # the release (framework_json) and the compile default
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
@@ -193,9 +209,10 @@ def _constrained_space(space, gpus: int, degrees: dict[str, Any]):
 
 def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Precision, tp_comm_overlap: bool,
                 degrees: dict[str, Any], fine_tuning: FineTuning = FineTuning(), grad_accum: int | None = None,
-                framework: Framework = Framework.MEGATRON) -> TrainPlan:
+                framework: Framework = Framework.MEGATRON, compiled: tuple[bool, bool] = (False, False)) -> TrainPlan:
     """The one plan `train` evaluates when any degree is given (module docstring defaults), run by
-    `framework` (the plan carries it: the memory model reads the plan's framework)."""
+    `framework` (the plan carries it: the memory model reads the plan's framework), `compiled` the
+    plan's (compiled_model, compiled_loss) (api.compile_option)."""
     from gpuplan.workloads.training.plan_search import default_global_batch
 
     d = {k: v for k, v in degrees.items() if v is not None}
@@ -216,6 +233,7 @@ def _given_plan(gpus: int, seq_len: int, global_batch: int | None, precision: Pr
             sharding=parse_enum(Sharding, d.get("sharding", "none"), "sharding"),
             sequence_parallel=sequence_parallel_default(tp, d.get("sequence_parallel")),
             tp_comm_overlap=tp_comm_overlap, fine_tuning=fine_tuning, framework=framework,
+            compiled_model=compiled[0], compiled_loss=compiled[1],
         )
     except ValidationError as exc:
         raise _plan_error(exc) from None
@@ -249,7 +267,8 @@ def train(
     gpu: str | Gpu | None = None,
     search_limits: dict[str, list] | None = None,
     fine_tuning: FineTuning | dict | None = None,
-    grad_accum: int | None = None,
+    grad_accum: int | None = None, deepspeed_release: str | None = None,
+    compile: str | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -261,7 +280,9 @@ def train(
     launch-config target can state, interfaces.deploy); an axis the options fixed must be one of them.
     `fine_tuning`: LoRA / QLoRA, optimizer, offload, master weights (api.fine_tuning; a FineTuning or a
     dict of its options); such a plan is evaluated, not searched (module docstring). `grad_accum`:
-    micro-batches per step (global batch = micro-batch x grad-accum x dp)."""
+    micro-batches per step (global batch = micro-batch x grad-accum x dp). `deepspeed_release`: interfaces.api.deepspeed_release.
+    `compile`: none, model, loss or model+loss under torch.compile (torchtitan only; None: the framework's
+    default, off; api.compile_option)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.framework_defaults import default_framework
@@ -304,11 +325,16 @@ def train(
     else:  # the model's published recipe where one exists (catalog.recipes), else the search's defaults
         seq_len, global_batch, recipe_note = training_defaults(spec, seq_len, global_batch)
     given_degrees = plan is None and any(v is not None for v in degrees.values())
-    space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap, optimizer_impl=ft.optimizer_impl)
+    compiled = compile_flags(compile, fw)
+    if plan is not None and compile is not None:
+        plan = plan.model_copy(update={"compiled_model": compiled[0], "compiled_loss": compiled[1]})
+    space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap,
+                        compiled_model=compiled[0], compiled_loss=compiled[1],
+                        optimizer_impl=ft.optimizer_impl)
     if plan is None and (not ft.ordinary or grad_accum is not None):
         # fine-tuning (or a batch given by --grad-accum): the one plan of the given degrees (module docstring)
         given_degrees = True
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum, fw)
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, grad_accum, fw, compiled)
         if not ft.ordinary and global_batch is None and grad_accum is None:
             defaults_notes.append(fine_tuning_batch_note(plan.global_batch, plan.micro_batch, plan.dp))
         if not ft.ordinary and recompute is None:
@@ -316,11 +342,12 @@ def train(
                 plan = _checkpointed_if_needed(spec, plan, gpu, defaults_notes)
         global_batch = plan.global_batch if (grad_accum is not None or not ft.ordinary) else global_batch
     elif given_degrees and _every_axis_given(degrees, spec.moe is not None):
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, framework=fw)
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, framework=fw, compiled=compiled)
     elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
         space = _constrained_space(space, gpus, degrees)
     if search_limits:
         space = _limited_space(space, search_limits)
+    space, plan = with_deepspeed_release(space, plan, deepspeed_release, fw)
     if plan is not None:
         check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
@@ -348,7 +375,8 @@ def train(
 
     evidence = beside_band(evidence, est.step.mfu_pct, training_band(est, spec.moe is not None, run, regime).get("mfu_pct"))
     return TrainResult(est, run, assumptions, spec.moe is not None, batch_note, goodput, evidence, spec, regime=regime,
-                       plan_notes=tuple(defaults_notes))
+                       plan_notes=tuple(defaults_notes),
+                       compile_given=compile is not None or est.plan.compiled_model or est.plan.compiled_loss)
 
 
 def _checkpointed_if_needed(model: ModelSpec, plan: TrainPlan, gpu, notes: list[str]) -> TrainPlan:
@@ -388,10 +416,11 @@ def fit_plan(
     precision: str | Precision = Precision.BF16, grad_precision: str | Precision = Precision.FP32,
     sequence_parallel: bool | None = None, flash_attention: bool = True,
     fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None, framework: str | Framework | None = None,
-    system: System | None = None) -> TrainPlan:
+    system: System | None = None, compile: str | None = None) -> TrainPlan:
     """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given).
     `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp.
-    `framework` None: framework_defaults.default_framework of `system` (None: a GPU alone), the method and sharding."""
+    `framework` None: framework_defaults.default_framework of `system` (None: a GPU alone), the method and sharding.
+    `compile`: api.compile_option (the loss's memory depends on it)."""
     from gpuplan.workloads.training.framework_defaults import default_framework
     if plan is not None:
         if gpus is not None and plan.num_gpus != gpus:
@@ -414,6 +443,7 @@ def fit_plan(
     global_batch = batch_with_grad_accum(micro_batch, dp, global_batch, grad_accum)
     shard = parse_enum(Sharding, sharding, "sharding")
     fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(system, ft, shard)
+    compiled_model, compiled_loss = compile_flags(compile, fw)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
@@ -423,63 +453,10 @@ def fit_plan(
             grad_precision=parse_enum(Precision, grad_precision, "grad_precision"),
             sequence_parallel=sequence_parallel_default(tp, sequence_parallel),
             attention_kernel=AttentionKernel.FLASH if flash_attention else AttentionKernel.UNFUSED,
-            fine_tuning=ft,
+            fine_tuning=ft, compiled_model=compiled_model, compiled_loss=compiled_loss,
         )
     except ValidationError as exc:
         raise _plan_error(exc) from None
-
-
-def memory_record(model: ModelSpec, gpu: Gpu, plan: TrainPlan, mem) -> dict:
-    """The JSON object of `fit train` (stable keys, units in names)."""
-    from gpuplan.layers import parameter_counts
-
-    states = mem.bytes_per_param
-    return {
-        "model": model.name,
-        "gpu": gpu.id,
-        "plan": plan.model_dump(mode="json"),
-        "num_gpus": plan.num_gpus,
-        "per_gpu_bytes": mem.per_gpu_bytes,
-        "per_gpu_gib": {k: v / GIB for k, v in mem.per_gpu_bytes.items()},
-        "activations_bytes": mem.activations_bytes_detail,
-        "other_bytes": mem.other_bytes_detail,
-        "allocated_bytes": mem.allocated_bytes,
-        "capacity_bytes": mem.capacity_bytes,
-        "capacity_gib": mem.capacity_bytes / GIB,
-        "fits": mem.fits,
-        "headroom_bytes": mem.headroom_bytes,
-        "headroom_gib": mem.headroom_bytes / GIB,
-        # the part of the GPU a plan may use (workloads.memory_headroom: usable fraction x capacity); headroom is it less the total
-        "usable_bytes": mem.per_gpu_bytes["total"] + mem.headroom_bytes,
-        "usable_gib": (mem.per_gpu_bytes["total"] + mem.headroom_bytes) / GIB,
-        "params_per_gpu": mem.params_per_gpu,
-        "total_params": parameter_counts(model).total,
-        "peak_pipeline_rank": mem.peak_pipeline_rank,
-        "bytes_per_param": {**states, "model_states": sum(states.values())},
-        "activation_bytes_per_param": mem.per_gpu_bytes["activations"] / max(1, mem.params_per_gpu),
-        "notes": list(mem.notes),
-        "band_80pct": memory_band(model, mem, finetune=not plan.fine_tuning.ordinary),
-        # fine-tuning (workloads.training.finetune_memory): not part of per_gpu_bytes / fits
-        "fine_tuning": plan.fine_tuning.label(),
-        "trainable_params_per_gpu": mem.trainable_params if mem.trainable_params is not None else mem.params_per_gpu,
-        "paged_optimizer_bytes": mem.paged_optimizer_bytes,
-        "paged_optimizer_gib": mem.paged_optimizer_bytes / GIB,
-        "host_offload_bytes": mem.host_bytes,
-        "host_offload_gib": mem.host_bytes / GIB,
-    }
-
-
-def memory_band(model: ModelSpec, mem, finetune: bool = False) -> dict:
-    """The 80% band of the predicted memory per GPU (interfaces.validation.error_bands: cross-validated residuals
-    of the public memory rows of the regime), and whether the plan still fits at the band's top."""
-    from gpuplan.interfaces.validation.error_bands import training_memory_band
-
-    band = training_memory_band(model.moe is not None, finetune)
-    if band is None:
-        return {}
-    lo, hi = band.interval(mem.per_gpu_bytes["total"] / GIB)
-    return {"per_gpu_gib": [lo, hi], "fits_at_band_high": hi * GIB <= mem.capacity_bytes,
-            "regime": band.regime, "validated": band.validated, "rows": band.rows}
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,9 @@ Plan -> keys (job_config.py docstrings):
   precision          bf16: training.mixed_precision_param "bfloat16"; fp8 / mxfp8: model.converters
                      ["quantize.linear.float8"] / ["quantize.linear.mx"]
   seq_len, steps     training.seq_len, training.steps
+  compiled parts     compile.enable = true with compile.components ["model"] / ["loss"] / ["model", "loss"]
+                     (TrainPlan.compiled_model / compiled_loss, `--compile`); written only when a part is
+                     compiled (compile.enable defaults to false); read back with components defaulting to both
   model              [model] name + flavor (FLAVORS: torchtitan/models/llama3/__init__.py llama3_args) and
                      hf_assets_path (its tokenizer gives the vocabulary)
 """
@@ -153,6 +156,9 @@ def keys(launch: TrainingLaunch) -> dict[str, object]:
     k["activation_checkpoint.mode"] = plan.recompute.value
     if plan.recompute is Recompute.SELECTIVE:
         k["activation_checkpoint.selective_ac_option"] = "op"
+    if plan.compiled_model or plan.compiled_loss:
+        k["compile.enable"] = True
+        k["compile.components"] = [c for c, on in (("model", plan.compiled_model), ("loss", plan.compiled_loss)) if on]
     return {name_: T.key(name_, v) for name_, v in k.items()}
 
 
@@ -240,17 +246,31 @@ def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> 
         precision = Precision.FP8
     elif "quantize.linear.mx" in converters or "mx" in converters:
         precision = Precision.MXFP8
+    compiled_model, compiled_loss = _compiled(cfg)
     ep = _int(cfg, "parallelism.expert_parallel_degree", 1)
     etp = _int(cfg, "parallelism.expert_tensor_parallel_degree", 1)
     try:
         plan = TrainPlan(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp if ep > 1 else None, vpp=vpp, micro_batch=mb,
                          global_batch=gb, seq_len=_int(cfg, "training.seq_len", 2048), recompute=recompute,
                          sequence_parallel=tp > 1, precision=precision, sharding=sharding, framework=Framework.TORCHTITAN,
-                         tp_comm_overlap=bool(_get(cfg, "parallelism.enable_async_tensor_parallel", False)))
+                         tp_comm_overlap=bool(_get(cfg, "parallelism.enable_async_tensor_parallel", False)),
+                         compiled_model=compiled_model, compiled_loss=compiled_loss)
     except ValueError as exc:
         raise InputError(f"plan: {str(exc).splitlines()[-1].strip()}", field="plan") from None
     return TrainingLaunch("torchtitan", spec, plan, plan.num_gpus, _int(cfg, "training.steps", 10000),
                           tuple(unmodelled))
+
+
+def _compiled(cfg: dict) -> tuple[bool, bool]:
+    """(compiled_model, compiled_loss) of a config's [compile]: nothing unless `enable` is true; then its
+    `components` (default ["model", "loss"], torchtitan's Compile.components)."""
+    if _get(cfg, "compile.enable", False) is not True:
+        return False, False
+    parts = _get(cfg, "compile.components", ["model", "loss"])
+    if not isinstance(parts, list) or any(p not in ("model", "loss") for p in parts):
+        raise InputError(f"compile.components: {parts!r} is not a list of \"model\" and \"loss\"",
+                         field="compile.components", allowed="model, loss")
+    return "model" in parts, "loss" in parts
 
 
 def _model_of(cfg: dict) -> ModelSpec:

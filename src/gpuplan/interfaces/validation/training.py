@@ -52,6 +52,9 @@ Defaults for empty cells (documented, the same for every row):
   (the A100/H100 tensor-core peak is the same for both).
 - framework: megatron (its data-parallel overlap); `deepspeed` rows reduce gradients after the
   backward pass, `fsdp`/`torchtitan` rows overlap per micro-batch (see specs.execution.Framework).
+  A `deepspeed` row runs the DeepSpeed release its notes state, else the 2021 engine when its
+  source is dated before DeepSpeed v0.6.0 (2022-03-07), else the current one
+  (`deepspeed_row.deepspeed_release_from_row`).
 - attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
   or deepspeed, or empty precision with those frameworks, on GPUs that predate Hopper (Volta,
   Ampere): those are the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16 mixed
@@ -93,7 +96,9 @@ import re
 
 from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
+from gpuplan.interfaces.validation.source_dates import source_name_month
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.gpu import architecture_family
@@ -168,6 +173,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     if not _cell(row, "recompute"):
         notes.append("recompute=none")
     framework = framework_from_row(row)
+    release, release_note = deepspeed_release_from_row(row, framework)
+    if release_note:
+        notes.append(release_note)
     legacy = legacy_stack(row, framework, gpu_architecture)
     default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
     prec_raw = _cell(row, "precision") or default_prec
@@ -208,7 +216,7 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
             recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
             tp_comm_overlap=te_overlap and sp and tp > 1,
-            sharding=Sharding(shard_raw), fine_tuning=fine_tuning,
+            sharding=Sharding(shard_raw), fine_tuning=fine_tuning, deepspeed_release=release,
         )
     except ValueError as exc:
         raise SkipRow(f"plan columns not expressible: {exc}") from None
@@ -242,7 +250,6 @@ TORCHTITAN_COMPILED_LOSS_SINCE = (2025, 4)
 #: PyTorch release whose first builds postdate that change (2.7.0 released 2025-04-23, branch cut before).
 TORCH_COMPILED_LOSS_ERA = (2, 8)
 _STATED_TORCH = re.compile(r"\b(?:torch|pytorch)(?: version)?[ :=]+`?(\d+)\.(\d+)", re.IGNORECASE)
-_SOURCE_MONTH = re.compile(r"[_/-](20\d\d)-?(0[1-9]|1[0-2])[_.-]")
 _STATED_COMPILE = re.compile(r"\b(?:torch\.)?compile\b", re.IGNORECASE)
 
 
@@ -255,8 +262,7 @@ def torchtitan_run_month(row: dict[str, str]) -> tuple[int, int] | None:
     if torch:
         version = (int(torch.group(1)), int(torch.group(2)))
         return TORCHTITAN_COMPILED_LOSS_SINCE if version >= TORCH_COMPILED_LOSS_ERA else (2025, 3)
-    month = _SOURCE_MONTH.search(_cell(row, "source"))
-    return (int(month.group(1)), int(month.group(2))) if month else None
+    return source_name_month(_cell(row, "source"))
 
 
 def compiled_model_from_row(row: dict[str, str], framework: Framework) -> bool:

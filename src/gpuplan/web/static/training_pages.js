@@ -157,6 +157,10 @@ export const TRAINING_PAGES = {
       { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
       { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext"], def: "",
         help: "(auto): maxtext on TPU pods, megatron elsewhere" },
+      { name: "deepspeed_release", type: "text", placeholder: "current",
+        help: "deepspeed only: current (v0.6.0 on), or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine" },
+      { name: "compile", type: "select", options: ["", "none", "model", "loss", "model+loss"], def: "",
+        help: "torch.compile (torchtitan only); (auto): the framework's default, off" },
       ...PLAN_FIELDS,
       { name: "recompute", type: "select", options: ["", "none", "selective", "full"], def: "" },
       { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
@@ -164,7 +168,7 @@ export const TRAINING_PAGES = {
       ...FINETUNE_FIELDS,
     ],
     async run(v) {
-      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top", "grad_accum"];
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top", "grad_accum"];
       const { data: d } = await api("train", { ...pick(v, names), ...fineTuning(v) });
       const p = d.best_plan;
       stats([
@@ -184,7 +188,8 @@ export const TRAINING_PAGES = {
       stacked("Step time by term", d.step_breakdown_s, "s", { y: "step" });
       pipelineTimeline(d);
       // memory per GPU of the chosen plan: `gpuplan fit train` with the best plan's degrees
-      const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]), ...fineTuning(v) };
+      const fitBody = { model: d.model, system: d.system, gpus: d.num_gpus, ...pick(p, ["tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "sequence_parallel"]), ...fineTuning(v),
+        ...(p.compile && p.compile !== "none" ? { compile: p.compile, framework: d.framework } : {}) };
       try {
         const { data: m } = await api("fit/train", fitBody);
         memoryBar(`Memory per GPU of the best plan (${m.gpu})`, m);

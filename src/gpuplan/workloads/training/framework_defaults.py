@@ -8,7 +8,6 @@ import numpy as np
 from gpuplan.specs import Sharding, System
 from gpuplan.specs.execution import Framework
 from gpuplan.workloads.training.plan_codes import SHARDING_CODE
-from gpuplan.workloads.training.step.optimizer_impl import assumed_line
 
 def default_framework(system: System | None, fine_tuning=None, sharding: Sharding | None = None) -> Framework:
     """The training stack assumed when none is given: MaxText on a TPU pod (an ICI torus: Megatron-LM,
@@ -25,13 +24,6 @@ def default_framework(system: System | None, fine_tuning=None, sharding: Shardin
         zero = (Sharding.ZERO1, Sharding.ZERO2, Sharding.ZERO3)
         return Framework.DEEPSPEED if sharding in zero else Framework.FSDP
     return Framework.MEGATRON
-
-
-def framework_defaults_assumed(framework: Framework, plan) -> list[str]:
-    """What the models assume of the stack (`Framework.assumed_defaults`) and of the plan's AdamW
-    implementation (`step.optimizer_impl.assumed_line`): `gpuplan train`'s list and its `--json`
-    key `framework_defaults_assumed`."""
-    return [*framework.assumed_defaults, assumed_line(plan.fine_tuning.optimizer_impl)]
 
 
 #: MaxText's shardings in Megatron's terms (AI-Hypercomputer/maxtext docs 'Sharding', base.yml defaults):
@@ -56,4 +48,4 @@ def framework_axes(axes: dict[str, np.ndarray], framework: Framework, space) -> 
     return out
 
 
-__all__ = ["MAXTEXT_SHARDINGS", "default_framework", "framework_axes", "framework_defaults_assumed"]
+__all__ = ["MAXTEXT_SHARDINGS", "default_framework", "framework_axes"]

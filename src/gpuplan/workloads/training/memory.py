@@ -86,8 +86,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuplan import knobs
-from gpuplan.layers.inventory import layer_ops, model_ops, refuse_hybrid
-from gpuplan.layers.operators import FLASH_LSE_BYTES, Activation, AttentionCore, Linear, Saved, Shard
+from gpuplan.layers.inventory import layer_kinds, layer_ops, model_ops, refuse_hybrid
+from gpuplan.layers.operators import AttentionCore, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.primitives.nccl_memory import nccl_buffer_bytes
 from gpuplan.specs.dtypes import number_format
@@ -106,6 +106,7 @@ from gpuplan.workloads.training.loss_memory import (  # noqa: F401 (re-exported:
     loss_bytes_per_vocab_entry)
 from gpuplan.workloads.training.plan_codes import SHARDING_CODE
 from gpuplan.workloads.training.plan_validity import check_plan
+from gpuplan.workloads.training.selective_checkpoint import op_sac_bytes_per_token
 
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
 #: allocator. PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12
@@ -271,10 +272,11 @@ def rank_params(model: ModelSpec, plan: TrainPlan, layers: list[int], first: boo
     """(dense params, expert params) held by one GPU of a pipeline rank, after TP/EP division."""
     dense = experts = 0.0
     splits = _layer_param_splits(model)
+    tp, expert_group = plan.tp, plan.ep * plan.expert_tp
     for layer in layers:
         split, replicated, routed = splits[layer]
-        dense += split / plan.tp + replicated
-        experts += routed / (plan.ep * plan.expert_tp)
+        dense += split / tp + replicated
+        experts += routed / expert_group
     table = model.vocab * model.hidden / plan.tp
     if first:
         dense += table
@@ -330,62 +332,6 @@ def _saved_activation_bytes(model: ModelSpec, layer: int, saved: Saved) -> float
     return layer_ops(model, layer).saved_activation_bytes(saved)
 
 
-def _mm_outputs(ops) -> list[tuple[float, Shard]]:
-    """The `aten.mm` calls of a layer's forward in order, as (output features, shard), the way
-    torchtitan's models issue them (one nn.Linear per projection): a fused grouped-query QKV is
-    wq, wk, wv (a d, g d, g d); a gated FFN's fc1 is w1 then w3 (f each: `w2(silu(w1(x)) * w3(x))`
-    evaluates w1 first); routed experts run as grouped GEMMs (`_grouped_mm`, not `aten.mm`) and
-    are not listed."""
-    out: list[tuple[float, Shard]] = []
-    for i, op in enumerate(ops):
-        if not isinstance(op, Linear) or op.shard is Shard.EXPERT:
-            continue
-        if op.grouped_heads is not None:
-            a, g, d = op.grouped_heads
-            out += [(a * d, op.shard), (g * d, op.shard), (g * d, op.shard)]
-            continue
-        follower = ops[i + 1] if i + 1 < len(ops) else None
-        if isinstance(follower, Activation) and follower.gated and follower.shard is not Shard.EXPERT:
-            half = op.out_features / 2
-            out += [(half, op.shard), (half, op.shard)]
-            continue
-        out.append((op.out_features * op.instances, op.shard))
-    return out
-
-
-@lru_cache(maxsize=65536)
-def op_sac_bytes_per_token(model: ModelSpec, layer: int, saved: Saved) -> float:
-    """Bytes one token keeps for one layer under torchtitan's per-op selective activation
-    checkpointing (`selective_ac_option = "op"`, its Llama 3 presets' default; torchtitan
-    activation_checkpoint.py `_custom_policy`: save the outputs of `aten.mm` except every second one,
-    of the SDPA kernels and of `reduce_scatter_tensor`; recompute everything else; the checkpointed
-    block's input is kept to re-run it).
-
-    Per token: the block input b h / sp; the output of the 1st, 3rd, 5th, ... mm of the block
-    (`_mm_outputs`): b x out / tp for a COLUMN projection, b x out for a ROW projection (the partial
-    sums before the reduction) plus b x out / tp for its reduce-scatter output under sequence
-    parallelism, b x out for a replicated one; the attention output b a d_v / tp and the fp32
-    log-sum-exp 4 a / tp. Llama 3 8B (tp 1): 2 x (4096 input + 4096 wq + 1024 wv + 4096 SDPA
-    + 14336 w1 + 4096 w2) + 4 x 32 = 63,616 B (tests derive it).
-    """
-    ops = layer_ops(model, layer).ops
-    b, tp, sp = saved.act_bytes, saved.tp, saved.sp
-    total = b * model.hidden / sp
-    for k, (features, shard) in enumerate(_mm_outputs(ops), start=1):
-        if k % 2 == 0:
-            continue
-        if shard is Shard.COLUMN:
-            total += b * features / tp
-        elif shard is Shard.ROW:
-            total += b * features + (b * features / tp if sp > 1 else 0.0)
-        else:
-            total += b * features
-    for op in ops:
-        if isinstance(op, AttentionCore):
-            total += (b * op.heads * op.v_head_dim + FLASH_LSE_BYTES * op.heads) / tp
-    return total
-
-
 def microbatches_per_step(plan: TrainPlan) -> float:
     """m: micro-batches per pipeline per optimizer step (unbounded without a global batch)."""
     return float(plan.grad_accum_steps) if plan.global_batch is not None else math.inf
@@ -413,9 +359,30 @@ def outside_allocator_bytes(tp, cp, dp, pp, ep):
 # the result
 
 
-def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]) -> dict[str, object]:
+class _PlanTerms:
+    """What the pipeline ranks of one plan share: its `saved_context`, memory outside the allocator,
+    each rank's `chunks_in_flight` (one array call) and `layer_activation_bytes_per_token` computed
+    once per layer kind (`layer_kinds`: equal operators; per layer under adapters, whose delta reads
+    the layer's projections)."""
+
+    def __init__(self, model: ModelSpec, plan: TrainPlan):
+        self.model, self.plan, self.saved, self.memo = model, plan, saved_context(model, plan), {}
+        self.kind = range(model.layers) if plan.fine_tuning.adapters else layer_kinds(model)[0]
+        self.outside = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)
+        self.in_flight = terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), np.arange(plan.pp))
+
+    def layer_bytes(self, layer: int, stored: bool = True) -> float:
+        key = (self.kind[layer], stored)
+        if key not in self.memo:
+            self.memo[key] = layer_activation_bytes_per_token(self.model, self.plan, layer, stored, self.saved)
+        return self.memo[key]
+
+
+def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int],
+                 shared: _PlanTerms | None = None) -> dict[str, object]:
     """One pipeline rank's terms (`memory_terms`, one plan); `memory_grid.rank_memory_arrays` is the
-    same for a grid of plans (a test checks them term by term)."""
+    same for a grid of plans (a test checks them term by term). `shared`: the plan's `_PlanTerms`."""
+    shared = shared or _PlanTerms(model, plan)
     first, last = rank == 0, rank == plan.pp - 1
     dense, experts = rank_params(model, plan, layers, first, last)
     zero3 = plan.sharding in (Sharding.ZERO3, Sharding.FSDP)
@@ -430,9 +397,9 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
         fsdp2_pp, b)
 
     tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
-    saved = saved_context(model, plan)
-    per_layer = np.array([layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers]) * tokens
-    in_flight = chunks_in_flight(plan, rank)
+    layer_bytes = shared.layer_bytes
+    per_layer = np.array([layer_bytes(i) for i in layers]) * tokens
+    in_flight = float(shared.in_flight[rank])  # chunks_in_flight(plan, rank)
     stored = float(terms.stored_activation_bytes(per_layer.mean(), len(layers), plan.vpp, in_flight)) if layers else 0.0
     acts: dict[str, float] = {"layers": stored}
     sp = plan.tp if plan.sequence_parallel else 1
@@ -445,20 +412,19 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
     backward_phase = {"backward_working_set": terms.backward_working_set_bytes(
         tokens, b, model.hidden, widest_ffn(model), sp, plan.tp) if layers else 0.0}
     if plan.recompute is Recompute.FULL and layers:
-        full = max(layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved) for i in layers)
+        full = max(layer_bytes(i, stored=False) for i in layers)
         backward_phase["recompute_working_set"] = full * tokens
     elif plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN and layers:
         # per-op SAC re-runs the ops it did not save when the layer's backward starts: the layer's
         # full saved set less what SAC kept is alive again for that one layer
         backward_phase["recompute_working_set"] = tokens * max(
-            layer_activation_bytes_per_token(model, plan, i, stored=False, saved=saved)
-            - layer_activation_bytes_per_token(model, plan, i, saved=saved) for i in layers)
+            layer_bytes(i, stored=False) - layer_bytes(i) for i in layers)
     loss_phase = {}
     if last:
         loss_phase["logits"] = terms.logits_bytes(tokens, model.vocab, plan.tp, loss_bytes_per_vocab_entry(plan),
                                                   model.mtp_layers, b, model.hidden, sp)
         if model.mtp_layers:  # run by the last stage, for the one micro-batch it holds when it runs them
-            last_layer = layer_activation_bytes_per_token(model, plan, model.layers - 1, saved=saved)
+            last_layer = layer_bytes(model.layers - 1)
             acts["mtp_layers"] = terms.mtp_activation_bytes(model.mtp_layers, last_layer, b, model.hidden, sp, tokens)
     acts.update(loss_phase if sum(loss_phase.values()) > sum(backward_phase.values()) else backward_phase)
 
@@ -477,7 +443,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: list[int]
         # cached unless Megatron-core passes `disable_parameter_transpose_cache`; the output head stays bf16
         other["fp8_weight_cache"] = terms.fp8_weight_cache_bytes(number_format(plan.precision.value).bytes_per_element,
                                                                  block_dense(), experts)
-    context, nccl = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)
+    context, nccl = shared.outside
     other["cuda_context"], other["nccl_buffers"] = context, float(nccl)
     out = {"weights": weights, "gradients": grads, "optimizer": optim, "acts": acts, "other": other,
            "params": dense + experts, "peak": FineTunePeak(grads, acts)}
@@ -501,8 +467,9 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
     best: dict[str, object] | None = None
     best_total = -1.0
     best_rank = 0
+    shared = _PlanTerms(model, plan)
     for rank, layers in enumerate(split):
-        r = _rank_memory(model, plan, rank, layers)
+        r = _rank_memory(model, plan, rank, layers, shared)
         total = r["weights"] + r["gradients"] + r["optimizer"] + sum(r["acts"].values()) + sum(r["other"].values())
         if total > best_total:
             best, best_total, best_rank = r, total, rank

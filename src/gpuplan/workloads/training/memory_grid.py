@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from gpuplan.layers.inventory import layer_ops
+from gpuplan.layers.inventory import layer_kinds
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.specs.dtypes import number_format
 from gpuplan.specs.execution import Framework
@@ -43,22 +43,6 @@ def _per_distinct(fn, *arrays) -> tuple[np.ndarray, ...]:
     rows, inverse = np.unique(np.stack([p.ravel().astype(float) for p in parts], axis=1), axis=0, return_inverse=True)
     values = np.array([fn(*row) for row in rows], dtype=float)
     return tuple(values[inverse.ravel(), j].reshape(shape) for j in range(values.shape[1]))
-
-
-@lru_cache(maxsize=256)
-def layer_kinds(model: ModelSpec) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(kind of each layer, a representative layer of each kind): layers whose operators are equal
-    (all but the layer's index) are one kind; every per-layer quantity of the memory model is a
-    function of the operators."""
-    first_of: dict[object, int] = {}
-    kind = []
-    for i in range(model.layers):
-        lo = layer_ops(model, i)
-        kind.append(first_of.setdefault((lo.attention, lo.ffn, lo.norms, lo.moe), len(first_of)))
-    representative = [0] * len(first_of)
-    for i in reversed(range(model.layers)):
-        representative[kind[i]] = i
-    return tuple(kind), tuple(representative)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
 from gpuplan.specs.choices import OptimizerImpl
-from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
 from gpuplan.workloads.training.plan_codes import (
@@ -167,6 +167,11 @@ class SearchSpace:
     sequence_parallel: Sequence[bool] | None = None
     #: TransformerEngine TP comm overlap on the plans that use sequence parallelism
     tp_comm_overlap: bool = False
+    #: the DeepSpeed engine of a deepspeed search (specs.execution.DeepSpeedRelease; TrainPlan.deepspeed_release)
+    deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
+    compiled_model: bool = False
+    compiled_loss: bool = False
     #: AdamW implementation of every plan (specs.choices.OptimizerImpl; None: the fused pass)
     optimizer_impl: OptimizerImpl | None = None
 
@@ -435,8 +440,17 @@ class _FastestPerValue:
                     continue
                 rest = np.unravel_index(int(j), rest_shape)
                 where = rest[:axis] + (k,) + rest[axis:]
-                self.best[key] = (step, {p: float(np.broadcast_to(v, block.shape)[where]) for p, v in block.parts.items()},
-                                  float(np.broadcast_to(block.gb, block.shape)[where]))
+                self.best[key] = (step, {p: _value_at(v, where) for p, v in block.parts.items()},
+                                  _value_at(block.gb, where))
+
+
+def _value_at(array, where: tuple[int, ...]) -> float:
+    """np.broadcast_to(array, shape)[where] as a float, without the broadcast view: the array's axes
+    align with the last of `where`'s, and an axis of length 1 is read at 0."""
+    shape = np.shape(array)
+    if not shape:
+        return float(array)
+    return float(array[tuple(i if n > 1 else 0 for i, n in zip(where[len(where) - len(shape):], shape))])
 
 
 def _explain(best: RankedPlan, fastest: _FastestPerValue, per_token: bool) -> list[str]:
@@ -476,7 +490,8 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         precision=space.precision, sharding=SHARDING_OF_CODE[int(point["sh"])],
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
-        framework=ctx.framework, attention_kernel=ctx.attention_kernel,
+        framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
+        compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
         fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
 
@@ -512,11 +527,14 @@ def search_plans(
     sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
+        deepspeed_release=space.deepspeed_release,
+        compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
         fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
-                      attention_kernel=ctx.attention_kernel)
+                      attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
+                      compiled_model=space.compiled_model, compiled_loss=space.compiled_loss)
     leaders, fastest = _Leaders(max(top * 50, 200)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0

@@ -323,11 +323,12 @@ class Percentiles:
 
 
 def _pct(x: np.ndarray, scale: float = 1.0) -> Percentiles:
-    x = x[np.isfinite(x)]
+    x = x[np.isfinite(x)]  # a copy, so np.percentile may partition it in place (after the mean, in x's order)
     if x.size == 0:
         return Percentiles(math.nan, math.nan, math.nan, math.nan)
-    p = np.percentile(x, [50, 90, 99]) * scale
-    return Percentiles(float(p[0]), float(p[1]), float(p[2]), float(x.mean() * scale))
+    mean = float(x.mean() * scale)
+    p = np.percentile(x, [50, 90, 99], overwrite_input=True) * scale
+    return Percentiles(float(p[0]), float(p[1]), float(p[2]), mean)
 
 
 @dataclass(frozen=True)
@@ -437,8 +438,8 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     what happens in it; the same results), else the step-by-step reference loop. Speculative
     decoding always runs on the reference loop."""
     n = workload.arrival_s.shape[0]
-    ins = workload.input_len.astype(np.int64)
-    outs = workload.output_len.astype(np.int64)
+    ins = np.ascontiguousarray(workload.input_len, dtype=np.int64)  # read only (the loops copy what they update)
+    outs = np.ascontiguousarray(workload.output_len, dtype=np.int64)
     kv = kv_budget_setup(steps, memory, ins, outs, speculative, draft, prefix_cache, "the replica")
     budget, g_bytes, out_steps, cached = kv.budget_bytes, kv.kv_bytes_per_token, kv.out_steps, kv.cached_tokens
     spec_e, spec_q, draft_table, draft_ctx = kv.spec_tokens_per_step, kv.spec_verify_tokens, kv.draft_table, kv.draft_ctx_s
@@ -446,7 +447,7 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     tables = steps.step_tables(cuda_graph_batch_sizes, draft_table)
     # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
     # context in `ctx_g` but the global coefficient is zero.
-    requests = Requests(workload.arrival_s.astype(float).copy(), ins, outs, cached,
+    requests = Requests(np.array(workload.arrival_s, dtype=float), ins, outs, cached,  # a copy: a closed loop writes it
                         np.ascontiguousarray(out_steps, dtype=np.int64))
     engine = Engine(SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs),
                     int(scheduler.max_batch_tokens), workload.kind == ArrivalKind.CLOSED_LOOP)

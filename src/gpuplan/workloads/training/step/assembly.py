@@ -161,7 +161,7 @@ def estimate_step_time(
     ctx = StepContext.build(
         model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap,
         fine_tuning=plan.fine_tuning, grad_precision=plan.grad_precision, compiled_loss=plan.compiled_loss,
-        compiled_model=plan.compiled_model,
+        compiled_model=plan.compiled_model, deepspeed_release=plan.deepspeed_release,
     )
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,

@@ -7,6 +7,11 @@ gathers per step, and the parameters one GPU holds.
   reduce and overlap it with the backward pass (window = backward of the last micro-batch, and the
   parameter all-gather with the first forward); FSDP overlaps each micro-batch's gathers with its
   compute; DeepSpeed's ZeRO-0/1 engine (Megatron-DeepSpeed) reduces after the backward pass.
+  DeepSpeed ZeRO-3 depends on the release (`StepContext.deepspeed_release`): the current engine
+  (v0.6.0 on) gathers in coalesced calls and reduce-scatters, not overlapped; the 2021 engine
+  (v0.3.13 .. v0.5.10, `deepspeed_zero3`) gathers each weight matrix on its own, hides only the
+  prefetched gathers behind compute, re-gathers for the recomputed forward and all-reduces the
+  fp16 gradients, exposed.
   While an overlapped NCCL collective runs, its thread blocks (one per channel: 16 for a ring over
   8 NICs per node, 32 inside an H100 node) hold that many SMs, so the compute it hides behind runs
   channels / SMs slower: that share of the overlapped time is added (NCCL launches one CTA per
@@ -30,9 +35,10 @@ import numpy as np
 from gpuplan.primitives.collectives import Collective
 from gpuplan.primitives.parallel_groups import collective_seconds_array, collective_sm_fraction, group_per_node
 from gpuplan.specs import Precision
-from gpuplan.specs.execution import Framework
+from gpuplan.specs.execution import DeepSpeedRelease, Framework
 from gpuplan.specs.plan import expert_data_parallel_size
-from gpuplan.workloads.training.plan_codes import ShardingCode
+from gpuplan.workloads.training.plan_codes import RecomputeCode, ShardingCode
+from gpuplan.workloads.training.step import deepspeed_zero3
 from gpuplan.workloads.training.step.compute import StageCompute
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
@@ -54,35 +60,43 @@ TORCHTITAN_REDUCE_BYTES = 4.0
 FSDP2_COPY_BYTES_PER_PARAM = 14.0
 
 
-#: DeepSpeed ZeRO-3 defaults (deepspeed/runtime/zero/config.py, DeepSpeedZeroConfig):
-#: `stage3_prefetch_bucket_size` 5e7 elements (the coordinator gathers the next parameters in one
-#: `all_gather_coalesced` call up to this many elements: partitioned_param_coordinator.py
-#: `fetch_sub_module`), `reduce_bucket_size` 5e8 elements (stage3.py: gradients are reduce-scattered
-#: when the bucket would overflow). Parameters under `stage3_param_persistence_threshold` (1e5:
-#: biases, norms) stay whole and are never gathered.
+#: DeepSpeed ZeRO-3 defaults of the current engine (v0.6.0 on; deepspeed/runtime/zero/config.py,
+#: DeepSpeedZeroConfig): `stage3_prefetch_bucket_size` 5e7 elements (the coordinator gathers the
+#: next parameters in one `all_gather_coalesced` call up to this many elements:
+#: partitioned_param_coordinator.py `fetch_sub_module`). Parameters under
+#: `stage3_param_persistence_threshold` (1e5: biases, norms) stay whole and are never gathered.
 DEEPSPEED_PREFETCH_BUCKET_ELEMENTS = 5e7
+#: DeepSpeed `reduce_bucket_size` default, 5e8 elements (deepspeed/runtime/zero/constants.py,
+#: v0.3.13 .. today): ZeRO-3 reduces the gradients bucket by bucket (stage3.py
+#: `reduce_independent_p_g_buckets_and_remove_grads`: a bucket is flushed when the next gradient
+#: would overflow it; the bucket counts whole, unpartitioned gradients).
 DEEPSPEED_REDUCE_BUCKET_ELEMENTS = 5e8
 
 
 def zero3_collective_calls(ctx: StepContext, sc: StageCompute, local_dense, local_experts):
-    """(all-gather calls per pass, reduce-scatter calls per micro-batch) of ZeRO-3 / FSDP on the
+    """(all-gather calls per pass, gradient-reduction calls per micro-batch) of ZeRO-3 / FSDP on the
     busiest stage.
 
     FSDP (torch FSDP1 as Composer and Megatron-FSDP wrap it, FSDP2 `fully_shard` as torchtitan
     applies it): one unit per transformer block plus the root (embedding, head), so L_stage + 1
-    all-gathers per pass and L_stage + 1 reduce-scatters. DeepSpeed ZeRO-3: one
-    `all_gather_coalesced` per fetch, which takes a submodule's weights and prefetches the next up
-    to `stage3_prefetch_bucket_size` elements, so a layer costs clip(layer weights / bucket, 1,
-    weight matrices in the layer) calls (a matrix larger than the bucket is fetched alone);
-    gradients are reduce-scattered per `reduce_bucket_size`: ceil(local parameters / 5e8) calls.
-    Each call pays the collective's latency once (NCCL ring latency grows with the ranks)."""
+    all-gathers per pass and L_stage + 1 reduce-scatters. DeepSpeed ZeRO-3, current engine (v0.6.0
+    on): one `all_gather_coalesced` per fetch, which takes a submodule's weights and prefetches the
+    next up to `stage3_prefetch_bucket_size` elements, so a layer costs clip(layer weights / bucket,
+    1, weight matrices in the layer) calls (a matrix larger than the bucket is fetched alone). The
+    2021 engine (v0.3.13 .. v0.5.10, `deepspeed_zero3`): one `all_gather` per weight matrix
+    (`_allgather_param`; biases and norms under the 1e5-element persistence threshold are never
+    gathered), so L_stage x matrices per layer + 1 (the embedding) calls per pass. Both reduce the
+    gradients per `reduce_bucket_size`: ceil(local parameters / 5e8) calls. Each call pays the
+    collective's latency once (NCCL ring latency grows with the ranks)."""
     layers = np.asarray(sc.layers_per_stage, dtype=np.float64)
     if ctx.framework is not Framework.DEEPSPEED:
         return layers + 1.0, layers + 1.0
-    per_layer_params = ctx.body_params / max(ctx.layers, 1)
     matrices = sum(len(lo.linears) for lo in ctx.ops.layers) / max(len(ctx.ops.layers), 1)
-    units = float(np.clip(per_layer_params / DEEPSPEED_PREFETCH_BUCKET_ELEMENTS, 1.0, max(matrices, 1.0)))
     reduce_calls = np.maximum(1.0, np.ceil((local_dense + local_experts) / DEEPSPEED_REDUCE_BUCKET_ELEMENTS))
+    if ctx.deepspeed_release is DeepSpeedRelease.V0_5:
+        return layers * max(matrices, 1.0) + 1.0, reduce_calls
+    per_layer_params = ctx.body_params / max(ctx.layers, 1)
+    units = float(np.clip(per_layer_params / DEEPSPEED_PREFETCH_BUCKET_ELEMENTS, 1.0, max(matrices, 1.0)))
     return layers * units + 1.0, reduce_calls
 
 
@@ -109,7 +123,9 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     the parameters after each backward); ZeRO-3/FSDP: per micro-batch two all-gathers and a
     reduce-scatter. Megatron-core and FSDP overlap them (the reduce with the last backward, the
     gather with the first forward; ZeRO-3 per micro-batch with its compute), DeepSpeed's ZeRO-0/1
-    engine does not. An overlapped NCCL collective holds one SM per channel, slowing the compute it
+    engine does not, nor does DeepSpeed's current ZeRO-3 engine; its 2021 engine
+    (`ctx.deepspeed_release` V0_5) hides only its prefetched gathers and all-reduces the gradients
+    (`deepspeed_zero3`). An overlapped NCCL collective holds one SM per channel, slowing the compute it
     hides behind by channels / SMs (`collective_sm_fraction`; Calculon's processor_usage). Gradient
     bytes: fp32 (bf16 runs), fp16 (fp16 runs), the compute dtype under ZeRO-3 (fp32 under
     torchtitan: COMPOSER / TORCHTITAN constants); FSDP2 adds its copy-in / copy-out kernels.
@@ -123,6 +139,7 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     other_grad_bytes = 2.0 if ctx.precision is Precision.FP16 else 4.0
     gather_bytes = COMPOSER_GATHER_BYTES if ctx.framework is Framework.FSDP else 2.0
     deepspeed = ctx.framework is Framework.DEEPSPEED
+    legacy_deepspeed = deepspeed and ctx.deepspeed_release is DeepSpeedRelease.V0_5  # the 2021 ZeRO-3 engine
 
     reduced = (local_dense, local_experts) if reduced is None else reduced
     gathered_bytes = (local_dense * gather_bytes, local_experts * gather_bytes) if gathered_bytes is None else gathered_bytes
@@ -183,15 +200,35 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     def gather_mb():
         return once("gather_mb", 0.0, lambda: overlapped(gather(), sc.stage_fwd))
 
+    def z3_gather_pass():
+        """One all-gather of every local weight, in `gather_calls` calls."""
+        return once("z3_gather", 0.0, lambda: sum(
+            collective(Collective.ALL_GATHER, gb, grp, st, gather_calls) for _, gb, grp, st in groups))
+
     def z3_per_mb(grad):
-        """Two all-gathers and a reduce-scatter of ZeRO-3 per micro-batch (0 where no plan shards so)."""
+        """Two all-gathers and a reduce-scatter of ZeRO-3 / FSDP per micro-batch (0 where no plan
+        shards so), to be overlapped with the micro-batch's compute."""
         if not any_zero3:
             return 0.0
         z3_reduce_scatter = sum(collective(Collective.REDUCE_SCATTER, p * grad, grp, st, reduce_calls)
                                 for p, _, grp, st in groups)
-        z3_gather = once("z3_gather", 0.0, lambda: sum(
-            collective(Collective.ALL_GATHER, gb, grp, st, gather_calls) for _, gb, grp, st in groups))
-        return 2.0 * z3_gather + z3_reduce_scatter
+        return 2.0 * z3_gather_pass() + z3_reduce_scatter
+
+    def z3_deepspeed_per_mb(grad):
+        """DeepSpeed ZeRO-3 <= v0.5 per micro-batch (`deepspeed_zero3`): the gathers fetched after a
+        device synchronize and the gradient all-reduce exposed, the prefetched gathers hidden behind
+        the micro-batch's compute (forward, backward, recompute); each gather call also runs
+        PyTorch's per-rank copy-out of its list output (`list_copy_seconds`) and, with the zero
+        fill of the full parameter, 3 x the gathered bytes of HBM traffic."""
+        exposed, prefetched = deepspeed_zero3.gather_passes(ctx, g.tp, g.rc == RecomputeCode.FULL)
+        gather_pass = z3_gather_pass() + sum(
+            deepspeed_zero3.list_copy_seconds(gather_calls, grp)
+            + np.where(grp > 1, deepspeed_zero3.GATHER_HBM_BYTES_PER_BYTE * gb / ctx.hbm_bytes_s, 0.0)
+            for _, gb, grp, _ in groups)
+        z3_all_reduce = sum(collective(Collective.ALL_REDUCE, p * grad, grp, st, reduce_calls)
+                            for p, _, grp, st in groups)
+        return (exposed * gather_pass + z3_all_reduce
+                + overlapped(prefetched * gather_pass, sc.compute_mb + sc.recompute_mb))
 
     def unsharded(grad):
         return reduce_all(grad) if deepspeed else overlapped(reduce_all(grad), last_bwd())
@@ -208,7 +245,9 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         return g.m * reduce_mb(grad) + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb()
 
     def zero3(grad):
-        if deepspeed:
+        if legacy_deepspeed:
+            zero3 = g.m * z3_deepspeed_per_mb(grad)
+        elif deepspeed:
             zero3 = g.m * z3_per_mb(grad)
         else:
             zero3 = g.m * overlapped(z3_per_mb(grad), sc.compute_mb + sc.recompute_mb)
@@ -225,8 +264,10 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
     inputs = [shard, g.m, *(x for grp in groups for x in grp)]
     if any_zero3:
         inputs += [gather_calls, reduce_calls]
-    if not deepspeed:
+    if not deepspeed or (legacy_deepspeed and any_zero3):
         inputs += [sc.stage_bwd, sc.recompute_mb, sc.stage_fwd, sc.compute_mb]
+    if legacy_deepspeed and any_zero3:
+        inputs += [g.tp, g.rc]
     if ctx.framework is Framework.TORCHTITAN:
         inputs += [local_dense, local_experts, g.pp]
     shape = np.broadcast_shapes(*(np.shape(x) for x in inputs))

@@ -14,7 +14,7 @@ from gpuplan.layers.params import parameter_counts
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, ModelSpec, Precision, System
 from gpuplan.specs.dtypes import Weights
-from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import default_expert_tp
 
@@ -58,6 +58,9 @@ class StepContext:
     #: fine-tuning choices (LoRA / QLoRA, optimizer, offload, master weights): `finetune_time`'s terms
     fine_tuning: FineTuning = FineTuning()
     grad_fp32: bool = True  # gradients kept in fp32 (plan.grad_precision), read by the optimizer step
+    #: DeepSpeed engine of a deepspeed plan (plan.deepspeed_release): V0_5 runs ZeRO-3 as
+    #: `step.deepspeed_zero3` models the 2021 engine, CURRENT as `step.data` (coalesced gathers)
+    deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
     compiled_loss: bool = False  # the cross-entropy under torch.compile (plan.compiled_loss)
     compiled_model: bool = False  # each transformer block under torch.compile (plan.compiled_model)
 
@@ -84,6 +87,7 @@ class StepContext:
         tp_comm_overlap: bool = False,
         fine_tuning: FineTuning | None = None,
         grad_precision: Precision = Precision.FP32,
+        deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT,
         compiled_loss: bool = False,
         compiled_model: bool = False,
     ) -> "StepContext":
@@ -125,6 +129,7 @@ class StepContext:
             attention_flops_per_token=sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers) / model.layers,
             fine_tuning=fine_tuning or FineTuning(),
             grad_fp32=Precision(grad_precision) in (Precision.FP32, Precision.TF32),
+            deepspeed_release=DeepSpeedRelease(deepspeed_release),
             compiled_loss=bool(compiled_loss), compiled_model=bool(compiled_model),
         )
 
