@@ -49,7 +49,9 @@ from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
+from gpuplan.specs.choices import OptimizerImpl
 from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
+from gpuplan.specs.finetune import FineTuning
 from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
 from gpuplan.workloads.training.plan_codes import (
     RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode,
@@ -170,6 +172,8 @@ class SearchSpace:
     #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
     compiled_model: bool = False
     compiled_loss: bool = False
+    #: AdamW implementation of every plan (specs.choices.OptimizerImpl; None: the fused pass)
+    optimizer_impl: OptimizerImpl | None = None
 
 
 @dataclass(frozen=True)
@@ -490,6 +494,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
         framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
         compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
+        fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
 
 
@@ -526,6 +531,7 @@ def search_plans(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
         deepspeed_release=space.deepspeed_release,
         compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
+        fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
