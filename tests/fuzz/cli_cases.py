@@ -22,7 +22,7 @@ BASE: dict[tuple[str, ...], list[str]] = {
     ("model", "list"): [],
     # torchtitan with both parts compiled (--compile): the fuzzed options run on the compiled plan
     ("fit", "train"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8", "--framework", "torchtitan",
-                       "--compile", "model+loss"],
+                       "--compile", "model+loss", "--optimizer-impl", "foreach"],
     ("fit", "max-batch"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8"],
     ("fit", "max-seq"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--gpus", "8"],
     ("fit", "min-gpus"): ["gpt3-125m", "--gpu", "h100-sxm5-80gb", "--max-gpus", "64"],

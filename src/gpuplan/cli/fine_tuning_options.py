@@ -1,7 +1,7 @@
 """CLI: the fine-tuning options shared by `gpuplan fit ...` and `gpuplan train` (parse and render only).
 
 `fine_tuning_options(args)` collects `--finetune --lora-rank --lora-targets --lora-dropout
---base-dtype --double-quant --optimizer --offload --master-weights --chunked-loss --offload-activations
+--base-dtype --double-quant --optimizer --optimizer-impl --offload --master-weights --chunked-loss --offload-activations
 --compiled --base-matmul-keeps-input --optimizer-in-backward` into the dict
 `gpuplan.api` takes as `fine_tuning` (it validates them); `print_fine_tuning(rec)` prints the
 fine-tuning lines of a `fit train` record.
@@ -14,12 +14,12 @@ from typing import Any
 import typer
 
 from gpuplan.cli.render import console
-from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimizer
+from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl  # noqa: F401
 
 #: the option names (python identifiers) that make up the `fine_tuning` record
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",
-                       "optimizer", "offload", "master_weights", "chunked_loss", "offload_activations", "compiled",
-                       "base_matmul_keeps_input", "optimizer_in_backward")
+                       "optimizer", "optimizer_impl", "offload", "master_weights", "chunked_loss", "offload_activations",
+                       "compiled", "base_matmul_keeps_input", "optimizer_in_backward")
 GIB = 2**30
 
 # The typer declarations, one of each, shared by `fit ...` and `train` (a typer.Option may serve
@@ -37,6 +37,10 @@ BASE_DTYPE = typer.Option(None, "--base-dtype",
 DOUBLE_QUANT = typer.Option(True, "--double-quant/--no-double-quant", help="4-bit block scales quantised to 8 bits.")
 OPTIMIZER = typer.Option(Optimizer.ADAMW, "--optimizer",
                          help="adamw, adamw_8bit, paged_adamw_8bit, adamw_4bit, adafactor, sgd, lion.")
+OPTIMIZER_IMPL = typer.Option(
+    None, "--optimizer-impl",
+    help="AdamW implementation: loop (per-tensor eager kernels: HF adamw_hf, torch foreach=False), foreach "
+         "(torch.optim multi-tensor), fused (default: one fused pass).")
 OFFLOAD = typer.Option(Offload.NONE, "--offload",
                        help="none, optimizer (ZeRO-Offload), params (FSDP CPU offload), nvme.")
 MASTER_WEIGHTS = typer.Option(MasterWeights.FP32, "--master-weights",

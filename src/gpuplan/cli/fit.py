@@ -14,9 +14,10 @@ from gpuplan.cli.train import COMPILE
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, COMPILED, OPTIMIZER_IN_BACKWARD, fine_tuning_options, print_fine_tuning,
+    OPTIMIZER, OPTIMIZER_IMPL, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, COMPILED, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
+    print_fine_tuning,
 )
-from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
+from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 from gpuplan.specs.choices import Precision, Recompute, Sharding
 
 fit_app = typer.Typer(help="Does training fit in GPU memory? Itemised bytes per GPU and the inverse questions.", no_args_is_help=True)
@@ -58,6 +59,7 @@ def _common(
     base_dtype: Optional[BaseDtype] = BASE_DTYPE,
     double_quant: bool = DOUBLE_QUANT,
     optimizer: Optimizer = OPTIMIZER,
+    optimizer_impl: Optional[OptimizerImpl] = OPTIMIZER_IMPL,
     offload: Offload = OFFLOAD,
     master_weights: MasterWeights = MASTER_WEIGHTS,
     chunked_loss: bool = CHUNKED_LOSS,

@@ -17,10 +17,10 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, BASE_MATMUL_KEEPS_INPUT, COMPILED, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
+    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, COMPILED, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer
+from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
 def _plan_label(plan) -> str:
@@ -107,6 +107,7 @@ def register(app: typer.Typer) -> None:
         base_dtype: Optional[BaseDtype] = BASE_DTYPE,
         double_quant: bool = DOUBLE_QUANT,
         optimizer: Optimizer = OPTIMIZER,
+        optimizer_impl: Optional[OptimizerImpl] = OPTIMIZER_IMPL,
         offload: Offload = OFFLOAD,
         master_weights: MasterWeights = MASTER_WEIGHTS,
         chunked_loss: bool = CHUNKED_LOSS,
@@ -175,7 +176,7 @@ def _train_from(source, model, system, gpus, seq_len, tokens, flops, usd_per_gpu
     t = result.train
     console.print(f"read as {result.launch.target}: {_plan_label(t.estimate.plan)}")
     _render(t.estimate, t.run, t.assumptions, t.to_dict().get("band_80pct") or {}, t.batch_note, t.goodput,
-            t.evidence)
+            t.evidence, defaults=t.defaults_assumed)
     for option in result.launch.unmodelled:
         console.print(f"not modelled: {option}")
 

@@ -43,6 +43,18 @@ class Optimizer(str, Enum):
     LION = "lion"
 
 
+class OptimizerImpl(str, Enum):
+    """How the AdamW step is issued (`workloads.training.step.optimizer_impl`): a Python loop over the
+    parameter tensors, several eager kernels each (Hugging Face `adamw_hf`, torch.optim.AdamW
+    foreach=False); torch's multi-tensor `_foreach_*` ops (foreach=True, its CUDA default since
+    PyTorch 2.0); one fused multi-tensor kernel (torch fused=True, apex / TransformerEngine / DeepSpeed
+    FusedAdam, Megatron's distributed optimizer)."""
+
+    LOOP = "loop"
+    FOREACH = "foreach"
+    FUSED = "fused"
+
+
 class Offload(str, Enum):
     NONE = "none"
     OPTIMIZER = "optimizer"

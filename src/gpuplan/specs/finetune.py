@@ -23,6 +23,10 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
 - `optimizer`: adamw (two moments), adamw_8bit / paged_adamw_8bit (bitsandbytes blockwise 8-bit;
   paged states live in CUDA unified memory), adamw_4bit (torchao), adafactor (factored second
   moment, HF transformers), sgd (momentum), lion (one moment).
+- `optimizer_impl`: how the AdamW step is issued: loop (a Python loop over the parameter tensors,
+  Hugging Face `adamw_hf`, torch foreach=False), foreach (torch's multi-tensor ops) or fused (one
+  multi-tensor kernel); None = the framework's step as the model has it (one fused memory-bound
+  pass, `workloads.training.step.optimizer`). AdamW on the GPU with fp32 states only.
 - `offload`: none, optimizer (states and step on the CPU: ZeRO-Offload, torchao CPUOffloadOptimizer),
   params (also the parameters and gradients: FSDP CPUOffload(offload_params=True), ZeRO-3
   offload_param), nvme (ZeRO-Infinity).
@@ -56,7 +60,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from gpuplan.specs._base import Spec
-from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer  # noqa: F401
+from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl  # noqa: F401
 
 
 #: The projections each preset adapts (module docstring).
@@ -116,6 +120,7 @@ class FineTuning(Spec):
     base_dtype: BaseDtype | None = None
     double_quant: bool = True
     optimizer: Optimizer = Optimizer.ADAMW
+    optimizer_impl: OptimizerImpl | None = None
     offload: Offload = Offload.NONE
     master_weights: MasterWeights = MasterWeights.FP32
     chunked_loss: bool = False
@@ -154,6 +159,17 @@ class FineTuning(Spec):
         if self.optimizer is Optimizer.PAGED_ADAMW_8BIT and self.offload.moves_optimizer:
             raise ValueError("paged_adamw_8bit already pages its states to host memory; offload moves them to the CPU: "
                              "give one of the two (optimizer adamw_8bit with offload, or offload none)")
+        impl = self.optimizer_impl
+        if impl is not None and impl is not OptimizerImpl.FUSED:
+            if self.optimizer is not Optimizer.ADAMW:
+                raise ValueError(f"optimizer_impl {impl.value} is an AdamW implementation: give optimizer adamw, not "
+                                 f"{self.optimizer.value} (or optimizer_impl fused)")
+            if self.offload.moves_optimizer:
+                raise ValueError(f"optimizer_impl {impl.value} times AdamW on the GPU; offload {self.offload.value} runs "
+                                 f"the step on the CPU (give offload none)")
+            if self.master_weights is MasterWeights.NONE:
+                raise ValueError(f"optimizer_impl {impl.value} counts fp32 master weights and moments; master_weights "
+                                 f"none keeps them in 16 bits (give master_weights fp32)")
         return self
 
     @property
@@ -193,7 +209,8 @@ class FineTuning(Spec):
             parts.append(f"{self.method.value} r{self.rank} {base}{dq} {'+'.join(self.targets)}")
         else:
             parts.append("full")
-        parts.append(self.optimizer.value)
+        parts.append(self.optimizer.value if self.optimizer_impl is None
+                     else f"{self.optimizer.value} ({self.optimizer_impl.value})")
         if self.offload is not Offload.NONE:
             parts.append(f"offload {self.offload.value}")
         if self.master_weights is MasterWeights.NONE:
@@ -212,4 +229,4 @@ class FineTuning(Spec):
 
 
 __all__ = ["BaseDtype", "DEFAULT_LORA_RANK", "FineTuneMethod", "FineTuning", "LORA_MODULES", "LORA_TARGET_ALIASES",
-           "LORA_TARGET_PRESETS", "MasterWeights", "Offload", "Optimizer", "parse_lora_targets"]
+           "LORA_TARGET_PRESETS", "MasterWeights", "Offload", "Optimizer", "OptimizerImpl", "parse_lora_targets"]

@@ -103,8 +103,10 @@ class TrainResult(Result):
         fw = self.estimate.step.framework
         from gpuplan.specs.execution import assumed_defaults_of
 
-        return list(assumed_defaults_of(fw, self.estimate.plan.deepspeed_release)) + list(
-            compile_defaults_assumed(fw, self.compile_given))
+        from gpuplan.workloads.training.step.optimizer_impl import assumed_line
+
+        return [*assumed_defaults_of(fw, self.estimate.plan.deepspeed_release), *compile_defaults_assumed(
+            fw, self.compile_given), assumed_line(self.estimate.plan.fine_tuning.optimizer_impl)]
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -327,7 +329,8 @@ def train(
     if plan is not None and compile is not None:
         plan = plan.model_copy(update={"compiled_model": compiled[0], "compiled_loss": compiled[1]})
     space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap,
-                        compiled_model=compiled[0], compiled_loss=compiled[1])
+                        compiled_model=compiled[0], compiled_loss=compiled[1],
+                        optimizer_impl=ft.optimizer_impl)
     if plan is None and (not ft.ordinary or grad_accum is not None):
         # fine-tuning (or a batch given by --grad-accum): the one plan of the given degrees (module docstring)
         given_degrees = True
@@ -339,7 +342,7 @@ def train(
                 plan = _checkpointed_if_needed(spec, plan, gpu, defaults_notes)
         global_batch = plan.global_batch if (grad_accum is not None or not ft.ordinary) else global_batch
     elif given_degrees and _every_axis_given(degrees, spec.moe is not None):
-        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, framework=fw, compiled=compiled)
+        plan = _given_plan(gpus, seq_len, global_batch, prec, tp_comm_overlap, degrees, ft, framework=fw, compiled=compiled)
     elif given_degrees:  # a subset of the axes: those are fixed, the rest searched
         space = _constrained_space(space, gpus, degrees)
     if search_limits:

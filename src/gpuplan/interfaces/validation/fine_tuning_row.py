@@ -11,8 +11,12 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   row: a chunked cross-entropy (notes naming torchtune's `CEWithChunkedOutputLoss` or a "chunked
   cross-entropy") is `chunked_loss`; "activation offloading on" (torchtune `OffloadActivations`) is
   `offload_activations`; a LoRA description with its dropout ("LoRA r=8, alpha 16, dropout 0.05") is
-  `lora_dropout` (adapter rows only); "torch.compile on" is `compiled`; "optimizer_in_bwd True"
-  (torchtune's option) is `optimizer_in_backward`.
+  `lora_dropout` (adapter rows only); the AdamW implementation the notes name, as Hugging Face
+  Trainer's `optim` values or torch.optim's flags (`optimizer_impl`, AdamW rows only): `adamw_hf`
+  (transformers.optimization.AdamW, a per-tensor loop) or `foreach=False` is loop; `adamw_torch`
+  (torch.optim.AdamW at its CUDA default) or `foreach=True` is foreach; `adamw_torch_fused`,
+  `adamw_apex_fused` or `fused=True` is fused. Unnamed: the model's default (the fused pass).
+  "torch.compile on" is `compiled`; "optimizer_in_bwd True" (torchtune's option) is `optimizer_in_backward`.
 - The bitsandbytes release a 4-bit base ran on (`base_matmul_keeps_input`: before 0.43.2, released
   2024-07-16, each `MatMul4Bit` kept its input): a QLoRA row whose `source` or `notes` name
   bitsandbytes (or bnb) and not torchao takes the version they state ("bitsandbytes 0.41.1"), else
@@ -37,7 +41,9 @@ from enum import Enum
 from pydantic import ValidationError
 
 from gpuplan.interfaces.row_types import SkipRow
-from gpuplan.specs.finetune import BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer
+from gpuplan.specs.finetune import (
+    BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer, OptimizerImpl,
+)
 
 #: column -> (FineTuning field, enum of allowed values)
 _ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
@@ -53,6 +59,22 @@ _ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
 _CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked cross.entropy", re.IGNORECASE)
 _OFFLOADED_ACTIVATIONS = re.compile(r"\bactivation offloading on\b", re.IGNORECASE)
 _LORA_DROPOUT = re.compile(r"\bLoRA\b[^.;]*?\bdropout\s+(\d*\.?\d+)", re.IGNORECASE)
+#: notes that name an AdamW implementation (module docstring), checked in this order
+_OPTIMIZER_IMPLS: tuple[tuple[re.Pattern[str], OptimizerImpl], ...] = (
+    (re.compile(r"\badamw_(?:torch|apex)_fused\b|\bfused\s*=\s*True\b", re.IGNORECASE), OptimizerImpl.FUSED),
+    (re.compile(r"\badamw_hf\b|\bforeach\s*=\s*False\b", re.IGNORECASE), OptimizerImpl.LOOP),
+    (re.compile(r"\badamw_torch\b|\bforeach\s*=\s*True\b", re.IGNORECASE), OptimizerImpl.FOREACH),
+)
+
+
+def stated_optimizer_impl(notes: str) -> OptimizerImpl | None:
+    """The AdamW implementation a row's notes name (module docstring), else None."""
+    for pattern, impl in _OPTIMIZER_IMPLS:
+        if pattern.search(notes):
+            return impl
+    return None
+
+
 _LITGPT_QUANTIZE = re.compile(r"\bbnb\.(nf4|fp4)(-dq)?\b", re.IGNORECASE)
 _OPTIMIZER_IN_BACKWARD = re.compile(r"\boptimizer_in_bwd:?\s*True\b")
 _TORCHTUNE = re.compile(r"\btorchtune\b", re.IGNORECASE)
@@ -135,6 +157,9 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         kw["chunked_loss"] = True
     if _OFFLOADED_ACTIVATIONS.search(notes_text):
         kw["offload_activations"] = True
+    impl = stated_optimizer_impl(notes_text)
+    if impl is not None and kw.get("optimizer", Optimizer.ADAMW) is Optimizer.ADAMW:
+        kw["optimizer_impl"] = impl
     quantize = _LITGPT_QUANTIZE.search(notes_text)
     if quantize and method is FineTuneMethod.QLORA:
         kw["double_quant"] = quantize.group(2) is not None
@@ -155,7 +180,10 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         raise SkipRow(f"fine-tuning columns not expressible: {exc.errors()[0]['msg']}") from None
     if not ft.ordinary:
         notes.append(f"fine-tuning: {ft.label()}")
+    elif ft.optimizer_impl is not None:
+        notes.append(f"optimizer_impl={ft.optimizer_impl.value} (named in notes)")
     return ft, notes
 
 
-__all__ = ["BNB_INPUT_FIX_DATE", "BNB_INPUT_FIX_VERSION", "bitsandbytes_keeps_matmul_input", "fine_tuning_from_row"]
+__all__ = ["BNB_INPUT_FIX_DATE", "BNB_INPUT_FIX_VERSION", "bitsandbytes_keeps_matmul_input", "fine_tuning_from_row",
+           "stated_optimizer_impl"]

@@ -48,6 +48,7 @@ from gpuplan.errors import Infeasible, InputError
 from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System, TrainPlan
 from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
+from gpuplan.specs.choices import OptimizerImpl
 from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.workloads.training.finetune_search import FineTuning, drop_forbidden_layouts, fine_tuning_proto
 from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
@@ -168,6 +169,8 @@ class SearchSpace:
     #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
     compiled_model: bool = False
     compiled_loss: bool = False
+    #: AdamW implementation of every plan (specs.choices.OptimizerImpl; None: the fused pass)
+    optimizer_impl: OptimizerImpl | None = None
     fine_tuning: FineTuning | None = None  # every plan's; the screen applies fit's rules (finetune_search)
 
 
@@ -489,7 +492,8 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         tp_comm_overlap=space.tp_comm_overlap and bool(point["sp"]),
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
         framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
-        compiled_model=space.compiled_model, compiled_loss=space.compiled_loss, fine_tuning=space.fine_tuning or FineTuning(),
+        compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
+        fine_tuning=space.fine_tuning or FineTuning(optimizer_impl=space.optimizer_impl),
     )
 
 
@@ -526,6 +530,7 @@ def search_plans(
         model, system, gpu, space.seq_len, space.precision, framework, AttentionKernel.FLASH, space.tp_comm_overlap,
         deepspeed_release=space.deepspeed_release,
         compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
+        fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = fine_tuning_proto(TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,

@@ -3,6 +3,10 @@
 - Optimizer: Adam reads fp32 master weight, m, v and gradient and writes master, m, v and the
   bf16 weight: ADAM_BYTES_PER_PARAM bytes per local (sharded) parameter, memory-bound.
 - PyTorch-native fp16 AMP: GradScaler's unscale of every local gradient (`native_amp`).
+- An eager AdamW (`fine_tuning.optimizer_impl` loop or foreach: Hugging Face adamw_hf, torch.optim
+  foreach=False / foreach=True): `optimizer_impl.adamw_step_seconds` on the same elements, over the
+  parameter tensors of the GPU's pipeline stage (the model's tensors / pp; adapters: two per adapted
+  projection). Unset or fused: the one-pass formula above.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import numpy as np
 from gpuplan.specs.plan import expert_data_parallel_size
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.plan_codes import ShardingCode
-from gpuplan.workloads.training.step import native_amp
+from gpuplan.workloads.training.step import native_amp, optimizer_impl
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Adam: read master, m, v, grad (4 x 4 B), write master, m, v (3 x 4 B) and the bf16 weight (2 B).
@@ -26,12 +30,30 @@ def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts,
     `finetune_time.optimizer_seconds` on the trainable elements of the shard (`sc`: the stage)."""
     dp_group = g.dp * g.cp
     expert_dp = expert_data_parallel_size(g.tp, g.cp, g.dp, g.ep, g.etp)
+    impl = ctx.fine_tuning.optimizer_impl
     if not ctx.fine_tuning.ordinary and sc is not None:
         elements = finetune_time.trainable_elements(ctx, g, sc, local_dense, local_experts)
         shard = np.where(g.shard >= ShardingCode.ZERO1, dp_group, 1.0)
-        return (finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
-                + native_amp.grad_scaler_seconds(ctx, elements))
+        if optimizer_impl.eager(impl):
+            step = optimizer_impl.adamw_step_seconds(impl, elements / shard, _stage_tensors(ctx, g, sc), ctx.hbm_bytes_s)
+        else:
+            step = finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
+        return step + native_amp.grad_scaler_seconds(ctx, elements)
     params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
                       local_dense + local_experts)
-    return (params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
-            + native_amp.grad_scaler_seconds(ctx, local_dense + local_experts))
+    if optimizer_impl.eager(impl):
+        step = optimizer_impl.adamw_step_seconds(impl, params, _stage_tensors(ctx, g, sc), ctx.hbm_bytes_s)
+    else:
+        step = params * ADAM_BYTES_PER_PARAM / ctx.hbm_bytes_s
+    return step + native_amp.grad_scaler_seconds(ctx, local_dense + local_experts)
+
+
+def _stage_tensors(ctx: StepContext, g: PlanAxes, sc=None):
+    """Trainable parameter tensors on one GPU of the busiest stage: the model's
+    (`optimizer_impl.parameter_tensor_count`) over pp, or the adapters' of the stage's layers.
+    Tensor and ZeRO sharding split each tensor but keep the count."""
+    ft = ctx.fine_tuning
+    if ft.adapters:
+        layers = sc.layers_per_stage if sc is not None else ctx.layers / g.pp
+        return optimizer_impl.adapter_tensor_count(ctx.model, ft.targets, layers)
+    return np.ceil(optimizer_impl.parameter_tensor_count(ctx.model) / g.pp)
