@@ -68,3 +68,16 @@ def test_train_evaluates_a_fine_tuning_plan():
     assert d["best_plan"]["fine_tuning"]["method"] == "qlora" and d["best_plan"]["global_batch"] == 16
     assert "search" not in d and d["tokens_per_s_per_gpu"] > 0
     assert d["step_breakdown_s"]["offload_s"] == 0.0
+
+
+def test_compiled_and_old_bitsandbytes_options():
+    base = ["fit", "train", "llama-2-7b", "--gpu", "a100-sxm4-40gb", "--gpus", "1", "--finetune", "qlora",
+            "--seq-len", "1024"]
+    eager, compiled, old = (run_json(*base, *extra)["activations_bytes"]["layers"]
+                            for extra in ([], ["--compiled"], ["--base-matmul-keeps-input"]))
+    # 32 layers x 1,024 tokens: eager SwiGLU keeps silu's output, 2 x 11,008 B per token
+    assert eager - compiled == pytest.approx(32 * 1024 * 2 * 11_008)
+    # bitsandbytes < 0.43.2 keeps the frozen fc1 and fc2 inputs, 2 x (4,096 + 11,008) B per token
+    assert old - eager == pytest.approx(32 * 1024 * 2 * (4096 + 11_008))
+    r = runner.invoke(app, [*base[:-4], "--finetune", "lora", "--base-matmul-keeps-input"])
+    assert r.exit_code == 2 and "needs finetune qlora" in r.output

@@ -10,7 +10,7 @@ from gpuplan.models import load_model, model_from_arch_row
 from gpuplan.specs.finetune import FineTuning, parse_lora_targets
 from gpuplan.specs.plan import Recompute, Sharding, TrainPlan
 from gpuplan.workloads.training.base_weights import four_bit_bytes, int8_bytes
-from gpuplan.workloads.training.finetune_memory import adapter_activation_delta_per_token
+from gpuplan.workloads.training.finetune_activations import adapter_activation_delta_per_token
 from gpuplan.workloads.training.lora import lora_parameter_count
 from gpuplan.workloads.training.memory import training_memory
 from gpuplan.workloads.training.optimizer_states import Tensor, state_bytes

@@ -119,3 +119,59 @@ def test_layer_kinds_group_equal_inventories():
     assert kind == (0,) * 3 + (1,) * 58 and representative == (0, 3)
     # Llama 3 8B: 32 identical layers
     assert layer_kinds(load_model("llama-3-8b")) == ((0,) * 32, (0,))
+
+
+# ---- fine-tuning plans: the screen applies `fit`'s rules -------------------------------------------
+FINE_TUNING_PROTOS = [
+    dict(framework=Framework.FSDP, fine_tuning=dict(method="qlora", lora_rank=64, lora_targets="all_linear")),
+    dict(framework=Framework.FSDP, sharding=Sharding.FSDP, fine_tuning=dict(method="qlora", lora_rank=16, offload="params", lora_dropout=0.1,
+                                                    master_weights="none", base_matmul_keeps_input=True)),
+    dict(framework=Framework.OTHER, fine_tuning=dict(method="lora", chunked_loss=True, offload_activations=True,
+                                                     master_weights="none")),
+    dict(framework=Framework.OTHER, fine_tuning=dict(method="full", optimizer="adamw_8bit", master_weights="none",
+                                                     compiled=True)),
+    dict(framework=Framework.DEEPSPEED, fine_tuning=dict(method="lora", base_dtype="fp32", offload="optimizer")),
+    dict(framework=Framework.MEGATRON, fine_tuning=dict(method="full", optimizer="paged_adamw_8bit")),
+    dict(framework=Framework.OTHER, fine_tuning=dict(method="full", master_weights="none", optimizer_in_backward=True,
+                                                     chunked_loss=True)),
+]
+
+
+@pytest.mark.parametrize("name", ("llama-3-8b", "mixtral-8x7b"))
+def test_fine_tuning_array_form_equals_the_memory_model_term_by_term(name):
+    # 7 fine-tuning setups x 40 plans: the rules of finetune_memory / finetune_activations on the grid
+    model = load_model(name)
+    rng = np.random.default_rng(sum(map(ord, name)) + 7)
+    for setup in FINE_TUNING_PROTOS:
+        proto = TrainPlan(seq_len=int(rng.choice([512, 2048])), **setup)
+        plans = [p for p in _random_plans(rng, model, proto, 60)
+                 if not (p.fine_tuning.offload.value == "params" and p.sharding not in (Sharding.ZERO3, Sharding.FSDP))][:40]
+        # one micro-batch per step: a PyTorch loop's gradients exist only at the end of backward
+        plans += [p.model_copy(update={"global_batch": p.micro_batch * p.dp}) for p in plans[:20]]
+        for plan in plans:
+            for last in (False, True):
+                grid = rank_memory_arrays(model, proto, **_axes([plan]), num_gpus=plan.num_gpus, last=last)
+                scalar = _scalar_terms(model, plan, last)
+                for term, expected in scalar.items():
+                    assert float(np.ravel(grid[term])[0]) == pytest.approx(expected, rel=1e-12, abs=1e-6), (
+                        name, plan, last, term)
+
+
+def test_fine_tuning_screen_equals_fit_on_the_seed_case():
+    # `gpuplan fit train llama-2-70b --gpu rtx-4090 --gpus 2 --finetune qlora --lora-rank 64 --sharding fsdp
+    # --offload params`: the plan fit evaluates (seq 4096, micro-batch 1, PyTorch FSDP)
+    model = load_model("llama-2-70b")
+    proto = TrainPlan(seq_len=4096, framework=Framework.FSDP, sharding=Sharding.FSDP,
+                      fine_tuning=dict(method="qlora", lora_rank=64, offload="params"))
+    plan = proto.model_copy(update=dict(dp=2, micro_batch=1))
+    exact = training_memory(model, plan)
+    total, _ = screen_bytes(model, proto, **_axes([plan]), num_gpus=2)
+    assert float(total[0]) == pytest.approx(exact.per_gpu_bytes["total"], rel=1e-12)
+    grid = rank_memory_arrays(model, proto, **_axes([plan]), num_gpus=2)
+    # offload params: weights, gradients and optimizer states live on the host
+    assert float(grid["weights"][0]) == float(grid["gradients"][0]) == float(grid["optimizer"][0]) == 0.0
+    # one dequantised projection in bf16: the largest, gate / up / down 28,672 x 8,192 (config.json) x 2 B
+    assert float(np.ravel(grid["dequant_workspace"])[0]) == 28_672 * 8_192 * 2
+    # the ordinary-training screen of the same layout (18 B per parameter, sharded over 2) is far larger
+    ordinary, _ = screen_bytes(model, TrainPlan(seq_len=4096, framework=Framework.FSDP), **_axes([plan]), num_gpus=2)
+    assert float(ordinary[0]) > float(total[0]) + 18 * 60e9 / 2

@@ -1,7 +1,8 @@
 """CLI: the fine-tuning options shared by `gpuplan fit ...` and `gpuplan train` (parse and render only).
 
 `fine_tuning_options(args)` collects `--finetune --lora-rank --lora-targets --lora-dropout
---base-dtype --double-quant --optimizer --optimizer-impl --offload --master-weights --chunked-loss --offload-activations` into the dict
+--base-dtype --double-quant --optimizer --optimizer-impl --offload --master-weights --chunked-loss --offload-activations
+--compiled --base-matmul-keeps-input --optimizer-in-backward` into the dict
 `gpuplan.api` takes as `fine_tuning` (it validates them); `print_fine_tuning(rec)` prints the
 fine-tuning lines of a `fit train` record.
 """
@@ -17,7 +18,8 @@ from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimi
 
 #: the option names (python identifiers) that make up the `fine_tuning` record
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",
-                       "optimizer", "optimizer_impl", "offload", "master_weights", "chunked_loss", "offload_activations")
+                       "optimizer", "optimizer_impl", "offload", "master_weights", "chunked_loss", "offload_activations",
+                       "compiled", "base_matmul_keeps_input", "optimizer_in_backward")
 GIB = 2**30
 
 # The typer declarations, one of each, shared by `fit ...` and `train` (a typer.Option may serve
@@ -49,6 +51,16 @@ CHUNKED_LOSS = typer.Option(False, "--chunked-loss/--no-chunked-loss",
 OFFLOAD_ACTIVATIONS = typer.Option(False, "--offload-activations/--no-offload-activations",
                                    help="Saved activations copied to host memory until backward (torchtune OffloadActivations).")
 
+COMPILED = typer.Option(False, "--compiled/--no-compiled",
+                        help="The step runs under torch.compile (eager modules keep more activations; default eager).")
+BASE_MATMUL_KEEPS_INPUT = typer.Option(
+    False, "--base-matmul-keeps-input/--no-base-matmul-keeps-input",
+    help="Each 4-bit base matmul keeps its input for backward, as bitsandbytes before 0.43.2 did (qlora only).")
+
+OPTIMIZER_IN_BACKWARD = typer.Option(
+    False, "--optimizer-in-backward/--no-optimizer-in-backward",
+    help="Step each parameter's optimizer as its gradient arrives and free it (torchtune optimizer_in_bwd; one micro-batch per step).")
+
 
 def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:
     """The `fine_tuning` dict of the given options (enum members as their values; unset ones left out)."""
@@ -60,6 +72,8 @@ def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:
         out[name] = getattr(value, "value", value)
     if out.get("finetune", "full") == "full":
         out.pop("double_quant", None)  # a flag with a default: meaningful only with a 4-bit base
+    if not out.get("base_matmul_keeps_input"):
+        out.pop("base_matmul_keeps_input", None)
     return out
 
 

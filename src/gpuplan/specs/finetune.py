@@ -38,6 +38,18 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
 - `offload_activations`: the activations saved for backward are copied to host memory in the
   forward and back in the backward (torchtune `OffloadActivations`, saved-tensor hooks): the stored
   layers' activations leave the GPU.
+- `base_matmul_keeps_input`: each 4-bit base matmul keeps its input for backward, adapted or not:
+  bitsandbytes before 0.43.2, whose `MatMul4Bit.forward` stored `ctx.tensors = (A, B)` whenever an
+  input needed a gradient (bitsandbytes/autograd/_functions.py; fixed to `(None, B)` by PR #1270,
+  commit 9e753741, 2024-07-16, first in 0.43.2). Default False: the library as it is now.
+- `optimizer_in_backward`: each parameter's optimizer steps as soon as its gradient is accumulated and
+  then frees it (torchtune `optimizer_in_bwd: True`: training/memory.py `register_optim_in_bwd_hooks`,
+  a post-accumulate-grad hook running `step()` then `zero_grad()`), so the gradients never exist all
+  at once; torchtune refuses it with gradient accumulation (recipes/full_finetune_single_device.py).
+- `compiled`: the training step runs under `torch.compile` (torchtune `compile: True`), whose
+  partitioner recomputes pointwise ops in backward instead of keeping their outputs; default False:
+  eager PyTorch (HF Trainer, LitGPT, fsdp_qlora, torchtune's default), whose unfused modules keep
+  more (`workloads.training.finetune_memory`, "Eager modules").
 
 Impossible combinations are refused when the value is built (one line naming the field); those that
 involve the rest of the plan (sharding, precision) are checked by `TrainPlan`.
@@ -113,6 +125,9 @@ class FineTuning(Spec):
     master_weights: MasterWeights = MasterWeights.FP32
     chunked_loss: bool = False
     offload_activations: bool = False
+    base_matmul_keeps_input: bool = False
+    compiled: bool = False
+    optimizer_in_backward: bool = False
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -135,6 +150,12 @@ class FineTuning(Spec):
                              f"not {base.value} (use finetune lora for a {base.value} base)")
         if self.method is FineTuneMethod.LORA and base is not None and base.four_bit:
             raise ValueError(f"a {base.value} base is QLoRA: give finetune qlora (lora takes bf16, fp16, fp32 or int8)")
+        if self.base_matmul_keeps_input and not (self.method is FineTuneMethod.QLORA or (base is not None and base.four_bit)):
+            raise ValueError("base_matmul_keeps_input describes bitsandbytes' 4-bit matmul: it needs finetune qlora "
+                             "(an nf4 or fp4 base)")
+        if self.optimizer_in_backward and self.offload.moves_optimizer:
+            raise ValueError(f"optimizer_in_backward steps each parameter on the GPU as its gradient arrives; offload "
+                             f"{self.offload.value} steps the optimizer on the CPU: give one of the two")
         if self.optimizer is Optimizer.PAGED_ADAMW_8BIT and self.offload.moves_optimizer:
             raise ValueError("paged_adamw_8bit already pages its states to host memory; offload moves them to the CPU: "
                              "give one of the two (optimizer adamw_8bit with offload, or offload none)")
@@ -177,7 +198,7 @@ class FineTuning(Spec):
         """Ordinary mixed-precision training (the model of `workloads.training.memory` alone)."""
         return (self.method is FineTuneMethod.FULL and self.optimizer is Optimizer.ADAMW
                 and self.offload is Offload.NONE and self.master_weights is MasterWeights.FP32
-                and not self.chunked_loss and not self.offload_activations)
+                and not self.chunked_loss and not self.offload_activations and not self.optimizer_in_backward)
 
     def label(self) -> str:
         """A short human label: `qlora r64 nf4-dq all_linear, adamw, offload params, pure bf16`."""
@@ -198,6 +219,12 @@ class FineTuning(Spec):
             parts.append("chunked loss")
         if self.offload_activations:
             parts.append("activations offloaded")
+        if self.base_matmul_keeps_input:
+            parts.append("4-bit matmuls keep inputs (bitsandbytes < 0.43.2)")
+        if self.compiled:
+            parts.append("compiled")
+        if self.optimizer_in_backward:
+            parts.append("optimizer in backward")
         return ", ".join(parts)
 
 

@@ -142,6 +142,10 @@ class TrainPlan(Spec):
             # DeepSpeed's offload_param is a ZeRO stage-3 option ("only valid with stage 3")
             raise ValueError(f"offload {ft.offload.value} moves parameter shards: it needs sharding zero3 or fsdp, "
                              f"not {Sharding(self.sharding).value}")
+        if ft.optimizer_in_backward and self.grad_accum_steps > 1:
+            # torchtune: "Please set gradient_accumulation_steps=1, or optimizer_in_bwd=False"
+            raise ValueError(f"optimizer_in_backward frees each gradient after its step: it needs one micro-batch per "
+                             f"step, not {self.grad_accum_steps} (global_batch = micro_batch x dp)")
         if ft.master_weights is MasterWeights.NONE and Precision(self.precision).low_precision_matmul:
             raise ValueError(f"master_weights none trains the weights themselves in the compute dtype: precision must be "
                              f"bf16, fp16 or fp32, not {Precision(self.precision).value}")

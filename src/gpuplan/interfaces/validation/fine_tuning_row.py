@@ -16,6 +16,19 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   (transformers.optimization.AdamW, a per-tensor loop) or `foreach=False` is loop; `adamw_torch`
   (torch.optim.AdamW at its CUDA default) or `foreach=True` is foreach; `adamw_torch_fused`,
   `adamw_apex_fused` or `fused=True` is fused. Unnamed: the model's default (the fused pass).
+  "torch.compile on" is `compiled`; "optimizer_in_bwd True" (torchtune's option) is `optimizer_in_backward`.
+- The bitsandbytes release a 4-bit base ran on (`base_matmul_keeps_input`: before 0.43.2, released
+  2024-07-16, each `MatMul4Bit` kept its input): a QLoRA row whose `source` or `notes` name
+  bitsandbytes (or bnb) and not torchao takes the version they state ("bitsandbytes 0.41.1"), else
+  the latest date its `source` states (ISO `2023-10-27` or a month and year, `Feb-Mar 2024`); with
+  neither, the current library.
+- An empty `master_weights` cell of a row run by a torchtune recipe (`source` or `notes` name torchtune)
+  in bf16 is `none`: torchtune's recipes have no mixed precision ("When dtype=bf16, all activations,
+  gradients and optimizer states are in bfloat16 ... Mixed precision training and fp16 precision are
+  currently not supported", recipes/lora_finetune_single_device.py at 1814feb17, which also checks
+  that the adapters load in that dtype: `validate_expected_param_dtype(adapter_params, dtype)`).
+- A LitGPT quantisation name in `notes` (`bnb.nf4`, `bnb.nf4-dq`, `bnb.fp4`, `bnb.fp4-dq`: finetune/lora.py
+  `--quantize`) says whether the 4-bit scales are double-quantised (`-dq`) or not.
 A value the schema does not allow is a SkipRow naming the column and the allowed values; a
 combination the plan refuses (specs.finetune, specs.plan) likewise.
 """
@@ -60,6 +73,44 @@ def stated_optimizer_impl(notes: str) -> OptimizerImpl | None:
         if pattern.search(notes):
             return impl
     return None
+
+
+_LITGPT_QUANTIZE = re.compile(r"\bbnb\.(nf4|fp4)(-dq)?\b", re.IGNORECASE)
+_OPTIMIZER_IN_BACKWARD = re.compile(r"\boptimizer_in_bwd:?\s*True\b")
+_TORCHTUNE = re.compile(r"\btorchtune\b", re.IGNORECASE)
+_COMPILED = re.compile(r"\btorch\.compile on\b", re.IGNORECASE)
+_BITSANDBYTES = re.compile(r"\b(bitsandbytes|bnb)\b", re.IGNORECASE)
+_TORCHAO = re.compile(r"\btorchao\b", re.IGNORECASE)
+_BNB_VERSION = re.compile(r"\bbitsandbytes\s+v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
+_ISO_DATE = re.compile(r"\b(20\d\d)-(\d\d)-(\d\d)\b")
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")[a-z]*\.?\s+(20\d\d)\b", re.IGNORECASE)
+#: bitsandbytes 0.43.2, the first release whose MatMul4Bit keeps only the packed weight (PR #1270,
+#: commit 9e753741 of 2024-07-16): version and date
+BNB_INPUT_FIX_VERSION = (0, 43, 2)
+BNB_INPUT_FIX_DATE = (2024, 7, 16)
+
+
+def _source_date(source: str) -> tuple[int, int, int] | None:
+    """The latest date `source` states (module docstring), a month and year read as that month's
+    last day (`Feb-Mar 2024` -> the year follows the last month named)."""
+    dates = [(int(y), int(m), int(d)) for y, m, d in _ISO_DATE.findall(source)]
+    text = re.sub(r"(" + "|".join(_MONTHS) + r")[a-z]*\s*-\s*(?=(" + "|".join(_MONTHS) + r"))", "", source,
+                  flags=re.IGNORECASE)  # 'Feb-Mar 2024' -> 'Mar 2024'
+    dates += [(int(y), _MONTHS.index(m[:3].lower()) + 1, 31) for m, y in _MONTH_YEAR.findall(text)]
+    return max(dates) if dates else None
+
+
+def bitsandbytes_keeps_matmul_input(row: dict[str, str]) -> bool:
+    """Whether a 4-bit bitsandbytes base of this row ran a release before 0.43.2 (module docstring)."""
+    text = f"{row.get('source') or ''} {row.get('notes') or ''}"
+    if not _BITSANDBYTES.search(text) or _TORCHAO.search(text):
+        return False
+    version = _BNB_VERSION.search(text)
+    if version:
+        return tuple(int(v or 0) for v in version.groups()) < BNB_INPUT_FIX_VERSION
+    date = _source_date(row.get("source") or "")
+    return date is not None and date < BNB_INPUT_FIX_DATE
 
 
 def _cell(row: dict[str, str], key: str) -> str:
@@ -109,6 +160,20 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     impl = stated_optimizer_impl(notes_text)
     if impl is not None and kw.get("optimizer", Optimizer.ADAMW) is Optimizer.ADAMW:
         kw["optimizer_impl"] = impl
+    quantize = _LITGPT_QUANTIZE.search(notes_text)
+    if quantize and method is FineTuneMethod.QLORA:
+        kw["double_quant"] = quantize.group(2) is not None
+    if (not _cell(row, "master_weights") and _cell(row, "precision").lower() in ("", "bf16")
+            and _TORCHTUNE.search(f"{row.get('source') or ''} {notes_text}")):
+        kw["master_weights"] = MasterWeights.NONE
+        notes.append("master_weights=none (torchtune recipes train in their dtype, no mixed precision)")
+    if _COMPILED.search(notes_text):
+        kw["compiled"] = True
+    if _OPTIMIZER_IN_BACKWARD.search(notes_text):
+        kw["optimizer_in_backward"] = True
+    four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)
+    if method is FineTuneMethod.QLORA and four_bit is not None and four_bit.four_bit and bitsandbytes_keeps_matmul_input(row):
+        kw["base_matmul_keeps_input"] = True
     try:
         ft = FineTuning(**kw)
     except ValidationError as exc:
@@ -120,4 +185,5 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     return ft, notes
 
 
-__all__ = ["fine_tuning_from_row", "stated_optimizer_impl"]
+__all__ = ["BNB_INPUT_FIX_DATE", "BNB_INPUT_FIX_VERSION", "bitsandbytes_keeps_matmul_input", "fine_tuning_from_row",
+           "stated_optimizer_impl"]

@@ -57,31 +57,28 @@ Megatron or DeepSpeed, whose gradient buffers persist). Ordinary training keeps 
   activations are stored, and at the end of backward the stored activations are gone: the peak is
   the larger of (stored activations + the loss or first backward phase, no gradients) and (every
   gradient + the backward working set) (`fine_tuning_peak`). With gradient accumulation the
-  gradients persist across micro-batches and both are counted, as for ordinary training.
+  gradients persist across micro-batches and both are counted, as for ordinary training. With the
+  optimizer stepped in backward (`FineTuning.optimizer_in_backward`, torchtune `optimizer_in_bwd`: each
+  parameter's post-accumulate-grad hook runs its `step()` and `zero_grad()`) the end of backward holds
+  at most one gradient, the largest trainable tensor's (`FineTuneStates.largest_gradient`).
 - the loss: PyTorch's cross entropy on logits cast to fp32 (transformers' LlamaForCausalLM
   `logits = logits.float()`, torchtune's `self.output(h).float()`): 12 B per logit at its peak
   (`memory.PYTORCH_CROSS_ENTROPY_BYTES`, as torchtitan), unless the loss is chunked.
 - activation offloading (`FineTuning.offload_activations`, torchtune `OffloadActivations`): the
   stored layers' activations wait in host memory, reported with the offloaded bytes.
 
-Activations through a frozen base (`adapter_activation_delta_per_token`, added to the layer's saved
-set of `memory.layer_activation_bytes_per_token`): a frozen projection needs no weight gradient, so
-its input is not kept for it (PyTorch's mm saves the input only for the weight's gradient; bitsandbytes'
-`MatMul4Bit` keeps only the packed weight since 0.45: `ctx.tensors = (None, B)`): the layer's saved set
-loses the inputs of the frozen projections no other operator keeps (the attention output stays:
-FlashAttention keeps `out` for its own backward). An adapted projection keeps its input for A's
-gradient (once per input tensor: q, k and v read the same one), or with LoRA dropout p > 0 each
-adapter keeps its own dropped copy (b per element) and mask (1 byte: `native_dropout`'s bool mask)
-instead; and B keeps A's output, b x r per token and adapter.
+Activations through a frozen base and what eager modules keep besides: `finetune_activations`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpuplan.layers.inventory import layer_ops, model_ops
-from gpuplan.layers.operators import AttentionCore, Linear, Norm, Saved, Shard
-from gpuplan.specs.finetune import BaseDtype, FineTuning, MasterWeights
+from gpuplan.layers.operators import AttentionCore, Linear, Norm, Shard
+from gpuplan.specs.finetune import BaseDtype, MasterWeights
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
@@ -150,6 +147,7 @@ class FineTuneStates:
     trainable_params: float = 0.0
     frozen_params: float = 0.0
     bytes_per_param: dict[str, float] = field(default_factory=dict)
+    largest_gradient: float = 0.0  # the largest one trainable tensor's gradient on this GPU (optimizer in backward)
 
 
 @dataclass
@@ -265,8 +263,11 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
 
     trainable, train_w, train_g = _Held(), _Held(), _Held()
     opt_device, opt_paged = _Held(), _Held()
+    largest = 0.0
     for t, expert in inv.trainable:
         n = t.count * t.elements
+        shard = (plan.expert_dp if expert else plan.dp * plan.cp) if zero2 else 1.0
+        largest = max(largest, g * t.elements / shard)
         trainable.add(n, expert)
         train_w.add(b * n, expert)
         train_g.add(g * n, expert)
@@ -305,7 +306,7 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
     return FineTuneStates(
         weights=weights, gradients=gradients, optimizer=optimizer, paged_optimizer=paged, host=host, other=other,
         trainable_params=n_train, frozen_params=inv.frozen_params.dense + inv.frozen_params.expert,
-        bytes_per_param=per_param,
+        bytes_per_param=per_param, largest_gradient=0.0 if ft.offload.moves_optimizer else largest,
     )
 
 
@@ -352,69 +353,52 @@ class FineTunePeak:
     notes: tuple[str, ...] = ()
 
 
-def fine_tuning_peak(plan: TrainPlan, gradients: float, acts: dict[str, float], loss_phase: dict[str, float],
+def fine_tuning_peak(plan: TrainPlan, states: FineTuneStates, acts: dict[str, float], loss_phase: dict[str, float],
                      backward_phase: dict[str, float], micro_batches: float) -> FineTunePeak:
     """Activation offloading and the gradient lifetime of a PyTorch loop (module docstring), given the
-    activations of `memory` (stored layers + the larger of `loss_phase` and `backward_phase`)."""
+    activations of `memory` (stored layers + the larger of `loss_phase` and `backward_phase`) and the
+    GPU's fine-tuning `states`."""
     acts = dict(acts)
     notes: list[str] = []
     host = 0.0
+    gradients = states.gradients
     if plan.fine_tuning.offload_activations:
         host, acts["layers"] = acts.get("layers", 0.0), 0.0
         notes.append(f"activations offloaded: {host / 2**30:.2f} GiB per GPU of saved activations kept in host "
                      f"memory between forward and backward")
-    if not (pytorch_loop(plan) and micro_batches == 1 and gradients > 0):
+    in_backward = pytorch_loop(plan) and plan.fine_tuning.optimizer_in_backward
+    single_pass = pytorch_loop(plan) and (micro_batches == 1 or in_backward)
+    held, at_backward_end = gradient_lifetime(gradients, sum(acts.values()), sum(backward_phase.values()), single_pass,
+                                              states.largest_gradient if in_backward else None)
+    if not (single_pass and gradients > 0):
         return FineTunePeak(gradients, acts, host, tuple(notes))
-    forward_end = sum(acts.values())
-    backward_end = gradients + sum(backward_phase.values())
     gib = gradients / 2**30
-    if forward_end >= backward_end:
+    if not at_backward_end:
         notes.append(f"gradients ({gib:.2f} GiB) are allocated during backward as the activations are freed "
                      f"(zero_grad sets them to None): none exist at the peak, the end of the forward")
-        return FineTunePeak(0.0, acts, host, tuple(notes))
-    notes.append(f"peak at the end of backward: every gradient ({gib:.2f} GiB) and the backward working set; "
-                 f"the stored activations are freed by then")
-    return FineTunePeak(gradients, dict(backward_phase), host, tuple(notes))
+        return FineTunePeak(float(held), acts, host, tuple(notes))
+    held_note = (f"the largest one gradient ({float(held) / 2**30:.2f} GiB; the optimizer steps and frees each in "
+                 f"backward)" if in_backward else f"every gradient ({gib:.2f} GiB)")
+    notes.append(f"peak at the end of backward: {held_note} and the backward working set; the stored activations "
+                 f"are freed by then")
+    return FineTunePeak(float(held), dict(backward_phase), host, tuple(notes))
 
 
-def adapter_activation_delta_per_token(model: ModelSpec, ft: FineTuning, layer: int, saved: Saved) -> float:
-    """Bytes per token a frozen base with adapters adds to (or, negative, removes from) one layer's
-    saved set of ordinary training (module docstring, "Activations through a frozen base")."""
-    if not ft.adapters:
-        return 0.0
-    b = saved.act_bytes
-    by_op: dict[str, list] = {}
-    for p in layer_projections(model, layer):
-        by_op.setdefault(p.op, []).append(p)
-    delta = 0.0
-    for op in layer_ops(model, layer).linears:
-        projections = by_op.get(op.name, [])
-        hit = [p for p in projections if adapted(p, ft.targets)]
-        kept_for_weight = _input_saved_bytes(op, saved)
-        attention_out = op.name == "out" and saved.fused_attention  # FlashAttention keeps `out` itself
-        if not hit or ft.lora_dropout > 0:
-            if not attention_out:
-                delta -= kept_for_weight
-        for p in hit:
-            per_copy = p.active_instances if p.shard is Shard.EXPERT else 1.0
-            if ft.lora_dropout > 0:
-                in_local = kept_for_weight / saved.linear_input_bytes / per_copy if saved.linear_input_bytes else 0.0
-                delta += (b + 1.0) * in_local * per_copy
-            delta += b * ft.rank * per_copy
-    return delta
-
-
-def _input_saved_bytes(op: Linear, saved: Saved) -> float:
-    """The part of a linear's saved bytes that is its input (kept for the weight gradient): its
-    `saved_bytes` less the outputs it keeps for other reasons (the router's fp32 probabilities, a
-    routed expert's output kept by the unpermute)."""
-    total = op.saved_bytes(saved)
-    if op.shard is Shard.EXPERT:
-        kept = saved.act_bytes * op.out_features if op.keeps_routed_output else 0.0
-        return total - kept * op.active_instances
-    return total - op.saved_output_bytes * op.out_features
+def gradient_lifetime(gradients, forward_end, backward_phase, single_pass, last_gradient=None):
+    """(gradient bytes held at the peak, whether the peak is the end of backward) of a PyTorch loop
+    (module docstring, "gradient lifetime"): with one micro-batch per step (`single_pass`) and
+    gradients to hold, the peak is the larger of the end of the forward (`forward_end`: every
+    activation at the peak, no gradient yet) and the end of backward (every gradient + the backward
+    working set `backward_phase`, the stored activations freed); otherwise every gradient is held.
+    With the optimizer stepped in backward (`last_gradient`: the largest one tensor's gradient; specs.
+    finetune `optimizer_in_backward`) each gradient is freed after its step, so the end of backward
+    holds at most that one. Numbers or numpy arrays (the plan search's memory screen, `memory_grid`)."""
+    at_end = gradients if last_gradient is None else last_gradient
+    applies = np.logical_and(single_pass, np.greater(gradients, 0))
+    at_backward_end = applies & np.less(forward_end, np.add(at_end, backward_phase))
+    return np.where(applies, np.where(at_backward_end, at_end, 0.0), gradients), at_backward_end
 
 
 __all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
-           "fine_tuning_peak", "pytorch_loop", "pytorch_loop_loss", "adapter_activation_delta_per_token",
+           "fine_tuning_peak", "gradient_lifetime", "pytorch_loop", "pytorch_loop_loss",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]

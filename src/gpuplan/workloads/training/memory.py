@@ -96,8 +96,8 @@ from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
-from gpuplan.workloads.training.finetune_memory import (
-    FineTunePeak, adapter_activation_delta_per_token, fine_tuning_peak, rank_fine_tuning_states)
+from gpuplan.workloads.training.finetune_activations import fine_tuning_activation_delta_per_token
+from gpuplan.workloads.training.finetune_memory import FineTunePeak, fine_tuning_peak, rank_fine_tuning_states
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
 from gpuplan.workloads.training import memory_terms as terms
 from gpuplan.workloads.training.memory_terms import activation_bytes
@@ -321,9 +321,9 @@ def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: i
     saved = saved or saved_context(model, plan)
     if stored and plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN:
         return op_sac_bytes_per_token(model, layer, saved)
-    # a frozen base with adapters keeps fewer projection inputs, and the adapters' own (finetune_memory)
-    return _saved_activation_bytes(model, layer, saved) + adapter_activation_delta_per_token(
-        model, plan.fine_tuning, layer, saved)
+    # a frozen base with adapters keeps fewer projection inputs, eager modules more (finetune_activations)
+    return _saved_activation_bytes(model, layer, saved) + fine_tuning_activation_delta_per_token(
+        model, plan, layer, saved)
 
 
 @lru_cache(maxsize=65536)
@@ -451,7 +451,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: tuple[int
         for key in ("zero3_gather_buffer", "fsdp_root_unsharded"):
             other.pop(key, None)
         other.update(ft.other)
-        peak = fine_tuning_peak(plan, ft.gradients, acts, loss_phase, backward_phase, microbatches_per_step(plan))
+        peak = fine_tuning_peak(plan, ft, acts, loss_phase, backward_phase, microbatches_per_step(plan))
         out.update(weights=ft.weights, gradients=peak.gradients, optimizer=ft.optimizer, fine_tuning=ft, acts=peak.acts,
                    peak=peak)
     return out

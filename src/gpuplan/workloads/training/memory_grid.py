@@ -9,6 +9,14 @@ bytes are computed once per distinct (tp, sequence parallelism, recompute, etp) 
 count on the rank; parameters are summed once per distinct (pp, vpp). A test checks every term
 against `_rank_memory` on 10,000 random plans (equal to float rounding).
 
+A fine-tuning plan (`proto.fine_tuning` not ordinary training) gets `memory._rank_memory`'s
+fine-tuning rules from the same functions: its model states and their "other" terms from
+`finetune_memory.rank_fine_tuning_states` (once per distinct parallel layout, sharding and
+recompute), its activations through `memory.layer_activation_bytes_per_token` (which adds
+`finetune_activations`' deltas), its loss from `memory.loss_bytes_per_vocab_entry` (chunked, or
+PyTorch's fp32 cross entropy), and the gradient lifetime of a PyTorch loop and activation offloading
+from `finetune_memory.gradient_lifetime` on the arrays (`_fine_tuning_terms`).
+
 `screen_bytes` is the screen: the larger of the first and the last rank (the first holds the most
 micro-batches in flight and the embedding, the last the output head and the loss), a lower bound
 of `training_memory`'s peak over all ranks, so a plan the screen finds too big cannot fit.
@@ -32,7 +40,8 @@ from gpuplan.workloads.training.memory import (
     _layer_param_split, _mtp_param_split, activation_bytes, layer_activation_bytes_per_token, loss_bytes_per_vocab_entry,
     outside_allocator_bytes, pipeline_layer_split, saved_context, state_bytes_per_param, widest_ffn,
 )
-from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, RecomputeCode, ShardingCode
+from gpuplan.workloads.training.finetune_memory import gradient_lifetime, pytorch_loop, rank_fine_tuning_states
+from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, SHARDING_OF_CODE, RecomputeCode, ShardingCode
 
 
 def _per_distinct(fn, *arrays) -> tuple[np.ndarray, ...]:
@@ -167,16 +176,66 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     out["fp8_weight_cache"] = np.where(has_layers & quantised,
                                        terms.fp8_weight_cache_bytes(bytes_per_element, block_dense, experts), 0.0)
     out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep)
+    if not proto.fine_tuning.ordinary:
+        _fine_tuning_terms(model, proto, out, last, tp=tp, pp=pp, vpp=vpp, dp=dp, cp=cp, ep=ep, etp=etp,
+                           sharding=sharding, recompute=recompute, m=m, backward=backward, rematerialised=rematerialised)
     # summed by group, as training_memory does: each group stays on the axes it depends on, and only
     # the last two additions are the size of the whole grid
     states = out["weights"] + out["gradients"] + out["optimizer"]
     acts = sum(out[k] for k in ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set",
                                 "recompute_working_set"))
     other = sum(out[k] for k in ("zero3_gather_buffer", "fsdp_root_unsharded", "fp8_weight_cache", "cuda_context",
-                                 "nccl_buffers"))
+                                 "nccl_buffers", *FINE_TUNING_OTHER[2:]) if k in out)
     total = states + acts  # (states + acts) + other, the second addition in place where the sum is an array
     out["total"] = np.add(total, other, out=total) if _holds(total, other) else total + other
     return out
+
+
+#: the "other" terms of a fine-tuning plan's model states (`finetune_memory.rank_fine_tuning_states`);
+#: the first two replace ordinary training's
+FINE_TUNING_OTHER = ("zero3_gather_buffer", "fsdp_root_unsharded", "dequant_workspace", "offload_grad_bucket",
+                     "autocast_weight_copies")
+
+
+def _fine_tuning_states(model: ModelSpec, proto: TrainPlan, last: bool, tp, pp, vpp, dp, cp, ep, etp, sharding,
+                        recompute) -> tuple[float, ...]:
+    """(weights, gradients, optimizer, host, paged optimizer, largest one gradient, *FINE_TUNING_OTHER) bytes of the first or
+    last pipeline rank of one layout: `finetune_memory.rank_fine_tuning_states` itself."""
+    plan = proto.model_copy(update={
+        "tp": int(tp), "pp": int(pp), "vpp": int(vpp), "dp": float(dp), "cp": int(cp), "ep": int(ep), "etp": int(etp),
+        "sharding": SHARDING_OF_CODE[int(sharding)], "recompute": RECOMPUTE_OF_CODE[int(recompute)]})
+    rank = int(pp) - 1 if last else 0
+    layers = pipeline_layer_split(model.layers, int(pp), int(vpp))[rank]
+    ft = rank_fine_tuning_states(model, plan, layers, rank == 0, rank == int(pp) - 1)
+    return (ft.weights, ft.gradients, ft.optimizer, ft.host, ft.paged_optimizer, ft.largest_gradient,
+            *(ft.other.get(k, 0.0) for k in FINE_TUNING_OTHER))
+
+
+def _fine_tuning_terms(model: ModelSpec, proto: TrainPlan, out: dict[str, np.ndarray], last: bool, *, tp, pp, vpp, dp,
+                       cp, ep, etp, sharding, recompute, m, backward, rematerialised) -> None:
+    """`memory._rank_memory`'s fine-tuning rules on the grid, in place on `out` (module docstring):
+    the model states of `rank_fine_tuning_states`, activation offloading (the stored layers to the
+    host) and a PyTorch loop's gradient lifetime (`gradient_lifetime`: with one micro-batch the peak
+    holds either the forward's activations and no gradient, or every gradient and only the backward
+    working set: `backward` and `rematerialised`, as the plan keeps them before the loss phase is
+    weighed against them)."""
+    states = _per_distinct(lambda *a: _fine_tuning_states(model, proto, last, *a),
+                           tp, pp, vpp, dp, cp, ep, etp, sharding, recompute)
+    out["weights"], gradients, out["optimizer"], out["host"], out["paged_optimizer"], largest = states[:6]
+    out.update(zip(FINE_TUNING_OTHER, states[6:]))
+    if proto.fine_tuning.offload_activations:
+        out["host"] = out["host"] + out["layers"]
+        out["layers"] = np.zeros_like(out["layers"])
+    acts = ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set", "recompute_working_set")
+    in_backward = pytorch_loop(proto) and proto.fine_tuning.optimizer_in_backward
+    held, at_backward_end = gradient_lifetime(gradients, sum(out[k] for k in acts), backward + rematerialised,
+                                              pytorch_loop(proto) & (np.equal(m, 1) | in_backward),
+                                              largest if in_backward else None)
+    out["gradients"] = held
+    for k in acts:  # at the end of backward only the working sets are alive
+        out[k] = np.where(at_backward_end, 0.0, out[k])
+    out["backward_working_set"] = np.where(at_backward_end, backward, out["backward_working_set"])
+    out["recompute_working_set"] = np.where(at_backward_end, rematerialised, out["recompute_working_set"])
 
 
 def _loss_bytes(proto: TrainPlan, tp):

@@ -12,8 +12,7 @@ and m = global_batch / (micro_batch x dp). pp x vpp need not divide the layers (
 uneven split: Llama 3.1 405B's 126 layers on pp 16; the busiest stage sets the step time and the
 exact memory check sees every stage). The search's own enumeration rules drop grid points that
 are the same plan as another: sequence parallelism with tp = 1 (Megatron-LM arguments.py turns it
-off there) and, for MoE models, whose expert tensor-parallel size is tp (Megatron's default) or 1,
-etp = 1 with tp = 1.
+off there) and, for MoE models (expert tensor-parallel size tp or 1), etp = 1 with tp = 1.
 
 Global batch: a given one is the same for every plan (plans ranked by step time). With none, each
 plan gets `default_global_batch(seq_len, dp, micro_batch)` (the multiple of micro_batch x dp
@@ -51,11 +50,9 @@ from gpuplan.workloads.memory_headroom import headroom_note, usable_memory_bytes
 from gpuplan.workloads.training.memory_grid import screen_bytes
 from gpuplan.specs.choices import OptimizerImpl
 from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
-from gpuplan.specs.finetune import FineTuning
+from gpuplan.workloads.training.finetune_search import FineTuning, drop_forbidden_layouts, fine_tuning_proto
 from gpuplan.workloads.training.framework_defaults import MAXTEXT_SHARDINGS, default_framework, framework_axes  # noqa: F401
-from gpuplan.workloads.training.plan_codes import (
-    RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode,
-)
+from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE, ExpertTpCode
 from gpuplan.workloads.training.plan_validity import MOE_TP_NEEDS_SP_REASON, PlanDegrees, violations
 from gpuplan.workloads.training.step.assembly import StepArrays, StepTime, step_time_arrays, step_time_result
 from gpuplan.workloads.training.step.expert import ep_regime
@@ -174,6 +171,7 @@ class SearchSpace:
     compiled_loss: bool = False
     #: AdamW implementation of every plan (specs.choices.OptimizerImpl; None: the fused pass)
     optimizer_impl: OptimizerImpl | None = None
+    fine_tuning: FineTuning | None = None  # every plan's; the screen applies fit's rules (finetune_search)
 
 
 @dataclass(frozen=True)
@@ -372,6 +370,7 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
                                   m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
+    invalid = drop_forbidden_layouts(proto, sh, shape, invalid, rejected)  # fine-tuning rules (finetune_search)
     too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))
     invalid = invalid | too_big
@@ -494,7 +493,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         etp=int(_expert_tp(point["tp"], point["et"])) if model.moe is not None else None,
         framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
         compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
-        fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
+        fine_tuning=space.fine_tuning or FineTuning(optimizer_impl=space.optimizer_impl),
     )
 
 
@@ -534,9 +533,9 @@ def search_plans(
         fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
-    proto = TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
+    proto = fine_tuning_proto(TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,
                       attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
-                      compiled_model=space.compiled_model, compiled_loss=space.compiled_loss)
+                      compiled_model=space.compiled_model, compiled_loss=space.compiled_loss), space.fine_tuning)
     leaders, fastest = _Leaders(max(top * 50, MIN_LEADERS)), _FastestPerValue()
     rejected: dict[str, int] = {}
     valid = fitting = 0
