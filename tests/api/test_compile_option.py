@@ -37,7 +37,7 @@ def test_choices_are_torchtitans_components():
 @pytest.mark.parametrize("fw", [f for f in Framework if f is not TITAN])
 def test_compile_needs_torchtitan(fw):
     assert compile_flags("none", fw) == (False, False)
-    with pytest.raises(InputError, match="^--compile: torch.compile is modelled for --framework torchtitan only") as e:
+    with pytest.raises(InputError, match="^--compile: torch.compile is modelled for --framework torchtitan, and as 'model' for LoRA") as e:
         compile_flags("model+loss", fw)
     assert e.value.field == "compile"
 
@@ -149,3 +149,18 @@ def test_uncompiled_config_writes_no_compile_section_and_bad_components_are_refu
     with pytest.raises(InputError, match="^compile.components: ") as e:
         api.train_from(str(path), "dgx-h100")
     assert e.value.field == "compile.components"
+
+
+def test_a_lora_plan_on_a_pytorch_loop_compiles_its_model_only():
+    # finetune_activations reads the compiled model on fsdp / other LoRA loops (an eager SwiGLU keeps
+    # silu's output); nothing there reads a compiled loss, and megatron has no such loop
+    from gpuplan.specs.finetune import FineTuning
+
+    lora = FineTuning(method="lora")
+    assert compile_flags("model", Framework.FSDP, lora) == (True, False)
+    assert compile_flags("model", Framework.OTHER, lora) == (True, False)
+    for value, fw in (("model+loss", Framework.FSDP), ("model", Framework.MEGATRON)):
+        with pytest.raises(InputError, match="^--compile: "):
+            compile_flags(value, fw, lora)
+    with pytest.raises(InputError, match="^--compile: "):
+        compile_flags("model", Framework.FSDP)  # pretraining on fsdp: no compiled model is modelled

@@ -74,7 +74,7 @@ def test_compiled_and_old_bitsandbytes_options():
     base = ["fit", "train", "llama-2-7b", "--gpu", "a100-sxm4-40gb", "--gpus", "1", "--finetune", "qlora",
             "--seq-len", "1024"]
     eager, compiled, old = (run_json(*base, *extra)["activations_bytes"]["layers"]
-                            for extra in ([], ["--compiled"], ["--base-matmul-keeps-input"]))
+                            for extra in ([], ["--compile", "model"], ["--base-matmul-keeps-input"]))
     # 32 layers x 1,024 tokens: eager SwiGLU keeps silu's output, 2 x 11,008 B per token
     assert eager - compiled == pytest.approx(32 * 1024 * 2 * 11_008)
     # bitsandbytes < 0.43.2 keeps the frozen fc1 and fc2 inputs, 2 x (4,096 + 11,008) B per token

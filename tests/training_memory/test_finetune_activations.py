@@ -5,7 +5,7 @@ expected number is derived by hand in its comment."""
 import pytest
 from pydantic import ValidationError
 
-from gpuplan.interfaces.validation.fine_tuning_row import bitsandbytes_keeps_matmul_input, fine_tuning_from_row
+from gpuplan.interfaces.validation.fine_tuning_row import bitsandbytes_keeps_matmul_input, compiled_stated, fine_tuning_from_row
 from gpuplan.layers.operators import Saved
 from gpuplan.models import load_model
 from gpuplan.specs.finetune import FineTuning
@@ -48,7 +48,7 @@ def test_eager_gated_ffn_keeps_silu_output():
     loop = TrainPlan(seq_len=1024, framework="other", fine_tuning=FineTuning(method="lora"))
     # silu(gate(x)) * up(x): the product keeps silu's output, b x f = 2 x 11,008 B per token
     assert eager_activation_delta_per_token(m, loop, 0, saved) == 2 * F
-    compiled = loop.model_copy(update={"fine_tuning": FineTuning(method="lora", compiled=True)})
+    compiled = loop.model_copy(update={"compiled_model": True})
     assert eager_activation_delta_per_token(m, compiled, 0, saved) == 0.0  # recomputed by the partitioner
     megatron = loop.model_copy(update={"framework": "megatron"})
     assert eager_activation_delta_per_token(m, megatron, 0, saved) == 0.0  # fused SwiGLU
@@ -80,8 +80,9 @@ def test_row_rules_for_quantize_name_and_compile():
     row = {"finetune": "qlora", "source": "bitsandbytes 0.41.1", "notes": "Quantization 'bnb.nf4', micro-batch 1."}
     ft, _ = fine_tuning_from_row(row)
     assert ft.base_matmul_keeps_input and not ft.double_quant
-    ft, _ = fine_tuning_from_row({**row, "notes": "Quantization 'bnb.nf4-dq'; torch.compile on"})
-    assert ft.double_quant and ft.compiled
+    compiled_row = {**row, "notes": "Quantization 'bnb.nf4-dq'; torch.compile on"}
+    ft, _ = fine_tuning_from_row(compiled_row)
+    assert ft.double_quant and compiled_stated(compiled_row) and not compiled_stated(row)
     ft, _ = fine_tuning_from_row({"finetune": "lora", "source": "bitsandbytes 0.41.1"})
     assert not ft.base_matmul_keeps_input  # a bf16 base runs no 4-bit matmul
 

@@ -2,7 +2,7 @@
 
 `fine_tuning_options(args)` collects `--finetune --lora-rank --lora-targets --lora-dropout
 --base-dtype --double-quant --optimizer --optimizer-impl --offload --master-weights --chunked-loss --offload-activations
---compiled --base-matmul-keeps-input --optimizer-in-backward` into the dict
+--base-matmul-keeps-input --optimizer-in-backward` into the dict
 `gpuplan.api` takes as `fine_tuning` (it validates them); `print_fine_tuning(rec)` prints the
 fine-tuning lines of a `fit train` record.
 """
@@ -19,7 +19,7 @@ from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimi
 #: the option names (python identifiers) that make up the `fine_tuning` record
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",
                        "optimizer", "optimizer_impl", "offload", "master_weights", "chunked_loss", "offload_activations",
-                       "compiled", "base_matmul_keeps_input", "optimizer_in_backward")
+                       "base_matmul_keeps_input", "optimizer_in_backward")
 GIB = 2**30
 
 # The typer declarations, one of each, shared by `fit ...` and `train` (a typer.Option may serve
@@ -51,8 +51,6 @@ CHUNKED_LOSS = typer.Option(False, "--chunked-loss/--no-chunked-loss",
 OFFLOAD_ACTIVATIONS = typer.Option(False, "--offload-activations/--no-offload-activations",
                                    help="Saved activations copied to host memory until backward (torchtune OffloadActivations).")
 
-COMPILED = typer.Option(False, "--compiled/--no-compiled",
-                        help="The step runs under torch.compile (eager modules keep more activations; default eager).")
 BASE_MATMUL_KEEPS_INPUT = typer.Option(
     False, "--base-matmul-keeps-input/--no-base-matmul-keeps-input",
     help="Each 4-bit base matmul keeps its input for backward, as bitsandbytes before 0.43.2 did (qlora only).")

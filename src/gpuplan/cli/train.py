@@ -17,7 +17,7 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, COMPILED, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
+    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
@@ -112,7 +112,6 @@ def register(app: typer.Typer) -> None:
         master_weights: MasterWeights = MASTER_WEIGHTS,
         chunked_loss: bool = CHUNKED_LOSS,
         offload_activations: bool = OFFLOAD_ACTIVATIONS,
-        compiled: bool = COMPILED,
         base_matmul_keeps_input: bool = BASE_MATMUL_KEEPS_INPUT,
         optimizer_in_backward: bool = OPTIMIZER_IN_BACKWARD,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),

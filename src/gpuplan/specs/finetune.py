@@ -126,7 +126,6 @@ class FineTuning(Spec):
     chunked_loss: bool = False
     offload_activations: bool = False
     base_matmul_keeps_input: bool = False
-    compiled: bool = False
     optimizer_in_backward: bool = False
 
     @field_validator("lora_targets", mode="before")
@@ -221,8 +220,6 @@ class FineTuning(Spec):
             parts.append("activations offloaded")
         if self.base_matmul_keeps_input:
             parts.append("4-bit matmuls keep inputs (bitsandbytes < 0.43.2)")
-        if self.compiled:
-            parts.append("compiled")
         if self.optimizer_in_backward:
             parts.append("optimizer in backward")
         return ", ".join(parts)

@@ -31,10 +31,12 @@ TORCHTITAN_COMPILE_DEFAULT = (
 )
 
 
-def compile_flags(value: str | None, framework: Framework) -> tuple[bool, bool]:
+def compile_flags(value: str | None, framework: Framework, fine_tuning=None) -> tuple[bool, bool]:
     """(compiled_model, compiled_loss) of `--compile VALUE` run by `framework`; None: the framework's
     default, off (module docstring). InputError naming --compile for an unknown choice, or for a
-    compiled part on a stack other than torchtitan."""
+    compiled part no model reads: torchtitan reads both; a LoRA / QLoRA plan on another PyTorch loop
+    (fsdp, other: finetune_memory.PYTORCH_LOOPS) reads the compiled model only, in its activation
+    memory (finetune_activations: an eager SwiGLU keeps silu's output)."""
     if value is None:
         return False, False
     key = str(value).strip().lower().replace(" ", "")
@@ -42,9 +44,15 @@ def compile_flags(value: str | None, framework: Framework) -> tuple[bool, bool]:
         allowed = ", ".join(COMPILE_CHOICES)
         raise InputError(f"--compile: {value!r} is not one of {allowed}", field="compile", allowed=allowed)
     flags = COMPILE_CHOICES[key]
+    from gpuplan.workloads.training.finetune_memory import PYTORCH_LOOPS
+
+    fine_tuning_loop = fine_tuning is not None and not fine_tuning.ordinary and framework in PYTORCH_LOOPS
+    if fine_tuning_loop and flags == (True, False):
+        return flags
     if any(flags) and framework is not Framework.TORCHTITAN:
-        raise InputError(f"--compile: torch.compile is modelled for --framework torchtitan only (the plan runs "
-                         f"{framework.value}); give --compile none or --framework torchtitan", field="compile",
+        raise InputError(f"--compile: torch.compile is modelled for --framework torchtitan, and as 'model' for "
+                         f"LoRA / QLoRA on fsdp or other (the plan runs {framework.value}); give --compile none "
+                         f"or --framework torchtitan", field="compile",
                          allowed="none")
     return flags
 

@@ -325,7 +325,7 @@ def train(
     else:  # the model's published recipe where one exists (catalog.recipes), else the search's defaults
         seq_len, global_batch, recipe_note = training_defaults(spec, seq_len, global_batch)
     given_degrees = plan is None and any(v is not None for v in degrees.values())
-    compiled = compile_flags(compile, fw)
+    compiled = compile_flags(compile, fw, ft)
     if plan is not None and compile is not None:
         plan = plan.model_copy(update={"compiled_model": compiled[0], "compiled_loss": compiled[1]})
     space = SearchSpace(global_batch=global_batch, seq_len=seq_len, precision=prec, tp_comm_overlap=tp_comm_overlap,
@@ -443,7 +443,7 @@ def fit_plan(
     global_batch = batch_with_grad_accum(micro_batch, dp, global_batch, grad_accum)
     shard = parse_enum(Sharding, sharding, "sharding")
     fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(system, ft, shard)
-    compiled_model, compiled_loss = compile_flags(compile, fw)
+    compiled_model, compiled_loss = compile_flags(compile, fw, ft)
     try:
         return TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,

@@ -16,7 +16,7 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   (transformers.optimization.AdamW, a per-tensor loop) or `foreach=False` is loop; `adamw_torch`
   (torch.optim.AdamW at its CUDA default) or `foreach=True` is foreach; `adamw_torch_fused`,
   `adamw_apex_fused` or `fused=True` is fused. Unnamed: the model's default (the fused pass).
-  "torch.compile on" is `compiled`; "optimizer_in_bwd True" (torchtune's option) is `optimizer_in_backward`.
+  "torch.compile on" compiles the model (`compiled_stated`: the plan's `compiled_model`); "optimizer_in_bwd True" (torchtune's option) is `optimizer_in_backward`.
 - The bitsandbytes release a 4-bit base ran on (`base_matmul_keeps_input`: before 0.43.2, released
   2024-07-16, each `MatMul4Bit` kept its input): a QLoRA row whose `source` or `notes` name
   bitsandbytes (or bnb) and not torchao takes the version they state ("bitsandbytes 0.41.1"), else
@@ -117,6 +117,11 @@ def _cell(row: dict[str, str], key: str) -> str:
     return (row.get(key) or "").strip()
 
 
+def compiled_stated(row: dict[str, str]) -> bool:
+    """Whether a fine-tuning row's notes say "torch.compile on" (the plan's `compiled_model`)."""
+    return bool(_COMPILED.search(row.get("notes") or ""))
+
+
 def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     """The row's FineTuning and notes on the defaults taken (module docstring)."""
     kw: dict[str, object] = {}
@@ -167,8 +172,6 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
             and _TORCHTUNE.search(f"{row.get('source') or ''} {notes_text}")):
         kw["master_weights"] = MasterWeights.NONE
         notes.append("master_weights=none (torchtune recipes train in their dtype, no mixed precision)")
-    if _COMPILED.search(notes_text):
-        kw["compiled"] = True
     if _OPTIMIZER_IN_BACKWARD.search(notes_text):
         kw["optimizer_in_backward"] = True
     four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)

@@ -97,7 +97,7 @@ import re
 from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
-from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
+from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
 from gpuplan.interfaces.validation.source_dates import source_name_month
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
@@ -392,6 +392,9 @@ def predict_row(row: dict[str, str]) -> Prediction:
     if compiled_model_from_row(row, framework):
         plan = plan.model_copy(update={"compiled_model": True})
         notes.append("compiled blocks (torchtitan training.compile)")
+    elif not plan.fine_tuning.ordinary and compiled_stated(row):
+        plan = plan.model_copy(update={"compiled_model": True})
+        notes.append("compiled model (torch.compile on)")
     if compiled_loss_from_row(row, framework):
         plan = plan.model_copy(update={"compiled_loss": True})
         notes.append("compiled loss (torchtitan training.compile, 2025-04 on)")

@@ -19,8 +19,8 @@ changed it to `(None, B)` because backward uses only B), so every quantised proj
 input as in ordinary training: nothing is removed, and the adapters add only their own saves.
 
 Eager modules (`eager_activation_delta_per_token`): a fine-tuning step on a plain PyTorch loop
-(`finetune_memory.pytorch_loop`) not under `torch.compile` (`FineTuning.compiled`, or the plan's
-`compiled_model`) runs the model's
+(`finetune_memory.pytorch_loop`) not under `torch.compile` (the plan's
+`compiled_model`, `--compile model`) runs the model's
 modules op by op. A gated FFN is then `down(silu(gate(x)) * up(x))` (transformers LlamaMLP.forward;
 LitGPT lit_gpt/model.py LLaMAMLP.forward at 8641822: `torch.nn.functional.silu(x_fc_1) * x_fc_2`):
 silu keeps its input (gate's output), the product keeps both of its operands (silu's output and up's
@@ -54,7 +54,7 @@ def eager_activation_delta_per_token(model: ModelSpec, plan: TrainPlan, layer: i
     half of the gated activation's saved input (b x f per active copy, split like it); 0 for an
     ungated FFN (GELU keeps only its input, as counted), compiled steps and other stacks (module
     docstring, "Eager modules")."""
-    if not pytorch_loop(plan) or plan.fine_tuning.compiled or plan.compiled_model:
+    if not pytorch_loop(plan) or plan.compiled_model:
         return 0.0
     return sum(op.saved_bytes(saved) / 2.0 for op in layer_ops(model, layer).ops
                if isinstance(op, Activation) and op.gated)
