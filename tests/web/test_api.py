@@ -34,6 +34,18 @@ CASES = [
                    "fine_tuning": {"finetune": "qlora", "lora_rank": 64, "offload": "params"}}),
     ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M", "grad_accum": 4,
                "fine_tuning": {"finetune": "lora", "lora_targets": "all_linear", "master_weights": "none"}}),
+    # the fine-tuning options the Fit and Train pages offer (cli.fine_tuning_options): the AdamW
+    # implementation, QLoRA's kept base-matmul input, the optimizer step in backward, and --compile model
+    # of a LoRA plan on fsdp (api.compile_option: the one compiled part another PyTorch loop reads)
+    ("fit/train", {"model": "llama-2-7b", "gpus": 1, "fine_tuning": {"finetune": "lora", "optimizer_impl": "loop"}}),
+    ("fit/train", {"model": "llama-2-7b", "gpu": "rtx-4090", "gpus": 1, "seq_len": 2048,
+                   "fine_tuning": {"finetune": "qlora", "base_matmul_keeps_input": True}}),
+    ("fit/max-batch", {"model": "llama-2-7b", "gpus": 1, "fine_tuning": {"optimizer_in_backward": True}}),
+    ("fit/train", {"model": "llama-2-7b", "gpus": 1, "framework": "fsdp", "compile": "model",
+                   "fine_tuning": {"finetune": "lora"}}),
+    ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M", "global_batch": 1,
+               "fine_tuning": {"finetune": "qlora", "optimizer_impl": "foreach", "base_matmul_keeps_input": True,
+                               "optimizer_in_backward": True}}),
     ("fit/min-gpus", {"model": "gpt3-13b", "tp": 2, "gpu": "a100-sxm4-80gb"}),
     ("serve/run", {"model": "llama-3-8b", "concurrency": 8, "output_len": 64}),
     ("serve/run", {"model": "llama-3-8b", "tp": 2, "concurrency": 8, "output_len": 64, "engine": "sglang",

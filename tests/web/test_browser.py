@@ -135,6 +135,27 @@ def test_train_numbers_equal_the_cli_and_follow_the_inputs(server, page):
     assert page.problems == []
 
 
+def test_fit_fine_tuning_checkbox_reaches_the_api_as_the_cli_flag(server, page):
+    # QLoRA Llama-2-7B on one RTX 4090: ticking base_matmul_keeps_input runs the CLI's
+    # --base-matmul-keeps-input, and the page shows that command's total (cli.fine_tuning_options)
+    page.goto(server + "/fit?model=llama-2-7b&gpu=rtx-4090&gpus=1&tp=1&pp=1&seq_len=2048&finetune=qlora")
+    wait_updates(page, 1)
+    first = page.text_content("#command").splitlines()[0]
+    assert first == "gpuplan fit train llama-2-7b --gpu rtx-4090 --gpus 1 --seq-len 2048 --finetune qlora --json"
+    plain = stat(page, "total_gib")
+    assert plain == cli_json(first)["per_gpu_gib"]["total"]
+    n = updates(page)
+    page.check("#f-base_matmul_keeps_input")
+    wait_updates(page, n + 1)
+    assert "base_matmul_keeps_input=1" in page.url
+    line = page.text_content("#command").splitlines()[0]
+    assert line == first.replace(" --json", " --base-matmul-keeps-input --json")
+    kept = stat(page, "total_gib")
+    assert kept == cli_json(line)["per_gpu_gib"]["total"]
+    assert kept > plain  # each 4-bit matmul's input is kept as well: more activation memory
+    assert page.problems == []
+
+
 def test_bad_input_gets_a_field_message(server, page):
     page.goto(server + "/train?gpus=0")
     wait_updates(page, 1)

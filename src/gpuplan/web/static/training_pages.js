@@ -13,15 +13,20 @@ export const PLAN_FIELDS = [
 ];
 // the fine-tuning options of `gpuplan fit ...` and `gpuplan train` (cli/fine_tuning_options.py); the
 // API takes them as one `fine_tuning` object, `grad_accum` beside it
-const FT_DEFAULTS = { finetune: "full", lora_rank: "", lora_targets: "", base_dtype: "", optimizer: "adamw", offload: "none", master_weights: "fp32" };
+const FT_DEFAULTS = { finetune: "full", lora_rank: "", lora_targets: "", base_dtype: "", optimizer: "adamw", optimizer_impl: "", offload: "none", master_weights: "fp32",
+  base_matmul_keeps_input: false, optimizer_in_backward: false };
 export const FINETUNE_FIELDS = [
   { name: "finetune", type: "select", options: ["full", "lora", "qlora"], def: "full", help: "full, LoRA, or QLoRA (frozen 4-bit base)" },
   { name: "lora_rank", type: "number", help: "LoRA rank r (default 8, PEFT's)" },
   { name: "lora_targets", type: "text", placeholder: "qv", help: "attn, qv, all_linear or q_proj+v_proj+down_proj" },
   { name: "base_dtype", type: "select", options: ["", "bf16", "fp16", "fp32", "int8", "nf4", "fp4"], def: "", help: "frozen base storage (auto: nf4 for qlora)" },
   { name: "optimizer", type: "select", options: ["adamw", "adamw_8bit", "paged_adamw_8bit", "adamw_4bit", "adafactor", "sgd", "lion"], def: "adamw" },
+  { name: "optimizer_impl", type: "select", options: ["", "loop", "foreach", "fused"], def: "",
+    help: "AdamW kernels: loop (per-tensor eager), foreach (multi-tensor), fused; (auto): fused" },
   { name: "offload", type: "select", options: ["none", "optimizer", "params", "nvme"], def: "none", help: "optimizer: ZeRO-Offload; params: FSDP CPU offload" },
   { name: "master_weights", type: "select", options: ["fp32", "none"], def: "fp32", help: "none: pure bf16 (weights, grads, moments)" },
+  { name: "base_matmul_keeps_input", type: "check", help: "qlora: each 4-bit base matmul keeps its input for backward (bitsandbytes < 0.43.2)" },
+  { name: "optimizer_in_backward", type: "check", help: "step each parameter as its gradient arrives (torchtune optimizer_in_bwd; one micro-batch per step)" },
   { name: "grad_accum", type: "number", help: "micro-batches per step: global batch = micro-batch x grad-accum x dp" },
 ];
 /** The `fine_tuning` object of the inputs: the options that differ from the CLI's defaults (none: ordinary training). */
@@ -160,7 +165,7 @@ export const TRAINING_PAGES = {
       { name: "deepspeed_release", type: "text", placeholder: "current",
         help: "deepspeed only: current (v0.6.0 on), or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine" },
       { name: "compile", type: "select", options: ["", "none", "model", "loss", "model+loss"], def: "",
-        help: "torch.compile (torchtitan only); (auto): the framework's default, off" },
+        help: "torch.compile: torchtitan; 'model' also for LoRA / QLoRA on fsdp or other; (auto): off" },
       ...PLAN_FIELDS,
       { name: "recompute", type: "select", options: ["", "none", "selective", "full"], def: "" },
       { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
@@ -218,11 +223,15 @@ export const TRAINING_PAGES = {
       { name: "recompute", type: "select", options: ["none", "selective", "full"], def: "none" },
       { name: "sharding", type: "select", options: ["none", "zero1", "zero2", "zero3", "fsdp"], def: "none" },
       { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
+      { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext", "other"], def: "",
+        help: "(auto): fsdp for LoRA / QLoRA (deepspeed with a ZeRO sharding), megatron elsewhere" },
+      { name: "compile", type: "select", options: ["", "none", "model", "loss", "model+loss"], def: "",
+        help: "torch.compile: torchtitan; 'model' also for LoRA / QLoRA on fsdp or other; (auto): off" },
       ...FINETUNE_FIELDS,
     ],
     async run(v) {
       const q = v.question;
-      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "grad_accum"];
+      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "framework", "compile", "grad_accum"];
       if (q === "min-gpus") names.push("max_gpus"); else names.push("gpus");
       const { data: d } = await api(`fit/${q}`, { ...pick(v, names), ...fineTuning(v) });
       const rec = d.memory || d;
