@@ -208,11 +208,16 @@ def test_rows_read_the_implementation_from_notes(shared_dir):
     rows = _hf1gpu_rows(shared_dir)
     for rid in ("hf1gpu-1", "hf1gpu-2", "hf1gpu-3", "hf1gpu-4"):  # "Default optimizer adamw_hf"
         assert fine_tuning_from_row(rows[rid])[0].optimizer_impl is OptimizerImpl.LOOP
-    for rid in ("hf1gpu-5", "hf1gpu-7"):  # Adafactor, bitsandbytes Adam8bit: no AdamW implementation named
-        assert fine_tuning_from_row(rows[rid])[0].optimizer_impl is None
-    # an adafactor row whose notes mention adamw_hf keeps its optimizer (the implementation is AdamW's)
-    odd = dict(rows["hf1gpu-5"], notes=rows["hf1gpu-5"]["notes"] + " Not adamw_hf.")
-    assert fine_tuning_from_row(odd)[0].optimizer_impl is None
+    # Adafactor, bitsandbytes Adam8bit under the HF Trainer: their own per-tensor loops
+    # (test_optimizer_loops); outside the Trainer no implementation is named
+    for rid in ("hf1gpu-5", "hf1gpu-7"):
+        assert fine_tuning_from_row(rows[rid])[0].optimizer_impl is OptimizerImpl.LOOP
+        plain = dict(rows[rid], notes=rows[rid]["notes"].replace("HF Trainer", "a trainer"))
+        assert fine_tuning_from_row(plain)[0].optimizer_impl is None
+    # an adafactor row whose notes mention adamw_hf keeps its optimizer (adamw_hf names AdamW's loop)
+    odd = dict(rows["hf1gpu-5"], notes=rows["hf1gpu-5"]["notes"].replace("HF Trainer", "a trainer") + " Not adamw_hf.")
+    ft = fine_tuning_from_row(odd)[0]
+    assert ft.optimizer.value == "adafactor" and ft.optimizer_impl is None
 
 
 def test_hf1gpu_time_row_adds_the_loop(shared_dir):

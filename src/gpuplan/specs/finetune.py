@@ -26,7 +26,8 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
 - `optimizer_impl`: how the AdamW step is issued: loop (a Python loop over the parameter tensors,
   Hugging Face `adamw_hf`, torch foreach=False), foreach (torch's multi-tensor ops) or fused (one
   multi-tensor kernel); None = the framework's step as the model has it (one fused memory-bound
-  pass, `workloads.training.step.optimizer`). AdamW on the GPU with fp32 states only.
+  pass, `workloads.training.step.optimizer`). AdamW on the GPU with fp32 states only; loop also
+  with adafactor (transformers Adafactor) and adamw_8bit (bitsandbytes), whose steps are per-tensor loops.
 - `offload`: none, optimizer (states and step on the CPU: ZeRO-Offload, torchao CPUOffloadOptimizer),
   params (also the parameters and gradients: FSDP CPUOffload(offload_params=True), ZeRO-3
   offload_param), nvme (ZeRO-Infinity).
@@ -160,8 +161,12 @@ class FineTuning(Spec):
                              "give one of the two (optimizer adamw_8bit with offload, or offload none)")
         impl = self.optimizer_impl
         if impl is not None and impl is not OptimizerImpl.FUSED:
-            if self.optimizer is not Optimizer.ADAMW:
-                raise ValueError(f"optimizer_impl {impl.value} is an AdamW implementation: give optimizer adamw, not "
+            loops = (Optimizer.ADAMW, Optimizer.ADAFACTOR, Optimizer.ADAMW_8BIT)
+            if impl is OptimizerImpl.LOOP and self.optimizer not in loops:
+                raise ValueError(f"optimizer_impl loop times {', '.join(o.value for o in loops)}, not "
+                                 f"{self.optimizer.value} (or optimizer_impl fused)")
+            if impl is OptimizerImpl.FOREACH and self.optimizer is not Optimizer.ADAMW:
+                raise ValueError(f"optimizer_impl foreach is an AdamW implementation: give optimizer adamw, not "
                                  f"{self.optimizer.value} (or optimizer_impl fused)")
             if self.offload.moves_optimizer:
                 raise ValueError(f"optimizer_impl {impl.value} times AdamW on the GPU; offload {self.offload.value} runs "

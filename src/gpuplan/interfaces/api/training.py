@@ -106,7 +106,8 @@ class TrainResult(Result):
         from gpuplan.workloads.training.step.optimizer_impl import assumed_line
 
         return [*assumed_defaults_of(fw, self.estimate.plan.deepspeed_release), *compile_defaults_assumed(
-            fw, self.compile_given), assumed_line(self.estimate.plan.fine_tuning.optimizer_impl)]
+            fw, self.compile_given), assumed_line(
+            self.estimate.plan.fine_tuning.optimizer_impl, self.estimate.plan.fine_tuning.optimizer)]
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict

@@ -16,6 +16,10 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   (transformers.optimization.AdamW, a per-tensor loop) or `foreach=False` is loop; `adamw_torch`
   (torch.optim.AdamW at its CUDA default) or `foreach=True` is foreach; `adamw_torch_fused`,
   `adamw_apex_fused` or `fused=True` is fused. Unnamed: the model's default (the fused pass).
+  Under the Hugging Face Trainer (notes name "HF Trainer" or "Hugging Face Trainer"), an adafactor
+  or adamw_8bit row whose notes name that optimizer (Trainer `optim` adafactor, adamw_bnb_8bit or
+  adamw_8bit, or bitsandbytes' Adam8bit / AdamW8bit class) is loop: transformers' Adafactor and
+  bitsandbytes' Optimizer8bit step each parameter tensor in a Python loop.
   "torch.compile on" compiles the model (`compiled_stated`: the plan's `compiled_model`); "optimizer_in_bwd True" (torchtune's option) is `optimizer_in_backward`.
 - The bitsandbytes release a 4-bit base ran on (`base_matmul_keeps_input`: before 0.43.2, released
   2024-07-16, each `MatMul4Bit` kept its input): a QLoRA row whose `source` or `notes` name
@@ -65,6 +69,20 @@ _OPTIMIZER_IMPLS: tuple[tuple[re.Pattern[str], OptimizerImpl], ...] = (
     (re.compile(r"\badamw_hf\b|\bforeach\s*=\s*False\b", re.IGNORECASE), OptimizerImpl.LOOP),
     (re.compile(r"\badamw_torch\b|\bforeach\s*=\s*True\b", re.IGNORECASE), OptimizerImpl.FOREACH),
 )
+
+
+_HF_TRAINER = re.compile(r"\b(?:HF|Hugging\s*Face)\s+Trainer\b", re.IGNORECASE)
+#: notes naming an optimizer the HF Trainer steps as a per-tensor loop, by optimizer column value
+_TRAINER_LOOP_OPTIMIZERS: dict[Optimizer, re.Pattern[str]] = {
+    Optimizer.ADAFACTOR: re.compile(r"\badafactor\b", re.IGNORECASE),
+    Optimizer.ADAMW_8BIT: re.compile(r"\badamw_(?:bnb_)?8bit\b|\bAdamW?8bit\b", re.IGNORECASE),
+}
+
+
+def trainer_loop_optimizer(notes: str, optimizer: Optimizer) -> bool:
+    """Whether the notes say the HF Trainer runs `optimizer`'s own per-tensor step (module docstring)."""
+    pattern = _TRAINER_LOOP_OPTIMIZERS.get(optimizer)
+    return pattern is not None and bool(_HF_TRAINER.search(notes)) and bool(pattern.search(notes))
 
 
 def stated_optimizer_impl(notes: str) -> OptimizerImpl | None:
@@ -165,6 +183,8 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     impl = stated_optimizer_impl(notes_text)
     if impl is not None and kw.get("optimizer", Optimizer.ADAMW) is Optimizer.ADAMW:
         kw["optimizer_impl"] = impl
+    elif trainer_loop_optimizer(notes_text, kw.get("optimizer", Optimizer.ADAMW)):
+        kw["optimizer_impl"] = OptimizerImpl.LOOP
     quantize = _LITGPT_QUANTIZE.search(notes_text)
     if quantize and method is FineTuneMethod.QLORA:
         kw["double_quant"] = quantize.group(2) is not None
@@ -189,4 +209,4 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
 
 
 __all__ = ["BNB_INPUT_FIX_DATE", "BNB_INPUT_FIX_VERSION", "bitsandbytes_keeps_matmul_input", "fine_tuning_from_row",
-           "stated_optimizer_impl"]
+           "stated_optimizer_impl", "trainer_loop_optimizer"]

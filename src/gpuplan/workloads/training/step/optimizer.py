@@ -7,12 +7,15 @@
   foreach=False / foreach=True): `optimizer_impl.adamw_step_seconds` on the same elements, over the
   parameter tensors of the GPU's pipeline stage (the model's tensors / pp; adapters: two per adapted
   projection). Unset or fused: the one-pass formula above.
+- Adafactor or bitsandbytes 8-bit Adam as a per-tensor loop (`optimizer_impl` loop, what the Hugging
+  Face Trainer runs): `optimizer_impl.loop_step_seconds`, each optimizer's kernels per tensor.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from gpuplan.specs.choices import OptimizerImpl
 from gpuplan.specs.plan import expert_data_parallel_size
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.plan_codes import ShardingCode
@@ -34,7 +37,10 @@ def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts,
     if not ctx.fine_tuning.ordinary and sc is not None:
         elements = finetune_time.trainable_elements(ctx, g, sc, local_dense, local_experts)
         shard = np.where(g.shard >= ShardingCode.ZERO1, dp_group, 1.0)
-        if optimizer_impl.eager(impl):
+        if impl is OptimizerImpl.LOOP and ctx.fine_tuning.optimizer in optimizer_impl.LOOP_OPTIMIZERS:
+            step = optimizer_impl.loop_step_seconds(ctx.fine_tuning.optimizer, elements / shard, _stage_tensors(ctx, g, sc),
+                                                    _stage_matrices(ctx, g, sc), ctx.hbm_bytes_s)
+        elif optimizer_impl.eager(impl):
             step = optimizer_impl.adamw_step_seconds(impl, elements / shard, _stage_tensors(ctx, g, sc), ctx.hbm_bytes_s)
         else:
             step = finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
@@ -57,3 +63,11 @@ def _stage_tensors(ctx: StepContext, g: PlanAxes, sc=None):
         layers = sc.layers_per_stage if sc is not None else ctx.layers / g.pp
         return optimizer_impl.adapter_tensor_count(ctx.model, ft.targets, layers)
     return np.ceil(optimizer_impl.parameter_tensor_count(ctx.model) / g.pp)
+
+
+def _stage_matrices(ctx: StepContext, g: PlanAxes, sc=None):
+    """The 2-D tensors among `_stage_tensors`: every adapter tensor, or the model's
+    (`optimizer_impl.parameter_matrix_count`) over pp."""
+    if ctx.fine_tuning.adapters:
+        return _stage_tensors(ctx, g, sc)
+    return np.ceil(optimizer_impl.parameter_matrix_count(ctx.model) / g.pp)

@@ -44,6 +44,30 @@ modules: each nn.Linear (q, k, v, o, gate, up, down separately; experts one per 
 and, where the model has biases, a bias; each norm a weight (+ a bias for LayerNorm); each embedding
 table one; the output head one when untied. Adapter training (LoRA / QLoRA): two tensors (A, B) per
 adapted projection.
+
+Per-tensor loops of other optimizers (`optimizer_impl` loop with optimizer adafactor or adamw_8bit:
+what the Hugging Face Trainer runs, its `optimizer.step()` calling the optimizer's own step):
+- Adafactor, transformers/optimization.py `Adafactor.step` (read at huggingface/transformers@005edacb;
+  the step body is the 2021-2022 one) with the Trainer's `optim="adafactor"` settings
+  (scale_parameter=False, relative_step=False, beta1=None, weight_decay 0, fp32 parameters and
+  gradients under native AMP). Per 2-D (factored) tensor: `_rms(p)` norm + divide (2),
+  `grad**2 + eps` (2), `exp_avg_sq_row.mul_().add_(update.mean(dim=-1))` (3), the same for the
+  column (3), `_approx_sq_grad`: row mean, divide, `rsqrt_`, column `rsqrt`, `torch.mul` outer
+  product (5), `update.mul_(grad)` (1), the clip `update.div_((_rms(update) / clip).clamp_(min=1))`:
+  norm, divide, divide, clamp_, div_ (5), `update.mul_(lr)` (1), `p.add_(-update)`: neg + add_ (2):
+  24 kernels. Per 1-D tensor (unfactored `exp_avg_sq`): 2 + 2 + `mul_().add_()` 2 + `rsqrt().mul_(grad)`
+  2 + clip 5 + 1 + 2 = 16. Bytes per element of a factored tensor (4 B fp32; row/column statistics
+  negligible): norm(p) 4, grad**2 8, + eps 8, the two means 4 + 4, outer product written 4,
+  mul_(grad) 12, norm(update) 4, div_ 8, mul_(lr) 8, neg 8, add_ 12: 84 B (1-D tensors, about 0.1 %
+  of a transformer's elements, are charged the same).
+- bitsandbytes Adam8bit / AdamW8bit (bitsandbytes/optim/optimizer.py `Optimizer8bit.step` loops over
+  each group's parameters calling `Optimizer2State.update_step`, which calls
+  functional.py `optimizer_update_8bit_blockwise`: one `cadam_8bit_blockwise` kernel through ctypes;
+  tensors under `min_8bit_size` = 4096 elements take `optimizer_update_32bit`, also one kernel):
+  1 kernel per tensor, its Python (config dict, checks, ctypes call) charged as one eager kernel.
+  Bytes per element: fp32 parameter read + written 8, fp32 gradient 4, the two 8-bit states read +
+  written 4 (block absmax per 2048 elements negligible): 16 B. Later releases (paged optimizers,
+  2023) add a `torch.cuda.synchronize()` per tensor; not modelled (the 2022 step has none).
 """
 
 from __future__ import annotations
@@ -54,7 +78,7 @@ import numpy as np
 
 from gpuplan.layers.inventory import model_ops
 from gpuplan.layers.operators import Linear, Norm
-from gpuplan.specs.choices import OptimizerImpl
+from gpuplan.specs.choices import Optimizer, OptimizerImpl
 from gpuplan.specs.model import ModelSpec
 from gpuplan.workloads.training.lora import adapted, layer_projections
 
@@ -73,6 +97,12 @@ MAX_TENSORS_PER_LAUNCH = (110, 64, 48, 36, 30)
 MAX_TENSORS_PER_LAUNCH_SCALARLIST = (96, 64, 48, 36, 30)
 #: MultiTensorApply.cuh: chunks per launch (depth_to_max_blocks) x elements per chunk (kChunkSize).
 MAX_ELEMENTS_PER_LAUNCH = 320 * 65536
+#: Per-tensor loops of other optimizers (module docstring): kernels per 2-D tensor, per 1-D tensor,
+#: HBM bytes per element.
+LOOP_OPTIMIZERS: dict[Optimizer, tuple[int, int, float]] = {
+    Optimizer.ADAFACTOR: (24, 16, 84.0),
+    Optimizer.ADAMW_8BIT: (1, 1, 16.0),
+}
 #: Host seconds to issue one eager kernel (module docstring: PR #45299, 51.38 ms / (314 x 9)).
 EAGER_KERNEL_S = 51.38e-3 / (314 * 9)
 
@@ -92,6 +122,15 @@ def parameter_tensor_count(model: ModelSpec) -> int:
     total += 2 if ops.final_norm.with_bias else 1
     total += 1 if ops.head.counts_params else 0
     return total
+
+
+@lru_cache(maxsize=256)
+def parameter_matrix_count(model: ModelSpec) -> int:
+    """The 2-D tensors among `parameter_tensor_count`: each nn.Linear weight, embedding table and
+    untied head (the rest, biases and norm weights, are 1-D)."""
+    ops = model_ops(model)
+    total = sum(p.instances for lo in ops.layers for p in layer_projections(model, lo.index))
+    return total + len(ops.embeddings) + (1 if ops.head.counts_params else 0)
 
 
 def adapter_tensor_count(model: ModelSpec, targets: tuple[str, ...], layers: float) -> float:
@@ -134,13 +173,32 @@ def adamw_step_seconds(impl: OptimizerImpl, elements, tensors, hbm_bytes_s: floa
     return np.maximum(issue, memory)
 
 
+def loop_step_seconds(optimizer: Optimizer, elements, tensors, matrices, hbm_bytes_s: float):
+    """Seconds of one per-tensor loop step of `optimizer` (adafactor, adamw_8bit) over `tensors`
+    tensors, `matrices` of them 2-D, holding `elements` elements: max((matrices x per-matrix kernels +
+    (tensors - matrices) x per-vector kernels) x EAGER_KERNEL_S, elements x bytes / hbm_bytes_s)
+    (`LOOP_OPTIMIZERS`, module docstring)."""
+    if optimizer not in LOOP_OPTIMIZERS:
+        raise ValueError(f"loop_step_seconds times {', '.join(o.value for o in LOOP_OPTIMIZERS)}, not {optimizer.value}")
+    per_matrix, per_vector, per_element = LOOP_OPTIMIZERS[optimizer]
+    tensors = np.asarray(tensors, dtype=np.float64)
+    matrices = np.minimum(np.asarray(matrices, dtype=np.float64), tensors)
+    issue = (matrices * per_matrix + (tensors - matrices) * per_vector) * EAGER_KERNEL_S
+    return np.maximum(issue, np.asarray(elements, dtype=np.float64) * per_element / hbm_bytes_s)
+
+
 def eager(impl: OptimizerImpl | None) -> bool:
     """Whether `impl` is timed here (loop, foreach) rather than as the fused pass."""
     return impl in (OptimizerImpl.LOOP, OptimizerImpl.FOREACH)
 
 
-def assumed_line(impl: OptimizerImpl | None) -> str:
+def assumed_line(impl: OptimizerImpl | None, optimizer: Optimizer = Optimizer.ADAMW) -> str:
     """What `gpuplan train` says of the optimizer step it assumed (`framework_defaults_assumed`)."""
+    if impl is OptimizerImpl.LOOP and optimizer in LOOP_OPTIMIZERS:
+        per_matrix, per_vector, per_element = LOOP_OPTIMIZERS[optimizer]
+        return (f"optimizer step: per-tensor {optimizer.value} loop ({per_matrix} eager kernels per 2-D tensor, "
+                f"{per_vector} per 1-D, at {EAGER_KERNEL_S * 1e6:.1f} us each, {per_element:.0f} B per parameter; "
+                f"--optimizer-impl loop)")
     if impl is None:
         return ("optimizer step: one fused memory-bound AdamW pass (apex / TransformerEngine / DeepSpeed FusedAdam, "
                 "torch fused=True); --optimizer-impl loop or foreach for eager torch.optim / Hugging Face adamw_hf")
@@ -156,4 +214,5 @@ def assumed_line(impl: OptimizerImpl | None) -> str:
 __all__ = ["EAGER_ADAMW_BYTES_PER_ELEMENT", "EAGER_KERNEL_S", "FOREACH_OP_DEPTHS", "LOOP_KERNELS_PER_TENSOR",
            "MAX_ELEMENTS_PER_LAUNCH", "MAX_TENSORS_PER_LAUNCH", "MAX_TENSORS_PER_LAUNCH_SCALARLIST",
            "adamw_step_seconds", "adapter_tensor_count", "assumed_line", "eager", "foreach_launches",
-           "kernel_launches", "parameter_tensor_count"]
+           "kernel_launches", "LOOP_OPTIMIZERS", "loop_step_seconds", "parameter_matrix_count",
+           "parameter_tensor_count"]
