@@ -181,7 +181,7 @@ def _train_from(source, model, system, gpus, seq_len, tokens, flops, usd_per_gpu
 
 
 def _render(est, run, assumptions, band: dict, batch_note: str | None = None, goodput=None,
-            evidence: dict | None = None, plan_notes: tuple[str, ...] = (), defaults: list[str] | None = None) -> None:
+            evidence: dict | None = None, plan_notes: tuple[str, ...] = (), defaults: tuple[str, ...] | list[str] = ()) -> None:
     st = est.step
     console.print(f"{est.model} on {est.num_gpus} x {est.system}, {fmt(est.tokens)} tokens")
     if est.search is not None:
@@ -241,10 +241,8 @@ def _render(est, run, assumptions, band: dict, batch_note: str | None = None, go
         console.print(f"note: {batch_note}")
     for note in plan_notes:
         console.print(f"note: {note}")
-    from gpuplan.specs.execution import assumed_defaults_of  # not at import: `--help` loads no spec module
-
     console.print(f"{st.framework.value} defaults assumed:")
-    for line in (assumed_defaults_of(st.framework, est.plan.deepspeed_release) if defaults is None else defaults):
+    for line in defaults:
         console.print(f"  {line}")
     if est.search is not None and est.search.why_others_lose:
         console.print("why other choices lose:")

@@ -7,7 +7,7 @@ import dataclasses
 
 from gpuplan.errors import InputError
 from gpuplan.specs import TrainPlan
-from gpuplan.specs.execution import DeepSpeedRelease, Framework, assumed_defaults_of, deepspeed_release_of
+from gpuplan.specs.execution import DeepSpeedRelease, Framework, deepspeed_release_of
 
 #: what `--deepspeed-release` accepts (specs.execution.deepspeed_release_of)
 DEEPSPEED_RELEASE_ALLOWED = "current, or a DeepSpeed version such as 0.5 or 0.14 (below 0.6: the 2021 ZeRO-3 engine)"
@@ -41,11 +41,10 @@ def with_deepspeed_release(space, plan: TrainPlan | None, raw: str | DeepSpeedRe
 
 
 def framework_json(framework: Framework, plan: TrainPlan) -> dict:
-    """The `train --json` keys on the stack: `framework` (searched / timed for),
-    `framework_defaults_assumed` (the release first for deepspeed: `assumed_defaults_of`) and
-    `deepspeed_release` ("current" or "0.5"; null for other frameworks)."""
+    """The `train --json` keys on the stack: `framework` (searched / timed for) and `deepspeed_release`
+    ("current" or "0.5"; null for other frameworks). `framework_defaults_assumed` is
+    TrainResult.defaults_assumed (the release's lines first: `assumed_defaults_of`)."""
     return {"framework": framework.value,
-            "framework_defaults_assumed": list(assumed_defaults_of(framework, plan.deepspeed_release)),
             "deepspeed_release": plan.deepspeed_release.value if framework is Framework.DEEPSPEED else None}
 
 

@@ -100,11 +100,10 @@ class TrainResult(Result):
     @property
     def defaults_assumed(self) -> list[str]:
         """The framework's defaults the prediction assumed (`--json` key `framework_defaults_assumed`)."""
-        fw = self.estimate.step.framework
         from gpuplan.specs.execution import assumed_defaults_of
-
         from gpuplan.workloads.training.step.optimizer_impl import assumed_line
 
+        fw = self.estimate.step.framework
         return [*assumed_defaults_of(fw, self.estimate.plan.deepspeed_release), *compile_defaults_assumed(
             fw, self.compile_given), assumed_line(
             self.estimate.plan.fine_tuning.optimizer_impl, self.estimate.plan.fine_tuning.optimizer)]
@@ -117,8 +116,8 @@ class TrainResult(Result):
         out = {
             "model": est.model, "system": est.system, "num_gpus": est.num_gpus, "tokens": est.tokens,
             "best_plan": plan_dict(est.plan),
-            **framework_json(est.step.framework, est.plan),  # the stack timed, its defaults, its DeepSpeed release
-            "framework_defaults_assumed": self.defaults_assumed,  # the release (framework_json) and the compile default
+            **framework_json(est.step.framework, est.plan),  # the stack timed, its DeepSpeed release
+            "framework_defaults_assumed": self.defaults_assumed,  # its defaults: release, compile, optimizer step
             "step_time_s": st.step_time_s,
             "step_breakdown_s": st.breakdown_s,
             "num_micro_batches": st.num_micro_batches,
