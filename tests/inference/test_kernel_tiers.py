@@ -152,3 +152,25 @@ assert jit.compiled() and "numba" in sys.modules
 print("ok")
 '''
     assert run_child(script).stdout.startswith("ok")
+
+
+def test_a_division_python_refuses_is_left_to_the_compiled_loop():
+    # numba's error_model="numpy" makes x / 0.0 inf; Python raises ZeroDivisionError: an interpreted
+    # trial that raises one is run compiled instead (a zero HBM bandwidth makes every decode step's
+    # KV read term bytes / 0.0)
+    script = _SCENARIOS + r'''
+import math, sys
+from gpuplan.workloads.inference import jit
+from gpuplan.workloads.inference.cost.operators import StepTimeModel
+real = StepTimeModel.step_coefficients
+StepTimeModel.step_coefficients = lambda self, *a, **k: real(self, *a, **k)._replace(hbm_bytes_per_s=0.0)
+cat = load_catalog()
+gpu = cat.gpu("h100-sxm5-80gb")
+dep = Deployment(load_model("llama-3-8b"), gpu, cat.system(gpu.id))
+steps, mem = step_time_model(dep), memory_plan(dep)
+wl = make_workload(np.random.default_rng(3), 20, ArrivalKind.CLOSED_LOOP, concurrency=4, **LOGNORMAL)
+res = simulate(steps, mem, wl, SchedulerConfig())
+assert jit.compiled() and math.isinf(res.busy_s)
+print("ok")
+'''
+    assert run_child(script).stdout.startswith("ok")

@@ -29,6 +29,7 @@ that imported it by name); kernels defined after that are compiled at once. Numb
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any, Callable
 
 #: interpreted engine steps of the event-driven loop a process may run before compiling: about
@@ -38,6 +39,7 @@ INTERPRETED_STEPS = 8_000
 #: (function, numba options) of each kernel recorded while interpreted
 _KERNELS: list[tuple[Callable, dict[str, Any]]] = []
 _STATE = {"compiled": False, "steps_left": INTERPRETED_STEPS}
+_COMPILING = threading.Lock()  # one thread compiles and rebinds (the web app serves from threads)
 
 
 def kernel(**options: Any) -> Callable[[Callable], Callable]:
@@ -63,21 +65,22 @@ def compiled() -> bool:
 def compile_kernels() -> None:
     """Compile every kernel (numba dispatchers, each compiled or loaded from numba's cache at its
     first call) and put each dispatcher where a module holds the plain function. Once per process."""
-    if _STATE["compiled"]:
-        return
-    from numba import njit
+    with _COMPILING:
+        if _STATE["compiled"]:
+            return
+        from numba import njit
 
-    dispatchers = {id(func): (func, njit(**options)(func)) for func, options in _KERNELS}
-    for module in list(sys.modules.values()):
-        names = getattr(module, "__dict__", None)
-        if not isinstance(names, dict):
-            continue
-        for name, value in list(names.items()):
-            hit = dispatchers.get(id(value))
-            if hit is not None and hit[0] is value:
-                names[name] = hit[1]
-    _KERNELS.clear()
-    _STATE["compiled"] = True
+        dispatchers = {id(func): (func, njit(**options)(func)) for func, options in _KERNELS}
+        for module in list(sys.modules.values()):
+            names = getattr(module, "__dict__", None)
+            if not isinstance(names, dict):
+                continue
+            for name, value in list(names.items()):
+                hit = dispatchers.get(id(value))
+                if hit is not None and hit[0] is value:
+                    names[name] = hit[1]
+        _KERNELS.clear()
+        _STATE["compiled"] = True
 
 
 def interpreted_steps_left() -> int:

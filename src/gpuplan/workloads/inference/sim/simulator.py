@@ -424,13 +424,19 @@ def kv_budget_setup(steps: StepTimeModel, memory: MemoryPlan, ins: np.ndarray, o
 def _event_loop(requests: Requests, engine: Engine, layout: KvLayout, coef, tables) -> tuple:
     """`_simulate_events` interpreted while this process's budget of interpreted steps lasts, else
     compiled (jit.py): a trial run interpreted on a copy of the arrivals (a closed loop writes them)
-    stopped at the budget; unfinished there, the kernels are compiled and the run starts over."""
+    stopped at the budget; unfinished there, the kernels are compiled and the run starts over. Numpy
+    scalars warn nowhere (numba's `error_model="numpy"` does not); an operation Python refuses where
+    numba returns inf or NaN (a float division by zero) leaves the run to the compiled loop."""
     limit = jit.interpreted_steps_left()
     if limit > 0:
         trial = requests._replace(arrival=requests.arrival.copy())
-        out = _simulate_events(trial, engine, layout, coef, tables, True, limit)
-        jit.spend_interpreted_steps(out[3])
-        if out[3] < limit:
+        try:
+            with np.errstate(all="ignore"):
+                out = _simulate_events(trial, engine, layout, coef, tables, True, limit)
+        except ArithmeticError:
+            out = None
+        jit.spend_interpreted_steps(limit if out is None else out[3])
+        if out is not None and out[3] < limit:
             return out
     jit.compile_kernels()
     return _simulate_events(requests, engine, layout, coef, tables)
