@@ -116,7 +116,7 @@ class StepContext:
             framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
             gemm_dtype=gemm_dtype, tp_comm_overlap=bool(tp_comm_overlap), act_dtype=act_dtype,
             low_precision=gemm_dtype in ("fp8", "fp6", "fp4"),
-            p2p_overlap=(Framework(framework) in (Framework.MEGATRON, Framework.OTHER, Framework.MAXTEXT)
+            p2p_overlap=(Framework(framework) in (Framework.MEGATRON, Framework.OTHER, Framework.MAXTEXT, Framework.TRANSFORMERS)
                          and AttentionKernel(attention_kernel) is not AttentionKernel.UNFUSED),
             hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
             hidden=model.hidden, q_dim=q_dim, kv_dim=kv_dim, head_dim=head_dim, heads=model.heads,
