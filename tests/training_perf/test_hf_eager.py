@@ -107,3 +107,20 @@ def test_eager_modules_never_faster_than_fused(mb, model):
     a = np.array(elementwise_seconds(hf, _axes(hf, mb))[:2], dtype=float)
     b = np.array(elementwise_seconds(mg, _axes(mg, mb))[:2], dtype=float)
     assert (a >= b).all()
+
+
+def test_sliding_window_runs_a_masked_dense_attention():
+    # Phi-3-mini-4k: 32 heads of 96, sliding_window 2047 (its config.json). transformers'
+    # _ignore_causal_mask_sdpa drops the mask only when kv_length < local_attention_size, so at 4,096
+    # tokens SDPA gets a dense mask and visits all 4,096 keys per query:
+    # forward FLOPs per token = 2 a d n (QK^T) + 2 a d n (PV) = 4 x 32 x 96 x 4096 = 50,331,648
+    from gpuplan.layers.inventory import model_ops
+    layers = model_ops(load_model("phi-3-mini")).layers
+    assert hf_eager.masked_attention_flops_per_token(layers, 4096) / len(layers) == pytest.approx(4 * 32 * 96 * 4096)
+    # 2,047 tokens: kv_length 2047 is not < 2047 either: still masked, all 2,047 keys
+    assert hf_eager.masked_attention_flops_per_token(layers, 2047) / len(layers) == pytest.approx(4 * 32 * 96 * 2047)
+    # 1,024 tokens: the window is longer than the sequence, is_causal=True: (s + 1) / 2 = 512.5 keys per query
+    assert hf_eager.masked_attention_flops_per_token(layers, 1024) / len(layers) == pytest.approx(4 * 32 * 96 * 512.5)
+    # a global-attention model is unchanged: Llama-2-7B causal at 4,096 tokens, (4096 + 1) / 2 keys
+    llama = model_ops(load_model("llama-2-7b")).layers
+    assert hf_eager.masked_attention_flops_per_token(llama, 4096) / len(llama) == pytest.approx(4 * 32 * 128 * 2048.5)

@@ -23,6 +23,12 @@ element read + written (bf16 = 2, fp32 = 4; r = the residual stream's bytes):
   element (GQA runs in SDPA itself, `enable_gqa`, no `repeat_kv` copy on torch >= 2.5).
 - `LlamaMLP`: `down_proj(act_fn(gate_proj(x)) * up_proj(x))`: silu (2 + 2), the product (2 + 2 + 2):
   10 B per FFN element (Phi-3's `gate_up_proj` + `chunk` makes views, the same 10).
+- Attention masks (`masking_utils._ignore_causal_mask_sdpa`): SDPA gets `is_causal=True` and no mask
+  only when no token is padded and `local_attention_size is None or kv_length < local_attention_size`.
+  A sliding-window layer whose window is not longer than the sequence (Phi-3-mini-4k: 2,047 at 4,096
+  tokens; Mistral v0.1: 4,096) gets a materialised boolean mask instead, so the kernel visits every
+  (query, key) block (`masked_attention_flops_per_token`: all s keys per query, not the window's
+  causal share), and FlashAttention, which takes no mask, cannot run it.
 - Backward moves 2 x the forward bytes (the convention of every elementwise term in step.compute).
 - Cross entropy (`loss_utils.ForCausalLMLoss`): `logits.float()` (2 + 4), `cross_entropy`'s
   log_softmax (4 + 4; the nll gather is per token); backward: the nll gradient written dense (4),
@@ -33,6 +39,8 @@ x `training.eager_elementwise_factor`, as Composer's eager kernels do.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from gpuplan.layers.operators import Shard
 from gpuplan.specs.execution import Framework
@@ -89,6 +97,20 @@ def hidden_bytes_per_token(ctx) -> float:
     return per_hidden * h
 
 
+def masked_attention_flops_per_token(layers, seq_len: int) -> float:
+    """Attention-core forward FLOPs per token, mean over `layers` (the inventory's `LayerOps`), as HF's SDPA
+    path runs them (module docstring): a layer whose window is at most `seq_len` computes every key of a
+    dense masked score matrix; the others run causal (`is_causal=True`) over their keys."""
+    total = 0.0
+    for layer in layers:
+        core = layer.core
+        if core.window is not None and core.window <= seq_len:
+            total += dataclasses.replace(core, window=None).forward_flops(seq_len, causal=False)
+        else:
+            total += core.forward_flops(seq_len, True)
+    return total
+
+
 def head_bytes_per_token(ctx) -> float:
     """Forward bytes per token of rotary on q and k and the attention output's copy."""
     return ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + ATTN_OUT_COPY_BYTES * ctx.q_dim
@@ -96,4 +118,4 @@ def head_bytes_per_token(ctx) -> float:
 
 __all__ = ["ATTN_OUT_COPY_BYTES", "LOSS_BYTES_PER_LOGIT", "RESIDUAL_ADD_BYTES", "RMSNORM_BYTES",
            "ROPE_BYTES", "SWIGLU_BYTES_PER_FFN", "applies", "head_bytes_per_token",
-           "hidden_bytes_per_token", "norm_readers", "residual_bytes"]
+           "hidden_bytes_per_token", "masked_attention_flops_per_token", "norm_readers", "residual_bytes"]

@@ -17,6 +17,7 @@ from gpuplan.specs.dtypes import Weights
 from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import default_expert_tp
+from gpuplan.workloads.training.step import hf_eager
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,9 @@ class StepContext:
             output_head_params=head,
             model_flops_per_token=flops_per_token(model, int(seq_len), causal=False).total,
             ops=ops,
-            attention_flops_per_token=sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers) / model.layers,
+            attention_flops_per_token=(hf_eager.masked_attention_flops_per_token(ops.layers, int(seq_len))
+                                       if Framework(framework) is Framework.TRANSFORMERS
+                                       else sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers)) / model.layers,
             fine_tuning=fine_tuning or FineTuning(),
             grad_fp32=Precision(grad_precision) in (Precision.FP32, Precision.TF32),
             deepspeed_release=DeepSpeedRelease(deepspeed_release),
