@@ -104,6 +104,50 @@ def test_unseen_bands_weigh_each_held_out_value_the_same():
                             {"hardware": ["A"] * (len(short) - 1) + ["B"]}) == {}
 
 
+def test_unseen_hardware_band_pools_every_class_of_both_kinds():
+    # Hardware-out residuals: training/time rows of generation X at 0.2 (4 rows) and of Y at 0.0 (4
+    # rows); inference/throughput rows of X at -0.4 (4 rows: measured 0.67x the predicted
+    # throughput, i.e. predicted too fast, pessimism residual +0.4: error_bands.pessimism_sign).
+    # Pooled groups training:X, training:Y, inference:X, each 4 rows, so every row weighs the same:
+    # Hazen positions (i - 0.5) / 12 of the sorted pessimism residuals 0 x4, 0.2 x4, 0.4 x4. q10 (0.1)
+    # lies between positions 1 and 2 (both 0.0): 0.0; q90 (0.9) between 11 and 12 (both 0.4): 0.4.
+    # The training time band is [0, 0.4]; the throughput band the same turned around, [-0.4, 0].
+    # Per class the throughput rows (one held-out value) would have no band at all.
+    res = [0.2] * 4 + [0.0] * 4 + [-0.4] * 4
+    classes = ["training/time"] * 8 + ["inference/throughput"] * 4
+    groups = {"hardware": ["X"] * 4 + ["Y"] * 4 + ["X"] * 4}
+    table = fit_unseen_bands({"hardware": res}, classes, groups)
+    t, i = table["training/time/unseen-hardware"], table["inference/throughput/unseen-hardware"]
+    assert (t["q10"], t["q90"], t["rows"], t["groups"]) == (pytest.approx(0.0), pytest.approx(0.4), 12, 3)
+    assert (i["q10"], i["q90"]) == (pytest.approx(-0.4), pytest.approx(0.0))
+    # the same residuals per class (pooled=()): the training band spans only its own two generations
+    # (0 .. 0.2), and the throughput class has one held-out value: no band
+    per_class = fit_unseen_bands({"hardware": res}, classes, groups, pooled=())
+    assert per_class["training/time/unseen-hardware"]["q90"] == pytest.approx(0.2)
+    assert "inference/throughput/unseen-hardware" not in per_class
+
+
+def test_axis_out_coverage_holds_each_generation_out_in_turn():
+    # Three generations A, B, C, ten inference throughput rows each, hardware-out residuals A and B
+    # 0.00 .. 0.09, C 1.00 .. 1.09 (engine, architecture and precision shared). A held out: the
+    # unseen-hardware band pools B and C (20 rows, each group 1/2, every row 1/20): pessimism
+    # residuals -r sorted, Hazen positions (i - 0.5) / 20; q10 at i = 2.5, halfway between -1.08 and
+    # -1.07 = -1.075; q90 at i = 18.5, between -0.02 and -0.01 = -0.015; turned around the
+    # throughput band is [0.015, 1.075]: A's 0.02 .. 0.09 inside, 8 of 10 (B the same). C held out:
+    # A and B give -0.09 x2, -0.08 x2, ..., 0.00 x2: q10 between -0.09 and -0.08 = -0.085, q90 between
+    # -0.01 and 0.00 = -0.005: band [0.005, 0.085], none of C's rows inside. Overall 16 of 30.
+    from gpuplan.interfaces.validation.band_coverage import axis_out_coverage
+
+    recs = []
+    for hw, base in (("amd/a", 0.0), ("nvidia/b", 0.0), ("nvidia/c", 1.0)):
+        regime = Regime(hw, "vllm", "dense", "16-bit")
+        recs += [_record(f"fam-{hw}", regime, base + 0.01 * i) for i in range(10)]
+    cov = axis_out_coverage(recs, "hardware")["inference"]
+    assert [(cov[v].rows, cov[v].inside) for v in ("amd/a", "nvidia/b", "nvidia/c")] == [(10, 8), (10, 8), (10, 0)]
+    assert (cov["overall"].rows, cov["overall"].inside) == (30, 16)
+    assert cov["overall"].by_novelty == {"unseen-hardware": (30, 16)}
+
+
 def _table() -> dict:
     return {
         "inference/throughput": {"q10": -0.1, "q90": 0.1, "rows": 50},
@@ -209,7 +253,7 @@ def test_validate_cv_regime_cli_and_bad_mode(runner, tmp_path):
     assert row["regime"]["hardware"] in ("nvidia/ampere", "nvidia/hopper")
     assert set(row["predicted_held_out"]) == {"regime", "hardware", "engine", "architecture", "precision"}
     bad = runner.invoke(app, ["validate", str(path), "--cv", "rows"])
-    assert bad.exit_code == 2 and "cv: unknown mode 'rows'; allowed: family, regime" in bad.output
+    assert bad.exit_code == 2 and "cv: unknown mode 'rows'; allowed: family, regime, row" in bad.output
 
 
 def test_serve_run_names_an_unvalidated_regime(runner):
