@@ -53,8 +53,8 @@ def validate(file: str | Path | None = None, progress=None, *, builtin: str | No
 
 @dataclass(frozen=True)
 class CrossValidationResult(Result):
-    """`validate(..., cv="family"|"regime")`: the leave-one-family-out report, with `cv="regime"` also
-    leave-one-regime-out (interfaces.validation.cross_validation)."""
+    """`validate(..., cv="family"|"regime"|"row")`: the leave-one-family-out report, with `cv="regime"`
+    also leave-one-regime-out, with `cv="row"` leave-one-row-out instead (interfaces.validation.cross_validation)."""
 
     report: Any
 
