@@ -127,6 +127,30 @@ def test_unseen_hardware_band_pools_every_class_of_both_kinds():
     assert "inference/throughput/unseen-hardware" not in per_class
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-2, 2), st.sampled_from(["training/time", "training/memory",
+                                                             "inference/latency", "inference/throughput"]),
+                          st.sampled_from(["a", "b", "c"])), min_size=MIN_ROWS, max_size=40))
+def test_pooled_unseen_band_is_one_band_in_every_orientation(items):
+    # invariants of the pooled band: every class present gets the same band, the throughput class
+    # turned around (pessimism_sign); its edges lie within the pessimism residuals; order-free
+    res, classes, groups = [r for r, _, _ in items], [c for _, c, _ in items], [g for _, _, g in items]
+    table = fit_unseen_bands({"hardware": res}, classes, {"hardware": groups})
+    kinds_groups = {f"{c.split('/')[0]}:{g}" for c, g in zip(classes, groups)}
+    if len(kinds_groups) < 2:
+        assert table == {}
+        return
+    pess = [-r if c == "inference/throughput" else r for r, c in zip(res, classes)]
+    assert set(table) == {f"{c}/unseen-hardware" for c in classes}
+    for key, e in table.items():
+        q10, q90 = (-e["q90"], -e["q10"]) if key.startswith("inference/throughput") else (e["q10"], e["q90"])
+        assert min(pess) - 1e-12 <= q10 <= q90 <= max(pess) + 1e-12
+        assert (e["rows"], e["groups"]) == (len(res), len(kinds_groups))
+    flipped = fit_unseen_bands({"hardware": res[::-1]}, classes[::-1], {"hardware": groups[::-1]})
+    assert {k: (pytest.approx(v["q10"]), pytest.approx(v["q90"])) for k, v in flipped.items()} == {
+        k: (v["q10"], v["q90"]) for k, v in table.items()}
+
+
 def test_axis_out_coverage_holds_each_generation_out_in_turn():
     # Three generations A, B, C, ten inference throughput rows each, hardware-out residuals A and B
     # 0.00 .. 0.09, C 1.00 .. 1.09 (engine, architecture and precision shared). A held out: the
@@ -286,3 +310,17 @@ def test_serve_plan_reports_the_best_layouts_regime(runner):
     regime = json.loads(out.stdout)["best_regime"]
     assert regime["validated"] is False and regime["unseen_axes"][:2] == ["hardware", "engine"]
     assert regime["reason"].startswith("unvalidated regime: no public row with hardware amd/cdna4, engine generic")
+
+
+def test_shipped_unseen_hardware_band_is_one_pooled_band():
+    # benchmarks/accuracy_cv.py --write ships the pooled band (error_bands.pooled_unseen_band) under
+    # every class: the same edges for times, latencies and memory, mirrored for throughput
+    from gpuplan.interfaces.validation.error_bands import load_bands
+
+    t = load_bands()["regimes"]
+    base = t["training/time/unseen-hardware"]
+    for cls in ("training/memory", "inference/latency"):
+        assert (t[f"{cls}/unseen-hardware"]["q10"], t[f"{cls}/unseen-hardware"]["q90"]) == (base["q10"], base["q90"])
+    thr = t["inference/throughput/unseen-hardware"]
+    assert (thr["q10"], thr["q90"]) == (-base["q90"], -base["q10"])
+    assert base["pooled"] is True and base["groups"] >= 2
