@@ -23,6 +23,11 @@ CASES = [
     ("train", {"gpus": 64, "model": "gpt3-6.7b", "tokens": "10B"}),
     ("train", {"gpus": 64, "model": "gpt3-6.7b", "tp": 2, "pp": 2, "recompute": "selective", "sequence_parallel": False}),
     ("plan", {"model": "gpt3-1.3b", "tokens": "20B", "days": 2}),
+    # the plan search's training stack (api.framework_choice): train's --framework --compile --optimizer-impl
+    # --deepspeed-release, on the API's plan endpoint and the Plan page
+    ("plan", {"model": "gpt3-125m", "tokens": "1B", "gpus": 8, "framework": "torchtitan", "compile": "model+loss",
+              "optimizer_impl": "foreach"}),
+    ("plan", {"model": "gpt3-125m", "tokens": "1B", "gpus": 8, "framework": "deepspeed", "deepspeed_release": "0.5"}),
     ("plan", {"model": "llama-2-7b", "goal": "finetune", "tokens": "20M", "system": "rtx-4090", "gpus": 2,
               "lora_rank": 16, "lora_targets": "all_linear"}),
     ("fit/train", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8, "flash_attention": False}),
