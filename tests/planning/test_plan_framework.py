@@ -127,3 +127,16 @@ def test_stack_options_resolve_or_name_their_field(framework, compile, impl):
     fields = choice.search_fields()
     assert (fields["compiled_model"], fields["compiled_loss"]) == choice.compiled
     assert choice.json()["framework_defaults_assumed"]
+
+
+def test_emit_runs_the_stack_on_the_default_system():
+    # `plan --emit` with no --system: the config of the plan `train` finds on the chosen GPU count of the
+    # default system (dgx-h100), under the same stack options; torchtitan's [compile] section states them
+    # (compile.enable = true, components ["model", "loss"]: torchtitan job_config.py v0.2.2 `Compile`)
+    stack = ["--framework", "torchtitan", "--compile", "model+loss"]
+    res = runner.invoke(app, ["plan", "llama-3-8b", "--tokens", "10B", "--gpus", "64", *stack, "--emit", "torchtitan"])
+    assert res.exit_code == 0, res.output
+    assert '[compile]\nenable = true\ncomponents = ["model", "loss"]' in res.stdout
+    same = runner.invoke(app, ["train", "llama-3-8b", "--system", "dgx-h100", "--gpus", "64", "--tokens", "10B", *stack,
+                               "--emit", "torchtitan"])
+    assert same.exit_code == 0 and same.stdout == res.stdout

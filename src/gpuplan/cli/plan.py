@@ -95,7 +95,7 @@ def plan_cmd(
         if goal != "train":
             raise InputError("--emit: with --goal serve, use `gpuplan serve plan --emit`", field="emit")
         emit_text(api.emit_plan_training(emit, model=renamed(model, model_option, "MODEL", "--model", default=api.DEFAULT_MODEL),
-                                         system=system, gpus=result.report.cluster.fabric.gpus, tokens=tokens,
+                                         system=result.report.system_id, gpus=result.report.cluster.fabric.gpus, tokens=tokens,
                                          seq_len=seq_len, global_batch=global_batch, framework=framework,
                                          compile=compile, optimizer_impl=impl, deepspeed_release=deepspeed_release), emit)
         return
