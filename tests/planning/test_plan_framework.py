@@ -46,6 +46,7 @@ def _train_on(best: dict, **stack) -> dict:
     {"framework": "torchtitan", "compile": "loss"},
     {"framework": "deepspeed", "deepspeed_release": "0.5"},
     {"framework": "fsdp", "optimizer_impl": "loop"},
+    {"framework": "transformers"},  # Hugging Face modules in eager PyTorch (step.hf_eager)
     {},  # the system's default stack (megatron on a DGX H100)
 ], ids=lambda s: "+".join(f"{k}={v}" for k, v in s.items()) or "default")
 def test_best_plan_step_time_equals_train_on_that_plan(stack):

@@ -14,7 +14,8 @@ COMPILE = typer.Option(
 #: `--framework` of `train` and `plan` (gpuplan.specs.execution.Framework)
 FRAMEWORK = typer.Option(
     None, "--framework",
-    help="megatron, deepspeed, fsdp, torchtitan, maxtext (default: maxtext on TPU pods, megatron elsewhere).")
+    help="megatron, deepspeed, fsdp, torchtitan, maxtext, transformers (Hugging Face modules in eager PyTorch: "
+         "HF Trainer, TRL, PEFT) (default: maxtext on TPU pods, megatron elsewhere).")
 #: `--deepspeed-release` of `train` and `plan` (interfaces.api.deepspeed_release)
 DEEPSPEED_RELEASE = typer.Option(
     None, "--deepspeed-release",

@@ -34,7 +34,7 @@ export const FINETUNE_FIELDS = [
   { name: "grad_accum", type: "number", help: "micro-batches per step: global batch = micro-batch x grad-accum x dp" },
 ];
 // `train` and `plan`'s --framework and --deepspeed-release (cli/stack_options.py)
-const FRAMEWORK = { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext"], def: "",
+const FRAMEWORK = { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext", "transformers"], def: "",
   help: "(auto): maxtext on TPU pods, megatron elsewhere" };
 const DEEPSPEED_RELEASE = { name: "deepspeed_release", type: "text", placeholder: "current",
   help: "deepspeed only: current (v0.6.0 on), or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine" };
@@ -263,7 +263,7 @@ export const TRAINING_PAGES = {
       { name: "grad_precision", type: "select", options: ["fp32", "bf16", "fp16"], def: "fp32", help: "gradient buffer dtype: fp32 (Megatron, 18 B/param) or bf16 / fp16 (16 B/param)" },
       SEQUENCE_PARALLEL,
       { name: "flash_attention", type: "check", def: true, help: "fused attention; off: the s x s scores are stored (unfused)" },
-      { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext", "other"], def: "",
+      { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext", "transformers", "other"], def: "",
         help: "(auto): fsdp for LoRA / QLoRA (deepspeed with a ZeRO sharding), megatron elsewhere" },
       { name: "compile", type: "select", options: ["", "none", "model", "loss", "model+loss"], def: "",
         help: "torch.compile: torchtitan; 'model' also for LoRA / QLoRA on fsdp or other; (auto): off" },
