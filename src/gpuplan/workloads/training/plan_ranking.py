@@ -1,0 +1,134 @@
+"""The plan search's ranking: the leading plans of a streamed grid (`Leaders`), the fastest plan per
+value of the explained axes (`FastestPerValue`) and the lines that say why the others lose
+(`explain`). Both keep only small arrays while the blocks of `plan_grid` stream past, so the
+answer is that of one argsort of the whole grid in flat order (ties to the first)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from gpuplan.specs import TrainPlan
+from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, RECOMPUTE_OF_CODE, SHARDING_CODE, SHARDING_OF_CODE
+from gpuplan.workloads.training.plan_grid import AXES, _Block
+from gpuplan.workloads.training.step.assembly import StepTime
+
+
+@dataclass(frozen=True)
+class RankedPlan:
+    rank: int
+    plan: TrainPlan
+    step: StepTime
+    memory_gib: float  # per GPU, exact (training_memory)
+
+
+#: screened plans kept for the exact memory check: top x 50, at least 250: the best plan is the same for any top <= 5
+MIN_LEADERS = 250
+#: the axes `why_others_lose` explains, with the labels it prints
+EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("rc", "recompute"), ("sh", "sharding"))
+
+
+class _Leaders:
+    """The `k` fastest fitting plans seen so far, in (ranking key, flat index) order: exactly the first
+    `k` of a stable argsort of the whole grid's keys (`_Block.key`), kept as small arrays (axis
+    values, dp, m, global batch and step-time parts of each) while the grid streams past."""
+
+    def __init__(self, k: int):
+        self.k = k
+        self.cols: dict[str, np.ndarray] | None = None
+
+    def add(self, block: _Block, offset: int) -> None:
+        flat = block.key.ravel()
+        n_ok = int(np.count_nonzero(np.isfinite(flat)))
+        if n_ok == 0:
+            return
+        if n_ok <= self.k:
+            pos = np.flatnonzero(np.isfinite(flat))
+        else:  # every plan at or below the k-th smallest key (ties included: the index breaks them)
+            pos = np.flatnonzero(flat <= np.partition(flat, self.k - 1)[self.k - 1])
+        where = np.unravel_index(pos, block.shape)
+        cols = {"key": flat[pos], "index": pos + offset}
+        for name, arr in (*((a, block.g[a]) for a in AXES), ("dp", block.dp), ("m", block.m), ("gb", block.gb),
+                          *block.parts.items()):
+            cols[name] = np.broadcast_to(arr, block.shape)[where]
+        if self.cols is not None:
+            cols = {name: np.concatenate([self.cols[name], col]) for name, col in cols.items()}
+        keep = np.lexsort((cols["index"], cols["key"]))[: self.k]
+        self.cols = {name: col[keep] for name, col in cols.items()}
+
+    def rows(self) -> Iterator[dict[str, float]]:
+        """The leaders in order, one dict per plan."""
+        if self.cols is None:
+            return
+        for i in range(len(self.cols["key"])):
+            yield {name: col[i] for name, col in self.cols.items()}
+
+
+class _FastestPerValue:
+    """For each explained axis (EXPLAINED) and each of its values: the fastest fitting plan's ranking
+    key, step-time parts and global batch (the first in flat order among equals), kept as the grid
+    streams past."""
+
+    def __init__(self):
+        self.best: dict[tuple[str, int], tuple[float, dict[str, float], float]] = {}
+
+    def add(self, block: _Block) -> None:
+        for name, _ in EXPLAINED:
+            axis = AXES.index(name)
+            values = block.g[name].ravel()
+            # one row per value of the axis; the rest of each row stays in flat order
+            rows = np.moveaxis(block.key, axis, 0).reshape(len(values), -1)
+            first = np.argmin(rows, axis=1)
+            rest_shape = block.shape[:axis] + block.shape[axis + 1:]
+            for k, j in enumerate(first):
+                step = float(rows[k, j])
+                key = (name, int(values[k]))
+                if not np.isfinite(step) or (key in self.best and self.best[key][0] <= step):
+                    continue
+                rest = np.unravel_index(int(j), rest_shape)
+                where = rest[:axis] + (k,) + rest[axis:]
+                self.best[key] = (step, {p: _value_at(v, where) for p, v in block.parts.items()},
+                                  _value_at(block.gb, where))
+
+
+def _value_at(array, where: tuple[int, ...]) -> float:
+    """np.broadcast_to(array, shape)[where] as a float, without the broadcast view: the array's axes
+    align with the last of `where`'s, and an axis of length 1 is read at 0."""
+    shape = np.shape(array)
+    if not shape:
+        return float(array)
+    return float(array[tuple(i if n > 1 else 0 for i, n in zip(where[len(where) - len(shape):], shape))])
+
+
+def _explain(best: RankedPlan, fastest: _FastestPerValue, per_token: bool) -> list[str]:
+    """For each other value of tp, pp, cp, recompute and sharding: how much slower its best plan is and
+    which part of the step grows most (or that its faster plans do not fit in memory). `per_token`
+    (plans with different global batches): slower in time per token, parts compared per token."""
+    lines = []
+    p = best.plan
+    base = best.step.step_time_s / p.global_batch if per_token else best.step.step_time_s
+    measure = "time per token" if per_token else "step time"
+    index_of = {"tp": p.tp, "pp": p.pp, "cp": p.cp, "rc": RECOMPUTE_CODE[p.recompute], "sh": SHARDING_CODE[p.sharding]}
+    shown = {"rc": {code: r.value for code, r in RECOMPUTE_OF_CODE.items()},
+             "sh": {code: s.value for code, s in SHARDING_OF_CODE.items()}}
+    for name, label in EXPLAINED:
+        for v in sorted(value for axis, value in fastest.best if axis == name):
+            if v == index_of[name]:
+                continue
+            step, parts, batch = fastest.best[(name, v)]
+            value = shown.get(name, {}).get(v, v)
+            slower = step / base - 1
+            if slower < 0:
+                lines.append(f"{label}={value}: its faster plans exceed GPU memory (exact check)")
+                continue
+            # parts scaled to the best plan's batch (a factor of exactly 1 when the batches are equal)
+            scale = p.global_batch / batch
+            worst = max(parts, key=lambda k: parts[k] * scale - best.step.breakdown_s.get(k, 0.0))
+            lines.append(f"{label}={value}: best such plan {100 * slower:+.1f}% {measure}, mostly more {worst.removesuffix('_s')}")
+    return lines
+
+
+
+__all__ = ["EXPLAINED", "MIN_LEADERS", "RankedPlan"]
