@@ -56,14 +56,27 @@ def _expert_tp(tp, et):
     return np.where(et == ExpertTpCode.ONE, 1, tp)
 
 
-def _grid(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Each axis reshaped to its own dimension of a len(AXES)-dimensional grid (for broadcasting)."""
+#: The order of the axes while a block is scored (module docstring): the axes few terms depend on
+#: first, the micro-batch (activations, compute, micro-batches per step) last.
+COMPUTE_ORDER = ("sh", "et", "tp", "pp", "cp", "ep", "vpp", "rc", "sp", "mb")
+#: AXES' positions in COMPUTE_ORDER: np.transpose(x, TO_AXES) is x (scored in COMPUTE_ORDER) in AXES order
+TO_AXES = tuple(COMPUTE_ORDER.index(name) for name in AXES)
+
+
+def _grid(axes: dict[str, np.ndarray], order: tuple[str, ...] = AXES) -> dict[str, np.ndarray]:
+    """Each axis reshaped to its own dimension of a len(AXES)-dimensional grid (for broadcasting),
+    the dimensions in `order`."""
     out = {}
-    for i, name in enumerate(AXES):
-        shape = [1] * len(AXES)
+    for i, name in enumerate(order):
+        shape = [1] * len(order)
         shape[i] = len(axes[name])
         out[name] = axes[name].reshape(shape)
     return out
+
+
+def _in_axes_order(x):
+    """An array of the grid scored in COMPUTE_ORDER as a view in AXES order (a scalar as it is)."""
+    return np.transpose(x, TO_AXES) if np.ndim(x) else x
 
 
 #: Grid points scored at once. The search streams its grid in C-order blocks of about this many
@@ -145,10 +158,12 @@ def grid_validity(model: ModelSpec, framework: Framework, seq_len: int, g: dict[
     return dp, m, gb, reasons
 
 
-def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan, g: dict[str, np.ndarray],
+def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan, values: dict[str, np.ndarray],
                  num_gpus: int, given_batch: int | None) -> _Block:
-    """Validity (`grid_validity`), vectorised step time and memory screen of one block of the grid.
+    """Validity (`grid_validity`), vectorised step time and memory screen of the block of the grid
+    whose axes take `values` (name -> 1-D array), scored in COMPUTE_ORDER and returned in AXES order.
     `given_batch` None: each plan gets `default_global_batch` and the key is step time per sequence."""
+    g = _grid(values, COMPUTE_ORDER)
     tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
     etp = _expert_tp(tp, et)
     dp, m, gb, reasons = grid_validity(model, ctx.framework, proto.seq_len, g, num_gpus, given_batch)
@@ -170,11 +185,11 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     key = np.divide(arrays.step_s, gb if given_batch is None else 1.0, out=np.empty(shape))  # (ranks as time per token)
     np.copyto(key, np.inf, where=invalid)
     fitting = points - int(np.count_nonzero(invalid))
-    return _Block(g, shape, dp, m, np.asarray(gb, dtype=float), arrays.parts(), key, rejected,
-                  fitting + rejected["does not fit in GPU memory"], fitting)
+    return _Block(_grid(values), tuple(shape[i] for i in TO_AXES), _in_axes_order(dp), _in_axes_order(m),
+                  _in_axes_order(np.asarray(gb, dtype=float)), {k: _in_axes_order(v) for k, v in arrays.parts().items()},
+                  _in_axes_order(key), rejected, fitting + rejected["does not fit in GPU memory"], fitting)
 
 
-
-__all__ = ["AXES", "CHUNK_POINTS", "DEFAULT_BATCH_REASON", "ETP_ONE_WITHOUT_TP_REASON",
+__all__ = ["AXES", "CHUNK_POINTS", "COMPUTE_ORDER", "DEFAULT_BATCH_REASON", "ETP_ONE_WITHOUT_TP_REASON",
            "OVERSIZED_BATCH_REASON", "SCREEN_MARGIN", "SP_WITHOUT_TP_REASON", "exceeds_memory", "grid_blocks",
            "grid_validity"]

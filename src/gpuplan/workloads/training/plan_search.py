@@ -259,7 +259,7 @@ def search_plans(
     for offset, slices in grid_blocks(sizes, chunk_points):
         if progress:
             progress("step time", 0.1 + 0.8 * offset / max(1, total))
-        block = _score_block(model, gpu, ctx, proto, _grid({a: axes[a][s] for a, s in zip(AXES, slices)}), num_gpus,
+        block = _score_block(model, gpu, ctx, proto, {a: axes[a][s] for a, s in zip(AXES, slices)}, num_gpus,
                              given_batch)
         for reason, n in block.rejected.items():
             rejected[reason] = rejected.get(reason, 0) + n
