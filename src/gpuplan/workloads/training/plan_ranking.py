@@ -75,22 +75,30 @@ class _FastestPerValue:
         self.best: dict[tuple[str, int], tuple[float, dict[str, float], float]] = {}
 
     def add(self, block: _Block) -> None:
+        found: list[tuple[tuple[str, int], float]] = []  # (axis name, value), ranking key of each new leader
+        where: list[tuple[np.ndarray, ...]] = []  # their indices in the block, one array per axis
         for name, _ in EXPLAINED:
             axis = AXES.index(name)
             values = block.g[name].ravel()
             # one row per value of the axis; the rest of each row stays in flat order
             rows = np.moveaxis(block.key, axis, 0).reshape(len(values), -1)
             first = np.argmin(rows, axis=1)
-            rest_shape = block.shape[:axis] + block.shape[axis + 1:]
-            for k, j in enumerate(first):
-                step = float(rows[k, j])
-                key = (name, int(values[k]))
-                if not np.isfinite(step) or (key in self.best and self.best[key][0] <= step):
-                    continue
-                rest = np.unravel_index(int(j), rest_shape)
-                where = rest[:axis] + (k,) + rest[axis:]
-                self.best[key] = (step, {p: _value_at(v, where) for p, v in block.parts.items()},
-                                  _value_at(block.gb, where))
+            steps = rows[np.arange(len(values)), first].tolist()
+            new = [k for k, step in enumerate(steps) if np.isfinite(step) and not (
+                (name, int(values[k])) in self.best and self.best[(name, int(values[k]))][0] <= step)]
+            if not new:
+                continue
+            found += [((name, int(values[k])), steps[k]) for k in new]
+            rest = np.unravel_index(first[new], block.shape[:axis] + block.shape[axis + 1:])
+            where.append(rest[:axis] + (np.array(new),) + rest[axis:])
+        if not found:
+            return
+        # the parts and batch of every new leader, one gather per array
+        at = tuple(np.concatenate(index) for index in zip(*where))
+        parts = {p: np.broadcast_to(v, block.shape)[at].tolist() for p, v in block.parts.items()}
+        batch = np.broadcast_to(block.gb, block.shape)[at].tolist()
+        for i, (key, step) in enumerate(found):
+            self.best[key] = (step, {p: v[i] for p, v in parts.items()}, batch[i])
 
 
 def _value_at(array, where: tuple[int, ...]) -> float:
