@@ -120,6 +120,8 @@ class _Block:
     rejected: dict[str, int]
     valid: int
     fitting: int
+    #: the axis (index in AXES) of each dimension of the arrays' memory, outermost first: COMPUTE_ORDER's
+    memory_axes: tuple[int, ...] = tuple(AXES.index(name) for name in COMPUTE_ORDER)
 
 
 #: rejection reason of a plan whose micro-batch does not divide a rank's share of dp's default batch

@@ -40,19 +40,23 @@ class _Leaders:
         self.cols: dict[str, np.ndarray] | None = None
 
     def add(self, block: _Block, offset: int) -> None:
-        flat = block.key.ravel()
-        n_ok = int(np.count_nonzero(np.isfinite(flat)))
+        flat = block.key.ravel(order="K")  # in memory order (the block's COMPUTE_ORDER): a view, not a copy
+        finite = np.isfinite(flat)
+        n_ok = int(np.count_nonzero(finite))
         if n_ok == 0:
             return
         if n_ok <= self.k:
-            pos = np.flatnonzero(np.isfinite(flat))
+            pos = np.flatnonzero(finite)
         else:  # every plan at or below the k-th smallest key (ties included: the index breaks them)
             pos = np.flatnonzero(flat <= np.partition(flat, self.k - 1)[self.k - 1])
-        where = np.unravel_index(pos, block.shape)
-        cols = {"key": flat[pos], "index": pos + offset}
+        in_memory = np.unravel_index(pos, tuple(block.shape[a] for a in block.memory_axes))
+        where = [in_memory[0]] * len(AXES)
+        for dim, axis in enumerate(block.memory_axes):
+            where[axis] = in_memory[dim]
+        cols = {"key": flat[pos], "index": np.ravel_multi_index(where, block.shape) + offset}
         for name, arr in (*((a, block.g[a]) for a in AXES), ("dp", block.dp), ("m", block.m), ("gb", block.gb),
                           *block.parts.items()):
-            cols[name] = np.broadcast_to(arr, block.shape)[where]
+            cols[name] = _gather(arr, where)
         if self.cols is not None:
             cols = {name: np.concatenate([self.cols[name], col]) for name, col in cols.items()}
         keep = np.lexsort((cols["index"], cols["key"]))[: self.k]
@@ -99,6 +103,15 @@ class _FastestPerValue:
         batch = np.broadcast_to(block.gb, block.shape)[at].tolist()
         for i, (key, step) in enumerate(found):
             self.best[key] = (step, {p: v[i] for p, v in parts.items()}, batch[i])
+
+
+def _gather(array, where) -> np.ndarray:
+    """np.broadcast_to(array, shape)[where] (`where`: one index array per axis of the block, `array`
+    0-d or with every axis of it, of length 1 where it does not vary), without the broadcast view."""
+    shape = np.shape(array)
+    if not shape:
+        return np.full(len(where[0]), array)
+    return np.broadcast_to(array[tuple(w if n > 1 else 0 for w, n in zip(where, shape))], np.shape(where[0]))
 
 
 def _value_at(array, where: tuple[int, ...]) -> float:
