@@ -1,7 +1,8 @@
 """The plan search's ranking: the leading plans of a streamed grid (`Leaders`), the fastest plan per
 value of the explained axes (`FastestPerValue`) and the lines that say why the others lose
 (`explain`). Both keep only small arrays while the blocks of `plan_grid` stream past, so the
-answer is that of one argsort of the whole grid in flat order (ties to the first)."""
+answer is that of one argsort of the whole grid in flat order (ties to the first). Both read a
+block's fitting plans only (`Fitting`: finite ranking keys)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,25 @@ MIN_LEADERS = 250
 EXPLAINED = (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("rc", "recompute"), ("sh", "sharding"))
 
 
+class _Fitting:
+    """The fitting plans of one block (finite ranking key), as flat arrays: `key`, `index` (flat index
+    in the whole grid: the block's `offset` + its C-order index in AXES order) and `where` (one index
+    array per axis of the block, AXES order). Found in the key's memory order, without a copy; a few
+    percent of a block fits (validity and the memory screen drop the rest), so what the leaders and
+    the fastest plan per value do after this runs on small arrays."""
+
+    def __init__(self, block: _Block, offset: int):
+        flat = block.key.ravel(order="K")  # in memory order (the block's COMPUTE_ORDER): a view, not a copy
+        pos = np.flatnonzero(np.isfinite(flat))
+        self.key = flat[pos]
+        in_memory = np.unravel_index(pos, tuple(block.shape[a] for a in block.memory_axes))
+        where = [in_memory[0]] * len(AXES)
+        for dim, axis in enumerate(block.memory_axes):
+            where[axis] = in_memory[dim]
+        self.where = where
+        self.index = np.ravel_multi_index(where, block.shape) + offset
+
+
 class _Leaders:
     """The `k` fastest fitting plans seen so far, in (ranking key, flat index) order: exactly the first
     `k` of a stable argsort of the whole grid's keys (`_Block.key`), kept as small arrays (axis
@@ -39,21 +59,15 @@ class _Leaders:
         self.k = k
         self.cols: dict[str, np.ndarray] | None = None
 
-    def add(self, block: _Block, offset: int) -> None:
-        flat = block.key.ravel(order="K")  # in memory order (the block's COMPUTE_ORDER): a view, not a copy
-        finite = np.isfinite(flat)
-        n_ok = int(np.count_nonzero(finite))
-        if n_ok == 0:
+    def add(self, block: _Block, fit: _Fitting) -> None:
+        if fit.key.size == 0:
             return
-        if n_ok <= self.k:
-            pos = np.flatnonzero(finite)
+        if fit.key.size <= self.k:
+            pick = slice(None)
         else:  # every plan at or below the k-th smallest key (ties included: the index breaks them)
-            pos = np.flatnonzero(flat <= np.partition(flat, self.k - 1)[self.k - 1])
-        in_memory = np.unravel_index(pos, tuple(block.shape[a] for a in block.memory_axes))
-        where = [in_memory[0]] * len(AXES)
-        for dim, axis in enumerate(block.memory_axes):
-            where[axis] = in_memory[dim]
-        cols = {"key": flat[pos], "index": np.ravel_multi_index(where, block.shape) + offset}
+            pick = np.flatnonzero(fit.key <= np.partition(fit.key, self.k - 1)[self.k - 1])
+        where = [w[pick] for w in fit.where]
+        cols = {"key": fit.key[pick], "index": fit.index[pick]}
         for name, arr in (*((a, block.g[a]) for a in AXES), ("dp", block.dp), ("m", block.m), ("gb", block.gb),
                           *block.parts.items()):
             cols[name] = _gather(arr, where)
@@ -78,29 +92,34 @@ class _FastestPerValue:
     def __init__(self):
         self.best: dict[tuple[str, int], tuple[float, dict[str, float], float]] = {}
 
-    def add(self, block: _Block) -> None:
+    def add(self, block: _Block, fit: _Fitting) -> None:
+        if fit.key.size == 0:
+            return
         found: list[tuple[tuple[str, int], float]] = []  # (axis name, value), ranking key of each new leader
-        where: list[tuple[np.ndarray, ...]] = []  # their indices in the block, one array per axis
+        rows: list[np.ndarray] = []  # their rows in `fit`
         for name, _ in EXPLAINED:
             axis = AXES.index(name)
             values = block.g[name].ravel()
-            # one row per value of the axis; the rest of each row stays in flat order
-            rows = np.moveaxis(block.key, axis, 0).reshape(len(values), -1)
-            first = np.argmin(rows, axis=1)
-            steps = rows[np.arange(len(values)), first].tolist()
-            new = [k for k, step in enumerate(steps) if np.isfinite(step) and not (
-                (name, int(values[k])) in self.best and self.best[(name, int(values[k]))][0] <= step)]
-            if not new:
-                continue
-            found += [((name, int(values[k])), steps[k]) for k in new]
-            rest = np.unravel_index(first[new], block.shape[:axis] + block.shape[axis + 1:])
-            where.append(rest[:axis] + (np.array(new),) + rest[axis:])
+            code = fit.where[axis]  # each fitting plan's position on the axis
+            fastest = np.full(len(values), np.inf)
+            np.minimum.at(fastest, code, fit.key)
+            # of the plans as fast as their value's fastest, the first in flat order
+            tied = np.flatnonzero(fit.key == fastest[code])
+            first = np.full(len(values), np.iinfo(np.int64).max)
+            np.minimum.at(first, code[tied], fit.index[tied])
+            winners = tied[fit.index[tied] == first[code[tied]]]
+            for row in winners.tolist():
+                key, step = (name, int(values[code[row]])), float(fit.key[row])
+                if key in self.best and self.best[key][0] <= step:
+                    continue
+                found.append((key, step))
+                rows.append(row)
         if not found:
             return
         # the parts and batch of every new leader, one gather per array
-        at = tuple(np.concatenate(index) for index in zip(*where))
-        parts = {p: np.broadcast_to(v, block.shape)[at].tolist() for p, v in block.parts.items()}
-        batch = np.broadcast_to(block.gb, block.shape)[at].tolist()
+        at = [w[rows] for w in fit.where]
+        parts = {p: _gather(v, at).tolist() for p, v in block.parts.items()}
+        batch = _gather(block.gb, at).tolist()
         for i, (key, step) in enumerate(found):
             self.best[key] = (step, {p: v[i] for p, v in parts.items()}, batch[i])
 

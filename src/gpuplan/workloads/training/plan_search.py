@@ -59,7 +59,7 @@ from gpuplan.workloads.training.plan_grid import (  # noqa: F401  (re-exported: 
     SP_WITHOUT_TP_REASON, _expert_tp, _grid, _score_block, exceeds_memory, grid_blocks, grid_validity,
 )
 from gpuplan.workloads.training.plan_ranking import (  # noqa: F401  (_value_at: re-exported)
-    MIN_LEADERS, RankedPlan, _explain, _FastestPerValue, _Leaders, _value_at,
+    MIN_LEADERS, RankedPlan, _explain, _FastestPerValue, _Fitting, _Leaders, _value_at,
 )
 from gpuplan.workloads.training.plan_validity import MOE_TP_NEEDS_SP_REASON
 from gpuplan.workloads.training.step.assembly import StepArrays, step_time_result
@@ -264,9 +264,10 @@ def search_plans(
         for reason, n in block.rejected.items():
             rejected[reason] = rejected.get(reason, 0) + n
         valid, fitting = valid + block.valid, fitting + block.fitting
-        leaders.add(block, offset)
-        fastest.add(block)
-        del block
+        fit = _Fitting(block, offset)
+        leaders.add(block, fit)
+        fastest.add(block, fit)
+        del block, fit
     rejected.setdefault("does not fit in GPU memory", 0)
     if progress:
         progress("confirm", 0.9)
