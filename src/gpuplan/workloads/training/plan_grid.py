@@ -59,8 +59,6 @@ def _expert_tp(tp, et):
 #: The order of the axes while a block is scored (module docstring): the axes few terms depend on
 #: first, the micro-batch (activations, compute, micro-batches per step) last.
 COMPUTE_ORDER = ("sh", "et", "tp", "pp", "cp", "ep", "vpp", "rc", "sp", "mb")
-#: AXES' positions in COMPUTE_ORDER: np.transpose(x, TO_AXES) is x (scored in COMPUTE_ORDER) in AXES order
-TO_AXES = tuple(COMPUTE_ORDER.index(name) for name in AXES)
 
 
 def _grid(axes: dict[str, np.ndarray], order: tuple[str, ...] = AXES) -> dict[str, np.ndarray]:
@@ -74,9 +72,9 @@ def _grid(axes: dict[str, np.ndarray], order: tuple[str, ...] = AXES) -> dict[st
     return out
 
 
-def _in_axes_order(x):
-    """An array of the grid scored in COMPUTE_ORDER as a view in AXES order (a scalar as it is)."""
-    return np.transpose(x, TO_AXES) if np.ndim(x) else x
+def _in_axes_order(x, order: tuple[str, ...]):
+    """An array of the grid scored with its axes in `order` as a view in AXES order (a scalar as it is)."""
+    return np.transpose(x, tuple(order.index(name) for name in AXES)) if np.ndim(x) else x
 
 
 #: Grid points scored at once. The search streams its grid in C-order blocks of about this many
@@ -120,7 +118,8 @@ class _Block:
     rejected: dict[str, int]
     valid: int
     fitting: int
-    #: the axis (index in AXES) of each dimension of the arrays' memory, outermost first: COMPUTE_ORDER's
+    #: the axis (index in AXES) of each dimension of the arrays' memory, outermost first (the order the
+    #: block was scored in: COMPUTE_ORDER's)
     memory_axes: tuple[int, ...] = tuple(AXES.index(name) for name in COMPUTE_ORDER)
 
 
@@ -161,11 +160,12 @@ def grid_validity(model: ModelSpec, framework: Framework, seq_len: int, g: dict[
 
 
 def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan, values: dict[str, np.ndarray],
-                 num_gpus: int, given_batch: int | None) -> _Block:
+                 num_gpus: int, given_batch: int | None, order: tuple[str, ...] = COMPUTE_ORDER) -> _Block:
     """Validity (`grid_validity`), vectorised step time and memory screen of the block of the grid
-    whose axes take `values` (name -> 1-D array), scored in COMPUTE_ORDER and returned in AXES order.
+    whose axes take `values` (name -> 1-D array), scored with its axes in `order` (COMPUTE_ORDER; any
+    permutation of AXES gives the same block) and returned in AXES order.
     `given_batch` None: each plan gets `default_global_batch` and the key is step time per sequence."""
-    g = _grid(values, COMPUTE_ORDER)
+    g = _grid(values, order)
     tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
     etp = _expert_tp(tp, et)
     dp, m, gb, reasons = grid_validity(model, ctx.framework, proto.seq_len, g, num_gpus, given_batch)
@@ -187,9 +187,10 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
     key = np.divide(arrays.step_s, gb if given_batch is None else 1.0, out=np.empty(shape))  # (ranks as time per token)
     np.copyto(key, np.inf, where=invalid)
     fitting = points - int(np.count_nonzero(invalid))
-    return _Block(_grid(values), tuple(shape[i] for i in TO_AXES), _in_axes_order(dp), _in_axes_order(m),
-                  _in_axes_order(np.asarray(gb, dtype=float)), {k: _in_axes_order(v) for k, v in arrays.parts().items()},
-                  _in_axes_order(key), rejected, fitting + rejected["does not fit in GPU memory"], fitting)
+    return _Block(_grid(values), tuple(shape[order.index(name)] for name in AXES), _in_axes_order(dp, order),
+                  _in_axes_order(m, order), _in_axes_order(np.asarray(gb, dtype=float), order),
+                  {k: _in_axes_order(v, order) for k, v in arrays.parts().items()}, _in_axes_order(key, order), rejected,
+                  fitting + rejected["does not fit in GPU memory"], fitting, tuple(AXES.index(name) for name in order))
 
 
 __all__ = ["AXES", "CHUNK_POINTS", "COMPUTE_ORDER", "DEFAULT_BATCH_REASON", "ETP_ONE_WITHOUT_TP_REASON",
