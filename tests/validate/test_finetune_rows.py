@@ -105,7 +105,8 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
     and states; its optimizer_in_bwd holding one gradient at a time), aai3090 15.6 -> 15.3. Then (h-ftmem,
     third pass) aai3090 15.3 -> 9.5 (fsdp_qlora's train.py holds the model output, transformers' fp32
     logits, through backward: 16 B per vocabulary entry at the loss and 4 in every later backward
-    phase). Gates x 1.1."""
+    phase); ltres 10.8 -> 9.6 (LitGPT's fused QKV split by views: the value SDPA keeps holds the whole
+    fused output; one LoRA dropout for q and v). Gates x 1.1."""
     errors: dict[str, list[float]] = {}
     for row in _rows(shared_dir):
         if row["confidence"] == "low" or "mem" not in row["metric"]:
@@ -113,7 +114,7 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
         pred = predict_row(row).value
         errors.setdefault(row["id"].rsplit("-", 1)[0], []).append(abs(pred / float(row["value"]) - 1) * 100)
     mape = {f: sum(v) / len(v) for f, v in errors.items()}
-    assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 11.9
+    assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 10.6
     assert mape["aai3090"] <= 10.4 and mape["hf1gpu"] <= 7.0
 
 

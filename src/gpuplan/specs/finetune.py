@@ -54,6 +54,11 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   `loss.backward()` and only then `output = None` ("Delete the output so more memory frees up before
   the next forward pass"). Default False: loops that drop it first (the HF Trainer's `compute_loss`
   returns the loss alone; torchtitan and torchtune `del` the logits before backward).
+- `fused_qkv_views`: the model computes q, k and v with one fused projection and splits its output by
+  views (LitGPT lit_gpt/model.py@8641822 `CausalSelfAttention.forward`: `qkv.view(...).permute(...)
+  .split(...)`, then `reshape`), adapted by one LoRA over the fused output (lit_gpt/lora.py@8641822
+  `LoRAQKVLinear`: one `lora_dropout(x)` shared by the enabled q / k / v parts). What SDPA keeps
+  differs from separate projections (`workloads.training.finetune_activations`, "Fused QKV").
 - `compiled`: the training step runs under `torch.compile` (torchtune `compile: True`), whose
   partitioner recomputes pointwise ops in backward instead of keeping their outputs; default False:
   eager PyTorch (HF Trainer, LitGPT, fsdp_qlora, torchtune's default), whose unfused modules keep
@@ -136,6 +141,7 @@ class FineTuning(Spec):
     base_matmul_keeps_input: bool = False
     optimizer_in_backward: bool = False
     logits_held_in_backward: bool = False
+    fused_qkv_views: bool = False
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -214,7 +220,7 @@ class FineTuning(Spec):
         return (self.method is FineTuneMethod.FULL and self.optimizer is Optimizer.ADAMW
                 and self.offload is Offload.NONE and self.master_weights is MasterWeights.FP32
                 and not self.chunked_loss and not self.offload_activations and not self.optimizer_in_backward
-                and not self.logits_held_in_backward)
+                and not self.logits_held_in_backward and not self.fused_qkv_views)
 
     def label(self) -> str:
         """A short human label: `qlora r64 nf4-dq all_linear, adamw, offload params, pure bf16`."""
@@ -241,6 +247,8 @@ class FineTuning(Spec):
             parts.append("optimizer in backward")
         if self.logits_held_in_backward:
             parts.append("fp32 logits held through backward")
+        if self.fused_qkv_views:
+            parts.append("fused qkv split by views")
         return ", ".join(parts)
 
 
