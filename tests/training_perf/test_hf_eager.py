@@ -141,3 +141,16 @@ def test_peft_fp32_adapter_input_casts(h100):
     extra = 8192 * 4 * 4096 * 12 / hf.hbm_bytes_s
     assert float(f1 - f0) == pytest.approx(extra, rel=1e-9)
     assert float(b1 - b0) == pytest.approx(extra, rel=1e-9)
+
+
+def test_lora_model_flops_count_no_weight_gradients():
+    # Llama-2-7B at 4,096 tokens. N (weights a token multiplies) = 32 layers x 202,375,168 + the untied head
+    # 32,000 x 4,096 = 6,607,077,376; attention (full scores) = 32 x 4 x 4096 (a d) x 4096 keys = 2,147,483,648.
+    # Ordinary training: 3 (2 N + A). LoRA r8 on q, v: 32 x 2 x 8 (4096 + 4096) = 4,194,304 adapter parameters;
+    # frozen base: 2 x 2 N + 3 A + 6 x adapters = 32,895,926,272
+    from gpuplan.workloads.training.step.inputs import model_flops_per_token
+    model = load_model("llama-2-7b")
+    n, a = 6_607_077_376, 2_147_483_648
+    assert model_flops_per_token(model, 4096, FineTuning()) == pytest.approx(3 * (2 * n + a), rel=1e-12)
+    lora = FineTuning(method=FineTuneMethod.LORA, lora_rank=8, lora_targets="q_proj+v_proj")
+    assert model_flops_per_token(model, 4096, lora) == pytest.approx(4 * n + 3 * a + 6 * 4_194_304, rel=1e-12)
