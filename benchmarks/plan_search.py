@@ -30,8 +30,10 @@ Issue #35, second pass (plan_grid.COMPUTE_ORDER, the screen's two ranks in one c
 fitting plans, docs/architecture.md "Plan search throughput"), 3 runs each interleaved with main's at
 load 8-11, best run: GPT-3 175B 3.03 -> 4.52 M plans per CPU-second (plans_per_s 3.01 -> 4.51 M),
 DeepSeek-V3 7.02 -> 12.65 M (deepseek_v3_plans_per_s 6.97 -> 12.49 M), peak RSS 68 -> 71 MiB; in-process
-CPU per GPT-3 search 13.5 -> 8.2-8.9 ms (8.5 ms in a process without page faults). Every result unchanged
-(benchmarks/output_digests.py, 54 digests).
+CPU per GPT-3 search 13.5 -> 8.2-8.9 ms (8.5 ms in a process without page faults). After merging
+main, at load 5-6: GPT-3 175B 3.19 -> 4.97 M plans per CPU-second (plans_per_s 3.16 -> 4.97 M, 482 page
+faults a search), DeepSeek-V3 7.36 -> 11.00 M (deepseek_v3_plans_per_s 7.34 -> 10.83 M). Every result
+unchanged (benchmarks/output_digests.py, 54 digests).
 `page_faults_per_search` is the minor page faults of one GPT-3 search (ru_minflt over the timed
 searches): ~600 where the C allocator hands the freed heap back after each search (about 1 ms of the
 search), ~0 where the process's heap layout keeps it; it varies from process to process, not with
