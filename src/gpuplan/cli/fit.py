@@ -10,7 +10,7 @@ import typer
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
-from gpuplan.cli.train import COMPILE
+from gpuplan.cli.stack_options import COMPILE
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
@@ -48,7 +48,7 @@ def _common(
         None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: on where tp > 1)."),
     no_flash: bool = typer.Option(False, "--no-flash-attention", help="Store the s x s attention scores (unfused attention)."),
     framework: Optional[str] = typer.Option(
-        None, "--framework", help="megatron, deepspeed, fsdp, torchtitan, maxtext, other (default: maxtext on TPU pods; "
+        None, "--framework", help="megatron, deepspeed, fsdp, torchtitan, maxtext, transformers, other (default: maxtext on TPU pods; "
         "for LoRA / QLoRA deepspeed with a ZeRO --sharding, else fsdp (PyTorch); megatron elsewhere)."),
     compile: Optional[str] = COMPILE,
     grad_accum: Optional[int] = GRAD_ACCUM,
