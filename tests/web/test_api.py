@@ -46,6 +46,12 @@ CASES = [
     ("fit/train", {"model": "llama-2-7b", "gpu": "rtx-4090", "gpus": 1, "seq_len": 2048,
                    "fine_tuning": {"finetune": "qlora", "base_matmul_keeps_input": True}}),
     ("fit/max-batch", {"model": "llama-2-7b", "gpus": 1, "fine_tuning": {"optimizer_in_backward": True}}),
+    # a loop holding the fp32 logits through backward (Answer.AI fsdp_qlora train.py)
+    ("fit/train", {"model": "llama-2-7b", "gpu": "rtx-3090", "gpus": 2, "sharding": "fsdp", "framework": "fsdp",
+                   "fine_tuning": {"finetune": "qlora", "lora_rank": 64, "logits_held_in_backward": True}}),
+    # LitGPT's attention: q, k, v split from one fused projection by views
+    ("fit/train", {"model": "llama-2-7b", "gpus": 1, "fine_tuning": {"finetune": "lora", "lora_dropout": 0.05,
+                                                                     "fused_qkv_views": True}}),
     ("fit/train", {"model": "llama-2-7b", "gpus": 1, "framework": "fsdp", "compile": "model",
                    "fine_tuning": {"finetune": "lora"}}),
     ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M", "global_batch": 1,

@@ -17,7 +17,8 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
+    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, LOGITS_HELD_IN_BACKWARD, FUSED_QKV_VIEWS,
+    fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, FRAMEWORK
@@ -104,6 +105,8 @@ def register(app: typer.Typer) -> None:
         offload_activations: bool = OFFLOAD_ACTIVATIONS,
         base_matmul_keeps_input: bool = BASE_MATMUL_KEEPS_INPUT,
         optimizer_in_backward: bool = OPTIMIZER_IN_BACKWARD,
+        logits_held_in_backward: bool = LOGITS_HELD_IN_BACKWARD,
+        fused_qkv_views: bool = FUSED_QKV_VIEWS,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
             None, "--emit", help="Print only the best plan as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext "

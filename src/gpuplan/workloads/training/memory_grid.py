@@ -41,6 +41,7 @@ from gpuplan.workloads.training.memory import (
     outside_allocator_bytes, pipeline_layer_split, saved_context, state_bytes_per_param, widest_ffn,
 )
 from gpuplan.workloads.training.finetune_memory import gradient_lifetime, pytorch_loop, rank_fine_tuning_states
+from gpuplan.workloads.training.loss_memory import held_logits_bytes_per_vocab_entry
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, SHARDING_OF_CODE, RecomputeCode, ShardingCode
 
 
@@ -49,9 +50,22 @@ def _per_distinct(fn, *arrays) -> tuple[np.ndarray, ...]:
     `arrays`; each output as an array of their broadcast shape."""
     parts = np.broadcast_arrays(*(np.asarray(a) for a in arrays))
     shape = parts[0].shape
-    rows, inverse = np.unique(np.stack([p.ravel().astype(float) for p in parts], axis=1), axis=0, return_inverse=True)
+    if parts[0].size <= _DISTINCT_BY_DICT:
+        # few combinations (the axes of a block are short): a dict of first appearances, not a sort of rows
+        keys = list(zip(*(p.ravel().astype(float).tolist() for p in parts)))
+        first: dict[tuple, int] = {}
+        inverse = np.fromiter(map(lambda key: first.setdefault(key, len(first)), keys), dtype=np.intp, count=len(keys))
+        rows = list(first)
+    else:
+        rows, inverse = np.unique(np.stack([p.ravel().astype(float) for p in parts], axis=1), axis=0, return_inverse=True)
     values = np.array([fn(*row) for row in rows], dtype=float)
     return tuple(values[inverse.ravel(), j].reshape(shape) for j in range(values.shape[1]))
+
+
+#: `_per_distinct` finds the distinct combinations with a dict up to this many broadcast points (3x
+#: faster than np.unique(axis=0) on the ~10^2 points of a plan search's (pp, vpp) or (tp, sp, recompute));
+#: beyond it, np.unique's sort of the rows (fine-tuning states over every layout axis of a block)
+_DISTINCT_BY_DICT = 4096
 
 
 @dataclass(frozen=True)
@@ -105,22 +119,29 @@ def per_kind_bytes_per_token(model: ModelSpec, proto: TrainPlan, *, tp, cp, etp,
 
 
 def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep, etp, vpp, micro_batch, m, recompute,
-                       sequence_parallel, sharding, num_gpus: int, last: bool = False,
+                       sequence_parallel, sharding, num_gpus: int, last: bool | np.ndarray = False,
                        per_kind: tuple[np.ndarray, ...] | None = None) -> dict[str, np.ndarray]:
     """`memory._rank_memory`'s terms (bytes, by their names there, and "total") of the first
     pipeline rank (`last` False) or the last one, for plans given as broadcastable arrays: the axes
     (`recompute` RecomputeCode, `sharding` ShardingCode, `m` micro-batches per step, inf without a
     global batch); seq_len, precision, gradient precision, framework and attention kernel from `proto`.
+    `last` may also be a boolean array broadcast with the axes (`screen_bytes`' BOTH_RANKS: the first
+    and the last rank in one call, on a leading axis of their own).
     `per_kind`: `per_kind_bytes_per_token` of these axes, when the caller has it."""
     if per_kind is None:
         per_kind = per_kind_bytes_per_token(model, proto, tp=tp, cp=cp, etp=etp, recompute=recompute,
                                             sequence_parallel=sequence_parallel)
-    rank = np.subtract(pp, 1) if last else 0
-    comp = _per_distinct(lambda p, v: rank_layers(model, int(p), int(v), int(p) - 1 if last else 0).numbers(), pp, vpp)
+    if isinstance(last, (bool, np.bool_)):
+        rank = np.subtract(pp, 1) if last else 0
+        first, is_last = (np.equal(pp, 1), True) if last else (True, np.equal(pp, 1))
+    else:  # both ranks at once
+        rank = np.where(last, np.subtract(pp, 1), 0)
+        first, is_last = np.where(last, np.equal(pp, 1), True), np.where(last, True, np.equal(pp, 1))
+    comp = _per_distinct(lambda p, v, r: rank_layers(model, int(p), int(v), int(p) - 1 if r else 0).numbers(), pp, vpp,
+                         last)
     count, split_sum, replicated_sum, routed_sum, biggest = comp[:5]
     kind_counts = comp[5:]
     k = len(kind_counts)
-    first, is_last = (np.equal(pp, 1), True) if last else (True, np.equal(pp, 1))
     titan = proto.framework is Framework.TORCHTITAN
     b = activation_bytes(proto.precision)
 
@@ -162,10 +183,13 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     kind_of_last = layer_kinds(model)[0][-1]
     out["mtp_layers"] = np.where(is_last & (model.mtp_layers > 0), terms.mtp_activation_bytes(
         model.mtp_layers, stored[kind_of_last], b, model.hidden, sp, tokens), 0.0)
-    loss_wins = loss > backward + rematerialised
+    # the fp32 logits a loop holds through backward (loss_memory.held_logits_bytes_per_vocab_entry)
+    held = np.where(is_last, tokens * model.vocab / tp * held_logits_bytes_per_vocab_entry(proto), 0.0)
+    loss_wins = loss > backward + rematerialised + held
     out["logits"] = np.where(loss_wins, loss, 0.0)
     out["backward_working_set"] = np.where(loss_wins, 0.0, backward)
     out["recompute_working_set"] = np.where(loss_wins, 0.0, rematerialised)
+    out["held_logits"] = np.where(loss_wins, 0.0, held)
 
     # other
     gathered = (sharding >= ShardingCode.ZERO3) & ~fsdp2_pp
@@ -178,12 +202,12 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep)
     if not proto.fine_tuning.ordinary:
         _fine_tuning_terms(model, proto, out, last, tp=tp, pp=pp, vpp=vpp, dp=dp, cp=cp, ep=ep, etp=etp,
-                           sharding=sharding, recompute=recompute, m=m, backward=backward, rematerialised=rematerialised)
+                           sharding=sharding, recompute=recompute, m=m, backward=backward, rematerialised=rematerialised,
+                           held=held)
     # summed by group, as training_memory does: each group stays on the axes it depends on, and only
     # the last two additions are the size of the whole grid
     states = out["weights"] + out["gradients"] + out["optimizer"]
-    acts = sum(out[k] for k in ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set",
-                                "recompute_working_set"))
+    acts = sum(out[k] for k in _ACTIVATION_TERMS)
     other = sum(out[k] for k in ("zero3_gather_buffer", "fsdp_root_unsharded", "fp8_weight_cache", "cuda_context",
                                  "nccl_buffers", *FINE_TUNING_OTHER[2:]) if k in out)
     total = states + acts  # (states + acts) + other, the second addition in place where the sum is an array
@@ -191,6 +215,9 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     return out
 
 
+#: the activation terms of `rank_memory_arrays` (memory._rank_memory's `acts` keys)
+_ACTIVATION_TERMS = ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set",
+                     "recompute_working_set", "held_logits")
 #: the "other" terms of a fine-tuning plan's model states (`finetune_memory.rank_fine_tuning_states`);
 #: the first two replace ordinary training's
 FINE_TUNING_OTHER = ("zero3_gather_buffer", "fsdp_root_unsharded", "dequant_workspace", "offload_grad_bucket",
@@ -211,31 +238,32 @@ def _fine_tuning_states(model: ModelSpec, proto: TrainPlan, last: bool, tp, pp, 
             *(ft.other.get(k, 0.0) for k in FINE_TUNING_OTHER))
 
 
-def _fine_tuning_terms(model: ModelSpec, proto: TrainPlan, out: dict[str, np.ndarray], last: bool, *, tp, pp, vpp, dp,
-                       cp, ep, etp, sharding, recompute, m, backward, rematerialised) -> None:
+def _fine_tuning_terms(model: ModelSpec, proto: TrainPlan, out: dict[str, np.ndarray], last, *, tp, pp, vpp, dp,
+                       cp, ep, etp, sharding, recompute, m, backward, rematerialised, held) -> None:
     """`memory._rank_memory`'s fine-tuning rules on the grid, in place on `out` (module docstring):
     the model states of `rank_fine_tuning_states`, activation offloading (the stored layers to the
     host) and a PyTorch loop's gradient lifetime (`gradient_lifetime`: with one micro-batch the peak
     holds either the forward's activations and no gradient, or every gradient and only the backward
-    working set: `backward` and `rematerialised`, as the plan keeps them before the loss phase is
-    weighed against them)."""
-    states = _per_distinct(lambda *a: _fine_tuning_states(model, proto, last, *a),
-                           tp, pp, vpp, dp, cp, ep, etp, sharding, recompute)
+    working set: `backward`, `rematerialised` and the `held` logits, as the plan keeps them before the
+    loss phase is weighed against them). `last`: as `rank_memory_arrays`'."""
+    states = _per_distinct(lambda *a: _fine_tuning_states(model, proto, bool(a[-1]), *a[:-1]),
+                           tp, pp, vpp, dp, cp, ep, etp, sharding, recompute, last)
     out["weights"], gradients, out["optimizer"], out["host"], out["paged_optimizer"], largest = states[:6]
     out.update(zip(FINE_TUNING_OTHER, states[6:]))
     if proto.fine_tuning.offload_activations:
         out["host"] = out["host"] + out["layers"]
         out["layers"] = np.zeros_like(out["layers"])
-    acts = ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set", "recompute_working_set")
+    acts = _ACTIVATION_TERMS
     in_backward = pytorch_loop(proto) and proto.fine_tuning.optimizer_in_backward
-    held, at_backward_end = gradient_lifetime(gradients, sum(out[k] for k in acts), backward + rematerialised,
+    kept, at_backward_end = gradient_lifetime(gradients, sum(out[k] for k in acts), backward + rematerialised + held,
                                               pytorch_loop(proto) & (np.equal(m, 1) | in_backward),
                                               largest if in_backward else None)
-    out["gradients"] = held
+    out["gradients"] = kept
     for k in acts:  # at the end of backward only the working sets are alive
         out[k] = np.where(at_backward_end, 0.0, out[k])
     out["backward_working_set"] = np.where(at_backward_end, backward, out["backward_working_set"])
     out["recompute_working_set"] = np.where(at_backward_end, rematerialised, out["recompute_working_set"])
+    out["held_logits"] = np.where(at_backward_end, held, out["held_logits"])
 
 
 def _loss_bytes(proto: TrainPlan, tp):
@@ -248,11 +276,17 @@ def screen_bytes(model: ModelSpec, proto: TrainPlan, **axes) -> tuple[np.ndarray
     """(total, memory outside PyTorch's allocator) bytes of the larger of the first and the last
     pipeline rank (`rank_memory_arrays`; module docstring): a lower bound of `training_memory`."""
     per_kind = per_kind_bytes_per_token(model, proto, **axes)
-    first = rank_memory_arrays(model, proto, per_kind=per_kind, **axes)
-    last = rank_memory_arrays(model, proto, last=True, per_kind=per_kind, **axes)
-    total, last_total = first["total"], last["total"]
-    total = np.maximum(total, last_total, out=total) if _holds(total, last_total) else np.maximum(total, last_total)
-    return total, first["cuda_context"] + first["nccl_buffers"]
+    ndim = max(np.ndim(a) for a in axes.values())
+    both = rank_memory_arrays(model, proto, per_kind=per_kind, last=BOTH_RANKS.reshape((2,) + (1,) * ndim), **axes)
+    # the first rank's total and the last's are the two halves of the leading axis: the larger of each pair
+    total = np.max(both["total"], axis=0)
+    return total, both["cuda_context"] + both["nccl_buffers"]
+
+
+#: `rank_memory_arrays`' `last` for the first and the last pipeline rank in one call (one leading axis:
+#: every term of both ranks is one numpy operation, not two; the memory outside the allocator is the
+#: same on every rank and stays without it)
+BOTH_RANKS = np.array([False, True])
 
 
 def _holds(array, other) -> bool:
