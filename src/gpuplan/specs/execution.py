@@ -63,6 +63,18 @@ class Framework(str, Enum):
         return self is not Framework.TORCHTITAN
 
     @property
+    def selective_recompute_regathers_tp(self) -> bool:
+        """Whether the stack's selective activation checkpointing re-issues the tensor-parallel
+        all-gathers in the recomputed forward (two per layer: the sequence-parallel inputs of the
+        attention and MLP blocks). torchtitan's per-op SAC saves the outputs of `mm`, SDPA and
+        `_c10d_functional.reduce_scatter_tensor` only (`_save_list`, torchtitan
+        distributed/activation_checkpoint.py), so `all_gather_into_tensor` runs again in backward; its
+        layer SAC (`selective_ac_option` = "2") recomputes every 2nd block whole, the same two
+        all-gathers' worth per layer on average. Megatron's selective recompute re-runs the attention
+        core only, inside the tensor-parallel region: no collective."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def assumed_defaults(self) -> tuple[str, ...]:
         """What the step-time and memory models assume of this stack where a plan does not say
         (`gpuplan train` prints them; `--json` key `framework_defaults_assumed`). Each is the stack's

@@ -76,12 +76,12 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     (`userbuffers_pipeline_exposed`, 24 / 16 SMs), backward AG of the row-parallel dgrads ring
     exchange, and the column-parallel layers' re-gather and input-gradient RS bulk
     (`userbuffers_bulk_exposed`, beside their dgrad / wgrad GEMMs)."""
-    gpn = ctx.system.gpus_per_node
-    ar = collective_seconds_array(Collective.ALL_REDUCE, g.t * float(ctx.hidden) * 2.0, g.tp,
-                                  group_per_node(g.tp, 1, gpn), ctx.system, gpu=ctx.gpu)
+    ar, gather = tp_collective_seconds(ctx, g)
     fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
     backward_overlap = knobs.value("training.tp_backward_overlap") if ctx.framework.overlaps_tp_backward else 0.0
-    tp_mb = sc.layers_per_stage * ar * (fwd_collectives + 2.0 * (1.0 - backward_overlap))
+    recomputed_gathers = np.where((g.rc == RecomputeCode.SELECTIVE) & ctx.framework.selective_recompute_regathers_tp,
+                                  2.0 * gather, 0.0)
+    tp_mb = sc.layers_per_stage * (ar * (fwd_collectives + 2.0 * (1.0 - backward_overlap)) + recomputed_gathers)
     if not ctx.tp_comm_overlap:
         return tp_mb
     c = 0.5 * ar
@@ -100,6 +100,23 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
                + userbuffers_bulk_exposed(c, up, UB_FC1_DGRAD_SMS, sms) + userbuffers_bulk_exposed(c, up, UB_FC1_WGRAD_SMS, sms))
     overlapped = sc.layers_per_stage * (np.where(g.rc == RecomputeCode.FULL, 2.0, 1.0) * fwd_exp + bwd_exp)
     return np.where(g.sp & (g.tp > 1), overlapped, tp_mb)
+
+
+def tp_collective_seconds(ctx: StepContext, g: PlanAxes):
+    """(one all-reduce-equivalent, one all-gather) of a layer's t x h x 2-byte activation over the tp
+    group, seconds. Without sequence parallelism the all-reduce itself; with it (tp > 1) the all-gather
+    + reduce-scatter pair that replaces it (Korthikanti et al. 2022 sec. 4.2.2: the same bytes), each
+    timed as its own collective: NCCL reduces an all-reduce in the NVSwitch (NVLS) but moves an
+    all-gather or reduce-scatter by ring, so the pair is not the all-reduce's time
+    (`primitives.collectives`). The all-gather alone is what a recomputed forward re-issues
+    (`Framework.selective_recompute_regathers_tp`); without SP, half the all-reduce."""
+    gpn = ctx.system.gpus_per_node
+    size, group = g.t * float(ctx.hidden) * 2.0, group_per_node(g.tp, 1, gpn)
+    ar = collective_seconds_array(Collective.ALL_REDUCE, size, g.tp, group, ctx.system, gpu=ctx.gpu)
+    ag = collective_seconds_array(Collective.ALL_GATHER, size, g.tp, group, ctx.system, gpu=ctx.gpu)
+    rs = collective_seconds_array(Collective.REDUCE_SCATTER, size, g.tp, group, ctx.system, gpu=ctx.gpu)
+    sp = np.asarray(g.sp, dtype=bool) & (np.asarray(g.tp) > 1)
+    return np.where(sp, ag + rs, ar), np.where(sp, ag, 0.5 * ar)
 
 
 def userbuffers_ring_exposed(c, gemm, tp):
