@@ -49,8 +49,11 @@ def test_sequence_parallel_pair_is_all_gather_plus_reduce_scatter(hgx96):
     size = 8192 * 4096 * 2.0
     ar = _collective(Collective.ALL_REDUCE, system, gpu, size)
     pair = _collective(Collective.ALL_GATHER, system, gpu, size) + _collective(Collective.REDUCE_SCATTER, system, gpu, size)
+    # torchtitan (no backward overlap); its sequence-dim copies are tested below, so they are set aside
+    ctx = StepContext.build(model, system, gpu, 8192, framework=Framework.TORCHTITAN)
+    copies = 32 * 8 * 2 * size / ctx.hbm_bytes_s
     no_sp = _tp_seconds(model, system, gpu, Framework.TORCHTITAN, RecomputeCode.NONE, False)
-    with_sp = _tp_seconds(model, system, gpu, Framework.TORCHTITAN, RecomputeCode.NONE, True)
+    with_sp = _tp_seconds(model, system, gpu, Framework.TORCHTITAN, RecomputeCode.NONE, True) - copies
     assert no_sp == pytest.approx(32 * 4 * ar, rel=1e-12)
     assert with_sp == pytest.approx(32 * 4 * pair, rel=1e-12)
     # NVLS all-reduce on an HGX H100: the ring pair takes longer than the in-switch all-reduce
@@ -66,7 +69,10 @@ def test_torchtitan_selective_recompute_regathers_two_per_layer(hgx96):
     ag = _collective(Collective.ALL_GATHER, system, gpu, 8192 * 4096 * 2.0)
     tt = {rc: _tp_seconds(model, system, gpu, Framework.TORCHTITAN, rc, True)
           for rc in (RecomputeCode.NONE, RecomputeCode.SELECTIVE)}
-    assert tt[RecomputeCode.SELECTIVE] - tt[RecomputeCode.NONE] == pytest.approx(32 * 2 * ag, rel=1e-9)
+    # (+ the two re-gathers' sequence-dim copies, read + write of 8192 x 4096 x 2 B each)
+    ctx = StepContext.build(model, system, gpu, 8192, framework=Framework.TORCHTITAN)
+    copies = 32 * 2 * 2 * 8192 * 4096 * 2.0 / ctx.hbm_bytes_s
+    assert tt[RecomputeCode.SELECTIVE] - tt[RecomputeCode.NONE] == pytest.approx(32 * 2 * ag + copies, rel=1e-9)
     mg = {rc: _tp_seconds(model, system, gpu, Framework.MEGATRON, rc, True)
           for rc in (RecomputeCode.NONE, RecomputeCode.SELECTIVE)}
     assert mg[RecomputeCode.SELECTIVE] == mg[RecomputeCode.NONE]
@@ -119,3 +125,23 @@ def test_cdna3_training_gemm_is_slower_by_the_ratio():
     assert float(gemm_seconds(ctx, 8192, 4096, 4096, "bf16")) == pytest.approx(tuned / (frac * 0.82636), rel=1e-4)
     with knobs.overridden({"training.untuned_gemm_ratio.cdna3": 1.0}):
         assert float(gemm_seconds(ctx, 8192, 4096, 4096, "bf16")) == pytest.approx(tuned / frac, rel=1e-12)
+
+
+def test_torchtitan_sequence_dim_copies(hgx96):
+    # torchtitan's DTensor gathers / scatters the sequence dim (Shard(1) of [b, s, h]) with a torch.cat
+    # per collective. Llama 3 8B, tp 8, one 8192-token sequence, no recompute: per layer 2 AG + 2 RS
+    # forward and their 4 transposes backward = 8 copies of 8192 x 4096 x 2 B, each read + written:
+    # 32 layers x 8 x 2 x 67,108,864 B / HBM rate. Megatron (dim-0 gathers) copies nothing.
+    system, gpu = hgx96
+    model = load_model("llama-3-8b")
+    ctx = StepContext.build(model, system, gpu, 8192, framework=Framework.TORCHTITAN)
+    copies = 32 * 8 * 2 * 8192 * 4096 * 2.0 / ctx.hbm_bytes_s
+    pair = (_collective(Collective.ALL_GATHER, system, gpu, 8192 * 4096 * 2.0)
+            + _collective(Collective.REDUCE_SCATTER, system, gpu, 8192 * 4096 * 2.0))
+    tt = _tp_seconds(model, system, gpu, Framework.TORCHTITAN, RecomputeCode.NONE, True)
+    assert tt == pytest.approx(32 * 4 * pair + copies, rel=1e-9)
+    # full recompute re-runs the forward's 2 AG + 2 RS: 12 copies per layer
+    full = _tp_seconds(model, system, gpu, Framework.TORCHTITAN, RecomputeCode.FULL, True)
+    assert full == pytest.approx(32 * 6 * pair + copies * 12 / 8, rel=1e-9)
+    assert Framework.TORCHTITAN.tp_collectives_copy_sequence_dim
+    assert not Framework.MEGATRON.tp_collectives_copy_sequence_dim

@@ -75,6 +75,17 @@ class Framework(str, Enum):
         return self is Framework.TORCHTITAN
 
     @property
+    def tp_collectives_copy_sequence_dim(self) -> bool:
+        """Whether the stack's sequence-parallel collectives add an HBM copy of the activation each:
+        DTensor shards torchtitan's sequence-parallel activations on the sequence dim (`Shard(1)` of
+        [batch, seq, hidden]), and torch's functional collectives gather / scatter along dim 0 only, so
+        `all_gather_tensor` runs `torch.cat(torch.chunk(res, group_size, dim=0), dim=gather_dim)` after
+        the all-gather and `reduce_scatter_tensor` `torch.cat(torch.chunk(self, group_size,
+        dim=scatter_dim))` before the reduce-scatter (torch/distributed/_functional_collectives.py).
+        Megatron keeps [seq, batch, hidden] and gathers on dim 0 in place."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def assumed_defaults(self) -> tuple[str, ...]:
         """What the step-time and memory models assume of this stack where a plan does not say
         (`gpuplan train` prints them; `--json` key `framework_defaults_assumed`). Each is the stack's

@@ -81,7 +81,8 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     backward_overlap = knobs.value("training.tp_backward_overlap") if ctx.framework.overlaps_tp_backward else 0.0
     recomputed_gathers = np.where((g.rc == RecomputeCode.SELECTIVE) & ctx.framework.selective_recompute_regathers_tp,
                                   2.0 * gather, 0.0)
-    tp_mb = sc.layers_per_stage * (ar * (fwd_collectives + 2.0 * (1.0 - backward_overlap)) + recomputed_gathers)
+    tp_mb = sc.layers_per_stage * (ar * (fwd_collectives + 2.0 * (1.0 - backward_overlap)) + recomputed_gathers
+                                   + sequence_dim_copy_seconds(ctx, g))
     if not ctx.tp_comm_overlap:
         return tp_mb
     c = 0.5 * ar
@@ -117,6 +118,23 @@ def tp_collective_seconds(ctx: StepContext, g: PlanAxes):
     rs = collective_seconds_array(Collective.REDUCE_SCATTER, size, g.tp, group, ctx.system, gpu=ctx.gpu)
     sp = np.asarray(g.sp, dtype=bool) & (np.asarray(g.tp) > 1)
     return np.where(sp, ag + rs, ar), np.where(sp, ag, 0.5 * ar)
+
+
+def sequence_dim_copy_seconds(ctx: StepContext, g: PlanAxes):
+    """HBM copies a layer's sequence-parallel collectives add per micro-batch where the stack gathers
+    along the sequence dim (`Framework.tp_collectives_copy_sequence_dim`: torchtitan's DTensor): one
+    `torch.cat` of the t x h x 2-byte activation (read + write, 2 x t x h x 2 bytes at the HBM rate) per
+    all-gather and per reduce-scatter. Per layer 2 of each forward, their 4 transposes in backward
+    (an all-gather's gradient is a reduce-scatter and back), and the recomputed forward's: 4 under full
+    recompute, the 2 re-issued all-gathers under torchtitan's selective AC. Sequential with the compute
+    stream (vanilla TP waits on each collective): exposed. 0 without SP or at tp 1."""
+    if not ctx.framework.tp_collectives_copy_sequence_dim:
+        return 0.0
+    recomputed = np.where(g.rc == RecomputeCode.FULL, 4.0,
+                          np.where((g.rc == RecomputeCode.SELECTIVE) & ctx.framework.selective_recompute_regathers_tp,
+                                   2.0, 0.0))
+    copies = np.where(np.asarray(g.sp, dtype=bool) & (np.asarray(g.tp) > 1), 8.0 + recomputed, 0.0)
+    return copies * 2.0 * g.t * float(ctx.hidden) * 2.0 / ctx.hbm_bytes_s
 
 
 def userbuffers_ring_exposed(c, gemm, tp):
