@@ -145,3 +145,23 @@ def test_torchtitan_sequence_dim_copies(hgx96):
     assert full == pytest.approx(32 * 6 * pair + copies * 12 / 8, rel=1e-9)
     assert Framework.TORCHTITAN.tp_collectives_copy_sequence_dim
     assert not Framework.MEGATRON.tp_collectives_copy_sequence_dim
+
+
+def test_torchtitan_float8_all_gathers_move_one_byte(hgx96):
+    # torchtitan float8 tensorwise + TP: Float8ColwiseParallel / PrepareFloat8ModuleInput cast the input
+    # before the all-gather -> 1 B per element; bf16 runs and Megatron (TE casts after the gather) 2 B
+    from gpuplan.specs import Precision
+    from gpuplan.workloads.training.step.tensor import tp_gather_bytes_per_element
+
+    system, gpu = hgx96
+    model = load_model("llama-3-8b")
+    fp8 = StepContext.build(model, system, gpu, 8192, Precision.FP8, framework=Framework.TORCHTITAN)
+    bf16 = StepContext.build(model, system, gpu, 8192, framework=Framework.TORCHTITAN)
+    meg = StepContext.build(model, system, gpu, 8192, Precision.FP8, framework=Framework.MEGATRON)
+    assert tp_gather_bytes_per_element(fp8) == 1.0
+    assert tp_gather_bytes_per_element(bf16) == 2.0
+    assert tp_gather_bytes_per_element(meg) == 2.0
+    # fp8 moves fewer TP bytes than bf16 on the same plan
+    t8 = float(step_time_arrays(fp8, 8, 1, 1, 1, 1, 1, 1, 1, RecomputeCode.SELECTIVE, True, ShardingCode.NONE).tp_comm_s)
+    t16 = float(step_time_arrays(bf16, 8, 1, 1, 1, 1, 1, 1, 1, RecomputeCode.SELECTIVE, True, ShardingCode.NONE).tp_comm_s)
+    assert 0.0 < t8 < t16

@@ -26,6 +26,7 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.primitives.collectives import Collective
 from gpuplan.primitives.parallel_groups import collective_seconds_array, group_per_node
+from gpuplan.specs.execution import Framework
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training.step.compute import LayerCompute, StageCompute
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
@@ -77,11 +78,12 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     exchange, and the column-parallel layers' re-gather and input-gradient RS bulk
     (`userbuffers_bulk_exposed`, beside their dgrad / wgrad GEMMs)."""
     ar, gather = tp_collective_seconds(ctx, g)
+    fwd_pair, fwd_gather = tp_collective_seconds(ctx, g, tp_gather_bytes_per_element(ctx))
     fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
     backward_overlap = knobs.value("training.tp_backward_overlap") if ctx.framework.overlaps_tp_backward else 0.0
     recomputed_gathers = np.where((g.rc == RecomputeCode.SELECTIVE) & ctx.framework.selective_recompute_regathers_tp,
-                                  2.0 * gather, 0.0)
-    tp_mb = sc.layers_per_stage * (ar * (fwd_collectives + 2.0 * (1.0 - backward_overlap)) + recomputed_gathers
+                                  2.0 * fwd_gather, 0.0)
+    tp_mb = sc.layers_per_stage * (fwd_pair * fwd_collectives + ar * 2.0 * (1.0 - backward_overlap) + recomputed_gathers
                                    + sequence_dim_copy_seconds(ctx, g))
     if not ctx.tp_comm_overlap:
         return tp_mb
@@ -103,7 +105,17 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     return np.where(g.sp & (g.tp > 1), overlapped, tp_mb)
 
 
-def tp_collective_seconds(ctx: StepContext, g: PlanAxes):
+def tp_gather_bytes_per_element(ctx: StepContext) -> float:
+    """Bytes per activation element of the forward sequence-parallel all-gathers: 1 where torchtitan
+    runs float8 tensorwise with TP (`apply_tp` swaps in torchao's `Float8ColwiseParallel` /
+    `PrepareFloat8ModuleInput`, which cast the input to float8 before the all-gather: float8 all-gather),
+    else the activation's 2. The reduce-scatters and the backward collectives stay bf16."""
+    if ctx.framework is Framework.TORCHTITAN and ctx.gemm_dtype == "fp8":
+        return 1.0
+    return 2.0
+
+
+def tp_collective_seconds(ctx: StepContext, g: PlanAxes, gather_bytes_per_element: float = 2.0):
     """(one all-reduce-equivalent, one all-gather) of a layer's t x h x 2-byte activation over the tp
     group, seconds. Without sequence parallelism the all-reduce itself; with it (tp > 1) the all-gather
     + reduce-scatter pair that replaces it (Korthikanti et al. 2022 sec. 4.2.2: the same bytes), each
@@ -114,7 +126,8 @@ def tp_collective_seconds(ctx: StepContext, g: PlanAxes):
     gpn = ctx.system.gpus_per_node
     size, group = g.t * float(ctx.hidden) * 2.0, group_per_node(g.tp, 1, gpn)
     ar = collective_seconds_array(Collective.ALL_REDUCE, size, g.tp, group, ctx.system, gpu=ctx.gpu)
-    ag = collective_seconds_array(Collective.ALL_GATHER, size, g.tp, group, ctx.system, gpu=ctx.gpu)
+    ag = collective_seconds_array(Collective.ALL_GATHER, size * gather_bytes_per_element / 2.0, g.tp, group,
+                                  ctx.system, gpu=ctx.gpu)
     rs = collective_seconds_array(Collective.REDUCE_SCATTER, size, g.tp, group, ctx.system, gpu=ctx.gpu)
     sp = np.asarray(g.sp, dtype=bool) & (np.asarray(g.tp) > 1)
     return np.where(sp, ag + rs, ar), np.where(sp, ag, 0.5 * ar)
@@ -130,10 +143,11 @@ def sequence_dim_copy_seconds(ctx: StepContext, g: PlanAxes):
     stream (vanilla TP waits on each collective): exposed. 0 without SP or at tp 1."""
     if not ctx.framework.tp_collectives_copy_sequence_dim:
         return 0.0
-    recomputed = np.where(g.rc == RecomputeCode.FULL, 4.0,
+    gathered = tp_gather_bytes_per_element(ctx) / 2.0  # forward all-gathers' bytes over bf16's
+    recomputed = np.where(g.rc == RecomputeCode.FULL, 2.0 * gathered + 2.0,
                           np.where((g.rc == RecomputeCode.SELECTIVE) & ctx.framework.selective_recompute_regathers_tp,
-                                   2.0, 0.0))
-    copies = np.where(np.asarray(g.sp, dtype=bool) & (np.asarray(g.tp) > 1), 8.0 + recomputed, 0.0)
+                                   2.0 * gathered, 0.0))
+    copies = np.where(np.asarray(g.sp, dtype=bool) & (np.asarray(g.tp) > 1), 2.0 * gathered + 6.0 + recomputed, 0.0)
     return copies * 2.0 * g.t * float(ctx.hidden) * 2.0 / ctx.hbm_bytes_s
 
 
