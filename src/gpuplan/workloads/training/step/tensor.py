@@ -77,8 +77,7 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     (`userbuffers_pipeline_exposed`, 24 / 16 SMs), backward AG of the row-parallel dgrads ring
     exchange, and the column-parallel layers' re-gather and input-gradient RS bulk
     (`userbuffers_bulk_exposed`, beside their dgrad / wgrad GEMMs)."""
-    ar, gather = tp_collective_seconds(ctx, g)
-    fwd_pair, fwd_gather = tp_collective_seconds(ctx, g, tp_gather_bytes_per_element(ctx))
+    ar, gather, fwd_pair, fwd_gather = tp_collective_seconds(ctx, g, tp_gather_bytes_per_element(ctx))
     fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
     backward_overlap = knobs.value("training.tp_backward_overlap") if ctx.framework.overlaps_tp_backward else 0.0
     recomputed_gathers = np.where((g.rc == RecomputeCode.SELECTIVE) & ctx.framework.selective_recompute_regathers_tp,
@@ -115,22 +114,27 @@ def tp_gather_bytes_per_element(ctx: StepContext) -> float:
     return 2.0
 
 
-def tp_collective_seconds(ctx: StepContext, g: PlanAxes, gather_bytes_per_element: float = 2.0):
-    """(one all-reduce-equivalent, one all-gather) of a layer's t x h x 2-byte activation over the tp
-    group, seconds. Without sequence parallelism the all-reduce itself; with it (tp > 1) the all-gather
-    + reduce-scatter pair that replaces it (Korthikanti et al. 2022 sec. 4.2.2: the same bytes), each
-    timed as its own collective: NCCL reduces an all-reduce in the NVSwitch (NVLS) but moves an
-    all-gather or reduce-scatter by ring, so the pair is not the all-reduce's time
-    (`primitives.collectives`). The all-gather alone is what a recomputed forward re-issues
-    (`Framework.selective_recompute_regathers_tp`); without SP, half the all-reduce."""
+def tp_collective_seconds(ctx: StepContext, g: PlanAxes, forward_gather_bytes_per_element: float = 2.0):
+    """(unit, all-gather, forward unit, forward all-gather) seconds for a layer's t x h activation over
+    the tp group. Without sequence parallelism a unit is the all-reduce of the t x h x 2-byte tensor and
+    an all-gather half of it; with SP (tp > 1) the unit is the all-gather + reduce-scatter pair that
+    replaces the all-reduce (Korthikanti et al. 2022 sec. 4.2.2: the same bytes), each timed as its own
+    collective: NCCL reduces an all-reduce in the NVSwitch (NVLS) but moves an all-gather or
+    reduce-scatter by ring, so the pair is not the all-reduce's time (`primitives.collectives`). The
+    forward unit's all-gather moves `forward_gather_bytes_per_element` per element
+    (`tp_gather_bytes_per_element`); the all-gather alone is what a recomputed forward re-issues
+    (`Framework.selective_recompute_regathers_tp`)."""
     gpn = ctx.system.gpus_per_node
     size, group = g.t * float(ctx.hidden) * 2.0, group_per_node(g.tp, 1, gpn)
-    ar = collective_seconds_array(Collective.ALL_REDUCE, size, g.tp, group, ctx.system, gpu=ctx.gpu)
-    ag = collective_seconds_array(Collective.ALL_GATHER, size * gather_bytes_per_element / 2.0, g.tp, group,
-                                  ctx.system, gpu=ctx.gpu)
-    rs = collective_seconds_array(Collective.REDUCE_SCATTER, size, g.tp, group, ctx.system, gpu=ctx.gpu)
+    seconds = lambda kind, nbytes: collective_seconds_array(kind, nbytes, g.tp, group, ctx.system, gpu=ctx.gpu)  # noqa: E731
+    ar = seconds(Collective.ALL_REDUCE, size)
+    ag = seconds(Collective.ALL_GATHER, size)
+    rs = seconds(Collective.REDUCE_SCATTER, size)
+    ag_fwd = ag if forward_gather_bytes_per_element == 2.0 else \
+        seconds(Collective.ALL_GATHER, size * forward_gather_bytes_per_element / 2.0)
     sp = np.asarray(g.sp, dtype=bool) & (np.asarray(g.tp) > 1)
-    return np.where(sp, ag + rs, ar), np.where(sp, ag, 0.5 * ar)
+    return (np.where(sp, ag + rs, ar), np.where(sp, ag, 0.5 * ar),
+            np.where(sp, ag_fwd + rs, ar), np.where(sp, ag_fwd, 0.5 * ar))
 
 
 def sequence_dim_copy_seconds(ctx: StepContext, g: PlanAxes):
