@@ -4,12 +4,15 @@ Communication times come from `primitives.collectives`.
 
 - TP: 2 all-reduces of t x h x 2 bytes per layer forward and 2 backward (+2 in a full-recompute
   forward); with sequence parallelism the same count of all-gather + reduce-scatter pairs, which
-  move the same bytes (Korthikanti et al. 2022 sec. 4.2.2). Backward TP collectives overlap the
+  move the same bytes (Korthikanti et al. 2022 sec. 4.2.2), each timed as its own collective
+  (`tp_collective_seconds`: NCCL's NVLS all-reduce is faster than the ring pair). torchtitan adds its
+  selective AC's re-issued all-gathers, a sequence-dim `torch.cat` per collective and fp8 forward
+  all-gathers under float8 tensorwise (`sequence_dim_copy_seconds`, `tp_gather_bytes_per_element`). Backward TP collectives overlap the
   weight-gradient GEMM for TP_BACKWARD_OVERLAP of their time (Megatron's async TP all-reduce,
   Narayanan et al. 2021 / Megatron-LM `--async-tensor-model-parallel-allreduce`).
   With `tp_comm_overlap` and sequence parallelism (TransformerEngine userbuffers; Wang et al. 2023,
   "Overlap Communication with Dependent Computation via Decomposition", ASPLOS; NeMo
-  `tp_comm_overlap`), each all-gather / reduce-scatter (half an all-reduce's time, c) overlaps a
+  `tp_comm_overlap`), each all-gather / reduce-scatter (half the pair's time, c) overlaps a
   GEMM by the method NeMo's tuned configs give it (UB_* constants): the all-gathers before QKV and
   FC1 (and the backward all-gathers of the row-parallel dgrads) by ring exchange in tp chunks,
   max(0, c - g) + min(c, g) / tp exposed + OVERLAP_CONTENTION x min(c, g); the reduce-scatters
@@ -71,7 +74,9 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     hides behind the weight-gradient GEMMs (Megatron's async TP all-reduce; none under torchtitan's
     vanilla TP: `Framework.overlaps_tp_backward`); with sequence
     parallelism the same count of all-gather + reduce-scatter pairs, which move the same bytes
-    (Korthikanti et al. 2022 sec. 4.2.2). With TE userbuffers (`tp_comm_overlap` + SP; Wang et al.
+    (Korthikanti et al. 2022 sec. 4.2.2), timed as the pair (`tp_collective_seconds`), + torchtitan's
+    re-issued all-gathers under selective AC and its sequence-dim copies (`sequence_dim_copy_seconds`).
+    With TE userbuffers (`tp_comm_overlap` + SP; Wang et al.
     2023 ASPLOS), each AG / RS (c = half an all-reduce) overlaps a GEMM by NeMo's method for it:
     forward AG ring exchange (`userbuffers_ring_exposed`), forward RS pipeline
     (`userbuffers_pipeline_exposed`, 24 / 16 SMs), backward AG of the row-parallel dgrads ring
