@@ -48,7 +48,7 @@ def _common(
         None, "--sequence-parallel/--no-sequence-parallel", help="Megatron sequence parallelism (default: on where tp > 1)."),
     no_flash: bool = typer.Option(False, "--no-flash-attention", help="Store the s x s attention scores (unfused attention)."),
     framework: Optional[str] = typer.Option(
-        None, "--framework", help="megatron, deepspeed, fsdp, torchtitan, maxtext, other (default: maxtext on TPU pods; "
+        None, "--framework", help="megatron, deepspeed, fsdp, torchtitan, maxtext, transformers, other (default: maxtext on TPU pods; "
         "for LoRA / QLoRA deepspeed with a ZeRO --sharding, else fsdp (PyTorch); megatron elsewhere)."),
     compile: Optional[str] = COMPILE,
     grad_accum: Optional[int] = GRAD_ACCUM,

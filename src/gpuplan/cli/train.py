@@ -67,7 +67,8 @@ def register(app: typer.Typer) -> None:
         precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8 (GEMMs)."),
         framework: Optional[str] = typer.Option(
             None, "--framework",
-            help="megatron, deepspeed, fsdp, torchtitan, maxtext (default: maxtext on TPU pods, megatron elsewhere)."),
+            help="megatron, deepspeed, fsdp, torchtitan, maxtext, transformers (Hugging Face modules in eager PyTorch: "
+                 "HF Trainer, TRL, PEFT) (default: maxtext on TPU pods, megatron elsewhere)."),
         deepspeed_release: Optional[str] = typer.Option(
             None, "--deepspeed-release",
             help="DeepSpeed engine of --framework deepspeed: current (default, v0.6.0 on: coalesced ZeRO-3 gathers) "

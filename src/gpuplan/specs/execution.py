@@ -42,6 +42,12 @@ class Framework(str, Enum):
     #: XLA's scheduler overlaps the collectives with compute); the plan search offers it MaxText's axes
     #: (`workloads.training.framework_defaults.framework_axes`).
     MAXTEXT = "maxtext"
+    #: Hugging Face transformers modules run eagerly (HF Trainer, TRL, Axolotl, accelerate, or a plain
+    #: PyTorch loop over an AutoModelForCausalLM): per-operator elementwise bytes and loss
+    #: (`workloads.training.step.hf_eager`), torch.autocast over an fp32 model with fp32 master weights
+    #: (`native_amp`); data-parallel gradients bucketed and overlapped with backward as torch DDP does
+    #: (timed as Megatron's overlap_grad_reduce).
+    TRANSFORMERS = "transformers"
     OTHER = "other"  # treated as MEGATRON
 
     @property
@@ -182,6 +188,14 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
         "FSDP (Composer / llm-foundry): prefetched all-gathers overlapped per micro-batch, fp32 gathers "
         "(Composer's DEFAULT mixed precision)",
         "eager elementwise kernels; flash-attn's fused cross entropy",
+    ),
+    Framework.TRANSFORMERS: (
+        "Hugging Face transformers modules in eager PyTorch: fp32 RMSNorm, rotate_half rotary, SwiGLU in two "
+        "kernels, the attention output copied for o_proj, fp32 logits in ForCausalLMLoss",
+        "mixed precision = torch.autocast over an fp32 model (fp32 residual stream, weights cast per forward); "
+        "master_weights none = a model loaded in bf16/fp16",
+        "attention: torch SDPA (flash / cuDNN kernels), no repeat_kv copy",
+        "data parallel: torch DDP, gradient buckets all-reduced during the backward pass",
     ),
     Framework.TORCHTITAN: (
         "FSDP2: all-gathers and reduce-scatters overlapped; reshard_after_forward = not pp",

@@ -328,11 +328,14 @@ def _root_bytes(model: ModelSpec, plan: TrainPlan, first: bool, last: bool) -> f
 
 
 #: frameworks whose fine-tuning runs a plain PyTorch loop (module docstring)
-PYTORCH_LOOPS = (Framework.FSDP, Framework.TORCHTITAN, Framework.OTHER)
+PYTORCH_LOOPS = (Framework.FSDP, Framework.TORCHTITAN, Framework.OTHER, Framework.TRANSFORMERS)
 
 
 def pytorch_loop(plan: TrainPlan) -> bool:
-    """A fine-tuning plan on a plain PyTorch loop (module docstring)."""
+    """A fine-tuning plan on a plain PyTorch loop (module docstring); under `Framework.TRANSFORMERS` every
+    plan, ordinary training too (HF Trainer's loop: no persistent gradient buffers, fp32 logits)."""
+    if plan.framework is Framework.TRANSFORMERS:
+        return True
     return not plan.fine_tuning.ordinary and plan.framework in PYTORCH_LOOPS
 
 

@@ -54,6 +54,20 @@ class Backend:
             return np.ones(shape, dtype={"fp32": np.float32, "fp64": np.float64}[dtype])
         return self.torch.ones(shape, dtype=self._torch_dtype(dtype), device=self.torch_device)
 
+    def random(self, shape, dtype: str = "fp32", seed: int = 0):
+        """Standard-normal values (seeded): the operands a GEMM benchmark must use. Tensor cores draw less
+        power on constant or zero operands, so the clock stays higher and the product runs faster than
+        on real weights and activations: on an H200 (gpuplan's device check, torch 2.11, 2026-11-28) an
+        8192^3 bf16 product of all-ones matrices ran at 867 TFLOP/s, where random operands give
+        769-798 (device KINDS notes) and mamf-finder, which uses torch.randn, reports 794.5 for H100/H200
+        (ml-engineering, compute/accelerator/benchmarks: maximum achievable matmul FLOPS)."""
+        if self.name == "numpy":
+            rng = np.random.default_rng(seed)
+            return rng.standard_normal(shape, dtype={"fp32": np.float32, "fp64": np.float64}[dtype])
+        t = self.torch
+        gen = t.Generator(device=self.torch_device).manual_seed(seed)
+        return t.randn(shape, generator=gen, dtype=t.float32, device=self.torch_device).to(self._torch_dtype(dtype))
+
     def matmul(self, a, b, out=None):
         if self.name == "numpy":
             return np.matmul(a, b, out=out)

@@ -48,7 +48,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
-from gpuplan.workloads.training.step import expert, native_amp
+from gpuplan.workloads.training.step import expert, hf_eager, native_amp
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Per score element of unfused attention, forward: write QK^T (2), softmax read+write (4), dropout
@@ -435,8 +435,12 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
         swiglu = ctx.model.ffn_kind is FfnKind.SWIGLU
         if not compiled:
             ffn_bytes = TORCHTITAN_SWIGLU_BYTES_PER_FFN if swiglu else knobs.value("training.eager_elementwise_factor") * ffn_bytes
+    elif hf_eager.applies(ctx):  # HF transformers' eager Llama modules, counted per operator
+        elem_attn = g.t * (hf_eager.hidden_bytes_per_token(ctx) + hf_eager.head_bytes_per_token(ctx)) / g.tp / ctx.hbm_bytes_s
+        ffn_bytes = hf_eager.SWIGLU_BYTES_PER_FFN
     else:
-        eager = knobs.value("training.eager_elementwise_factor") if ctx.framework is Framework.FSDP else 1.0
+        eager_framework = ctx.framework in (Framework.FSDP, Framework.TRANSFORMERS)
+        eager = knobs.value("training.eager_elementwise_factor") if eager_framework else 1.0
         hidden_bytes = native_amp.elementwise_bytes_per_token(ctx, g, layer.hidden_elementwise_bytes() / hidden_div)
         elem_attn = eager * g.t * hidden_bytes / ctx.hbm_bytes_s
         ffn_bytes = eager * ffn_bytes
@@ -501,6 +505,8 @@ def loss_bytes_per_logit(framework: Framework, compiled: bool = False) -> float:
     entropy, op by op; PyTorch's cross_entropy on fp32 logits moves about as much)."""
     if compiled:
         return COMPILED_LOSS_BYTES_PER_LOGIT
+    if framework is Framework.TRANSFORMERS:
+        return hf_eager.LOSS_BYTES_PER_LOGIT
     return FUSED_LOSS_BYTES_PER_LOGIT if framework is Framework.FSDP else LOSS_BYTES_PER_LOGIT
 
 

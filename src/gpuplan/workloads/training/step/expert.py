@@ -88,7 +88,7 @@ from gpuplan.specs.plan import Precision
 #: torchtitan's DeepEP MoE (torchtitan/distributed/deepep, `DeepEPMoE.forward`) overlaps only the
 #: shared experts' compute with dispatch / combine; DeepSpeed-MoE's all-to-all is synchronous; Composer
 #: FSDP has no EP.
-BATCH_OVERLAP_FRAMEWORKS = (Framework.MEGATRON, Framework.OTHER, Framework.MAXTEXT)
+BATCH_OVERLAP_FRAMEWORKS = (Framework.MEGATRON, Framework.OTHER, Framework.MAXTEXT, Framework.TRANSFORMERS)
 #: Frameworks whose expert GEMMs are issued expert by expert: TransformerEngine's GroupedLinear
 #: (Megatron-core `--moe-grouped-gemm`: `general_grouped_gemm` takes one GEMM per local expert, with
 #: a quantize each in FP8 / MXFP8) and DeepSpeed-MoE (a Python loop over its local expert modules).

@@ -17,6 +17,7 @@ from gpuplan.specs.dtypes import Weights
 from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import default_expert_tp
+from gpuplan.workloads.training.step import hf_eager
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class StepContext:
             framework=Framework(framework), attention_kernel=AttentionKernel(attention_kernel),
             gemm_dtype=gemm_dtype, tp_comm_overlap=bool(tp_comm_overlap), act_dtype=act_dtype,
             low_precision=gemm_dtype in ("fp8", "fp6", "fp4"),
-            p2p_overlap=(Framework(framework) in (Framework.MEGATRON, Framework.OTHER, Framework.MAXTEXT)
+            p2p_overlap=(Framework(framework) in (Framework.MEGATRON, Framework.OTHER, Framework.MAXTEXT, Framework.TRANSFORMERS)
                          and AttentionKernel(attention_kernel) is not AttentionKernel.UNFUSED),
             hbm_bytes_s=memory_bandwidth_bytes_s(gpu),
             hidden=model.hidden, q_dim=q_dim, kv_dim=kv_dim, head_dim=head_dim, heads=model.heads,
@@ -126,7 +127,9 @@ class StepContext:
             output_head_params=head,
             model_flops_per_token=flops_per_token(model, int(seq_len), causal=False).total,
             ops=ops,
-            attention_flops_per_token=sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers) / model.layers,
+            attention_flops_per_token=(hf_eager.masked_attention_flops_per_token(ops.layers, int(seq_len))
+                                       if Framework(framework) is Framework.TRANSFORMERS
+                                       else sum(lo.core.forward_flops(int(seq_len), True) for lo in ops.layers)) / model.layers,
             fine_tuning=fine_tuning or FineTuning(),
             grad_fp32=Precision(grad_precision) in (Precision.FP32, Precision.TF32),
             deepspeed_release=DeepSpeedRelease(deepspeed_release),

@@ -6,7 +6,10 @@ When: precision fp16 under a framework that is not Megatron / DeepSpeed / torcht
 Trainer's `fp16=True`, Composer's `amp_fp16`, a plain PyTorch loop). Native fp16 AMP keeps the
 parameters in fp32: `torch.cuda.amp.GradScaler.unscale_` refuses fp16 gradients ("Attempting to
 unscale FP16 gradients."), and HF Trainer's `fp16=True` is `torch.autocast(dtype=float16)` +
-GradScaler over an fp32 model. Hence, per layer and micro-batch (bytes per element):
+GradScaler over an fp32 model. The same autocast over fp32 parameters runs in bf16 under
+`Framework.TRANSFORMERS` with fp32 master weights (HF Trainer `bf16=True` over a model loaded in its
+default fp32: `autocast_over_fp32`): its weight casts are counted here, its fp32 residual stream by
+`step.hf_eager`, and it has no GradScaler. Hence, per layer and micro-batch (bytes per element):
 
 - Weight casts (`weight_cast_seconds`): autocast casts each fp32 weight to fp16 at its first matmul
   in an autocast region (aten/src/ATen/autocast_mode.cpp `cached_cast`: read 4, write 2), once per
@@ -33,6 +36,7 @@ from __future__ import annotations
 from gpuplan.layers.operators import Shard
 from gpuplan.specs import Precision
 from gpuplan.specs.execution import Framework
+from gpuplan.specs.finetune import MasterWeights
 from gpuplan.workloads.training.lora import layer_projections
 
 #: Frameworks whose fp16 path is their own (fp16 parameters, fp32 main copies in the optimizer,
@@ -64,6 +68,14 @@ def native_amp(ctx) -> bool:
     return ctx.precision is Precision.FP16 and ctx.framework not in NOT_NATIVE_AMP
 
 
+def autocast_over_fp32(ctx) -> bool:
+    """Whether the model's parameters are fp32 under torch.autocast: `transformers` with fp32 master
+    weights (HF Trainer `bf16=True` / `fp16=True` over a model loaded in fp32, its default dtype)
+    that trains every weight; a frozen base is loaded in its 16-bit or quantised storage."""
+    return (ctx.framework is Framework.TRANSFORMERS and ctx.fine_tuning.master_weights is MasterWeights.FP32
+            and not ctx.fine_tuning.adapters and ctx.precision in (Precision.BF16, Precision.FP16))
+
+
 def _weight_elements(ctx, g) -> float:
     """Linear weight elements of one layer on one GPU (layer mean of the dense and MoE layers;
     routed experts divided over ep)."""
@@ -79,7 +91,7 @@ def _weight_elements(ctx, g) -> float:
 def weight_cast_seconds(ctx, g):
     """(forward, backward) seconds of autocast's weight casts of one layer per micro-batch; a
     recomputed forward casts again (its forward figure). 0 outside native AMP and for frozen bases."""
-    if not native_amp(ctx) or ctx.fine_tuning.adapters:
+    if not (native_amp(ctx) or autocast_over_fp32(ctx)) or ctx.fine_tuning.adapters:
         return 0.0, 0.0
     w = _weight_elements(ctx, g)
     return w * WEIGHT_CAST_BYTES_FWD / ctx.hbm_bytes_s, w * WEIGHT_CAST_BYTES_BWD / ctx.hbm_bytes_s
@@ -114,4 +126,4 @@ def grad_scaler_seconds(ctx, trainable_elements):
 
 __all__ = ["GRAD_SCALER_BYTES", "INPUT_CAST_BYTES", "NOT_NATIVE_AMP", "UNFUSED_AMP_SCORE_BYTES_BWD",
            "UNFUSED_AMP_SCORE_BYTES_FWD", "WEIGHT_CAST_BYTES_BWD", "WEIGHT_CAST_BYTES_FWD", "elementwise_bytes_per_token",
-           "grad_scaler_seconds", "native_amp", "unfused_score_bytes", "weight_cast_seconds"]
+           "autocast_over_fp32", "grad_scaler_seconds", "native_amp", "unfused_score_bytes", "weight_cast_seconds"]

@@ -1,0 +1,121 @@
+"""Hugging Face transformers decoder layers run eagerly (`Framework.TRANSFORMERS`: HF Trainer, TRL,
+Axolotl, accelerate or a plain PyTorch loop over an `AutoModelForCausalLM`): the HBM bytes of the
+operators between the GEMMs and SDPA, counted from the modelling code, and the residual stream's
+dtype under torch.autocast.
+
+Source: transformers `models/llama/modeling_llama.py` (v4.46 .. v5; Mistral, Qwen2/3, Phi-3 and
+the other Llama-shaped decoders copy these modules), per token of one layer, forward, bytes per
+element read + written (bf16 = 2, fp32 = 4; r = the residual stream's bytes):
+
+- `LlamaRMSNorm.forward`: `hidden_states.to(torch.float32)` (read r, write 4; no kernel when r = 4),
+  `.pow(2)` (4 + 4), `.mean(-1, keepdim=True)` (read 4), `hidden_states * torch.rsqrt(variance + eps)`
+  (4 + 4), `.to(input_dtype)` (read 4, write r; none when r = 4), `self.weight * ...` (read r, write
+  r): 36 B per hidden element at r = 2, 28 at r = 4; `norms_per_layer` of them.
+- Residual adds `hidden_states = residual + hidden_states`: read r + 2 (the projection's bf16
+  output), write r: 6 B at r = 2, 10 at r = 4; two per layer.
+- Under autocast over an fp32 model (r = 4) every Linear that reads the norm output casts it to
+  bf16/fp16 first (autocast's `cached_cast` caches only leaf tensors, not activations): read 4,
+  write 2 per hidden element per such module (q, k, v, gate, up in Llama; the fused qkv_proj and
+  gate_up_proj in Phi-3): `native_amp.INPUT_CAST_BYTES`; `native_amp.autocast_over_fp32` says when.
+- `apply_rotary_pos_emb` on q and k: `q * cos` (2 + 2), `rotate_half(q)` = `torch.cat((-x2, x1))`
+  (neg over half: 1 + 1; cat: 2 + 2), `* sin` (2 + 2), the sum (4 + 2): 20 B per q and k element.
+- `sdpa_attention_forward`: `attn_output.transpose(1, 2).contiguous()` before `o_proj`: 2 + 2 per q
+  element (GQA runs in SDPA itself, `enable_gqa`, no `repeat_kv` copy on torch >= 2.5).
+- `LlamaMLP`: `down_proj(act_fn(gate_proj(x)) * up_proj(x))`: silu (2 + 2), the product (2 + 2 + 2):
+  10 B per FFN element (Phi-3's `gate_up_proj` + `chunk` makes views, the same 10).
+- Attention masks (`masking_utils._ignore_causal_mask_sdpa`): SDPA gets `is_causal=True` and no mask
+  only when no token is padded and `local_attention_size is None or kv_length < local_attention_size`.
+  A sliding-window layer whose window is not longer than the sequence (Phi-3-mini-4k: 2,047 at 4,096
+  tokens; Mistral v0.1: 4,096) gets a materialised boolean mask instead, so the kernel visits every
+  (query, key) block (`masked_attention_flops_per_token`: all s keys per query, not the window's
+  causal share), and FlashAttention, which takes no mask, cannot run it.
+- Backward moves 2 x the forward bytes (the convention of every elementwise term in step.compute).
+- Cross entropy (`loss_utils.ForCausalLMLoss`): `logits.float()` (2 + 4), `cross_entropy`'s
+  log_softmax (4 + 4; the nll gather is per token); backward: the nll gradient written dense (4),
+  log_softmax's backward (read 4 + its saved output 4, write 4), the cast back (4 + 2): 36 B per logit.
+
+Models with LayerNorm / GELU (GPT-2, BERT) have no count here: they take the fused inventory's bytes
+x `training.eager_elementwise_factor`, as Composer's eager kernels do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpuplan.layers.operators import Shard
+from gpuplan.specs.execution import Framework
+from gpuplan.specs.model import FfnKind, NormKind
+from gpuplan.workloads.training.lora import layer_projections
+from gpuplan.workloads.training.step import native_amp
+
+#: LlamaRMSNorm forward bytes per hidden element (module docstring), by the residual stream's bytes.
+RMSNORM_BYTES = {2: 36.0, 4: 28.0}
+#: `residual + hidden_states` forward bytes per hidden element, by the residual stream's bytes.
+RESIDUAL_ADD_BYTES = {2: 6.0, 4: 10.0}
+#: Rotary embedding on q and k, per element (module docstring).
+ROPE_BYTES = 20.0
+#: `transpose(1, 2).contiguous()` of the attention output, per q element.
+ATTN_OUT_COPY_BYTES = 4.0
+#: SwiGLU `act_fn(gate) * up`, per FFN element.
+SWIGLU_BYTES_PER_FFN = 10.0
+#: ForCausalLMLoss: fp32 upcast, log_softmax and their backward, per logit.
+LOSS_BYTES_PER_LOGIT = 36.0
+
+
+def applies(ctx) -> bool:
+    """Whether the layer's elementwise bytes are counted from the HF Llama modules: the framework is
+    `transformers` and the model is Llama-shaped (RMSNorm, SwiGLU, rotary positions)."""
+    model = ctx.model
+    return (ctx.framework is Framework.TRANSFORMERS and model.norm is NormKind.RMSNORM
+            and model.ffn_kind is FfnKind.SWIGLU and not model.learned_position_embeddings)
+
+
+def residual_bytes(ctx) -> int:
+    """Bytes per element of the residual stream: 4 under autocast over fp32 parameters (the embedding
+    lookup is not autocast, so the stream stays fp32), else 2."""
+    return 4 if native_amp.autocast_over_fp32(ctx) else 2
+
+
+def norm_readers(ctx) -> float:
+    """Linear modules per layer that read a norm output (q, k, v, gate, up; fused ones count once),
+    layer mean of the dense and MoE layers."""
+    readers = 0.0
+    for layer, weight in ctx.layer_mix():
+        readers += weight * sum(1.0 for p in layer_projections(ctx.model, layer)
+                                if p.reads_layer_input and p.shard is not Shard.EXPERT)
+    return readers
+
+
+def hidden_bytes_per_token(ctx) -> float:
+    """Forward bytes per token of one layer's norms, residual adds and (r = 4) input casts: the
+    part that scales with the hidden size (not divided by tp: HF layers run without tensor parallelism)."""
+    r = residual_bytes(ctx)
+    h = float(ctx.hidden)
+    per_hidden = ctx.model.norms_per_layer * RMSNORM_BYTES[r] + 2.0 * RESIDUAL_ADD_BYTES[r]
+    if r == 4:
+        per_hidden += norm_readers(ctx) * native_amp.INPUT_CAST_BYTES
+    return per_hidden * h
+
+
+def masked_attention_flops_per_token(layers, seq_len: int) -> float:
+    """Attention-core forward FLOPs per token, mean over `layers` (the inventory's `LayerOps`), as HF's SDPA
+    path runs them (module docstring): a layer whose window is at most `seq_len` computes every key of a
+    dense masked score matrix; the others run causal (`is_causal=True`) over their keys."""
+    total = 0.0
+    for layer in layers:
+        core = layer.core
+        if core.window is not None and core.window <= seq_len:
+            total += dataclasses.replace(core, window=None).forward_flops(seq_len, causal=False)
+        else:
+            total += core.forward_flops(seq_len, True)
+    return total
+
+
+def head_bytes_per_token(ctx) -> float:
+    """Forward bytes per token of rotary on q and k and the attention output's copy."""
+    return ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + ATTN_OUT_COPY_BYTES * ctx.q_dim
+
+
+__all__ = ["ATTN_OUT_COPY_BYTES", "LOSS_BYTES_PER_LOGIT", "RESIDUAL_ADD_BYTES", "RMSNORM_BYTES",
+           "ROPE_BYTES", "SWIGLU_BYTES_PER_FFN", "applies", "head_bytes_per_token",
+           "hidden_bytes_per_token", "masked_attention_flops_per_token", "norm_readers", "residual_bytes"]
