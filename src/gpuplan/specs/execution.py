@@ -202,7 +202,6 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
         "TP: DTensor TP, no backward collective hidden (enable_async_tensor_parallel = False); sequence "
         "parallelism on with tp > 1, a torch.cat copy per sequence-dim collective, selective AC re-gathering "
         "its inputs; float8 tensorwise all-gathers in fp8",
-        "GEMMs on ROCm at hipBLASLt's default choice (PyTorch TunableOp off)",
         "CP: PyTorch context_parallel, all-gather K/V rotation, fp32 merges and dK/dV ring",
         "PP: a validation row that states no micro-batch runs pp micro-batches per step "
         "(pipeline_parallel_microbatches, torchtitan's default before 2025-04); the search picks its own",
