@@ -104,6 +104,76 @@ def test_unseen_bands_weigh_each_held_out_value_the_same():
                             {"hardware": ["A"] * (len(short) - 1) + ["B"]}) == {}
 
 
+def test_unseen_hardware_band_pools_every_class_of_both_kinds():
+    # Hardware-out residuals: training/time rows of generation X at 0.2 (4 rows) and of Y at 0.0 (4
+    # rows); inference/throughput rows of X at -0.4 (4 rows: measured 0.67x the predicted
+    # throughput, i.e. predicted too fast, pessimism residual +0.4: error_bands.pessimism_sign).
+    # Pooled groups training:X, training:Y, inference:X, each 4 rows, so every row weighs the same:
+    # Hazen positions (i - 0.5) / 12 of the sorted pessimism residuals 0 x4, 0.2 x4, 0.4 x4. q10 (0.1)
+    # lies between positions 1 and 2 (both 0.0): 0.0; q90 (0.9) between 11 and 12 (both 0.4): 0.4.
+    # The training time band is [0, 0.4]; the throughput band the same turned around, [-0.4, 0].
+    # Per class the throughput rows (one held-out value) would have no band at all.
+    res = [0.2] * 4 + [0.0] * 4 + [-0.4] * 4
+    classes = ["training/time"] * 8 + ["inference/throughput"] * 4
+    groups = {"hardware": ["X"] * 4 + ["Y"] * 4 + ["X"] * 4}
+    table = fit_unseen_bands({"hardware": res}, classes, groups)
+    t, i = table["training/time/unseen-hardware"], table["inference/throughput/unseen-hardware"]
+    assert (t["q10"], t["q90"], t["rows"], t["groups"]) == (pytest.approx(0.0), pytest.approx(0.4), 12, 3)
+    assert (i["q10"], i["q90"]) == (pytest.approx(-0.4), pytest.approx(0.0))
+    # the same residuals per class (pooled=()): the training band spans only its own two generations
+    # (0 .. 0.2), and the throughput class has one held-out value: no band
+    per_class = fit_unseen_bands({"hardware": res}, classes, groups, pooled=())
+    assert per_class["training/time/unseen-hardware"]["q90"] == pytest.approx(0.2)
+    assert "inference/throughput/unseen-hardware" not in per_class
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-2, 2), st.sampled_from(["training/time", "training/memory",
+                                                             "inference/latency", "inference/throughput"]),
+                          st.sampled_from(["a", "b", "c"])), min_size=MIN_ROWS, max_size=40,
+                unique_by=lambda t: abs(t[0])))
+def test_pooled_unseen_band_is_one_band_in_every_orientation(items):
+    # invariants of the pooled band: every class present gets the same band, the throughput class
+    # turned around (pessimism_sign); its edges lie within the pessimism residuals; order-free (for
+    # distinct |residuals|: tied values of unequal weight take their Hazen positions in input order)
+    res, classes, groups = [r for r, _, _ in items], [c for _, c, _ in items], [g for _, _, g in items]
+    table = fit_unseen_bands({"hardware": res}, classes, {"hardware": groups})
+    kinds_groups = {f"{c.split('/')[0]}:{g}" for c, g in zip(classes, groups)}
+    if len(kinds_groups) < 2:
+        assert table == {}
+        return
+    pess = [-r if c == "inference/throughput" else r for r, c in zip(res, classes)]
+    assert set(table) == {f"{c}/unseen-hardware" for c in classes}
+    for key, e in table.items():
+        q10, q90 = (-e["q90"], -e["q10"]) if key.startswith("inference/throughput") else (e["q10"], e["q90"])
+        assert min(pess) - 1e-12 <= q10 <= q90 <= max(pess) + 1e-12
+        assert (e["rows"], e["groups"]) == (len(res), len(kinds_groups))
+    flipped = fit_unseen_bands({"hardware": res[::-1]}, classes[::-1], {"hardware": groups[::-1]})
+    assert {k: (pytest.approx(v["q10"]), pytest.approx(v["q90"])) for k, v in flipped.items()} == {
+        k: (v["q10"], v["q90"]) for k, v in table.items()}
+
+
+def test_axis_out_coverage_holds_each_generation_out_in_turn():
+    # Three generations A, B, C, ten inference throughput rows each, hardware-out residuals A and B
+    # 0.00 .. 0.09, C 1.00 .. 1.09 (engine, architecture and precision shared). A held out: the
+    # unseen-hardware band pools B and C (20 rows, each group 1/2, every row 1/20): pessimism
+    # residuals -r sorted, Hazen positions (i - 0.5) / 20; q10 at i = 2.5, halfway between -1.08 and
+    # -1.07 = -1.075; q90 at i = 18.5, between -0.02 and -0.01 = -0.015; turned around the
+    # throughput band is [0.015, 1.075]: A's 0.02 .. 0.09 inside, 8 of 10 (B the same). C held out:
+    # A and B give -0.09 x2, -0.08 x2, ..., 0.00 x2: q10 between -0.09 and -0.08 = -0.085, q90 between
+    # -0.01 and 0.00 = -0.005: band [0.005, 0.085], none of C's rows inside. Overall 16 of 30.
+    from gpuplan.interfaces.validation.band_coverage import axis_out_coverage
+
+    recs = []
+    for hw, base in (("amd/a", 0.0), ("nvidia/b", 0.0), ("nvidia/c", 1.0)):
+        regime = Regime(hw, "vllm", "dense", "16-bit")
+        recs += [_record(f"fam-{hw}", regime, base + 0.01 * i) for i in range(10)]
+    cov = axis_out_coverage(recs, "hardware")["inference"]
+    assert [(cov[v].rows, cov[v].inside) for v in ("amd/a", "nvidia/b", "nvidia/c")] == [(10, 8), (10, 8), (10, 0)]
+    assert (cov["overall"].rows, cov["overall"].inside) == (30, 16)
+    assert cov["overall"].by_novelty == {"unseen-hardware": (30, 16)}
+
+
 def _table() -> dict:
     return {
         "inference/throughput": {"q10": -0.1, "q90": 0.1, "rows": 50},
@@ -209,7 +279,7 @@ def test_validate_cv_regime_cli_and_bad_mode(runner, tmp_path):
     assert row["regime"]["hardware"] in ("nvidia/ampere", "nvidia/hopper")
     assert set(row["predicted_held_out"]) == {"regime", "hardware", "engine", "architecture", "precision"}
     bad = runner.invoke(app, ["validate", str(path), "--cv", "rows"])
-    assert bad.exit_code == 2 and "cv: unknown mode 'rows'; allowed: family, regime" in bad.output
+    assert bad.exit_code == 2 and "cv: unknown mode 'rows'; allowed: family, regime, row" in bad.output
 
 
 def test_serve_run_names_an_unvalidated_regime(runner):
@@ -242,3 +312,17 @@ def test_serve_plan_reports_the_best_layouts_regime(runner):
     regime = json.loads(out.stdout)["best_regime"]
     assert regime["validated"] is False and regime["unseen_axes"][:2] == ["hardware", "engine"]
     assert regime["reason"].startswith("unvalidated regime: no public row with hardware amd/cdna4, engine generic")
+
+
+def test_shipped_unseen_hardware_band_is_one_pooled_band():
+    # benchmarks/accuracy_cv.py --write ships the pooled band (error_bands.pooled_unseen_band) under
+    # every class: the same edges for times, latencies and memory, mirrored for throughput
+    from gpuplan.interfaces.validation.error_bands import load_bands
+
+    t = load_bands()["regimes"]
+    base = t["training/time/unseen-hardware"]
+    for cls in ("training/memory", "inference/latency"):
+        assert (t[f"{cls}/unseen-hardware"]["q10"], t[f"{cls}/unseen-hardware"]["q90"]) == (base["q10"], base["q90"])
+    thr = t["inference/throughput/unseen-hardware"]
+    assert (thr["q10"], thr["q90"]) == (-base["q90"], -base["q10"])
+    assert base["pooled"] is True and base["groups"] >= 2

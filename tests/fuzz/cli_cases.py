@@ -9,7 +9,9 @@ from __future__ import annotations
 BASE: dict[tuple[str, ...], list[str]] = {
     ("comm",): ["all_reduce", "--system", "dgx-h100", "--gpus", "8"],
     ("train",): ["gpt3-125m", "--gpus", "8", "--framework", "deepspeed", "--deepspeed-release", "current"],
-    ("plan",): ["--model", "gpt3-125m", "--tokens", "1B", "--gpus", "8"],
+    # the training stack of the search (--framework --compile --optimizer-impl): the fuzzed options run on it
+    ("plan",): ["--model", "gpt3-125m", "--tokens", "1B", "--gpus", "8", "--framework", "torchtitan", "--compile", "model+loss",
+                "--optimizer-impl", "foreach"],
     ("hw", "list"): [],
     ("hw", "show"): ["h100-sxm5-80gb"],
     ("hw", "compare"): ["h100-sxm5-80gb", "a100-sxm4-80gb"],
@@ -50,6 +52,8 @@ BASE: dict[tuple[str, ...], list[str]] = {
     ("dc", "assumptions"): [],
     ("mig", "plan"): ["3g.40gb", "2g.20gb"],
     ("mig", "profiles"): [],
+    # leave-one-row-out CV of the shipped collectives set (interpolation: issue 32)
+    ("validate",): ["--builtin", "collectives", "--cv", "row"],
 }
 
 #: values a user (or a script) might pass by mistake, or to probe the edges

@@ -124,10 +124,13 @@ def test_layer_kinds_group_equal_inventories():
 # ---- fine-tuning plans: the screen applies `fit`'s rules -------------------------------------------
 FINE_TUNING_PROTOS = [
     dict(framework=Framework.FSDP, fine_tuning=dict(method="qlora", lora_rank=64, lora_targets="all_linear")),
+    dict(framework=Framework.FSDP, fine_tuning=dict(method="lora", lora_rank=64, master_weights="none",
+                                                    logits_held_in_backward=True)),
     dict(framework=Framework.FSDP, sharding=Sharding.FSDP, fine_tuning=dict(method="qlora", lora_rank=16, offload="params", lora_dropout=0.1,
                                                     master_weights="none", base_matmul_keeps_input=True)),
     dict(framework=Framework.OTHER, fine_tuning=dict(method="lora", chunked_loss=True, offload_activations=True,
-                                                     master_weights="none")),
+                                                     master_weights="none", fused_qkv_views=True, lora_dropout=0.05,
+                                                     lora_targets="attn")),
     dict(framework=Framework.OTHER, compiled_model=True,
          fine_tuning=dict(method="full", optimizer="adamw_8bit", master_weights="none")),
     dict(framework=Framework.DEEPSPEED, fine_tuning=dict(method="lora", base_dtype="fp32", offload="optimizer")),

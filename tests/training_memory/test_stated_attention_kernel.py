@@ -32,7 +32,7 @@ def test_stated_kernel(cells, expected):
 
 
 def test_bad_kernel_cell_names_the_allowed_values():
-    with pytest.raises(SkipRow, match=r"attention_kernel: 'sdpa' is not one of flash, flash_v1, unfused"):
+    with pytest.raises(SkipRow, match=r"attention_kernel: 'sdpa' is not one of flash, flash_v1, flash2, unfused"):
         stated_attention_kernel({"attention_kernel": "sdpa"})
 
 

@@ -69,7 +69,8 @@ def test_attention_flops_per_rank_llama_8b_cp4_128k(titan_node, llama8b):
         6.15728e13, rel=1e-5)
     ctx = StepContext.build(llama8b, system, gpu, 131072, Precision.FP8, Framework.TORCHTITAN)
     g = PlanAxes.build(ctx, 1, 1, 2, 4, 1, 1, 1, 1, 2, False, 3)
-    with knobs.overridden({"training.sustained_gemm_ratio.hopper": 1.0, "training.power_limit_clock_exponent": 0.0}):
+    with knobs.overridden({"training.sustained_gemm_ratio.hopper": 1.0, "training.power_limit_clock_exponent": 0.0,
+                           "efficiency.sustained_gemm.family.hopper": knobs.value("efficiency.sustained_gemm.reference")}):
         fwd, bwd = attention_core_seconds(ctx, g)
     assert gpu.matmul_peak_tflops("bf16") == 989.4
     rate = 989.4e12 * 335.0 / 989.0
@@ -205,26 +206,29 @@ def test_blackwell_training_attention_rate_is_sourced():
 
 
 def test_the_sustained_clock_ratio_scales_attention_and_gemms_alike():
-    # the generation's sustained tensor-core rate (training.sustained_gemm_ratio.<family>) divides the
-    # attention core as it divides every GEMM: a B200 run at ratio 0.5 takes exactly twice the
-    # attention seconds of one at ratio 1; an A100 has no ratio (1)
+    # the generation's sustained tensor-core rate (on Blackwell the measured sustained GEMM share over the
+    # A100's, `efficiency.sustained_gemm.family.blackwell` / `.reference`) divides the attention core as it
+    # divides every GEMM: a B200 run at ratio 0.5 takes exactly twice the attention seconds of one at
+    # ratio 1; an A100 has no ratio (1)
     from gpuplan import knobs
     from gpuplan.workloads.training.step.compute import sustained_clock_ratio, sustained_gemm_fraction
 
     c = load_catalog()
     b200, a100 = c.gpu("b200"), c.gpu("a100-sxm4-80gb")
-    with knobs.overridden({"training.sustained_gemm_fraction": 0.8, "training.sustained_gemm_ratio.blackwell": 0.5}):
-        assert sustained_clock_ratio(b200) == 0.5 and sustained_clock_ratio(a100) == 1.0
+    ref = knobs.value("efficiency.sustained_gemm.reference")
+    half, whole = {"efficiency.sustained_gemm.family.blackwell": 0.5 * ref}, {"efficiency.sustained_gemm.family.blackwell": ref}
+    with knobs.overridden({"training.sustained_gemm_fraction": 0.8, **half}):
+        assert sustained_clock_ratio(b200) == pytest.approx(0.5) and sustained_clock_ratio(a100) == 1.0
         assert sustained_gemm_fraction(b200) == pytest.approx(0.4)  # 0.8 x 0.5
         assert sustained_gemm_fraction(a100) == pytest.approx(0.8)
     system = c.system("dgx-b200")
     ctx = StepContext.build(load_model("llama-3-8b"), system, b200, 8192, Precision.BF16)
     g = PlanAxes.build(ctx, 1, 1, 8, 1, 1, 1, 2, 8, 0, False, 1)
-    with knobs.overridden({"training.sustained_gemm_ratio.blackwell": 1.0}):
+    with knobs.overridden(whole):
         full = [float(x) for x in attention_core_seconds(ctx, g)]
-    with knobs.overridden({"training.sustained_gemm_ratio.blackwell": 0.5}):
-        half = [float(x) for x in attention_core_seconds(ctx, g)]
-    assert half == pytest.approx([2.0 * t for t in full], rel=1e-12)
+    with knobs.overridden(half):
+        halved = [float(x) for x in attention_core_seconds(ctx, g)]
+    assert halved == pytest.approx([2.0 * t for t in full], rel=1e-12)
 
 
 def test_attention_and_head_stay_bf16_in_mx_runs():

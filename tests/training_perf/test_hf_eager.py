@@ -124,3 +124,33 @@ def test_sliding_window_runs_a_masked_dense_attention():
     # a global-attention model is unchanged: Llama-2-7B causal at 4,096 tokens, (4096 + 1) / 2 keys
     llama = model_ops(load_model("llama-2-7b")).layers
     assert hf_eager.masked_attention_flops_per_token(llama, 4096) / len(llama) == pytest.approx(4 * 32 * 128 * 2048.5)
+
+
+def test_peft_fp32_adapter_input_casts(h100):
+    # PEFT keeps adapters fp32 over a bf16 base and casts each adapted input to fp32 (read 2, write 4), autocast
+    # casts it back for lora_A (read 4, write 2): 12 B per input element forward, 12 again backward
+    from gpuplan.workloads.training import finetune_time
+    from gpuplan.workloads.training.step.compute import gemm_seconds
+    lora = FineTuning(method=FineTuneMethod.LORA, lora_rank=16, lora_targets="q_proj+k_proj+v_proj+o_proj")
+    hf, other = _ctx(h100, fine_tuning=lora), _ctx(h100, framework=Framework.OTHER, fine_tuning=lora)
+    assert finetune_time.peft_fp32_input_cast_bytes(hf, 2.0) == 12.0
+    assert finetune_time.peft_fp32_input_cast_bytes(other, 2.0) == 0.0
+    g = _axes(hf, mb=2)
+    (f1, b1), (f0, b0) = finetune_time.adapter_seconds(hf, g, gemm_seconds), finetune_time.adapter_seconds(other, g, gemm_seconds)
+    # four adapted projections of Llama-2-7B read 4,096-wide inputs; 8,192 tokens per micro-batch
+    extra = 8192 * 4 * 4096 * 12 / hf.hbm_bytes_s
+    assert float(f1 - f0) == pytest.approx(extra, rel=1e-9)
+    assert float(b1 - b0) == pytest.approx(extra, rel=1e-9)
+
+
+def test_lora_model_flops_count_no_weight_gradients():
+    # Llama-2-7B at 4,096 tokens. N (weights a token multiplies) = 32 layers x 202,375,168 + the untied head
+    # 32,000 x 4,096 = 6,607,077,376; attention (full scores) = 32 x 4 x 4096 (a d) x 4096 keys = 2,147,483,648.
+    # Ordinary training: 3 (2 N + A). LoRA r8 on q, v: 32 x 2 x 8 (4096 + 4096) = 4,194,304 adapter parameters;
+    # frozen base: 2 x 2 N + 3 A + 6 x adapters = 32,895,926,272
+    from gpuplan.workloads.training.step.inputs import model_flops_per_token
+    model = load_model("llama-2-7b")
+    n, a = 6_607_077_376, 2_147_483_648
+    assert model_flops_per_token(model, 4096, FineTuning()) == pytest.approx(3 * (2 * n + a), rel=1e-12)
+    lora = FineTuning(method=FineTuneMethod.LORA, lora_rank=8, lora_targets="q_proj+v_proj")
+    assert model_flops_per_token(model, 4096, lora) == pytest.approx(4 * n + 3 * a + 6 * 4_194_304, rel=1e-12)

@@ -100,8 +100,10 @@ def test_fp8_runs_keep_the_output_head_in_bf16():
                                                  8192, precision), *args)
         deltas[precision] = float(big.compute_s) - float(small.compute_s)
     t, V, h = 8192.0, model.vocab, model.hidden
-    # H100: the sustained fraction x the Hopper ratio (step.compute.sustained_gemm_fraction)
-    sustained = stm.SUSTAINED_GEMM_FRACTION * stm.SUSTAINED_GEMM_RATIO_HOPPER
+    # H100: the sustained fraction x the Hopper ratio x the measured sustained share over the A100's
+    # (Azure cuBLASLt after 10,000 warm-ups / mamf-finder: H100 1382.2 / 1402.6 over A100 256.5 / 271.2
+    # = 1.04193; step.compute.sustained_gemm_fraction)
+    sustained = stm.SUSTAINED_GEMM_FRACTION * stm.SUSTAINED_GEMM_RATIO_HOPPER * (1382.2 / 1402.6) / (256.5 / 271.2)
     head = lambda v: 3 * float(gemm_time_array(gpu, t, v, h, "bf16")) / sustained  # noqa: E731
     expected = head(2 * V) - head(V) + t * V * stm.LOSS_BYTES_PER_LOGIT / memory_bandwidth_bytes_s(gpu)
     assert deltas[Precision.FP8] == pytest.approx(expected, rel=1e-9)
@@ -296,13 +298,15 @@ def test_uneven_pipeline_split_models_the_busiest_stage(dgx, gpt175):
 
 
 def test_sustained_gemm_fraction_takes_the_hopper_ratio_on_hopper_only():
-    # training GEMMs run at mamf x shape x sustained; on Hopper sustained = base x the Hopper ratio
+    # training GEMMs run at mamf x shape x sustained; on Hopper sustained = base x the Hopper ratio x the
+    # measured sustained share over the A100's (both shares set equal here: factor 1)
     from gpuplan import knobs
     from gpuplan.workloads.training.step.compute import sustained_gemm_fraction
 
     c = load_catalog()
     h100, a100 = c.gpu("h100-sxm5-80gb"), c.gpu("a100-sxm4-80gb")
-    with knobs.overridden({"training.sustained_gemm_fraction": 0.8, "training.sustained_gemm_ratio.hopper": 0.9}):
+    with knobs.overridden({"training.sustained_gemm_fraction": 0.8, "training.sustained_gemm_ratio.hopper": 0.9,
+                           "efficiency.sustained_gemm.family.hopper": knobs.value("efficiency.sustained_gemm.reference")}):
         assert sustained_gemm_fraction(h100) == pytest.approx(0.72)  # 0.8 x 0.9
         assert sustained_gemm_fraction(a100) == pytest.approx(0.8)
 

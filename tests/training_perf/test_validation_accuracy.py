@@ -99,7 +99,13 @@ def test_memory_rows_per_family(results):
 #: of A100 steps run slower: llama1 4.47 -> 6.58 (llama1-4, 2048 A100s, 356 vs 380 tokens/s/GPU),
 #: korth-abs 4.02 -> 4.69, mpt-a100 7.20 -> 7.50, vtrain 8.40 -> 8.76, meg21-t2 60.8 -> 59.5; all time
 #: rows 11.83 -> 11.91. llama1's limit re-set to 7.5.
-MERGED_LIMITS: dict = {"bloom": 6.5, "dsv3": 27.0, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 7.5, "llama3": 37.0, "mbr-bw": 3.5, "mbr-moe": 17.0, "mbridge": 19.0, "meg21-t1": 5.8, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 8.5, "megft": 25.5, "megpr6429": 8.5, "mpt-a100": 8.0, "mpt-h100": 8.5, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 8.5, "vtrain": 10.0}
+#: Then (issue 32, h-bwtrain) Blackwell's sustained-clock ratio is the measured GB200 share over the
+#: A100's (0.850, ceilings.toml [[gemm_sustained]]) in place of the knob fitted on these rows (0.797),
+#: and deterministic Megatron rows on Blackwell run flash-attn's FlashAttention-2: mbr-bw 3.17 -> 5.18
+#: (every row ~6% faster: the price of an unfitted ratio; its leave-family-out CV 6.7 -> 4.9), mbr-moe
+#: 15.2 -> 16.1, megft 22.4 -> 18.8 (megft-5 -42 -> -27%, megft-11 -49 -> -36%); all time rows 10.45 ->
+#: 10.40. mbr-bw's limit re-set to 6.0.
+MERGED_LIMITS: dict = {"bloom": 6.5, "dsv3": 27.0, "korth-abs": 7.5, "korth-t5": 6.0, "llama1": 7.5, "llama3": 37.0, "mbr-bw": 6.0, "mbr-moe": 17.0, "mbridge": 19.0, "meg21-t1": 5.8, "meg21-t2": 65.0, "meg24": 10.0, "meg24-ss": 8.5, "megft": 25.5, "megpr6429": 8.5, "mpt-a100": 8.0, "mpt-h100": 8.5, "mtnlg": 23.5, "nemo2407": 6.0, "tt-a100": 2.0, "ttbench": 8.5, "vtrain": 10.0}
 
 
 def test_time_mape_per_family(results):
@@ -211,9 +217,12 @@ def test_third_split_training_families_with_the_shipped_knobs(validation_dir):
     # (its H100 rows, +16 / +20%, now run compiled on a 700 W DGX-H100 the source does not state; its
     # MI300X rows +43 / +67%), ttasync 13.87 -> 19.23 (vanilla TP at tp 8 on an 8B model, +25%),
     # nemo-lseq and automodel unchanged; all 34 rows 11.1 -> 10.07. Limits: these x 1.1, rounded up to 0.5.
+    # After h-bwtrain (Blackwell's sustained-clock ratio measured, 0.850, not fitted on nemo-lseq and the
+    # other Blackwell families, 0.797): nemo-lseq 2.82 -> 4.18 (its rows 2-7% too fast; its leave-family-out
+    # CV 3.1 -> 3.2), all 34 rows 10.07 -> 10.75; nemo-lseq's limit re-set to 5.0.
     import csv
 
-    limits = {"nemo-lseq": 3.5, "tao": 33.5, "tth200": 3.5, "ttasync": 21.5, "automodel": 12.0}
+    limits = {"nemo-lseq": 5.0, "tao": 33.5, "tth200": 3.5, "ttasync": 21.5, "automodel": 12.0}
     fam = defaultdict(list)
     with open(validation_dir / "training.csv", encoding="utf-8", newline="") as f:
         for r in csv.DictReader(f):

@@ -102,7 +102,11 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
     second pass) ltres 19.2 -> 10.8 (bitsandbytes 0.41.1 keeping each 4-bit matmul's input, LitGPT's
     eager SwiGLU keeping silu's output, `bnb.nf4` without double quantisation), ttflags 11.2 -> 7.9
     (eager SwiGLU in the one uncompiled row; torchtune's recipes without mixed precision: bf16 adapters
-    and states; its optimizer_in_bwd holding one gradient at a time), aai3090 15.6 -> 15.3. Gates x 1.1."""
+    and states; its optimizer_in_bwd holding one gradient at a time), aai3090 15.6 -> 15.3. Then (h-ftmem,
+    third pass) aai3090 15.3 -> 9.5 (fsdp_qlora's train.py holds the model output, transformers' fp32
+    logits, through backward: 16 B per vocabulary entry at the loss and 4 in every later backward
+    phase); ltres 10.8 -> 9.6 (LitGPT's fused QKV split by views: the value SDPA keeps holds the whole
+    fused output; one LoRA dropout for q and v). Gates x 1.1."""
     errors: dict[str, list[float]] = {}
     for row in _rows(shared_dir):
         if row["confidence"] == "low" or "mem" not in row["metric"]:
@@ -110,8 +114,8 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
         pred = predict_row(row).value
         errors.setdefault(row["id"].rsplit("-", 1)[0], []).append(abs(pred / float(row["value"]) - 1) * 100)
     mape = {f: sum(v) / len(v) for f, v in errors.items()}
-    assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 11.9
-    assert mape["aai3090"] <= 16.8 and mape["hf1gpu"] <= 7.0
+    assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 10.6
+    assert mape["aai3090"] <= 10.4 and mape["hf1gpu"] <= 7.0
 
 
 def test_torchtune_rows_train_without_mixed_precision_and_step_in_backward():

@@ -23,6 +23,11 @@ CASES = [
     ("train", {"gpus": 64, "model": "gpt3-6.7b", "tokens": "10B"}),
     ("train", {"gpus": 64, "model": "gpt3-6.7b", "tp": 2, "pp": 2, "recompute": "selective", "sequence_parallel": False}),
     ("plan", {"model": "gpt3-1.3b", "tokens": "20B", "days": 2}),
+    # the plan search's training stack (api.framework_choice): train's --framework --compile --optimizer-impl
+    # --deepspeed-release, on the API's plan endpoint and the Plan page
+    ("plan", {"model": "gpt3-125m", "tokens": "1B", "gpus": 8, "framework": "torchtitan", "compile": "model+loss",
+              "optimizer_impl": "foreach"}),
+    ("plan", {"model": "gpt3-125m", "tokens": "1B", "gpus": 8, "framework": "deepspeed", "deepspeed_release": "0.5"}),
     ("plan", {"model": "llama-2-7b", "goal": "finetune", "tokens": "20M", "system": "rtx-4090", "gpus": 2,
               "lora_rank": 16, "lora_targets": "all_linear"}),
     ("fit/train", {"model": "gpt3-175b", "gpus": 1024, "tp": 8, "pp": 8, "flash_attention": False}),
@@ -41,11 +46,29 @@ CASES = [
     ("fit/train", {"model": "llama-2-7b", "gpu": "rtx-4090", "gpus": 1, "seq_len": 2048,
                    "fine_tuning": {"finetune": "qlora", "base_matmul_keeps_input": True}}),
     ("fit/max-batch", {"model": "llama-2-7b", "gpus": 1, "fine_tuning": {"optimizer_in_backward": True}}),
+    # a loop holding the fp32 logits through backward (Answer.AI fsdp_qlora train.py)
+    ("fit/train", {"model": "llama-2-7b", "gpu": "rtx-3090", "gpus": 2, "sharding": "fsdp", "framework": "fsdp",
+                   "fine_tuning": {"finetune": "qlora", "lora_rank": 64, "logits_held_in_backward": True}}),
+    # LitGPT's attention: q, k, v split from one fused projection by views
+    ("fit/train", {"model": "llama-2-7b", "gpus": 1, "fine_tuning": {"finetune": "lora", "lora_dropout": 0.05,
+                                                                     "fused_qkv_views": True}}),
     ("fit/train", {"model": "llama-2-7b", "gpus": 1, "framework": "fsdp", "compile": "model",
                    "fine_tuning": {"finetune": "lora"}}),
     ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M", "global_batch": 1,
                "fine_tuning": {"finetune": "qlora", "optimizer_impl": "foreach", "base_matmul_keeps_input": True,
                                "optimizer_in_backward": True}}),
+    # the rest of the CLI's fine-tuning and plan options the Fit and Train pages offer (training_pages.js):
+    # LoRA dropout, a 4-bit base without double quantisation, the chunked loss, offloaded activations;
+    # fit's gradient dtype, sequence parallelism and unfused attention; train's etp and TP comm overlap
+    ("fit/train", {"model": "llama-2-7b", "gpu": "rtx-4090", "gpus": 1, "seq_len": 2048,
+                   "fine_tuning": {"finetune": "qlora", "lora_dropout": 0.1, "double_quant": False, "chunked_loss": True,
+                                   "offload_activations": True}}),
+    ("fit/train", {"model": "gpt3-6.7b", "gpus": 8, "tp": 2, "grad_precision": "bf16", "sequence_parallel": False,
+                   "flash_attention": False}),
+    ("train", {"model": "llama-2-7b", "system": "h100-sxm5-80gb", "gpus": 1, "tokens": "1M",
+               "fine_tuning": {"finetune": "lora", "lora_dropout": 0.05, "chunked_loss": True}}),
+    ("train", {"model": "gpt3-6.7b", "gpus": 64, "tokens": "10B", "tp": 4, "pp": 2, "recompute": "selective",
+               "sequence_parallel": True, "tp_comm_overlap": True, "top": 2}),
     ("fit/min-gpus", {"model": "gpt3-13b", "tp": 2, "gpu": "a100-sxm4-80gb"}),
     ("serve/run", {"model": "llama-3-8b", "concurrency": 8, "output_len": 64}),
     ("serve/run", {"model": "llama-3-8b", "tp": 2, "concurrency": 8, "output_len": 64, "engine": "sglang",
@@ -112,6 +135,30 @@ def test_serve_page_offers_every_engine_the_api_accepts():
     # the default is left off the command line, as every default is
     assert command(ep["/api/v1/serve/run"], {"model": "llama-3-8b", "engine": "generic"}) == \
         "gpuplan serve run llama-3-8b --json"
+
+
+def test_fit_and_train_pages_offer_every_fine_tuning_option_of_the_cli():
+    """The Fit and Train pages' fine-tuning inputs (training_pages.js FINETUNE_FIELDS, sent as the
+    `fine_tuning` object by FT_DEFAULTS) are exactly the CLI's (cli.fine_tuning_options), and each
+    page offers every option of its API endpoint but the ones named here as left out."""
+    import re
+    from pathlib import Path
+
+    import gpuplan.web
+    from gpuplan.cli.fine_tuning_options import FINE_TUNING_OPTIONS
+
+    js = (Path(gpuplan.web.__file__).parent / "static" / "training_pages.js").read_text()
+    defaults = re.search(r"const FT_DEFAULTS = \{(.*?)\};", js, re.S).group(1)
+    assert set(re.findall(r"(\w+):", defaults)) == set(FINE_TUNING_OPTIONS)
+    names = set(re.findall(r'name: "(\w+)"', js))
+    ep = {e.path: e for e in ENDPOINTS}
+    # left out on purpose: what a page states another way (fit: --gpu, not --system; train: tokens, not a
+    # FLOP budget) and the facilities options of the Data centre page (prices, PUE, grid, electricity, --set)
+    left_out = {"system", "flops", "usd_per_gpu_hour", "pue", "grid_kg_co2_per_kwh", "electricity_usd_per_kwh",
+                "overrides", "search_limits", "gpu", "fine_tuning"}
+    for path in ("/api/v1/fit/train", "/api/v1/train"):
+        missing = set(ep[path].fields()) - names - left_out
+        assert not missing, (path, missing)
 
 
 def test_endpoint_equals_gpuplan_api_and_hand_values(client):

@@ -156,6 +156,52 @@ def test_fit_fine_tuning_checkbox_reaches_the_api_as_the_cli_flag(server, page):
     assert page.problems == []
 
 
+def test_fit_chunked_loss_changes_the_total_as_the_cli_says(server, page):
+    # LoRA Llama-2-7B (vocab 32000) on one H100 at 4096 tokens: ticking chunked_loss runs the CLI's
+    # --chunked-loss (torchtune CEWithChunkedOutputLoss: no fp32 copy of all the logits), and the page
+    # shows that command's total; the logits' fp32 copy is 4096 x 32000 x 4 B = 0.49 GiB, so it falls
+    page.goto(server + "/fit?model=llama-2-7b&gpu=h100-sxm5-80gb&gpus=1&tp=1&pp=1&seq_len=4096&finetune=lora")
+    wait_updates(page, 1)
+    first = page.text_content("#command").splitlines()[0]
+    assert first == "gpuplan fit train llama-2-7b --gpu h100-sxm5-80gb --gpus 1 --seq-len 4096 --finetune lora --json"
+    plain = stat(page, "total_gib")
+    assert plain == cli_json(first)["per_gpu_gib"]["total"]
+    n = updates(page)
+    page.check("#f-chunked_loss")
+    wait_updates(page, n + 1)
+    assert "chunked_loss=1" in page.url
+    line = page.text_content("#command").splitlines()[0]
+    assert line == first.replace(" --json", " --chunked-loss --json")
+    chunked = stat(page, "total_gib")
+    assert chunked == cli_json(line)["per_gpu_gib"]["total"]
+    assert chunked < plain
+    assert page.problems == []
+
+
+def test_plan_framework_reaches_the_search_as_the_cli_flag(server, page):
+    # the Plan page's framework and compile inputs are `gpuplan plan --framework --compile`: the days it
+    # shows are that command's, and its training-stack card names the stack and the compiled parts
+    page.goto(server + "/plan?model=gpt3-125m&tokens=1B&gpus=8")
+    wait_updates(page, 1)
+    first = page.text_content("#command")
+    assert first == "gpuplan plan gpt3-125m --system dgx-h100 --tokens 1B --gpus 8 --json"
+    assert stat(page, "days") == cli_json(first)["days"]
+    n = updates(page)
+    page.select_option("#f-framework", "torchtitan")
+    wait_updates(page, n + 1)
+    n = updates(page)
+    page.select_option("#f-compile", "model+loss")
+    wait_updates(page, n + 1)
+    assert "framework=torchtitan" in page.url and "compile=model%2Bloss" in page.url
+    line = page.text_content("#command")
+    assert line == first.replace(" --json", " --framework torchtitan --compile model+loss --json")
+    d = cli_json(line)
+    assert stat(page, "days") == d["days"]
+    assert page.text_content('[data-key="best_plan"]').endswith("compile model+loss · optimizer step fused")
+    assert page.locator('[data-key="framework_defaults_assumed"] li').count() == len(d["framework_defaults_assumed"])
+    assert page.problems == []
+
+
 def test_bad_input_gets_a_field_message(server, page):
     page.goto(server + "/train?gpus=0")
     wait_updates(page, 1)

@@ -11,7 +11,13 @@ gpuplan validation row. Loading this module registers, for primitives.efficiency
   fraction: the part at which the achievable-bandwidth knob `efficiency.hbm` applies unscaled
   (aiconfigurator's h100_sxm `mem_bw_empirical_scaling_factor: 0.8`; gpuplan's default GPU), against
   which primitives.efficiency scales each part's own measurement;
-- `efficiency.attention_ceiling.<family>` ([[attention]]).
+- `efficiency.attention_ceiling.<family>` ([[attention]]);
+- `efficiency.sustained_gemm.<gpu>.<dtype>` = best GEMM rate after a long warm-up / the part's short-run
+  [[gemm]] best in that dtype ([[gemm_sustained]]): the share of its measured ceiling a part keeps under a
+  steady load (clocks settle at the power limit), `efficiency.sustained_gemm.family.<family>` for the
+  generation's measured flagship, and `efficiency.sustained_gemm.reference`, the A100 SXM's: the part whose
+  training rows fitted `training.sustained_gemm_fraction`, against which workloads.training.step.compute
+  scales each generation's (sustained_gemm.family / sustained_gemm.reference).
 
 The table is parsed once per content and kept in the user's cache dir (catalog.disk_cache).
 This module imports nothing of gpuplan's but the knob registry and the disk cache (the catalog package imports it,
@@ -30,8 +36,12 @@ CEILINGS_FILE = Path(__file__).with_name("data") / "ceilings.toml"
 _GEMM_KEYS = {"gpu", "dtype", "achieved_tflops", "peak_tflops", "family", "source"}
 _HBM_KEYS = {"gpu", "achieved_gbps", "peak_gbps", "family", "source"}
 _ATTENTION_KEYS = {"family", "fraction", "source"}
+_SUSTAINED_KEYS = {"gpu", "dtype", "sustained_tflops", "family", "source"}
 #: the part whose measured copy fraction stands behind `efficiency.hbm` (module docstring)
 HBM_REFERENCE_PARTS = ("h100-sxm5-80gb",)
+#: the part whose sustained GEMM share stands behind `training.sustained_gemm_fraction` (fitted on
+#: Megatron A100 rows; module docstring)
+SUSTAINED_REFERENCE_PART = "a100-sxm4-80gb"
 _GEMM_SCALES = "every GEMM on this part in this dtype (training and serving): achieved = dense peak x ceiling x shape factor"
 
 
@@ -60,7 +70,8 @@ def _check(entry: dict, allowed: set[str], table: str) -> None:
 
 
 def load_table(path: Path = CEILINGS_FILE) -> dict:
-    """{"gemm": [Measured], "hbm": [Measured], "attention": [(family, fraction, source)], "sources": {...}}."""
+    """{"gemm": [Measured], "hbm": [Measured], "attention": [(family, fraction, source)],
+    "gemm_sustained": [Measured whose `peak` is the part's short-run [[gemm]] best], "sources": {...}}."""
     try:  # Python 3.11+
         import tomllib
     except ModuleNotFoundError:  # pragma: no cover - Python 3.10
@@ -86,7 +97,17 @@ def load_table(path: Path = CEILINGS_FILE) -> dict:
     for e in raw.get("attention", []):
         _check(e, _ATTENTION_KEYS, "attention")
         attention.append((e["family"], float(e["fraction"]), cite(e["source"])))
-    return {"gemm": gemm, "hbm": hbm, "attention": attention, "sources": sources}
+    short_run = {(m.key, m.dtype): m for m in gemm}
+    sustained = []
+    for e in raw.get("gemm_sustained", []):
+        _check(e, _SUSTAINED_KEYS, "gemm_sustained")
+        best = short_run.get((e["gpu"], e["dtype"]))
+        if best is None:
+            raise ValueError(f"ceilings.toml [[gemm_sustained]] {e['gpu']} {e['dtype']}: no [[gemm]] entry of that "
+                             "part and dtype to stand against")
+        sustained.append(Measured(e["gpu"], e["dtype"], float(e["sustained_tflops"]), best.achieved, e.get("family"),
+                                  f"{cite(e['source'])}; short-run {best.source}"))
+    return {"gemm": gemm, "hbm": hbm, "attention": attention, "gemm_sustained": sustained, "sources": sources}
 
 
 def own_measurement(gpu, table_name: str, dtype: str | None = None) -> Measured | None:
@@ -125,6 +146,19 @@ def _register(table: dict) -> None:
                            f"{m.key} {m.achieved:g}/{m.peak:g}" for m in ref)
                        + " (the part of aiconfigurator's h100_sxm mem_bw_empirical_scaling_factor 0.8 = efficiency.hbm)",
                        scales="the measured copy fraction at which efficiency.hbm applies unscaled")
+    for m in table["gemm_sustained"]:
+        src = f"{m.source}: sustained {m.achieved:g} of short-run {m.peak:g} TFLOP/s"
+        scales = "share of the part's short-run GEMM ceiling kept under a steady load (training step time)"
+        knobs.register(f"efficiency.sustained_gemm.{m.key}.{m.dtype}", unit="fraction of the short-run ceiling",
+                       default=m.fraction, low=0.3, high=1.0, source=src, scales=scales)
+        if m.family:
+            knobs.register(f"efficiency.sustained_gemm.family.{m.family}", unit="fraction of the short-run ceiling",
+                           default=m.fraction, low=0.3, high=1.0, source=f"{m.key} {m.dtype}, {src}",
+                           scales=f"{scales}, on {m.family} parts")
+        if m.key == SUSTAINED_REFERENCE_PART:
+            knobs.register("efficiency.sustained_gemm.reference", unit="fraction of the short-run ceiling",
+                           default=m.fraction, low=0.3, high=1.0, source=f"{m.key} {m.dtype}, {src}",
+                           scales="the sustained share at which training.sustained_gemm_fraction applies unscaled")
     for family, fraction, source in table["attention"]:
         knobs.register(f"efficiency.attention_ceiling.{family}", unit="fraction of dense peak", default=fraction,
                        low=0.05, high=1.0, source=source,
@@ -146,4 +180,4 @@ def _cached_table() -> dict:
 TABLE = _cached_table()
 _register(TABLE)
 
-__all__ = ["CEILINGS_FILE", "HBM_REFERENCE_PARTS", "Measured", "TABLE", "load_table", "own_measurement"]
+__all__ = ["CEILINGS_FILE", "HBM_REFERENCE_PARTS", "Measured", "SUSTAINED_REFERENCE_PART", "TABLE", "load_table", "own_measurement"]

@@ -2,7 +2,7 @@
 
 `fine_tuning_options(args)` collects `--finetune --lora-rank --lora-targets --lora-dropout
 --base-dtype --double-quant --optimizer --optimizer-impl --offload --master-weights --chunked-loss --offload-activations
---base-matmul-keeps-input --optimizer-in-backward` into the dict
+--base-matmul-keeps-input --optimizer-in-backward --logits-held-in-backward --fused-qkv-views` into the dict
 `gpuplan.api` takes as `fine_tuning` (it validates them); `print_fine_tuning(rec)` prints the
 fine-tuning lines of a `fit train` record.
 """
@@ -19,7 +19,8 @@ from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimi
 #: the option names (python identifiers) that make up the `fine_tuning` record
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",
                        "optimizer", "optimizer_impl", "offload", "master_weights", "chunked_loss", "offload_activations",
-                       "base_matmul_keeps_input", "optimizer_in_backward")
+                       "base_matmul_keeps_input", "optimizer_in_backward", "logits_held_in_backward",
+                       "fused_qkv_views")
 GIB = 2**30
 
 # The typer declarations, one of each, shared by `fit ...` and `train` (a typer.Option may serve
@@ -59,6 +60,15 @@ OPTIMIZER_IN_BACKWARD = typer.Option(
     False, "--optimizer-in-backward/--no-optimizer-in-backward",
     help="Step each parameter's optimizer as its gradient arrives and free it (torchtune optimizer_in_bwd; one micro-batch per step).")
 
+LOGITS_HELD_IN_BACKWARD = typer.Option(
+    False, "--logits-held-in-backward/--no-logits-held-in-backward",
+    help="The training loop keeps the model's fp32 logits until backward ends (Answer.AI fsdp_qlora train.py); "
+         "unchunked loss only.")
+
+FUSED_QKV_VIEWS = typer.Option(
+    False, "--fused-qkv-views/--no-fused-qkv-views",
+    help="q, k and v split from one fused projection by views, one LoRA over it (LitGPT's attention).")
+
 
 def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:
     """The `fine_tuning` dict of the given options (enum members as their values; unset ones left out)."""
@@ -70,8 +80,9 @@ def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:
         out[name] = getattr(value, "value", value)
     if out.get("finetune", "full") == "full":
         out.pop("double_quant", None)  # a flag with a default: meaningful only with a 4-bit base
-    if not out.get("base_matmul_keeps_input"):
-        out.pop("base_matmul_keeps_input", None)
+    for flag in ("base_matmul_keeps_input", "logits_held_in_backward", "fused_qkv_views"):  # off by default: left out unless set
+        if not out.get(flag):
+            out.pop(flag, None)
     return out
 
 

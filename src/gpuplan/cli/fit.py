@@ -10,11 +10,12 @@ import typer
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
-from gpuplan.cli.train import COMPILE
+from gpuplan.cli.stack_options import COMPILE
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, OPTIMIZER_IMPL, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
+    OPTIMIZER, OPTIMIZER_IMPL, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, LOGITS_HELD_IN_BACKWARD, FUSED_QKV_VIEWS,
+    fine_tuning_options,
     print_fine_tuning,
 )
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
@@ -66,6 +67,8 @@ def _common(
     offload_activations: bool = OFFLOAD_ACTIVATIONS,
     base_matmul_keeps_input: bool = BASE_MATMUL_KEEPS_INPUT,
     optimizer_in_backward: bool = OPTIMIZER_IN_BACKWARD,
+    logits_held_in_backward: bool = LOGITS_HELD_IN_BACKWARD,
+    fused_qkv_views: bool = FUSED_QKV_VIEWS,
 ):
     return locals()
 

@@ -10,9 +10,12 @@ import typer
 
 from gpuplan import api
 from gpuplan.cli.aliases import renamed
+from gpuplan.cli.fine_tuning_options import OPTIMIZER_IMPL
+from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, FRAMEWORK
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.output_files import check_output_path, write_atomic
+from gpuplan.specs.choices import OptimizerImpl
 
 
 def plan_cmd(
@@ -51,11 +54,17 @@ def plan_cmd(
                                                "or a '+'-joined list such as q_proj+v_proj+down_proj."),
     emit: Optional[str] = typer.Option(None, "--emit", help="Goal train: print only the training plan of the chosen GPU "
                                        "count as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext (docs/deploy.md)."),
+    framework: Optional[str] = FRAMEWORK,
+    compile: Optional[str] = COMPILE,
+    optimizer_impl: Optional[OptimizerImpl] = OPTIMIZER_IMPL,
+    deepspeed_release: Optional[str] = DEEPSPEED_RELEASE,
 ) -> None:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs cloud cost.
 
     With no arguments: the seed question 'design a DGX-based infrastructure for training a 175B
-    parameter model' (GPT-3 175B, 300B tokens, DGX H100)."""
+    parameter model' (GPT-3 175B, 300B tokens, DGX H100). Goal train: --framework, --compile,
+    --optimizer-impl and --deepspeed-release shape the plan search as they shape `gpuplan train`'s."""
+    impl = optimizer_impl.value if optimizer_impl is not None else None
     if html is not None:
         check_output_path(html, "--html")  # before the work: a folder or unwritable path fails fast
     with progress_bar("plan: GPU counts") as bar:
@@ -66,6 +75,7 @@ def plan_cmd(
             system_price_usd=system_price_usd, overrides=set_, pue=pue, grid_kg_co2_per_kwh=grid_kg_co2_per_kwh,
             grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
             seq_len=seq_len, global_batch=global_batch, progress=bar, lora_rank=lora_rank, lora_targets=lora_targets,
+            framework=framework, compile=compile, optimizer_impl=impl, deepspeed_release=deepspeed_release,
         )
     if goal == "finetune":
         from gpuplan.errors import InputError
@@ -85,8 +95,9 @@ def plan_cmd(
         if goal != "train":
             raise InputError("--emit: with --goal serve, use `gpuplan serve plan --emit`", field="emit")
         emit_text(api.emit_plan_training(emit, model=renamed(model, model_option, "MODEL", "--model", default=api.DEFAULT_MODEL),
-                                         system=system, gpus=result.report.cluster.fabric.gpus, tokens=tokens,
-                                         seq_len=seq_len, global_batch=global_batch), emit)
+                                         system=result.report.system_id, gpus=result.report.cluster.fabric.gpus, tokens=tokens,
+                                         seq_len=seq_len, global_batch=global_batch, framework=framework,
+                                         compile=compile, optimizer_impl=impl, deepspeed_release=deepspeed_release), emit)
         return
     if html is not None:
         write_atomic(html, result.html(), field="--html")
@@ -126,6 +137,11 @@ def plan_cmd(
     console.print(table(f"plan: {rep.goal.value} {rep.model} on {rep.system_id}", ["item", "value"], rows))
     for note in rep.notes:
         console.print(f"note: {note}")
+    if result.stack is not None:  # the training stack the searches assumed (api.framework_choice)
+        stack = result.stack.json()
+        console.print(f"{stack['framework']} defaults assumed:")
+        for line in stack["framework_defaults_assumed"]:
+            console.print(f"  {line}")
     console.print("prices and assumptions: `gpuplan plan --json` or `gpuplan dc assumptions`")
 
 

@@ -17,9 +17,11 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, fine_tuning_options,
+    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, LOGITS_HELD_IN_BACKWARD, FUSED_QKV_VIEWS,
+    fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
+from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, FRAMEWORK
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
@@ -42,12 +44,6 @@ def _compile_label(plan) -> str:
     return "" if label == "none" else f" compile={label}"
 
 
-#: `--compile` of `train` and `fit` (interfaces.api.compile_option)
-COMPILE = typer.Option(
-    None, "--compile", help="torch.compile: none, model, loss or model+loss (torchtitan's compile.components; "
-    "needs --framework torchtitan; default: the framework's, off).")
-
-
 def register(app: typer.Typer) -> None:
     """Add `gpuplan train` to the root app."""
 
@@ -65,14 +61,8 @@ def register(app: typer.Typer) -> None:
             None, "--global-batch",
             help="Sequences per step (default: per plan, the multiple of dp x micro-batch nearest 2^22 ~ 4.2M tokens)."),
         precision: str = typer.Option("bf16", "--precision", help="bf16, fp16 or fp8 (GEMMs)."),
-        framework: Optional[str] = typer.Option(
-            None, "--framework",
-            help="megatron, deepspeed, fsdp, torchtitan, maxtext, transformers (Hugging Face modules in eager PyTorch: "
-                 "HF Trainer, TRL, PEFT) (default: maxtext on TPU pods, megatron elsewhere)."),
-        deepspeed_release: Optional[str] = typer.Option(
-            None, "--deepspeed-release",
-            help="DeepSpeed engine of --framework deepspeed: current (default, v0.6.0 on: coalesced ZeRO-3 gathers) "
-            "or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine (one gather per weight matrix)."),
+        framework: Optional[str] = FRAMEWORK,
+        deepspeed_release: Optional[str] = DEEPSPEED_RELEASE,
         tp: Optional[int] = typer.Option(None, "--tp"), pp: Optional[int] = typer.Option(None, "--pp"),
         dp: Optional[int] = typer.Option(None, "--dp"), cp: Optional[int] = typer.Option(None, "--cp"),
         ep: Optional[int] = typer.Option(None, "--ep"), vpp: Optional[int] = typer.Option(None, "--vpp"),
@@ -115,6 +105,8 @@ def register(app: typer.Typer) -> None:
         offload_activations: bool = OFFLOAD_ACTIVATIONS,
         base_matmul_keeps_input: bool = BASE_MATMUL_KEEPS_INPUT,
         optimizer_in_backward: bool = OPTIMIZER_IN_BACKWARD,
+        logits_held_in_backward: bool = LOGITS_HELD_IN_BACKWARD,
+        fused_qkv_views: bool = FUSED_QKV_VIEWS,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
             None, "--emit", help="Print only the best plan as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext "

@@ -1,8 +1,9 @@
 """CLI: `gpuplan validate FILE.csv | --builtin training|inference|collectives [--json] [--summary]
-[--cv family|regime]` - predicted vs measured per row, and error statistics per source family and overall
+[--cv family|regime|row]` - predicted vs measured per row, and error statistics per source family and overall
 (gpuplan.interfaces.validation.validate); with `--cv family` the leave-one-family-out cross-validated
 errors, with `--cv regime` also the leave-one-regime-out errors per held-out regime, hardware
-generation, engine, architecture and precision (gpuplan.interfaces.validation.cross_validation).
+generation, engine, architecture and precision, with `--cv row` the leave-one-row-out errors (each row
+predicted with the knobs refit without it: interpolation) (gpuplan.interfaces.validation.cross_validation).
 `--builtin NAME` reads the public set shipped with gpuplan (gpuplan.catalog.validation_sets) instead of a FILE."""
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def _print_cv(cv: dict) -> None:
     last, then the knobs refit and notes."""
     rows = [_cv_line(f, b) for f, b in cv["families"].items()]
     rows.append(_cv_line("overall", cv["overall"]))
-    console.print(table("leave-one-family-out cross-validation (low-confidence rows not scored)",
+    what = "leave-one-row-out" if cv["mode"] == "row" else "leave-one-family-out"
+    console.print(table(f"{what} cross-validation (low-confidence rows not scored)",
                         ["family", "n", "low", "pred %", "CV MAPE %", "CV median %", "in-sample MAPE %",
                          "default MAPE %"], rows, keep_whole=1))
     for k in cv["knobs_refit"]:
@@ -80,7 +82,8 @@ def register(app: typer.Typer) -> None:
         cv: str = typer.Option(None, "--cv", help="'family': refit the fitted knobs leaving each family (id without "
                                                   "its final -N) out; report CV, in-sample and default errors. "
                                                   "'regime': also leave out each regime (hardware generation, "
-                                                  "engine, architecture) and each single axis value as a whole."),
+                                                  "engine, architecture) and each single axis value as a whole. "
+                                                  "'row': refit leaving each row out alone (interpolation)."),
     ) -> None:
         """Predict every row of FILE (or of the shipped set --builtin NAME) and compare with the measurement."""
         name = f"--builtin {builtin.strip().lower()}" if builtin else file

@@ -231,6 +231,10 @@ class ContextParallelMethod(str, Enum):
 class AttentionKernel(str, Enum):
     FLASH = "flash"  # FlashAttention-2 / cuDNN fused attention: scores never reach HBM
     FLASH_V1 = "flash_v1"  # FlashAttention v1 (2022): fused, about half FlashAttention-2's rate
+    #: the flash-attn library's FlashAttention-2 kernels where the stack's own choice would be a faster
+    #: vendor kernel: TransformerEngine on Blackwell when its cuDNN backend is excluded (deterministic
+    #: training with attention dropout); elsewhere the same rate as FLASH
+    FLASH2 = "flash2"
     UNFUSED = "unfused"  # scores materialised; fused scale-mask-softmax (+ dropout) kernels
 
     @property

@@ -47,6 +47,18 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   then frees it (torchtune `optimizer_in_bwd: True`: training/memory.py `register_optim_in_bwd_hooks`,
   a post-accumulate-grad hook running `step()` then `zero_grad()`), so the gradients never exist all
   at once; torchtune refuses it with gradient accumulation (recipes/full_finetune_single_device.py).
+- `logits_held_in_backward`: the training loop keeps the model's output, whose logits Hugging Face's
+  causal-LM heads return upcast to fp32 (transformers LlamaForCausalLM.forward, v4.37-v4.40:
+  `logits = logits.float()`, returned in `CausalLMOutputWithPast.logits`), alive until backward has
+  run: Answer.AI's fsdp_qlora train.py@4cd6923 binds `output = model(...)`, calls
+  `loss.backward()` and only then `output = None` ("Delete the output so more memory frees up before
+  the next forward pass"). Default False: loops that drop it first (the HF Trainer's `compute_loss`
+  returns the loss alone; torchtitan and torchtune `del` the logits before backward).
+- `fused_qkv_views`: the model computes q, k and v with one fused projection and splits its output by
+  views (LitGPT lit_gpt/model.py@8641822 `CausalSelfAttention.forward`: `qkv.view(...).permute(...)
+  .split(...)`, then `reshape`), adapted by one LoRA over the fused output (lit_gpt/lora.py@8641822
+  `LoRAQKVLinear`: one `lora_dropout(x)` shared by the enabled q / k / v parts). What SDPA keeps
+  differs from separate projections (`workloads.training.finetune_activations`, "Fused QKV").
 - `compiled`: the training step runs under `torch.compile` (torchtune `compile: True`), whose
   partitioner recomputes pointwise ops in backward instead of keeping their outputs; default False:
   eager PyTorch (HF Trainer, LitGPT, fsdp_qlora, torchtune's default), whose unfused modules keep
@@ -128,6 +140,8 @@ class FineTuning(Spec):
     offload_activations: bool = False
     base_matmul_keeps_input: bool = False
     optimizer_in_backward: bool = False
+    logits_held_in_backward: bool = False
+    fused_qkv_views: bool = False
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -156,6 +170,9 @@ class FineTuning(Spec):
         if self.optimizer_in_backward and self.offload.moves_optimizer:
             raise ValueError(f"optimizer_in_backward steps each parameter on the GPU as its gradient arrives; offload "
                              f"{self.offload.value} steps the optimizer on the CPU: give one of the two")
+        if self.logits_held_in_backward and self.chunked_loss:
+            raise ValueError("logits_held_in_backward is the fp32 logits of an unchunked loss; chunked_loss already counts "
+                             "every chunk's logits as held: give one of the two")
         if self.optimizer is Optimizer.PAGED_ADAMW_8BIT and self.offload.moves_optimizer:
             raise ValueError("paged_adamw_8bit already pages its states to host memory; offload moves them to the CPU: "
                              "give one of the two (optimizer adamw_8bit with offload, or offload none)")
@@ -202,7 +219,8 @@ class FineTuning(Spec):
         """Ordinary mixed-precision training (the model of `workloads.training.memory` alone)."""
         return (self.method is FineTuneMethod.FULL and self.optimizer is Optimizer.ADAMW
                 and self.offload is Offload.NONE and self.master_weights is MasterWeights.FP32
-                and not self.chunked_loss and not self.offload_activations and not self.optimizer_in_backward)
+                and not self.chunked_loss and not self.offload_activations and not self.optimizer_in_backward
+                and not self.logits_held_in_backward and not self.fused_qkv_views)
 
     def label(self) -> str:
         """A short human label: `qlora r64 nf4-dq all_linear, adamw, offload params, pure bf16`."""
@@ -227,6 +245,10 @@ class FineTuning(Spec):
             parts.append("4-bit matmuls keep inputs (bitsandbytes < 0.43.2)")
         if self.optimizer_in_backward:
             parts.append("optimizer in backward")
+        if self.logits_held_in_backward:
+            parts.append("fp32 logits held through backward")
+        if self.fused_qkv_views:
+            parts.append("fused qkv split by views")
         return ", ".join(parts)
 
 

@@ -440,12 +440,16 @@ def serve_run_from(source: str, gpu=None, *, system=None, weight_dtype: str | No
 
 
 def emit_plan_training(target: str, *, model, system, gpus: int, tokens=None, seq_len=None, global_batch=None,
-                       **kw) -> str:
+                       framework: str | None = None, optimizer_impl: str | None = None, **kw) -> str:
     """`plan --goal train ... --emit TARGET`: the training plan of the GPU count `plan` chose, as
-    `train` evaluates it (the same search, so the same best plan)."""
+    `train` evaluates it (the same search, so the same best plan). `framework` must be the target's
+    (train_options_for); `optimizer_impl` is `train`'s fine-tuning field of that name; `kw` (compile,
+    deepspeed_release) go to `train` as they are."""
     from gpuplan.interfaces.api.training import train
 
-    opts = train_options_for(target, None)
+    opts = train_options_for(target, framework)
+    if optimizer_impl is not None:
+        kw["fine_tuning"] = {"optimizer_impl": optimizer_impl}
     result = train(model, system, gpus, tokens=tokens, seq_len=seq_len, global_batch=global_batch, **opts, **kw)
     return emit_train(result, target, system)
 

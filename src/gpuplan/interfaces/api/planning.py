@@ -33,9 +33,11 @@ def _system_id(system: str | System) -> str:
 # ---- plan -----------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class PlanResult(Result):
-    """`plan`: `report` is interfaces.planning.plan.PlanReport; `html()` the self-contained HTML report."""
+    """`plan`: `report` is interfaces.planning.plan.PlanReport; `html()` the self-contained HTML report;
+    `stack` the training stack searched (goal train: api.framework_choice.FrameworkChoice)."""
 
     report: Any  # gpuplan.interfaces.planning.plan.PlanReport
+    stack: Any = None  # gpuplan.interfaces.api.framework_choice.FrameworkChoice (goal train)
 
     def html(self) -> str:
         from gpuplan.interfaces.planning.plan import html_report
@@ -43,7 +45,17 @@ class PlanResult(Result):
         return html_report(self.report)
 
     def json_data(self) -> dict:
-        return self.report.to_dict()
+        """PlanReport.to_dict(); goal train adds `best_plan` (the chosen GPU count's plan, `train --json`'s
+        object) and the stack searched: `framework`, `framework_given`, `compile`, `optimizer_impl`,
+        `deepspeed_release`, `framework_defaults_assumed` (FrameworkChoice.json)."""
+        out = self.report.to_dict()
+        est = self.report.estimate
+        if self.stack is not None and est is not None:
+            from gpuplan.interfaces.api.training import plan_dict
+
+            out["best_plan"] = plan_dict(est.plan)
+            out.update(self.stack.json())
+        return out
 
 
 def plan(
@@ -73,6 +85,10 @@ def plan(
     progress=None,
     lora_rank: int | None = None,
     lora_targets: str | None = None,
+    framework: str | None = None,
+    compile: str | None = None,
+    optimizer_impl: str | None = None,
+    deepspeed_release: str | None = None,
 ) -> PlanResult | FineTunePlanResult:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs
     cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 (`system` None)
@@ -80,11 +96,21 @@ def plan(
 
     `goal="finetune"`: full fine-tuning, LoRA and QLoRA (`lora_rank`, `lora_targets`) compared on
     hardware from a 24 GB card to a DGX for `tokens` (api.fine_tuning_plan; `system` and `gpus`
-    replace the hardware ladder, `cloud_usd_per_gpu_hour` the catalog prices)."""
+    replace the hardware ladder, `cloud_usd_per_gpu_hour` the catalog prices).
+
+    Goal train: `framework` (None: the system's), `compile`, `optimizer_impl` and `deepspeed_release`
+    shape every plan search as `train`'s options of the same names do (api.framework_choice)."""
     from gpuplan.facilities.assumptions import merge_alias
     from gpuplan.interfaces.planning.plan import Goal, plan as plan_cluster
 
     goal_enum = parse_enum(Goal, goal, "goal")
+    stack_options = {"framework": framework, "compile": compile, "optimizer_impl": optimizer_impl,
+                     "deepspeed_release": deepspeed_release}
+    if goal_enum is not Goal.TRAIN:
+        for name, value in stack_options.items():
+            if value is not None:
+                raise InputError(f"--{name.replace('_', '-')}: only with --goal train (the goal is {goal_enum.value})",
+                                 field=name, allowed="goal train")
     if goal_enum is Goal.FINETUNE:
         return plan_fine_tuning(model, tokens, system=None if system is None else _system_id(system), gpus=gpus,
                                 seq_len=seq_len, global_batch=global_batch, lora_rank=lora_rank, lora_targets=lora_targets,
@@ -95,6 +121,13 @@ def plan(
                              field=name,
                              allowed="goal finetune")
     system = DEFAULT_SYSTEM if system is None else system
+    stack = None
+    if goal_enum is Goal.TRAIN:
+        from gpuplan.interfaces.api._common import resolve_system
+        from gpuplan.interfaces.api.framework_choice import framework_choice
+
+        stack = framework_choice(framework, resolve_system(system), compile=compile, optimizer_impl=optimizer_impl,
+                                 deepspeed_release=deepspeed_release)
     rep = plan_cluster(goal_enum, model, _system_id(system), tokens=count(tokens, "tokens"), gpus=gpus,
                        target_days=days, rate_per_s=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                        output_len=output_len, years=years, utilization=utilization,
@@ -103,8 +136,10 @@ def plan(
                            overrides, pue=pue, electricity_usd_per_kwh=electricity_usd_per_kwh,
                            grid_kg_co2_per_kwh=merge_alias(grid_kg_co2_per_kwh, grid_kg_per_kwh,
                                                            "--grid-kg-co2-per-kwh", "--grid-kg-per-kwh")),
-                       seq_len=seq_len, global_batch=global_batch, progress=progress)
-    return PlanResult(rep)
+                       seq_len=seq_len, global_batch=global_batch, progress=progress,
+                       framework=stack.framework if stack is not None else None,
+                       search_fields=stack.search_fields() if stack is not None else None)
+    return PlanResult(rep, stack)
 
 
 # ---- dc -------------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from gpuplan.interfaces.api._common import (
     resolve_gpu, resolve_model, resolve_system, system_and_gpu,
 )
 from gpuplan.interfaces.api.fit_record import memory_band, memory_record  # noqa: F401 (api names)
-from gpuplan.interfaces.api.compile_option import compile_defaults_assumed, compile_flags, compile_label
+from gpuplan.interfaces.api.compile_option import compile_flags, compile_label
 from gpuplan.interfaces.api.fine_tuning import (
     batch_with_grad_accum, fine_tuning_batch_note, fine_tuning_global_batch, fine_tuning_spec,
 )
@@ -100,13 +100,11 @@ class TrainResult(Result):
     @property
     def defaults_assumed(self) -> list[str]:
         """The framework's defaults the prediction assumed (`--json` key `framework_defaults_assumed`)."""
-        from gpuplan.specs.execution import assumed_defaults_of
-        from gpuplan.workloads.training.step.optimizer_impl import assumed_line
+        from gpuplan.interfaces.api.framework_choice import framework_defaults_assumed
 
-        fw = self.estimate.step.framework
-        return [*assumed_defaults_of(fw, self.estimate.plan.deepspeed_release), *compile_defaults_assumed(
-            fw, self.compile_given), assumed_line(
-            self.estimate.plan.fine_tuning.optimizer_impl, self.estimate.plan.fine_tuning.optimizer)]
+        plan = self.estimate.plan
+        return framework_defaults_assumed(self.estimate.step.framework, plan.deepspeed_release, self.compile_given,
+                                          plan.fine_tuning.optimizer_impl, plan.fine_tuning.optimizer)
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict

@@ -53,8 +53,8 @@ def validate(file: str | Path | None = None, progress=None, *, builtin: str | No
 
 @dataclass(frozen=True)
 class CrossValidationResult(Result):
-    """`validate(..., cv="family"|"regime")`: the leave-one-family-out report, with `cv="regime"` also
-    leave-one-regime-out (interfaces.validation.cross_validation)."""
+    """`validate(..., cv="family"|"regime"|"row")`: the leave-one-family-out report, with `cv="regime"`
+    also leave-one-regime-out, with `cv="row"` leave-one-row-out instead (interfaces.validation.cross_validation)."""
 
     report: Any
 
@@ -68,7 +68,8 @@ def validate_cv(file: str | Path | None = None, cv: str = "family", progress=Non
     knobs refit without each family, that family predicted with the refit values; CV, in-sample and
     default errors per family. `cv="regime"`: also each regime tuple and each single axis value
     (hardware generation, engine, architecture, precision) left out as a whole; figures per
-    held-out value."""
+    held-out value. `cv="row"`: each row predicted with the knobs refit without that row alone
+    (the interpolation error: a new row of a family whose other rows are known)."""
     from gpuplan.interfaces.validation.cross_validation import cross_validate_file
 
     return CrossValidationResult(cross_validate_file(str(validation_source(file, builtin)), cv, progress=progress))

@@ -87,8 +87,9 @@ def _check_plan(plan: TrainPlan, model: ModelSpec) -> Precision:
     if Precision(plan.grad_precision) is not Precision.FP32:
         raise InputError("grad_precision: MaxText's grad_dtype is float32 here; allowed: fp32", field="grad_precision",
                          allowed="fp32")
-    if plan.attention_kernel is AttentionKernel.FLASH_V1:
-        raise InputError("attention_kernel: MaxText has no FlashAttention-1; allowed: flash, unfused",
+    if plan.attention_kernel in (AttentionKernel.FLASH_V1, AttentionKernel.FLASH2):
+        raise InputError(f"attention_kernel: MaxText runs no flash-attn library kernel ({plan.attention_kernel.value}); "
+                         "allowed: flash, unfused",
                          field="attention_kernel", allowed="flash, unfused")
     return p
 

@@ -15,7 +15,7 @@ import io
 import math
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Mapping
 
 from gpuplan.catalog import load_catalog
 from gpuplan.errors import Infeasible, InputError
@@ -169,6 +169,7 @@ class PlanReport:
     training_run: RunCost | None = None  # energy, CO2 and cost of the training run (goal train)
     serving_day: RunCost | None = None  # energy, CO2 and cost of one day of serving (goal serve)
     band_80pct: dict | None = None  # the training run's 80% band (interfaces.validation.error_bands.training_band)
+    estimate: Any = None  # workloads.training.totals.TrainingEstimate of the chosen run (goal train): plan, step
 
     def to_dict(self) -> dict:
         """The `plan --json` document: ONE `assumptions` object (pue, grid_kg_co2_per_kwh,
@@ -203,11 +204,13 @@ class PlanReport:
 
 
 def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int | None = None,
-                      global_batch: int | None = None):
+                      global_batch: int | None = None, framework=None, search_fields: Mapping[str, Any] | None = None):
     """The training run from the step-time model and plan search (`estimate_training`): (summary, estimate).
     `seq_len` defaults to min(max positions, 4096); `global_batch` (sequences) to each plan's
     `default_global_batch` (the multiple of dp x micro-batch nearest 2^22 tokens), plans then ranked
-    by time per token."""
+    by time per token. `framework` (None: the system's) and `search_fields` (SearchSpace fields:
+    compiled parts, optimizer implementation, DeepSpeed release) are `train`'s for the same options
+    (interfaces.api.framework_choice)."""
     from gpuplan.workloads.training.step.expert import ep_regime
     from gpuplan.workloads.training.plan_search import SearchSpace, default_seq_len
     from gpuplan.workloads.training.totals import estimate_training
@@ -215,7 +218,8 @@ def _training_summary(model, system, gpu, gpus: int, tokens: float, seq_len: int
     seq = seq_len or default_seq_len(model)
     # top=1: the report reads the best plan only (an exact memory check per plan kept; 7 searches on defaults)
     est = estimate_training(model, system, gpus, tokens, gpu=gpu, seq_len=seq, global_batch=global_batch,
-                            space=SearchSpace(seq_len=seq, global_batch=global_batch), top=1)
+                            space=SearchSpace(seq_len=seq, global_batch=global_batch, **(search_fields or {})),
+                            framework=framework, top=1)
     details = {
         "step_time_s": est.step.step_time_s,
         "tokens_per_s": est.step.tokens_per_s,
@@ -284,7 +288,8 @@ def roundest_between(lo: int, hi: int) -> int | None:
     return (lo // p + 1) * p
 
 
-def _smallest_cluster(model, system, gpu, tokens: float, target_days: float, seq_len, global_batch, progress=None):
+def _smallest_cluster(model, system, gpu, tokens: float, target_days: float, seq_len, global_batch, progress=None,
+                      framework=None, search_fields: Mapping[str, Any] | None = None):
     """The fewest GPUs in whole nodes that train within `target_days`: (summary, estimate, counts tried).
 
     First the ladder nodes x 2^k (`LADDER_NODE_EXPONENTS`) up to the first count that meets the
@@ -292,7 +297,8 @@ def _smallest_cluster(model, system, gpu, tokens: float, target_days: float, seq
     previous one (`roundest_between` picks the next node count by arithmetic), `REFINE_STEPS`
     searches at most. Training days fall with GPUs but not strictly (a count whose factors suit no
     layout is slower), so the answer is the smallest count *tried* that meets the target: within
-    ~2% of the smallest such count, and never a count the search did not evaluate."""
+    ~2% of the smallest such count, and never a count the search did not evaluate. `framework` and
+    `search_fields`: `_training_summary`'s."""
     gpn = system.gpus_per_node
     total_steps = len(LADDER_NODE_EXPONENTS) + REFINE_STEPS
     tried: list[int] = []
@@ -302,7 +308,8 @@ def _smallest_cluster(model, system, gpu, tokens: float, target_days: float, seq
             progress(f"{nodes * gpn:,} GPUs", len(tried) / total_steps)
         tried.append(nodes * gpn)
         try:
-            return _training_summary(model, system, gpu, nodes * gpn, tokens, seq_len, global_batch)
+            return _training_summary(model, system, gpu, nodes * gpn, tokens, seq_len, global_batch, framework,
+                                     search_fields)
         except Infeasible:
             return None
 
@@ -359,10 +366,14 @@ def plan(
     seq_len: int | None = None,
     global_batch: int | None = None,
     progress=None,
+    framework=None,
+    search_fields: Mapping[str, Any] | None = None,
 ) -> PlanReport:
     """Size and cost a cluster for one workload. Training: with `gpus` given, that many; otherwise the
     smallest whole-node GPU count found that finishes in `target_days` (`_smallest_cluster`).
-    `progress(stage, fraction)` is called as GPU counts are tried. See module docstring."""
+    `progress(stage, fraction)` is called as GPU counts are tried. Training: `framework` (None: the
+    system's) and `search_fields` (plan_search.SearchSpace fields) shape every search as `train`'s
+    options do (interfaces.api.framework_choice). See module docstring."""
     if tokens <= 0:
         raise InputError("tokens: must be > 0", field="tokens")
     if target_days <= 0:
@@ -384,10 +395,11 @@ def plan(
             if gpus is not None:
                 if gpus < 1:
                     raise InputError("gpus: must be >= 1", field="gpus")
-                work, est = _training_summary(model, system, gpu, gpus, tokens, seq_len, global_batch)
+                work, est = _training_summary(model, system, gpu, gpus, tokens, seq_len, global_batch, framework,
+                                              search_fields)
             else:
                 work, est, tried = _smallest_cluster(model, system, gpu, tokens, target_days, seq_len, global_batch,
-                                                     progress)
+                                                     progress, framework, search_fields)
                 work.details["gpu_counts_tried"] = ", ".join(f"{n:,}" for n in tried)
                 if work.days is not None and work.days > target_days:
                     notes.append(f"even {work.gpus} GPUs need {work.days:.1f} days (> target {target_days:g})")
@@ -468,7 +480,7 @@ def plan(
         )
     )
     return PlanReport(goal, model_id, system.id, work, cluster, cost, answer, tuple(notes), assumptions, run, day,
-                      band if est is not None else None)
+                      band if est is not None else None, est)
 
 
 # ---- HTML report ----------------------------------------------------------------------------------

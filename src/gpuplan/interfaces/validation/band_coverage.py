@@ -17,6 +17,9 @@ Two estimates, each judging a row with a band fit without it:
 - `regime_out_coverage`: each regime tuple in turn is new: its rows, predicted with the regime
   left out (their "regime" residual), against the band their novelty gets from the other regimes.
 
+- `axis_out_coverage`: each value of one axis (a hardware generation, an engine) new in turn, the same
+  way: its rows' axis-out residuals against the band the other values' rows give them.
+
 `family_out_coverage` (error_bands) is the older figure: every row against the family-out band of
 the other families, novelty ignored.
 """
@@ -162,5 +165,26 @@ def regime_out_coverage(records: Sequence[BandRecord],
     return _coverage(pairs)
 
 
-__all__ = ["BandRecord", "Coverage", "arrival_coverage", "band_table", "inventories", "records_from_cv",
-           "regime_out_coverage"]
+def axis_out_coverage(records: Sequence[BandRecord], axis: str) -> dict[str, dict[str, Coverage]]:
+    """{kind: {value: Coverage, ..., "overall": Coverage}}: each value of `axis` (a hardware
+    generation, an engine, ...) new in turn (module docstring): its rows' `axis`-out residuals (the
+    knobs refit without every row of that value) against the band their novelty gets from the rows
+    of every other value. The value is removed from both kinds: a new GPU generation has no training
+    rows and no serving rows, and the pooled unseen-hardware band reads both."""
+    out: dict[str, dict[str, list]] = {}
+    for value in sorted({r.regime.value(axis) for r in records}):
+        rest = [r for r in records if r.regime.value(axis) != value]
+        table, seen = band_table(rest), inventories(rest)
+        for r in records:
+            if r.regime.value(axis) == value:
+                pair = (novelty_band(table, seen.get(r.kind, {}), r.keys, r.regime), r.held_out.get(axis))
+                out.setdefault(r.kind, {}).setdefault(value, []).append(pair)
+    result: dict[str, dict[str, Coverage]] = {}
+    for kind, by_value in sorted(out.items()):
+        result[kind] = {v: _coverage(p) for v, p in by_value.items()}
+        result[kind]["overall"] = _coverage([p for ps in by_value.values() for p in ps])
+    return result
+
+
+__all__ = ["BandRecord", "Coverage", "arrival_coverage", "axis_out_coverage", "band_table", "inventories",
+           "records_from_cv", "regime_out_coverage"]

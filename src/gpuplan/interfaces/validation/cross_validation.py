@@ -1,5 +1,5 @@
-"""Leave-one-family-out and leave-one-regime-out cross-validation of the fitted knobs:
-`gpuplan validate FILE.csv --cv family|regime`.
+"""Leave-one-family-out, leave-one-regime-out and leave-one-row-out cross-validation of the fitted
+knobs: `gpuplan validate FILE.csv --cv family|regime|row`.
 
 The accuracy of record (DESIGN.md) is the error on rows the model was not tuned on. A *family* is a
 row id without its final `-N` (../shared/validation/SCHEMA.md: one source table read one way). The
@@ -29,6 +29,13 @@ architecture class, one weight precision). Each row then has one held-out predic
 report gives the figures per held-out value (`CvReport.regimes`): the error the model makes on a
 regime, a GPU generation or an engine the rest of the rows never showed it. The error bands
 (interfaces.validation.error_bands) are fit on these residuals.
+
+`--cv row` is the *interpolation* figure (issue 32): a new row of a family whose other rows are
+known. Each row is predicted with the knobs refit without that row alone (the same linearised
+refit, one fold per row, `held_out_predictions` with a group per row); its CV columns, and the
+figures per family and overall, are those leave-one-row-out predictions. A fold per row costs one
+linear solve and one prediction of the row, so the whole file costs about one `validate` pass
+after the fit on every row. There is no per-family fold (`knob_values` is null per family).
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ from gpuplan.interfaces.validation.regimes import AXES, Regime, row_regime
 from gpuplan.interfaces.validation.validate import row_kind, schema_family
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 
-CV_MODES = ("family", "regime")
+CV_MODES = ("family", "regime", "row")
 #: groupings of `--cv regime`: the regime tuple, then each single axis (interfaces.validation.regimes)
 HELD_OUT_GROUPINGS = ("regime", *AXES)
 
@@ -224,7 +231,8 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
                    knob_names: Sequence[str] | None = None, lam: float = 1.0, prior_width: float = 1.0,
                    progress: Callable[[str, float], None] | None = None, mode: str = "family") -> CvReport:
     """Leave-one-family-out cross-validation of `rows` (module docstring); `mode="regime"` adds the
-    leave-one-regime-out groupings. `predictor` defaults to `row_predictor()`; `knob_names` to
+    leave-one-regime-out groupings; `mode="row"` leaves out one row at a time instead of a family.
+    `predictor` defaults to `row_predictor()`; `knob_names` to
     `knobs_to_refit(rows)`; `progress(stage, fraction)` per fold."""
     if mode not in CV_MODES:
         raise InputError(f"cv: unknown mode '{mode}'; allowed: {', '.join(CV_MODES)}", field="cv")
@@ -260,8 +268,13 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
             return None
         return lambda g, done: progress(f"{label} {g}", 0.2 + 0.8 * (i_stage + done) / stages)
 
-    cv, fold_values = held_out_predictions(fitter, full, ins, in_sample, scored, families,
-                                           stage_progress(0, "leave out"))
+    if mode == "row":  # one fold per row (module docstring): its group is its position
+        cv, _ = held_out_predictions(fitter, full, ins, in_sample, scored, np.arange(len(rows)).astype(str),
+                                     stage_progress(0, "leave out row"))
+        fold_values: dict[str, dict[str, float] | None] = {}
+    else:
+        cv, fold_values = held_out_predictions(fitter, full, ins, in_sample, scored, families,
+                                               stage_progress(0, "leave out"))
     held: dict[str, np.ndarray] = {}
     if mode == "regime":
         for i, grouping in enumerate(HELD_OUT_GROUPINGS, start=1):
@@ -282,7 +295,7 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
     fam_blocks = {}
     for fam in dict.fromkeys(families):
         block = _figures([r for r in out_rows if r.family == fam])
-        block["knob_values"] = fold_values[str(fam)]
+        block["knob_values"] = fold_values.get(str(fam))  # None under --cv row: no fold per family
         fam_blocks[str(fam)] = block
     registry = knobs.REGISTRY
     # value = in_sample_value: the knob fitted on every family; uncertainty (1 sigma, the knob's unit)
@@ -301,7 +314,7 @@ def cross_validate(rows: Sequence[Mapping[str, str]], *, predictor: Callable[[di
 
 
 def cross_validate_file(path: str, mode: str = "family", **kwargs) -> CvReport:
-    """Read a SCHEMA.md CSV and cross-validate it (`mode`: "family" or "regime")."""
+    """Read a SCHEMA.md CSV and cross-validate it (`mode`: "family", "regime" or "row")."""
     from gpuplan.interfaces.validation.validate import read_rows
 
     if mode not in CV_MODES:

@@ -31,6 +31,12 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   gradients and optimizer states are in bfloat16 ... Mixed precision training and fp16 precision are
   currently not supported", recipes/lora_finetune_single_device.py at 1814feb17, which also checks
   that the adapters load in that dtype: `validate_expected_param_dtype(adapter_params, dtype)`).
+- A row run by Answer.AI's fsdp_qlora train.py (`source` or `notes` name fsdp_qlora) holds the model's
+  fp32 logits through backward (`logits_held_in_backward`; train.py@4cd6923 sets `output = None` only
+  after `loss.backward()`), unless the notes state a chunked loss.
+- A row whose `source` is LitGPT's (names lit-gpt or litgpt; notes that cite its config files for an
+  architecture do not count) runs its attention: q, k and v split from one fused projection by views,
+  one LoRA over it (`fused_qkv_views`).
 - A LitGPT quantisation name in `notes` (`bnb.nf4`, `bnb.nf4-dq`, `bnb.fp4`, `bnb.fp4-dq`: finetune/lora.py
   `--quantize`) says whether the 4-bit scales are double-quantised (`-dq`) or not.
 A value the schema does not allow is a SkipRow naming the column and the allowed values; a
@@ -96,6 +102,10 @@ def stated_optimizer_impl(notes: str) -> OptimizerImpl | None:
 _LITGPT_QUANTIZE = re.compile(r"\bbnb\.(nf4|fp4)(-dq)?\b", re.IGNORECASE)
 _OPTIMIZER_IN_BACKWARD = re.compile(r"\boptimizer_in_bwd:?\s*True\b")
 _TORCHTUNE = re.compile(r"\btorchtune\b", re.IGNORECASE)
+#: Answer.AI's FSDP + QLoRA training script (github.com/AnswerDotAI/fsdp_qlora, train.py), named in a row's source or notes
+_FSDP_QLORA = re.compile(r"\bfsdp_qlora\b", re.IGNORECASE)
+#: LitGPT (Lightning-AI/litgpt, formerly lit-gpt) as the stack a row's source measured
+_LITGPT = re.compile(r"\blit[-_]?gpt\b", re.IGNORECASE)
 _COMPILED = re.compile(r"\btorch\.compile on\b", re.IGNORECASE)
 _BITSANDBYTES = re.compile(r"\b(bitsandbytes|bnb)\b", re.IGNORECASE)
 _TORCHAO = re.compile(r"\btorchao\b", re.IGNORECASE)
@@ -194,6 +204,10 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         notes.append("master_weights=none (torchtune recipes train in their dtype, no mixed precision)")
     if _OPTIMIZER_IN_BACKWARD.search(notes_text):
         kw["optimizer_in_backward"] = True
+    if _FSDP_QLORA.search(f"{row.get('source') or ''} {notes_text}") and not kw.get("chunked_loss"):
+        kw["logits_held_in_backward"] = True
+    if _LITGPT.search(row.get("source") or ""):
+        kw["fused_qkv_views"] = True
     four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)
     if method is FineTuneMethod.QLORA and four_bit is not None and four_bit.four_bit and bitsandbytes_keeps_matmul_input(row):
         kw["base_matmul_keeps_input"] = True

@@ -71,6 +71,16 @@ Defaults for empty cells (documented, the same for every row):
   the b x a x s x s scores and keeps the softmax output for its backward).
   On Volta no stack has a fused FlashAttention kernel (Dao-AILab flash-attn README: v1 "supports
   Turing or Ampere GPUs", v2 Ampere, Ada and Hopper): unstated rows there run unfused attention.
+  Megatron rows on Blackwell whose notes state deterministic mode (`--deterministic-mode`) run
+  flash-attn's FlashAttention-2 (`AttentionKernel.FLASH2`, `deterministic_flash2`): the mode sets
+  NVTE_ALLOW_NONDETERMINISTIC_ALGO=0 (megatron/training/determinism.py), under which TransformerEngine
+  admits its cuDNN backend for training on sm100 only with attention dropout 0 (and cuDNN >= 9.18.1:
+  transformer_engine/common/fused_attn/fused_attn.cpp, "determinism on Blackwell"), while
+  Megatron-core's attention dropout defaults to 0.1 (TransformerConfig.attention_dropout); FlashAttention-4
+  refuses dropout and FlashAttention-3 is sm90-only (TE attention/dot_product_attention/utils.py), which
+  leaves FlashAttention-2 (deterministic from flash-attn 2.4.1). On Ampere TE runs FlashAttention-2 under
+  determinism already (fused attention needs sm90 there), on Hopper its cuDNN backend stays: the default
+  rule's kernel.
 - memory figures: `peak_mem_gib` is PyTorch's allocated peak, `peak_mem_reserved_gib` its reserved
   peak; a row whose notes say the figure is the device's used memory (NVML, nvidia-smi: SCHEMA.md
   "notes say when a figure is NVML's used memory") adds what lives outside PyTorch's allocator, the
@@ -351,12 +361,23 @@ def device_memory_stated(row: dict[str, str]) -> bool:
     return bool(_STATED_DEVICE_MEMORY.search(_cell(row, "notes")))
 
 
+#: Notes that state Megatron's deterministic mode ("Deterministic mode", `--deterministic-mode`).
+_STATED_DETERMINISTIC = re.compile(r"\bdeterministic[- ]mode\b")
+
+
+def deterministic_flash2(row: dict[str, str], framework: Framework, gpu_architecture: str | None) -> bool:
+    """Whether the row ran flash-attn's FlashAttention-2 because of deterministic mode on Blackwell: a
+    Megatron row whose notes state deterministic mode, on a Blackwell GPU (module docstring)."""
+    return (framework is Framework.MEGATRON and architecture_family(gpu_architecture) == "blackwell"
+            and bool(_STATED_DETERMINISTIC.search(_cell(row, "notes").lower())))
+
+
 def attention_kernel_from_row(row: dict[str, str], framework: Framework,
                               gpu_architecture: str | None = None) -> AttentionKernel:
     """The kernel the row states (`stated_attention_kernel`); else unfused attention for fp16 (or
     unstated precision) Megatron / DeepSpeed rows on pre-Hopper GPUs (`legacy_stack`),
-    FlashAttention v1 for `fsdp` (Composer / llm-foundry) rows, FlashAttention-2 otherwise; see
-    module doc."""
+    FlashAttention v1 for `fsdp` (Composer / llm-foundry) rows, flash-attn's FlashAttention-2 for
+    deterministic Megatron rows on Blackwell (`deterministic_flash2`), FLASH otherwise; see module doc."""
     stated = stated_attention_kernel(row)
     if stated is not None:
         return stated
@@ -364,6 +385,8 @@ def attention_kernel_from_row(row: dict[str, str], framework: Framework,
         return AttentionKernel.UNFUSED
     if framework is Framework.FSDP:
         return AttentionKernel.FLASH_V1
+    if deterministic_flash2(row, framework, gpu_architecture):
+        return AttentionKernel.FLASH2
     return AttentionKernel.FLASH
 
 
@@ -435,6 +458,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "deterministic_flash2", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

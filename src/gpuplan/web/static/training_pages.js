@@ -13,26 +13,47 @@ export const PLAN_FIELDS = [
 ];
 // the fine-tuning options of `gpuplan fit ...` and `gpuplan train` (cli/fine_tuning_options.py); the
 // API takes them as one `fine_tuning` object, `grad_accum` beside it
-const FT_DEFAULTS = { finetune: "full", lora_rank: "", lora_targets: "", base_dtype: "", optimizer: "adamw", optimizer_impl: "", offload: "none", master_weights: "fp32",
-  base_matmul_keeps_input: false, optimizer_in_backward: false };
+const FT_DEFAULTS = { finetune: "full", lora_rank: "", lora_targets: "", lora_dropout: "", base_dtype: "", double_quant: true, optimizer: "adamw", optimizer_impl: "", offload: "none", master_weights: "fp32",
+  chunked_loss: false, offload_activations: false, base_matmul_keeps_input: false, optimizer_in_backward: false,
+  logits_held_in_backward: false, fused_qkv_views: false };
 export const FINETUNE_FIELDS = [
   { name: "finetune", type: "select", options: ["full", "lora", "qlora"], def: "full", help: "full, LoRA, or QLoRA (frozen 4-bit base)" },
   { name: "lora_rank", type: "number", help: "LoRA rank r (default 8, PEFT's)" },
   { name: "lora_targets", type: "text", placeholder: "qv", help: "attn, qv, all_linear or q_proj+v_proj+down_proj" },
+  { name: "lora_dropout", type: "number", placeholder: "0", help: "LoRA dropout (PEFT's default 0); > 0 keeps a dropped copy of each adapted input" },
   { name: "base_dtype", type: "select", options: ["", "bf16", "fp16", "fp32", "int8", "nf4", "fp4"], def: "", help: "frozen base storage (auto: nf4 for qlora)" },
+  { name: "double_quant", type: "check", def: true, help: "4-bit base: block scales quantised to 8 bits (bitsandbytes bnb_4bit_use_double_quant)" },
   { name: "optimizer", type: "select", options: ["adamw", "adamw_8bit", "paged_adamw_8bit", "adamw_4bit", "adafactor", "sgd", "lion"], def: "adamw" },
   { name: "optimizer_impl", type: "select", options: ["", "loop", "foreach", "fused"], def: "",
     help: "AdamW kernels: loop (per-tensor eager), foreach (multi-tensor), fused; (auto): fused" },
   { name: "offload", type: "select", options: ["none", "optimizer", "params", "nvme"], def: "none", help: "optimizer: ZeRO-Offload; params: FSDP CPU offload" },
   { name: "master_weights", type: "select", options: ["fp32", "none"], def: "fp32", help: "none: pure bf16 (weights, grads, moments)" },
+  { name: "chunked_loss", type: "check", help: "output head and cross-entropy in chunks (torchtune CEWithChunkedOutputLoss): no fp32 copy of all logits" },
+  { name: "offload_activations", type: "check", help: "saved activations copied to host memory until backward (torchtune OffloadActivations)" },
   { name: "base_matmul_keeps_input", type: "check", help: "qlora: each 4-bit base matmul keeps its input for backward (bitsandbytes < 0.43.2)" },
   { name: "optimizer_in_backward", type: "check", help: "step each parameter as its gradient arrives (torchtune optimizer_in_bwd; one micro-batch per step)" },
+  { name: "logits_held_in_backward", type: "check", help: "the loop keeps the fp32 logits until backward ends (Answer.AI fsdp_qlora train.py)" },
+  { name: "fused_qkv_views", type: "check", help: "q, k, v split from one fused projection by views, one LoRA over it (LitGPT)" },
   { name: "grad_accum", type: "number", help: "micro-batches per step: global batch = micro-batch x grad-accum x dp" },
 ];
+// `train` and `plan`'s --framework and --deepspeed-release (cli/stack_options.py)
+const FRAMEWORK = { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext", "transformers"], def: "",
+  help: "(auto): maxtext on TPU pods, megatron elsewhere" };
+const DEEPSPEED_RELEASE = { name: "deepspeed_release", type: "text", placeholder: "current",
+  help: "deepspeed only: current (v0.6.0 on), or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine" };
+// --sequence-parallel / --no-sequence-parallel / neither (the default: on where tp > 1), as a select
+const SEQUENCE_PARALLEL = { name: "sequence_parallel", type: "select", options: ["", "on", "off"], def: "", label: "sequence parallel",
+  help: "Megatron sequence parallelism; (auto): on where tp > 1" };
+/** The inputs `v` with the sequence-parallel select as the API's bool (undefined: not given). */
+function withSequenceParallel(v) {
+  return { ...v, sequence_parallel: v.sequence_parallel === "on" ? true : v.sequence_parallel === "off" ? false : undefined };
+}
 /** The `fine_tuning` object of the inputs: the options that differ from the CLI's defaults (none: ordinary training). */
 export function fineTuning(v) {
   const out = {};
   for (const [k, d] of Object.entries(FT_DEFAULTS)) if (v[k] !== undefined && v[k] !== "" && v[k] !== d) out[k] = v[k];
+  // as the CLI (fine_tuning_options): --no-double-quant means something only with a 4-bit base, not for full
+  if ((out.finetune || "full") === "full") delete out.double_quant;
   return Object.keys(out).length ? { fine_tuning: out } : {};
 }
 function fineTuningNotes(rec) {
@@ -127,9 +148,17 @@ export const TRAINING_PAGES = {
       { name: "years", type: "number", def: "4" }, { name: "utilization", type: "number", def: "0.7" },
       { name: "cloud_usd_per_gpu_hour", type: "number", label: "cloud $/GPU-hour" },
       { name: "pue", type: "number" },
+      // the training stack every search of goal train runs (gpuplan.api.plan: train's options of the same names)
+      FRAMEWORK,
+      { name: "compile", type: "select", options: ["", "none", "model", "loss", "model+loss"], def: "",
+        help: "train: torch.compile'd parts (torchtitan); (auto): off" },
+      { name: "optimizer_impl", type: "select", options: ["", "loop", "foreach", "fused"], def: "",
+        help: "train: AdamW kernels: loop (per-tensor eager), foreach (multi-tensor), fused; (auto): fused" },
+      DEEPSPEED_RELEASE,
     ],
     async run(v) {
-      const { data: d } = await api("plan", pick(v, ["model", "system", "goal", "tokens", "days", "gpus", "rate", "years", "utilization", "cloud_usd_per_gpu_hour", "pue"]));
+      const { data: d } = await api("plan", pick(v, ["model", "system", "goal", "tokens", "days", "gpus", "rate", "years", "utilization", "cloud_usd_per_gpu_hour", "pue",
+        "framework", "compile", "optimizer_impl", "deepspeed_release"]));
       section(null, h("p", { class: "answer", text: d.answer }));
       const c = d.workload_cost_usd || {};
       stats([
@@ -145,6 +174,14 @@ export const TRAINING_PAGES = {
       }
       if (d.tco) kv("Cost of ownership of the cluster", d.tco, { id: "tco" });
       if (d.workload_details) kv("Workload", d.workload_details);
+      if (d.framework_defaults_assumed) {
+        // the stack the searches assumed (framework_given false: the system's default) and its defaults
+        const p = d.best_plan;
+        section(`Training stack: ${d.framework}${d.framework_given ? "" : " (the system's default)"}`,
+          h("p", { class: "plan", "data-key": "best_plan", text: `${planLabel(p)} · compile ${d.compile} · optimizer step ${d.optimizer_impl || "fused"}` +
+            (d.deepspeed_release ? ` · DeepSpeed release ${d.deepspeed_release}` : "") }),
+          h("ul", { class: "notes", "data-key": "framework_defaults_assumed" }, d.framework_defaults_assumed.map((n) => h("li", { text: n }))));
+      }
       if (d.fabric) kv("Fabric (rail-optimised fat tree)", d.fabric);
       if (d.racks) kv("Racks and cooling", d.racks);
       if (d.power) kv("Power", d.power);
@@ -160,20 +197,23 @@ export const TRAINING_PAGES = {
       { name: "gpus", type: "number", def: "1024" },
       { name: "tokens", type: "text", placeholder: "300B" },
       { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
-      { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext", "transformers"], def: "",
-        help: "(auto): maxtext on TPU pods, megatron elsewhere" },
-      { name: "deepspeed_release", type: "text", placeholder: "current",
-        help: "deepspeed only: current (v0.6.0 on), or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine" },
+      FRAMEWORK,
+      DEEPSPEED_RELEASE,
       { name: "compile", type: "select", options: ["", "none", "model", "loss", "model+loss"], def: "",
         help: "torch.compile: torchtitan; 'model' also for LoRA / QLoRA on fsdp or other; (auto): off" },
       ...PLAN_FIELDS,
+      { name: "etp", type: "number", help: "expert tensor parallel size (with every other axis: one plan)" },
       { name: "recompute", type: "select", options: ["", "none", "selective", "full"], def: "" },
       { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
+      SEQUENCE_PARALLEL,
+      { name: "tp_comm_overlap", type: "check", help: "TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on" },
       { name: "top", type: "number", def: "5", help: "plans to list" },
       ...FINETUNE_FIELDS,
     ],
     async run(v) {
-      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "top", "grad_accum"];
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum"];
+      v = withSequenceParallel(v);
+      if (v.tp_comm_overlap) names.push("tp_comm_overlap");
       const { data: d } = await api("train", { ...pick(v, names), ...fineTuning(v) });
       const p = d.best_plan;
       stats([
@@ -223,6 +263,9 @@ export const TRAINING_PAGES = {
       { name: "recompute", type: "select", options: ["none", "selective", "full"], def: "none" },
       { name: "sharding", type: "select", options: ["none", "zero1", "zero2", "zero3", "fsdp"], def: "none" },
       { name: "precision", type: "select", options: PRECISIONS, def: "bf16" },
+      { name: "grad_precision", type: "select", options: ["fp32", "bf16", "fp16"], def: "fp32", help: "gradient buffer dtype: fp32 (Megatron, 18 B/param) or bf16 / fp16 (16 B/param)" },
+      SEQUENCE_PARALLEL,
+      { name: "flash_attention", type: "check", def: true, help: "fused attention; off: the s x s scores are stored (unfused)" },
       { name: "framework", type: "select", options: ["", "megatron", "deepspeed", "fsdp", "torchtitan", "maxtext", "transformers", "other"], def: "",
         help: "(auto): fsdp for LoRA / QLoRA (deepspeed with a ZeRO sharding), megatron elsewhere" },
       { name: "compile", type: "select", options: ["", "none", "model", "loss", "model+loss"], def: "",
@@ -231,8 +274,10 @@ export const TRAINING_PAGES = {
     ],
     async run(v) {
       const q = v.question;
-      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "framework", "compile", "grad_accum"];
+      const names = ["model", "gpu", "tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "precision", "grad_precision", "sequence_parallel", "framework", "compile", "grad_accum"];
       if (q === "min-gpus") names.push("max_gpus"); else names.push("gpus");
+      v = withSequenceParallel(v);
+      if (!v.flash_attention) names.push("flash_attention");
       const { data: d } = await api(`fit/${q}`, { ...pick(v, names), ...fineTuning(v) });
       const rec = d.memory || d;
       if (q === "train") stats([["fits", "fits", d.fits], ["total_gib", "memory per GPU", d.per_gpu_gib.total, "GiB"], ["capacity_gib", "GPU memory", d.capacity_gib, "GiB"], ["usable_gib", "usable (GPU memory less the headroom)", d.usable_gib, "GiB"], ["headroom_gib", "left of the usable part", d.headroom_gib, "GiB"]]);

@@ -29,6 +29,17 @@ output) and down keeps the product if it needs it. The inventory's gated activat
 recomputes the rest (megatron/core/fusions/fused_bias_swiglu.py `ctx.save_for_backward(input)`): eager
 keeps silu's output besides, b x f per token and active copy (/ tp, / etp for routed experts).
 torch.compile's partitioner (min-cut rematerialisation) recomputes that pointwise output instead.
+
+Fused QKV (`fused_qkv_activation_delta_per_token`, `FineTuning.fused_qkv_views`): LitGPT computes q, k
+and v with one projection and splits its output by views (lit_gpt/model.py@8641822
+`CausalSelfAttention.forward`: `qkv.view(B, T, g, a/g + 2, d).permute(0, 2, 3, 1, 4)`, `split`, `k.expand` /
+`v.expand` to a heads, `reshape(B, -1, T, d)`; RoPE's `torch.cat` makes q and k new tensors). With as many
+key/value heads as query heads (a = g) the expand is a no-op and `v.reshape` stays a view, so the value
+SDPA (or flash_attn_func) saves keeps the whole fused output alive: its q and k parts, b (a + g) d per
+token, beyond the inventory's count. With fewer (GQA) the expanded k and v are reshaped into copies of a
+heads each: 2 b (a - g) d more. Its LoRA (lit_gpt/lora.py@8641822 `LoRAQKVLinear.forward`:
+`F.linear(self.lora_dropout(x), self.lora_A)` with one A of r x the enabled parts) drops the input once
+for all adapted parts: one dropped copy and mask, where separate adapters keep one each.
 """
 
 from __future__ import annotations
@@ -46,7 +57,20 @@ def fine_tuning_activation_delta_per_token(model: ModelSpec, plan: TrainPlan, la
     """Bytes per token a fine-tuning plan adds to (negative: removes from) one layer's saved set of
     ordinary training: the frozen base's and the eager modules' deltas (module docstring)."""
     return (adapter_activation_delta_per_token(model, plan.fine_tuning, layer, saved)
-            + eager_activation_delta_per_token(model, plan, layer, saved))
+            + eager_activation_delta_per_token(model, plan, layer, saved)
+            + fused_qkv_activation_delta_per_token(model, plan.fine_tuning, saved))
+
+
+def fused_qkv_activation_delta_per_token(model: ModelSpec, ft: FineTuning, saved: Saved) -> float:
+    """What SDPA's saved key and value hold beyond the inventory's count when q, k and v are split from
+    one fused output by views (module docstring, "Fused QKV"): b (a + g) d / tp with a = g (the value
+    is a view of the whole output), 2 b (a - g) d / tp with a > g (expanded copies); 0 without
+    `fused_qkv_views` or for MLA (its own projections)."""
+    if not ft.fused_qkv_views or model.mla is not None:
+        return 0.0
+    a, g, d = model.heads, model.kv_heads, model.head_dim
+    kept = (a + g) * d if a == g else 2 * (a - g) * d
+    return saved.act_bytes * kept / saved.tp
 
 
 def eager_activation_delta_per_token(model: ModelSpec, plan: TrainPlan, layer: int, saved: Saved) -> float:
@@ -78,9 +102,10 @@ def adapter_activation_delta_per_token(model: ModelSpec, ft: FineTuning, layer: 
         kept_by_base = ft.base_matmul_keeps_input and bool(projections)  # bitsandbytes < 0.43.2
         if (not hit or ft.lora_dropout > 0) and not attention_out and not kept_by_base:
             delta -= kept_for_weight
-        for p in hit:
+        one_dropout = ft.fused_qkv_views and op.name == "qkv"  # LoRAQKVLinear: one dropped input for q, k, v
+        for j, p in enumerate(hit):
             per_copy = p.active_instances if p.shard is Shard.EXPERT else 1.0
-            if ft.lora_dropout > 0:
+            if ft.lora_dropout > 0 and not (one_dropout and j > 0):
                 in_local = kept_for_weight / saved.linear_input_bytes / per_copy if saved.linear_input_bytes else 0.0
                 delta += (b + 1.0) * in_local * per_copy
             delta += b * ft.rank * per_copy
@@ -98,5 +123,5 @@ def _input_saved_bytes(op: Linear, saved: Saved) -> float:
     return total - op.saved_output_bytes * op.out_features
 
 
-__all__ = ["adapter_activation_delta_per_token", "eager_activation_delta_per_token",
+__all__ = ["adapter_activation_delta_per_token", "eager_activation_delta_per_token", "fused_qkv_activation_delta_per_token",
            "fine_tuning_activation_delta_per_token"]

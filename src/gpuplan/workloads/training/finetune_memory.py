@@ -63,7 +63,10 @@ Megatron or DeepSpeed, whose gradient buffers persist). Ordinary training keeps 
   at most one gradient, the largest trainable tensor's (`FineTuneStates.largest_gradient`).
 - the loss: PyTorch's cross entropy on logits cast to fp32 (transformers' LlamaForCausalLM
   `logits = logits.float()`, torchtune's `self.output(h).float()`): 12 B per logit at its peak
-  (`memory.PYTORCH_CROSS_ENTROPY_BYTES`, as torchtitan), unless the loss is chunked.
+  (`memory.PYTORCH_CROSS_ENTROPY_BYTES`, as torchtitan), unless the loss is chunked; a loop that holds
+  the model's output through backward (`FineTuning.logits_held_in_backward`, Answer.AI fsdp_qlora)
+  adds its fp32 logits, 4 B per logit, to the loss's peak and to every later backward phase
+  (`loss_memory.held_logits_bytes_per_vocab_entry`).
 - activation offloading (`FineTuning.offload_activations`, torchtune `OffloadActivations`): the
   stored layers' activations wait in host memory, reported with the offloaded bytes.
 

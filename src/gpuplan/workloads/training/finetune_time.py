@@ -16,6 +16,12 @@ Per layer and micro-batch on one GPU, t tokens (step.inputs.PlanAxes), b activat
   kernel, the scale's backward multiplies it by the scaling (2 b n), and the input gradient through A
   is added to the base's (autograd sums the gradients of a tensor with two consumers: read 2 b,
   write b, 3 b k), with dropout its backward (read b + the mask, write b: (2 b + 1) k).
+  Under `Framework.TRANSFORMERS` (PEFT) the adapters are fp32 over a 16-bit base (`get_peft_model`'s
+  `autocast_adapter_dtype=True`, peft/tuners/tuners_utils.py `_cast_adapter_dtype`: bf16 / fp16
+  adapter weights upcast to fp32; peft 0.21 on an H200 reported float32), and `lora.Linear.forward`
+  casts each adapted input to the adapter's dtype (`x = self._cast_input_dtype(x, lora_A.weight.dtype)`:
+  read b, write 4), which autocast casts back for lora_A's matmul (read 4, write b); the backward
+  runs both casts' gradients: 2 (4 + b) k forward and again backward (`PEFT_FP32_INPUT_CAST_BYTES`).
 - Quantised base (`dequantize_seconds`): every matmul of a quantised projection first dequantises
   it (base_weights.dequantize_bytes: read the stored bytes, write b per element), a memory-bound
   kernel at the achievable HBM bandwidth, once in the forward, once in the backward (the input
@@ -38,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuplan.layers.operators import Shard
+from gpuplan.specs.execution import Framework
 from gpuplan.specs.finetune import BaseDtype, FineTuning, MasterWeights, Offload
 from gpuplan.workloads.training.base_weights import dequantize_bytes, linear_storage_bytes
 from gpuplan.workloads.training.lora import adapted, head_projection, layer_adapter_params, layer_projections
@@ -50,6 +57,12 @@ from gpuplan.workloads.training.optimizer_states import step_bytes_per_element
 LORA_FORWARD_OUTPUT_BYTES_PER_B = 5.0
 LORA_BACKWARD_OUTPUT_BYTES_PER_B = 2.0
 LORA_BACKWARD_INPUT_BYTES_PER_B = 3.0
+
+
+def peft_fp32_input_cast_bytes(ctx, b: float) -> float:
+    """Bytes per adapted input element of PEFT's cast to the fp32 adapters and autocast's cast back, one
+    direction (module docstring): 2 (4 + b) under `Framework.TRANSFORMERS` over a 16-bit base, else 0."""
+    return 2.0 * (4.0 + b) if ctx.framework is Framework.TRANSFORMERS and b < 4.0 else 0.0
 
 
 def _rows(p, g):
@@ -83,8 +96,9 @@ def adapter_seconds(ctx, g, gemm):
             m, count = _rows(p, g)
             mm = count * (gemm(ctx, m, r, k) + gemm(ctx, m, n, r))
             dropout = (2 * b + 1) * k if ft.lora_dropout > 0 else 0.0
-            elem_fwd = count * m * (LORA_FORWARD_OUTPUT_BYTES_PER_B * b * n + dropout)
-            elem_bwd = count * m * (LORA_BACKWARD_OUTPUT_BYTES_PER_B * b * n + LORA_BACKWARD_INPUT_BYTES_PER_B * b * k + dropout)
+            per_input = dropout + peft_fp32_input_cast_bytes(ctx, b) * k  # each direction, per token
+            elem_fwd = count * m * (LORA_FORWARD_OUTPUT_BYTES_PER_B * b * n + per_input)
+            elem_bwd = count * m * (LORA_BACKWARD_OUTPUT_BYTES_PER_B * b * n + LORA_BACKWARD_INPUT_BYTES_PER_B * b * k + per_input)
             fwd = fwd + weight * (mm + elem_fwd / ctx.hbm_bytes_s)
             bwd = bwd + weight * (2.0 * mm + elem_bwd / ctx.hbm_bytes_s)
     return fwd, bwd

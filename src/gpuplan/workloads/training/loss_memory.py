@@ -2,7 +2,9 @@
 rank's loss phase, by how the stack computes the loss (Megatron's fused vocab-parallel cross entropy,
 PyTorch's cross entropy on fp32-cast logits eager or under torch.compile, torchtitan's loss-parallel
 path, chunked losses). `memory.training_memory` and `memory_grid` multiply it by tokens x vocab / tp
-(`memory_terms.logits_bytes`); the formulas are in `loss_bytes_per_vocab_entry`.
+(`memory_terms.logits_bytes`); the formulas are in `loss_bytes_per_vocab_entry`. A loop that holds
+the model's fp32 logits through backward (`FineTuning.logits_held_in_backward`) adds them to the
+loss's peak and to every later backward phase (`held_logits_bytes_per_vocab_entry`).
 """
 
 from __future__ import annotations
@@ -52,15 +54,30 @@ def loss_bytes_per_vocab_entry(plan: TrainPlan) -> float:
     upcasts one chunk at a time: b + 4 / CHUNKED_LOSS_CHUNKS. A fine-tuning plan on a plain PyTorch
     loop (finetune_memory.pytorch_loop_loss) computes PyTorch's cross entropy on fp32 logits: 12.
     A compiled loss (`plan.compiled_loss`) at tp = 1 holds the logits and their gradient only:
-    COMPILED_CROSS_ENTROPY_LOGIT_COPIES x b."""
+    COMPILED_CROSS_ENTROPY_LOGIT_COPIES x b. Unchunked, plus the fp32 logits a loop holds
+    (`held_logits_bytes_per_vocab_entry`)."""
     if plan.fine_tuning.chunked_loss:
         return activation_bytes(plan.precision) + LOGITS_FP32_BYTES / CHUNKED_LOSS_CHUNKS
+    held = held_logits_bytes_per_vocab_entry(plan)
     if plan.compiled_loss and plan.tp == 1:
-        return COMPILED_CROSS_ENTROPY_LOGIT_COPIES * activation_bytes(plan.precision)
+        return COMPILED_CROSS_ENTROPY_LOGIT_COPIES * activation_bytes(plan.precision) + held
     if plan.framework is Framework.TORCHTITAN or pytorch_loop_loss(plan):
-        return LOSS_PARALLEL_CROSS_ENTROPY_BYTES if plan.tp > 1 else PYTORCH_CROSS_ENTROPY_BYTES
-    return activation_bytes(plan.precision) + LOGITS_FP32_BYTES
+        return (LOSS_PARALLEL_CROSS_ENTROPY_BYTES if plan.tp > 1 else PYTORCH_CROSS_ENTROPY_BYTES) + held
+    return activation_bytes(plan.precision) + LOGITS_FP32_BYTES + held
 
 
-__all__ = ["CHUNKED_LOSS_CHUNKS", "COMPILED_CROSS_ENTROPY_LOGIT_COPIES", "LOSS_PARALLEL_CROSS_ENTROPY_BYTES",
+def held_logits_bytes_per_vocab_entry(plan: TrainPlan) -> float:
+    """Bytes per vocabulary entry (of the vocab / tp shard) per token of fp32 logits the training loop
+    keeps alive through backward (`FineTuning.logits_held_in_backward`: Answer.AI fsdp_qlora
+    train.py@4cd6923 holds `output` until `loss.backward()` has returned; transformers'
+    LlamaForCausalLM returns `logits.float()`): `LOGITS_FP32_BYTES` (4), else 0. On top of the loss's
+    own tensors at its peak: in PyTorch's cross entropy the held logits (4) sit beside the saved
+    log-softmax output (4), nll_loss_backward's gradient (4) and log_softmax_backward's (4): 16 per
+    entry where `del`-ing loops peak at 12 (`PYTORCH_CROSS_ENTROPY_BYTES`); the forward's
+    `logits[..., :-1, :].contiguous()` copy peaks lower (held 4 + copy 4 + log-softmax output 4).
+    They stay through every layer's backward (`memory._rank_memory`'s backward phase)."""
+    return LOGITS_FP32_BYTES if plan.fine_tuning.logits_held_in_backward else 0.0
+
+
+__all__ = ["CHUNKED_LOSS_CHUNKS", "held_logits_bytes_per_vocab_entry", "COMPILED_CROSS_ENTROPY_LOGIT_COPIES", "LOSS_PARALLEL_CROSS_ENTROPY_BYTES",
            "PYTORCH_CROSS_ENTROPY_BYTES", "loss_bytes_per_vocab_entry"]

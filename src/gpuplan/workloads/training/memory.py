@@ -103,7 +103,7 @@ from gpuplan.workloads.training import memory_terms as terms
 from gpuplan.workloads.training.memory_terms import activation_bytes
 from gpuplan.workloads.training.loss_memory import (  # noqa: F401 (re-exported: the loss's rule lives there)
     COMPILED_CROSS_ENTROPY_LOGIT_COPIES, LOSS_PARALLEL_CROSS_ENTROPY_BYTES, PYTORCH_CROSS_ENTROPY_BYTES,
-    loss_bytes_per_vocab_entry)
+    held_logits_bytes_per_vocab_entry, loss_bytes_per_vocab_entry)
 from gpuplan.workloads.training.plan_codes import SHARDING_CODE
 from gpuplan.workloads.training.plan_validity import check_plan
 from gpuplan.workloads.training.selective_checkpoint import op_sac_bytes_per_token
@@ -419,6 +419,8 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: tuple[int
         backward_phase["recompute_working_set"] = tokens * max(
             layer_bytes(i, stored=False) - layer_bytes(i) for i in layers)
     loss_phase = {}
+    if last and held_logits_bytes_per_vocab_entry(plan):  # the loop's fp32 logits, alive through backward
+        backward_phase["held_logits"] = tokens * model.vocab / plan.tp * held_logits_bytes_per_vocab_entry(plan)
     if last:
         loss_phase["logits"] = terms.logits_bytes(tokens, model.vocab, plan.tp, loss_bytes_per_vocab_entry(plan),
                                                   model.mtp_layers, b, model.hidden, sp)

@@ -41,6 +41,7 @@ from gpuplan.workloads.training.memory import (
     outside_allocator_bytes, pipeline_layer_split, saved_context, state_bytes_per_param, widest_ffn,
 )
 from gpuplan.workloads.training.finetune_memory import gradient_lifetime, pytorch_loop, rank_fine_tuning_states
+from gpuplan.workloads.training.loss_memory import held_logits_bytes_per_vocab_entry
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, SHARDING_OF_CODE, RecomputeCode, ShardingCode
 
 
@@ -162,10 +163,13 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     kind_of_last = layer_kinds(model)[0][-1]
     out["mtp_layers"] = np.where(is_last & (model.mtp_layers > 0), terms.mtp_activation_bytes(
         model.mtp_layers, stored[kind_of_last], b, model.hidden, sp, tokens), 0.0)
-    loss_wins = loss > backward + rematerialised
+    # the fp32 logits a loop holds through backward (loss_memory.held_logits_bytes_per_vocab_entry)
+    held = np.where(is_last, tokens * model.vocab / tp * held_logits_bytes_per_vocab_entry(proto), 0.0)
+    loss_wins = loss > backward + rematerialised + held
     out["logits"] = np.where(loss_wins, loss, 0.0)
     out["backward_working_set"] = np.where(loss_wins, 0.0, backward)
     out["recompute_working_set"] = np.where(loss_wins, 0.0, rematerialised)
+    out["held_logits"] = np.where(loss_wins, 0.0, held)
 
     # other
     gathered = (sharding >= ShardingCode.ZERO3) & ~fsdp2_pp
@@ -178,12 +182,12 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep)
     if not proto.fine_tuning.ordinary:
         _fine_tuning_terms(model, proto, out, last, tp=tp, pp=pp, vpp=vpp, dp=dp, cp=cp, ep=ep, etp=etp,
-                           sharding=sharding, recompute=recompute, m=m, backward=backward, rematerialised=rematerialised)
+                           sharding=sharding, recompute=recompute, m=m, backward=backward, rematerialised=rematerialised,
+                           held=held)
     # summed by group, as training_memory does: each group stays on the axes it depends on, and only
     # the last two additions are the size of the whole grid
     states = out["weights"] + out["gradients"] + out["optimizer"]
-    acts = sum(out[k] for k in ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set",
-                                "recompute_working_set"))
+    acts = sum(out[k] for k in _ACTIVATION_TERMS)
     other = sum(out[k] for k in ("zero3_gather_buffer", "fsdp_root_unsharded", "fp8_weight_cache", "cuda_context",
                                  "nccl_buffers", *FINE_TUNING_OTHER[2:]) if k in out)
     total = states + acts  # (states + acts) + other, the second addition in place where the sum is an array
@@ -191,6 +195,9 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     return out
 
 
+#: the activation terms of `rank_memory_arrays` (memory._rank_memory's `acts` keys)
+_ACTIVATION_TERMS = ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set",
+                     "recompute_working_set", "held_logits")
 #: the "other" terms of a fine-tuning plan's model states (`finetune_memory.rank_fine_tuning_states`);
 #: the first two replace ordinary training's
 FINE_TUNING_OTHER = ("zero3_gather_buffer", "fsdp_root_unsharded", "dequant_workspace", "offload_grad_bucket",
@@ -212,13 +219,13 @@ def _fine_tuning_states(model: ModelSpec, proto: TrainPlan, last: bool, tp, pp, 
 
 
 def _fine_tuning_terms(model: ModelSpec, proto: TrainPlan, out: dict[str, np.ndarray], last: bool, *, tp, pp, vpp, dp,
-                       cp, ep, etp, sharding, recompute, m, backward, rematerialised) -> None:
+                       cp, ep, etp, sharding, recompute, m, backward, rematerialised, held) -> None:
     """`memory._rank_memory`'s fine-tuning rules on the grid, in place on `out` (module docstring):
     the model states of `rank_fine_tuning_states`, activation offloading (the stored layers to the
     host) and a PyTorch loop's gradient lifetime (`gradient_lifetime`: with one micro-batch the peak
     holds either the forward's activations and no gradient, or every gradient and only the backward
-    working set: `backward` and `rematerialised`, as the plan keeps them before the loss phase is
-    weighed against them)."""
+    working set: `backward`, `rematerialised` and the `held` logits, as the plan keeps them before the
+    loss phase is weighed against them)."""
     states = _per_distinct(lambda *a: _fine_tuning_states(model, proto, last, *a),
                            tp, pp, vpp, dp, cp, ep, etp, sharding, recompute)
     out["weights"], gradients, out["optimizer"], out["host"], out["paged_optimizer"], largest = states[:6]
@@ -226,16 +233,17 @@ def _fine_tuning_terms(model: ModelSpec, proto: TrainPlan, out: dict[str, np.nda
     if proto.fine_tuning.offload_activations:
         out["host"] = out["host"] + out["layers"]
         out["layers"] = np.zeros_like(out["layers"])
-    acts = ("layers", "embedding_dropout_masks", "mtp_layers", "logits", "backward_working_set", "recompute_working_set")
+    acts = _ACTIVATION_TERMS
     in_backward = pytorch_loop(proto) and proto.fine_tuning.optimizer_in_backward
-    held, at_backward_end = gradient_lifetime(gradients, sum(out[k] for k in acts), backward + rematerialised,
+    kept, at_backward_end = gradient_lifetime(gradients, sum(out[k] for k in acts), backward + rematerialised + held,
                                               pytorch_loop(proto) & (np.equal(m, 1) | in_backward),
                                               largest if in_backward else None)
-    out["gradients"] = held
+    out["gradients"] = kept
     for k in acts:  # at the end of backward only the working sets are alive
         out[k] = np.where(at_backward_end, 0.0, out[k])
     out["backward_working_set"] = np.where(at_backward_end, backward, out["backward_working_set"])
     out["recompute_working_set"] = np.where(at_backward_end, rematerialised, out["recompute_working_set"])
+    out["held_logits"] = np.where(at_backward_end, held, out["held_logits"])
 
 
 def _loss_bytes(proto: TrainPlan, tp):

@@ -17,7 +17,22 @@ from gpuplan.specs.dtypes import Weights
 from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Framework
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import default_expert_tp
+from gpuplan.workloads.training.lora import lora_parameter_count
 from gpuplan.workloads.training.step import hf_eager
+
+
+def model_flops_per_token(model: ModelSpec, seq_len: int, fine_tuning: FineTuning) -> float:
+    """The FLOPs one token's training step needs, the numerator of MFU (Megatron's convention: full
+    s x s scores, recompute excluded, Narayanan et al. 2021 eq. 3): 3 x (2 N + attention) for ordinary
+    training (forward, input-gradient and weight-gradient GEMMs). A frozen base (LoRA / QLoRA) computes
+    no weight gradients, so its matmuls count twice, not three times: 4 N + 3 x attention, plus 6 FLOPs
+    per adapter parameter (`lora.lora_parameter_count`: all of them, an upper bound for adapted routed
+    experts, of which a token uses top_k of E). Counting LoRA at 6 N would report an MFU about 1.5 x the
+    work the GPU does."""
+    f = flops_per_token(model, int(seq_len), causal=False)
+    if not fine_tuning.adapters:
+        return f.total
+    return f.total - f.matmul_forward + 6.0 * lora_parameter_count(model, fine_tuning.targets, fine_tuning.rank)
 
 
 @dataclass(frozen=True)
@@ -125,7 +140,7 @@ class StepContext:
             body_params=counts.non_embedding, expert_params=expert_params,
             input_embedding_params=counts.components.get("embedding", 0) + pos,
             output_head_params=head,
-            model_flops_per_token=flops_per_token(model, int(seq_len), causal=False).total,
+            model_flops_per_token=model_flops_per_token(model, int(seq_len), fine_tuning or FineTuning()),
             ops=ops,
             attention_flops_per_token=(hf_eager.masked_attention_flops_per_token(ops.layers, int(seq_len))
                                        if Framework(framework) is Framework.TRANSFORMERS
