@@ -214,6 +214,9 @@ def warm_up() -> None:
 
     from gpuplan.cli.main import app
 
+    from gpuplan.workloads.inference import jit
+
+    jit.compile_kernels()  # small serving runs would stay interpreted (workloads/inference/jit.py)
     runner = CliRunner()
     for args in (["serve", "run", "gpt3-125m", "--gpu", "h100-sxm5-80gb", "--concurrency", "4", "--input-len", "128",
                   "--output-len", "16", "--json"], ["train", "gpt3-125m", "--gpus", "8", "--json"],

@@ -25,6 +25,19 @@ the step-time arrays (~3.9 ms) and the memory screen (~3.7 ms), a few hundred sm
 operations each. DeepSeek-V3 (9.3 M points) is unchanged at 6-7 million per CPU-second. Interleaved
 runs at load average 10-12: GPT-3 main 1.8-2.4 M, this 1.6-3.0 M per CPU-second; DeepSeek-V3 main
 4.6-5.9 M, this 5.4-6.4 M. Every result unchanged (benchmarks/output_digests.py).
+
+Issue #35, second pass (plan_grid.COMPUTE_ORDER, the screen's two ranks in one call, the ranking on
+fitting plans, docs/architecture.md "Plan search throughput"), 3 runs each interleaved with main's at
+load 8-11, best run: GPT-3 175B 3.03 -> 4.52 M plans per CPU-second (plans_per_s 3.01 -> 4.51 M),
+DeepSeek-V3 7.02 -> 12.65 M (deepseek_v3_plans_per_s 6.97 -> 12.49 M), peak RSS 68 -> 71 MiB; in-process
+CPU per GPT-3 search 13.5 -> 8.2-8.9 ms (8.5 ms in a process without page faults). After merging
+main, at load 5-6: GPT-3 175B 3.19 -> 4.97 M plans per CPU-second (plans_per_s 3.16 -> 4.97 M, 482 page
+faults a search), DeepSeek-V3 7.36 -> 11.00 M (deepseek_v3_plans_per_s 7.34 -> 10.83 M). Every result
+unchanged (benchmarks/output_digests.py, 54 digests).
+`page_faults_per_search` is the minor page faults of one GPT-3 search (ru_minflt over the timed
+searches): ~600 where the C allocator hands the freed heap back after each search (about 1 ms of the
+search), ~0 where the process's heap layout keeps it; it varies from process to process, not with
+the code, so read plans_per_cpu_s next to it.
 """
 
 from __future__ import annotations
@@ -40,16 +53,18 @@ from gpuplan.workloads.training.plan_search import SearchSpace, search_plans
 
 
 def best_of(model, system, gpu, num_gpus: int, space: SearchSpace, repeat: int):
-    """(result, elapsed_s, plans/s, plans per CPU-second) of the fastest of `repeat` searches (after one warm-up)."""
+    """(result, elapsed_s, plans/s, plans per CPU-second, minor page faults per search) of the fastest of
+    `repeat` searches (after one warm-up)."""
     search_plans(model, system, gpu, num_gpus, space)  # warm caches (collective times, imports)
     best = None
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(repeat):
         t0, c0 = time.perf_counter(), time.process_time()
         result = search_plans(model, system, gpu, num_gpus, space)
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         if best is None or elapsed < best[1]:
             best = (result, elapsed, result.plans_evaluated / elapsed, result.plans_evaluated / max(cpu, 1e-9))
-    return best
+    return (*best, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / repeat)
 
 
 def describe(result) -> str:
@@ -66,9 +81,9 @@ def main() -> None:
     system = catalog.system("dgx-h100")
     gpu = catalog.gpu(system.gpu)
 
-    gpt3, elapsed, rate, rate_cpu = best_of(load_model("gpt3-175b"), system, gpu, 1024,
+    gpt3, elapsed, rate, rate_cpu, faults = best_of(load_model("gpt3-175b"), system, gpu, 1024,
                                   SearchSpace(seq_len=2048, global_batch=2048), args.repeat)
-    ds, ds_elapsed, ds_rate, ds_rate_cpu = best_of(load_model("deepseek-v3"), system, gpu, 15360, SearchSpace(seq_len=8192),
+    ds, ds_elapsed, ds_rate, ds_rate_cpu, _ = best_of(load_model("deepseek-v3"), system, gpu, 15360, SearchSpace(seq_len=8192),
                                       max(1, args.repeat // 2))
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # ru_maxrss is KiB on Linux
     print(f"best plan (gpt3-175b, 1024 GPUs): {describe(gpt3)}")
@@ -78,6 +93,7 @@ def main() -> None:
     print(f"plans_per_cpu_s: {rate_cpu:.0f} plans/CPU-s")
     print(f"deepseek_v3_plans_per_cpu_s: {ds_rate_cpu:.0f} plans/CPU-s")
     print(f"plans_evaluated: {gpt3.plans_evaluated} plans")
+    print(f"page_faults_per_search: {faults:.0f} faults")
     print(f"search_time_s: {elapsed:.4f} s")
     print(f"deepseek_v3_plans_evaluated: {ds.plans_evaluated} plans")
     print(f"deepseek_v3_search_time_s: {ds_elapsed:.3f} s")

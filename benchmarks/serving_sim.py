@@ -40,6 +40,7 @@ from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.memory import memory_plan
 from gpuplan.workloads.inference.cost.operators import step_time_model
 from gpuplan.workloads.inference.sim.schedulers import SchedulerConfig
+from gpuplan.workloads.inference import jit
 from gpuplan.workloads.inference.sim.simulator import simulate
 
 
@@ -52,8 +53,9 @@ def main() -> None:
                 output_len=LengthDistribution(256, LengthKind.LOGNORMAL, 1.0))
     rng = np.random.default_rng(0)
     event_driven = "--reference" not in sys.argv[1:]
+    jit.compile_kernels()  # the loop timed compiled, as a long run goes (workloads/inference/jit.py)
     simulate(steps, mem, make_workload(rng, 100, ArrivalKind.POISSON, rate=30.0, **lens), sched,
-             event_driven=event_driven)  # compile
+             event_driven=event_driven)  # compile (or load numba's cache)
     n = 200_000
     wl = make_workload(rng, n, ArrivalKind.POISSON, rate=30.0, **lens)
     t0, c0 = time.perf_counter(), time.process_time()

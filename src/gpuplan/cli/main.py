@@ -217,15 +217,73 @@ def _only_the_invoked_command(argv: list[str]):
         _app.registered_commands, _app.registered_groups = commands, groups
 
 
+#: the environment variables OpenBLAS reads for its thread count, in its order of precedence
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def one_blas_thread() -> None:
+    """Ask numpy's OpenBLAS for one thread, unless the user chose a count. OpenBLAS starts its
+    thread pool when numpy is imported (one thread per core, spinning before it sleeps): on the
+    2-core machine that doubled the CPU of `import numpy` (0.11 -> 0.06 CPU-s with one thread;
+    wall 0.14 -> 0.08 s, 2026-11-28). No command but `bench` (which times the machine's matmul)
+    multiplies matrices large enough for OpenBLAS to split them (the fits' normal equations are
+    tens of columns), so one thread changes no result. Set before numpy's first import, which the
+    CLI's own modules never do (tests/cli/test_startup_imports.py)."""
+    if not any(os.environ.get(name) for name in BLAS_THREAD_VARIABLES):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point (errors handled by GpuplanGroup.main). Imports and registers the CLI module
-    of the invoked command only (every module for `--help` or a name it does not know)."""
+    of the invoked command only (every module for `--help` or a name it does not know). Called
+    without `argv` (the console script, `python -m gpuplan.cli.main`) the process is the command's
+    own: OpenBLAS gets one thread (`one_blas_thread`) and the process ends without the interpreter's
+    teardown (`exit_without_teardown`); an in-process call (tests, `main([...])`) changes neither."""
+    whole_process = argv is None  # the console script or `python -m gpuplan.cli.main`, not an in-process call
     args = list(sys.argv[1:] if argv is None else argv)
     name = invoked_command(args)
+    if whole_process and name != "bench":
+        one_blas_thread()
     module = next((m for m, command in CLI_MODULES.items() if command == name), None)
     register_modules({module} if module is not None else CLI_MODULES)
-    with _only_the_invoked_command(args):
-        _app(args=argv)
+    try:
+        with _only_the_invoked_command(args):
+            _app(args=argv)
+    except SystemExit as exc:
+        if whole_process:
+            exit_without_teardown(exc.code)
+        raise
+
+
+def exit_without_teardown(code) -> None:
+    """End the process with exit status `code` as the interpreter would, less its teardown of every
+    module and object (~10^6 objects after a computing command: 0.07-0.09 CPU-s of a `train` of
+    ~0.5 s, 2026-11-28, 2-core machine). CPython's own exit order (Py_FinalizeEx): join the
+    non-daemon threads, run the atexit callbacks, flush stdout and stderr, then tear down; here the
+    same up to the flush, then `os._exit`. Returns (the caller raises SystemExit as usual) where
+    that would change anything: another thread still running, a tracer or profiler installed
+    (coverage, cProfile, pdb write their results after the program), `python -i`, an exit status
+    that is not an integer (a message), or a flush that fails."""
+    import threading
+
+    if not (code is None or isinstance(code, int)) or threading.active_count() > 1:
+        return
+    if sys.gettrace() is not None or sys.getprofile() is not None or sys.flags.inspect:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    import atexit
+
+    atexit._run_exitfuncs()  # what the interpreter runs at exit (logging.shutdown, weakref.finalize, ...)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        code = 120  # CPython's exit status when its final flush fails (the sys.exit documentation)
+    os._exit(code or 0)
 
 
 if __name__ == "__main__":

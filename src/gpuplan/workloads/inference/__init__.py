@@ -11,4 +11,5 @@ Subpackages, each one stage of "a serving replica under a load" (docs/architectu
 - plan/: what is built on simulated replicas: the one-call estimate (service), the capacity plan and
   frontier (capacity), disaggregated prefill/decode plans (disaggregation);
 - engines: each serving engine's documented defaults (scheduler, KV fraction, limits).
+- jit: the kernels interpreted until the process's simulations repay numba's start-up, compiled after.
 """

@@ -1,6 +1,6 @@
 """Numba kernels of the serving model: the one home of each quantity the simulator loops compute per
-engine step. Numba functions are callable from Python, so the Python step time and KV bytes run
-the same compiled code.
+engine step. The Python step time and KV bytes call the same functions as the loops: plain Python
+until the process compiles its kernels, numba dispatchers after (jit.py), the same numbers either way.
 
 Used by every simulator loop (sim/simulator.py `_simulate`, the step-by-step reference;
 sim/events.py `_simulate_events`, the event-driven loop; sim/decode_pool.py `_decode_loop`, the
@@ -46,7 +46,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from gpuplan.workloads.inference.jit import kernel
 
 #: KV-memory trace points kept (halved by taking every other when full)
 TRACE_POINTS = 4096
@@ -70,7 +70,7 @@ StepCoefficients = namedtuple("StepCoefficients", (
 StepTables = namedtuple("StepTables", ("linear", "logits", "draft", "graph_tokens"))
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def table_lookup(table, n):
     """table[n] for a table of per-count costs, extended linearly past its end with its last slope."""
     top = table.shape[0] - 1
@@ -79,7 +79,7 @@ def table_lookup(table, n):
     return table[top] + (table[top] - table[top - 1]) * (n - top)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def blocks_kv_bytes(blocks, block, g_bytes, w_bytes, w_blocks_cap):
     """Per-GPU KV bytes of a sequence holding `blocks` paged blocks of `block` tokens: g_bytes per
     token in every block (global layers), w_bytes per token in at most w_blocks_cap of them
@@ -88,14 +88,14 @@ def blocks_kv_bytes(blocks, block, g_bytes, w_bytes, w_blocks_cap):
     return blocks * block * g_bytes + wb * block * w_bytes
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def paged_kv_bytes(ctx, block, g_bytes, w_bytes, w_blocks_cap):
     """Per-GPU KV bytes of a sequence of ctx tokens (an integer): ceil(ctx / block) blocks
     (`blocks_kv_bytes`; module docstring)."""
     return blocks_kv_bytes((ctx + block - 1) // block, block, g_bytes, w_bytes, w_blocks_cap)
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def causal_pairs_upto(n, w):
     """sum_{p=1..n} min(p, w): causal query-key pairs of n tokens under window w (w = 0: global)."""
     if w <= 0 or n <= w:
@@ -103,7 +103,7 @@ def causal_pairs_upto(n, w):
     return w * (w + 1) / 2.0 + (n - w) * w
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def graph_tokens_of_step(graph_tokens, n, prefill_tokens):
     """Rows a step of n tokens (or n sampled tokens) runs through the linear layers (or the LM head):
     a generation-only step (prefill_tokens = 0) replays the smallest captured CUDA graph that holds
@@ -114,7 +114,7 @@ def graph_tokens_of_step(graph_tokens, n, prefill_tokens):
     return n
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(cache=True, error_model="numpy", inline="always")
 def decode_attention_seconds(c, ctx_global, ctx_window):
     """The decoders' attention term of `step_seconds` (before step_scale): max(decode KV bytes / HBM,
     (k + 1) x decode attention FLOPs / attention FLOP/s) over contexts summing to ctx_global (ctx_window)."""
@@ -124,7 +124,7 @@ def decode_attention_seconds(c, ctx_global, ctx_window):
                c.verify_tokens * (c.decode_flops_global * cg + c.decode_flops_window * cw) / c.attention_flops_per_s)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(cache=True, error_model="numpy", inline="always")
 def prefill_attention_seconds(c, pairs_global, pairs_window, prefill_kv_tokens):
     """The prompt chunks' attention term of `step_seconds` (before step_scale): max(prefill FLOPs /
     attention FLOP/s, prefill KV bytes read / HBM)."""
@@ -132,7 +132,7 @@ def prefill_attention_seconds(c, pairs_global, pairs_window, prefill_kv_tokens):
                c.prefill_bytes_per_token * prefill_kv_tokens / c.hbm_bytes_per_s)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(cache=True, error_model="numpy", inline="always")
 def step_seconds(c, linear_s, logits_s, draft_s, ctx_global, ctx_window, pairs_global, pairs_window, prefill_kv_tokens):
     """Seconds of one engine step (module docstring) with coefficients `c` (StepCoefficients):
     `linear_s`, `logits_s` and `draft_s` are the step's table values (`table_lookup` of the linear
@@ -153,7 +153,7 @@ def step_seconds(c, linear_s, logits_s, draft_s, ctx_global, ctx_window, pairs_g
     return dt
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@kernel(cache=True, error_model="numpy", inline="always")
 def prefill_seconds_of_step(c, dt, draft_s, ctx_global, ctx_window, pairs_global, pairs_window, prefill_kv_tokens,
                             prefill_tokens, tokens):
     """The prefill phase's share of one engine step of `dt` seconds (`step_seconds`) that runs
@@ -186,7 +186,7 @@ def prefill_seconds_of_step(c, dt, draft_s, ctx_global, ctx_window, pairs_global
     return a_p + shared * prefill_tokens / tokens
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def trace_append(tr_t, tr_b, ntr, stride, now, used):
     """Append (now, used) to the KV-memory trace of `ntr` points; when it holds TRACE_POINTS, keep
     every other point first and double the stride. Returns the new (ntr, stride)."""

@@ -366,9 +366,33 @@ class _PlanTerms:
 
     def __init__(self, model: ModelSpec, plan: TrainPlan):
         self.model, self.plan, self.saved, self.memo = model, plan, saved_context(model, plan), {}
+        self.states: dict[tuple[float, float], tuple] = {}  # (dense, expert) parameters -> model_state_bytes
+        self.means: dict[tuple[int, ...], float] = {}  # the layers' kinds -> their mean bytes per token
         self.kind = range(model.layers) if plan.fine_tuning.adapters else layer_kinds(model)[0]
         self.outside = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)
         self.in_flight = terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), np.arange(plan.pp))
+
+    def model_states(self, dense: float, experts: float) -> tuple:
+        """`memory_terms.model_state_bytes` of a rank holding these parameters (ranks with the same
+        layers hold the same: computed once)."""
+        key = (dense, experts)
+        if key not in self.states:
+            plan = self.plan
+            # FSDP2 under a pipeline schedule keeps the stage unsharded (`_rank_memory`)
+            fsdp2_pp = (plan.sharding in (Sharding.ZERO3, Sharding.FSDP) and plan.pp > 1
+                        and plan.framework is Framework.TORCHTITAN)
+            self.states[key] = terms.model_state_bytes(
+                dense, experts, state_bytes_per_param(plan), SHARDING_CODE[plan.sharding], plan.dp * plan.cp,
+                plan.expert_dp, fsdp2_pp, activation_bytes(plan.precision))
+        return self.states[key]
+
+    def mean_layer_bytes(self, layers, tokens: float) -> float:
+        """The mean stored bytes of `layers` (non-empty) for `tokens` tokens each (the plan's tokens per
+        micro-batch): np.mean of each layer's bytes per token x tokens, once per sequence of layer kinds."""
+        key = tuple(self.kind[i] for i in layers)
+        if key not in self.means:
+            self.means[key] = (np.array([self.layer_bytes(i) for i in layers]) * tokens).mean()
+        return self.means[key]
 
     def layer_bytes(self, layer: int, stored: bool = True) -> float:
         key = (self.kind[layer], stored)
@@ -391,15 +415,13 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: tuple[int
     # backward without gradient sync, then reduce once)
     fsdp2_pp = zero3 and plan.pp > 1 and plan.framework is Framework.TORCHTITAN
     b = activation_bytes(plan.precision)
-    weights, grads, optim = terms.model_state_bytes(
-        dense, experts, state_bytes_per_param(plan), SHARDING_CODE[plan.sharding], plan.dp * plan.cp, plan.expert_dp,
-        fsdp2_pp, b)
+    weights, grads, optim = shared.model_states(dense, experts)  # terms.model_state_bytes
 
     tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
     layer_bytes = shared.layer_bytes
-    per_layer = np.array([layer_bytes(i) for i in layers]) * tokens
     in_flight = float(shared.in_flight[rank])  # chunks_in_flight(plan, rank)
-    stored = float(terms.stored_activation_bytes(per_layer.mean(), len(layers), plan.vpp, in_flight)) if layers else 0.0
+    stored = float(terms.stored_activation_bytes(shared.mean_layer_bytes(layers, tokens), len(layers), plan.vpp,
+                                                 in_flight)) if layers else 0.0
     acts: dict[str, float] = {"layers": stored}
     sp = plan.tp if plan.sequence_parallel else 1
     if first and model.hidden_dropout > 0:  # embedding dropout mask of each micro-batch in flight on chunk 0

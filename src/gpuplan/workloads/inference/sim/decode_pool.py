@@ -43,14 +43,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from gpuplan.workloads.inference import jit
+from gpuplan.workloads.inference.jit import kernel
 
 from gpuplan.workloads.inference.cost.memory import MemoryPlan
 from gpuplan.workloads.inference.cost.operators import StepTimeModel
 from gpuplan.workloads.inference.kernels import graph_tokens_of_step, paged_kv_bytes, step_seconds, table_lookup
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _decode_loop(arrival, in_len, out_len, max_seqs, budget, block, g_bytes, w_bytes, window, w_blocks_cap,
                  coef, tables, cached, out_steps, spec_e):
     n = arrival.shape[0]
@@ -132,6 +133,7 @@ def simulate_decode(steps: StepTimeModel, memory: MemoryPlan, arrival_s: np.ndar
     kv = kv_budget_setup(steps, memory, ins, outs, speculative, draft, prefix_cache, "the decode instance")
     budget, g_bytes, out_steps, cached = kv.budget_bytes, kv.kv_bytes_per_token, kv.out_steps, kv.cached_tokens
     spec_e, spec_q, draft_table, draft_ctx = kv.spec_tokens_per_step, kv.spec_verify_tokens, kv.draft_table, kv.draft_ctx_s
+    jit.compile_kernels()  # the decode loop has no interpreted trial (jit.py)
     first, finish = _decode_loop(
         arr, ins, outs, int(max_batch_seqs), budget, int(memory.block_size),
         g_bytes, float(memory.window_kv_bytes_per_token_per_gpu), int(steps.window), int(memory.window_blocks_cap),

@@ -59,7 +59,7 @@ from __future__ import annotations
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
+from gpuplan.workloads.inference.jit import kernel
 
 from gpuplan.workloads.inference.kernels import (TRACE_POINTS, blocks_kv_bytes, causal_pairs_upto, graph_tokens_of_step,
                                                  paged_kv_bytes, prefill_seconds_of_step, step_seconds, table_lookup,
@@ -114,7 +114,7 @@ StepBatch = namedtuple("StepBatch", ("n_tok", "n_seq", "pf_tok", "budget_tok", "
 # containers
 
 
-@njit(**_LOOP)
+@kernel(**_LOOP)
 def _heap_push(hk, hv, size, key, val):
     """Push (key, val) on the min-heap hk/hv of `size` entries; returns the new size."""
     i = size
@@ -130,7 +130,7 @@ def _heap_push(hk, hv, size, key, val):
     return size + 1
 
 
-@njit(**_LOOP)
+@kernel(**_LOOP)
 def _heap_pop(hk, hv, size):
     """Remove the top of the min-heap; returns the new size."""
     size -= 1
@@ -155,7 +155,7 @@ def _heap_pop(hk, hv, size):
     return size
 
 
-@njit(**_LOOP)
+@kernel(**_LOOP)
 def _heap_compact(hk, hv, size, live, keyof):
     """Drop stale entries (request not `live`, or its current key differs); returns the new size."""
     m = 0
@@ -171,7 +171,7 @@ def _heap_compact(hk, hv, size, live, keyof):
     return size
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _heap_add(h, key, r, live, keyof):
     """Push (key, r) on heap h, first dropping stale entries when it is full."""
     if h.size[0] == h.keys.shape[0]:
@@ -179,7 +179,7 @@ def _heap_add(h, key, r, live, keyof):
     h.size[0] = _heap_push(h.keys, h.vals, h.size[0], key, r)
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _push_back(lst, r):
     """Append request r to the list."""
     tail = lst.ends[TAIL]
@@ -193,7 +193,7 @@ def _push_back(lst, r):
     lst.ends[SIZE] += 1
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _unlink(lst, r):
     """Remove request r from the list."""
     if lst.pv[r] >= 0:
@@ -207,7 +207,7 @@ def _unlink(lst, r):
     lst.ends[SIZE] -= 1
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _ring_insert(ring, r, b):
     """Put decoder r in bucket b of the KV-block ring."""
     ring.bucket[r] = b
@@ -216,7 +216,7 @@ def _ring_insert(ring, r, b):
     ring.count[b] += 1
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _count_in(ring, R, D, K, r):
     """Counted blocks: decoder r, holding ceil(need / block) blocks or due its first at a step
     before the next visit of its phase, crosses a block at every decode step t with need(t) = 1
@@ -226,7 +226,7 @@ def _count_in(ring, R, D, K, r):
     ring.count[b] += 1
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _blocks_after(R, K, prog, D, r, t):
     """Counted blocks: KV blocks a decoder holds after decode step t, ceil(need(t) / block) with
     need(t) = key + t + 1 - cached (the positions written by then), at least its prefill's prog.nblk."""
@@ -234,7 +234,7 @@ def _blocks_after(R, K, prog, D, r, t):
     return nb if nb > prog.nblk[r] else prog.nblk[r]
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _decoder_alloc(R, K, prog, D, ring, r, t):
     """KV bytes decoder r holds after decode step t: prog.alloc when blocks are tracked (or while it
     is due its first block), else `blocks_kv_bytes` of `_blocks_after` (the same expression)."""
@@ -243,7 +243,7 @@ def _decoder_alloc(R, K, prog, D, ring, r, t):
     return blocks_kv_bytes(_blocks_after(R, K, prog, D, r, t), K.block, K.g_bytes, K.w_bytes, K.w_blocks_cap)
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _ring_remove(ring, r):
     """Take decoder r out of its bucket (the bucket's last entry moves into its slot)."""
     b = ring.bucket[r]
@@ -258,7 +258,7 @@ def _ring_remove(ring, r):
 # admission
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _admit_static_batch(R, E, K, prog, run, batch, now, used, next_wait, released):
     """Static batching: once the last batch is done, wait until a full batch has arrived (or take
     what a closed loop released) and admit it, each request reserving its whole sequence's KV.
@@ -284,7 +284,7 @@ def _admit_static_batch(R, E, K, prog, run, batch, now, used, next_wait, release
     return now, used, next_wait, nbatch
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _admit_continuous(R, E, K, prog, run, preempted, now, used, next_wait, npre):
     """Iteration-level admission while a sequence slot is free: preempted requests first (latest
     first), then arrivals in order, while the KV they need fits (no-evict: the whole sequence,
@@ -315,7 +315,7 @@ def _admit_continuous(R, E, K, prog, run, preempted, now, used, next_wait, npre)
     return used, next_wait, npre
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _route_admitted(R, prog, run, prefill, to_dec, n_to_dec, admit_from):
     """Requests admitted after `admit_from`: a prompt joins the prefill list; a prompt already all in
     KV decodes from this step (after the prompts that finished prefill in the last step). Returns
@@ -331,7 +331,7 @@ def _route_admitted(R, prog, run, prefill, to_dec, n_to_dec, admit_from):
     return n_to_dec
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _enter_decoding(R, K, prog, D, ring, fheap, wheap, to_dec, n_to_dec, t, grow):
     """The queued decoders enter the decoding state at decode step t: key (context - t), last step
     on the completion heap, below the window (window heap) or capped at it, next KV-block step in
@@ -367,7 +367,7 @@ def _enter_decoding(R, K, prog, D, ring, fheap, wheap, to_dec, n_to_dec, t, grow
                 ring.n_due[0] += 1
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _leave_decoding(K, D, ring, r, grow):
     """Decoder r leaves the decoding state (finished or preempted): the batch's sums and its ring slot."""
     agg = D.agg
@@ -393,7 +393,7 @@ def _leave_decoding(K, D, ring, r, grow):
 # scheduling a step
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _cross_window(D, wheap, t):
     """Decoders reaching the sliding window read `window` tokens from decode step t on."""
     agg = D.agg
@@ -410,7 +410,7 @@ def _cross_window(D, wheap, t):
             agg[AGG_N_CAPPED] += 1
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _chunk_tokens(sched, rem, budget_tok, pf_tok):
     """Prompt tokens a prompt with `rem` left runs this step (schedulers.py): chunked and
     prefill-first, as many as the step's token budget leaves; continuous, the whole rest if it fits
@@ -422,7 +422,7 @@ def _chunk_tokens(sched, rem, budget_tok, pf_tok):
     return rem
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _add_chunk(acc, c, q, target, window):
     """The step batch with a prompt chunk from token c to c + q added (it samples when it reaches
     the prompt's target)."""
@@ -432,7 +432,7 @@ def _add_chunk(acc, c, q, target, window):
                      acc.pf_kv + (c + q))
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _grant_chunk(R, K, prog, r, q, newb, acc, used, grow):
     """Run q prompt tokens of r this step (its KV grows to newb bytes when allocated as it grows).
     Returns (step batch, used)."""
@@ -445,7 +445,7 @@ def _grant_chunk(R, K, prog, r, q, newb, acc, used, grow):
     return _add_chunk(acc, c, q, prog.tgt[r], K.window), used
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _prefill_first_chunks(R, K, prog, prefill, acc, used, grow):
     """Prefill-first: prompt chunks only, in admission order; a chunk whose KV does not fit is
     refused. Returns (step batch, used)."""
@@ -461,7 +461,7 @@ def _prefill_first_chunks(R, K, prog, prefill, acc, used, grow):
     return acc, used
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _step_fits(R, E, K, prog, D, ring, prefill, acc, used, t):
     """Whether everything the step asks for fits in KV memory: the blocks of the decoders due one at
     decode step t (recorded in x_blocks / x_bytes) and the prompt chunks (then nothing is refused
@@ -503,7 +503,7 @@ def _step_fits(R, E, K, prog, D, ring, prefill, acc, used, t):
     return used + demand <= K.budget
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _grow_due_blocks(R, K, prog, D, ring, used, t):
     """Give each decoder due a block at decode step t the block `_step_fits` sized (they all fit)
     and move it to the bucket of its next one, 1 to `block` steps later. Returns used."""
@@ -541,7 +541,7 @@ def _grow_due_blocks(R, K, prog, D, ring, used, t):
     return used
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _take_prompt_chunks(R, E, K, prog, prefill, acc, used, grow):
     """The prompt chunks of a step that fits (every scheduler but prefill-first, whose chunks ran
     first). Returns (step batch, used)."""
@@ -558,7 +558,7 @@ def _take_prompt_chunks(R, E, K, prog, prefill, acc, used, grow):
     return acc, used
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _preempt_tail(R, K, prog, D, ring, run, prefill, preempted, used, npre, t):
     """Preempt the most recently admitted request (recompute later: its KV is freed, its target is
     its tokens so far). Returns (used, npre)."""
@@ -579,7 +579,7 @@ def _preempt_tail(R, K, prog, D, ring, run, prefill, preempted, used, npre, t):
     return used, npre + 1
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _walk_with_eviction(R, E, K, prog, D, ring, run, prefill, preempted, acc, used, npre, preemptions, t):
     """A step where memory may run out: the reference's walk in admission order (prompt chunks
     that do not fit are refused; a decoder due a block that does not fit preempts the latest
@@ -627,7 +627,7 @@ def _walk_with_eviction(R, E, K, prog, D, ring, run, prefill, preempted, acc, us
     return acc, used, npre, preemptions
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _decode_context(K, D, t):
     """Summed context of the decoders at decode step t, all layers and window layers
     (sum(key) + n t; below the window likewise, capped ones at the window)."""
@@ -644,7 +644,7 @@ def _decode_context(K, D, t):
 # completion bookkeeping and statistics
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _finish_request(R, E, prog, run, r, now, used, done, released, batch_left):
     """Request r produced its last token at `now`: a closed loop releases the next request; outside
     static batches its KV is freed and it leaves the running list. Returns (used, done, released,
@@ -663,7 +663,7 @@ def _finish_request(R, E, prog, run, r, now, used, done, released, batch_left):
     return used, done, released, batch_left
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _finish_prompts(R, E, prog, run, prefill, to_dec, now, used, done, released, batch_left):
     """Prompt chunks that ran: a prompt whose prefill completed samples its token (its first, the
     first time), leaves the prefill list and finishes or decodes from the next step on (queued in
@@ -691,7 +691,7 @@ def _finish_prompts(R, E, prog, run, prefill, to_dec, now, used, done, released,
     return used, done, released, batch_left, n_to_dec
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _complete_decoders(R, E, K, prog, D, ring, run, fheap, now, used, done, released, batch_left, t1, grow):
     """Decoders whose last decode step is t1 or earlier finish at `now` (completion heap; stale
     entries skipped). Returns (used, done, released, batch_left)."""
@@ -710,7 +710,7 @@ def _complete_decoders(R, E, K, prog, D, ring, run, fheap, now, used, done, rele
     return used, done, released, batch_left
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _release_static_batch(prog, run, batch, nbatch, used):
     """A static batch whose members all finished frees their KV and its slots. Returns used."""
     for j in range(nbatch):
@@ -721,7 +721,7 @@ def _release_static_batch(prog, run, batch, nbatch, used):
     return used
 
 
-@njit(**_HELPER)
+@kernel(**_HELPER)
 def _record_trace(tr_t, tr_b, steps, now, used, ntr, stride, next_trace):
     """KV memory over time: a point at every `stride`-th step (kernels.trace_append halves the
     trace and doubles the stride when full). Returns (ntr, stride, next_trace)."""
@@ -735,11 +735,12 @@ def _record_trace(tr_t, tr_b, steps, now, used, ntr, stride, next_trace):
 # the loop
 
 
-@njit(**_LOOP)
-def _run_events(R, E, K, coef, tables, S):
+@kernel(**_LOOP)
+def _run_events(R, E, K, coef, tables, S, step_limit):
     """The event-driven loop (module docstring) over the state S (EventState) `_simulate_events`
-    allocates. Returns (engine steps, preemptions, trace points, engine-step seconds, their prefill
-    share: kernels.prefill_seconds_of_step)."""
+    allocates, stopped after `step_limit` engine steps (a trial run interpreted: jit.py). Returns
+    (engine steps, preemptions, trace points, engine-step seconds, their prefill share:
+    kernels.prefill_seconds_of_step)."""
     prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b = S
     n = R.arrival.shape[0]
     lin_t, logit_t, draft_t, graph_t = tables
@@ -766,7 +767,7 @@ def _run_events(R, E, K, coef, tables, S):
     stride = 1
     next_trace = 1  # the next step that is a multiple of `stride` (the reference's steps % stride == 0)
     td = 0  # decode steps so far (= steps except under prefill-first, where prefill steps stall decodes)
-    while done < n:
+    while done < n and steps < step_limit:
         t = td
         # ---- admission (the reference's rules; appended to the running and prefill lists) ------
         admit_from = run.ends[TAIL]
@@ -838,7 +839,7 @@ def _run_events(R, E, K, coef, tables, S):
     return steps, preemptions, ntr, busy, pf_busy
 
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def counts_blocks(E, K):
     """Whether the loop counts KV blocks per phase instead of tracking each decoder's (module
     docstring): blocks grow as sequences do, no layer has a window, and every sum of KV bytes is an
@@ -847,14 +848,19 @@ def counts_blocks(E, K):
             and K.budget < 2.0**50 and K.g_bytes * K.block < 2.0**40)
 
 
-@njit(cache=True, error_model="numpy")
-def _simulate_events(R, E, K, coef, tables, count_blocks=True):
+#: `_simulate_events`'s step limit when it runs to the end: more engine steps than a run can take
+NO_STEP_LIMIT = 2**62
+
+
+@kernel(cache=True, error_model="numpy")
+def _simulate_events(R, E, K, coef, tables, count_blocks=True, step_limit=NO_STEP_LIMIT):
     """Run the event-driven loop on requests R (Requests; R.arrival is written by a closed loop)
     under engine E (Engine) and KV layout K (KvLayout), steps costed by kernels.step_seconds with
     coef / tables (StepCoefficients, StepTables). Returns (first-token times, finish times,
     arrivals, engine steps, preemptions, trace times, trace KV bytes, engine-step seconds, their
     prefill share): the reference's outputs. `count_blocks` False: track every decoder's blocks
-    even where `counts_blocks` allows counting them (the tests compare the two)."""
+    even where `counts_blocks` allows counting them (the tests compare the two). `step_limit`: stop
+    after that many engine steps (the run is then unfinished; jit.py's trial runs)."""
     n = R.arrival.shape[0]
     slots = max(1, min(E.max_seqs, n))
     prog = Progress(R.cached.copy(), R.in_len.copy(), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
@@ -884,6 +890,6 @@ def _simulate_events(R, E, K, coef, tables, count_blocks=True):
     tr_t = np.empty(TRACE_POINTS)
     tr_b = np.empty(TRACE_POINTS)
     state = EventState(prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b)
-    steps, preemptions, ntr, busy, pf_busy = _run_events(R, E, K, coef, tables, state)
+    steps, preemptions, ntr, busy, pf_busy = _run_events(R, E, K, coef, tables, state, step_limit)
     return (prog.first, prog.finish, R.arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy(), busy,
             pf_busy)

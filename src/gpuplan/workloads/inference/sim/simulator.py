@@ -3,7 +3,8 @@
 Events are engine steps: at each step the scheduler (schedulers.py) picks the sequences and
 tokens that run, the step costs `operators.StepTimeModel` time (tables + a few multiply-adds, no
 per-op recomputation), and the clock jumps by that time (or to the next arrival when idle). The loop
-is compiled with numba over flat arrays (no per-request Python objects). `_simulate` here is the
+is compiled with numba over flat arrays (no per-request Python objects); a process's first short
+runs of the event-driven loop go interpreted, the same code and numbers (jit.py). `_simulate` here is the
 step-by-step reference (every running sequence visited at every step); `simulate` runs the
 event-driven loop of sim/events.py by default, which keeps decode state implicit and does work
 only where something happens (a prompt chunk, a KV block, a completion, a window crossing) and
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numba import njit
+from gpuplan.workloads.inference.jit import kernel
 
 from gpuplan.errors import Infeasible
 from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, Workload
@@ -34,12 +35,13 @@ from gpuplan.workloads.inference.kernels import (TRACE_POINTS, causal_pairs_upto
                                                  graph_tokens_of_step, prefill_seconds_of_step, table_lookup,
                                                  trace_append)
 from gpuplan.workloads.inference.sim.events import Engine, KvLayout, Requests, _simulate_events
+from gpuplan.workloads.inference import jit
 
 if TYPE_CHECKING:
     from gpuplan.workloads.inference.cost.prefix_cache import PrefixCache
     from gpuplan.workloads.inference.cost.speculative import DraftCost, SpeculativeDecoding
 
-@njit(cache=True, error_model="numpy")
+@kernel(cache=True, error_model="numpy")
 def _simulate(arrival, in_len, out_len, closed_loop, sched, no_evict, max_seqs, max_tokens,
               budget, block, g_bytes, w_bytes, window, w_blocks_cap, coef, tables, cached, out_steps, spec_e):
     # Per-request state lives in request-indexed arrays while a request waits (never admitted, or
@@ -419,6 +421,27 @@ def kv_budget_setup(steps: StepTimeModel, memory: MemoryPlan, ins: np.ndarray, o
     return KvBudgetSetup(budget, g_bytes, out_steps, cached, spec_e, spec_q, draft_table, draft_ctx)
 
 
+def _event_loop(requests: Requests, engine: Engine, layout: KvLayout, coef, tables) -> tuple:
+    """`_simulate_events` interpreted while this process's budget of interpreted steps lasts, else
+    compiled (jit.py): a trial run interpreted on a copy of the arrivals (a closed loop writes them)
+    stopped at the budget; unfinished there, the kernels are compiled and the run starts over. Numpy
+    scalars warn nowhere (numba's `error_model="numpy"` does not); an operation Python refuses where
+    numba returns inf or NaN (a float division by zero) leaves the run to the compiled loop."""
+    limit = jit.interpreted_steps_left()
+    if limit > 0:
+        trial = requests._replace(arrival=requests.arrival.copy())
+        try:
+            with np.errstate(all="ignore"):
+                out = _simulate_events(trial, engine, layout, coef, tables, True, limit)
+        except ArithmeticError:
+            out = None
+        jit.spend_interpreted_steps(limit if out is None else out[3])
+        if out is not None and out[3] < limit:
+            return out
+    jit.compile_kernels()
+    return _simulate_events(requests, engine, layout, coef, tables)
+
+
 def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, scheduler: SchedulerConfig,
              warmup_requests: int = 0, cuda_graph_batch_sizes: "tuple[int, ...]" = (), *,
              speculative: "SpeculativeDecoding | None" = None, draft: "DraftCost | None" = None,
@@ -454,9 +477,10 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     layout = KvLayout(budget, int(memory.block_size), g_bytes, float(memory.window_kv_bytes_per_token_per_gpu),
                       int(steps.window), int(memory.window_blocks_cap))
     if event_driven and speculative is None:
-        first, finish, arrival, nsteps, npre, tr_t, tr_b, busy, pf_busy = _simulate_events(requests, engine, layout,
-                                                                                            coef, tables)
+        first, finish, arrival, nsteps, npre, tr_t, tr_b, busy, pf_busy = _event_loop(requests, engine, layout, coef,
+                                                                                       tables)
     else:
+        jit.compile_kernels()
         first, finish, arrival, nsteps, npre, tr_t, tr_b, busy, pf_busy = _simulate(
             requests.arrival, ins, outs, engine.closed_loop, engine.sched, engine.no_evict, engine.max_seqs,
             engine.max_tokens, *layout, coef, tables, cached, requests.out_steps, spec_e)

@@ -141,8 +141,10 @@ def cp_exposed_seconds(framework: Framework, system: System, gpu: Gpu, *, t, tp,
     method's communication not hidden behind attention plus its ring-step eager work (module
     docstring), over `layers` layers, `fwd_passes` forward passes of the attention. `attn_fwd` /
     `attn_bwd` are one layer's attention-core seconds on this rank (load balanced); `t` the tokens per
-    micro-batch on the rank. Zero where cp = 1."""
+    micro-batch on the rank. Zero where cp = 1 (without timing any exchange where every cp is 1)."""
     cp = np.asarray(cp, dtype=np.float64)
+    if not np.any(cp > 1):  # the np.where below would pick 0.0 everywhere: its zeros, in its shape
+        return np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (cp, t, tp, attn_fwd, attn_bwd, fwd_passes, layers))))
     cp_pn = group_per_node(cp, tp, system.gpus_per_node)
     cp_int = np.where(cp > 1, cp, 2).astype(np.int64)
     if framework.context_parallel_method is ContextParallelMethod.P2P_RING:
