@@ -93,3 +93,14 @@ def test_hopper_small_head_dim_stays_flop_bound_not_double_counted_by_the_exp_bo
     # X = 132 SMs x 1605e12 / (4 x 128) / 148 = 2.796e12 exp/s; F / X = 179 FLOPs per exp < 4 x 64 = 256
     assert flops_s / attention_exp_per_s(h100) == pytest.approx(179.3, rel=2e-3)
     assert softmax_bound_pair_flops(256.0, 1, flops_s, attention_exp_per_s(h100)) == 256.0
+
+
+def test_flash_v1_uses_its_own_table():
+    # Dao 2023 Fig. 4c/4d, FlashAttention (v1) bars, A100 causal 8k fwd+bwd: 92 / 91 TFLOP/s at d 64 / 128
+    assert head_dim_efficiency("ampere", 64, FWD_BWD, flash_v1=True) == pytest.approx(92 / 91)
+    assert head_dim_efficiency("hopper", 64, FWD_BWD, flash_v1=True) == 1.0  # no v1 source on Hopper
+    from gpuplan.specs.execution import AttentionKernel
+    from gpuplan.workloads.training.step.compute import training_attention_ceiling
+    a100 = get_gpu("a100-sxm4-80gb")
+    # training.attention_ceiling.ampere = 180 / 312 (Dao 2023), x 92 / 91 at d = 64 under FLASH_V1
+    assert training_attention_ceiling(a100, AttentionKernel.FLASH_V1, 64) == pytest.approx(180 / 312 * 92 / 91)

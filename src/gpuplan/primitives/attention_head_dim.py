@@ -25,6 +25,11 @@ held constant beyond the outermost ones (no extrapolated trend):
 - Ampere, both passes (FlashAttention-2, as both Ampere ceilings): Dao 2023 Fig. 4 (c, d), A100 SXM4,
   forward + backward, causal, 16k tokens: 171 / 189 TFLOP/s at d = 64 / 128 -> 0.905 / 1 (the paper
   benchmarks no d above 128, so d > 128 holds 1). The forward-only Ampere panel is not used.
+- FlashAttention v1 (`flash_v1=True`: training stacks of 2022-23, `AttentionKernel.FLASH_V1`), Ampere:
+  Dao 2023 Fig. 4 (c, d), FlashAttention bars, causal, 8k tokens (its longest clean point): 92 / 91
+  TFLOP/s at d = 64 / 128 -> 1.011 / 1. v1's small-d rate is not below its d = 128 rate (its
+  bottleneck is the non-matmul work FlashAttention-2 removed), so FlashAttention-2's table must not
+  be applied to it.
 - Blackwell, CDNA3 and others: no head-dim source for the kernels their ceilings come from -> 1.
 
 Serving keeps its second bound, softmax exponentials (workloads/inference/cost/attention_softmax):
@@ -69,6 +74,9 @@ HOPPER_FA2_FORWARD_BACKWARD_TFLOPS = ((64, 232.69), (80, 186.37), (96, 232.82), 
 #: FlashAttention-2 forward + backward, causal, 16k tokens, A100 SXM4 (Dao 2023 Fig. 4 c, d), TFLOP/s
 AMPERE_FA2_FORWARD_BACKWARD_TFLOPS = ((64, 171.0), (128, 189.0))
 
+#: FlashAttention (v1) forward + backward, causal, 8k tokens, A100 SXM4 (Dao 2023 Fig. 4 c, d), TFLOP/s
+AMPERE_FLASH_V1_FORWARD_BACKWARD_TFLOPS = ((64, 92.0), (128, 91.0))
+
 #: (family, pass) -> the sourced (head_dim, TFLOP/s) points of that generation's ceiling kernel
 HEAD_DIM_RATES = {
     ("hopper", AttentionPass.FORWARD): HOPPER_FA3_FORWARD_TFLOPS,
@@ -76,6 +84,8 @@ HEAD_DIM_RATES = {
     ("ampere", AttentionPass.FORWARD): AMPERE_FA2_FORWARD_BACKWARD_TFLOPS,
     ("ampere", AttentionPass.FORWARD_BACKWARD): AMPERE_FA2_FORWARD_BACKWARD_TFLOPS,
 }
+#: family -> FlashAttention v1's sourced points (`flash_v1=True`)
+FLASH_V1_HEAD_DIM_RATES = {"ampere": AMPERE_FLASH_V1_FORWARD_BACKWARD_TFLOPS}
 HEAD_DIM_SOURCES = {
     ("hopper", AttentionPass.FORWARD): "FlashAttention-3 (arXiv 2407.08608) Fig. 5 b/d/f: H100 causal 16k, "
                                        "473 / 616 / 642 TFLOP/s at head_dim 64 / 128 / 256",
@@ -88,11 +98,13 @@ HEAD_DIM_SOURCES = {
 }
 
 
-def head_dim_efficiency(family: str | None, head_dim: float, attention_pass: AttentionPass) -> float:
+def head_dim_efficiency(family: str | None, head_dim: float, attention_pass: AttentionPass,
+                        flash_v1: bool = False) -> float:
     """R(d) / R(REFERENCE_HEAD_DIM) of the generation's ceiling kernel (module docstring): piecewise-linear
-    in d between the sourced points HEAD_DIM_RATES[(family, pass)], constant outside them; 1 for a
-    family without a source."""
-    points = HEAD_DIM_RATES.get((family or "", AttentionPass(attention_pass)))
+    in d between the sourced points HEAD_DIM_RATES[(family, pass)] (FLASH_V1_HEAD_DIM_RATES[family] for
+    FlashAttention v1), constant outside them; 1 for a family without a source."""
+    points = (FLASH_V1_HEAD_DIM_RATES.get(family or "") if flash_v1
+              else HEAD_DIM_RATES.get((family or "", AttentionPass(attention_pass))))
     if points is None:
         return 1.0
     dims = np.array([d for d, _ in points], dtype=float)
@@ -109,5 +121,5 @@ def attention_head_dim(model: ModelSpec) -> float:
     return float(model.head_dim)
 
 
-__all__ = ["AttentionPass", "HEAD_DIM_RATES", "HEAD_DIM_SOURCES", "REFERENCE_HEAD_DIM", "attention_head_dim",
+__all__ = ["AttentionPass", "FLASH_V1_HEAD_DIM_RATES", "HEAD_DIM_RATES", "HEAD_DIM_SOURCES", "REFERENCE_HEAD_DIM", "attention_head_dim",
            "head_dim_efficiency"]

@@ -316,14 +316,15 @@ def training_attention_ceiling(gpu: Gpu, kernel: AttentionKernel = AttentionKern
     """Forward+backward FlashAttention efficiency for training (TRAINING_ATTENTION_CEILING, at head_dim
     128); under `AttentionKernel.FLASH2` the flash-attn FlashAttention-2 rate (FLASH2_TRAINING_ATTENTION)
     where the generation's ceiling is another kernel's (Blackwell: cuDNN); x head_dim_efficiency(family,
-    head_dim, FORWARD_BACKWARD) (primitives.attention_head_dim)."""
+    head_dim, FORWARD_BACKWARD) (primitives.attention_head_dim; FlashAttention v1's table under FLASH_V1)."""
     if kernel is AttentionKernel.FLASH2 and gpu.family in FLASH2_TRAINING_ATTENTION:
         ceiling = knobs.value(f"training.flash2_attention_ceiling.{gpu.family}")
     elif gpu.family in TRAINING_ATTENTION_CEILING:
         ceiling = knobs.value(f"training.attention_ceiling.{gpu.family}")
     else:
         ceiling = knobs.value("training.attention_ceiling.default")
-    return ceiling * head_dim_efficiency(gpu.family, head_dim, AttentionPass.FORWARD_BACKWARD)
+    return ceiling * head_dim_efficiency(gpu.family, head_dim, AttentionPass.FORWARD_BACKWARD,
+                                         flash_v1=kernel is AttentionKernel.FLASH_V1)
 
 
 def _peak_flops(ctx: StepContext, dtype: str) -> float:
