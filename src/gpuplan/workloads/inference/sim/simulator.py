@@ -35,6 +35,7 @@ from gpuplan.workloads.inference.kernels import (TRACE_POINTS, causal_pairs_upto
                                                  graph_tokens_of_step, prefill_seconds_of_step, table_lookup,
                                                  trace_append)
 from gpuplan.workloads.inference.sim.events import Engine, KvLayout, Requests, _simulate_events
+from gpuplan.workloads.inference.sim.percentiles import linear_percentiles
 from gpuplan.workloads.inference import jit
 
 if TYPE_CHECKING:
@@ -325,12 +326,12 @@ class Percentiles:
 
 
 def _pct(x: np.ndarray, scale: float = 1.0) -> Percentiles:
-    x = x[np.isfinite(x)]  # a copy, so np.percentile may partition it in place (after the mean, in x's order)
+    x = x[np.isfinite(x)]
     if x.size == 0:
         return Percentiles(math.nan, math.nan, math.nan, math.nan)
     mean = float(x.mean() * scale)
-    p = np.percentile(x, [50, 90, 99], overwrite_input=True) * scale
-    return Percentiles(float(p[0]), float(p[1]), float(p[2]), mean)
+    p50, p90, p99 = linear_percentiles(x, (50, 90, 99))  # np.percentile's values without numpy.ma's import
+    return Percentiles(p50 * scale, p90 * scale, p99 * scale, mean)
 
 
 @dataclass(frozen=True)
