@@ -120,7 +120,7 @@ def test_training_commands_on_defaults_load_no_simulator_and_no_coercion_adapter
 
 def test_serve_run_on_defaults_simulates_without_numba(tmp_path):
     # issue 35: `serve run MODEL` on its defaults simulates 2,000 requests in 2,831 engine steps,
-    # within the interpreted budget of workloads/inference/jit.py (8,000 steps): the kernels run as
+    # within the interpreted budget of workloads/inference/jit.py (20,000 steps): the kernels run as
     # plain Python and neither numba nor llvmlite is imported (~0.35 CPU-s of numba start-up avoided)
     modules = imported_by(tmp_path, "serve", "run", "llama-3-8b")
     assert "gpuplan.workloads.inference.sim.events" in modules  # it did simulate

@@ -20,6 +20,7 @@ Reported metrics (vLLM benchmark_serving definitions):
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,7 @@ from gpuplan.workloads.inference.kernels import (TRACE_POINTS, causal_pairs_upto
                                                  graph_tokens_of_step, prefill_seconds_of_step, table_lookup,
                                                  trace_append)
 from gpuplan.workloads.inference.sim.events import Engine, KvLayout, Requests, _simulate_events
+from gpuplan.workloads.inference.sim.on_lists import simulate_events_on_lists
 from gpuplan.workloads.inference.sim.percentiles import linear_percentiles
 from gpuplan.workloads.inference import jit
 
@@ -424,17 +426,21 @@ def kv_budget_setup(steps: StepTimeModel, memory: MemoryPlan, ins: np.ndarray, o
 
 def _event_loop(requests: Requests, engine: Engine, layout: KvLayout, coef, tables) -> tuple:
     """`_simulate_events` interpreted while this process's budget of interpreted steps lasts, else
-    compiled (jit.py): a trial run interpreted on a copy of the arrivals (a closed loop writes them)
-    stopped at the budget; unfinished there, the kernels are compiled and the run starts over. Numpy
-    scalars warn nowhere (numba's `error_model="numpy"` does not); an operation Python refuses where
-    numba returns inf or NaN (a float division by zero) leaves the run to the compiled loop."""
+    compiled (jit.py): a trial run interpreted on Python lists (sim/on_lists.py) and a copy of the
+    arrivals (a closed loop writes them) stopped at the budget; unfinished there, the kernels are
+    compiled and the run starts over. Numpy scalars warn nowhere (numba's `error_model="numpy"`
+    does not); an operation Python refuses where numba returns inf, NaN or 0 (a division by zero)
+    leaves the run to the compiled loop, as does another thread compiling the kernels meanwhile
+    (they then refuse lists)."""
     limit = jit.interpreted_steps_left()
     if limit > 0:
         trial = requests._replace(arrival=requests.arrival.copy())
         try:
             with np.errstate(all="ignore"):
-                out = _simulate_events(trial, engine, layout, coef, tables, True, limit)
-        except ArithmeticError:
+                out = simulate_events_on_lists(trial, engine, layout, coef, tables, limit)
+        except Exception:  # noqa: BLE001 - see the docstring; anything else is raised again
+            if not jit.compiled() and not isinstance(sys.exc_info()[1], ArithmeticError):
+                raise
             out = None
         jit.spend_interpreted_steps(limit if out is None else out[3])
         if out is not None and out[3] < limit:
