@@ -141,6 +141,8 @@ def main() -> int:
     print(f"row_out_mape_memory_pct: {_mape(figures['memory_row_out']):.2f} %")
     print(f"row_out_mape_inference_pct: {_mape(figures['inference_row_out']):.2f} %")
     for kind in ("training", "inference"):
+        if kind not in hardware_out:  # --files without this kind's file
+            continue
         print(f"hardware_out_coverage_{kind}_pct: {_pct(hardware_out[kind]['overall'].fraction)} %")
         print(f"interval_coverage_{kind}_pct: {_pct(old_by_kind[kind])} %")  # family-out, novelty ignored
         print(f"regime_out_coverage_{kind}_pct: {_pct(regime_out[kind].fraction)} %")

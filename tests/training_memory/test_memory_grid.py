@@ -137,6 +137,9 @@ FINE_TUNING_PROTOS = [
     dict(framework=Framework.MEGATRON, fine_tuning=dict(method="full", optimizer="paged_adamw_8bit")),
     dict(framework=Framework.OTHER, fine_tuning=dict(method="full", master_weights="none", optimizer_in_backward=True,
                                                      chunked_loss=True)),
+    # HF Trainer in eager PyTorch: ordinary training over an fp32 model under autocast, PEFT's fp32 adapters
+    dict(framework=Framework.TRANSFORMERS),
+    dict(framework=Framework.TRANSFORMERS, fine_tuning=dict(method="lora", lora_rank=16, lora_targets="all_linear")),
 ]
 
 

@@ -26,6 +26,7 @@ KNOB_MODULES = (
     "gpuplan.workloads.training.memory",
     "gpuplan.workloads.training.offload",
     "gpuplan.workloads.inference.cost.operators",
+    "gpuplan.workloads.inference.cost.attention_softmax",
     "gpuplan.workloads.inference.sim.frontend",
     "gpuplan.workloads.inference.cost.tp_allreduce",
     "gpuplan.workloads.inference.cost.memory",

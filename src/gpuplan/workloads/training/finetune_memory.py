@@ -47,6 +47,18 @@ other
   anew): every stored layer's projections in b bytes (one layer's under full recompute, the layer
   being recomputed).
 
+Autocast over an fp32 model (`autocast_over_fp32_model`: `Framework.TRANSFORMERS` training every
+weight with fp32 master weights, HF Trainer `bf16=True` over a model loaded in fp32): the parameters
+are fp32 and are themselves the master copy, so a trainable parameter costs 4 (weight) + 4 (fp32
+`.grad`) + 8 (Adam m + v) = 16 B, and no 16-bit working copy persists. torch.autocast casts each
+weight to the compute dtype at its first matmul of the forward (aten/src/ATen/autocast_mode.cpp
+`cached_cast`: a leaf that requires grad is cast once and cached for the autocast region) and the
+matmul saves that cast for its input gradient, so it lives until that matmul's backward has run:
+`autocast_weight_copies` = b x (every stored layer's projections + the output head on the last rank;
+one layer's under full recompute). The embedding is not an autocast op (never cast). Under ZeRO-3 /
+FSDP the gather buffer stands for them. This term is counted in both peak phases (at the end of
+backward the casts are freed: an overestimate there, where the forward's end is the usual peak).
+
 Fine-tuning stacks on a plain PyTorch loop (`pytorch_loop`: framework fsdp, torchtitan or other, the
 stacks the fine-tuning recipes run: HF Trainer / PEFT, torchtune, LitGPT, Answer.AI's fsdp_qlora; not
 Megatron or DeepSpeed, whose gradient buffers persist). Ordinary training keeps the accounting of
@@ -112,10 +124,26 @@ def state_element_bytes(plan: TrainPlan) -> float:
 
 
 def master_copy_bytes(plan: TrainPlan) -> float:
-    """An fp32 master copy beside 16-bit weights (4 B), none in fp32 runs or pure low precision."""
-    if plan.fine_tuning.master_weights is MasterWeights.NONE or activation_bytes(plan.precision) >= 4:
+    """An fp32 master copy beside 16-bit weights (4 B), none in fp32 runs, pure low precision or an fp32
+    model under autocast (`autocast_over_fp32_model`: the parameters are the master copy)."""
+    if (plan.fine_tuning.master_weights is MasterWeights.NONE or activation_bytes(plan.precision) >= 4
+            or autocast_over_fp32_model(plan)):
         return 0.0
     return 4.0
+
+
+def autocast_over_fp32_model(plan: TrainPlan) -> bool:
+    """Whether the trained model itself is fp32 under torch.autocast (module docstring, "autocast over an
+    fp32 model"): `Framework.TRANSFORMERS` with fp32 master weights training every weight in bf16 / fp16
+    (HF Trainer `bf16=True` over a model loaded in fp32; the rule of step.native_amp.autocast_over_fp32)."""
+    return (plan.framework is Framework.TRANSFORMERS and plan.fine_tuning.master_weights is MasterWeights.FP32
+            and not plan.fine_tuning.adapters and Precision(plan.precision) in (Precision.BF16, Precision.FP16))
+
+
+def fine_tuning_rules(plan: TrainPlan) -> bool:
+    """Whether a plan's memory takes this module's rules: every fine-tuning plan, and every
+    `Framework.TRANSFORMERS` plan (HF Trainer's loop, ordinary training included: `pytorch_loop`)."""
+    return not plan.fine_tuning.ordinary or plan.framework is Framework.TRANSFORMERS
 
 
 @dataclass
@@ -267,12 +295,13 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
     trainable, train_w, train_g = _Held(), _Held(), _Held()
     opt_device, opt_paged = _Held(), _Held()
     largest = 0.0
+    w = 4.0 if autocast_over_fp32_model(plan) else b  # the fp32 parameters are the master copy (master 0)
     for t, expert in inv.trainable:
         n = t.count * t.elements
         shard = (plan.expert_dp if expert else plan.dp * plan.cp) if zero2 else 1.0
         largest = max(largest, g * t.elements / shard)
         trainable.add(n, expert)
-        train_w.add(b * n, expert)
+        train_w.add(w * n, expert)
         train_g.add(g * n, expert)
         ob = optimizer_bytes(ft.optimizer, [t], s, master)
         opt_device.add(ob.device, expert)
@@ -302,8 +331,12 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
     if ft.adapters and ft.base_storage("bf16") is BaseDtype.FP32 and b < 4 and inv.layer_linear_elements:
         held = inv.layer_linear_elements
         other["autocast_weight_copies"] = b * (max(held) if plan.recompute is Recompute.FULL else sum(held))
+    if autocast_over_fp32_model(plan) and not zero3 and inv.layer_linear_elements:
+        held = inv.layer_linear_elements  # the weight-cast cache: layers' projections, the head on the last rank
+        head = model.vocab * model.hidden / plan.tp if last else 0.0
+        other["autocast_weight_copies"] = b * ((max(held) if plan.recompute is Recompute.FULL else sum(held)) + head)
     n_train = trainable.dense + trainable.expert
-    per_param = {"weights": b, "gradients": g,
+    per_param = {"weights": w, "gradients": g,
                  "optimizer": (opt_device.dense + opt_device.expert + opt_paged.dense + opt_paged.expert) / n_train
                  if n_train else 0.0}
     return FineTuneStates(
@@ -406,5 +439,6 @@ def gradient_lifetime(gradients, forward_end, backward_phase, single_pass, last_
 
 
 __all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
-           "fine_tuning_peak", "gradient_lifetime", "pytorch_loop", "pytorch_loop_loss",
+           "autocast_over_fp32_model", "fine_tuning_peak", "fine_tuning_rules", "gradient_lifetime", "pytorch_loop",
+           "pytorch_loop_loss",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]

@@ -14,6 +14,7 @@ from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Sharding, TrainPlan
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
+from gpuplan.workloads.training.finetune_memory import fine_tuning_rules
 from gpuplan.workloads.training.memory import TrainingMemory, activation_bytes, state_bytes_per_param, training_memory
 from gpuplan.workloads.training.memory_terms import model_state_bytes
 from gpuplan.workloads.training.plan_codes import SHARDING_CODE
@@ -97,8 +98,8 @@ def min_gpus(
     def states_lower_bound(candidate: TrainPlan) -> float:
         """Model states per GPU (`memory_terms.model_state_bytes`) of the parameters averaged over the
         ranks (dense over tp x pp, experts over ep x etp x pp): the most loaded rank holds at least this
-        (0 under fine-tuning, whose states are not these bytes per parameter)."""
-        if not candidate.fine_tuning.ordinary:
+        (0 under fine-tuning rules, `finetune_memory.fine_tuning_rules`: not these bytes per parameter)."""
+        if fine_tuning_rules(candidate):
             return 0.0
         zero3 = candidate.sharding in (Sharding.ZERO3, Sharding.FSDP)
         fsdp2_pp = zero3 and candidate.pp > 1 and candidate.framework is Framework.TORCHTITAN

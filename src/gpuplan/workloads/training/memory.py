@@ -97,7 +97,9 @@ from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.units import GIB, MIB
 from gpuplan.workloads.training.finetune_activations import fine_tuning_activation_delta_per_token
-from gpuplan.workloads.training.finetune_memory import FineTunePeak, fine_tuning_peak, rank_fine_tuning_states
+from gpuplan.workloads.training.finetune_memory import (
+    FineTunePeak, fine_tuning_peak, fine_tuning_rules, rank_fine_tuning_states)
+from gpuplan.workloads.training.hf_memory import hf_activation_delta_per_token
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
 from gpuplan.workloads.training import memory_terms as terms
 from gpuplan.workloads.training.memory_terms import activation_bytes
@@ -321,9 +323,10 @@ def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: i
     saved = saved or saved_context(model, plan)
     if stored and plan.recompute is Recompute.SELECTIVE and plan.framework is Framework.TORCHTITAN:
         return op_sac_bytes_per_token(model, layer, saved)
-    # a frozen base with adapters keeps fewer projection inputs, eager modules more (finetune_activations)
-    return _saved_activation_bytes(model, layer, saved) + fine_tuning_activation_delta_per_token(
-        model, plan, layer, saved)
+    # a frozen base with adapters keeps fewer projection inputs, eager modules more (finetune_activations,
+    # hf_memory: transformers' eager norms and PEFT's fp32 adapters)
+    return (_saved_activation_bytes(model, layer, saved) + fine_tuning_activation_delta_per_token(model, plan, layer, saved)
+            + hf_activation_delta_per_token(model, plan, layer, saved))
 
 
 @lru_cache(maxsize=65536)
@@ -470,7 +473,7 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: tuple[int
     other["cuda_context"], other["nccl_buffers"] = context, float(nccl)
     out = {"weights": weights, "gradients": grads, "optimizer": optim, "acts": acts, "other": other,
            "params": dense + experts, "peak": FineTunePeak(grads, acts)}
-    if not plan.fine_tuning.ordinary:  # LoRA / QLoRA, other optimizers, offload, pure low precision
+    if fine_tuning_rules(plan):  # LoRA / QLoRA, other optimizers, offload, pure low precision; HF Trainer
         ft = rank_fine_tuning_states(model, plan, layers, first, last)
         for key in ("zero3_gather_buffer", "fsdp_root_unsharded"):
             other.pop(key, None)

@@ -9,7 +9,8 @@ bytes are computed once per distinct (tp, sequence parallelism, recompute, etp) 
 count on the rank; parameters are summed once per distinct (pp, vpp). A test checks every term
 against `_rank_memory` on 10,000 random plans (equal to float rounding).
 
-A fine-tuning plan (`proto.fine_tuning` not ordinary training) gets `memory._rank_memory`'s
+A fine-tuning plan (`proto.fine_tuning` not ordinary training; every `Framework.TRANSFORMERS` plan:
+`finetune_memory.fine_tuning_rules`) gets `memory._rank_memory`'s
 fine-tuning rules from the same functions: its model states and their "other" terms from
 `finetune_memory.rank_fine_tuning_states` (once per distinct parallel layout, sharding and
 recompute), its activations through `memory.layer_activation_bytes_per_token` (which adds
@@ -40,7 +41,8 @@ from gpuplan.workloads.training.memory import (
     _layer_param_split, _mtp_param_split, activation_bytes, layer_activation_bytes_per_token, loss_bytes_per_vocab_entry,
     outside_allocator_bytes, pipeline_layer_split, saved_context, state_bytes_per_param, widest_ffn,
 )
-from gpuplan.workloads.training.finetune_memory import gradient_lifetime, pytorch_loop, rank_fine_tuning_states
+from gpuplan.workloads.training.finetune_memory import (
+    fine_tuning_rules, gradient_lifetime, pytorch_loop, rank_fine_tuning_states)
 from gpuplan.workloads.training.loss_memory import held_logits_bytes_per_vocab_entry
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, SHARDING_OF_CODE, RecomputeCode, ShardingCode
 
@@ -200,7 +202,7 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     out["fp8_weight_cache"] = np.where(has_layers & quantised,
                                        terms.fp8_weight_cache_bytes(bytes_per_element, block_dense, experts), 0.0)
     out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep)
-    if not proto.fine_tuning.ordinary:
+    if fine_tuning_rules(proto):
         _fine_tuning_terms(model, proto, out, last, tp=tp, pp=pp, vpp=vpp, dp=dp, cp=cp, ep=ep, etp=etp,
                            sharding=sharding, recompute=recompute, m=m, backward=backward, rematerialised=rematerialised,
                            held=held)

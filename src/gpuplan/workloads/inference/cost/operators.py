@@ -18,7 +18,7 @@ simulator fast (tables + a few multiply-adds per step, no per-op work):
            + logits(n_seqs)              LM head over the tokens that sample (one per sequence), and
                                           a Python engine's host time per sequence (HOST_SECONDS_PER_SEQUENCE)
            + attention_decode            memory-bound: KV bytes read, sum over decoding sequences
-           + attention_prefill           compute-bound FlashAttention: causal query-key pairs
+           + attention_prefill           compute-bound FlashAttention: causal query-key pairs (or its softmax exps)
 
 Attention data parallelism (Deployment.attention_dp = a > 1): the step is that of one attention
 group (its own requests; `n_tokens`, `n_seqs`, KV sums are the group's), with attention, dense
@@ -70,6 +70,7 @@ from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, System
 from gpuplan.specs.dtypes import Weights, bytes_per_element
+from gpuplan.workloads.inference.cost.attention_softmax import attention_exp_per_s, softmax_bound_pair_flops
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.layout_cache import LayoutCache
 from gpuplan.workloads.inference.cost.tp_allreduce import tp_allreduce_seconds
@@ -411,6 +412,10 @@ class StepTimeModel:
             kv_token_layer = 2.0 * dep.kv_heads_per_gpu * m.head_dim * self.kv_bytes
             self.decode_pair_flops = attention_flops(1, heads_pg, m.head_dim, m.head_dim, 1)
             self.prefill_pair_flops = self.decode_pair_flops
+        # each pair and query head also costs one softmax exponential (attention_softmax: max(FLOPs / F, exps / X))
+        exp_s = attention_exp_per_s(gpu)
+        self.decode_pair_flops = softmax_bound_pair_flops(self.decode_pair_flops, heads_pg, self.attention_flops_per_s, exp_s)
+        self.prefill_pair_flops = softmax_bound_pair_flops(self.prefill_pair_flops, heads_pg, self.attention_flops_per_s, exp_s)
         #: KV bytes one GPU holds per token per layer
         self.kv_bytes_per_token_layer = kv_token_layer
         #: KV bytes a decode step reads per cached token per layer: the held bytes x
