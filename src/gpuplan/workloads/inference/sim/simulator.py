@@ -20,7 +20,6 @@ Reported metrics (vLLM benchmark_serving definitions):
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -438,8 +437,8 @@ def _event_loop(requests: Requests, engine: Engine, layout: KvLayout, coef, tabl
         try:
             with np.errstate(all="ignore"):
                 out = simulate_events_on_lists(trial, engine, layout, coef, tables, limit)
-        except Exception:  # noqa: BLE001 - see the docstring; anything else is raised again
-            if not jit.compiled() and not isinstance(sys.exc_info()[1], ArithmeticError):
+        except Exception as exc:  # noqa: BLE001 - see the docstring; anything else is raised again
+            if not (isinstance(exc, ArithmeticError) or jit.compiled()):
                 raise
             out = None
         jit.spend_interpreted_steps(limit if out is None else out[3])
