@@ -48,6 +48,7 @@ import resource
 import time
 
 from gpuplan.catalog import load_catalog
+from gpuplan.heap import keep_freed_memory
 from gpuplan.models import load_model
 from gpuplan.workloads.training.plan_search import SearchSpace, search_plans
 
@@ -77,6 +78,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="timed searches per case (best is reported)")
     args = parser.parse_args()
+    print(f"heap_keeps_freed_memory: {keep_freed_memory()}")  # as the CLI's process does (gpuplan.heap)
     catalog = load_catalog()
     system = catalog.system("dgx-h100")
     gpu = catalog.gpu(system.gpu)

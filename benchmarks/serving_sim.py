@@ -34,6 +34,7 @@ import time
 import numpy as np
 
 from gpuplan.catalog import load_catalog
+from gpuplan.heap import keep_freed_memory
 from gpuplan.models import load_model
 from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, LengthDistribution, LengthKind, make_workload
 from gpuplan.workloads.inference.cost.deployment import Deployment
@@ -45,6 +46,7 @@ from gpuplan.workloads.inference.sim.simulator import simulate
 
 
 def main() -> None:
+    print(f"heap_keeps_freed_memory: {keep_freed_memory()}")  # as the CLI's process does (gpuplan.heap)
     cat = load_catalog()
     gpu = cat.gpu("h100-sxm5-80gb")
     dep = Deployment(load_model("llama-3-8b"), gpu, cat.system(gpu.id))

@@ -217,6 +217,10 @@ def _only_the_invoked_command(argv: list[str]):
         _app.registered_commands, _app.registered_groups = commands, groups
 
 
+#: commands that run the plan search or the serving simulator, many times over for some (sweep, validate,
+#: calibrate, web): their process keeps freed memory in the heap (gpuplan.heap, ~1 ms of page faults a
+#: plan search otherwise); the others skip the ctypes import
+SEARCHING_COMMANDS = frozenset({"plan", "train", "fit", "serve", "sweep", "validate", "calibrate", "web"})
 #: the environment variables OpenBLAS reads for its thread count, in its order of precedence
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
 
@@ -244,6 +248,10 @@ def main(argv: list[str] | None = None) -> None:
     name = invoked_command(args)
     if whole_process and name != "bench":
         one_blas_thread()
+    if whole_process and name in SEARCHING_COMMANDS:
+        from gpuplan.heap import keep_freed_memory
+
+        keep_freed_memory()  # freed numpy blocks stay in the heap: no page faults per search (gpuplan.heap)
     module = next((m for m, command in CLI_MODULES.items() if command == name), None)
     register_modules({module} if module is not None else CLI_MODULES)
     try:

@@ -69,6 +69,29 @@ class Framework(str, Enum):
         return self is not Framework.TORCHTITAN
 
     @property
+    def selective_recompute_regathers_tp(self) -> bool:
+        """Whether the stack's selective activation checkpointing re-issues the tensor-parallel
+        all-gathers in the recomputed forward (two per layer: the sequence-parallel inputs of the
+        attention and MLP blocks). torchtitan's per-op SAC saves the outputs of `mm`, SDPA and
+        `_c10d_functional.reduce_scatter_tensor` only (`_save_list`, torchtitan
+        distributed/activation_checkpoint.py), so `all_gather_into_tensor` runs again in backward; its
+        layer SAC (`selective_ac_option` = "2") recomputes every 2nd block whole, the same two
+        all-gathers' worth per layer on average. Megatron's selective recompute re-runs the attention
+        core only, inside the tensor-parallel region: no collective."""
+        return self is Framework.TORCHTITAN
+
+    @property
+    def tp_collectives_copy_sequence_dim(self) -> bool:
+        """Whether the stack's sequence-parallel collectives add an HBM copy of the activation each:
+        DTensor shards torchtitan's sequence-parallel activations on the sequence dim (`Shard(1)` of
+        [batch, seq, hidden]), and torch's functional collectives gather / scatter along dim 0 only, so
+        `all_gather_tensor` runs `torch.cat(torch.chunk(res, group_size, dim=0), dim=gather_dim)` after
+        the all-gather and `reduce_scatter_tensor` `torch.cat(torch.chunk(self, group_size,
+        dim=scatter_dim))` before the reduce-scatter (torch/distributed/_functional_collectives.py).
+        Megatron keeps [seq, batch, hidden] and gathers on dim 0 in place."""
+        return self is Framework.TORCHTITAN
+
+    @property
     def assumed_defaults(self) -> tuple[str, ...]:
         """What the step-time and memory models assume of this stack where a plan does not say
         (`gpuplan train` prints them; `--json` key `framework_defaults_assumed`). Each is the stack's
@@ -177,7 +200,8 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
     Framework.TORCHTITAN: (
         "FSDP2: all-gathers and reduce-scatters overlapped; reshard_after_forward = not pp",
         "TP: DTensor TP, no backward collective hidden (enable_async_tensor_parallel = False); sequence "
-        "parallelism on with tp > 1",
+        "parallelism on with tp > 1, a torch.cat copy per sequence-dim collective, selective AC re-gathering "
+        "its inputs; float8 tensorwise all-gathers in fp8",
         "CP: PyTorch context_parallel, all-gather K/V rotation, fp32 merges and dK/dV ring",
         "PP: a validation row that states no micro-batch runs pp micro-batches per step "
         "(pipeline_parallel_microbatches, torchtitan's default before 2025-04); the search picks its own",

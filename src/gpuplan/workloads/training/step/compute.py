@@ -273,10 +273,37 @@ def sustained_clock_ratio(gpu: Gpu) -> float:
     return measured_sustained_ratio(gpu) * residual * power_limit_clock_ratio(gpu)
 
 
+#: CDNA3 (MI300X) GEMMs as a training stack runs them: the catalog's MI300X ceiling (mamf-finder 668.4
+#: TFLOP/s, stas00/ml-engineering) was measured with PyTorch TunableOp on, which benchmarks every
+#: hipBLASLt / rocBLAS solution per shape; PyTorch leaves it off (`PYTORCH_TUNABLEOP_ENABLED` default 0,
+#: torch.cuda.tunable docs) and torchtitan does not set it, so its GEMMs take hipBLASLt's heuristic
+#: pick. Measured without tuning: torch.mm 4096 x 4096 x 4096 BF16 on MI300X, PyTorch 2.8.0+rocm6.4,
+#: 548.09 TFLOP/s (gau-nernst/learn-cuda 02c_matmul_hip/README.md @9127f7d, triton do_bench). The tuned
+#: ceiling at that shape is 668.4 x k_pipeline(4096) / k_pipeline(8192) (the mamf best shape has k =
+#: 8192; tiles fill the 304 CUs at both) = 668.4 x 0.98462 / 0.99225 = 663.3, so the heuristic reaches
+#: 548.09 / 663.3 = 0.826 of the tuned rate (DERIVED). Serving engines ship tuned GEMM tables (vLLM
+#: ROCm), so this is a training knob.
+UNTUNED_GEMM_RATIO_CDNA3 = knobs.register(
+    "training.untuned_gemm_ratio.cdna3", unit="ratio", default=548.09 / (668.4 * (4096 / 4160) / (8192 / 8256)),
+    low=0.3, high=1.0,
+    source="torch.mm 4096^3 BF16 on MI300X without TunableOp, PyTorch 2.8.0+rocm6.4: 548.09 TFLOP/s "
+           "(gau-nernst/learn-cuda 02c_matmul_hip/README.md) over the TunableOp-on mamf-finder 668.4 at that "
+           "shape (663.3) = 0.826",
+    scales="every training GEMM on CDNA3 parts (their catalog ceiling was measured with TunableOp on)")
+
+
+def untuned_gemm_ratio(gpu: Gpu) -> float:
+    """Rate of a training GEMM under the library's default kernel choice over the catalog's tuned
+    ceiling: `training.untuned_gemm_ratio.<family>` where the family's ceiling was measured tuned
+    (CDNA3), else 1."""
+    name = f"training.untuned_gemm_ratio.{gpu.family}"
+    return knobs.value(name) if name in knobs.REGISTRY else 1.0
+
+
 def sustained_gemm_fraction(gpu: Gpu) -> float:
     """Sustained fraction of the mamf-finder GEMM rate in a training step: `training.sustained_gemm_fraction`
-    x `sustained_clock_ratio`."""
-    return knobs.value("training.sustained_gemm_fraction") * sustained_clock_ratio(gpu)
+    x `sustained_clock_ratio` x `untuned_gemm_ratio` (CDNA3)."""
+    return knobs.value("training.sustained_gemm_fraction") * sustained_clock_ratio(gpu) * untuned_gemm_ratio(gpu)
 
 
 def gemm_seconds(ctx: StepContext, m, n, k, dtype: str | None = None):
