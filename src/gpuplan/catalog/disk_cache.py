@@ -9,7 +9,9 @@ where the cache dir is $GPUPLAN_CACHE_DIR, else $XDG_CACHE_HOME/gpuplan, else ~/
 `key` is the SHA-256 of the data files' bytes and of the source of every module that turns them into
 specs (catalog/, specs/, validation_rules, input_files, errors), with the Python and pydantic
 versions: a changed figure, field or rule is a new key, never a stale catalog. The measured ceilings
-(catalog/data/ceilings.toml, catalog.ceilings) are kept the same way, as `ceilings-<key>.pickle`. Later starts unpickle
+(catalog/data/ceilings.toml, catalog.ceilings) are kept the same way, as `ceilings-<key>.pickle`, and so is
+each bundled model a process loads (`model-<name>-<key>.pickle`, models.bundled: building a ModelSpec
+builds pydantic's validator and loads pydantic's plugins, ~0.04 CPU-s). Later starts unpickle
 it (a few ms). The file is written atomically (a temporary file in the same folder, then
 `os.replace`), so a reader never sees half a file; a folder that cannot be written (read-only home,
 no home), a missing, truncated or foreign file, or GPUPLAN_CACHE_DIR=off all fall back to parsing,
@@ -94,7 +96,9 @@ def store(name: str, key: str, value: Any) -> bool:
         target = folder / f"{name}-{key}.pickle"
         os.replace(tmp, target)
         tmp = None
-        kept = sorted(folder.glob(f"{name}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+        # `name` and a 64-digit key only: `model-llama-3` must not prune `model-llama-3-8b-<key>`
+        same = [p for p in folder.glob(f"{name}-*.pickle") if len(p.stem) == len(name) + 1 + len(key)]
+        kept = sorted(same, key=lambda p: p.stat().st_mtime, reverse=True)
         for old in kept[_KEEP:]:
             old.unlink(missing_ok=True)
         return True

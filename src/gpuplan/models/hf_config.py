@@ -223,10 +223,15 @@ def model_from_hf_config(cfg: dict[str, Any], name: str, source: str = "") -> Mo
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "config"
         raise InputError(f"config field `{where}`: {err['msg']}", field=where) from None
+    announce_warnings(spec)
+    return spec
+
+
+def announce_warnings(spec: ModelSpec) -> None:
+    """Hand each of the spec's config warnings to `config_warning_listeners` (the CLI prints them)."""
     for warning in spec.warnings:
         for listener in config_warning_listeners:
             listener(warning)
-    return spec
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

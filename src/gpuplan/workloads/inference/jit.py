@@ -4,8 +4,9 @@ compiles them once its simulations have run long enough to repay it.
 
 Compiling costs a fixed start-up: importing numba (~0.19 CPU-s) and loading the cached machine code
 (~0.15 CPU-s, numba's typing and lowering registries), ~0.35 CPU-s on the 2-core machine; the same
-source interpreted costs ~42 us per engine step of the event-driven loop (`gpuplan serve run
-llama-3-8b`: 2,831 steps in 0.12 CPU-s interpreted, 0.4 ms compiled; 2026-11-28). A process
+source interpreted costs ~17 us per engine step of the event-driven loop run on Python lists
+(sim/on_lists.py; ~40 us on numpy scalars) (`gpuplan serve run llama-3-8b`: 2,831 steps in
+0.047 CPU-s interpreted, 0.4 ms compiled; 2026-11-28). A process
 therefore runs its event-driven simulations interpreted while they total at most
 `INTERPRETED_STEPS` engine steps (~0.35 CPU-s, the compile cost): the run that would pass the budget
 stops there, the kernels are compiled, and it and every later run go compiled. That is the
@@ -33,8 +34,8 @@ import threading
 from typing import Any, Callable
 
 #: interpreted engine steps of the event-driven loop a process may run before compiling: about
-#: numba's start-up (0.35 CPU-s) at ~42 us per step (module docstring)
-INTERPRETED_STEPS = 8_000
+#: numba's start-up (0.35 CPU-s) at ~17 us per step on lists (module docstring): 0.35 / 17e-6 = 20,600
+INTERPRETED_STEPS = 20_000
 
 #: (function, numba options) of each kernel recorded while interpreted
 _KERNELS: list[tuple[Callable, dict[str, Any]]] = []

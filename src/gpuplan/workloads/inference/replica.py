@@ -43,14 +43,12 @@ import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-import numpy as np
-
 from gpuplan.errors import InputError
 from gpuplan.workloads.inference.cost.deployment import Deployment
 from gpuplan.workloads.inference.cost.memory import MemoryPlan
 from gpuplan.workloads.inference.cost.operators import step_time_model
 from gpuplan.workloads.inference.engines import GENERIC, EngineProfile
-from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, Workload, make_workload
+from gpuplan.workloads.inference.sim.arrivals import ArrivalKind, SeededGenerator, Workload, make_workload
 from gpuplan.workloads.inference.sim.deferred_first_token import deferred_result, deferred_workload
 from gpuplan.workloads.inference.sim.frontend import frontend_latency_s, with_frontend_latency
 from gpuplan.workloads.inference.sim.lengths import RequestLengths, fixed
@@ -247,7 +245,7 @@ class Replica:
         """The requests one attention-DP group receives under `load` (its share)."""
         share = load.per_group(self.groups)
         n = window.simulated_requests(share)
-        rng = np.random.default_rng(seed)
+        rng = SeededGenerator(seed)  # numpy.random only if a draw is made
         lens = dict(lengths=self.lengths(input_len, output_len))
         if share.kind is LoadKind.RATE:
             return make_workload(rng, n, ArrivalKind.POISSON, rate=share.value, **lens)

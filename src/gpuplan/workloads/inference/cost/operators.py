@@ -56,9 +56,9 @@ is E x (1 - (1 - k/E)^B) (each expert is missed by one token with probability 1 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
-from statistics import NormalDist
 
 import numpy as np
 
@@ -233,13 +233,15 @@ def expected_distinct_experts(num_experts: int, top_k: int, tokens) -> np.ndarra
 @lru_cache(maxsize=64)
 def expected_max_standard_normal(n: int) -> float:
     """Expected largest of n independent standard normal draws (0 for n = 1):
-    E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, by the trapezoid rule on [-10, 10]
+    E[max] = integral of x n phi(x) Phi(x)^(n-1) dx, by the trapezoid rule on [-10, 10], with
+    Phi(x) = (1 + erf(x / sqrt 2)) / 2 (statistics.NormalDist().cdf's formula, without importing
+    `statistics`: this runs at import for the attention-DP knob's default)
     (0.5642, 1.0294, 1.4236 for n = 2, 4, 8: the order-statistics tables of Harter 1961)."""
     if n <= 1:
         return 0.0
     x = np.linspace(-10.0, 10.0, 8001)
-    std = NormalDist()
-    cdf = np.array([std.cdf(v) for v in x])
+    root2 = math.sqrt(2.0)
+    cdf = np.array([0.5 * (1.0 + math.erf(v / root2)) for v in x.tolist()])
     pdf = np.exp(-0.5 * x * x) / np.sqrt(2.0 * np.pi)
     f = x * n * pdf * cdf ** (n - 1)
     return float(np.sum((f[1:] + f[:-1]) * np.diff(x)) / 2.0)

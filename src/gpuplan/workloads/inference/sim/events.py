@@ -853,14 +853,9 @@ NO_STEP_LIMIT = 2**62
 
 
 @kernel(cache=True, error_model="numpy")
-def _simulate_events(R, E, K, coef, tables, count_blocks=True, step_limit=NO_STEP_LIMIT):
-    """Run the event-driven loop on requests R (Requests; R.arrival is written by a closed loop)
-    under engine E (Engine) and KV layout K (KvLayout), steps costed by kernels.step_seconds with
-    coef / tables (StepCoefficients, StepTables). Returns (first-token times, finish times,
-    arrivals, engine steps, preemptions, trace times, trace KV bytes, engine-step seconds, their
-    prefill share): the reference's outputs. `count_blocks` False: track every decoder's blocks
-    even where `counts_blocks` allows counting them (the tests compare the two). `step_limit`: stop
-    after that many engine steps (the run is then unfinished; jit.py's trial runs)."""
+def _event_state(R, E, K, count_blocks):
+    """The loop's state (EventState) for requests R under engine E and KV layout K, as
+    `_simulate_events` describes (`count_blocks`)."""
     n = R.arrival.shape[0]
     slots = max(1, min(E.max_seqs, n))
     prog = Progress(R.cached.copy(), R.in_len.copy(), np.zeros(n, np.int64), np.zeros(n), np.zeros(n, np.int64),
@@ -889,7 +884,19 @@ def _simulate_events(R, E, K, coef, tables, count_blocks=True, step_limit=NO_STE
     preempted = np.empty(n, np.int64)
     tr_t = np.empty(TRACE_POINTS)
     tr_b = np.empty(TRACE_POINTS)
-    state = EventState(prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b)
+    return EventState(prog, D, run, prefill, ring, fheap, wheap, batch, to_dec, preempted, tr_t, tr_b)
+
+
+@kernel(cache=True, error_model="numpy")
+def _simulate_events(R, E, K, coef, tables, count_blocks=True, step_limit=NO_STEP_LIMIT):
+    """Run the event-driven loop on requests R (Requests; R.arrival is written by a closed loop)
+    under engine E (Engine) and KV layout K (KvLayout), steps costed by kernels.step_seconds with
+    coef / tables (StepCoefficients, StepTables). Returns (first-token times, finish times,
+    arrivals, engine steps, preemptions, trace times, trace KV bytes, engine-step seconds, their
+    prefill share): the reference's outputs. `count_blocks` False: track every decoder's blocks
+    even where `counts_blocks` allows counting them (the tests compare the two). `step_limit`: stop
+    after that many engine steps (the run is then unfinished; jit.py's trial runs)."""
+    state = _event_state(R, E, K, count_blocks)
     steps, preemptions, ntr, busy, pf_busy = _run_events(R, E, K, coef, tables, state, step_limit)
-    return (prog.first, prog.finish, R.arrival, steps, preemptions, tr_t[:ntr].copy(), tr_b[:ntr].copy(), busy,
-            pf_busy)
+    return (state.prog.first, state.prog.finish, R.arrival, steps, preemptions, state.trace_t[:ntr].copy(),
+            state.trace_b[:ntr].copy(), busy, pf_busy)

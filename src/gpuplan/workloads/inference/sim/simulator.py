@@ -35,6 +35,8 @@ from gpuplan.workloads.inference.kernels import (TRACE_POINTS, causal_pairs_upto
                                                  graph_tokens_of_step, prefill_seconds_of_step, table_lookup,
                                                  trace_append)
 from gpuplan.workloads.inference.sim.events import Engine, KvLayout, Requests, _simulate_events
+from gpuplan.workloads.inference.sim.on_lists import simulate_events_on_lists
+from gpuplan.workloads.inference.sim.percentiles import linear_percentiles
 from gpuplan.workloads.inference import jit
 
 if TYPE_CHECKING:
@@ -325,12 +327,12 @@ class Percentiles:
 
 
 def _pct(x: np.ndarray, scale: float = 1.0) -> Percentiles:
-    x = x[np.isfinite(x)]  # a copy, so np.percentile may partition it in place (after the mean, in x's order)
+    x = x[np.isfinite(x)]
     if x.size == 0:
         return Percentiles(math.nan, math.nan, math.nan, math.nan)
     mean = float(x.mean() * scale)
-    p = np.percentile(x, [50, 90, 99], overwrite_input=True) * scale
-    return Percentiles(float(p[0]), float(p[1]), float(p[2]), mean)
+    p50, p90, p99 = linear_percentiles(x, (50, 90, 99))  # np.percentile's values without numpy.ma's import
+    return Percentiles(p50 * scale, p90 * scale, p99 * scale, mean)
 
 
 @dataclass(frozen=True)
@@ -423,17 +425,21 @@ def kv_budget_setup(steps: StepTimeModel, memory: MemoryPlan, ins: np.ndarray, o
 
 def _event_loop(requests: Requests, engine: Engine, layout: KvLayout, coef, tables) -> tuple:
     """`_simulate_events` interpreted while this process's budget of interpreted steps lasts, else
-    compiled (jit.py): a trial run interpreted on a copy of the arrivals (a closed loop writes them)
-    stopped at the budget; unfinished there, the kernels are compiled and the run starts over. Numpy
-    scalars warn nowhere (numba's `error_model="numpy"` does not); an operation Python refuses where
-    numba returns inf or NaN (a float division by zero) leaves the run to the compiled loop."""
+    compiled (jit.py): a trial run interpreted on Python lists (sim/on_lists.py) and a copy of the
+    arrivals (a closed loop writes them) stopped at the budget; unfinished there, the kernels are
+    compiled and the run starts over. Numpy scalars warn nowhere (numba's `error_model="numpy"`
+    does not); an operation Python refuses where numba returns inf, NaN or 0 (a division by zero)
+    leaves the run to the compiled loop, as does another thread compiling the kernels meanwhile
+    (they then refuse lists)."""
     limit = jit.interpreted_steps_left()
     if limit > 0:
         trial = requests._replace(arrival=requests.arrival.copy())
         try:
             with np.errstate(all="ignore"):
-                out = _simulate_events(trial, engine, layout, coef, tables, True, limit)
-        except ArithmeticError:
+                out = simulate_events_on_lists(trial, engine, layout, coef, tables, limit)
+        except Exception as exc:  # noqa: BLE001 - see the docstring; anything else is raised again
+            if not (isinstance(exc, ArithmeticError) or jit.compiled()):
+                raise
             out = None
         jit.spend_interpreted_steps(limit if out is None else out[3])
         if out is not None and out[3] < limit:
