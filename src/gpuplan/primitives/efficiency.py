@@ -50,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuplan import knobs
+from gpuplan.primitives.attention_head_dim import REFERENCE_HEAD_DIM, AttentionPass, head_dim_efficiency
 from gpuplan.specs import Gpu
 
 #: Output tile (m and n) of the modelled GEMM kernel, elements.
@@ -237,14 +238,16 @@ def hbm_efficiency(gpu: Gpu) -> float:
     return min(1.0, base * knobs.value(stream_knob) / knobs.value("efficiency.hbm_stream.reference"))
 
 
-def attention_ceiling(gpu: Gpu, precision: str = "bf16") -> float:
-    """Best fraction of the `precision` dense peak a FlashAttention-class kernel reaches: the knob
-    `efficiency.attention_ceiling.<family>` from catalog/data/ceilings.toml (else `.default`), a
-    16-bit measurement, x `efficiency.fp8_over_bf16_attention_ceiling` when the kernel computes in
-    fp8 (FP8_OVER_BF16_ATTENTION: FlashAttention-3's fp8 / bf16 fractions of peak)."""
+def attention_ceiling(gpu: Gpu, precision: str = "bf16", head_dim: float = REFERENCE_HEAD_DIM) -> float:
+    """Best fraction of the `precision` dense peak a FlashAttention-class forward kernel reaches at
+    `head_dim`: the knob `efficiency.attention_ceiling.<family>` from catalog/data/ceilings.toml (else
+    `.default`), a 16-bit measurement at head_dim 128, x head_dim_efficiency(family, head_dim, FORWARD)
+    (primitives.attention_head_dim), x `efficiency.fp8_over_bf16_attention_ceiling` when the kernel
+    computes in fp8 (FP8_OVER_BF16_ATTENTION: FlashAttention-3's fp8 / bf16 fractions of peak)."""
     family = _gpu_keys(gpu)[1]
     name = f"efficiency.attention_ceiling.{family}"
-    ceiling = knobs.value(name if name in knobs.REGISTRY else "efficiency.attention_ceiling.default")
+    ceiling = (knobs.value(name if name in knobs.REGISTRY else "efficiency.attention_ceiling.default")
+               * head_dim_efficiency(gpu.family, head_dim, AttentionPass.FORWARD))
     if precision == "fp8":
         return ceiling * knobs.value("efficiency.fp8_over_bf16_attention_ceiling")
     return ceiling

@@ -150,7 +150,7 @@ def attention_time(
     """FlashAttention-style attention core (forward) for `batch` sequences.
 
     flops = attention_flops(...); bytes = Q, K, V, O read/written once:
-    b d bytes(dtype) (2 q heads + 2 kv kv_heads). Compute efficiency = attention_ceiling(gpu)
+    b d bytes(dtype) (2 q heads + 2 kv kv_heads). Compute efficiency = attention_ceiling(gpu, head_dim)
     (FlashAttention-2/3 measurements) x SM fill min(1, b heads ceil(q/128) / sm_count); decode
     (q small) is bandwidth-bound on reading the KV cache.
     """
@@ -164,7 +164,7 @@ def attention_time(
     moved = batch * head_dim * elem * (2.0 * q_len * heads + 2.0 * kv_len * kv_heads)
     sms = gpu.sm_count_or_default
     fill = min(1.0, batch * heads * -(-q_len // 128) / sms)
-    eff = attention_ceiling(gpu) * fill
+    eff = attention_ceiling(gpu, head_dim=head_dim) * fill
     compute_s = flops / (_peak_flops(gpu, dtype) * eff)
     memory_s = moved / memory_bandwidth_bytes_s(gpu)
     bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY

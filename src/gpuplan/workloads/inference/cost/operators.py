@@ -66,6 +66,7 @@ from gpuplan import knobs
 from gpuplan.layers.inventory import local_gemm_shape, model_ops, refuse_hybrid
 from gpuplan.layers.operators import Linear, Norm, ResidualAdd, Shard, attention_flops
 from gpuplan.primitives.collectives import Collective, collective_time_array
+from gpuplan.primitives.attention_head_dim import attention_head_dim
 from gpuplan.primitives.efficiency import attention_ceiling, matmul_ceiling
 from gpuplan.primitives.op_cost import memory_bandwidth_bytes_s
 from gpuplan.specs import Gpu, System
@@ -379,10 +380,10 @@ class StepTimeModel:
         self.precision = gpu.gemm_compute_dtype(dep.weight_dtype, dep.activation_dtype, weights=Weights.STORED)
         self.peak_flops_per_s = gpu.matmul_peak_tflops(self.precision) * 1e12
         self.hbm_bytes_per_s = memory_bandwidth_bytes_s(gpu)
-        #: attention-core FLOP/s: the peak of attention_math_precision x the FlashAttention-class ceiling
+        #: attention-core FLOP/s: peak of attention_math_precision x FlashAttention-class ceiling at the model's head dim
         attention_precision = attention_math_precision(dep)
         self.attention_flops_per_s = (gpu.matmul_peak_tflops(attention_precision) * 1e12
-                                      * attention_ceiling(gpu, attention_precision))
+                                      * attention_ceiling(gpu, attention_precision, attention_head_dim(m)))
         self.weight_bytes = bytes_per_element(dep.weight_dtype)
         self.head_weight_bytes = bytes_per_element(matrix_format(dep, model_ops(m).head))
         self.act_in_bytes = min(bytes_per_element(dep.activation_dtype), ACTIVATION_IO_BYTES)

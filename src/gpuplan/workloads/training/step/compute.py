@@ -43,6 +43,7 @@ import numpy as np
 from gpuplan import knobs
 from gpuplan.layers.inventory import LayerOps, local_gemm_shape
 from gpuplan.layers.operators import Shard
+from gpuplan.primitives.attention_head_dim import REFERENCE_HEAD_DIM, AttentionPass, attention_head_dim, head_dim_efficiency
 from gpuplan.primitives.op_cost import gemm_time_array
 from gpuplan.specs import Gpu
 from gpuplan.specs.execution import AttentionKernel, Framework
@@ -310,15 +311,20 @@ def gemm_seconds(ctx: StepContext, m, n, k, dtype: str | None = None):
     return gemm_time_array(ctx.gpu, m, n, k, dtype or ctx.gemm_dtype) / sustained_gemm_fraction(ctx.gpu)
 
 
-def training_attention_ceiling(gpu: Gpu, kernel: AttentionKernel = AttentionKernel.FLASH) -> float:
-    """Forward+backward FlashAttention efficiency for training (TRAINING_ATTENTION_CEILING); under
-    `AttentionKernel.FLASH2` the flash-attn FlashAttention-2 rate (FLASH2_TRAINING_ATTENTION) where the
-    generation's ceiling is another kernel's (Blackwell: cuDNN)."""
+def training_attention_ceiling(gpu: Gpu, kernel: AttentionKernel = AttentionKernel.FLASH,
+                               head_dim: float = REFERENCE_HEAD_DIM) -> float:
+    """Forward+backward FlashAttention efficiency for training (TRAINING_ATTENTION_CEILING, at head_dim
+    128); under `AttentionKernel.FLASH2` the flash-attn FlashAttention-2 rate (FLASH2_TRAINING_ATTENTION)
+    where the generation's ceiling is another kernel's (Blackwell: cuDNN); x head_dim_efficiency(family,
+    head_dim, FORWARD_BACKWARD) (primitives.attention_head_dim; FlashAttention v1's table under FLASH_V1)."""
     if kernel is AttentionKernel.FLASH2 and gpu.family in FLASH2_TRAINING_ATTENTION:
-        return knobs.value(f"training.flash2_attention_ceiling.{gpu.family}")
-    if gpu.family in TRAINING_ATTENTION_CEILING:
-        return knobs.value(f"training.attention_ceiling.{gpu.family}")
-    return knobs.value("training.attention_ceiling.default")
+        ceiling = knobs.value(f"training.flash2_attention_ceiling.{gpu.family}")
+    elif gpu.family in TRAINING_ATTENTION_CEILING:
+        ceiling = knobs.value(f"training.attention_ceiling.{gpu.family}")
+    else:
+        ceiling = knobs.value("training.attention_ceiling.default")
+    return ceiling * head_dim_efficiency(gpu.family, head_dim, AttentionPass.FORWARD_BACKWARD,
+                                         flash_v1=kernel is AttentionKernel.FLASH_V1)
 
 
 def _peak_flops(ctx: StepContext, dtype: str) -> float:
@@ -422,7 +428,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
 
     Fused (FlashAttention): the inventory's causal core FLOPs (layer mean: windows differ by layer)
     on this rank's heads (a / tp) and query shard (s / cp), at the training attention ceiling
-    (`training.attention_ceiling.*`; `training.flash2_attention_ceiling.*` under FLASH2) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs) x the
+    (`training.attention_ceiling.*`; `training.flash2_attention_ceiling.*` under FLASH2; x the head-dim factor at
+    `attention_head_dim(model)`, primitives.attention_head_dim) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs) x the
     part's `sustained_clock_ratio` (the ceilings are short-run kernel benchmarks), x
     `training.flash_v1_over_v2` for FlashAttention v1; backward FLASH_BACKWARD_RATIO x forward
     (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
@@ -432,7 +439,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     if ctx.attention_kernel.fused:
         sms = ctx.gpu.sm_count_or_default
         fill = np.minimum(1.0, g.mb * heads_local * np.ceil(s / g.cp / 128.0) / sms)
-        eff = training_attention_ceiling(ctx.gpu, ctx.attention_kernel) * fill * sustained_clock_ratio(ctx.gpu)
+        eff = (training_attention_ceiling(ctx.gpu, ctx.attention_kernel, attention_head_dim(ctx.model)) * fill
+               * sustained_clock_ratio(ctx.gpu))
         if ctx.attention_kernel is AttentionKernel.FLASH_V1:
             eff = eff * knobs.value("training.flash_v1_over_v2")
         flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
