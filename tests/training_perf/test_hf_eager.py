@@ -60,7 +60,7 @@ def test_bytes_per_token_autocast_over_fp32(h100):
     # RMSNorm at r = 4: pow 8 + mean 4 + mul 8 + weight mul 8 = 28 (the two casts are no-ops); residual
     # add fp32 + bf16 -> fp32: 4 + 2 + 4 = 10; five Linear modules cast the fp32 norm output (4 + 2):
     # (2 x 28 + 2 x 10 + 5 x 6) x 4096 = 106 x 4096
-    assert hf_eager.norm_readers(ctx) == 5.0
+    assert native_amp.norm_readers(ctx) == 5.0
     assert hf_eager.hidden_bytes_per_token(ctx) == pytest.approx(106 * H)
 
 

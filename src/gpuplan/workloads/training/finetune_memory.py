@@ -135,7 +135,8 @@ def master_copy_bytes(plan: TrainPlan) -> float:
 def autocast_over_fp32_model(plan: TrainPlan) -> bool:
     """Whether the trained model itself is fp32 under torch.autocast (module docstring, "autocast over an
     fp32 model"): `Framework.TRANSFORMERS` with fp32 master weights training every weight in bf16 / fp16
-    (HF Trainer `bf16=True` over a model loaded in fp32; the rule of step.native_amp.autocast_over_fp32)."""
+    (HF Trainer `bf16=True` over a model loaded in fp32). Reads `framework`, `fine_tuning` and `precision`
+    only, so the step's context passes too (step.native_amp.autocast_over_fp32)."""
     return (plan.framework is Framework.TRANSFORMERS and plan.fine_tuning.master_weights is MasterWeights.FP32
             and not plan.fine_tuning.adapters and Precision(plan.precision) in (Precision.BF16, Precision.FP16))
 

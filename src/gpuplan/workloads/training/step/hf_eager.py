@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpuplan.layers.operators import Shard
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.model import FfnKind, NormKind
-from gpuplan.workloads.training.lora import layer_projections
 from gpuplan.workloads.training.step import native_amp
 
 #: LlamaRMSNorm forward bytes per hidden element (module docstring), by the residual stream's bytes.
@@ -76,16 +74,6 @@ def residual_bytes(ctx) -> int:
     return 4 if native_amp.autocast_over_fp32(ctx) else 2
 
 
-def norm_readers(ctx) -> float:
-    """Linear modules per layer that read a norm output (q, k, v, gate, up; fused ones count once),
-    layer mean of the dense and MoE layers."""
-    readers = 0.0
-    for layer, weight in ctx.layer_mix():
-        readers += weight * sum(1.0 for p in layer_projections(ctx.model, layer)
-                                if p.reads_layer_input and p.shard is not Shard.EXPERT)
-    return readers
-
-
 def hidden_bytes_per_token(ctx) -> float:
     """Forward bytes per token of one layer's norms, residual adds and (r = 4) input casts: the
     part that scales with the hidden size (not divided by tp: HF layers run without tensor parallelism)."""
@@ -93,7 +81,7 @@ def hidden_bytes_per_token(ctx) -> float:
     h = float(ctx.hidden)
     per_hidden = ctx.model.norms_per_layer * RMSNORM_BYTES[r] + 2.0 * RESIDUAL_ADD_BYTES[r]
     if r == 4:
-        per_hidden += norm_readers(ctx) * native_amp.INPUT_CAST_BYTES
+        per_hidden += native_amp.norm_readers(ctx) * native_amp.INPUT_CAST_BYTES
     return per_hidden * h
 
 
@@ -118,4 +106,4 @@ def head_bytes_per_token(ctx) -> float:
 
 __all__ = ["ATTN_OUT_COPY_BYTES", "LOSS_BYTES_PER_LOGIT", "RESIDUAL_ADD_BYTES", "RMSNORM_BYTES",
            "ROPE_BYTES", "SWIGLU_BYTES_PER_FFN", "applies", "head_bytes_per_token",
-           "hidden_bytes_per_token", "masked_attention_flops_per_token", "norm_readers", "residual_bytes"]
+           "hidden_bytes_per_token", "masked_attention_flops_per_token", "residual_bytes"]

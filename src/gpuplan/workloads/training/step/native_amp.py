@@ -36,7 +36,7 @@ from __future__ import annotations
 from gpuplan.layers.operators import Shard
 from gpuplan.specs import Precision
 from gpuplan.specs.execution import Framework
-from gpuplan.specs.finetune import MasterWeights
+from gpuplan.workloads.training.finetune_memory import autocast_over_fp32_model
 from gpuplan.workloads.training.lora import layer_projections
 
 #: Frameworks whose fp16 path is their own (fp16 parameters, fp32 main copies in the optimizer,
@@ -71,9 +71,9 @@ def native_amp(ctx) -> bool:
 def autocast_over_fp32(ctx) -> bool:
     """Whether the model's parameters are fp32 under torch.autocast: `transformers` with fp32 master
     weights (HF Trainer `bf16=True` / `fp16=True` over a model loaded in fp32, its default dtype)
-    that trains every weight; a frozen base is loaded in its 16-bit or quantised storage."""
-    return (ctx.framework is Framework.TRANSFORMERS and ctx.fine_tuning.master_weights is MasterWeights.FP32
-            and not ctx.fine_tuning.adapters and ctx.precision in (Precision.BF16, Precision.FP16))
+    that trains every weight; a frozen base is loaded in its 16-bit or quantised storage. The one rule
+    is `finetune_memory.autocast_over_fp32_model`, which reads the same three fields of a plan."""
+    return autocast_over_fp32_model(ctx)
 
 
 def _weight_elements(ctx, g) -> float:
@@ -104,11 +104,17 @@ def elementwise_bytes_per_token(ctx, g, hidden_bytes):
     projection that reads it; `hidden_bytes` unchanged outside native AMP."""
     if not native_amp(ctx):
         return hidden_bytes
+    return 2.0 * hidden_bytes + norm_readers(ctx) * INPUT_CAST_BYTES * float(ctx.hidden)
+
+
+def norm_readers(ctx) -> float:
+    """Linear modules per layer that read a norm output, each casting it under autocast (q, k, v,
+    gate, up as HF builds them; a fused module counts once), layer mean of the dense and MoE layers."""
     readers = 0.0
     for layer, weight in ctx.layer_mix():
-        readers = readers + weight * sum(
-            1.0 for p in layer_projections(ctx.model, layer) if p.reads_layer_input and p.shard is not Shard.EXPERT)
-    return 2.0 * hidden_bytes + readers * INPUT_CAST_BYTES * float(ctx.hidden)
+        readers += weight * sum(1.0 for p in layer_projections(ctx.model, layer)
+                                if p.reads_layer_input and p.shard is not Shard.EXPERT)
+    return readers
 
 
 def unfused_score_bytes(ctx, fused_path: tuple[float, float]) -> tuple[float, float]:
@@ -126,4 +132,4 @@ def grad_scaler_seconds(ctx, trainable_elements):
 
 __all__ = ["GRAD_SCALER_BYTES", "INPUT_CAST_BYTES", "NOT_NATIVE_AMP", "UNFUSED_AMP_SCORE_BYTES_BWD",
            "UNFUSED_AMP_SCORE_BYTES_FWD", "WEIGHT_CAST_BYTES_BWD", "WEIGHT_CAST_BYTES_FWD", "elementwise_bytes_per_token",
-           "autocast_over_fp32", "grad_scaler_seconds", "native_amp", "unfused_score_bytes", "weight_cast_seconds"]
+           "autocast_over_fp32", "grad_scaler_seconds", "native_amp", "norm_readers", "unfused_score_bytes", "weight_cast_seconds"]
