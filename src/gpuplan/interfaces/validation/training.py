@@ -98,6 +98,9 @@ Defaults for empty cells (documented, the same for every row):
   embedding and output head are tied (`embeddings_tied_stated`; Llama 3.2 1B / 3B tie them).
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
   master_weights): `fine_tuning_row.fine_tuning_from_row`.
+- the Hugging Face stack: a row whose framework cell is other, fsdp or empty and whose notes name
+  the HF Trainer, a transformers model class, PEFT, TRL, Axolotl or Answer.AI's fsdp_qlora runs
+  `Framework.TRANSFORMERS`, for time and memory (`hf_stack_row`, which gives the sources).
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
+from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
 from gpuplan.interfaces.validation.source_dates import source_name_month
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
@@ -221,6 +225,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     seq = _int(row, "seq_len", 2048)
     fine_tuning, ft_notes = fine_tuning_from_row(row)
     notes += ft_notes
+    hf = hf_stack_framework(row)
+    if hf is not None:
+        notes.append(hf[1])
     try:
         plan = TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
@@ -309,6 +316,12 @@ def interleaved_virtual_stages(layers: int, pp: int) -> int:
 
 
 def framework_from_row(row: dict[str, str]) -> Framework:
+    """The row's stack: `transformers` where its notes state the Hugging Face stack
+    (`hf_stack_row.hf_stack_framework`), else its `framework` cell (empty: megatron; a value the
+    enum lacks: other)."""
+    hf = hf_stack_framework(row)
+    if hf is not None:
+        return hf[0]
     raw = _cell(row, "framework").lower()
     try:
         return Framework(raw) if raw else Framework.MEGATRON

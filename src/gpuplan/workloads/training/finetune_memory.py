@@ -35,7 +35,11 @@ other
 - `fsdp_root_unsharded`: PyTorch FSDP never reshards its root unit between forward and backward
   (torch FSDP `_root_pre_forward`; FSDP2 docs: "The root FSDP state has its value specially set to
   False"); with the decoder layers wrapped one by one the root holds the embedding, final norm and
-  head: those stay whole on every GPU (Framework.FSDP / TORCHTITAN).
+  head: those stay whole on every GPU (`torch_fsdp`: Framework.FSDP / TORCHTITAN, and `transformers`
+  plans sharded zero3 / fsdp: HF Trainer / accelerate's FSDP plugin and Answer.AI's fsdp_qlora wrap torch
+  `FullyShardedDataParallel`, whose `_post_forward_reshard` keeps the root's flat parameters
+  unsharded, torch/distributed/fsdp/_runtime_utils.py: "Do not free the root's parameters in the
+  post-forward for `FULL_SHARD`").
 - `dequant_workspace`: a quantised base is dequantised into the activation dtype before each matmul
   (bitsandbytes `MatMul4Bit`: `dequantize_4bit` then the GEMM, forward and input-gradient backward):
   the largest projection's local weight in b bytes is alive while it multiplies.
@@ -325,7 +329,7 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
         weights = 0.0
     if zero3 and inv.layer_storage:
         other["zero3_gather_buffer"] = 2.0 * max(inv.layer_storage)
-        if plan.framework in (Framework.FSDP, Framework.TORCHTITAN):
+        if torch_fsdp(plan):
             other["fsdp_root_unsharded"] = _root_bytes(model, plan, first, last)
     if inv.largest_quantized:
         other["dequant_workspace"] = b * inv.largest_quantized
@@ -345,6 +349,16 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
         trainable_params=n_train, frozen_params=inv.frozen_params.dense + inv.frozen_params.expert,
         bytes_per_param=per_param, largest_gradient=0.0 if ft.offload.moves_optimizer else largest,
     )
+
+
+#: frameworks whose ZeRO-3 sharding is PyTorch FSDP (module docstring, `fsdp_root_unsharded`); a
+#: `transformers` run under DeepSpeed's ZeRO-3 is planned as Framework.DEEPSPEED
+TORCH_FSDP_FRAMEWORKS = (Framework.FSDP, Framework.TORCHTITAN, Framework.TRANSFORMERS)
+
+
+def torch_fsdp(plan: TrainPlan) -> bool:
+    """Whether PyTorch FSDP shards the plan: ZeRO-3 / fsdp sharding under TORCH_FSDP_FRAMEWORKS."""
+    return plan.framework in TORCH_FSDP_FRAMEWORKS and plan.sharding in (Sharding.ZERO3, Sharding.FSDP)
 
 
 def _root_bytes(model: ModelSpec, plan: TrainPlan, first: bool, last: bool) -> float:

@@ -479,6 +479,9 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     elif hf_eager.applies(ctx):  # HF transformers' eager Llama modules, counted per operator
         elem_attn = g.t * (hf_eager.hidden_bytes_per_token(ctx) + hf_eager.head_bytes_per_token(ctx)) / g.tp / ctx.hbm_bytes_s
         ffn_bytes = hf_eager.SWIGLU_BYTES_PER_FFN
+    elif hf_eager.applies_layernorm_gelu(ctx):  # HF transformers' eager BERT-style modules, per operator
+        elem_attn = g.t * hf_eager.layernorm_gelu_bytes_per_token(ctx) / g.tp / ctx.hbm_bytes_s
+        ffn_bytes = hf_eager.GELU_BYTES_PER_FFN
     else:
         eager_framework = ctx.framework in (Framework.FSDP, Framework.TRANSFORMERS)
         eager = knobs.value("training.eager_elementwise_factor") if eager_framework else 1.0
