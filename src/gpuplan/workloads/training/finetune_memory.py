@@ -76,7 +76,9 @@ Megatron or DeepSpeed, whose gradient buffers persist). Ordinary training keeps 
   gradients persist across micro-batches and both are counted, as for ordinary training. With the
   optimizer stepped in backward (`FineTuning.optimizer_in_backward`, torchtune `optimizer_in_bwd`: each
   parameter's post-accumulate-grad hook runs its `step()` and `zero_grad()`) the end of backward holds
-  at most one gradient, the largest trainable tensor's (`FineTuneStates.largest_gradient`).
+  at most one gradient, the largest trainable tensor's (`FineTuneStates.largest_gradient`). A loop that
+  zeroes gradients in place (`FineTuning.zero_grad_keeps_buffers`: `zero_grad()` before PyTorch 2.0)
+  keeps every gradient through the next forward, as with accumulation (`gradients_freed_between_steps`).
 - the loss: PyTorch's cross entropy on logits cast to fp32 (transformers' LlamaForCausalLM
   `logits = logits.float()`, torchtune's `self.output(h).float()`): 12 B per logit at its peak
   (`memory.PYTORCH_CROSS_ENTROPY_BYTES`, as torchtitan), unless the loss is chunked; a loop that holds
@@ -421,7 +423,7 @@ def fine_tuning_peak(plan: TrainPlan, states: FineTuneStates, acts: dict[str, fl
         notes.append(f"activations offloaded: {host / 2**30:.2f} GiB per GPU of saved activations kept in host "
                      f"memory between forward and backward")
     in_backward = pytorch_loop(plan) and plan.fine_tuning.optimizer_in_backward
-    single_pass = pytorch_loop(plan) and (micro_batches == 1 or in_backward)
+    single_pass = in_backward or (gradients_freed_between_steps(plan) and micro_batches == 1)
     held, at_backward_end = gradient_lifetime(gradients, sum(acts.values()), sum(backward_phase.values()), single_pass,
                                               states.largest_gradient if in_backward else None)
     if not (single_pass and gradients > 0):
@@ -436,6 +438,12 @@ def fine_tuning_peak(plan: TrainPlan, states: FineTuneStates, acts: dict[str, fl
     notes.append(f"peak at the end of backward: {held_note} and the backward working set; the stored activations "
                  f"are freed by then")
     return FineTunePeak(float(held), dict(backward_phase), host, tuple(notes))
+
+
+def gradients_freed_between_steps(plan: TrainPlan) -> bool:
+    """Whether a step starts with no `.grad` allocated (module docstring, gradient lifetime): a PyTorch loop
+    whose `zero_grad` frees them (set_to_none, PyTorch 2.0's default), not `zero_grad_keeps_buffers`."""
+    return pytorch_loop(plan) and not plan.fine_tuning.zero_grad_keeps_buffers
 
 
 def gradient_lifetime(gradients, forward_end, backward_phase, single_pass, last_gradient=None):
@@ -454,6 +462,7 @@ def gradient_lifetime(gradients, forward_end, backward_phase, single_pass, last_
 
 
 __all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
-           "autocast_over_fp32_model", "fine_tuning_peak", "fine_tuning_rules", "gradient_lifetime", "pytorch_loop",
+           "autocast_over_fp32_model", "fine_tuning_peak", "fine_tuning_rules", "gradient_lifetime",
+           "gradients_freed_between_steps", "pytorch_loop",
            "pytorch_loop_loss",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]
