@@ -2,6 +2,8 @@
 FlashAttention-2 measured on MI300X (ROCm/flash-attention issue #142)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuplan.catalog import load_catalog
 from gpuplan.workloads.training.step.cdna3_attention import MI300X_CK_FA2_TFLOPS, MI300X_DENSE_BF16_TFLOPS
@@ -39,3 +41,37 @@ def test_below_the_hopper_flash2_ceiling():
     # peak lies below H100's FlashAttention-2 335 / 989 = 0.339
     cat = load_catalog()
     assert training_attention_ceiling(cat.gpu("mi300x")) < training_attention_ceiling(cat.gpu("h100-sxm"))
+
+
+def test_llama3_8b_layer_attention_seconds_on_mi300x():
+    # tao's shape: Llama-3-8B (32 heads x 128), one micro-batch of 8192 tokens, tp = cp = 1, bf16.
+    # Causal forward FLOPs per layer = 2 (d_qk + d_v) x heads x s (s + 1) / 2 = 256 x 32 x 8192 x 8193
+    # = 5.49822e11; at 0.174689 x 1307.4 TFLOP/s = 228.39 TFLOP/s (SM fill 32 x 64 blocks / 304 CUs >= 1,
+    # sustained clock ratio 1: no CDNA3 measurement) -> 2.40738 ms forward, 2.5 x = 6.01845 ms backward
+    # (at the previous 0.266 ceiling: 1.578 ms forward)
+    from gpuplan.models import load_model
+    from gpuplan.specs import Precision
+    from gpuplan.specs.execution import Framework
+    from gpuplan.workloads.training.step.compute import attention_core_seconds
+    from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+
+    cat = load_catalog()
+    system = cat.system("mi300x-platform")
+    gpu = cat.gpu(system.gpu)
+    ctx = StepContext.build(load_model("llama-3-8b"), system, gpu, 8192, Precision.BF16, Framework.TORCHTITAN)
+    g = PlanAxes.build(ctx, 1, 1, 8, 1, 1, 1, 1, 1, 2, False, 3)
+    fwd, bwd = attention_core_seconds(ctx, g)
+    flops = 256 * 32 * 8192 * 8193
+    assert flops == pytest.approx(5.49822e11, rel=1e-5)
+    assert float(fwd) == pytest.approx(flops / (228.3875e12), rel=1e-6)
+    assert float(fwd) == pytest.approx(2.40738e-3, rel=1e-4)
+    assert float(bwd) == pytest.approx(2.5 * 2.40738e-3, rel=1e-4)
+
+
+@settings(max_examples=30, deadline=None)
+@given(head_dim=st.sampled_from([32, 64, 80, 96, 128, 160, 192, 256]))
+def test_cdna3_has_no_head_dim_factor(head_dim):
+    # no head-dim sweep of a CDNA3 training attention kernel is sourced (primitives.attention_head_dim):
+    # the ceiling is the head_dim-128 measurement at every head dimension
+    gpu = load_catalog().gpu("mi300x")
+    assert training_attention_ceiling(gpu, head_dim=head_dim) == pytest.approx(228.3875 / 1307.4, rel=1e-12)
