@@ -134,11 +134,11 @@ def test_cv_accuracy_gate_on_public_training_file(record_rows):
     mbr-moe 14.9 -> 16.3, megft 13.4 -> 11.3, mbridge 9.9 -> 9.95. Gates kept.
     Issue 32 (h-fsdprecomp): llm-foundry's full recompute stops before the MLP down projection (PyTorch
     non-reentrant checkpoint with early stop, step.checkpoint_early_stop); its MPT rows run without dropout.
-    CV MAPE % here: overall 11.00 -> 10.81 (median 7.21 -> 7.10), mpt-a100 8.29 -> 6.99, mpt-h100 7.13 ->
-    6.59, meg24-ss 10.06 -> 8.25; dsv3 22.95 -> 24.40 and mbridge 9.81 -> 11.09 with their default-knob
+    CV MAPE % here: overall 10.96 -> 10.78 (median 7.13 -> 6.98), mpt-a100 8.24 -> 6.96, mpt-h100 7.10 ->
+    6.64, meg24-ss 10.20 -> 8.40; dsv3 22.84 -> 24.28 and mbridge 9.71 -> 10.98 with their default-knob
     predictions unchanged: the MPT rows no longer pull the shared GEMM knobs up to pay for a recompute
     they did not run (sustained_gemm_fraction 0.838 -> 0.830, sustained_gemm_ratio.hopper 0.883 -> 0.877
-    in those folds). dsv3's gate re-set to 24.40 x 1.1.
+    in those folds). dsv3's gate re-set to 24.4 x 1.1.
     """
     from gpuplan.interfaces.validation.cross_validation import cross_validate
 
