@@ -1,5 +1,6 @@
 """CLI: the training-stack options shared by `gpuplan train`, `gpuplan plan` and `gpuplan fit ...`
-(`--framework`, `--compile`, `--deepspeed-release`, `--deterministic`, `--no-grad-accum-fusion`; parse only: gpuplan.api checks the values,
+(`--framework`, `--compile`, `--deepspeed-release`, `--deterministic`, `--no-grad-accum-fusion`,
+`--checkpoint-early-stop`; parse only: gpuplan.api checks the values,
 interfaces.api.framework_choice). One typer declaration of each, as cli/fine_tuning_options.py
 shares the fine-tuning options."""
 
@@ -31,3 +32,9 @@ NO_GRAD_ACCUM_FUSION = typer.Option(
     False, "--no-grad-accum-fusion",
     help="Megatron-LM --no-gradient-accumulation-fusion: each weight gradient is written and added to the fp32 "
          "main_grad in a separate pass. Megatron only.")
+#: `--checkpoint-early-stop/--no-checkpoint-early-stop` of `train` (interfaces.api.checkpoint_early_stop_option)
+CHECKPOINT_EARLY_STOP = typer.Option(
+    None, "--checkpoint-early-stop/--no-checkpoint-early-stop",
+    help="Full AC recompute stops once every saved tensor is rebuilt (PyTorch non-reentrant checkpoint early stop: "
+         "the MLP down projection is not re-run). Default: the framework's (fsdp on; torchtitan off since its PR #1580, "
+         "2025-08-29: give it for earlier torchtitan runs). Not for megatron, deepspeed, maxtext.")

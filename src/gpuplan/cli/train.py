@@ -21,7 +21,8 @@ from gpuplan.cli.fine_tuning_options import (
     fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION
+from gpuplan.cli.stack_options import (CHECKPOINT_EARLY_STOP, COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK,
+                                       NO_GRAD_ACCUM_FUSION)
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
@@ -80,6 +81,7 @@ def register(app: typer.Typer) -> None:
         compile: Optional[str] = COMPILE,
         deterministic: bool = DETERMINISTIC,
         no_grad_accum_fusion: bool = NO_GRAD_ACCUM_FUSION,
+        checkpoint_early_stop: Optional[bool] = CHECKPOINT_EARLY_STOP,
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
         pue: Optional[float] = typer.Option(None, "--pue", help="Data-centre PUE, >= 1 (default 1.3; same as --set pue=)."),
         grid_kg_co2_per_kwh: Optional[float] = typer.Option(
@@ -135,6 +137,7 @@ def register(app: typer.Typer) -> None:
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
                 grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
                 compile=compile, deterministic=deterministic, grad_accum_fusion=not no_grad_accum_fusion,
+                checkpoint_early_stop=checkpoint_early_stop,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)

@@ -106,8 +106,21 @@ class Framework(str, Enum):
         `mosaicml/pytorch:2.1.0_cu121`). Not: torchtitan, whose full AC passes `early_stop=False` to
         `ptd_checkpoint_wrapper` since PR #1580 (2025-08-29); Megatron-LM and DeepSpeed, whose own
         checkpoint functions are reentrant; Hugging Face transformers, whose gradient checkpointing
-        defaults to `use_reentrant=True`."""
+        defaults to `use_reentrant=True`. A plan states otherwise with `TrainPlan.checkpoint_early_stop`
+        (a torchtitan run before PR #1580, `checkpoint_early_stop_allowed`)."""
         return self is Framework.FSDP
+
+    @property
+    def checkpoint_early_stop_allowed(self) -> bool:
+        """Whether a plan of this stack may say its full AC stops early (`TrainPlan.checkpoint_early_stop`):
+        stacks that checkpoint with PyTorch's non-reentrant `torch.utils.checkpoint`, by default or as
+        an option: Composer (`activation_checkpointing_reentrant: false`), torchtitan (every release:
+        `ptd_checkpoint_wrapper`, whose `checkpoint_impl` defaults to `CheckpointImpl.NO_REENTRANT`,
+        torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py; early stop on before PR #1580
+        and with `activation_checkpoint.early_stop = true` after), Hugging Face transformers
+        (`gradient_checkpointing_kwargs={"use_reentrant": False}`) and `other`. Not Megatron-LM or
+        DeepSpeed (their own reentrant `CheckpointFunction`) nor MaxText (JAX `jax.checkpoint`)."""
+        return self not in (Framework.MEGATRON, Framework.DEEPSPEED, Framework.MAXTEXT)
 
     @property
     def assumed_defaults(self) -> tuple[str, ...]:
@@ -227,6 +240,8 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
         "(pipeline_parallel_microbatches, torchtitan's default before 2025-04); the search picks its own",
         "selective AC = per-op SAC (save every 2nd mm, the SDPA outputs); float8 = torchao Float8Linear, "
         "output layer bf16",
+        "full AC re-runs the whole block forward (early_stop = False since torchtitan PR #1580, 2025-08-29); "
+        "earlier runs stopped before the MLP down projection (--checkpoint-early-stop)",
         "eager Llama elementwise (fp32 RMSNorm, complex rotary, repeat_kv) unless compiled (compiled_model: "
         "training.compile, fused per block); cross entropy on fp32 logits, "
         "not compiled unless the plan says so (compiled_loss: training.compile since torchtitan PR #1033, 2025-04-02)",
@@ -282,6 +297,10 @@ class Execution(Spec):
     #: `apply_compile`): Inductor fuses the pointwise chains between GEMMs (norms, residual adds, rotary,
     #: SwiGLU), counted as fused kernels by the step model (`step.compute.elementwise_seconds`).
     compiled_model: bool = False
+    #: The stack's full activation checkpointing stops its recompute early (non-reentrant
+    #: `torch.utils.checkpoint` with early stop: `workloads.training.step.checkpoint_early_stop`); the
+    #: plan's `TrainPlan.checkpoint_early_stop`, else the framework's `Framework.checkpoint_stops_early`.
+    checkpoint_early_stop: bool = False
 
 
 __all__ = ["AttentionKernel", "ContextParallelMethod", "DEEPSPEED_CURRENT_ENGINE_DATE", "DEEPSPEED_CURRENT_ENGINE_FROM",

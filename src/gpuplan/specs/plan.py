@@ -93,6 +93,13 @@ class TrainPlan(Spec):
     #: off, every weight gradient is written and added to the fp32 main_grad in a separate pass
     #: (workloads.training.step.grad_accumulation). Step time reads it.
     grad_accum_fusion: bool = True
+    #: Full activation checkpointing stops its recompute once every saved tensor is rebuilt (PyTorch's
+    #: non-reentrant checkpoint with early stop: `workloads.training.step.checkpoint_early_stop`). None =
+    #: the framework's current default (`Framework.checkpoint_stops_early`: fsdp yes; torchtitan no, since
+    #: its PR #1580 of 2025-08-29 passes `early_stop=False`); True for a torchtitan run before that PR (or
+    #: with `activation_checkpoint.early_stop = true`), False for a stack that turns it off.
+    #: True is refused for stacks whose checkpoint is reentrant (`Framework.checkpoint_early_stop_allowed`).
+    checkpoint_early_stop: bool | None = None
 
     @field_validator("deepspeed_release", mode="before")
     @classmethod
@@ -101,7 +108,8 @@ class TrainPlan(Spec):
 
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
-        """A plan dump leaves out `deepspeed_release`, `deterministic` and `grad_accum_fusion` where they
+        """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion` and
+        `checkpoint_early_stop` where they
         are the defaults, so the dumps (and hashes) of every plan written before the fields existed are
         unchanged; loading restores them."""
         data = handler(self)
@@ -112,6 +120,8 @@ class TrainPlan(Spec):
                 data.pop("deterministic", None)
             if self.grad_accum_fusion:
                 data.pop("grad_accum_fusion", None)
+            if self.checkpoint_early_stop is None:
+                data.pop("checkpoint_early_stop", None)
         return data
 
     @model_validator(mode="before")
@@ -137,7 +147,23 @@ class TrainPlan(Spec):
         return Execution(framework=self.framework, attention_kernel=self.attention_kernel,
                          tp_comm_overlap=self.tp_comm_overlap, precision=Precision(self.precision).value,
                          grad_precision=Precision(self.grad_precision).value, compiled_loss=self.compiled_loss,
-                         compiled_model=self.compiled_model)
+                         compiled_model=self.compiled_model, checkpoint_early_stop=self.checkpoint_stops_early)
+
+    @property
+    def checkpoint_stops_early(self) -> bool:
+        """Whether this plan's full recompute stops early: `checkpoint_early_stop`, else the framework's
+        default (`Framework.checkpoint_stops_early`)."""
+        if self.checkpoint_early_stop is None:
+            return Framework(self.framework).checkpoint_stops_early
+        return bool(self.checkpoint_early_stop)
+
+    @model_validator(mode="after")
+    def _early_stop_needs_non_reentrant_checkpoint(self):
+        if self.checkpoint_early_stop and not Framework(self.framework).checkpoint_early_stop_allowed:
+            raise ValueError(f"checkpoint_early_stop true needs a stack with non-reentrant checkpointing (fsdp, "
+                             f"torchtitan, transformers, other), not {Framework(self.framework).value}: its "
+                             "checkpoint re-runs the whole layer")
+        return self
 
     @model_validator(mode="after")
     def _batch_divides(self):

@@ -259,6 +259,7 @@ TORCHTITAN = _table(
     _o("parallelism.expert_tensor_parallel_degree", K, at=f"{TT} Parallelism.expert_tensor_parallel_degree"),
     _o("activation_checkpoint.mode", K, ("selective", "full", "memory_budget", "none"), at=f"{TT} ActivationCheckpoint.mode"),
     _o("activation_checkpoint.selective_ac_option", K, at=f"{TT} ActivationCheckpoint.selective_ac_option"),
+    _o("activation_checkpoint.early_stop", K, (True, False), at=f"{TT} ActivationCheckpoint.early_stop"),
     _o("compile.enable", K, (True, False), at=f"{TT} Compile.enable"),
     _o("compile.components", K, at=f"{TT} Compile.components"),
 )

@@ -21,7 +21,8 @@ Plan -> keys (job_config.py docstrings):
                      (FSDP2); zero2: the same with fsdp_reshard_after_forward = "never" (parameters stay
                      gathered after forward). ZeRO-1 has no FSDP2 setting: refused.
   recompute          activation_checkpoint.mode none | full | selective with selective_ac_option "op"
-                     (per-op SAC, the one gpuplan's torchtitan memory model counts)
+                     (per-op SAC, the one gpuplan's torchtitan memory model counts); early_stop = true
+                     where a full-AC plan's recompute stops early (TrainPlan.checkpoint_early_stop)
   precision          bf16: training.mixed_precision_param "bfloat16"; fp8 / mxfp8: model.converters
                      ["quantize.linear.float8"] / ["quantize.linear.mx"]
   seq_len, steps     training.seq_len, training.steps
@@ -156,6 +157,8 @@ def keys(launch: TrainingLaunch) -> dict[str, object]:
     k["activation_checkpoint.mode"] = plan.recompute.value
     if plan.recompute is Recompute.SELECTIVE:
         k["activation_checkpoint.selective_ac_option"] = "op"
+    if plan.recompute is Recompute.FULL and plan.checkpoint_stops_early:
+        k["activation_checkpoint.early_stop"] = True
     if plan.compiled_model or plan.compiled_loss:
         k["compile.enable"] = True
         k["compile.components"] = [c for c, on in (("model", plan.compiled_model), ("loss", plan.compiled_loss)) if on]
@@ -254,7 +257,8 @@ def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> 
                          global_batch=gb, seq_len=_int(cfg, "training.seq_len", 2048), recompute=recompute,
                          sequence_parallel=tp > 1, precision=precision, sharding=sharding, framework=Framework.TORCHTITAN,
                          tp_comm_overlap=bool(_get(cfg, "parallelism.enable_async_tensor_parallel", False)),
-                         compiled_model=compiled_model, compiled_loss=compiled_loss)
+                         compiled_model=compiled_model, compiled_loss=compiled_loss,
+                         checkpoint_early_stop=_get(cfg, "activation_checkpoint.early_stop", False) is True or None)
     except ValueError as exc:
         raise InputError(f"plan: {str(exc).splitlines()[-1].strip()}", field="plan") from None
     return TrainingLaunch("torchtitan", spec, plan, plan.num_gpus, _int(cfg, "training.steps", 10000),

@@ -100,6 +100,12 @@ Defaults for empty cells (documented, the same for every row):
   came from before its branch cut), else a year-month in its source's document name (torchtitan names
   its benchmark files `..._202412_...`, `..._2025-06_...`). A row that states neither keeps the eager
   loss (`Framework.assumed_defaults`).
+- activation checkpointing (torchtitan rows): a run before torchtitan PR #1580 (2025-08-29) checkpoints
+  with PyTorch's early stop, which the PR turned off (`early_stop=False`): the recompute of a full-AC
+  layer stops before the MLP down projection (`workloads.training.step.checkpoint_early_stop`). The
+  run predates it when its notes state PyTorch 2.8 or earlier (the PR needs the `early_stop` argument
+  of pytorch PR #160781, first in 2.9) or, stating none, its document is dated before 2025-08
+  (`checkpoint_early_stop_from_row`; `plan.checkpoint_early_stop`).
 - dropout: `fsdp` rows (llm-foundry's MPT under Composer) train without dropout: MPTConfig's
   `resid_pdrop`, `emb_pdrop` and `attn_config.attn_pdrop` default to 0.0 and neither the pretrain yamls
   (scripts/train/yamls/pretrain/mpt-*.yaml) nor the benchmark launcher (scripts/train/benchmarking/
@@ -310,6 +316,29 @@ def compiled_loss_from_row(row: dict[str, str], framework: Framework) -> bool:
     return month is not None and month >= TORCHTITAN_COMPILED_LOSS_SINCE
 
 
+#: torchtitan PR #1580 (commit 25413d2, 2025-08-29) passes `early_stop=False` to its AC wrappers; a run
+#: whose document is dated before this month ran the earlier AC, whose recompute stops early (an August
+#: 2025 document may postdate the merge and keeps the default)
+TORCHTITAN_EARLY_STOP_OFF_SINCE = (2025, 8)
+#: the `early_stop` argument of `torch.utils.checkpoint` that PR #1580 passes came with pytorch PR #160781
+#: (merged 2025-08-26, after PyTorch 2.8.0 of 2025-08-06): a run on PyTorch 2.8 or earlier predates it
+TORCH_CHECKPOINT_EARLY_STOP_ARG = (2, 9)
+
+
+def checkpoint_early_stop_from_row(row: dict[str, str], framework: Framework) -> bool:
+    """A torchtitan row whose run predates torchtitan PR #1580 checkpoints with early stop (module
+    docstring): its notes state PyTorch below TORCH_CHECKPOINT_EARLY_STOP_ARG, or, stating none, its
+    source's document is dated before TORCHTITAN_EARLY_STOP_OFF_SINCE. Other rows keep their framework's
+    default (`Framework.checkpoint_stops_early`)."""
+    if framework is not Framework.TORCHTITAN:
+        return False
+    torch = _STATED_TORCH.search(_cell(row, "notes"))
+    if torch:
+        return (int(torch.group(1)), int(torch.group(2))) < TORCH_CHECKPOINT_EARLY_STOP_ARG
+    month = source_name_month(_cell(row, "source"))
+    return month is not None and month < TORCHTITAN_EARLY_STOP_OFF_SINCE
+
+
 def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
     """A Megatron MoE row with tp > 1 runs sequence parallelism whatever its cell says: Megatron-core
     refuses the layout otherwise (the rule and its source: `plan_validity.moe_tp_needs_sequence_parallel`)."""
@@ -475,6 +504,10 @@ def predict_row(row: dict[str, str]) -> Prediction:
     if compiled_loss_from_row(row, framework):
         plan = plan.model_copy(update={"compiled_loss": True})
         notes.append("compiled loss (torchtitan training.compile, 2025-04 on)")
+    if checkpoint_early_stop_from_row(row, framework):
+        plan = plan.model_copy(update={"checkpoint_early_stop": True})
+        if plan.recompute is Recompute.FULL:
+            notes.append("full AC recompute stops early (torchtitan before PR #1580)")
     if not _cell(row, "recompute") and kernel is AttentionKernel.UNFUSED and stated_attention_kernel(row) is None:
         # the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes recompute every layer
         plan = plan.model_copy(update={"recompute": Recompute.FULL})
@@ -512,6 +545,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "llm_foundry_dropout_free", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "llm_foundry_dropout_free", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "checkpoint_early_stop_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

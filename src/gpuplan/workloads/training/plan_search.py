@@ -126,6 +126,8 @@ class SearchSpace:
     #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
     compiled_model: bool = False
     compiled_loss: bool = False
+    #: full AC stops its recompute early on every plan (TrainPlan.checkpoint_early_stop; None: the framework's)
+    checkpoint_early_stop: bool | None = None
     #: AdamW implementation of every plan (specs.choices.OptimizerImpl; None: the fused pass)
     optimizer_impl: OptimizerImpl | None = None
     fine_tuning: FineTuning | None = None  # every plan's; the screen applies fit's rules (finetune_search)
@@ -215,6 +217,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
         fine_tuning=space.fine_tuning or FineTuning(optimizer_impl=space.optimizer_impl),
         deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
+        checkpoint_early_stop=space.checkpoint_early_stop,
     )
 
 
@@ -245,6 +248,9 @@ def search_plans(
     if given_batch is not None and given_batch < 1:
         raise InputError("global_batch must be >= 1 sequence", field="global_batch")
     framework = framework or default_framework(system)
+    if space.checkpoint_early_stop and not Framework(framework).checkpoint_early_stop_allowed:
+        raise InputError(f"checkpoint_early_stop needs a stack with non-reentrant checkpointing (fsdp, torchtitan, "
+                         f"transformers, other), not {Framework(framework).value}", field="checkpoint_early_stop")
     axes = framework_axes(default_axes(model, system, num_gpus, space), framework, space)
     sizes = tuple(len(axes[a]) for a in AXES)
     ctx = StepContext.build(
@@ -253,6 +259,7 @@ def search_plans(
         compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
         fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
         deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
+        checkpoint_early_stop=space.checkpoint_early_stop,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = fine_tuning_proto(TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,

@@ -22,7 +22,25 @@ It does not apply, and the whole forward is recomputed, where something after fc
 residual dropout mask (`ModelSpec.hidden_dropout` > 0), a norm after the FFN (Gemma 2/3's four norms
 per layer), an MoE layer (the combine saves the experts' outputs and the router weights), or adapters
 (PEFT's LoRA path runs after the frozen base matmul and saves its own inputs last); nor under stacks
-that checkpoint another way (`Framework.checkpoint_stops_early`).
+that checkpoint another way (`StepContext.checkpoint_early_stop`: the plan's
+`TrainPlan.checkpoint_early_stop`, else `Framework.checkpoint_stops_early`).
+
+Nor where the down projection is a custom `torch.autograd.Function` (an fp8 / fp6 / fp4 GEMM:
+torchao's `Float8Linear` runs `matmul_with_hp_or_float8_args`, TransformerEngine its `_Linear`): a
+Function's `ctx.save_for_backward` tensors are packed only after its forward returns
+(torch/csrc/autograd/python_function.cpp `THPFunction_apply`: `_save_variables` after `_wrap_outputs`),
+so the GEMM has run by the time the last save stops the recompute.
+
+Which stacks stop early, and when (`TrainPlan.checkpoint_early_stop`): Composer / llm-foundry always
+(`Framework.checkpoint_stops_early`); torchtitan before its PR #1580 (commit 25413d2, 2025-08-29), whose
+full AC was `ptd_checkpoint_wrapper(module, preserve_rng_state=False)` (non-reentrant by default, early
+stop on: torchtitan/parallelisms/parallelize_llama.py from 2024, torchtitan/distributed/
+activation_checkpoint.py from 2025), and after it only with `activation_checkpoint.early_stop = true`.
+Its layer-selective AC (`selective_ac_option` = an integer) wraps every n-th block the same way; its
+per-op SAC (`create_selective_checkpoint_contexts`) stops early too (the frame's `early_stop` does not
+depend on `context_fn`, torch/utils/checkpoint.py `_checkpoint_without_reentrant_generator`), but its
+policy saves the output of every odd `aten.mm` of a block (`_save_list`, every 2nd mm recomputed), so
+the 7th mm of a dense Llama block, w2, is never re-run anyway: early stop changes no GEMM there.
 """
 
 from __future__ import annotations
@@ -48,8 +66,9 @@ def ends_with_down_projection(layer: LayerOps, norms_per_layer: int) -> bool:
 
 def stops_before_down_projection(ctx: StepContext) -> bool:
     """Whether a full-recompute plan of this context skips the dense layers' fc2 GEMM in its recompute
-    (module docstring): the stack checkpoints with early stop, no adapters, a pre-norm dense FFN."""
-    if not ctx.framework.checkpoint_stops_early or ctx.fine_tuning.adapters or not ctx.dense_layers:
+    (module docstring): the stack checkpoints with early stop, fc2 is an ATen matmul (not a low-precision
+    autograd Function), no adapters, a pre-norm dense FFN."""
+    if not ctx.checkpoint_early_stop or ctx.low_precision or ctx.fine_tuning.adapters or not ctx.dense_layers:
         return False
     return ends_with_down_projection(ctx.ops.dense_layer, ctx.model.norms_per_layer)
 

@@ -85,6 +85,9 @@ class StepContext:
     deterministic: bool = False
     #: weight-gradient GEMMs accumulate into the fp32 main_grad (plan.grad_accum_fusion): `step.grad_accumulation`
     grad_accum_fusion: bool = True
+    #: full activation checkpointing stops its recompute early (plan.checkpoint_stops_early):
+    #: `step.checkpoint_early_stop`
+    checkpoint_early_stop: bool = False
 
     def layer_mix(self) -> list[tuple[int, float]]:
         """(inventory layer index, weight) of the dense and MoE layers: the layer mean of a per-layer
@@ -114,6 +117,7 @@ class StepContext:
         compiled_model: bool = False,
         deterministic: bool = False,
         grad_accum_fusion: bool = True,
+        checkpoint_early_stop: bool | None = None,
     ) -> "StepContext":
         refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         system = collective_system(system, bool(deterministic))
@@ -159,6 +163,8 @@ class StepContext:
             deepspeed_release=DeepSpeedRelease(deepspeed_release),
             compiled_loss=bool(compiled_loss), compiled_model=bool(compiled_model),
             deterministic=bool(deterministic), grad_accum_fusion=bool(grad_accum_fusion),
+            checkpoint_early_stop=(Framework(framework).checkpoint_stops_early if checkpoint_early_stop is None
+                                   else bool(checkpoint_early_stop)),
         )
 
 
