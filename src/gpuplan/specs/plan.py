@@ -86,6 +86,11 @@ class TrainPlan(Spec):
     #: (workloads.training.step.deepspeed_zero3). Read only by deepspeed ZeRO-3 plans. A version
     #: string ("0.5.8", "0.14") is accepted and mapped (`deepspeed_release_of`).
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY: CUDA 11.7+, PyTorch's default from 1.13, the
+    #: driver's from CUDA 12.2): the per-GPU CUDA context is the lazy one
+    #: (`workloads.training.memory.cuda_context_bytes`). False: every kernel image of the loaded
+    #: libraries is loaded at context creation (PyTorch before 1.13).
+    cuda_lazy_loading: bool = True
 
     @field_validator("deepspeed_release", mode="before")
     @classmethod
@@ -99,6 +104,8 @@ class TrainPlan(Spec):
         data = handler(self)
         if isinstance(data, dict) and self.deepspeed_release is DeepSpeedRelease.CURRENT:
             data.pop("deepspeed_release", None)
+        if isinstance(data, dict) and self.cuda_lazy_loading:
+            data.pop("cuda_lazy_loading", None)  # likewise: the default leaves dumps unchanged
         return data
 
     @model_validator(mode="before")
