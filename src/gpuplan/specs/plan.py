@@ -86,6 +86,13 @@ class TrainPlan(Spec):
     #: (workloads.training.step.deepspeed_zero3). Read only by deepspeed ZeRO-3 plans. A version
     #: string ("0.5.8", "0.14") is accepted and mapped (`deepspeed_release_of`).
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: Megatron's deterministic mode (`--deterministic-mode`): bit-reproducible kernels, NCCL without
+    #: NVLink SHARP (workloads.training.step.deterministic). Step time reads it.
+    deterministic: bool = False
+    #: Megatron's gradient-accumulation fusion (on by default; False = `--no-gradient-accumulation-fusion`):
+    #: off, every weight gradient is written and added to the fp32 main_grad in a separate pass
+    #: (workloads.training.step.grad_accumulation). Step time reads it.
+    grad_accum_fusion: bool = True
     #: CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY: CUDA 11.7+, PyTorch's default from 1.13, the
     #: driver's from CUDA 12.2): the per-GPU CUDA context is the lazy one
     #: (`workloads.training.memory.cuda_context_bytes`). False: every kernel image of the loaded
@@ -99,13 +106,19 @@ class TrainPlan(Spec):
 
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
-        """A plan dump leaves out `deepspeed_release` where it is the default, so the dumps (and
-        hashes) of every plan written before the field existed are unchanged; loading restores it."""
+        """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion` and
+        `cuda_lazy_loading` where they are the defaults, so the dumps (and hashes) of every plan written before the fields existed are
+        unchanged; loading restores them."""
         data = handler(self)
-        if isinstance(data, dict) and self.deepspeed_release is DeepSpeedRelease.CURRENT:
-            data.pop("deepspeed_release", None)
-        if isinstance(data, dict) and self.cuda_lazy_loading:
-            data.pop("cuda_lazy_loading", None)  # likewise: the default leaves dumps unchanged
+        if isinstance(data, dict):
+            if self.deepspeed_release is DeepSpeedRelease.CURRENT:
+                data.pop("deepspeed_release", None)
+            if not self.deterministic:
+                data.pop("deterministic", None)
+            if self.grad_accum_fusion:
+                data.pop("grad_accum_fusion", None)
+            if self.cuda_lazy_loading:
+                data.pop("cuda_lazy_loading", None)
         return data
 
     @model_validator(mode="before")
