@@ -109,6 +109,19 @@ def test_fp8_down_projection_reruns(h100, llama):
     assert _skipped(ctx)[0] == 0.0
 
 
+def test_compiled_blocks_never_recompute_the_down_projection(h100, llama):
+    # torch.compile'd blocks: AOTAutograd's backward graph holds only what the gradients read (partitioners.py
+    # `_extract_fwd_bwd_modules`); fc2's output feeds no backward, so its GEMM is not recomputed, whatever
+    # early_stop says and in fp8 too: one t x h x f GEMM per layer
+    system, gpu = h100
+    for precision in (Precision.BF16, Precision.FP8):
+        ctx = StepContext.build(llama, system, gpu, SEQ, precision=precision, framework=Framework.TORCHTITAN,
+                                compiled_model=True, checkpoint_early_stop=False)
+        assert checkpoint_early_stop.stops_before_down_projection(ctx)
+        skipped, _ = _skipped(ctx)
+        assert skipped == pytest.approx(float(gemm_seconds(ctx, SEQ, H, F)), rel=1e-12)
+
+
 def test_plan_field_defaults_and_refusals():
     assert TrainPlan(framework=Framework.FSDP).checkpoint_stops_early
     assert not TrainPlan(framework=Framework.TORCHTITAN).checkpoint_stops_early
@@ -201,12 +214,12 @@ def test_torchtitan_config_round_trip():
 
 @settings(max_examples=20, deadline=None)
 @given(mb=st.integers(1, 8), seq_choice=st.sampled_from([2048, 4096, 8192]), early=st.sampled_from([None, True, False]),
-       fp8=st.booleans())
-def test_skipped_is_the_down_projection_or_nothing(h100, llama, mb, seq_choice, early, fp8):
+       fp8=st.booleans(), compiled=st.booleans())
+def test_skipped_is_the_down_projection_or_nothing(h100, llama, mb, seq_choice, early, fp8, compiled):
     system, gpu = h100
     ctx = StepContext.build(llama, system, gpu, seq_choice, precision=Precision.FP8 if fp8 else Precision.BF16,
-                            framework=Framework.TORCHTITAN, checkpoint_early_stop=early)
+                            framework=Framework.TORCHTITAN, checkpoint_early_stop=early, compiled_model=compiled)
     skipped, lc = _skipped(ctx, mb)
-    expected = float(lc.dense_down) if (early and not fp8) else 0.0
+    expected = float(lc.dense_down) if (compiled or (early and not fp8)) else 0.0
     assert skipped == pytest.approx(expected, abs=1e-15)
     assert 0.0 < float(lc.layer_recompute) <= float(lc.layer_fwd)

@@ -240,8 +240,9 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
         "(pipeline_parallel_microbatches, torchtitan's default before 2025-04); the search picks its own",
         "selective AC = per-op SAC (save every 2nd mm, the SDPA outputs); float8 = torchao Float8Linear, "
         "output layer bf16",
-        "full AC re-runs the whole block forward (early_stop = False since torchtitan PR #1580, 2025-08-29); "
-        "earlier runs stopped before the MLP down projection (--checkpoint-early-stop)",
+        "full AC re-runs the whole block forward when eager (early_stop = False since torchtitan PR #1580, "
+        "2025-08-29; earlier runs stopped before the MLP down projection: --checkpoint-early-stop); compiled "
+        "blocks never re-run the down projection",
         "eager Llama elementwise (fp32 RMSNorm, complex rotary, repeat_kv) unless compiled (compiled_model: "
         "training.compile, fused per block); cross entropy on fp32 logits, "
         "not compiled unless the plan says so (compiled_loss: training.compile since torchtitan PR #1033, 2025-04-02)",

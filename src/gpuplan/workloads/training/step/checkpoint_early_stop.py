@@ -31,6 +31,14 @@ Function's `ctx.save_for_backward` tensors are packed only after its forward ret
 (torch/csrc/autograd/python_function.cpp `THPFunction_apply`: `_save_variables` after `_wrap_outputs`),
 so the GEMM has run by the time the last save stops the recompute.
 
+Compiled blocks (`StepContext.compiled_model`: torchtitan applies AC, then `torch.compile(block,
+fullgraph=True)` on the checkpoint-wrapped block) skip it whatever the early-stop setting and the GEMM's
+precision: Dynamo traces the checkpoint into the `tag_activation_checkpoint` higher-order op, and
+AOTAutograd's partitioner builds the backward graph only from the nodes the gradients need
+(torch/_functorch/partitioners.py `_extract_fwd_bwd_modules`: `_extract_graph_with_inputs_outputs`
+from the saved values and tangents to the gradient outputs); fc2's output feeds only the residual add and
+the next block, which no backward reads, so the recomputed region ends before it as well.
+
 Which stacks stop early, and when (`TrainPlan.checkpoint_early_stop`): Composer / llm-foundry always
 (`Framework.checkpoint_stops_early`); torchtitan before its PR #1580 (commit 25413d2, 2025-08-29), whose
 full AC was `ptd_checkpoint_wrapper(module, preserve_rng_state=False)` (non-reentrant by default, early
@@ -66,9 +74,11 @@ def ends_with_down_projection(layer: LayerOps, norms_per_layer: int) -> bool:
 
 def stops_before_down_projection(ctx: StepContext) -> bool:
     """Whether a full-recompute plan of this context skips the dense layers' fc2 GEMM in its recompute
-    (module docstring): the stack checkpoints with early stop, fc2 is an ATen matmul (not a low-precision
-    autograd Function), no adapters, a pre-norm dense FFN."""
-    if not ctx.checkpoint_early_stop or ctx.low_precision or ctx.fine_tuning.adapters or not ctx.dense_layers:
+    (module docstring): compiled blocks, or eager blocks whose stack checkpoints with early stop and whose
+    fc2 is an ATen matmul (not a low-precision autograd Function); no adapters; a pre-norm dense FFN."""
+    if ctx.fine_tuning.adapters or not ctx.dense_layers:
+        return False
+    if not (ctx.compiled_model or (ctx.checkpoint_early_stop and not ctx.low_precision)):
         return False
     return ends_with_down_projection(ctx.ops.dense_layer, ctx.model.norms_per_layer)
 
