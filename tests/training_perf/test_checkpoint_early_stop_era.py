@@ -223,3 +223,20 @@ def test_skipped_is_the_down_projection_or_nothing(h100, llama, mb, seq_choice, 
     expected = float(lc.dense_down) if (compiled or (early and not fp8)) else 0.0
     assert skipped == pytest.approx(expected, abs=1e-15)
     assert 0.0 < float(lc.layer_recompute) <= float(lc.layer_fwd)
+
+
+def test_web_api_takes_the_option_and_answers_4xx():
+    from fastapi.testclient import TestClient
+
+    from gpuplan.web.app import create_app
+
+    client = TestClient(create_app("127.0.0.1", 8000), base_url="http://127.0.0.1:8000", raise_server_exceptions=False)
+    body = {"model": "llama-3-8b", "gpus": 8, "framework": "torchtitan", "tp": 1, "pp": 1, "dp": 8, "cp": 1,
+            "micro_batch": 1, "seq_len": 8192, "sharding": "fsdp", "recompute": "full"}
+    on = client.post("/api/v1/train", json={**body, "checkpoint_early_stop": True}).json()
+    off = client.post("/api/v1/train", json=body).json()
+    assert on["best_plan"]["checkpoint_early_stop"] and not off["best_plan"]["checkpoint_early_stop"]
+    assert on["step_breakdown_s"]["recompute_s"] < off["step_breakdown_s"]["recompute_s"]
+    r = client.post("/api/v1/train", json={"model": "llama-3-8b", "gpus": 8, "framework": "megatron",
+                                           "checkpoint_early_stop": True})
+    assert r.status_code == 400 and r.json()["error"]["field"] == "checkpoint_early_stop"

@@ -209,6 +209,8 @@ export const TRAINING_PAGES = {
       { name: "tp_comm_overlap", type: "check", help: "TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on" },
       { name: "deterministic", type: "check", help: "Megatron-LM --deterministic-mode: collectives without NVLink SHARP, deterministic kernels (Megatron only)" },
       { name: "grad_accum_fusion", type: "check", def: true, help: "Megatron's gradient-accumulation fusion (off: --no-gradient-accumulation-fusion, a separate main_grad pass)" },
+      { name: "checkpoint_early_stop", type: "select", options: ["", "on", "off"], def: "",
+        help: "full AC recompute stops before the MLP down projection (PyTorch non-reentrant early stop; on: torchtitan before 2025-08-29); (auto): the framework's" },
       { name: "top", type: "number", def: "5", help: "plans to list" },
       ...FINETUNE_FIELDS,
     ],
@@ -218,7 +220,8 @@ export const TRAINING_PAGES = {
       if (v.tp_comm_overlap) names.push("tp_comm_overlap");
       if (v.deterministic) names.push("deterministic");
       if (!v.grad_accum_fusion) names.push("grad_accum_fusion");
-      const { data: d } = await api("train", { ...pick(v, names), ...fineTuning(v) });
+      const earlyStop = v.checkpoint_early_stop ? { checkpoint_early_stop: v.checkpoint_early_stop === "on" } : {};
+      const { data: d } = await api("train", { ...pick(v, names), ...fineTuning(v), ...earlyStop });
       const p = d.best_plan;
       stats([
         ["days", "days", d.days], ["step_time_s", "step time", d.step_time_s, "s"], ["mfu_pct", "MFU", d.mfu_pct, "%"],
