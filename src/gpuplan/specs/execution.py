@@ -94,6 +94,18 @@ class Framework(str, Enum):
         return self is Framework.TORCHTITAN
 
     @property
+    def pipelines_fsdp2(self) -> bool:
+        """Whether the stack's ZeRO-3 / FSDP under a pipeline schedule is PyTorch FSDP2 (`fully_shard`)
+        composed with torch.distributed.pipelining: torchtitan, and the `other` stacks built the same
+        way (NeMo AutoModel: nemo_automodel/components/moe/parallelizer.py `apply_fsdp`,
+        `reshard_after_forward=not pp_enabled`). Such a stage keeps its parameters unsharded through a
+        schedule run and reduce-scatters its gradients once per run (`workloads.training.step.data`
+        `fsdp2_pipeline_syncs`; the memory model's unsharded stage). DeepSpeed's pipeline engine refuses
+        ZeRO-2 / 3 (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+        parallelism"); Megatron-core and Composer (FSDP1) are not modelled with PP under FSDP."""
+        return self in (Framework.TORCHTITAN, Framework.OTHER)
+
+    @property
     def assumed_defaults(self) -> tuple[str, ...]:
         """What the step-time and memory models assume of this stack where a plan does not say
         (`gpuplan train` prints them; `--json` key `framework_defaults_assumed`). Each is the stack's

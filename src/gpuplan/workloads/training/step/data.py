@@ -60,12 +60,6 @@ TORCHTITAN_REDUCE_BYTES = 4.0
 FSDP2_COPY_BYTES_PER_PARAM = 14.0
 
 
-#: Frameworks whose ZeRO-3 / FSDP under a pipeline schedule is PyTorch FSDP2 (`fully_shard`) composed
-#: with torch.distributed.pipelining (`fsdp2_pipeline_syncs`): torchtitan, and the `other` stacks built
-#: the same way (NeMo AutoModel: nemo_automodel/components/moe/parallelizer.py `apply_fsdp`,
-#: `reshard_after_forward=not pp_enabled`). DeepSpeed's pipeline engine refuses ZeRO-2 / 3
-#: (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism").
-FSDP2_PIPELINE_FRAMEWORKS = (Framework.TORCHTITAN, Framework.OTHER)
 #: Bytes per gradient element those stacks reduce-scatter: fp32 (torchtitan `mixed_precision_reduce =
 #: "float32"`; NeMo AutoModel `apply_fsdp`: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32)).
 FSDP2_PIPELINE_REDUCE_BYTES = 4.0
@@ -73,7 +67,8 @@ FSDP2_PIPELINE_REDUCE_BYTES = 4.0
 
 def fsdp2_pipeline_syncs(flushes):
     """(parameter all-gathers, gradient reduce-scatters) per optimizer step of FSDP2 under a pipeline
-    schedule run `flushes` times per step (`TrainPlan.pipeline_flushes`): one of each per run.
+    schedule run `flushes` times per step (`TrainPlan.pipeline_flushes`; the stacks:
+    `Framework.pipelines_fsdp2`): one of each per run.
 
     Under PP the stacks keep the parameters unsharded through the run (`reshard_after_forward=False`:
     torchtitan's default policy with PP, NeMo AutoModel `reshard_after_forward=not pp_enabled`), so
@@ -282,7 +277,7 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
             zero3 = g.m * overlapped(z3_per_mb(grad), sc.compute_mb + sc.recompute_mb)
         if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
             zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
-        if ctx.framework in FSDP2_PIPELINE_FRAMEWORKS:
+        if ctx.framework.pipelines_fsdp2:  # FSDP2 composed with torch.distributed.pipelining
             zero3 = np.where(g.pp > 1, fsdp2_pipeline(), zero3)
         return zero3
 
@@ -305,7 +300,7 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         inputs += [sc.stage_bwd, sc.recompute_mb, sc.stage_fwd, sc.compute_mb]
     if legacy_deepspeed and any_zero3:
         inputs += [g.tp, g.rc]
-    if ctx.framework is Framework.TORCHTITAN or ctx.framework in FSDP2_PIPELINE_FRAMEWORKS:
+    if ctx.framework is Framework.TORCHTITAN or ctx.framework.pipelines_fsdp2:
         inputs += [local_dense, local_experts, g.pp, g.flushes]
     shape = np.broadcast_shapes(*(np.shape(x) for x in inputs))
     axis = _sharding_axis(shard, inputs[1:], len(shape))
