@@ -21,7 +21,7 @@ from gpuplan.cli.fine_tuning_options import (
     fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, FRAMEWORK
+from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, FRAMEWORK, PIPELINE_FLUSHES, PIPELINE_SCHEDULE
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
@@ -30,6 +30,8 @@ def _plan_label(plan) -> str:
     extra += f" ep{plan.ep}" if plan.ep > 1 else ""
     extra += f" etp{plan.expert_tp}" if plan.ep > 1 and plan.expert_tp != plan.tp else ""
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
+    extra += f" {plan.pipeline_schedule.value}" if plan.pipeline_schedule.value != "1f1b" else ""
+    extra += f" x{plan.pipeline_flushes} runs" if plan.pipeline_flushes > 1 else ""
     ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
@@ -77,6 +79,8 @@ def register(app: typer.Typer) -> None:
             False, "--tp-comm-overlap", help="TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on."
         ),
         compile: Optional[str] = COMPILE,
+        pipeline_schedule: Optional[str] = PIPELINE_SCHEDULE,
+        pipeline_flushes: Optional[int] = PIPELINE_FLUSHES,
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
         pue: Optional[float] = typer.Option(None, "--pue", help="Data-centre PUE, >= 1 (default 1.3; same as --set pue=)."),
         grid_kg_co2_per_kwh: Optional[float] = typer.Option(
@@ -131,7 +135,7 @@ def register(app: typer.Typer) -> None:
                 grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
                 grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
-                compile=compile,
+                compile=compile, pipeline_schedule=pipeline_schedule, pipeline_flushes=pipeline_flushes,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)
