@@ -86,7 +86,8 @@ from gpuplan.specs.plan import Precision
 from gpuplan.workloads.training.step.expert_routing import distinct_domains_hit, reachable_domains
 
 #: Frameworks with batch-level EP overlap (another micro-batch's compute hides the all-to-all):
-#: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14) and DeepSeek's DualPipe (`other`).
+#: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14) and DeepSeek's DualPipe (`other`;
+#: a plan that states `PipelineSchedule.DUALPIPE` gets its overlapped F&B chunks on any stack).
 #: torchtitan's DeepEP MoE (torchtitan/distributed/deepep, `DeepEPMoE.forward`) overlaps only the
 #: shared experts' compute with dispatch / combine; DeepSpeed-MoE's all-to-all is synchronous; Composer
 #: FSDP has no EP.
@@ -284,9 +285,11 @@ def overlap_window(ctx, g, lc, gemm_seconds):
         # Megatron-core schedules.py: combined_1f1b_schedule_for_no_pipelining (pp 1, two micro-batches
         # or more) or combined_1f1b_schedule_for_interleaving (interleaved pipeline, vpp > 1); the
         # plain 1F1B pipeline schedule (pp > 1, vpp 1) has no combined forward-backward step
-        return lc.layer_fwd + lc.layer_bwd, np.where(g.pp > 1, g.vpp > 1, g.m > 1)
+        return lc.layer_fwd + lc.layer_bwd, np.where(g.pp > 1, (g.vpp > 1) | g.dualpipe, g.m > 1)
     if ctx.framework in BATCH_OVERLAP_FRAMEWORKS:
         return lc.layer_fwd + lc.layer_bwd, (g.m > 1) | (g.pp > 1)
+    if np.any(g.dualpipe):  # DualPipe's F&B chunks: another micro-batch's compute, whatever the stack
+        return np.where(g.dualpipe, lc.layer_fwd + lc.layer_bwd, shared_expert_seconds(ctx, g, gemm_seconds)), True
     return shared_expert_seconds(ctx, g, gemm_seconds), True
 
 
