@@ -279,8 +279,9 @@ def shared_expert_seconds(ctx, g, gemm_seconds):
 def overlap_window(ctx, g, lc, gemm_seconds):
     """The compute one MoE layer's all-to-alls can hide behind, per micro-batch, and whether it
     needs another micro-batch in flight: with batch-level EP overlap (BATCH_OVERLAP_FRAMEWORKS) the
-    other micro-batch's forward + backward of the layer; otherwise the layer's own shared-expert
-    compute (which runs beside dispatch / combine in the same micro-batch)."""
+    other micro-batch's forward + backward of the layer, and the same under DualPipe (`g.dualpipe`,
+    its overlapped F&B chunks) on any stack; otherwise the layer's own shared-expert compute (which
+    runs beside dispatch / combine in the same micro-batch)."""
     if ctx.framework is Framework.MEGATRON:
         # Megatron-core schedules.py: combined_1f1b_schedule_for_no_pipelining (pp 1, two micro-batches
         # or more) or combined_1f1b_schedule_for_interleaving (interleaved pipeline, vpp > 1); the
