@@ -78,8 +78,10 @@ def fsdp2_pipeline_syncs(flushes):
     backward, sets both True and calls FSDP's `post_backward` itself: the gradients are reduce-scattered
     and the parameters resharded once per run, and `_root_post_backward_final_callback` makes the
     compute stream wait on the reduce-scatter (exposed). Gradient accumulation outside the schedule
-    (AutoModel's and torchtitan's train loops call `schedule.step()` once per local batch) repeats
-    both: a run of 8 micro-batches at GA 4 reduce-scatters and re-gathers 4 times per step."""
+    (AutoModel's and torchtitan's train loops call `schedule.step()` once per local batch; AutoModel
+    builds torch `PipelineStage`s and `get_schedule_class(pp_schedule)` schedules,
+    nemo_automodel/components/distributed/pipelining/functional.py @89e3a9fdd604) repeats both: a run
+    of 8 micro-batches at GA 4 reduce-scatters and re-gathers 4 times per step."""
     flushes = np.asarray(flushes, dtype=np.float64)
     return flushes, flushes
 
