@@ -86,7 +86,9 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(validation_dir, family,
     # re-gathers, its sequence-dim torch.cat copies and float8 all-gathers (h-trainfam) the default
     # even-row error is 6.75%; the odd rows select compute and network factors that do not carry to the
     # even AsyncTP / pipeline rows (async TP not modelled): 8.53%; gated at 1.3 x the default
-    ("ttbench", "training", {"site.compute", "site.network"}, 6.75, 8.53),
+    # with FSDP2's reduce-scatter after a pipeline run's last backward exposed (torch's pipelining
+    # stage runs post_backward itself and the compute stream waits on it; h-moescale): 6.91% -> 8.67%
+    ("ttbench", "training", {"site.compute", "site.network"}, 6.91, 8.67),
     # vLLM CI on A100 / H100 / H200: decode-bound e2e latencies and throughput (memory) plus the
     # prefill-heavy throughput rows (compute): both kinds of row in the odd half, so two factors;
     # 25.2% -> 12.9% (-49%) on the plain roofline; with serving.gemm_overlap (the GEMMs' math and
