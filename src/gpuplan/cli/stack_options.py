@@ -1,5 +1,6 @@
 """CLI: the training-stack options shared by `gpuplan train`, `gpuplan plan` and `gpuplan fit ...`
-(`--framework`, `--compile`, `--deepspeed-release`, `--pipeline-schedule`, `--pipeline-flushes`; parse only: gpuplan.api checks the values,
+(`--framework`, `--compile`, `--deepspeed-release`, `--deterministic`, `--no-grad-accum-fusion`,
+`--pipeline-schedule`, `--pipeline-flushes`; parse only: gpuplan.api checks the values,
 interfaces.api.framework_choice). One typer declaration of each, as cli/fine_tuning_options.py
 shares the fine-tuning options."""
 
@@ -31,3 +32,13 @@ PIPELINE_FLUSHES = typer.Option(
     None, "--pipeline-flushes",
     help="Pipeline schedule runs per step of the given plan (default 1): torchtitan / NeMo AutoModel run the schedule "
     "once per local batch, global batch / (local batch x dp) times; each run pays the bubble and an FSDP2 gradient sync.")
+#: `--deterministic` of `train` and `plan` (interfaces.api.megatron_modes)
+DETERMINISTIC = typer.Option(
+    False, "--deterministic",
+    help="Megatron-LM --deterministic-mode: collectives without NVLink SHARP, deterministic kernels (Megatron's "
+         "documented cost: ~4% dense, ~17% MoE; docs/training.md). Megatron only.")
+#: `--no-grad-accum-fusion` of `train` and `plan` (interfaces.api.megatron_modes)
+NO_GRAD_ACCUM_FUSION = typer.Option(
+    False, "--no-grad-accum-fusion",
+    help="Megatron-LM --no-gradient-accumulation-fusion: each weight gradient is written and added to the fp32 "
+         "main_grad in a separate pass. Megatron only.")

@@ -97,6 +97,13 @@ class TrainPlan(Spec):
     #: the parameters (`workloads.training.step.pipeline`, `step.data`). Megatron-core and DeepSpeed run
     #: every micro-batch of the step in one schedule: 1. Must divide the micro-batches per step.
     pipeline_flushes: int = Field(default=1, gt=0, le=MAX_GPUS)
+    #: Megatron's deterministic mode (`--deterministic-mode`): bit-reproducible kernels, NCCL without
+    #: NVLink SHARP (workloads.training.step.deterministic). Step time reads it.
+    deterministic: bool = False
+    #: Megatron's gradient-accumulation fusion (on by default; False = `--no-gradient-accumulation-fusion`):
+    #: off, every weight gradient is written and added to the fp32 main_grad in a separate pass
+    #: (workloads.training.step.grad_accumulation). Step time reads it.
+    grad_accum_fusion: bool = True
 
     @field_validator("deepspeed_release", mode="before")
     @classmethod
@@ -105,8 +112,9 @@ class TrainPlan(Spec):
 
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
-        """A plan dump leaves out `deepspeed_release` where it is the default, so the dumps (and
-        hashes) of every plan written before the field existed are unchanged; loading restores it."""
+        """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion`, `pipeline_schedule`
+        and `pipeline_flushes` where they are the defaults, so the dumps (and hashes) of every plan written
+        before the fields existed are unchanged; loading restores them."""
         data = handler(self)
         if isinstance(data, dict):
             if self.deepspeed_release is DeepSpeedRelease.CURRENT:
@@ -115,6 +123,10 @@ class TrainPlan(Spec):
                 data.pop("pipeline_schedule", None)
             if self.pipeline_flushes == 1:
                 data.pop("pipeline_flushes", None)
+            if not self.deterministic:
+                data.pop("deterministic", None)
+            if self.grad_accum_fusion:
+                data.pop("grad_accum_fusion", None)
         return data
 
     @model_validator(mode="before")
