@@ -100,6 +100,12 @@ Defaults for empty cells (documented, the same for every row):
   came from before its branch cut), else a year-month in its source's document name (torchtitan names
   its benchmark files `..._202412_...`, `..._2025-06_...`). A row that states neither keeps the eager
   loss (`Framework.assumed_defaults`).
+- dropout: `fsdp` rows (llm-foundry's MPT under Composer) train without dropout: MPTConfig's
+  `resid_pdrop`, `emb_pdrop` and `attn_config.attn_pdrop` default to 0.0 and neither the pretrain yamls
+  (scripts/train/yamls/pretrain/mpt-*.yaml) nor the benchmark launcher (scripts/train/benchmarking/
+  submit_benchmarks.py) set them (llm-foundry llmfoundry/models/mpt/configuration_mpt.py, commit b2a43a1
+  of the benchmark tables); the Megatron GPT dropout of a gelu architecture row (models.arch_row) is
+  cleared there (`llm_foundry_dropout_free`).
 - tied embeddings: an architecture row is untied (models.arch_row) unless its notes say the input
   embedding and output head are tied (`embeddings_tied_stated`; Llama 3.2 1B / 3B tie them).
 - pipeline schedule: a pp > 1 row whose notes name DualPipe runs `PipelineSchedule.DUALPIPE`
@@ -362,6 +368,14 @@ def interleaved_virtual_stages(layers: int, pp: int) -> int:
     return stage
 
 
+def llm_foundry_dropout_free(model, framework: Framework):
+    """The row's model without dropout on an `fsdp` (Composer / llm-foundry MPT) row, whose MPT configs
+    default every dropout to 0.0 (module docstring); unchanged otherwise."""
+    if framework is not Framework.FSDP or not (model.hidden_dropout or model.attention_dropout):
+        return model
+    return model.model_copy(update={"hidden_dropout": 0.0, "attention_dropout": 0.0})
+
+
 def framework_from_row(row: dict[str, str]) -> Framework:
     """The row's stack: `transformers` where its notes state the Hugging Face stack
     (`hf_stack_row.hf_stack_framework`), else its `framework` cell (empty: megatron; a value the
@@ -483,6 +497,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         raise SkipRow(str(exc)) from None
     plan, notes = plan_from_row(row, gpu.architecture)
     framework = framework_from_row(row)
+    model = llm_foundry_dropout_free(model, framework)
     kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
@@ -538,6 +553,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "llm_foundry_dropout_free", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp", "stated_pipeline_flushes", "stated_pipeline_schedule",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]
