@@ -55,6 +55,9 @@ Defaults for empty cells (documented, the same for every row):
   A `deepspeed` row runs the DeepSpeed release its notes state, else the 2021 engine when its
   source is dated before DeepSpeed v0.6.0 (2022-03-07), else the current one
   (`deepspeed_row.deepspeed_release_from_row`).
+- CUDA module loading: eager for rows whose notes state PyTorch < 1.13 or CUDA < 11.7, or whose source is
+  dated before PyTorch 1.13's lazy default (2022-11; a year before 2023), else lazy
+  (`cuda_loading_row.lazy_loading_from_row`): the CUDA context the memory model charges.
 - attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
   or deepspeed, or empty precision with those frameworks, on GPUs that predate Hopper (Volta,
   Ampere): those are the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16 mixed
@@ -126,6 +129,7 @@ import re
 
 from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.interfaces.validation.cuda_loading_row import lazy_loading_from_row
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
 from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
@@ -207,6 +211,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     release, release_note = deepspeed_release_from_row(row, framework)
     if release_note:
         notes.append(release_note)
+    lazy_loading, loading_note = lazy_loading_from_row(row)
+    if loading_note and _cell(row, "metric") in MEMORY_METRICS:
+        notes.append(loading_note)
     legacy = legacy_stack(row, framework, gpu_architecture)
     default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
     prec_raw = _cell(row, "precision") or default_prec
@@ -251,6 +258,7 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
             recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
             tp_comm_overlap=te_overlap and sp and tp > 1,
             sharding=Sharding(shard_raw), fine_tuning=fine_tuning, deepspeed_release=release,
+            cuda_lazy_loading=lazy_loading,
         )
     except ValueError as exc:
         raise SkipRow(f"plan columns not expressible: {exc}") from None

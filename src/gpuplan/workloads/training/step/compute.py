@@ -51,7 +51,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
-from gpuplan.workloads.training.step import checkpoint_early_stop, expert, hf_eager, native_amp
+from gpuplan.workloads.training.step import checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
@@ -531,6 +531,7 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
     if ctx.fine_tuning.adapters:  # frozen base: no weight gradients; adapters, dequantisation (finetune_time)
         extra_fwd, extra_bwd = finetune_time.layer_extra_seconds(ctx, g, gemm_seconds, gemm_fwd)
         layer_fwd, layer_bwd = layer_fwd + extra_fwd, layer_bwd + extra_bwd
+    layer_fwd, layer_bwd = eager_host.layer_floor(ctx, layer_fwd, layer_bwd)  # eager HF: host issue floor
     if ctx.framework is Framework.TORCHTITAN:
         selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
     else:
