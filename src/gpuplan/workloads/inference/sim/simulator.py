@@ -476,10 +476,13 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     tables = steps.step_tables(cuda_graph_batch_sizes, draft_table)
     # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
     # context in `ctx_g` but the global coefficient is zero.
-    requests = Requests(np.array(workload.arrival_s, dtype=float), ins, outs, cached,  # a copy: a closed loop writes it
-                        np.ascontiguousarray(out_steps, dtype=np.int64))
+    closed_loop = workload.kind == ArrivalKind.CLOSED_LOOP
+    # a closed loop writes its releases into the arrivals (a copy); an open loop only reads them
+    arrival = np.array(workload.arrival_s, dtype=float) if closed_loop else np.ascontiguousarray(workload.arrival_s,
+                                                                                                 dtype=float)
+    requests = Requests(arrival, ins, outs, cached, np.ascontiguousarray(out_steps, dtype=np.int64))
     engine = Engine(SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs),
-                    int(scheduler.max_batch_tokens), workload.kind == ArrivalKind.CLOSED_LOOP)
+                    int(scheduler.max_batch_tokens), closed_loop)
     layout = KvLayout(budget, int(memory.block_size), g_bytes, float(memory.window_kv_bytes_per_token_per_gpu),
                       int(steps.window), int(memory.window_blocks_cap))
     if event_driven and speculative is None:
