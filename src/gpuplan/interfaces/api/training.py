@@ -37,6 +37,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
+from gpuplan.interfaces.api.megatron_modes import megatron_mode_fields, megatron_modes_json
 
 GIB = 2**30
 from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
@@ -69,6 +70,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
         "compile": compile_label(plan.compiled_model, plan.compiled_loss),  # --compile (api.compile_option)
         "fine_tuning": plan.fine_tuning.model_dump(mode="json"),
+        **megatron_modes_json(plan.deterministic, plan.grad_accum_fusion),  # --deterministic, --no-grad-accum-fusion
     }
 
 
@@ -267,6 +269,7 @@ def train(
     fine_tuning: FineTuning | dict | None = None,
     grad_accum: int | None = None, deepspeed_release: str | None = None,
     compile: str | None = None,
+    deterministic: bool = False, grad_accum_fusion: bool = True,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -280,7 +283,8 @@ def train(
     dict of its options); such a plan is evaluated, not searched (module docstring). `grad_accum`:
     micro-batches per step (global batch = micro-batch x grad-accum x dp). `deepspeed_release`: interfaces.api.deepspeed_release.
     `compile`: none, model, loss or model+loss under torch.compile (torchtitan only; None: the framework's
-    default, off; api.compile_option)."""
+    default, off; api.compile_option). `deterministic` / `grad_accum_fusion`: Megatron's deterministic mode and
+    gradient-accumulation fusion on the plan(s) (api.megatron_modes)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.framework_defaults import default_framework
@@ -346,6 +350,10 @@ def train(
     if search_limits:
         space = _limited_space(space, search_limits)
     space, plan = with_deepspeed_release(space, plan, deepspeed_release, fw)
+    modes = megatron_mode_fields(deterministic, grad_accum_fusion, fw)
+    if modes:
+        space = dataclasses.replace(space, **modes)
+        plan = plan.model_copy(update=modes) if plan is not None else None
     if plan is not None:
         check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)

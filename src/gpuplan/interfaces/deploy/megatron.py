@@ -13,6 +13,8 @@ Plan -> options (Megatron-LM's meaning of each, arguments.py help text):
   sharding zero2 / zero3     --use-megatron-fsdp --data-parallel-sharding-strategy optim_grads / optim_grads_params
   sharding fsdp              --use-torch-fsdp2
   sequence parallelism       --sequence-parallel; TP comm overlap --tp-comm-overlap
+  deterministic mode         --deterministic-mode (Megatron-LM also asks NCCL_ALGO, e.g. Ring, in the environment)
+  no grad-accum fusion       --no-gradient-accumulation-fusion
   precision                  --bf16 | --fp16; fp8: --bf16 --fp8-format hybrid --fp8-recipe delayed; mxfp8:
                              --fp8-format e4m3 --fp8-recipe mxfp8; nvfp4: --fp4-format e2m1 --fp4-recipe nvfp4
   fp32 gradients             --accumulate-allreduce-grads-in-fp32 (Megatron sets it itself under --bf16)
@@ -119,6 +121,8 @@ def plan_options(plan: TrainPlan) -> list[list[str]]:
     if plan.vpp > 1:
         g.append(T.arg("--num-virtual-stages-per-pipeline-rank", plan.vpp))
     g += [T.flag("--sequence-parallel", plan.sequence_parallel), T.flag("--tp-comm-overlap", plan.tp_comm_overlap),
+          T.flag("--deterministic-mode", plan.deterministic),
+          T.flag("--no-gradient-accumulation-fusion", not plan.grad_accum_fusion),
           T.arg("--micro-batch-size", plan.micro_batch)]
     if plan.global_batch is not None:
         g.append(T.arg("--global-batch-size", plan.global_batch))
@@ -336,6 +340,8 @@ def plan_from_args(args: ParsedArgs, gpus: int, model: ModelSpec) -> TrainPlan:
             global_batch=args.integer("--global-batch-size", mb * dp), seq_len=args.integer("--seq-length"),
             recompute=_recompute(args), sequence_parallel=bool(args.values.get("--sequence-parallel")),
             tp_comm_overlap=bool(args.values.get("--tp-comm-overlap")), precision=_precision(args),
+            deterministic=bool(args.values.get("--deterministic-mode")),
+            grad_accum_fusion=not args.values.get("--no-gradient-accumulation-fusion"),
             sharding=_sharding(args), framework=Framework.MEGATRON,
             attention_kernel=AttentionKernel.UNFUSED if args.values.get("--attention-backend") in ("unfused", "local")
             else AttentionKernel.FLASH)

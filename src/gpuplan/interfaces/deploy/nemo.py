@@ -71,6 +71,10 @@ def _check_plan(plan: TrainPlan) -> Precision:
     if plan.tp_comm_overlap:
         raise InputError("tp_comm_overlap: NeMo sets TP overlap through a callback, not a recipe override; leave "
                          "--tp-comm-overlap out", field="tp_comm_overlap")
+    if plan.deterministic or not plan.grad_accum_fusion:  # no recorded recipe override for either (options.NEMO)
+        name = "deterministic" if plan.deterministic else "no_grad_accum_fusion"
+        raise InputError(f"{name}: the NeMo emitter writes no override for it; leave --{name.replace('_', '-')} out "
+                         "or --emit megatron", field=name)
     if plan.sharding is Sharding.FSDP:
         raise InputError("sharding: NeMo's MegatronStrategy refuses torch FSDP2; allowed: none, zero1, zero2, zero3",
                          field="sharding", allowed="none, zero1, zero2, zero3")

@@ -162,6 +162,8 @@ MEGATRON = _table(
     _o("--expert-tensor-parallel-size", I, at=f"{MEGATRON_ARGS}:3035"),
     _o("--sequence-parallel", F, at=f"{MEGATRON_ARGS}:2224"),
     _o("--tp-comm-overlap", F, at=f"{MEGATRON_ARGS}:2090"),
+    _o("--deterministic-mode", F, at=f"{MEGATRON_ARGS}:2122"),
+    _o("--no-gradient-accumulation-fusion", F, at=f"{MEGATRON_ARGS}:2226"),
     _o("--use-distributed-optimizer", F, at=f"{MEGATRON_ARGS}:2658"),
     _o("--use-megatron-fsdp", F, at=f"{MEGATRON_ARGS}:2674"),
     _o("--data-parallel-sharding-strategy", C, ("no_shard", "optim", "optim_grads", "optim_grads_params"),

@@ -37,6 +37,12 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
 - A row whose `source` is LitGPT's (names lit-gpt or litgpt; notes that cite its config files for an
   architecture do not count) runs its attention: q, k and v split from one fused projection by views,
   one LoRA over it (`fused_qkv_views`).
+- An HF Trainer row (notes name "HF Trainer" or "Hugging Face Trainer") whose source is dated before
+  March 2023 (the latest ISO date or month and year its `source` states, as for bitsandbytes below, else
+  `source_dates.source_date`: a year before 2023, or January / February 2023) and whose notes
+  state no PyTorch 2.x keeps its gradient buffers between steps (`zero_grad_keeps_buffers`): its
+  Trainer called `model.zero_grad()` (set_to_none from transformers PR #22136 of 2023-03-13) on a
+  PyTorch before 2.0 (2023-03-15), which zeroed them in place.
 - A LitGPT quantisation name in `notes` (`bnb.nf4`, `bnb.nf4-dq`, `bnb.fp4`, `bnb.fp4-dq`: finetune/lora.py
   `--quantize`) says whether the 4-bit scales are double-quantised (`-dq`) or not.
 A value the schema does not allow is a SkipRow naming the column and the allowed values; a
@@ -51,6 +57,7 @@ from enum import Enum
 from pydantic import ValidationError
 
 from gpuplan.interfaces.row_types import SkipRow
+from gpuplan.interfaces.validation import source_dates
 from gpuplan.specs.finetune import (
     BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer, OptimizerImpl,
 )
@@ -141,6 +148,29 @@ def bitsandbytes_keeps_matmul_input(row: dict[str, str]) -> bool:
     return date is not None and date < BNB_INPUT_FIX_DATE
 
 
+#: the first month whose HF Trainer runs free their gradients in zero_grad (module docstring)
+TRAINER_SET_TO_NONE_SINCE = (2023, 3)
+_STATED_TORCH = re.compile(r"\b(?:torch|pytorch)(?: version)?[ :=]+v?(\d+)\.(\d+)", re.IGNORECASE)
+
+
+def trainer_zero_grad_keeps_buffers(row: dict[str, str]) -> bool:
+    """Whether an HF Trainer row ran `zero_grad()` that zeroes gradients in place (module docstring)."""
+    notes = row.get("notes") or ""
+    if not _HF_TRAINER.search(notes):
+        return False
+    torch = _STATED_TORCH.search(notes)
+    if torch:
+        return int(torch.group(1)) < 2
+    source = row.get("source") or ""
+    full = _source_date(source)  # ISO dates, month and year
+    date = full[:2] if full else source_dates.source_date(source)  # else an arXiv id, a year
+    if date is None:
+        return False
+    year, month = date
+    first_year, first_month = TRAINER_SET_TO_NONE_SINCE
+    return year < first_year or (year == first_year and month is not None and month < first_month)
+
+
 def _cell(row: dict[str, str], key: str) -> str:
     return (row.get(key) or "").strip()
 
@@ -208,6 +238,8 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         kw["logits_held_in_backward"] = True
     if _LITGPT.search(row.get("source") or ""):
         kw["fused_qkv_views"] = True
+    if trainer_zero_grad_keeps_buffers(row):
+        kw["zero_grad_keeps_buffers"] = True
     four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)
     if method is FineTuneMethod.QLORA and four_bit is not None and four_bit.four_bit and bitsandbytes_keeps_matmul_input(row):
         kw["base_matmul_keeps_input"] = True
@@ -223,4 +255,4 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
 
 
 __all__ = ["BNB_INPUT_FIX_DATE", "BNB_INPUT_FIX_VERSION", "bitsandbytes_keeps_matmul_input", "fine_tuning_from_row",
-           "stated_optimizer_impl", "trainer_loop_optimizer"]
+           "stated_optimizer_impl", "trainer_loop_optimizer", "trainer_zero_grad_keeps_buffers"]

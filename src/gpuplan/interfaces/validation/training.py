@@ -81,6 +81,12 @@ Defaults for empty cells (documented, the same for every row):
   leaves FlashAttention-2 (deterministic from flash-attn 2.4.1). On Ampere TE runs FlashAttention-2 under
   determinism already (fused attention needs sm90 there), on Hopper its cuDNN backend stays: the default
   rule's kernel.
+  The same rows run in deterministic mode (`plan.deterministic`, `deterministic_stated`): collectives
+  without NVLink SHARP and the documented per-class operator cost (`workloads.training.step.deterministic`:
+  Megatron-LM's op catalog, ~4% large dense, ~17% hybrid MoE). Megatron rows whose notes state
+  `--no-gradient-accumulation-fusion` run it (`plan.grad_accum_fusion` False,
+  `grad_accum_fusion_off_stated`): each weight gradient is written and added to the fp32 main_grad in a
+  separate pass (`workloads.training.step.grad_accumulation`).
 - memory figures: `peak_mem_gib` is PyTorch's allocated peak, `peak_mem_reserved_gib` its reserved
   peak; a row whose notes say the figure is the device's used memory (NVML, nvidia-smi: SCHEMA.md
   "notes say when a figure is NVML's used memory") adds what lives outside PyTorch's allocator, the
@@ -98,6 +104,9 @@ Defaults for empty cells (documented, the same for every row):
   embedding and output head are tied (`embeddings_tied_stated`; Llama 3.2 1B / 3B tie them).
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
   master_weights): `fine_tuning_row.fine_tuning_from_row`.
+- the Hugging Face stack: a row whose framework cell is other, fsdp or empty and whose notes name
+  the HF Trainer, a transformers model class, PEFT, TRL, Axolotl or Answer.AI's fsdp_qlora runs
+  `Framework.TRANSFORMERS`, for time and memory (`hf_stack_row`, which gives the sources).
 """
 
 from __future__ import annotations
@@ -108,6 +117,7 @@ from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
+from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
 from gpuplan.interfaces.validation.source_dates import source_name_month
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework
@@ -221,6 +231,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     seq = _int(row, "seq_len", 2048)
     fine_tuning, ft_notes = fine_tuning_from_row(row)
     notes += ft_notes
+    hf = hf_stack_framework(row)
+    if hf is not None:
+        notes.append(hf[1])
     try:
         plan = TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=mb, global_batch=gb, seq_len=seq,
@@ -309,6 +322,12 @@ def interleaved_virtual_stages(layers: int, pp: int) -> int:
 
 
 def framework_from_row(row: dict[str, str]) -> Framework:
+    """The row's stack: `transformers` where its notes state the Hugging Face stack
+    (`hf_stack_row.hf_stack_framework`), else its `framework` cell (empty: megatron; a value the
+    enum lacks: other)."""
+    hf = hf_stack_framework(row)
+    if hf is not None:
+        return hf[0]
     raw = _cell(row, "framework").lower()
     try:
         return Framework(raw) if raw else Framework.MEGATRON
@@ -372,6 +391,20 @@ def deterministic_flash2(row: dict[str, str], framework: Framework, gpu_architec
             and bool(_STATED_DETERMINISTIC.search(_cell(row, "notes").lower())))
 
 
+def deterministic_stated(row: dict[str, str], framework: Framework) -> bool:
+    """Whether the row is a Megatron run whose notes state deterministic mode (`--deterministic-mode`)."""
+    return framework is Framework.MEGATRON and bool(_STATED_DETERMINISTIC.search(_cell(row, "notes").lower()))
+
+
+#: Notes that state Megatron's `--no-gradient-accumulation-fusion`.
+_STATED_NO_GRAD_ACCUM_FUSION = re.compile(r"--no-gradient-accumulation-fusion\b")
+
+
+def grad_accum_fusion_off_stated(row: dict[str, str], framework: Framework) -> bool:
+    """Whether the row is a Megatron run whose notes state `--no-gradient-accumulation-fusion`."""
+    return framework is Framework.MEGATRON and bool(_STATED_NO_GRAD_ACCUM_FUSION.search(_cell(row, "notes").lower()))
+
+
 def attention_kernel_from_row(row: dict[str, str], framework: Framework,
                               gpu_architecture: str | None = None) -> AttentionKernel:
     """The kernel the row states (`stated_attention_kernel`); else unfused attention for fp16 (or
@@ -412,6 +445,12 @@ def predict_row(row: dict[str, str]) -> Prediction:
     kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
+    if deterministic_stated(row, framework):
+        plan = plan.model_copy(update={"deterministic": True})
+        notes.append("deterministic mode")
+    if grad_accum_fusion_off_stated(row, framework):
+        plan = plan.model_copy(update={"grad_accum_fusion": False})
+        notes.append("no gradient-accumulation fusion")
     if compiled_model_from_row(row, framework):
         plan = plan.model_copy(update={"compiled_model": True})
         notes.append("compiled blocks (torchtitan training.compile)")
@@ -458,6 +497,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "deterministic_flash2", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

@@ -207,6 +207,8 @@ export const TRAINING_PAGES = {
       { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
       SEQUENCE_PARALLEL,
       { name: "tp_comm_overlap", type: "check", help: "TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on" },
+      { name: "deterministic", type: "check", help: "Megatron-LM --deterministic-mode: collectives without NVLink SHARP, deterministic kernels (Megatron only)" },
+      { name: "grad_accum_fusion", type: "check", def: true, help: "Megatron's gradient-accumulation fusion (off: --no-gradient-accumulation-fusion, a separate main_grad pass)" },
       { name: "top", type: "number", def: "5", help: "plans to list" },
       ...FINETUNE_FIELDS,
     ],
@@ -214,6 +216,8 @@ export const TRAINING_PAGES = {
       const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum"];
       v = withSequenceParallel(v);
       if (v.tp_comm_overlap) names.push("tp_comm_overlap");
+      if (v.deterministic) names.push("deterministic");
+      if (!v.grad_accum_fusion) names.push("grad_accum_fusion");
       const { data: d } = await api("train", { ...pick(v, names), ...fineTuning(v) });
       const p = d.best_plan;
       stats([

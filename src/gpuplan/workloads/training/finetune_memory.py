@@ -35,7 +35,11 @@ other
 - `fsdp_root_unsharded`: PyTorch FSDP never reshards its root unit between forward and backward
   (torch FSDP `_root_pre_forward`; FSDP2 docs: "The root FSDP state has its value specially set to
   False"); with the decoder layers wrapped one by one the root holds the embedding, final norm and
-  head: those stay whole on every GPU (Framework.FSDP / TORCHTITAN).
+  head: those stay whole on every GPU (`torch_fsdp`: Framework.FSDP / TORCHTITAN, and `transformers`
+  plans sharded zero3 / fsdp: HF Trainer / accelerate's FSDP plugin and Answer.AI's fsdp_qlora wrap torch
+  `FullyShardedDataParallel`, whose `_post_forward_reshard` keeps the root's flat parameters
+  unsharded, torch/distributed/fsdp/_runtime_utils.py: "Do not free the root's parameters in the
+  post-forward for `FULL_SHARD`").
 - `dequant_workspace`: a quantised base is dequantised into the activation dtype before each matmul
   (bitsandbytes `MatMul4Bit`: `dequantize_4bit` then the GEMM, forward and input-gradient backward):
   the largest projection's local weight in b bytes is alive while it multiplies.
@@ -72,7 +76,9 @@ Megatron or DeepSpeed, whose gradient buffers persist). Ordinary training keeps 
   gradients persist across micro-batches and both are counted, as for ordinary training. With the
   optimizer stepped in backward (`FineTuning.optimizer_in_backward`, torchtune `optimizer_in_bwd`: each
   parameter's post-accumulate-grad hook runs its `step()` and `zero_grad()`) the end of backward holds
-  at most one gradient, the largest trainable tensor's (`FineTuneStates.largest_gradient`).
+  at most one gradient, the largest trainable tensor's (`FineTuneStates.largest_gradient`). A loop that
+  zeroes gradients in place (`FineTuning.zero_grad_keeps_buffers`: `zero_grad()` before PyTorch 2.0)
+  keeps every gradient through the next forward, as with accumulation (`gradients_freed_between_steps`).
 - the loss: PyTorch's cross entropy on logits cast to fp32 (transformers' LlamaForCausalLM
   `logits = logits.float()`, torchtune's `self.output(h).float()`): 12 B per logit at its peak
   (`memory.PYTORCH_CROSS_ENTROPY_BYTES`, as torchtitan), unless the loss is chunked; a loop that holds
@@ -325,7 +331,7 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
         weights = 0.0
     if zero3 and inv.layer_storage:
         other["zero3_gather_buffer"] = 2.0 * max(inv.layer_storage)
-        if plan.framework in (Framework.FSDP, Framework.TORCHTITAN):
+        if torch_fsdp(plan):
             other["fsdp_root_unsharded"] = _root_bytes(model, plan, first, last)
     if inv.largest_quantized:
         other["dequant_workspace"] = b * inv.largest_quantized
@@ -345,6 +351,16 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
         trainable_params=n_train, frozen_params=inv.frozen_params.dense + inv.frozen_params.expert,
         bytes_per_param=per_param, largest_gradient=0.0 if ft.offload.moves_optimizer else largest,
     )
+
+
+#: frameworks whose ZeRO-3 sharding is PyTorch FSDP (module docstring, `fsdp_root_unsharded`); a
+#: `transformers` run under DeepSpeed's ZeRO-3 is planned as Framework.DEEPSPEED
+TORCH_FSDP_FRAMEWORKS = (Framework.FSDP, Framework.TORCHTITAN, Framework.TRANSFORMERS)
+
+
+def torch_fsdp(plan: TrainPlan) -> bool:
+    """Whether PyTorch FSDP shards the plan: ZeRO-3 / fsdp sharding under TORCH_FSDP_FRAMEWORKS."""
+    return plan.framework in TORCH_FSDP_FRAMEWORKS and plan.sharding in (Sharding.ZERO3, Sharding.FSDP)
 
 
 def _root_bytes(model: ModelSpec, plan: TrainPlan, first: bool, last: bool) -> float:
@@ -407,7 +423,7 @@ def fine_tuning_peak(plan: TrainPlan, states: FineTuneStates, acts: dict[str, fl
         notes.append(f"activations offloaded: {host / 2**30:.2f} GiB per GPU of saved activations kept in host "
                      f"memory between forward and backward")
     in_backward = pytorch_loop(plan) and plan.fine_tuning.optimizer_in_backward
-    single_pass = pytorch_loop(plan) and (micro_batches == 1 or in_backward)
+    single_pass = in_backward or (gradients_freed_between_steps(plan) and micro_batches == 1)
     held, at_backward_end = gradient_lifetime(gradients, sum(acts.values()), sum(backward_phase.values()), single_pass,
                                               states.largest_gradient if in_backward else None)
     if not (single_pass and gradients > 0):
@@ -422,6 +438,12 @@ def fine_tuning_peak(plan: TrainPlan, states: FineTuneStates, acts: dict[str, fl
     notes.append(f"peak at the end of backward: {held_note} and the backward working set; the stored activations "
                  f"are freed by then")
     return FineTunePeak(float(held), dict(backward_phase), host, tuple(notes))
+
+
+def gradients_freed_between_steps(plan: TrainPlan) -> bool:
+    """Whether a step starts with no `.grad` allocated (module docstring, gradient lifetime): a PyTorch loop
+    whose `zero_grad` frees them (set_to_none, PyTorch 2.0's default), not `zero_grad_keeps_buffers`."""
+    return pytorch_loop(plan) and not plan.fine_tuning.zero_grad_keeps_buffers
 
 
 def gradient_lifetime(gradients, forward_end, backward_phase, single_pass, last_gradient=None):
@@ -440,6 +462,7 @@ def gradient_lifetime(gradients, forward_end, backward_phase, single_pass, last_
 
 
 __all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
-           "autocast_over_fp32_model", "fine_tuning_peak", "fine_tuning_rules", "gradient_lifetime", "pytorch_loop",
+           "autocast_over_fp32_model", "fine_tuning_peak", "fine_tuning_rules", "gradient_lifetime",
+           "gradients_freed_between_steps", "pytorch_loop",
            "pytorch_loop_loss",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]

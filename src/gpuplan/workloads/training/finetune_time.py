@@ -22,6 +22,10 @@ Per layer and micro-batch on one GPU, t tokens (step.inputs.PlanAxes), b activat
   casts each adapted input to the adapter's dtype (`x = self._cast_input_dtype(x, lora_A.weight.dtype)`:
   read b, write 4), which autocast casts back for lora_A's matmul (read 4, write b); the backward
   runs both casts' gradients: 2 (4 + b) k forward and again backward (`PEFT_FP32_INPUT_CAST_BYTES`).
+  Adapters stated 16-bit (`master_weights` none: no fp32 copy of any trainable weight) have neither
+  cast: PEFT before 0.12.0 (2024-07-24; `autocast_adapter_dtype` came with PR #1706, commit ae1ae20b7)
+  moved each adapter to its base layer's float dtype (`_move_adapter_to_device_of_base_layer`), as
+  `get_peft_model(..., autocast_adapter_dtype=False)` still does (`peft_fp32_adapters`).
 - Quantised base (`dequantize_seconds`): every matmul of a quantised projection first dequantises
   it (base_weights.dequantize_bytes: read the stored bytes, write b per element), a memory-bound
   kernel at the achievable HBM bandwidth, once in the forward, once in the backward (the input
@@ -59,10 +63,16 @@ LORA_BACKWARD_OUTPUT_BYTES_PER_B = 2.0
 LORA_BACKWARD_INPUT_BYTES_PER_B = 3.0
 
 
+def peft_fp32_adapters(framework: Framework, fine_tuning: FineTuning, b: float) -> bool:
+    """Whether PEFT keeps the adapters in fp32 over a b-byte compute dtype (module docstring):
+    `Framework.TRANSFORMERS`, b < 4, and trainable weights not stated 16-bit (`master_weights` not none)."""
+    return framework is Framework.TRANSFORMERS and b < 4.0 and fine_tuning.master_weights is not MasterWeights.NONE
+
+
 def peft_fp32_input_cast_bytes(ctx, b: float) -> float:
     """Bytes per adapted input element of PEFT's cast to the fp32 adapters and autocast's cast back, one
-    direction (module docstring): 2 (4 + b) under `Framework.TRANSFORMERS` over a 16-bit base, else 0."""
-    return 2.0 * (4.0 + b) if ctx.framework is Framework.TRANSFORMERS and b < 4.0 else 0.0
+    direction (module docstring): 2 (4 + b) where `peft_fp32_adapters`, else 0."""
+    return 2.0 * (4.0 + b) if peft_fp32_adapters(ctx.framework, ctx.fine_tuning, b) else 0.0
 
 
 def _rows(p, g):
@@ -220,5 +230,5 @@ def offload_seconds(ctx, g, sc, local_dense, local_experts):
     return g.m * per_mb
 
 
-__all__ = ["adapter_seconds", "dequantize_seconds", "head_adapter_seconds", "head_gemm_passes", "layer_extra_seconds",
+__all__ = ["adapter_seconds", "dequantize_seconds", "peft_fp32_adapters", "head_adapter_seconds", "head_gemm_passes", "layer_extra_seconds",
            "offload_seconds", "optimizer_seconds", "stage_storage_bytes", "trainable_elements"]

@@ -27,7 +27,9 @@ cast for its weight gradient. `finetune_activations` counts one saved input per 
 input more, and for the attention output projection, whose input `finetune_activations` leaves to
 FlashAttention's saved `out`, every adapter's copy (adapted x the input). With LoRA dropout > 0 each
 adapter already keeps its own dropped copy and mask in that count (dropout runs on the fp32 cast,
-whose bool mask is saved; lora_A saves the b-byte cast of the dropped tensor): no change.
+whose bool mask is saved; lora_A saves the b-byte cast of the dropped tensor): no change. Adapters
+stated 16-bit (`master_weights` none: PEFT before 0.12.0, or `autocast_adapter_dtype=False`;
+`finetune_time.peft_fp32_adapters`) are cast nowhere: no change either.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import TrainPlan
 from gpuplan.workloads.training.finetune_activations import _input_saved_bytes
 from gpuplan.workloads.training.finetune_memory import autocast_over_fp32_model
+from gpuplan.workloads.training.finetune_time import peft_fp32_adapters
 from gpuplan.workloads.training.lora import adapted, layer_projections
 
 #: bytes per element of the fp32 tensors eager modules save
@@ -78,9 +81,10 @@ def norm_activation_delta_per_token(model: ModelSpec, plan: TrainPlan, layer: in
 def peft_adapter_activation_delta_per_token(model: ModelSpec, plan: TrainPlan, layer: int, saved: Saved) -> float:
     """One saved b-byte input per adapted projection instead of one per linear (module docstring):
     (adapted - 1) x the linear's saved input, adapted x for the attention output over fused attention;
-    0 without adapters, with LoRA dropout, or when the compute dtype is already fp32."""
+    0 without adapters, with LoRA dropout, or without fp32 adapters (`peft_fp32_adapters`: the compute
+    dtype is already fp32, or the adapters are stated 16-bit)."""
     ft = plan.fine_tuning
-    if not ft.adapters or ft.lora_dropout > 0 or saved.act_bytes >= FP32_BYTES:
+    if not ft.adapters or ft.lora_dropout > 0 or not peft_fp32_adapters(plan.framework, ft, saved.act_bytes):
         return 0.0
     hits: dict[str, int] = {}
     for p in layer_projections(model, layer):

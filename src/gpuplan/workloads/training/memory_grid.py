@@ -42,7 +42,7 @@ from gpuplan.workloads.training.memory import (
     outside_allocator_bytes, pipeline_layer_split, saved_context, state_bytes_per_param, widest_ffn,
 )
 from gpuplan.workloads.training.finetune_memory import (
-    fine_tuning_rules, gradient_lifetime, pytorch_loop, rank_fine_tuning_states)
+    fine_tuning_rules, gradient_lifetime, gradients_freed_between_steps, pytorch_loop, rank_fine_tuning_states)
 from gpuplan.workloads.training.loss_memory import held_logits_bytes_per_vocab_entry
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, SHARDING_OF_CODE, RecomputeCode, ShardingCode
 
@@ -258,7 +258,7 @@ def _fine_tuning_terms(model: ModelSpec, proto: TrainPlan, out: dict[str, np.nda
     acts = _ACTIVATION_TERMS
     in_backward = pytorch_loop(proto) and proto.fine_tuning.optimizer_in_backward
     kept, at_backward_end = gradient_lifetime(gradients, sum(out[k] for k in acts), backward + rematerialised + held,
-                                              pytorch_loop(proto) & (np.equal(m, 1) | in_backward),
+                                              in_backward | (gradients_freed_between_steps(proto) & np.equal(m, 1)),
                                               largest if in_backward else None)
     out["gradients"] = kept
     for k in acts:  # at the end of backward only the working sets are alive

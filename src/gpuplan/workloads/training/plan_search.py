@@ -119,6 +119,10 @@ class SearchSpace:
     tp_comm_overlap: bool = False
     #: the DeepSpeed engine of a deepspeed search (specs.execution.DeepSpeedRelease; TrainPlan.deepspeed_release)
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: Megatron's deterministic mode / gradient-accumulation fusion on every plan (TrainPlan.deterministic,
+    #: TrainPlan.grad_accum_fusion)
+    deterministic: bool = False
+    grad_accum_fusion: bool = True
     #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
     compiled_model: bool = False
     compiled_loss: bool = False
@@ -210,6 +214,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         framework=ctx.framework, attention_kernel=ctx.attention_kernel, deepspeed_release=ctx.deepspeed_release,
         compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
         fine_tuning=space.fine_tuning or FineTuning(optimizer_impl=space.optimizer_impl),
+        deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
     )
 
 
@@ -247,6 +252,7 @@ def search_plans(
         deepspeed_release=space.deepspeed_release,
         compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
         fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
+        deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = fine_tuning_proto(TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,

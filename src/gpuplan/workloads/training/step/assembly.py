@@ -27,7 +27,7 @@ dense bf16 (fp16) peak, also for FP8 runs (the convention of the Megatron/NeMo t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -39,6 +39,8 @@ from gpuplan.workloads.training.step import context, expert, tensor
 from gpuplan.workloads.training.step.compute import gemm_seconds, layer_compute, stage_compute
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.step.data import dp_comm_seconds, local_params
+from gpuplan.workloads.training.step.deterministic import operator_time_factor
+from gpuplan.workloads.training.step.grad_accumulation import unfused_accumulation_seconds
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 from gpuplan.workloads.training.step.optimizer import optimizer_seconds
 from gpuplan.workloads.training.step.pipeline import bubble_seconds, pp_comm_seconds
@@ -81,7 +83,7 @@ def step_time_arrays(
     g = PlanAxes.build(ctx, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel,
                        sharding, etp)
     lc = layer_compute(ctx, g)
-    sc = stage_compute(ctx, g, lc)
+    sc = _megatron_modes(ctx, g, stage_compute(ctx, g, lc))
     tp_mb = tensor.tp_comm_seconds(ctx, g, lc, sc)
     cp_mb = context.cp_comm_seconds(ctx, g, lc, sc)
     # expert all-to-all (a full-recompute plan dispatches and combines once more in its recompute forward)
@@ -114,6 +116,20 @@ def step_time_arrays(
     else:
         total = sum(parts.values())
     return StepArrays(step_s=total, **parts)
+
+
+def _megatron_modes(ctx: StepContext, g: PlanAxes, sc):
+    """The stage's compute under Megatron's execution modes: deterministic mode's operators x
+    `deterministic.operator_time_factor`, and without gradient-accumulation fusion each micro-batch's
+    backward + `grad_accumulation.unfused_accumulation_seconds`. `sc` itself where neither applies."""
+    f = operator_time_factor(ctx.model, ctx.deterministic)
+    extra = unfused_accumulation_seconds(ctx, g, sc.stage_share)
+    if f == 1.0 and not np.any(extra):
+        return sc
+    bwd = sc.stage_bwd * f + extra
+    head = sc.head * f
+    return replace(sc, head=head, stage_fwd=sc.stage_fwd * f, stage_bwd=bwd, compute_mb=sc.stage_fwd * f + bwd + head,
+                   recompute_mb=sc.recompute_mb * f)
 
 
 @dataclass(frozen=True)
@@ -162,6 +178,7 @@ def estimate_step_time(
         model, system, gpu, plan.seq_len, plan.precision, framework, attention_kernel, plan.tp_comm_overlap,
         fine_tuning=plan.fine_tuning, grad_precision=plan.grad_precision, compiled_loss=plan.compiled_loss,
         compiled_model=plan.compiled_model, deepspeed_release=plan.deepspeed_release,
+        deterministic=plan.deterministic, grad_accum_fusion=plan.grad_accum_fusion,
     )
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,

@@ -51,6 +51,7 @@ from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.step import expert, hf_eager, native_amp
+from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Per score element of unfused attention, forward: write QK^T (2), softmax read+write (4), dropout
@@ -109,14 +110,9 @@ BLACKWELL_TRAINING_ATTENTION = (sum(forward_backward_rate(f, b) for f, b in B200
 BLACKWELL_TRAINING_ATTENTION_SOURCE = (
     "NVIDIA/cudnn-frontend sdpa_benchmark_training B200 artifact (cuDNN 9.13, causal, head_dim 128, GQA 128/8): "
     "forward 1332-1419, backward 1048-1109 TFLOP/s at 16k-128k tokens -> forward + backward 1147 of 2250 = 0.510")
-#: CDNA3 (MI300X): no published forward + backward TFLOP/s of the stock ROCm kernels was found. Zyphra's
-#: MI300X kernels (ROCm blog, 'Zyphra Introduces Frontier Training Kernels for Transformers and SSMs on AMD
-#: Instinct MI300X Accelerators', 2024-12-10): "the ROCm port of Flash Attention v2 has a highly optimized
-#: implementation of the forward pass that slightly beats the NVIDIA H100 in throughput, but the backwards
-#: pass still needs more optimization"; their rewritten FA2 backward is 1%, 2% and 4% faster than H100's at
-#: 2k, 4k and 8k tokens. So forward + backward on MI300X reaches at best H100's FlashAttention-2 rate x 1.04
-#: (335 TFLOP/s, Dao 2023, x 1.04 = 348), 0.266 of its 1307.4 TFLOP/s dense BF16 peak; stock kernels no more.
-CDNA3_TRAINING_ATTENTION = 335.0 * 1.04 / 1307.4
+#: CDNA3 (MI300X, MI325X): PyTorch SDPA's default ROCm kernel (AOTriton), bounded by the stock ROCm
+#: FlashAttention-2 measured on MI300X: 228.4 of 1307.4 TFLOP/s forward + backward (`step.cdna3_attention`).
+CDNA3_TRAINING_ATTENTION = cdna3_training_attention()
 TRAINING_ATTENTION_CEILING = {
     family: knobs.register(
         f"training.attention_ceiling.{family}", unit="fraction of dense peak", default=v, low=0.05, high=1.0,
@@ -125,9 +121,7 @@ TRAINING_ATTENTION_CEILING = {
         ("ampere", 180.0 / 312.0, "Dao 2023 (FlashAttention-2) Fig. 4-7: about 180 of 312 TFLOP/s on A100"),
         ("hopper", 335.0 / 989.0, "Dao 2023 (FlashAttention-2): up to 335 TFLOP/s on H100 = 0.34 of 989"),
         ("blackwell", BLACKWELL_TRAINING_ATTENTION, BLACKWELL_TRAINING_ATTENTION_SOURCE),
-        ("cdna3", CDNA3_TRAINING_ATTENTION,
-         "ROCm blog (Zyphra, 2024-12-10): MI300X FA2 forward about H100's, its best backward 1-4% above H100's "
-         "-> at most 335 x 1.04 = 348 of 1307.4 TFLOP/s"),
+        ("cdna3", CDNA3_TRAINING_ATTENTION, CDNA3_TRAINING_ATTENTION_SOURCE),
     )
 }
 #: FlashAttention-2 itself (the flash-attn library) on Blackwell, for `AttentionKernel.FLASH2`: the same
@@ -479,6 +473,9 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     elif hf_eager.applies(ctx):  # HF transformers' eager Llama modules, counted per operator
         elem_attn = g.t * (hf_eager.hidden_bytes_per_token(ctx) + hf_eager.head_bytes_per_token(ctx)) / g.tp / ctx.hbm_bytes_s
         ffn_bytes = hf_eager.SWIGLU_BYTES_PER_FFN
+    elif hf_eager.applies_layernorm_gelu(ctx):  # HF transformers' eager BERT-style modules, per operator
+        elem_attn = g.t * hf_eager.layernorm_gelu_bytes_per_token(ctx) / g.tp / ctx.hbm_bytes_s
+        ffn_bytes = hf_eager.GELU_BYTES_PER_FFN
     else:
         eager_framework = ctx.framework in (Framework.FSDP, Framework.TRANSFORMERS)
         eager = knobs.value("training.eager_elementwise_factor") if eager_framework else 1.0

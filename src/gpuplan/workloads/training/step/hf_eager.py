@@ -34,8 +34,32 @@ element read + written (bf16 = 2, fp32 = 4; r = the residual stream's bytes):
   log_softmax (4 + 4; the nll gather is per token); backward: the nll gradient written dense (4),
   log_softmax's backward (read 4 + its saved output 4, write 4), the cast back (4 + 2): 36 B per logit.
 
-Models with LayerNorm / GELU (GPT-2, BERT) have no count here: they take the fused inventory's bytes
-x `training.eager_elementwise_factor`, as Composer's eager kernels do.
+LayerNorm / GELU encoder layers (`applies_layernorm_gelu`; transformers `models/bert/modeling_bert.py`
+BertLayer, post-norm: `BertSelfOutput` / `BertOutput` run `LayerNorm(dropout(dense(x)) + input_tensor)`,
+`BertIntermediate` runs `gelu(dense(x))`), per token of one layer, forward, b = 2 (the matmuls' dtype):
+
+- `nn.LayerNorm` (one `native_layer_norm` kernel: read r, write r; autocast's fp32 op list makes its
+  output fp32, so r = 4 under autocast over an fp32 model): 4 B per hidden element at r = 2, 8 at r = 4;
+  two per layer.
+- `self.dropout(hidden_states)` on the attention-output and FFN-output projections (hidden dropout > 0;
+  `native_dropout`: read b, write b and a 1-byte bool mask): 5 B per hidden element, two per layer.
+- `hidden_states + input_tensor`: read b + r, write r (type promotion to the residual's dtype): the
+  residual add above, 6 / 10 B; two per layer. The Linear biases are fused into the GEMM (aten
+  `at::linear`: a contiguous 3-D input with bias runs `addmm` / `_flatten_nd_linear`).
+- r = 4: the q, k, v and intermediate Linears each cast the fp32 LayerNorm output to b
+  (`native_amp.INPUT_CAST_BYTES`, `native_amp.norm_readers`).
+- `BertSelfAttention` (eager): `torch.matmul` on the permuted q, k^T and v views folds their batch
+  dimensions with `reshape` (aten `_matmul_impl`: `tensor1.expand(...).reshape({expand_batch_product, n,
+  m1})`), which copies a (b, a, s, d) view of a (b, s, a d) projection: read b, write b per q, k and v
+  element (`EAGER_MATMUL_COPY_BYTES`); `context_layer.permute(0, 2, 1, 3).contiguous()`: the attention
+  output copy above. The score chain is the unfused attention core's (`native_amp.UNFUSED_AMP_SCORE_*`).
+- `BertIntermediate`: `ACT2FN["gelu"]` = `F.gelu` (erf), one kernel, read b, write b: 4 B per FFN
+  element. GPT-2's `gelu_new` (tanh form written as several ops, `NewGELUActivation`) moves more: this
+  count is a lower bound there.
+- The embeddings' sum, LayerNorm and dropout run once per model, not per layer: not counted. An encoder
+  attends bidirectionally (no causal mask): on the unfused path the s x s scores are computed whole
+  either way; gpuplan's ModelSpec has no encoder flag, so a fused kernel's causal FLOP share is not
+  doubled for encoders.
 """
 
 from __future__ import annotations
@@ -58,6 +82,14 @@ ATTN_OUT_COPY_BYTES = 4.0
 SWIGLU_BYTES_PER_FFN = 10.0
 #: ForCausalLMLoss: fp32 upcast, log_softmax and their backward, per logit.
 LOSS_BYTES_PER_LOGIT = 36.0
+#: nn.LayerNorm forward bytes per hidden element (read r, write r), by the residual stream's bytes.
+LAYERNORM_BYTES = {2: 4.0, 4: 8.0}
+#: nn.Dropout on a 16-bit projection output, per element: read 2, write 2, bool mask 1.
+DROPOUT_BYTES = 5.0
+#: torch.matmul's reshape copy of a permuted q, k or v view, per element: read 2, write 2.
+EAGER_MATMUL_COPY_BYTES = 4.0
+#: F.gelu on the 16-bit intermediate, per FFN element: read 2, write 2.
+GELU_BYTES_PER_FFN = 4.0
 
 
 def applies(ctx) -> bool:
@@ -66,6 +98,27 @@ def applies(ctx) -> bool:
     model = ctx.model
     return (ctx.framework is Framework.TRANSFORMERS and model.norm is NormKind.RMSNORM
             and model.ffn_kind is FfnKind.SWIGLU and not model.learned_position_embeddings)
+
+
+def applies_layernorm_gelu(ctx) -> bool:
+    """Whether the layer's elementwise bytes are counted from the HF BERT-style modules: the framework is
+    `transformers` and the model has LayerNorm and a plain (ungated) GELU FFN (module docstring)."""
+    model = ctx.model
+    return (ctx.framework is Framework.TRANSFORMERS and model.norm is NormKind.LAYERNORM
+            and model.ffn_kind is FfnKind.GELU)
+
+
+def layernorm_gelu_bytes_per_token(ctx) -> float:
+    """Forward bytes per token of one BERT-style layer's LayerNorms, dropouts, residual adds, (r = 4)
+    input casts, the eager matmul's q / k / v copies and the attention output copy (module docstring)."""
+    r = residual_bytes(ctx)
+    per_hidden = 2.0 * LAYERNORM_BYTES[r] + 2.0 * RESIDUAL_ADD_BYTES[r]
+    if ctx.model.hidden_dropout > 0:
+        per_hidden += 2.0 * DROPOUT_BYTES
+    if r == 4:
+        per_hidden += native_amp.norm_readers(ctx) * native_amp.INPUT_CAST_BYTES
+    heads = EAGER_MATMUL_COPY_BYTES * (ctx.q_dim + 2.0 * ctx.kv_dim) + ATTN_OUT_COPY_BYTES * ctx.q_dim
+    return per_hidden * float(ctx.hidden) + heads
 
 
 def residual_bytes(ctx) -> int:
@@ -104,6 +157,8 @@ def head_bytes_per_token(ctx) -> float:
     return ROPE_BYTES * (ctx.q_dim + ctx.kv_dim) + ATTN_OUT_COPY_BYTES * ctx.q_dim
 
 
-__all__ = ["ATTN_OUT_COPY_BYTES", "LOSS_BYTES_PER_LOGIT", "RESIDUAL_ADD_BYTES", "RMSNORM_BYTES",
-           "ROPE_BYTES", "SWIGLU_BYTES_PER_FFN", "applies", "head_bytes_per_token",
+__all__ = ["ATTN_OUT_COPY_BYTES", "DROPOUT_BYTES", "EAGER_MATMUL_COPY_BYTES", "GELU_BYTES_PER_FFN",
+           "LAYERNORM_BYTES", "LOSS_BYTES_PER_LOGIT", "RESIDUAL_ADD_BYTES", "RMSNORM_BYTES",
+           "ROPE_BYTES", "SWIGLU_BYTES_PER_FFN", "applies", "applies_layernorm_gelu", "head_bytes_per_token",
+           "layernorm_gelu_bytes_per_token",
            "hidden_bytes_per_token", "masked_attention_flops_per_token", "residual_bytes"]

@@ -19,6 +19,7 @@ from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import default_expert_tp
 from gpuplan.workloads.training.lora import lora_parameter_count
 from gpuplan.workloads.training.step import hf_eager
+from gpuplan.workloads.training.step.deterministic import collective_system
 
 
 def model_flops_per_token(model: ModelSpec, seq_len: int, fine_tuning: FineTuning) -> float:
@@ -79,6 +80,11 @@ class StepContext:
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
     compiled_loss: bool = False  # the cross-entropy under torch.compile (plan.compiled_loss)
     compiled_model: bool = False  # each transformer block under torch.compile (plan.compiled_model)
+    #: Megatron's deterministic mode (plan.deterministic): `step.deterministic`; `system` is then the
+    #: system without NVLink SHARP (`deterministic.collective_system`)
+    deterministic: bool = False
+    #: weight-gradient GEMMs accumulate into the fp32 main_grad (plan.grad_accum_fusion): `step.grad_accumulation`
+    grad_accum_fusion: bool = True
 
     def layer_mix(self) -> list[tuple[int, float]]:
         """(inventory layer index, weight) of the dense and MoE layers: the layer mean of a per-layer
@@ -106,8 +112,11 @@ class StepContext:
         deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT,
         compiled_loss: bool = False,
         compiled_model: bool = False,
+        deterministic: bool = False,
+        grad_accum_fusion: bool = True,
     ) -> "StepContext":
         refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
+        system = collective_system(system, bool(deterministic))
         if model.mla is not None:
             q_dim = model.heads * (model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim)
             kv_dim = model.mla.kv_lora_rank + model.mla.qk_rope_head_dim
@@ -149,6 +158,7 @@ class StepContext:
             grad_fp32=Precision(grad_precision) in (Precision.FP32, Precision.TF32),
             deepspeed_release=DeepSpeedRelease(deepspeed_release),
             compiled_loss=bool(compiled_loss), compiled_model=bool(compiled_model),
+            deterministic=bool(deterministic), grad_accum_fusion=bool(grad_accum_fusion),
         )
 
 
