@@ -479,9 +479,11 @@ def simulate(steps: StepTimeModel, memory: MemoryPlan, workload: Workload, sched
     # window layers hold fewer tokens; when a model has no global layer, the simulator still tracks
     # context in `ctx_g` but the global coefficient is zero.
     closed_loop = workload.kind == ArrivalKind.CLOSED_LOOP
-    # a closed loop writes its releases into the arrivals (a copy); an open loop only reads them
-    arrival = np.array(workload.arrival_s, dtype=float) if closed_loop else np.ascontiguousarray(workload.arrival_s,
-                                                                                                 dtype=float)
+    # a closed loop writes its releases into the arrivals (a copy); an open loop only reads them (a
+    # read-only array is copied all the same: numba would compile the loop again for its type)
+    arrival = np.ascontiguousarray(workload.arrival_s, dtype=float)
+    if closed_loop or not arrival.flags.writeable:
+        arrival = arrival.copy()
     requests = Requests(arrival, ins, outs, cached, np.ascontiguousarray(out_steps, dtype=np.int64))
     engine = Engine(SCHEDULER_CODE[scheduler.kind], bool(scheduler.no_evict), int(scheduler.max_batch_seqs),
                     int(scheduler.max_batch_tokens), closed_loop)
