@@ -92,6 +92,24 @@ class Framework(str, Enum):
         return self is Framework.TORCHTITAN
 
     @property
+    def checkpoint_stops_early(self) -> bool:
+        """Whether the stack's full activation checkpointing is PyTorch's non-reentrant
+        `torch.utils.checkpoint` with early stop, whose recompute ends once every tensor the block
+        saved for backward is rebuilt (`workloads.training.step.checkpoint_early_stop`). Early stop is
+        the default of non-reentrant checkpoint from PyTorch 2.1 on (pytorch PR #96866, 2023-03:
+        "Make early stop the default for checkpoint"); the reentrant variant always re-runs the whole
+        block. Composer / llm-foundry (`FSDP`): llm-foundry's yamls set
+        `activation_checkpointing_reentrant: false` (scripts/train/yamls/pretrain/mpt-*.yaml), which
+        Composer turns into `checkpoint_wrapper(m, checkpoint_impl=CheckpointImpl.NO_REENTRANT)` on
+        every MPT block (composer/trainer/dist_strategy.py; MPT's `activation_checkpointing_fn`), and
+        its published MPT benchmarks ran PyTorch 2.1.0 (scripts/train/benchmarking/sweep.sh image
+        `mosaicml/pytorch:2.1.0_cu121`). Not: torchtitan, whose full AC passes `early_stop=False` to
+        `ptd_checkpoint_wrapper` since PR #1580 (2025-08-29); Megatron-LM and DeepSpeed, whose own
+        checkpoint functions are reentrant; Hugging Face transformers, whose gradient checkpointing
+        defaults to `use_reentrant=True`."""
+        return self is Framework.FSDP
+
+    @property
     def assumed_defaults(self) -> tuple[str, ...]:
         """What the step-time and memory models assume of this stack where a plan does not say
         (`gpuplan train` prints them; `--json` key `framework_defaults_assumed`). Each is the stack's
@@ -188,6 +206,8 @@ _ASSUMED_DEFAULTS: dict[Framework, tuple[str, ...]] = {
         "FSDP (Composer / llm-foundry): prefetched all-gathers overlapped per micro-batch, fp32 gathers "
         "(Composer's DEFAULT mixed precision)",
         "eager elementwise kernels; flash-attn's fused cross entropy",
+        "full AC: non-reentrant torch.utils.checkpoint with early stop (PyTorch >= 2.1): the recomputed "
+        "forward stops before the MLP down projection",
     ),
     Framework.TRANSFORMERS: (
         "Hugging Face transformers modules in eager PyTorch: fp32 RMSNorm, rotate_half rotary, SwiGLU in two "

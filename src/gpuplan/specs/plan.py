@@ -93,6 +93,11 @@ class TrainPlan(Spec):
     #: off, every weight gradient is written and added to the fp32 main_grad in a separate pass
     #: (workloads.training.step.grad_accumulation). Step time reads it.
     grad_accum_fusion: bool = True
+    #: CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY: CUDA 11.7+, PyTorch's default from 1.13, the
+    #: driver's from CUDA 12.2): the per-GPU CUDA context is the lazy one
+    #: (`workloads.training.memory.cuda_context_bytes`). False: every kernel image of the loaded
+    #: libraries is loaded at context creation (PyTorch before 1.13).
+    cuda_lazy_loading: bool = True
 
     @field_validator("deepspeed_release", mode="before")
     @classmethod
@@ -101,8 +106,8 @@ class TrainPlan(Spec):
 
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
-        """A plan dump leaves out `deepspeed_release`, `deterministic` and `grad_accum_fusion` where they
-        are the defaults, so the dumps (and hashes) of every plan written before the fields existed are
+        """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion` and
+        `cuda_lazy_loading` where they are the defaults, so the dumps (and hashes) of every plan written before the fields existed are
         unchanged; loading restores them."""
         data = handler(self)
         if isinstance(data, dict):
@@ -112,6 +117,8 @@ class TrainPlan(Spec):
                 data.pop("deterministic", None)
             if self.grad_accum_fusion:
                 data.pop("grad_accum_fusion", None)
+            if self.cuda_lazy_loading:
+                data.pop("cuda_lazy_loading", None)
         return data
 
     @model_validator(mode="before")

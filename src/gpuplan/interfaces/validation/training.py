@@ -55,6 +55,9 @@ Defaults for empty cells (documented, the same for every row):
   A `deepspeed` row runs the DeepSpeed release its notes state, else the 2021 engine when its
   source is dated before DeepSpeed v0.6.0 (2022-03-07), else the current one
   (`deepspeed_row.deepspeed_release_from_row`).
+- CUDA module loading: eager for rows whose notes state PyTorch < 1.13 or CUDA < 11.7, or whose source is
+  dated before PyTorch 1.13's lazy default (2022-11; a year before 2023), else lazy
+  (`cuda_loading_row.lazy_loading_from_row`): the CUDA context the memory model charges.
 - attention kernel: FlashAttention, except for rows whose precision is fp16 and framework megatron
   or deepspeed, or empty precision with those frameworks, on GPUs that predate Hopper (Volta,
   Ampere): those are the pre-FlashAttention Megatron / Megatron-DeepSpeed recipes (fp16 mixed
@@ -100,6 +103,12 @@ Defaults for empty cells (documented, the same for every row):
   came from before its branch cut), else a year-month in its source's document name (torchtitan names
   its benchmark files `..._202412_...`, `..._2025-06_...`). A row that states neither keeps the eager
   loss (`Framework.assumed_defaults`).
+- dropout: `fsdp` rows (llm-foundry's MPT under Composer) train without dropout: MPTConfig's
+  `resid_pdrop`, `emb_pdrop` and `attn_config.attn_pdrop` default to 0.0 and neither the pretrain yamls
+  (scripts/train/yamls/pretrain/mpt-*.yaml) nor the benchmark launcher (scripts/train/benchmarking/
+  submit_benchmarks.py) set them (llm-foundry llmfoundry/models/mpt/configuration_mpt.py, commit b2a43a1
+  of the benchmark tables); the Megatron GPT dropout of a gelu architecture row (models.arch_row) is
+  cleared there (`llm_foundry_dropout_free`).
 - tied embeddings: an architecture row is untied (models.arch_row) unless its notes say the input
   embedding and output head are tied (`embeddings_tied_stated`; Llama 3.2 1B / 3B tie them).
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
@@ -115,6 +124,7 @@ import re
 
 from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.interfaces.validation.cuda_loading_row import lazy_loading_from_row
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
 from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
@@ -196,6 +206,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     release, release_note = deepspeed_release_from_row(row, framework)
     if release_note:
         notes.append(release_note)
+    lazy_loading, loading_note = lazy_loading_from_row(row)
+    if loading_note and _cell(row, "metric") in MEMORY_METRICS:
+        notes.append(loading_note)
     legacy = legacy_stack(row, framework, gpu_architecture)
     default_prec = "fp16" if legacy else "bf16"  # the pre-FlashAttention stacks ran fp16 mixed precision
     prec_raw = _cell(row, "precision") or default_prec
@@ -240,6 +253,7 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
             recompute=Recompute(rc_raw), sequence_parallel=sp and tp > 1, precision=Precision(prec_raw),
             tp_comm_overlap=te_overlap and sp and tp > 1,
             sharding=Sharding(shard_raw), fine_tuning=fine_tuning, deepspeed_release=release,
+            cuda_lazy_loading=lazy_loading,
         )
     except ValueError as exc:
         raise SkipRow(f"plan columns not expressible: {exc}") from None
@@ -319,6 +333,14 @@ def interleaved_virtual_stages(layers: int, pp: int) -> int:
         if stage % v == 0:
             return v
     return stage
+
+
+def llm_foundry_dropout_free(model, framework: Framework):
+    """The row's model without dropout on an `fsdp` (Composer / llm-foundry MPT) row, whose MPT configs
+    default every dropout to 0.0 (module docstring); unchanged otherwise."""
+    if framework is not Framework.FSDP or not (model.hidden_dropout or model.attention_dropout):
+        return model
+    return model.model_copy(update={"hidden_dropout": 0.0, "attention_dropout": 0.0})
 
 
 def framework_from_row(row: dict[str, str]) -> Framework:
@@ -442,6 +464,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         raise SkipRow(str(exc)) from None
     plan, notes = plan_from_row(row, gpu.architecture)
     framework = framework_from_row(row)
+    model = llm_foundry_dropout_free(model, framework)
     kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})
@@ -497,6 +520,6 @@ def predict_row(row: dict[str, str]) -> Prediction:
     return Prediction(value, "; ".join(notes))
 
 
-__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
+__all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "llm_foundry_dropout_free", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
            "megatron_moe_requires_sp",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

@@ -111,12 +111,34 @@ from gpuplan.workloads.training.plan_validity import check_plan
 from gpuplan.workloads.training.selective_checkpoint import op_sac_bytes_per_token
 
 #: CUDA context + cuBLAS/cuDNN handles and kernels images per process, outside PyTorch's
-#: allocator. PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12
-#: processes typically show ~500-600 MiB in nvidia-smi before any tensor. Estimate, not measured here.
+#: allocator, with lazy module loading (`TrainPlan.cuda_lazy_loading`; CUDA_MODULE_LOADING=LAZY, NVIDIA
+#: CUDA Programming Guide "Lazy Loading", Table 17: introduced in CUDA 11.7 disabled by default, enabled by
+#: default on Linux from 12.2; PyTorch sets it when unset from 1.13, pytorch/pytorch PR #85692 / #86509).
+#: PyTorch "CUDA semantics" notes the context takes "hundreds of MiB"; H100 + CUDA 12 processes
+#: typically show ~500-600 MiB in nvidia-smi before any tensor. Estimate, not measured here; PR #85692
+#: measures 287,047,680 B (274 MiB) used after one tensor with LAZY, a lower bound (a training step then
+#: loads the kernels it launches).
 CUDA_CONTEXT_BYTES = knobs.register(
     "training.memory.cuda_context_bytes", unit="bytes", default=512 * MIB, low=0.0, high=8 * GIB,
     source="estimate: PyTorch CUDA semantics notes 'hundreds of MiB'; H100 + CUDA 12 processes show ~500-600 MiB in nvidia-smi",
     scales="per-GPU training memory outside PyTorch's allocator (CUDA context, library handles, kernel images)")
+#: The same with eager module loading (PyTorch before 1.13, or CUDA before 11.7): every kernel image of
+#: the loaded libraries (libtorch_cuda, cuBLAS, cuDNN) is loaded at context creation. Measured: Hugging
+#: Face transformers docs `perf_train_gpu_one` (2022 version, huggingface/transformers@0016acf7ef42) load a
+#: 1 x 1 tensor to the GPU (`torch.ones((1, 1)).to("cuda")`) and read 1,343 MiB used through NVML, "the
+#: CUDA kernels" alone. (PR #85692 measures 666,632,192 B, 636 MiB, with CUDA_MODULE_LOADING=DEFAULT on its
+#: 2022-09 build: the eager image depends on the libraries built in, and the 1,343 MiB is the figure of a
+#: PyTorch of the eager era itself.)
+CUDA_CONTEXT_BYTES_EAGER = knobs.register(
+    "training.memory.cuda_context_bytes_eager", unit="bytes", default=1343 * MIB, low=0.0, high=8 * GIB,
+    source="measured: HF transformers docs perf_train_gpu_one (2022): 1,343 MiB NVML used after torch.ones((1, 1)).to('cuda')",
+    scales="per-GPU training memory outside PyTorch's allocator under eager CUDA module loading (PyTorch < 1.13)")
+
+
+def cuda_context_bytes(lazy_loading: bool = True) -> float:
+    """Per-GPU CUDA context, library handles and kernel images outside PyTorch's allocator: the lazy-loading
+    figure (`training.memory.cuda_context_bytes`) or the eager one (`training.memory.cuda_context_bytes_eager`)."""
+    return knobs.value("training.memory.cuda_context_bytes" if lazy_loading else "training.memory.cuda_context_bytes_eager")
 #: PyTorch caching-allocator slack: reserved / allocated at peak. Estimate from the allocator
 #: rounding (blocks rounded to 512 B / 2 MiB and split-block reuse); used only for reserved figures.
 #: Fitted on the torchtitan reserved peaks (ttmem): after the allocated peak is modelled term by term
@@ -350,11 +372,11 @@ def widest_ffn(model: ModelSpec) -> int:
     return max(model.ffn, (model.moe.expert_ffn * model.moe.top_k) if model.moe else 0)
 
 
-def outside_allocator_bytes(tp, cp, dp, pp, ep):
-    """(CUDA context, NCCL buffers) bytes outside PyTorch's allocator: the context on every GPU (the
-    knob above), the connection buffers of the plan's NCCL communicators (`nccl_communicators`;
+def outside_allocator_bytes(tp, cp, dp, pp, ep, lazy_loading: bool = True):
+    """(CUDA context, NCCL buffers) bytes outside PyTorch's allocator: the context on every GPU
+    (`cuda_context_bytes`, by the plan's module loading), the connection buffers of the plan's NCCL communicators (`nccl_communicators`;
     primitives.nccl_memory.nccl_buffer_bytes). Works on ints and numpy arrays."""
-    return knobs.value("training.memory.cuda_context_bytes"), nccl_buffer_bytes(nccl_communicators(tp, cp, dp, pp, ep))
+    return cuda_context_bytes(lazy_loading), nccl_buffer_bytes(nccl_communicators(tp, cp, dp, pp, ep))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -372,7 +394,7 @@ class _PlanTerms:
         self.states: dict[tuple[float, float], tuple] = {}  # (dense, expert) parameters -> model_state_bytes
         self.means: dict[tuple[int, ...], float] = {}  # the layers' kinds -> their mean bytes per token
         self.kind = range(model.layers) if plan.fine_tuning.adapters else layer_kinds(model)[0]
-        self.outside = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep)
+        self.outside = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep, plan.cuda_lazy_loading)
         self.in_flight = terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), np.arange(plan.pp))
 
     def model_states(self, dense: float, experts: float) -> tuple:

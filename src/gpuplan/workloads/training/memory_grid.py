@@ -201,7 +201,7 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     bytes_per_element = number_format(proto.precision.value).bytes_per_element if quantised else 0.0
     out["fp8_weight_cache"] = np.where(has_layers & quantised,
                                        terms.fp8_weight_cache_bytes(bytes_per_element, block_dense, experts), 0.0)
-    out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep)
+    out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep, proto.cuda_lazy_loading)
     if fine_tuning_rules(proto):
         _fine_tuning_terms(model, proto, out, last, tp=tp, pp=pp, vpp=vpp, dp=dp, cp=cp, ep=ep, etp=etp,
                            sharding=sharding, recompute=recompute, m=m, backward=backward, rematerialised=rematerialised,

@@ -22,7 +22,8 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   them; PyTorch-native fp16 AMP (`native_amp`) adds its fp32 residual stream, input and weight casts
   and an op-by-op unfused attention chain; torchtitan's eager Llama is counted operator by operator (TORCHTITAN_* constants: fp32
   RMSNorm, complex-multiply rotary on q and k, GQA `repeat_kv` copies, SwiGLU in two kernels).
-- Recompute: full = one more layer forward; selective = one more attention-core forward
+- Recompute: full = one more layer forward (less the down-projection GEMM where the stack's checkpoint
+  stops early: `checkpoint_early_stop`); selective = one more attention-core forward
   (Korthikanti et al. 2022 sec. 4). Under `Framework.TORCHTITAN`, "selective" is torchtitan's own
   selective activation checkpointing, which recomputes about half of each layer's forward
   (TORCHTITAN_SELECTIVE_RECOMPUTE_FRACTION): layer mode checkpoints every 2nd block, op mode saves
@@ -50,7 +51,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
-from gpuplan.workloads.training.step import expert, hf_eager, native_amp
+from gpuplan.workloads.training.step import checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
@@ -502,7 +503,8 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
     """One layer's forward, backward and recompute seconds per micro-batch on one GPU: the
     inventory's GEMMs (`layer_gemm_calls`, backward = 2 x forward: input- and weight-gradient GEMMs
     of the same shapes), the attention core and the elementwise traffic (backward 2 x forward).
-    Recompute: full = one more layer forward; selective = one more attention-core forward
+    Recompute: full = one more layer forward (less `checkpoint_early_stop.skipped_recompute_seconds`);
+    selective = one more attention-core forward
     (Korthikanti et al. 2022 sec. 4), or under torchtitan `training.torchtitan_selective_recompute_fraction`
     of the layer forward (its selective activation checkpointing)."""
 
@@ -527,11 +529,13 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
     if ctx.fine_tuning.adapters:  # frozen base: no weight gradients; adapters, dequantisation (finetune_time)
         extra_fwd, extra_bwd = finetune_time.layer_extra_seconds(ctx, g, gemm_seconds, gemm_fwd)
         layer_fwd, layer_bwd = layer_fwd + extra_fwd, layer_bwd + extra_bwd
+    layer_fwd, layer_bwd = eager_host.layer_floor(ctx, layer_fwd, layer_bwd)  # eager HF: host issue floor
     if ctx.framework is Framework.TORCHTITAN:
         selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
     else:
         selective = attn_fwd
-    recompute = np.where(g.rc == RecomputeCode.FULL, layer_fwd, np.where(g.rc == RecomputeCode.SELECTIVE, selective, 0.0))
+    full = layer_fwd - checkpoint_early_stop.skipped_recompute_seconds(ctx, dense_down, dense_frac)
+    recompute = np.where(g.rc == RecomputeCode.FULL, full, np.where(g.rc == RecomputeCode.SELECTIVE, selective, 0.0))
     return LayerCompute(qkv, out, dense_up, dense_down, moe_mlp, attn_fwd, attn_bwd, dense_frac, moe_frac,
                         layer_fwd, layer_bwd, recompute)
 
