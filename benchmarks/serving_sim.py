@@ -24,6 +24,25 @@ where read; one copy of the arrivals): `simulate` 0.097 -> 0.049 CPU-s at load a
 percentiles ~0.010 s (numpy's partition, unchanged); minor page faults per call 9,345 -> 0-360
 (ru_minflt). Interleaved runs at load average 10-12 (the machine shared with other engineers):
 main 0.106-0.149 CPU-s, this 0.067-0.091 CPU-s. Every output unchanged (benchmarks/output_digests.py).
+
+Measured 2026-11-28 (issue #35, the 4 M target; branch h-sim4): a completion calendar instead of the
+completion heap where KV blocks are counted (its pops were ~18% of the loop: perf samples mapped to
+source lines), request links / ring phases / calendar links in int32 and one per-request array fewer
+(first-touch minor faults of the timed call 6,323 -> 4,764, ~2 us each on this machine), percentiles by
+bracketed selection (sim/percentiles.py: 2.3-3.0 -> ~0.7 ms per 200,000-value sample), no boolean-index
+copies when every request finished. Whole runs of this script, 6 interleaved with main's at load
+average 2.7-3.9: main cpu_s 0.053-0.055 (3.6-3.8 million simulated requests per CPU-second), this
+0.035-0.036 (5.6-5.7 million); wall_s main 0.054-0.108, this 0.055-0.073: /proc/stat showed no idle
+CPU (other engineers' processes), so the wall figure is about twice the CPU one and reaches 4 M only
+with a free core. In-process (20 repetitions, 3 interleaved processes each): `simulate` minimum
+43.1-44.2 -> 23.9-26.6 ms (median 43.5-45.4 -> 25.1-26.9), the event loop 31.0-32.3 -> 19.3-21.4 ms.
+Where this run's ~0.035 CPU-s go: the loop's computation ~20 ms, first-touch page faults of its
+~19 MB of per-request state ~9 ms (4,362 faults inside the loop; without them, in a process whose
+heap had already grown, the call takes 0.027-0.028 s), the three percentile samples ~2 ms, set-up
+and the other statistics ~3 ms. Tried and dropped (no gain or slower, interleaved A/B): inlining
+table_lookup / graph_tokens_of_step / causal_pairs_upto into the loop (19.5 -> 22.9 ms: a larger
+function spills more), and moving the rare helpers (eviction walk, static batches, prefill-first)
+out of line. Every output unchanged (benchmarks/output_digests.py, 54 digests).
 """
 
 from __future__ import annotations

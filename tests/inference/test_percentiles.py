@@ -59,3 +59,46 @@ def test_imports_no_numpy_ma():
              "linear_percentiles(np.arange(2000.0), (50, 90, 99)); print('numpy.ma' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False"
+
+
+def _large_samples(seed):
+    """Samples above BRACKET_MIN_VALUES (the bracketed selection), shaped to test its brackets: a
+    skewed one, sorted either way (the strided subsample is then evenly spread), periodic with the
+    subsample's stride (the subsample sees one value), many ties, zeros of both signs at the
+    percentile positions (the whole-sample fallback), heavy tails."""
+    from gpuplan.workloads.inference.sim.percentiles import BRACKET_MIN_VALUES, SUBSAMPLE
+
+    rng = np.random.default_rng(seed)
+    n = BRACKET_MIN_VALUES + int(rng.integers(0, 3 * BRACKET_MIN_VALUES))
+    stride = max(1, n // SUBSAMPLE)
+    periodic = np.where(np.arange(n) % stride == 0, 1.0, rng.random(n))
+    zeros = rng.random(n)
+    zeros[: n // 2] = 0.0
+    zeros[: n // 4] = -0.0
+    return [rng.lognormal(0.0, 1.0, n), np.sort(rng.random(n)), np.sort(rng.random(n))[::-1].copy(), periodic,
+            np.repeat(rng.random(50), n // 50 + 1)[:n], rng.integers(-3, 4, n).astype(float), zeros,
+            rng.standard_cauchy(n)]
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32 - 1),
+       st.lists(st.floats(min_value=0, max_value=100), min_size=1, max_size=5))
+def test_large_samples_equal_numpy_percentile_bit_for_bit(seed, percents):
+    # the bracketed selection (module docstring) against np.percentile itself
+    for x in _large_samples(seed):
+        want = np.percentile(x, percents)
+        got = np.array(linear_percentiles(x, tuple(percents)))
+        assert np.array_equal(got, want)
+        assert list(np.signbit(got)) == list(np.signbit(want))
+
+
+def test_bracket_missing_its_position_falls_back():
+    # a subsample unlike the whole: every strided value is 1e9 (the subsample's brackets all sit at
+    # 1e9) while the rest are 0..1; the bracket misses the median, the whole sample is partitioned
+    from gpuplan.workloads.inference.sim.percentiles import BRACKET_MIN_VALUES, SUBSAMPLE, _bracketed
+
+    n = 2 * BRACKET_MIN_VALUES
+    x = np.linspace(0.5, 1.0, n)
+    x[:: n // SUBSAMPLE] = 1e9
+    assert _bracketed(x, [n // 2]) is None
+    assert linear_percentiles(x, (50,)) == tuple(np.percentile(x, [50]))

@@ -211,6 +211,29 @@ def test_counted_blocks_equal_tracked_blocks(models, monkeypatch, name):
     _assert_same(simulate(steps, mem, wl, sched), counted)
 
 
+@pytest.mark.parametrize("frac", [1.0, 0.05])
+def test_completion_calendar_wraps_and_survives_preemption(models, monkeypatch, frac):
+    # counted blocks keep completions in a calendar of FINISH_BUCKETS = 1024 buckets (sim/events.py
+    # Calendar): outputs of 2,250-3,250 tokens (uniform, 2750 +- 18%) end 2-3 rounds after they
+    # enter decoding, so their bucket is passed over before their round comes; a KV budget cut to
+    # 1/20 preempts decoders out of the calendar (recompute) and re-enters them. Equal to the
+    # reference loop and to the heap (the tracked-blocks mode) in every figure.
+    from gpuplan.workloads.inference.sim.events import FINISH_BUCKETS
+
+    _, steps, mem = models["llama-3-8b"]
+    mem = dataclasses.replace(mem, kv_budget_bytes=mem.kv_budget_bytes * frac)
+    wl = make_workload(np.random.default_rng(5), 200, ArrivalKind.CLOSED_LOOP, concurrency=48,
+                       input_len=LengthDistribution(256, LengthKind.UNIFORM, 0.5),
+                       output_len=LengthDistribution(2750, LengthKind.UNIFORM, 0.18))
+    assert wl.output_len.min() > 2 * FINISH_BUCKETS
+    sched = SchedulerConfig(max_batch_seqs=48)
+    ref, fast = _both(steps, mem, wl, sched)
+    assert (ref.preemptions > 0) == (frac < 1.0)
+    _assert_same(ref, fast)
+    _tracking_blocks(monkeypatch)
+    _assert_same(ref, simulate(steps, mem, wl, sched))
+
+
 def test_percentiles_partition_a_copy_after_the_mean():
     # _pct partitions its own filtered copy in place: the percentiles are np.percentile's and the mean
     # is taken in the input's order (before partitioning), the caller's array untouched

@@ -218,11 +218,15 @@ def test_megatron_batch_overlap_needs_one_pipeline_stage_or_interleaving():
 
     lc = SimpleNamespace(layer_fwd=1.0, layer_bwd=2.0)
     pp, vpp, m = np.array([1, 1, 4, 4]), np.array([1, 1, 1, 2]), np.array([1, 8, 8, 8])
-    g = SimpleNamespace(pp=pp, vpp=vpp, m=m)
+    g = SimpleNamespace(pp=pp, vpp=vpp, m=m, dualpipe=np.zeros(4, dtype=bool))
     window, other = expert.overlap_window(SimpleNamespace(framework=Framework.MEGATRON), g, lc, None)
     assert window == 3.0 and other.tolist() == [False, True, False, True]
     _, other_dualpipe = expert.overlap_window(SimpleNamespace(framework=Framework.OTHER), g, lc, None)
     assert other_dualpipe.tolist() == [False, True, True, True]
+    # a plan that runs DualPipe (pp 4, vpp 1) overlaps in its F&B chunks whatever the stack
+    g.dualpipe = np.array([False, False, True, False])
+    _, dual = expert.overlap_window(SimpleNamespace(framework=Framework.MEGATRON), g, lc, None)
+    assert dual.tolist() == [False, True, True, True]
 
 
 def test_expert_gemms_launch_per_expert_except_te_block_scaled_grouped_kernels():

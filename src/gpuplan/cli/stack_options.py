@@ -1,6 +1,6 @@
 """CLI: the training-stack options shared by `gpuplan train`, `gpuplan plan` and `gpuplan fit ...`
 (`--framework`, `--compile`, `--deepspeed-release`, `--deterministic`, `--no-grad-accum-fusion`,
-`--checkpoint-early-stop`; parse only: gpuplan.api checks the values,
+`--pipeline-schedule`, `--pipeline-flushes`, `--checkpoint-early-stop`; parse only: gpuplan.api checks the values,
 interfaces.api.framework_choice). One typer declaration of each, as cli/fine_tuning_options.py
 shares the fine-tuning options."""
 
@@ -22,6 +22,16 @@ DEEPSPEED_RELEASE = typer.Option(
     None, "--deepspeed-release",
     help="DeepSpeed engine of --framework deepspeed: current (default, v0.6.0 on: coalesced ZeRO-3 gathers) "
     "or a version; below 0.6 (e.g. 0.5) runs the 2021 ZeRO-3 engine (one gather per weight matrix).")
+#: `--pipeline-schedule` of `train` (interfaces.api.pipeline_options; specs.execution.PipelineSchedule)
+PIPELINE_SCHEDULE = typer.Option(
+    None, "--pipeline-schedule",
+    help="Pipeline schedule of the given plan: 1f1b (default; interleaved with --vpp > 1) or dualpipe (DeepSeek-V3's "
+    "bidirectional schedule: even --pp, --vpp 1, 2x parameters per rank).")
+#: `--pipeline-flushes` of `train` (interfaces.api.pipeline_options; TrainPlan.pipeline_flushes)
+PIPELINE_FLUSHES = typer.Option(
+    None, "--pipeline-flushes",
+    help="Pipeline schedule runs per step of the given plan (default 1): torchtitan / NeMo AutoModel run the schedule "
+    "once per local batch, global batch / (local batch x dp) times; each run pays the bubble and an FSDP2 gradient sync.")
 #: `--deterministic` of `train` and `plan` (interfaces.api.megatron_modes)
 DETERMINISTIC = typer.Option(
     False, "--deterministic",

@@ -21,8 +21,10 @@ from gpuplan.cli.fine_tuning_options import (
     fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
-from gpuplan.cli.stack_options import (CHECKPOINT_EARLY_STOP, COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK,
-                                       NO_GRAD_ACCUM_FUSION)
+from gpuplan.cli.stack_options import (
+    CHECKPOINT_EARLY_STOP, COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION, PIPELINE_FLUSHES,
+    PIPELINE_SCHEDULE,
+)
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
@@ -31,6 +33,8 @@ def _plan_label(plan) -> str:
     extra += f" ep{plan.ep}" if plan.ep > 1 else ""
     extra += f" etp{plan.expert_tp}" if plan.ep > 1 and plan.expert_tp != plan.tp else ""
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
+    extra += f" {plan.pipeline_schedule.value}" if plan.pipeline_schedule.value != "1f1b" else ""
+    extra += f" x{plan.pipeline_flushes} runs" if plan.pipeline_flushes > 1 else ""
     ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
@@ -79,6 +83,8 @@ def register(app: typer.Typer) -> None:
             False, "--tp-comm-overlap", help="TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on."
         ),
         compile: Optional[str] = COMPILE,
+        pipeline_schedule: Optional[str] = PIPELINE_SCHEDULE,
+        pipeline_flushes: Optional[int] = PIPELINE_FLUSHES,
         deterministic: bool = DETERMINISTIC,
         no_grad_accum_fusion: bool = NO_GRAD_ACCUM_FUSION,
         checkpoint_early_stop: Optional[bool] = CHECKPOINT_EARLY_STOP,
@@ -137,6 +143,7 @@ def register(app: typer.Typer) -> None:
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
                 grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
                 compile=compile, deterministic=deterministic, grad_accum_fusion=not no_grad_accum_fusion,
+                pipeline_schedule=pipeline_schedule, pipeline_flushes=pipeline_flushes,
                 checkpoint_early_stop=checkpoint_early_stop,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file

@@ -107,10 +107,18 @@ def _moe(cfg: dict[str, Any], family: str, layers: int) -> MoeSpec | None:
     if cfg.get("mlp_only_layers"):
         raise InputError("config field `mlp_only_layers` (dense layers inside a MoE stack) is not supported", field="mlp_only_layers")
     shared = f.integer(cfg, "n_shared_experts", default=0, minimum=0)
+    # node-limited routing (DeepSeek-V2 / V3 `n_group` groups, `topk_group` of them per token): only a real
+    # limit, and not under DeepSeek-V2's `topk_method: greedy` (modeling_deepseek.py MoEGate: groups are
+    # used by "group_limited_greedy" and V3's "noaux_tc" only)
+    groups = f.integer(cfg, "n_group", default=None, minimum=1)
+    groups_per_token = f.integer(cfg, "topk_group", default=None, minimum=1)
+    limited = (groups is not None and groups_per_token is not None and groups_per_token < groups
+               and cfg.get("topk_method") != "greedy")
     try:
         return MoeSpec(
             num_experts=experts, top_k=top_k, expert_ffn=expert_ffn, shared_experts=shared,
             dense_layers=dense_layers, layer_freq=layer_freq,
+            expert_groups=groups if limited else None, groups_per_token=groups_per_token if limited else None,
             # gpt-oss router has a bias; DeepSeek-V3 carries e_score_correction_bias (one per expert)
             router_bias=family in ("gpt_oss", "deepseek_v3"),
         )

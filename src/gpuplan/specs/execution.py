@@ -17,6 +17,8 @@ different things in two modules):
 - `DeepSpeedRelease`: which DeepSpeed engine a `deepspeed` plan runs: the current one (v0.6.0 on:
   coalesced parameter gathers) or the 2021 one (v0.3.13 .. v0.5.10: one gather per weight matrix).
   Only ZeRO-3's communication differs (`workloads.training.step.deepspeed_zero3`).
+- `PipelineSchedule`: the pipeline schedule a pp > 1 plan runs: Megatron-style 1F1B (interleaved
+  when vpp > 1) or DeepSeek's DualPipe (bidirectional; `workloads.training.step.pipeline`).
 - `Execution`: the bundle a plan carries (framework, attention kernel, TP-communication overlap,
   matmul precision, gradient dtype, compiled loss and blocks), built by `TrainPlan.execution`.
 """
@@ -92,6 +94,18 @@ class Framework(str, Enum):
         return self is Framework.TORCHTITAN
 
     @property
+    def pipelines_fsdp2(self) -> bool:
+        """Whether the stack's ZeRO-3 / FSDP under a pipeline schedule is PyTorch FSDP2 (`fully_shard`)
+        composed with torch.distributed.pipelining: torchtitan, and the `other` stacks built the same
+        way (NeMo AutoModel: nemo_automodel/components/moe/parallelizer.py `apply_fsdp`,
+        `reshard_after_forward=not pp_enabled`). Such a stage keeps its parameters unsharded through a
+        schedule run and reduce-scatters its gradients once per run (`workloads.training.step.data`
+        `fsdp2_pipeline_syncs`; the memory model's unsharded stage). DeepSpeed's pipeline engine refuses
+        ZeRO-2 / 3 (deepspeed/runtime/pipe/engine.py: "ZeRO-2 and ZeRO-3 are incompatible with pipeline
+        parallelism"); Megatron-core and Composer (FSDP1) are not modelled with PP under FSDP."""
+        return self in (Framework.TORCHTITAN, Framework.OTHER)
+
+    @property
     def checkpoint_stops_early(self) -> bool:
         """Whether the stack's full activation checkpointing is PyTorch's non-reentrant
         `torch.utils.checkpoint` with early stop, whose recompute ends once every tensor the block
@@ -146,6 +160,20 @@ class DeepSpeedRelease(str, Enum):
         if self is DeepSpeedRelease.V0_5:
             return "v0.3.13 .. v0.5.10 (2021 engine)"
         return "v0.6.0 and later (current engine)"
+
+
+class PipelineSchedule(str, Enum):
+    """The pipeline schedule of a pp > 1 plan.
+
+    ONE_F_ONE_B: PipeDream-flush 1F1B (Narayanan et al. 2021 sec. 2.2), interleaved when vpp > 1
+    (Megatron-core, torch.distributed.pipelining's Interleaved1F1B). DUALPIPE: DeepSeek's bidirectional
+    schedule (DeepSeek-V3 report, arXiv 2412.19437 sec. 3.2.1; deepseek-ai/DualPipe): micro-batches
+    enter from both ends of the pipeline, each rank holds two stages (stage i and stage pp-1-i, hence
+    2x parameters), forward and backward chunks of two micro-batches run overlapped, and the bubble is
+    (pp/2 - 1)(F&B + B - 3W) instead of (pp - 1)(F + B). Needs an even pp and vpp = 1."""
+
+    ONE_F_ONE_B = "1f1b"
+    DUALPIPE = "dualpipe"
 
 
 #: (major, minor) of the first release that runs the current engine (DeepSpeedRelease.CURRENT)
@@ -305,4 +333,4 @@ class Execution(Spec):
 
 
 __all__ = ["AttentionKernel", "ContextParallelMethod", "DEEPSPEED_CURRENT_ENGINE_DATE", "DEEPSPEED_CURRENT_ENGINE_FROM",
-           "DeepSpeedRelease", "Execution", "Framework", "assumed_defaults_of", "deepspeed_release_of"]
+           "DeepSpeedRelease", "Execution", "Framework", "PipelineSchedule", "assumed_defaults_of", "deepspeed_release_of"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import weakref
 from enum import Enum
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from gpuplan.validation_rules import MAX_LAYERS, MAX_WIDTH
 
@@ -53,12 +53,35 @@ class MoeSpec(Spec):
     layer_freq: int = Field(default=1, gt=0)  # every n-th layer (after dense_layers) is MoE
     router_bias: bool = False
     shared_expert_gate: bool = False  # Qwen3-Next: a sigmoid gate h -> 1 scales the shared experts' output
+    #: Node-limited (group-limited) routing: the routed experts form `expert_groups` groups of consecutive
+    #: experts and each token takes its top_k experts inside `groups_per_token` of them (DeepSeek-V3 HF config
+    #: n_group 8 / topk_group 4; report arXiv 2412.19437 sec. 2.1.2: "each token will be sent to at most M
+    #: nodes", M = 4; Megatron-core `--moe-router-num-groups` / `--moe-router-group-topk`). None: no limit.
+    expert_groups: int | None = Field(default=None, gt=0)
+    groups_per_token: int | None = Field(default=None, gt=0)
 
     @model_validator(mode="after")
     def _topk_le_experts(self):
         if self.top_k > self.num_experts:
             raise ValueError(f"top_k ({self.top_k}) exceeds num_experts ({self.num_experts})")
+        if (self.expert_groups is None) != (self.groups_per_token is None):
+            raise ValueError("expert_groups and groups_per_token go together (both or neither)")
+        if self.expert_groups is not None:
+            if self.num_experts % self.expert_groups:
+                raise ValueError(f"expert_groups ({self.expert_groups}) must divide num_experts ({self.num_experts})")
+            if self.groups_per_token > self.expert_groups:
+                raise ValueError(f"groups_per_token ({self.groups_per_token}) exceeds expert_groups ({self.expert_groups})")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_unlimited_routing(self, handler):
+        """A dump leaves out the routing group fields where routing is unlimited, so the dumps (and
+        hashes) of every model written before the fields existed are unchanged."""
+        data = handler(self)
+        if isinstance(data, dict) and self.expert_groups is None:
+            data.pop("expert_groups", None)
+            data.pop("groups_per_token", None)
+        return data
 
 
 #: id(ModelSpec) -> its hash, while that model lives (ModelSpec.__hash__)

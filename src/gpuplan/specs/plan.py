@@ -9,7 +9,8 @@ from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
 from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
-from gpuplan.specs.execution import AttentionKernel, DeepSpeedRelease, Execution, Framework, deepspeed_release_of
+from gpuplan.specs.execution import (AttentionKernel, DeepSpeedRelease, Execution, Framework, PipelineSchedule,
+                                     deepspeed_release_of)
 from gpuplan.specs.finetune import FineTuning, MasterWeights
 
 
@@ -86,6 +87,16 @@ class TrainPlan(Spec):
     #: (workloads.training.step.deepspeed_zero3). Read only by deepspeed ZeRO-3 plans. A version
     #: string ("0.5.8", "0.14") is accepted and mapped (`deepspeed_release_of`).
     deepspeed_release: DeepSpeedRelease = DeepSpeedRelease.CURRENT
+    #: Pipeline schedule of a pp > 1 plan (specs.execution.PipelineSchedule): 1f1b (interleaved when
+    #: vpp > 1) or dualpipe (DeepSeek-V3's bidirectional schedule: even pp, vpp 1, 2x parameters).
+    pipeline_schedule: PipelineSchedule = PipelineSchedule.ONE_F_ONE_B
+    #: Pipeline schedule runs per optimizer step: stacks on torch.distributed.pipelining (torchtitan, NeMo
+    #: AutoModel) call the schedule's `step()` once per local batch (`local_batch_size` sequences per
+    #: data-parallel rank) and accumulate gradients over global_batch / (local_batch_size x dp) such runs;
+    #: each run fills and drains the pipeline and, under FSDP2, reduce-scatters the gradients and re-gathers
+    #: the parameters (`workloads.training.step.pipeline`, `step.data`). Megatron-core and DeepSpeed run
+    #: every micro-batch of the step in one schedule: 1. Must divide the micro-batches per step.
+    pipeline_flushes: int = Field(default=1, gt=0, le=MAX_GPUS)
     #: Megatron's deterministic mode (`--deterministic-mode`): bit-reproducible kernels, NCCL without
     #: NVLink SHARP (workloads.training.step.deterministic). Step time reads it.
     deterministic: bool = False
@@ -113,14 +124,17 @@ class TrainPlan(Spec):
 
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
-        """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion`,
-        `cuda_lazy_loading` and `checkpoint_early_stop` where they are the defaults, so the dumps (and hashes) of every
-        plan written before the fields existed are
-        unchanged; loading restores them."""
+        """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion`, `cuda_lazy_loading`,
+        `pipeline_schedule`, `pipeline_flushes` and `checkpoint_early_stop` where they are the defaults, so the
+        dumps (and hashes) of every plan written before the fields existed are unchanged; loading restores them."""
         data = handler(self)
         if isinstance(data, dict):
             if self.deepspeed_release is DeepSpeedRelease.CURRENT:
                 data.pop("deepspeed_release", None)
+            if self.pipeline_schedule is PipelineSchedule.ONE_F_ONE_B:  # fields added later: same rule
+                data.pop("pipeline_schedule", None)
+            if self.pipeline_flushes == 1:
+                data.pop("pipeline_flushes", None)
             if not self.deterministic:
                 data.pop("deterministic", None)
             if self.grad_accum_fusion:
@@ -178,6 +192,24 @@ class TrainPlan(Spec):
             raise ValueError(
                 f"global_batch ({self.global_batch}) is not a multiple of micro_batch x dp ({self.micro_batch} x {self.dp})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _pipeline_schedule_fits(self):
+        m = self.grad_accum_steps
+        if m % self.pipeline_flushes:
+            raise ValueError(f"pipeline_flushes ({self.pipeline_flushes}) must divide the micro-batches per step "
+                             f"({m} = global_batch / (micro_batch x dp))")
+        if self.pipeline_schedule is PipelineSchedule.DUALPIPE:
+            per_flush = m // self.pipeline_flushes
+            # deepseek-ai/DualPipe dualpipe.py `DualPipe.step`: `assert num_ranks % 2 == 0` and
+            # `assert num_chunks > 0 and num_chunks % 2 == 0 and num_chunks >= num_ranks * 2`
+            if self.pp < 2 or self.pp % 2 or self.vpp != 1:
+                raise ValueError(f"pipeline_schedule dualpipe needs an even pp >= 2 and vpp 1, not pp {self.pp}, "
+                                 f"vpp {self.vpp}")
+            if per_flush % 2 or per_flush < 2 * self.pp:
+                raise ValueError(f"pipeline_schedule dualpipe needs an even number of micro-batches per schedule run, "
+                                 f"at least 2 x pp = {2 * self.pp}, not {per_flush}")
         return self
 
     @model_validator(mode="after")

@@ -37,6 +37,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
+from gpuplan.interfaces.api.pipeline_options import pipeline_options
 from gpuplan.interfaces.api.megatron_modes import megatron_mode_fields, megatron_modes_json
 from gpuplan.interfaces.api.checkpoint_early_stop_option import checkpoint_early_stop_fields
 
@@ -71,6 +72,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "tp_comm_overlap": plan.tp_comm_overlap, "sharding": plan.sharding.value, "precision": plan.precision.value,
         "compile": compile_label(plan.compiled_model, plan.compiled_loss),  # --compile (api.compile_option)
         "fine_tuning": plan.fine_tuning.model_dump(mode="json"),
+        "pipeline_schedule": plan.pipeline_schedule.value, "pipeline_flushes": plan.pipeline_flushes,
         **megatron_modes_json(plan.deterministic, plan.grad_accum_fusion),  # --deterministic, --no-grad-accum-fusion
         "checkpoint_early_stop": plan.checkpoint_stops_early,  # --checkpoint-early-stop (api.checkpoint_early_stop_option)
     }
@@ -271,7 +273,8 @@ def train(
     fine_tuning: FineTuning | dict | None = None,
     grad_accum: int | None = None, deepspeed_release: str | None = None,
     compile: str | None = None,
-    deterministic: bool = False, grad_accum_fusion: bool = True, checkpoint_early_stop: bool | None = None,
+    deterministic: bool = False, grad_accum_fusion: bool = True,
+    pipeline_schedule: str | None = None, pipeline_flushes: int | None = None, checkpoint_early_stop: bool | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -286,8 +289,11 @@ def train(
     micro-batches per step (global batch = micro-batch x grad-accum x dp). `deepspeed_release`: interfaces.api.deepspeed_release.
     `compile`: none, model, loss or model+loss under torch.compile (torchtitan only; None: the framework's
     default, off; api.compile_option). `deterministic` / `grad_accum_fusion`: Megatron's deterministic mode and
-    gradient-accumulation fusion on the plan(s) (api.megatron_modes). `checkpoint_early_stop`: full AC stops its
-    recompute early (None: the framework's default; api.checkpoint_early_stop_option)."""
+    gradient-accumulation fusion on the plan(s) (api.megatron_modes). `pipeline_schedule` (1f1b or dualpipe)
+    and `pipeline_flushes` (schedule runs per step: stacks that run the pipeline once per local batch) set
+    those fields of an evaluated plan (`pipeline_options`); the search runs 1F1B once per step.
+    `checkpoint_early_stop`: full AC stops its recompute early (None: the framework's default;
+    api.checkpoint_early_stop_option)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.framework_defaults import default_framework
@@ -357,6 +363,7 @@ def train(
     if modes:
         space = dataclasses.replace(space, **modes)
         plan = plan.model_copy(update=modes) if plan is not None else None
+    plan = pipeline_options(plan, pipeline_schedule, pipeline_flushes)
     if plan is not None:
         check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)

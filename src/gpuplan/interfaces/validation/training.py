@@ -117,6 +117,11 @@ Defaults for empty cells (documented, the same for every row):
   cleared there (`llm_foundry_dropout_free`).
 - tied embeddings: an architecture row is untied (models.arch_row) unless its notes say the input
   embedding and output head are tied (`embeddings_tied_stated`; Llama 3.2 1B / 3B tie them).
+- pipeline schedule: a pp > 1 row whose notes name DualPipe runs `PipelineSchedule.DUALPIPE`
+  (`stated_pipeline_schedule`); a pp > 1 row whose notes state a local batch size ("LBS 8 per DP
+  rank": torchtitan / NeMo AutoModel `local_batch_size`, the sequences one schedule run takes per
+  data-parallel rank) ran global_batch / (local batch x dp) schedule runs per step
+  (`TrainPlan.pipeline_flushes`, `stated_pipeline_flushes`); otherwise one.
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
   master_weights): `fine_tuning_row.fine_tuning_from_row`.
 - the Hugging Face stack: a row whose framework cell is other, fsdp or empty and whose notes name
@@ -136,7 +141,7 @@ from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_
 from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
 from gpuplan.interfaces.validation.source_dates import source_name_month
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
-from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.execution import AttentionKernel, Framework, PipelineSchedule
 from gpuplan.specs.gpu import architecture_family
 from gpuplan.validation_rules import parse_row_cell
 from gpuplan.workloads.training.plan_validity import moe_tp_needs_sequence_parallel
@@ -268,7 +273,43 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     if _cell(row, "moe_experts") and tp > 1:
         plan = plan.model_copy(update={"etp": 1})
         notes.append("etp=1 (published Megatron MoE recipes)")
+    schedule, flushes = stated_pipeline_schedule(row, pp), stated_pipeline_flushes(row, pp, dp, gb)
+    if schedule is not PipelineSchedule.ONE_F_ONE_B or flushes != 1:
+        try:
+            plan = TrainPlan.model_validate({**plan.model_dump(), "pipeline_schedule": schedule,
+                                             "pipeline_flushes": flushes})
+        except ValueError as exc:
+            raise SkipRow(f"pipeline columns not expressible: {exc}") from None
+        if schedule is not PipelineSchedule.ONE_F_ONE_B:
+            notes.append(f"pipeline_schedule={schedule.value} (stated)")
+        if flushes != 1:
+            notes.append(f"pipeline_flushes={flushes} (stated local batch)")
     return plan, notes
+
+
+#: Notes naming DeepSeek's DualPipe schedule.
+_STATED_DUALPIPE = re.compile(r"\bDualPipe\b", re.IGNORECASE)
+#: Notes stating a local batch size per data-parallel rank ("LBS 8 per DP rank", "local_batch_size: 8").
+_STATED_LOCAL_BATCH = re.compile(r"\b(?:LBS|local[_ ]batch(?:[_ ]size)?)[ :=]+(\d+)", re.IGNORECASE)
+
+
+def stated_pipeline_schedule(row: dict[str, str], pp: int) -> PipelineSchedule:
+    """DUALPIPE for a pp > 1 row whose notes name DualPipe (module docstring), else ONE_F_ONE_B."""
+    if pp > 1 and _STATED_DUALPIPE.search(_cell(row, "notes")):
+        return PipelineSchedule.DUALPIPE
+    return PipelineSchedule.ONE_F_ONE_B
+
+
+def stated_pipeline_flushes(row: dict[str, str], pp: int, dp: int, global_batch: int) -> int:
+    """Schedule runs per step of a pp > 1 row whose notes state a local batch size: global_batch /
+    (local batch x dp) (module docstring); 1 otherwise or where it does not divide."""
+    found = _STATED_LOCAL_BATCH.search(_cell(row, "notes"))
+    if pp <= 1 or not found:
+        return 1
+    local = int(found.group(1))
+    if local <= 0 or global_batch % (local * dp):
+        return 1
+    return max(1, global_batch // (local * dp))
 
 
 def torchtitan_pipeline_micro_batch(row: dict[str, str], dp: int, pp: int, global_batch: int | None) -> int | None:
@@ -554,5 +595,5 @@ def predict_row(row: dict[str, str]) -> Prediction:
 
 
 __all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "llm_foundry_dropout_free", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "checkpoint_early_stop_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
-           "megatron_moe_requires_sp",
+           "megatron_moe_requires_sp", "stated_pipeline_flushes", "stated_pipeline_schedule",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

@@ -207,6 +207,10 @@ export const TRAINING_PAGES = {
       { name: "sharding", type: "select", options: ["", "none", "zero1", "zero2", "zero3", "fsdp"], def: "" },
       SEQUENCE_PARALLEL,
       { name: "tp_comm_overlap", type: "check", help: "TransformerEngine TP comm overlap (userbuffers) where sequence parallelism is on" },
+      { name: "pipeline_schedule", type: "select", options: ["", "1f1b", "dualpipe"], def: "", label: "pipeline schedule",
+        help: "one plan (every axis given): 1f1b (interleaved with vpp > 1) or dualpipe (DeepSeek-V3: even pp, vpp 1, 2x parameters)" },
+      { name: "pipeline_flushes", type: "number", label: "pipeline runs per step",
+        help: "one plan: schedule runs per step (torchtitan / NeMo AutoModel: global batch / (local batch x dp)); each pays the bubble" },
       { name: "deterministic", type: "check", help: "Megatron-LM --deterministic-mode: collectives without NVLink SHARP, deterministic kernels (Megatron only)" },
       { name: "grad_accum_fusion", type: "check", def: true, help: "Megatron's gradient-accumulation fusion (off: --no-gradient-accumulation-fusion, a separate main_grad pass)" },
       { name: "checkpoint_early_stop", type: "select", options: ["", "on", "off"], def: "",
@@ -215,7 +219,7 @@ export const TRAINING_PAGES = {
       ...FINETUNE_FIELDS,
     ],
     async run(v) {
-      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum"];
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum", "pipeline_schedule", "pipeline_flushes"];
       v = withSequenceParallel(v);
       if (v.tp_comm_overlap) names.push("tp_comm_overlap");
       if (v.deterministic) names.push("deterministic");

@@ -91,7 +91,7 @@ from gpuplan.layers.operators import AttentionCore, Saved, Shard
 from gpuplan.layers.params import layer_params, norm_params
 from gpuplan.primitives.nccl_memory import nccl_buffer_bytes
 from gpuplan.specs.dtypes import number_format
-from gpuplan.specs.execution import Framework
+from gpuplan.specs.execution import Framework, PipelineSchedule
 from gpuplan.specs.gpu import Gpu
 from gpuplan.specs.model import ModelSpec
 from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
@@ -254,8 +254,22 @@ def pipeline_layer_split(layers: int, pp: int, vpp: int) -> tuple[tuple[int, ...
 
 
 def _layer_split(model: ModelSpec, plan: TrainPlan) -> tuple[tuple[int, ...], ...]:
-    """`pipeline_layer_split` of the model's layers under `plan`."""
+    """`pipeline_layer_split` of the model's layers under `plan`; under DualPipe each rank holds two
+    stages of the pp-way split, r and pp - 1 - r (`memory_terms.dualpipe_stages`)."""
+    if _dualpipe(plan):
+        stages = pipeline_layer_split(model.layers, plan.pp, 1)
+        return tuple(tuple(i for st in terms.dualpipe_stages(plan.pp, r) for i in stages[st]) for r in range(plan.pp))
     return pipeline_layer_split(model.layers, plan.pp, plan.vpp)
+
+
+def _dualpipe(plan: TrainPlan) -> bool:
+    return plan.pipeline_schedule is PipelineSchedule.DUALPIPE and plan.pp > 1
+
+
+def layers_per_chunk_divisor(plan: TrainPlan) -> int:
+    """Chunks a rank's layers form for the stored-activation count: vpp (interleaved), or the two
+    stages a DualPipe rank holds (`memory_terms.DUALPIPE_STAGES_PER_RANK`)."""
+    return terms.DUALPIPE_STAGES_PER_RANK if _dualpipe(plan) else plan.vpp
 
 
 @lru_cache(maxsize=16384)
@@ -364,6 +378,8 @@ def microbatches_per_step(plan: TrainPlan) -> float:
 def chunks_in_flight(plan: TrainPlan, rank: int) -> float:
     """Model chunks (of L/(pp*vpp) layers) whose activations pipeline rank `rank` holds at its peak
     (`memory_terms.chunks_in_flight`: 1F1B min(p - r, m), interleaved min(2(p - r - 1) + (v - 1)p + 1, m v))."""
+    if _dualpipe(plan):
+        return float(terms.dualpipe_chunks_in_flight(plan.pp))
     return float(terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), rank))
 
 
@@ -395,7 +411,8 @@ class _PlanTerms:
         self.means: dict[tuple[int, ...], float] = {}  # the layers' kinds -> their mean bytes per token
         self.kind = range(model.layers) if plan.fine_tuning.adapters else layer_kinds(model)[0]
         self.outside = outside_allocator_bytes(plan.tp, plan.cp, plan.dp, plan.pp, plan.ep, plan.cuda_lazy_loading)
-        self.in_flight = terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), np.arange(plan.pp))
+        self.in_flight = (np.full(plan.pp, terms.dualpipe_chunks_in_flight(plan.pp)) if _dualpipe(plan) else
+                          terms.chunks_in_flight(plan.pp, plan.vpp, microbatches_per_step(plan), np.arange(plan.pp)))
 
     def model_states(self, dense: float, experts: float) -> tuple:
         """`memory_terms.model_state_bytes` of a rank holding these parameters (ranks with the same
@@ -405,7 +422,7 @@ class _PlanTerms:
             plan = self.plan
             # FSDP2 under a pipeline schedule keeps the stage unsharded (`_rank_memory`)
             fsdp2_pp = (plan.sharding in (Sharding.ZERO3, Sharding.FSDP) and plan.pp > 1
-                        and plan.framework is Framework.TORCHTITAN)
+                        and plan.framework.pipelines_fsdp2)
             self.states[key] = terms.model_state_bytes(
                 dense, experts, state_bytes_per_param(plan), SHARDING_CODE[plan.sharding], plan.dp * plan.cp,
                 plan.expert_dp, fsdp2_pp, activation_bytes(plan.precision))
@@ -432,21 +449,23 @@ def _rank_memory(model: ModelSpec, plan: TrainPlan, rank: int, layers: tuple[int
     same for a grid of plans (a test checks them term by term). `shared`: the plan's `_PlanTerms`."""
     shared = shared or _PlanTerms(model, plan)
     first, last = rank == 0, rank == plan.pp - 1
+    if _dualpipe(plan):  # ranks 0 and pp - 1 each hold the first and the last stage
+        first = last = rank in (0, plan.pp - 1)
     dense, experts = rank_params(model, plan, layers, first, last)
     zero3 = plan.sharding in (Sharding.ZERO3, Sharding.FSDP)
-    # FSDP2 under a pipeline schedule (torchtitan): no reshard after forward (`fsdp_reshard_after_forward
-    # = not pp_enabled`, torchtitan's default policy, "to avoid per-microbatch all-gathers") and no
-    # gradient reduction until the last micro-batch (torch.distributed.pipelining stages run FSDP
-    # backward without gradient sync, then reduce once)
-    fsdp2_pp = zero3 and plan.pp > 1 and plan.framework is Framework.TORCHTITAN
+    # FSDP2 under a pipeline schedule (torchtitan, NeMo AutoModel: `Framework.pipelines_fsdp2`): no
+    # reshard after forward (`fsdp_reshard_after_forward = not pp_enabled`, torchtitan's default policy,
+    # "to avoid per-microbatch all-gathers") and no gradient reduction until the schedule run's last
+    # micro-batch (torch.distributed.pipelining stages run FSDP backward without gradient sync)
+    fsdp2_pp = zero3 and plan.pp > 1 and plan.framework.pipelines_fsdp2
     b = activation_bytes(plan.precision)
     weights, grads, optim = shared.model_states(dense, experts)  # terms.model_state_bytes
 
     tokens = plan.micro_batch * plan.seq_len / plan.cp  # tokens per micro-batch on this GPU
     layer_bytes = shared.layer_bytes
     in_flight = float(shared.in_flight[rank])  # chunks_in_flight(plan, rank)
-    stored = float(terms.stored_activation_bytes(shared.mean_layer_bytes(layers, tokens), len(layers), plan.vpp,
-                                                 in_flight)) if layers else 0.0
+    stored = float(terms.stored_activation_bytes(shared.mean_layer_bytes(layers, tokens), len(layers),
+                                                 layers_per_chunk_divisor(plan), in_flight)) if layers else 0.0
     acts: dict[str, float] = {"layers": stored}
     sp = plan.tp if plan.sequence_parallel else 1
     if first and model.hidden_dropout > 0:  # embedding dropout mask of each micro-batch in flight on chunk 0
@@ -562,7 +581,7 @@ def training_memory(model: ModelSpec, plan: TrainPlan, gpu: Gpu | None = None) -
         params_per_gpu=int(round(float(best["params"]))),
         bytes_per_param=per_param,
         peak_pipeline_rank=best_rank,
-        microbatches_in_flight=chunks_in_flight(plan, best_rank) / plan.vpp,
+        microbatches_in_flight=chunks_in_flight(plan, best_rank) / layers_per_chunk_divisor(plan),
         allocated_bytes=allocated,
         reserved_bytes=allocated * knobs.value("training.memory.reserved_over_allocated"),
         capacity_bytes=capacity,

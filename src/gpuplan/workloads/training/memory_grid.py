@@ -157,7 +157,7 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
              + np.where(is_last, norm_params(model) + np.where(model.tied_embeddings & np.equal(pp, 1), 0.0, table)
                         + mtp_split / tp + mtp_replicated, 0.0))
     experts = routed_sum / expert_group + np.where(is_last, mtp_routed / expert_group, 0.0)
-    fsdp2_pp = (sharding >= ShardingCode.ZERO3) & np.greater(pp, 1) & titan
+    fsdp2_pp = (sharding >= ShardingCode.ZERO3) & np.greater(pp, 1) & proto.framework.pipelines_fsdp2
     out: dict[str, np.ndarray] = {}
     out["weights"], out["gradients"], out["optimizer"] = terms.model_state_bytes(
         dense, experts, state_bytes_per_param(proto), sharding, np.multiply(dp, cp),

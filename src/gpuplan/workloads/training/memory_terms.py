@@ -64,6 +64,22 @@ def chunks_in_flight(pp, vpp, m, rank):
     return np.where(np.equal(pp, 1), 1.0, np.where(np.equal(vpp, 1), np.minimum(pp - rank, m), interleaved))
 
 
+#: Stages a DualPipe rank holds: stage r and its mirror pp - 1 - r (DeepSeek-V3 report arXiv 2412.19437
+#: sec. 3.2.1, Table 2 "Parameter 2x"; deepseek-ai/DualPipe: the rank runs both directions' chunks).
+DUALPIPE_STAGES_PER_RANK = 2
+
+
+def dualpipe_stages(pp: int, rank: int) -> tuple[int, ...]:
+    """The pipeline stages (of pp) DualPipe rank r holds: r and pp - 1 - r."""
+    return tuple(sorted({rank, pp - 1 - rank}))
+
+
+def dualpipe_chunks_in_flight(pp):
+    """Stage-chunks whose activations a DualPipe rank holds at its peak: pp + 1 (DeepSeek-V3 report
+    Table 2, "Activation PP+1", against 1F1B's PP on its first rank)."""
+    return np.asarray(pp, dtype=np.float64) + 1.0
+
+
 def stored_activation_bytes(mean_layer_bytes, layers_on_rank, vpp, in_flight):
     """Activations of the stored layers: the rank's mean bytes per layer and micro-batch x its chunk
     (layers_on_rank / v layers) x the chunks in flight."""

@@ -5,7 +5,7 @@ One optimizer step on the slowest pipeline stage (the last one, which also holds
 head) is
 
     step = m x (compute_mb + recompute_mb + tp_mb + cp_mb + ep_mb + pp_mb)     # steady state
-         + bubble                                                               # fill + drain
+         + bubble                                                               # fill + drain, per schedule run
          + dp_exposed + optimizer
 
 with m = global_batch / (micro_batch x dp) micro-batches. When pp x vpp does not divide the layers
@@ -32,7 +32,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from gpuplan.specs import Gpu, ModelSpec, System, TrainPlan
-from gpuplan.specs.execution import AttentionKernel, Framework
+from gpuplan.specs.execution import AttentionKernel, Framework, PipelineSchedule
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_CODE, SHARDING_CODE, RecomputeCode
 from gpuplan.workloads.training.plan_validity import check_plan
 from gpuplan.workloads.training.step import context, expert, tensor
@@ -69,7 +69,7 @@ class StepArrays:
 def step_time_arrays(
     ctx: StepContext,
     tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel, sharding,
-    etp=None,
+    etp=None, pipeline_flushes=1, dualpipe=False,
 ) -> StepArrays:
     """Step time of every plan given as broadcastable arrays: the named terms of the `step` modules, composed as
 
@@ -77,11 +77,12 @@ def step_time_arrays(
 
     `recompute` holds RecomputeCode values, `sharding` ShardingCode values, `sequence_parallel`
     booleans; `etp` the expert tensor parallel degree (None: tp where ep divides dp x cp, else 1,
-    as `TrainPlan.expert_tp`). Arrays may carry only the axes they depend on; intermediate terms stay
+    as `TrainPlan.expert_tp`); `pipeline_flushes` schedule runs per step and `dualpipe` (the schedule,
+    `TrainPlan.pipeline_schedule`) as the plan's. Arrays may carry only the axes they depend on; intermediate terms stay
     small and only the final sums are full size.
     """
     g = PlanAxes.build(ctx, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel,
-                       sharding, etp)
+                       sharding, etp, pipeline_flushes, dualpipe)
     lc = layer_compute(ctx, g)
     sc = _megatron_modes(ctx, g, stage_compute(ctx, g, lc))
     tp_mb = tensor.tp_comm_seconds(ctx, g, lc, sc)
@@ -101,7 +102,7 @@ def step_time_arrays(
     m = g.m
     parts = dict(
         compute_s=m * sc.compute_mb, recompute_s=m * sc.recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
-        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble_seconds(g, mb_time, sc.head),
+        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble_seconds(g, mb_time, sc.head, sc, sc.layers_per_stage * lc.gemm_fwd),
         dp_comm_s=dp_comm_seconds(ctx, g, sc, local_dense, local_experts, **dp_terms),
         optimizer_s=optimizer_seconds(ctx, g, local_dense, local_experts, sc),
         offload_s=finetune_time.offload_seconds(ctx, g, sc, local_dense, local_experts),
@@ -184,6 +185,7 @@ def estimate_step_time(
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,
         RECOMPUTE_CODE[plan.recompute], plan.sequence_parallel, SHARDING_CODE[plan.sharding], etp=plan.expert_tp,
+        pipeline_flushes=plan.pipeline_flushes, dualpipe=plan.pipeline_schedule is PipelineSchedule.DUALPIPE,
     )
     return step_time_result(ctx, plan, {k: float(v) for k, v in arrays.parts().items()})
 

@@ -403,6 +403,8 @@ class LayerCompute:
     layer_fwd: object
     layer_bwd: object
     layer_recompute: object
+    #: forward GEMMs of the layer (layer mean): also the time of its weight-gradient GEMMs (same FLOPs)
+    gemm_fwd: object = 0.0
 
 
 @dataclass(frozen=True)
@@ -537,7 +539,7 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
     full = layer_fwd - checkpoint_early_stop.skipped_recompute_seconds(ctx, dense_down, dense_frac)
     recompute = np.where(g.rc == RecomputeCode.FULL, full, np.where(g.rc == RecomputeCode.SELECTIVE, selective, 0.0))
     return LayerCompute(qkv, out, dense_up, dense_down, moe_mlp, attn_fwd, attn_bwd, dense_frac, moe_frac,
-                        layer_fwd, layer_bwd, recompute)
+                        layer_fwd, layer_bwd, recompute, gemm_fwd)
 
 
 def loss_bytes_per_logit(framework: Framework, compiled: bool = False) -> float:

@@ -60,6 +60,32 @@ TORCHTITAN_REDUCE_BYTES = 4.0
 FSDP2_COPY_BYTES_PER_PARAM = 14.0
 
 
+#: Bytes per gradient element those stacks reduce-scatter: fp32 (torchtitan `mixed_precision_reduce =
+#: "float32"`; NeMo AutoModel `apply_fsdp`: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32)).
+FSDP2_PIPELINE_REDUCE_BYTES = 4.0
+
+
+def fsdp2_pipeline_syncs(flushes):
+    """(parameter all-gathers, gradient reduce-scatters) per optimizer step of FSDP2 under a pipeline
+    schedule run `flushes` times per step (`TrainPlan.pipeline_flushes`; the stacks:
+    `Framework.pipelines_fsdp2`): one of each per run.
+
+    Under PP the stacks keep the parameters unsharded through the run (`reshard_after_forward=False`:
+    torchtitan's default policy with PP, NeMo AutoModel `reshard_after_forward=not pp_enabled`), so
+    they are gathered once, at the run's first forward. torch.distributed.pipelining's stage
+    (torch/distributed/pipelining/stage.py `backward_maybe_with_nosync`) runs every backward with
+    `set_requires_gradient_sync(False)` / `set_reshard_after_backward(False)` and, after the run's last
+    backward, sets both True and calls FSDP's `post_backward` itself: the gradients are reduce-scattered
+    and the parameters resharded once per run, and `_root_post_backward_final_callback` makes the
+    compute stream wait on the reduce-scatter (exposed). Gradient accumulation outside the schedule
+    (AutoModel's and torchtitan's train loops call `schedule.step()` once per local batch; AutoModel
+    builds torch `PipelineStage`s and `get_schedule_class(pp_schedule)` schedules,
+    nemo_automodel/components/distributed/pipelining/functional.py @89e3a9fdd604) repeats both: a run
+    of 8 micro-batches at GA 4 reduce-scatters and re-gathers 4 times per step."""
+    flushes = np.asarray(flushes, dtype=np.float64)
+    return flushes, flushes
+
+
 #: DeepSpeed ZeRO-3 defaults of the current engine (v0.6.0 on; deepspeed/runtime/zero/config.py,
 #: DeepSpeedZeroConfig): `stage3_prefetch_bucket_size` 5e7 elements (the coordinator gathers the
 #: next parameters in one `all_gather_coalesced` call up to this many elements:
@@ -253,12 +279,20 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
             zero3 = g.m * overlapped(z3_per_mb(grad), sc.compute_mb + sc.recompute_mb)
         if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters
             zero3 = zero3 + g.m * (local_dense + local_experts) * FSDP2_COPY_BYTES_PER_PARAM / ctx.hbm_bytes_s
-            # under a pipeline schedule torchtitan keeps the parameters unsharded for the step (no reshard
-            # after forward) and reduces gradients once after the last micro-batch: one gather and one
-            # reduce-scatter per step, overlapped like ZeRO-1/2, one copy-out (4 B) and one copy-in (6 B)
-            zero3_pp = zero12(grad) + (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
-            zero3 = np.where(g.pp > 1, zero3_pp, zero3)
+        if ctx.framework.pipelines_fsdp2:  # FSDP2 composed with torch.distributed.pipelining
+            zero3 = np.where(g.pp > 1, fsdp2_pipeline(), zero3)
         return zero3
+
+    def fsdp2_pipeline():
+        """FSDP2 under torch.distributed.pipelining (`fsdp2_pipeline_syncs`): per schedule run one
+        all-gather of the stage's parameters behind the run's first forward, one reduce-scatter of
+        fp32 gradients after its last backward (exposed), one copy-out (4 B) and one copy-in (6 B)."""
+        gathers, reduces = fsdp2_pipeline_syncs(g.flushes)
+        reduce = sum(collective(Collective.REDUCE_SCATTER, p * FSDP2_PIPELINE_REDUCE_BYTES, grp, st, reduce_calls)
+                     for p, _, grp, st in groups)
+        gather_pass = sum(collective(Collective.ALL_GATHER, gb, grp, st, gather_calls) for _, gb, grp, st in groups)
+        copies = (local_dense + local_experts) * (4.0 + 6.0) / ctx.hbm_bytes_s
+        return gathers * (overlapped(gather_pass, sc.stage_fwd) + copies) + reduces * reduce
 
     # every input the terms read: the result has their broadcast shape
     inputs = [shard, g.m, *(x for grp in groups for x in grp)]
@@ -268,8 +302,8 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         inputs += [sc.stage_bwd, sc.recompute_mb, sc.stage_fwd, sc.compute_mb]
     if legacy_deepspeed and any_zero3:
         inputs += [g.tp, g.rc]
-    if ctx.framework is Framework.TORCHTITAN:
-        inputs += [local_dense, local_experts, g.pp]
+    if ctx.framework is Framework.TORCHTITAN or ctx.framework.pipelines_fsdp2:
+        inputs += [local_dense, local_experts, g.pp, g.flushes]
     shape = np.broadcast_shapes(*(np.shape(x) for x in inputs))
     axis = _sharding_axis(shard, inputs[1:], len(shape))
     branches = {ShardingCode.ZERO3: zero3, ShardingCode.NONE: unsharded, ShardingCode.ZERO2: zero2}

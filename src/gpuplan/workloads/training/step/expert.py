@@ -28,7 +28,8 @@ copy. Network bytes per GPU and all-to-all:
 
     one copy per routed expert (NCCL)  R x (1 - ep_d / ep)
     one copy per domain (DeepEP)       t_local x h x b x (n - 1) (1 - (1 - 1/n)^k),  n = ep / ep_d
-                                       (expected distinct other domains among k uniform draws)
+                                       (expected distinct other domains among k uniform draws;
+                                       under node-limited routing, fewer: `expert_routing`)
 
 `training.moe_dispatch_dedup` blends the two (1 = DeepEP / HybridEP). The NVLink and the network
 legs run concurrently (DeepEP pipelines them): one all-to-all takes the longer of the two, each from
@@ -82,9 +83,11 @@ from gpuplan.primitives.collectives import Collective
 from gpuplan.primitives.parallel_groups import collective_seconds_array, group_per_node
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import Precision
+from gpuplan.workloads.training.step.expert_routing import distinct_domains_hit, reachable_domains
 
 #: Frameworks with batch-level EP overlap (another micro-batch's compute hides the all-to-all):
-#: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14) and DeepSeek's DualPipe (`other`).
+#: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14) and DeepSeek's DualPipe (`other`;
+#: a plan that states `PipelineSchedule.DUALPIPE` gets its overlapped F&B chunks on any stack).
 #: torchtitan's DeepEP MoE (torchtitan/distributed/deepep, `DeepEPMoE.forward`) overlaps only the
 #: shared experts' compute with dispatch / combine; DeepSpeed-MoE's all-to-all is synchronous; Composer
 #: FSDP has no EP.
@@ -181,31 +184,39 @@ def cross_domain_fraction(ep, ep_in_domain):
     return 1.0 - np.asarray(ep_in_domain, dtype=np.float64) / ep
 
 
-def remote_domains_per_token(ep, ep_in_domain, top_k):
-    """Expected distinct OTHER domains a token's k routed copies reach (k uniform draws over
-    n = ep / ep_d domains): (n - 1) (1 - (1 - 1/n)^k); 0 inside one domain."""
+def remote_domains_per_token(ep, ep_in_domain, top_k, groups=None, groups_per_token=None):
+    """Expected distinct OTHER domains a token's k routed copies reach over n = ep / ep_d domains:
+    (n - 1) (1 - (1 - 1/n)^k) for k uniform draws; under node-limited routing (`groups` experts groups,
+    `groups_per_token` of them per token) D (n - 1) / n with D the distinct domains hit among the
+    reachable ones (`expert_routing`); 0 inside one domain."""
     n = np.asarray(ep, dtype=np.float64) / np.asarray(ep_in_domain, dtype=np.float64)
-    return (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** float(top_k))
+    if groups is None:
+        return (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** float(top_k))
+    hit = distinct_domains_hit(reachable_domains(n, groups, groups_per_token), top_k)
+    return hit * (n - 1.0) / n
 
 
-def network_bytes(t_local, top_k, hidden, ep, ep_in_domain, dedup, bytes_per_element=DISPATCH_BYTES):
+def network_bytes(t_local, top_k, hidden, ep, ep_in_domain, dedup, bytes_per_element=DISPATCH_BYTES,
+                  groups=None, groups_per_token=None):
     """Bytes one GPU sends over its NIC share in one all-to-all: every routed copy that leaves the
-    domain (dedup 0, NCCL) or one copy per destination domain (dedup 1, DeepEP / HybridEP), blended."""
+    domain (dedup 0, NCCL) or one copy per destination domain (dedup 1, DeepEP / HybridEP, fewer under
+    node-limited routing: `remote_domains_per_token`), blended."""
     per_copy = routed_bytes(t_local, top_k, hidden, bytes_per_element) * cross_domain_fraction(ep, ep_in_domain)
     per_domain = (np.asarray(t_local, dtype=np.float64) * float(hidden) * float(bytes_per_element)
-                  * remote_domains_per_token(ep, ep_in_domain, top_k))
+                  * remote_domains_per_token(ep, ep_in_domain, top_k, groups, groups_per_token))
     return (1.0 - dedup) * per_copy + dedup * per_domain
 
 
-def a2a_seconds(t_local, top_k, hidden, ep, etp, system, gpu, dedup=None):
+def a2a_seconds(t_local, top_k, hidden, ep, etp, system, gpu, dedup=None, groups=None, groups_per_token=None):
     """One expert all-to-all (dispatch or combine) on one GPU: the NVLink leg (an all_to_all among
-    the ep_d ranks of the domain on their share ep_d / ep of R) and the network leg (`network_bytes`
-    over the GPU's NIC) run concurrently: the longer of the two."""
+    the ep_d ranks of the domain on their share ep_d / ep of R) and the network leg (`network_bytes`,
+    with the model's node-limited routing `groups` / `groups_per_token` where it has one) over the
+    GPU's NIC run concurrently: the longer of the two."""
     dedup = knobs.value("training.moe_dispatch_dedup") if dedup is None else dedup
     ep_d = ep_ranks_per_domain(ep, etp, system.scaleup_domain_gpus)
     r = routed_bytes(t_local, top_k, hidden)
     intra = collective_seconds_array(Collective.ALL_TO_ALL, r * ep_d / ep, ep_d, ep_d, system, gpu=gpu)
-    net = network_bytes(t_local, top_k, hidden, ep, ep_d, dedup)
+    net = network_bytes(t_local, top_k, hidden, ep, ep_d, dedup, groups=groups, groups_per_token=groups_per_token)
     crosses = np.asarray(ep) > ep_d
     inter = collective_seconds_array(Collective.SEND_RECV, np.where(crosses, net, 1.0), np.where(crosses, 2, 1), 1,
                                      system, gpu=gpu)
@@ -268,15 +279,18 @@ def shared_expert_seconds(ctx, g, gemm_seconds):
 def overlap_window(ctx, g, lc, gemm_seconds):
     """The compute one MoE layer's all-to-alls can hide behind, per micro-batch, and whether it
     needs another micro-batch in flight: with batch-level EP overlap (BATCH_OVERLAP_FRAMEWORKS) the
-    other micro-batch's forward + backward of the layer; otherwise the layer's own shared-expert
-    compute (which runs beside dispatch / combine in the same micro-batch)."""
+    other micro-batch's forward + backward of the layer, and the same under DualPipe (`g.dualpipe`,
+    its overlapped F&B chunks) on any stack; otherwise the layer's own shared-expert compute (which
+    runs beside dispatch / combine in the same micro-batch)."""
     if ctx.framework is Framework.MEGATRON:
         # Megatron-core schedules.py: combined_1f1b_schedule_for_no_pipelining (pp 1, two micro-batches
         # or more) or combined_1f1b_schedule_for_interleaving (interleaved pipeline, vpp > 1); the
         # plain 1F1B pipeline schedule (pp > 1, vpp 1) has no combined forward-backward step
-        return lc.layer_fwd + lc.layer_bwd, np.where(g.pp > 1, g.vpp > 1, g.m > 1)
+        return lc.layer_fwd + lc.layer_bwd, np.where(g.pp > 1, (g.vpp > 1) | g.dualpipe, g.m > 1)
     if ctx.framework in BATCH_OVERLAP_FRAMEWORKS:
         return lc.layer_fwd + lc.layer_bwd, (g.m > 1) | (g.pp > 1)
+    if np.any(g.dualpipe):  # DualPipe's F&B chunks: another micro-batch's compute, whatever the stack
+        return np.where(g.dualpipe, lc.layer_fwd + lc.layer_bwd, shared_expert_seconds(ctx, g, gemm_seconds)), True
     return shared_expert_seconds(ctx, g, gemm_seconds), True
 
 
@@ -297,8 +311,10 @@ def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds, full_recompute=False):
     that recompute every layer. 0 for a dense model."""
     if not ctx.moe_layers:
         return 0.0
-    gpn, h, k = ctx.system.gpus_per_node, float(ctx.hidden), ctx.model.moe.top_k
-    a2a = a2a_seconds(g.t_local, k, h, g.ep, g.etp, ctx.system, ctx.gpu)
+    gpn, h, moe = ctx.system.gpus_per_node, float(ctx.hidden), ctx.model.moe
+    k = moe.top_k
+    a2a = a2a_seconds(g.t_local, k, h, g.ep, g.etp, ctx.system, ctx.gpu, groups=moe.expert_groups,
+                      groups_per_token=moe.groups_per_token)
     etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k * h * DISPATCH_BYTES, g.etp,
                                           group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
     comm = collectives_per_layer(full_recompute) * (np.where(g.ep > 1, a2a, 0.0)

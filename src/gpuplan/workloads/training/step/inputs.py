@@ -174,7 +174,9 @@ class PlanAxes:
     """The plan axes as broadcastable float arrays, with the token counts every term uses:
     t = micro_batch x seq_len / cp tokens per micro-batch on one GPU; t_local = t / tp with sequence
     parallelism (the rank's sequence shard outside TP regions), else t; t_expert = the tokens an
-    expert-TP rank holds after the all-gather over etp (t_local x etp with SP, else t)."""
+    expert-TP rank holds after the all-gather over etp (t_local x etp with SP, else t). `flushes`
+    = pipeline schedule runs per step (`TrainPlan.pipeline_flushes`), `dualpipe` = the plan runs
+    DeepSeek's DualPipe schedule (`TrainPlan.pipeline_schedule`)."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -191,10 +193,12 @@ class PlanAxes:
     t: np.ndarray
     t_local: np.ndarray
     t_expert: np.ndarray
+    flushes: np.ndarray = np.float64(1.0)
+    dualpipe: np.ndarray = np.bool_(False)
 
     @classmethod
     def build(cls, ctx: StepContext, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute,
-              sequence_parallel, sharding, etp=None) -> "PlanAxes":
+              sequence_parallel, sharding, etp=None, pipeline_flushes=1, dualpipe=False) -> "PlanAxes":
         f64 = lambda x: np.asarray(x, dtype=np.float64)  # noqa: E731
         tp, pp, dp, cp, ep, vpp, mb, m = (f64(x) for x in (tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches))
         sp = np.asarray(sequence_parallel, dtype=bool)
@@ -202,4 +206,5 @@ class PlanAxes:
         t = mb * float(ctx.seq_len) / cp
         t_local = t / np.where(sp, tp, 1.0)
         return cls(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, mb=mb, m=m, rc=np.asarray(recompute), sp=sp,
-                   shard=np.asarray(sharding), t=t, t_local=t_local, t_expert=np.where(sp, t_local * etp, t))
+                   shard=np.asarray(sharding), t=t, t_local=t_local, t_expert=np.where(sp, t_local * etp, t),
+                   flushes=f64(pipeline_flushes), dualpipe=np.asarray(dualpipe, dtype=bool))

@@ -11,6 +11,13 @@
   schedule divides by the virtual stages per GPU). The fill runs the forward passes of stages
   0..pp-2 and the drain their backward passes, so the micro-batch time in the bubble is the last
   stage's minus the output head: 1F1B's critical path is sum_{i<pp-1}(f_i + b_i) + m (f_last + b_last).
+- DualPipe (`PipelineSchedule.DUALPIPE`, DeepSeek-V3 report arXiv 2412.19437 sec. 3.2.1, Table 2;
+  deepseek-ai/DualPipe README): bubble (pp/2 - 1)(F&B + B - 3W) per schedule run, against 1F1B's
+  (pp - 1)(F + B); F&B = two mutually overlapped forward and backward chunks, B = a full backward
+  chunk, W = its weight-gradient part (`dualpipe_bubble_seconds`).
+- Schedule runs per step (`TrainPlan.pipeline_flushes`): stacks that call the schedule once per
+  local batch (torch.distributed.pipelining under torchtitan / NeMo AutoModel, gradient accumulation
+  outside the schedule) fill and drain the pipeline on every run: the bubble is paid that many times.
 """
 
 from __future__ import annotations
@@ -42,8 +49,27 @@ def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
     return np.where(g.pp > 1, 2.0 * g.vpp * per_transfer, 0.0)
 
 
-def bubble_seconds(g: PlanAxes, micro_batch_s, head):
-    """Pipeline fill and drain: (pp - 1) / vpp micro-batch times (1F1B, Narayanan et al. 2021 sec.
-    2.2; the interleaved schedule divides by vpp). The fill runs stages 0..pp-2's forward passes and
-    the drain their backward passes, so the micro-batch time in the bubble excludes the output head."""
-    return (g.pp - 1.0) / g.vpp * (micro_batch_s - head)
+def dualpipe_bubble_seconds(pp, overlapped_pair, full_backward, weight_backward):
+    """DualPipe's bubble per schedule run: (pp/2 - 1)(F&B + B - 3W) (DeepSeek-V3 report, arXiv
+    2412.19437, Table 2; deepseek-ai/DualPipe README "Pipeline Bubbles and Memory Usage Comparison"),
+    with F&B the time of two mutually overlapped forward and backward chunks (`overlapped_pair`), B a
+    full backward chunk (`full_backward`) and W its "backward for weights" part (`weight_backward`);
+    never below 0."""
+    pp = np.asarray(pp, dtype=np.float64)
+    return np.maximum(0.0, (pp / 2.0 - 1.0) * (overlapped_pair + full_backward - 3.0 * weight_backward))
+
+
+def bubble_seconds(g: PlanAxes, micro_batch_s, head, sc: StageCompute | None = None, weight_backward=0.0):
+    """Pipeline fill and drain per step, x `g.flushes` schedule runs. 1F1B: (pp - 1) / vpp micro-batch
+    times per run (Narayanan et al. 2021 sec. 2.2; the interleaved schedule divides by vpp). The fill
+    runs stages 0..pp-2's forward passes and the drain their backward passes, so the micro-batch time
+    in the bubble excludes the output head. DualPipe (`g.dualpipe`, needs `sc`): `dualpipe_bubble_seconds`
+    with F&B = the stage's micro-batch time without the head (its forward and backward, their
+    communication overlapped as the steady state models it), B = the stage's backward (+ recompute)
+    and W = `weight_backward`, the stage's weight-gradient GEMMs."""
+    per_run = (g.pp - 1.0) / g.vpp * (micro_batch_s - head)
+    if sc is not None and np.any(g.dualpipe):
+        pair = micro_batch_s - head
+        dual = dualpipe_bubble_seconds(g.pp, pair, sc.stage_bwd + sc.recompute_mb, weight_backward)
+        per_run = np.where(g.dualpipe, dual, per_run)
+    return g.flushes * per_run

@@ -1,0 +1,53 @@
+"""Node-limited expert routing: how many scale-up domains one token's routed copies reach.
+
+DeepSeek-V3 (arXiv 2412.19437 sec. 2.1.2, "Node-Limited Routing") sends each token to at most M
+nodes: the routed experts form G groups of consecutive experts (HF config `n_group`, 8), the router
+keeps the `topk_group` = s groups (4) with the highest affinity sums and takes the token's top_k
+experts inside them (modeling_deepseek.py MoEGate, `noaux_tc`). With the experts laid out
+contiguously over the EP ranks (Megatron-core / DeepEP: rank r holds experts r E/ep .. (r+1) E/ep - 1)
+and n = ep / ep_d scale-up domains, a group covers n / G domains (G <= n) or a domain holds G / n
+groups (G > n). Under balanced routing (the force-balanced / benchmark routers, and the uniform
+assumption of `step.expert`), per token:
+
+    reachable domains     M = s n / G                               (G <= n: DeepSeek-V3, EP 64 on 8 nodes: 4)
+                          M = n (1 - prod_{i<s} (G - g - i)/(G - i)) (G > n, g = G / n: the domains s of
+                                                                     the G groups cover, drawn without
+                                                                     replacement)
+    distinct domains hit  D = M (1 - (1 - 1/M)^k)                   (k copies, uniform over the M)
+    remote domains        D (n - 1) / n                             (each hit domain is the sender's own
+                                                                     with probability 1 / n)
+
+Without a limit (s = G, or no groups) M = n and the remote count is (n - 1)(1 - (1 - 1/n)^k), the
+unlimited formula of `step.expert.remote_domains_per_token`. Only the one-copy-per-domain (DeepEP /
+HybridEP) network bytes depend on it: a per-copy (NCCL) all-to-all sends every copy that leaves the
+domain, whose share stays (n - 1) / n.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def reachable_domains(domains, groups: int | None = None, groups_per_token: int | None = None):
+    """M, the expected scale-up domains a token's experts may lie in (module docstring): n without a
+    routing limit; s n / G where a group spans n / G domains (G <= n); the expected domains s of G
+    groups cover where a domain holds g = G / n groups (G > n)."""
+    n = np.asarray(domains, dtype=np.float64)
+    if groups is None or groups_per_token is None or groups_per_token >= groups:
+        return n
+    big_g, s = float(groups), int(groups_per_token)
+    spans = np.minimum(n, s * n / big_g)
+    per_domain = big_g / n
+    missed = np.ones_like(n)
+    for i in range(s):  # probability that none of the s groups drawn lies in a given domain
+        missed = missed * np.clip((big_g - per_domain - i) / (big_g - i), 0.0, 1.0)
+    return np.where(n >= big_g, spans, n * (1.0 - missed))
+
+
+def distinct_domains_hit(reachable, top_k):
+    """D = M (1 - (1 - 1/M)^k): expected distinct domains k uniform copies over M domains reach."""
+    m = np.maximum(np.asarray(reachable, dtype=np.float64), 1.0)
+    return m * (1.0 - (1.0 - 1.0 / m) ** float(top_k))
+
+
+__all__ = ["distinct_domains_hit", "reachable_domains"]
