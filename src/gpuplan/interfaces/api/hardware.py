@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from gpuplan.errors import InputError
+from gpuplan.errors import InputError, UnknownIdError
 from gpuplan.interfaces.api._common import Result, catalog, gpu_of, resolve_gpu, resolve_system
 from gpuplan.specs import CloudPrice, Gpu, HostCpu, Interconnect, System
 
@@ -175,7 +175,10 @@ class HostsResult(Result):
 def hw_hosts(ids: Sequence[str] = ()) -> HostsResult:
     """Host CPU parts (every one, or those named), each figure with its source."""
     cat = catalog()
-    return HostsResult(tuple(cat.host(i) for i in ids) if ids else tuple(cat.hosts.values()))
+    try:
+        return HostsResult(tuple(cat.host(i) for i in ids) if ids else tuple(cat.hosts.values()))
+    except UnknownIdError as exc:  # the request's field is `ids` (the web API's error names it)
+        raise UnknownIdError(str(exc), field="ids") from None
 
 
 def systems_list() -> SystemsResult:
