@@ -52,8 +52,8 @@ def optimizer_bytes_per_param(plan, optimizer_bytes: float) -> float:
     """Optimizer bytes per parameter with the plan's savings: less `BF16_MOMENTS_SAVED_BYTES` under
     bf16_optimizer_states (module docstring)."""
     if MemorySaving.BF16_OPTIMIZER_STATES in plan.memory_savings:
-        return optimizer_bytes - BF16_MOMENTS_SAVED_BYTES
-    return optimizer_bytes
+        return float(optimizer_bytes) - BF16_MOMENTS_SAVED_BYTES
+    return float(optimizer_bytes)
 
 
 def memory_saving_delta_per_token(model: ModelSpec, plan, layer: int, saved: Saved) -> float:
