@@ -137,3 +137,13 @@ def test_cli_fit_and_train():
     assert sgd.exit_code == 2 and "adamw" in sgd.output
     search = runner.invoke(app, ["train", "gpt3-125m", "--gpus", "8", "--memory-savings", "norm_recompute"])
     assert search.exit_code == 2 and "one plan" in search.output
+
+
+def test_stated_in_notes():
+    from gpuplan.interfaces.validation.training import stated_memory_savings
+
+    # row dsv3-1's wording (DeepSeek-V3 report sec. 3.2.3)
+    row = {"notes": "FP8 mixed-precision training, DualPipe; recompute of RMSNorm and MLA up-projections (selective)."}
+    assert stated_memory_savings(row) == ("norm_recompute", "up_projection_recompute")
+    # NeMo AutoModel rows name TE's RMSNorm kernels, not a recompute
+    assert stated_memory_savings({"notes": "NeMo AutoModel (TE linear/attention/RMSNorm kernels); selective recompute."}) == ()
