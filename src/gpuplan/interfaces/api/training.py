@@ -274,7 +274,7 @@ def train(
     grad_accum: int | None = None, deepspeed_release: str | None = None,
     compile: str | None = None,
     deterministic: bool = False, grad_accum_fusion: bool = True,
-    pipeline_schedule: str | None = None, pipeline_flushes: int | None = None, memory_savings=None,
+    pipeline_schedule: str | None = None, pipeline_flushes: int | None = None, memory_savings: str | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -432,7 +432,7 @@ def fit_plan(
     sequence_parallel: bool | None = None, flash_attention: bool = True,
     fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None, framework: str | Framework | None = None,
     system: System | None = None, compile: str | None = None, pipeline_schedule: str | None = None,
-    memory_savings=None) -> TrainPlan:
+    memory_savings: str | None = None) -> TrainPlan:
     """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given).
     `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp.
     `framework` None: framework_defaults.default_framework of `system` (None: a GPU alone), the method and sharding.
