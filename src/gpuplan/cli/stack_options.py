@@ -42,6 +42,13 @@ NO_GRAD_ACCUM_FUSION = typer.Option(
     False, "--no-grad-accum-fusion",
     help="Megatron-LM --no-gradient-accumulation-fusion: each weight gradient is written and added to the fp32 "
          "main_grad in a separate pass. Megatron only.")
+#: `--memory-savings` of `train` and `fit` (interfaces.api.memory_saving_options; TrainPlan.memory_savings)
+MEMORY_SAVINGS = typer.Option(
+    None, "--memory-savings",
+    help="Memory savings of the given plan, '+'-joined (DeepSeek-V3 report sec. 3.2.3, 3.3.2): norm_recompute (norm "
+    "outputs recomputed in backward), up_projection_recompute (MLA Q, K, V recomputed from the latents), "
+    "expert_activation_recompute (routed experts keep the SwiGLU input in the linear-input format, recompute its "
+    "output), bf16_optimizer_states (AdamW moments in BF16, fp32 master kept); or none.")
 #: `--checkpoint-early-stop/--no-checkpoint-early-stop` of `train` (interfaces.api.checkpoint_early_stop_option)
 CHECKPOINT_EARLY_STOP = typer.Option(
     None, "--checkpoint-early-stop/--no-checkpoint-early-stop",

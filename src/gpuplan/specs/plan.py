@@ -12,6 +12,7 @@ from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
 from gpuplan.specs.execution import (AttentionKernel, DeepSpeedRelease, Execution, Framework, PipelineSchedule,
                                      deepspeed_release_of)
 from gpuplan.specs.finetune import FineTuning, MasterWeights
+from gpuplan.specs.memory_savings import MemorySaving, memory_savings_of
 
 
 def default_expert_tp(tp, dp, cp, ep):
@@ -109,6 +110,10 @@ class TrainPlan(Spec):
     #: (`workloads.training.memory.cuda_context_bytes`). False: every kernel image of the loaded
     #: libraries is loaded at context creation (PyTorch before 1.13).
     cuda_lazy_loading: bool = True
+    #: Memory savings switched on beyond `recompute` (specs.memory_savings.MemorySaving: norm and MLA
+    #: up-projection recompute, routed-expert SwiGLU output recompute, BF16 AdamW moments), each once, in
+    #: the enum's order. Memory reads it (workloads.training.memory_savings).
+    memory_savings: tuple[MemorySaving, ...] = ()
     #: Full activation checkpointing stops its recompute once every saved tensor is rebuilt (PyTorch's
     #: non-reentrant checkpoint with early stop: `workloads.training.step.checkpoint_early_stop`). None =
     #: the framework's current default (`Framework.checkpoint_stops_early`: fsdp yes; torchtitan no, since
@@ -116,6 +121,11 @@ class TrainPlan(Spec):
     #: with `activation_checkpoint.early_stop = true`), False for a stack that turns it off.
     #: True is refused for stacks whose checkpoint is reentrant (`Framework.checkpoint_early_stop_allowed`).
     checkpoint_early_stop: bool | None = None
+
+    @field_validator("memory_savings", mode="before")
+    @classmethod
+    def _savings_in_order(cls, value):
+        return memory_savings_of(value)
 
     @field_validator("deepspeed_release", mode="before")
     @classmethod
@@ -125,8 +135,9 @@ class TrainPlan(Spec):
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
         """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion`, `cuda_lazy_loading`,
-        `pipeline_schedule`, `pipeline_flushes` and `checkpoint_early_stop` where they are the defaults, so the
-        dumps (and hashes) of every plan written before the fields existed are unchanged; loading restores them."""
+        `memory_savings`, `pipeline_schedule`, `pipeline_flushes` and `checkpoint_early_stop` where they are the
+        defaults, so the dumps (and hashes) of every plan written before the fields existed are unchanged; loading
+        restores them."""
         data = handler(self)
         if isinstance(data, dict):
             if self.deepspeed_release is DeepSpeedRelease.CURRENT:
@@ -141,6 +152,8 @@ class TrainPlan(Spec):
                 data.pop("grad_accum_fusion", None)
             if self.cuda_lazy_loading:
                 data.pop("cuda_lazy_loading", None)
+            if not self.memory_savings:
+                data.pop("memory_savings", None)
             if self.checkpoint_early_stop is None:
                 data.pop("checkpoint_early_stop", None)
         return data
@@ -184,6 +197,13 @@ class TrainPlan(Spec):
             raise ValueError(f"checkpoint_early_stop true needs a stack with non-reentrant checkpointing (fsdp, "
                              f"torchtitan, transformers, other), not {Framework(self.framework).value}: its "
                              "checkpoint re-runs the whole layer")
+        return self
+
+    @model_validator(mode="after")
+    def _savings_fit_optimizer(self):
+        if MemorySaving.BF16_OPTIMIZER_STATES in self.memory_savings and self.fine_tuning.optimizer.value != "adamw":
+            raise ValueError(f"memory_savings bf16_optimizer_states applies to optimizer adamw, not "
+                             f"{self.fine_tuning.optimizer.value}")
         return self
 
     @model_validator(mode="after")

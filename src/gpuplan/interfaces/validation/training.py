@@ -103,12 +103,8 @@ Defaults for empty cells (documented, the same for every row):
   came from before its branch cut), else a year-month in its source's document name (torchtitan names
   its benchmark files `..._202412_...`, `..._2025-06_...`). A row that states neither keeps the eager
   loss (`Framework.assumed_defaults`).
-- activation checkpointing (torchtitan rows): a run before torchtitan PR #1580 (2025-08-29) checkpoints
-  with PyTorch's early stop, which the PR turned off (`early_stop=False`): the recompute of a full-AC
-  layer stops before the MLP down projection (`workloads.training.step.checkpoint_early_stop`). The
-  run predates it when its notes state PyTorch 2.8 or earlier (the PR needs the `early_stop` argument
-  of pytorch PR #160781, first in 2.9) or, stating none, its document is dated before 2025-08
-  (`checkpoint_early_stop_from_row`; `plan.checkpoint_early_stop`).
+- activation checkpointing: a torchtitan run before its PR #1580 (2025-08-29) stops its full-AC recompute
+  early (`checkpoint_row.checkpoint_early_stop_from_row`; `plan.checkpoint_early_stop`).
 - dropout: `fsdp` rows (llm-foundry's MPT under Composer) train without dropout: MPTConfig's
   `resid_pdrop`, `emb_pdrop` and `attn_config.attn_pdrop` default to 0.0 and neither the pretrain yamls
   (scripts/train/yamls/pretrain/mpt-*.yaml) nor the benchmark launcher (scripts/train/benchmarking/
@@ -122,6 +118,9 @@ Defaults for empty cells (documented, the same for every row):
   rank": torchtitan / NeMo AutoModel `local_batch_size`, the sequences one schedule run takes per
   data-parallel rank) ran global_batch / (local batch x dp) schedule runs per step
   (`TrainPlan.pipeline_flushes`, `stated_pipeline_flushes`); otherwise one.
+- memory savings: notes stating a recompute of the norms or of the up-projections in one clause
+  (DeepSeek-V3's "recompute of RMSNorm and MLA up-projections") set `TrainPlan.memory_savings`
+  norm_recompute / up_projection_recompute (`stated_memory_savings`); memory reads them, step time not.
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
   master_weights): `fine_tuning_row.fine_tuning_from_row`.
 - the Hugging Face stack: a row whose framework cell is other, fsdp or empty and whose notes name
@@ -135,6 +134,7 @@ import re
 
 from gpuplan.errors import GpuplanError, InputError
 from gpuplan.interfaces.row_types import Prediction, SkipRow
+from gpuplan.interfaces.validation.checkpoint_row import checkpoint_early_stop_from_row
 from gpuplan.interfaces.validation.cuda_loading_row import lazy_loading_from_row
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
@@ -284,7 +284,23 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
             notes.append(f"pipeline_schedule={schedule.value} (stated)")
         if flushes != 1:
             notes.append(f"pipeline_flushes={flushes} (stated local batch)")
+    savings = stated_memory_savings(row)
+    if savings:
+        plan = TrainPlan.model_validate({**plan.model_dump(), "memory_savings": savings})
+        notes.append(f"memory_savings={'+'.join(savings)} (stated)")
     return plan, notes
+
+
+#: Notes stating a recompute of the norms / of the (MLA) up-projections in one clause ("recompute of RMSNorm
+#: and MLA up-projections": DeepSeek-V3 report sec. 3.2.3).
+_STATED_RECOMPUTE = {"norm_recompute": re.compile(r"\brecomput\w*[^.;]*\b(?:RMSNorm|LayerNorm|norms)\b", re.IGNORECASE),
+                     "up_projection_recompute": re.compile(r"\brecomput\w*[^.;]*\bup-projections?\b", re.IGNORECASE)}
+
+
+def stated_memory_savings(row: dict[str, str]) -> tuple[str, ...]:
+    """The memory savings (TrainPlan.memory_savings) a row's notes state (module docstring)."""
+    notes = _cell(row, "notes")
+    return tuple(name for name, pattern in _STATED_RECOMPUTE.items() if pattern.search(notes))
 
 
 #: Notes naming DeepSeek's DualPipe schedule.
@@ -363,29 +379,6 @@ def compiled_loss_from_row(row: dict[str, str], framework: Framework) -> bool:
         return False
     month = torchtitan_run_month(row)
     return month is not None and month >= TORCHTITAN_COMPILED_LOSS_SINCE
-
-
-#: torchtitan PR #1580 (commit 25413d2, 2025-08-29) passes `early_stop=False` to its AC wrappers; a run
-#: whose document is dated before this month ran the earlier AC, whose recompute stops early (an August
-#: 2025 document may postdate the merge and keeps the default)
-TORCHTITAN_EARLY_STOP_OFF_SINCE = (2025, 8)
-#: the `early_stop` argument of `torch.utils.checkpoint` that PR #1580 passes came with pytorch PR #160781
-#: (merged 2025-08-26, after PyTorch 2.8.0 of 2025-08-06): a run on PyTorch 2.8 or earlier predates it
-TORCH_CHECKPOINT_EARLY_STOP_ARG = (2, 9)
-
-
-def checkpoint_early_stop_from_row(row: dict[str, str], framework: Framework) -> bool:
-    """A torchtitan row whose run predates torchtitan PR #1580 checkpoints with early stop (module
-    docstring): its notes state PyTorch below TORCH_CHECKPOINT_EARLY_STOP_ARG, or, stating none, its
-    source's document is dated before TORCHTITAN_EARLY_STOP_OFF_SINCE. Other rows keep their framework's
-    default (`Framework.checkpoint_stops_early`)."""
-    if framework is not Framework.TORCHTITAN:
-        return False
-    torch = _STATED_TORCH.search(_cell(row, "notes"))
-    if torch:
-        return (int(torch.group(1)), int(torch.group(2))) < TORCH_CHECKPOINT_EARLY_STOP_ARG
-    month = source_name_month(_cell(row, "source"))
-    return month is not None and month < TORCHTITAN_EARLY_STOP_OFF_SINCE
 
 
 def megatron_moe_requires_sp(row: dict[str, str], framework: Framework, tp: int) -> bool:
@@ -595,5 +588,5 @@ def predict_row(row: dict[str, str]) -> Prediction:
 
 
 __all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "llm_foundry_dropout_free", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "checkpoint_early_stop_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
-           "megatron_moe_requires_sp", "stated_pipeline_flushes", "stated_pipeline_schedule",
+           "megatron_moe_requires_sp", "stated_memory_savings", "stated_pipeline_flushes", "stated_pipeline_schedule",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]
