@@ -22,8 +22,10 @@ from gpuplan.cli.fine_tuning_options import (
 )
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.cli.stack_options import (
-    COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION, PIPELINE_FLUSHES, PIPELINE_SCHEDULE,
+    COMPILE, CUDA_GRAPH_SCOPE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION, PIPELINE_FLUSHES,
+    PIPELINE_SCHEDULE,
 )
+from gpuplan.workloads.training.step.cuda_graphs import scope_label
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
@@ -34,6 +36,7 @@ def _plan_label(plan) -> str:
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
     extra += f" {plan.pipeline_schedule.value}" if plan.pipeline_schedule.value != "1f1b" else ""
     extra += f" x{plan.pipeline_flushes} runs" if plan.pipeline_flushes > 1 else ""
+    extra += f" graphs[{scope_label(plan.cuda_graph_scope)}]" if plan.cuda_graph_scope else ""
     ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
@@ -86,6 +89,7 @@ def register(app: typer.Typer) -> None:
         pipeline_flushes: Optional[int] = PIPELINE_FLUSHES,
         deterministic: bool = DETERMINISTIC,
         no_grad_accum_fusion: bool = NO_GRAD_ACCUM_FUSION,
+        cuda_graph_scope: Optional[str] = CUDA_GRAPH_SCOPE,
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
         pue: Optional[float] = typer.Option(None, "--pue", help="Data-centre PUE, >= 1 (default 1.3; same as --set pue=)."),
         grid_kg_co2_per_kwh: Optional[float] = typer.Option(
@@ -142,6 +146,7 @@ def register(app: typer.Typer) -> None:
                 grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
                 compile=compile, deterministic=deterministic, grad_accum_fusion=not no_grad_accum_fusion,
                 pipeline_schedule=pipeline_schedule, pipeline_flushes=pipeline_flushes,
+                cuda_graph_scope=cuda_graph_scope,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)

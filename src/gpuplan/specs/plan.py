@@ -9,8 +9,8 @@ from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
 from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
-from gpuplan.specs.execution import (AttentionKernel, DeepSpeedRelease, Execution, Framework, PipelineSchedule,
-                                     deepspeed_release_of)
+from gpuplan.specs.execution import (AttentionKernel, CudaGraphScope, DeepSpeedRelease, Execution, Framework,
+                                     PipelineSchedule, cuda_graph_scope_of, deepspeed_release_of)
 from gpuplan.specs.finetune import FineTuning, MasterWeights
 
 
@@ -109,6 +109,29 @@ class TrainPlan(Spec):
     #: (`workloads.training.memory.cuda_context_bytes`). False: every kernel image of the loaded
     #: libraries is loaded at context creation (PyTorch before 1.13).
     cuda_lazy_loading: bool = True
+    #: Megatron training CUDA graphs (specs.execution.CudaGraphScope; `--cuda-graph-scope`): empty = none,
+    #: Megatron's default (`cuda_graph_impl="none"`). Step time reads it (`workloads.training.step.cuda_graphs`).
+    cuda_graph_scope: frozenset[CudaGraphScope] = frozenset()
+
+    @field_validator("cuda_graph_scope", mode="before")
+    @classmethod
+    def _scope_from_names(cls, value):
+        return cuda_graph_scope_of(value)
+
+    @model_validator(mode="after")
+    def _cuda_graph_scope_fits(self):
+        """Megatron-core's own checks (transformer_config.py `__post_init__`, NVIDIA/Megatron-LM@d98e8a6):
+        full_iteration excludes the per-layer scopes; moe_preprocess needs moe_router; moe and moe_router
+        exclude each other."""
+        s = self.cuda_graph_scope
+        if CudaGraphScope.FULL_ITERATION in s and len(s) > 1:
+            raise ValueError("cuda_graph_scope: full_iteration captures the whole step; it cannot be combined with "
+                             "per-layer scopes")
+        if CudaGraphScope.MOE_PREPROCESS in s and CudaGraphScope.MOE_ROUTER not in s:
+            raise ValueError("cuda_graph_scope: moe_preprocess needs moe_router")
+        if CudaGraphScope.MOE in s and CudaGraphScope.MOE_ROUTER in s:
+            raise ValueError("cuda_graph_scope: moe and moe_router exclude each other")
+        return self
 
     @field_validator("deepspeed_release", mode="before")
     @classmethod
@@ -134,6 +157,10 @@ class TrainPlan(Spec):
                 data.pop("grad_accum_fusion", None)
             if self.cuda_lazy_loading:
                 data.pop("cuda_lazy_loading", None)
+            if not self.cuda_graph_scope:
+                data.pop("cuda_graph_scope", None)
+            else:
+                data["cuda_graph_scope"] = sorted(v.value for v in self.cuda_graph_scope)
         return data
 
     @model_validator(mode="before")

@@ -38,7 +38,7 @@ from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
 from gpuplan.interfaces.api.pipeline_options import pipeline_options
-from gpuplan.interfaces.api.megatron_modes import megatron_mode_fields, megatron_modes_json
+from gpuplan.interfaces.api.megatron_modes import cuda_graph_fields, megatron_mode_fields, megatron_modes_json
 
 GIB = 2**30
 from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
@@ -73,6 +73,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "fine_tuning": plan.fine_tuning.model_dump(mode="json"),
         "pipeline_schedule": plan.pipeline_schedule.value, "pipeline_flushes": plan.pipeline_flushes,
         **megatron_modes_json(plan.deterministic, plan.grad_accum_fusion),  # --deterministic, --no-grad-accum-fusion
+        "cuda_graph_scope": sorted(s.value for s in plan.cuda_graph_scope),  # --cuda-graph-scope; [] = no graphs
     }
 
 
@@ -273,6 +274,7 @@ def train(
     compile: str | None = None,
     deterministic: bool = False, grad_accum_fusion: bool = True,
     pipeline_schedule: str | None = None, pipeline_flushes: int | None = None,
+    cuda_graph_scope: str | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -289,7 +291,9 @@ def train(
     default, off; api.compile_option). `deterministic` / `grad_accum_fusion`: Megatron's deterministic mode and
     gradient-accumulation fusion on the plan(s) (api.megatron_modes). `pipeline_schedule` (1f1b or dualpipe)
     and `pipeline_flushes` (schedule runs per step: stacks that run the pipeline once per local batch) set
-    those fields of an evaluated plan (`pipeline_options`); the search runs 1F1B once per step."""
+    those fields of an evaluated plan (`pipeline_options`); the search runs 1F1B once per step.
+    `cuda_graph_scope`: Megatron training CUDA graphs on the plan(s), comma-separated scopes or none
+    (api.megatron_modes.cuda_graph_fields; what they remove: workloads.training.step.cuda_graphs)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.framework_defaults import default_framework
@@ -355,7 +359,7 @@ def train(
     if search_limits:
         space = _limited_space(space, search_limits)
     space, plan = with_deepspeed_release(space, plan, deepspeed_release, fw)
-    modes = megatron_mode_fields(deterministic, grad_accum_fusion, fw)
+    modes = {**megatron_mode_fields(deterministic, grad_accum_fusion, fw), **cuda_graph_fields(cuda_graph_scope, fw)}
     if modes:
         space = dataclasses.replace(space, **modes)
         plan = plan.model_copy(update=modes) if plan is not None else None

@@ -123,6 +123,8 @@ class SearchSpace:
     #: TrainPlan.grad_accum_fusion)
     deterministic: bool = False
     grad_accum_fusion: bool = True
+    #: Megatron training CUDA graphs on every plan (TrainPlan.cuda_graph_scope; step.cuda_graphs)
+    cuda_graph_scope: frozenset = frozenset()
     #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
     compiled_model: bool = False
     compiled_loss: bool = False
@@ -215,6 +217,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         compiled_model=space.compiled_model, compiled_loss=space.compiled_loss,
         fine_tuning=space.fine_tuning or FineTuning(optimizer_impl=space.optimizer_impl),
         deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
+        cuda_graph_scope=space.cuda_graph_scope,
     )
 
 
@@ -253,6 +256,7 @@ def search_plans(
         compiled_loss=space.compiled_loss, compiled_model=space.compiled_model,
         fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
         deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
+        cuda_graph_scope=space.cuda_graph_scope,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = fine_tuning_proto(TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,

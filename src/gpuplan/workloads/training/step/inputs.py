@@ -85,6 +85,8 @@ class StepContext:
     deterministic: bool = False
     #: weight-gradient GEMMs accumulate into the fp32 main_grad (plan.grad_accum_fusion): `step.grad_accumulation`
     grad_accum_fusion: bool = True
+    #: Megatron training CUDA graphs (plan.cuda_graph_scope): `step.cuda_graphs`
+    cuda_graph_scope: frozenset = frozenset()
 
     def layer_mix(self) -> list[tuple[int, float]]:
         """(inventory layer index, weight) of the dense and MoE layers: the layer mean of a per-layer
@@ -114,6 +116,7 @@ class StepContext:
         compiled_model: bool = False,
         deterministic: bool = False,
         grad_accum_fusion: bool = True,
+        cuda_graph_scope=frozenset(),
     ) -> "StepContext":
         refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         system = collective_system(system, bool(deterministic))
@@ -159,6 +162,7 @@ class StepContext:
             deepspeed_release=DeepSpeedRelease(deepspeed_release),
             compiled_loss=bool(compiled_loss), compiled_model=bool(compiled_model),
             deterministic=bool(deterministic), grad_accum_fusion=bool(grad_accum_fusion),
+            cuda_graph_scope=frozenset(cuda_graph_scope or ()),
         )
 
 
