@@ -155,3 +155,14 @@ def test_bad_scope_is_one_line_exit_2(runner, args, message):
     res = runner.invoke(app, ["train", "gpt3-125m", "--gpus", "8", *args])
     assert res.exit_code == 2
     assert message in res.output and "Traceback" not in res.output
+
+
+def test_defaults_assumed_say_no_graphs_unless_given(runner):
+    from gpuplan.interfaces.api.framework_choice import MEGATRON_NO_GRAPHS
+
+    one = ["train", "qwen3-30b-a3b", "--system", "gb200-nvl72", "--gpus", "8", "--tp", "1", "--pp", "1", "--dp", "8",
+           "--ep", "8", "--micro-batch", "1", "--seq-len", "4096", "--global-batch", "64", "--sharding", "zero1",
+           "--recompute", "none", "--precision", "mxfp8", "--json"]
+    assert MEGATRON_NO_GRAPHS in json.loads(runner.invoke(app, one).stdout)["framework_defaults_assumed"]
+    given = json.loads(runner.invoke(app, [*one, "--cuda-graph-scope", "full_iteration"]).stdout)
+    assert MEGATRON_NO_GRAPHS not in given["framework_defaults_assumed"]

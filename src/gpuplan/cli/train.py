@@ -25,7 +25,6 @@ from gpuplan.cli.stack_options import (
     COMPILE, CUDA_GRAPH_SCOPE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION, PIPELINE_FLUSHES,
     PIPELINE_SCHEDULE,
 )
-from gpuplan.workloads.training.step.cuda_graphs import scope_label
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
 
@@ -36,7 +35,7 @@ def _plan_label(plan) -> str:
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
     extra += f" {plan.pipeline_schedule.value}" if plan.pipeline_schedule.value != "1f1b" else ""
     extra += f" x{plan.pipeline_flushes} runs" if plan.pipeline_flushes > 1 else ""
-    extra += f" graphs[{scope_label(plan.cuda_graph_scope)}]" if plan.cuda_graph_scope else ""
+    extra += f" graphs[{','.join(sorted(s.value for s in plan.cuda_graph_scope))}]" if plan.cuda_graph_scope else ""
     ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "

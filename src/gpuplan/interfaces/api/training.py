@@ -109,7 +109,8 @@ class TrainResult(Result):
 
         plan = self.estimate.plan
         return framework_defaults_assumed(self.estimate.step.framework, plan.deepspeed_release, self.compile_given,
-                                          plan.fine_tuning.optimizer_impl, plan.fine_tuning.optimizer)
+                                          plan.fine_tuning.optimizer_impl, plan.fine_tuning.optimizer,
+                                          cuda_graph_scope=plan.cuda_graph_scope)
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict

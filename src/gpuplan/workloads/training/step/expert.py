@@ -53,11 +53,13 @@ or the shared experts'):
 a = `training.moe_a2a_overlap` (the share of the window the framework uses; fitted: recipes turn the
 overlap on or off, the rows do not say which), s = EP_COMM_SMS / SMs (the communication kernels hold
 those SMs while the compute they hide behind runs: DeepSeek-V3 report sec. 3.2.2, 20 of 132 SMs),
-o = `fixed_seconds_per_layer` (removed by a full-iteration CUDA graph only: `step.cuda_graphs`): the latency-bound part of a MoE layer that no size term covers and
+o = `fixed_seconds_per_layer` (removed by a full-iteration CUDA graph only: `step.cuda_graphs`): the
+latency-bound part of a MoE layer that no size term covers and
 nothing hides: a fixed o per layer (router softmax / top-k, token counting, and the dispatcher's
 device-to-host copy of the per-expert token counts, after which the host must launch the grouped
-GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the recipes' CUDA-graph scopes "moe_router"
-/ "moe_preprocess" exist to cut it) plus o_e per local expert where the framework issues the expert
+GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the CUDA-graph scopes "moe_router" /
+"moe_preprocess" capture the router launches but not that sync, a full-iteration graph removes it all:
+`step.cuda_graphs`) plus o_e per local expert where the framework issues the expert
 GEMMs one by one (`per_expert_launches`: TransformerEngine's GroupedLinear runs one GEMM, and in
 FP8 one quantize, per local expert in BF16 / FP8 per-tensor recipes; its block-scaled MXFP8 / NVFP4
 recipes run one grouped quantize and one grouped GEMM for all local experts, TE v2.13 #2586 and
@@ -124,7 +126,9 @@ MOE_A2A_OVERLAP = knobs.register(
 MOE_LAYER_OVERHEAD_S = knobs.register(
     "training.moe_layer_overhead_s", unit="s", default=0.0015, low=0.0, high=0.01,
     source="fitted: fixed time per MoE layer and micro-batch (forward + backward): router / top-k / token-count "
-           "kernels and the token dispatcher's device-to-host copy of tokens_per_expert before the grouped GEMM",
+           "kernels and the token dispatcher's device-to-host copy of tokens_per_expert before the grouped GEMM; "
+           "0 under a full-iteration CUDA graph (step.cuda_graphs), which the fit sees on the Megatron-Bridge rows "
+           "whose recipe ran one",
     scales="exposed fixed time per MoE layer and micro-batch",
     fitted_on=("mbr-moe", "dsv3", "mbridge", "megpr6429", "megft"))
 MOE_EXPERT_LAUNCH_S = knobs.register(
