@@ -70,6 +70,10 @@ CASES = [
     ("train", {"model": "gpt3-6.7b", "gpus": 64, "tokens": "10B", "tp": 4, "pp": 2, "recompute": "selective",
                "sequence_parallel": True, "tp_comm_overlap": True, "top": 2}),
     ("fit/min-gpus", {"model": "gpt3-13b", "tp": 2, "gpu": "a100-sxm4-80gb"}),
+    # DualPipe and the DeepSeek-V3 report's memory savings (interfaces.api.memory_saving_options) on fit's plan
+    ("fit/train", {"model": "deepseek-v3", "system": "hgx-h800", "gpus": 2048, "pp": 16, "ep": 64, "global_batch": 15360,
+                   "seq_len": 4096, "precision": "fp8", "sharding": "zero1", "recompute": "selective",
+                   "pipeline_schedule": "dualpipe", "memory_savings": "norm_recompute+bf16_optimizer_states"}),
     ("serve/run", {"model": "llama-3-8b", "concurrency": 8, "output_len": 64}),
     ("serve/run", {"model": "llama-3-8b", "tp": 2, "concurrency": 8, "output_len": 64, "engine": "sglang",
                    "memory_fraction": 0.8}),

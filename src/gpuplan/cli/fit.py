@@ -10,7 +10,7 @@ import typer
 from gpuplan import api
 from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.render import console, print_json, table
-from gpuplan.cli.stack_options import COMPILE
+from gpuplan.cli.stack_options import COMPILE, MEMORY_SAVINGS, PIPELINE_SCHEDULE
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
@@ -52,6 +52,8 @@ def _common(
         None, "--framework", help="megatron, deepspeed, fsdp, torchtitan, maxtext, transformers, other (default: maxtext on TPU pods; "
         "for LoRA / QLoRA deepspeed with a ZeRO --sharding, else fsdp (PyTorch); megatron elsewhere)."),
     compile: Optional[str] = COMPILE,
+    pipeline_schedule: Optional[str] = PIPELINE_SCHEDULE,
+    memory_savings: Optional[str] = MEMORY_SAVINGS,
     grad_accum: Optional[int] = GRAD_ACCUM,
     finetune: FineTuneMethod = FINETUNE,
     lora_rank: Optional[int] = LORA_RANK,
@@ -97,7 +99,8 @@ def _print_memory(rec: dict) -> None:
         print_fine_tuning(rec)
     else:
         console.print(
-            f"model states: {b['weights']} (weights) + {b['gradients']} (grads) + {b['optimizer']} (Adam: fp32 master 4 + m 4 + v 4)"
+            f"model states: {b['weights']} (weights) + {b['gradients']} (grads) + {b['optimizer']} (Adam: fp32 master 4 + m + v"
+            f" {b['optimizer'] - 4:g})"
             f" = {b['model_states']} B/param before sharding. 18 B/param is this with fp32 gradients (Megatron's fp32 main-grad"
             f" accumulation); the classic 16 B/param keeps 16-bit gradients (2 + 2 + 4 + 4 + 4; --grad-precision bf16)."
         )

@@ -48,3 +48,10 @@ CUDA_GRAPH_SCOPE = typer.Option(
     help="Megatron-LM training CUDA graphs: none (default) or comma-separated scopes attn, mlp, moe, moe_router, "
          "moe_preprocess, mamba, or full_iteration (--cuda-graph-impl full_iteration). Only full_iteration removes a "
          "MoE layer's fixed launch / sync time in the model (docs/training.md). Megatron only.")
+#: `--memory-savings` of `train` and `fit` (interfaces.api.memory_saving_options; TrainPlan.memory_savings)
+MEMORY_SAVINGS = typer.Option(
+    None, "--memory-savings",
+    help="Memory savings of the given plan, '+'-joined (DeepSeek-V3 report sec. 3.2.3, 3.3.2): norm_recompute (norm "
+    "outputs recomputed in backward), up_projection_recompute (MLA Q, K, V recomputed from the latents), "
+    "expert_activation_recompute (routed experts keep the SwiGLU input in the linear-input format, recompute its "
+    "output), bf16_optimizer_states (AdamW moments in BF16, fp32 master kept); or none.")

@@ -23,7 +23,7 @@ from gpuplan.cli.fine_tuning_options import (
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.cli.stack_options import (
     COMPILE, CUDA_GRAPH_SCOPE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, NO_GRAD_ACCUM_FUSION, PIPELINE_FLUSHES,
-    PIPELINE_SCHEDULE,
+    PIPELINE_SCHEDULE, MEMORY_SAVINGS,
 )
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
 
@@ -86,6 +86,7 @@ def register(app: typer.Typer) -> None:
         compile: Optional[str] = COMPILE,
         pipeline_schedule: Optional[str] = PIPELINE_SCHEDULE,
         pipeline_flushes: Optional[int] = PIPELINE_FLUSHES,
+        memory_savings: Optional[str] = MEMORY_SAVINGS,
         deterministic: bool = DETERMINISTIC,
         no_grad_accum_fusion: bool = NO_GRAD_ACCUM_FUSION,
         cuda_graph_scope: Optional[str] = CUDA_GRAPH_SCOPE,
@@ -144,7 +145,7 @@ def register(app: typer.Typer) -> None:
                 electricity_usd_per_kwh=electricity_usd_per_kwh, overrides=set_, top=top, progress=bar, **extra,
                 grad_accum=grad_accum, fine_tuning=fine_tuning_options(locals()), deepspeed_release=deepspeed_release,
                 compile=compile, deterministic=deterministic, grad_accum_fusion=not no_grad_accum_fusion,
-                pipeline_schedule=pipeline_schedule, pipeline_flushes=pipeline_flushes,
+                pipeline_schedule=pipeline_schedule, pipeline_flushes=pipeline_flushes, memory_savings=memory_savings,
                 cuda_graph_scope=cuda_graph_scope,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file

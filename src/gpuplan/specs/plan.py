@@ -12,6 +12,7 @@ from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
 from gpuplan.specs.execution import (AttentionKernel, CudaGraphScope, DeepSpeedRelease, Execution, Framework,
                                      PipelineSchedule, cuda_graph_scope_of, deepspeed_release_of)
 from gpuplan.specs.finetune import FineTuning, MasterWeights
+from gpuplan.specs.memory_savings import MemorySaving, memory_savings_of
 
 
 def default_expert_tp(tp, dp, cp, ep):
@@ -109,6 +110,16 @@ class TrainPlan(Spec):
     #: (`workloads.training.memory.cuda_context_bytes`). False: every kernel image of the loaded
     #: libraries is loaded at context creation (PyTorch before 1.13).
     cuda_lazy_loading: bool = True
+    #: Memory savings switched on beyond `recompute` (specs.memory_savings.MemorySaving: norm and MLA
+    #: up-projection recompute, routed-expert SwiGLU output recompute, BF16 AdamW moments), each once, in
+    #: the enum's order. Memory reads it (workloads.training.memory_savings).
+    memory_savings: tuple[MemorySaving, ...] = ()
+
+    @field_validator("memory_savings", mode="before")
+    @classmethod
+    def _savings_in_order(cls, value):
+        return memory_savings_of(value)
+
     #: Megatron training CUDA graphs (specs.execution.CudaGraphScope; `--cuda-graph-scope`): empty = none,
     #: Megatron's default (`cuda_graph_impl="none"`). Step time reads it (`workloads.training.step.cuda_graphs`).
     cuda_graph_scope: frozenset[CudaGraphScope] = frozenset()
@@ -141,7 +152,7 @@ class TrainPlan(Spec):
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
         """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion`, `cuda_lazy_loading`,
-        `pipeline_schedule` and `pipeline_flushes` where they are the defaults, so the dumps (and hashes) of
+        `memory_savings`, `cuda_graph_scope`, `pipeline_schedule` and `pipeline_flushes` where they are the defaults, so the dumps (and hashes) of
         every plan written before the fields existed are unchanged; loading restores them."""
         data = handler(self)
         if isinstance(data, dict):
@@ -157,6 +168,8 @@ class TrainPlan(Spec):
                 data.pop("grad_accum_fusion", None)
             if self.cuda_lazy_loading:
                 data.pop("cuda_lazy_loading", None)
+            if not self.memory_savings:
+                data.pop("memory_savings", None)
             if not self.cuda_graph_scope:
                 data.pop("cuda_graph_scope", None)
             else:
@@ -187,6 +200,13 @@ class TrainPlan(Spec):
                          tp_comm_overlap=self.tp_comm_overlap, precision=Precision(self.precision).value,
                          grad_precision=Precision(self.grad_precision).value, compiled_loss=self.compiled_loss,
                          compiled_model=self.compiled_model)
+
+    @model_validator(mode="after")
+    def _savings_fit_optimizer(self):
+        if MemorySaving.BF16_OPTIMIZER_STATES in self.memory_savings and self.fine_tuning.optimizer.value != "adamw":
+            raise ValueError(f"memory_savings bf16_optimizer_states applies to optimizer adamw, not "
+                             f"{self.fine_tuning.optimizer.value}")
+        return self
 
     @model_validator(mode="after")
     def _batch_divides(self):

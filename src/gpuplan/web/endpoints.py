@@ -55,6 +55,8 @@ FIT_PLAN_FIELDS: dict[str, tuple[Any, Any]] = {
     "fine_tuning": (Optional[dict], None), "grad_accum": (Optional[int], None),
     # the stack and its torch.compile'd parts (interfaces.api.compile_option): the loss's memory reads them
     "framework": (Optional[Text], None), "compile": (Optional[Text], None),
+    # DualPipe and the memory savings of the plan (interfaces.api.pipeline_options, memory_saving_options)
+    "pipeline_schedule": (Optional[Text], None), "memory_savings": (Optional[Text], None),
 }
 
 

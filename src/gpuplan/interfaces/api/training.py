@@ -37,6 +37,7 @@ from gpuplan.specs import Gpu, ModelSpec, Precision, Recompute, Sharding, System
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
+from gpuplan.interfaces.api.memory_saving_options import memory_saving_options
 from gpuplan.interfaces.api.pipeline_options import pipeline_options
 from gpuplan.interfaces.api.megatron_modes import cuda_graph_fields, megatron_mode_fields, megatron_modes_json
 
@@ -72,6 +73,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "compile": compile_label(plan.compiled_model, plan.compiled_loss),  # --compile (api.compile_option)
         "fine_tuning": plan.fine_tuning.model_dump(mode="json"),
         "pipeline_schedule": plan.pipeline_schedule.value, "pipeline_flushes": plan.pipeline_flushes,
+        "memory_savings": [m.value for m in plan.memory_savings],
         **megatron_modes_json(plan.deterministic, plan.grad_accum_fusion),  # --deterministic, --no-grad-accum-fusion
         "cuda_graph_scope": sorted(s.value for s in plan.cuda_graph_scope),  # --cuda-graph-scope; [] = no graphs
     }
@@ -274,7 +276,7 @@ def train(
     grad_accum: int | None = None, deepspeed_release: str | None = None,
     compile: str | None = None,
     deterministic: bool = False, grad_accum_fusion: bool = True,
-    pipeline_schedule: str | None = None, pipeline_flushes: int | None = None,
+    pipeline_schedule: str | None = None, pipeline_flushes: int | None = None, memory_savings: str | None = None,
     cuda_graph_scope: str | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
@@ -292,7 +294,8 @@ def train(
     default, off; api.compile_option). `deterministic` / `grad_accum_fusion`: Megatron's deterministic mode and
     gradient-accumulation fusion on the plan(s) (api.megatron_modes). `pipeline_schedule` (1f1b or dualpipe)
     and `pipeline_flushes` (schedule runs per step: stacks that run the pipeline once per local batch) set
-    those fields of an evaluated plan (`pipeline_options`); the search runs 1F1B once per step.
+    those fields of an evaluated plan (`pipeline_options`); the search runs 1F1B once per step. `memory_savings`
+    ('+'-joined or a list): TrainPlan.memory_savings of an evaluated plan (`memory_saving_options`).
     `cuda_graph_scope`: Megatron training CUDA graphs on the plan(s), comma-separated scopes or none
     (api.megatron_modes.cuda_graph_fields; what they remove: workloads.training.step.cuda_graphs)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
@@ -364,7 +367,7 @@ def train(
     if modes:
         space = dataclasses.replace(space, **modes)
         plan = plan.model_copy(update=modes) if plan is not None else None
-    plan = pipeline_options(plan, pipeline_schedule, pipeline_flushes)
+    plan = memory_saving_options(pipeline_options(plan, pipeline_schedule, pipeline_flushes), memory_savings)
     if plan is not None:
         check_plan(spec, plan, gpus)
     with memory_scope(assumptions):  # `--set usable_memory_fraction=` (workloads.memory_headroom)
@@ -433,11 +436,13 @@ def fit_plan(
     precision: str | Precision = Precision.BF16, grad_precision: str | Precision = Precision.FP32,
     sequence_parallel: bool | None = None, flash_attention: bool = True,
     fine_tuning: FineTuning | dict | None = None, grad_accum: int | None = None, framework: str | Framework | None = None,
-    system: System | None = None, compile: str | None = None) -> TrainPlan:
+    system: System | None = None, compile: str | None = None, pipeline_schedule: str | None = None,
+    memory_savings: str | None = None) -> TrainPlan:
     """The TrainPlan of a `fit` question; `gpus` must equal tp x pp x dp x cp (dp derived when not given).
     `fine_tuning`: api.fine_tuning.fine_tuning_spec; `grad_accum`: global batch = micro-batch x grad-accum x dp.
     `framework` None: framework_defaults.default_framework of `system` (None: a GPU alone), the method and sharding.
-    `compile`: api.compile_option (the loss's memory depends on it)."""
+    `compile`: api.compile_option (the loss's memory depends on it). `pipeline_schedule`, `memory_savings`:
+    api.pipeline_options, api.memory_saving_options."""
     from gpuplan.workloads.training.framework_defaults import default_framework
     if plan is not None:
         if gpus is not None and plan.num_gpus != gpus:
@@ -462,7 +467,7 @@ def fit_plan(
     fw = parse_enum(Framework, framework, "framework") if framework is not None else default_framework(system, ft, shard)
     compiled_model, compiled_loss = compile_flags(compile, fw, ft)
     try:
-        return TrainPlan(
+        built = TrainPlan(
             tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
             seq_len=seq_len if seq_len is not None else default_seq_len(model),
             recompute=parse_enum(Recompute, recompute, "recompute"), sharding=shard, framework=fw,
@@ -474,6 +479,7 @@ def fit_plan(
         )
     except ValidationError as exc:
         raise _plan_error(exc) from None
+    return memory_saving_options(pipeline_options(built, pipeline_schedule, None), memory_savings)
 
 
 @dataclass(frozen=True)

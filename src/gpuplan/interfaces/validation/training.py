@@ -116,6 +116,9 @@ Defaults for empty cells (documented, the same for every row):
   rank": torchtitan / NeMo AutoModel `local_batch_size`, the sequences one schedule run takes per
   data-parallel rank) ran global_batch / (local batch x dp) schedule runs per step
   (`TrainPlan.pipeline_flushes`, `stated_pipeline_flushes`); otherwise one.
+- memory savings: notes stating a recompute of the norms or of the up-projections in one clause
+  (DeepSeek-V3's "recompute of RMSNorm and MLA up-projections") set `TrainPlan.memory_savings`
+  norm_recompute / up_projection_recompute (`stated_memory_savings`); memory reads them, step time not.
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
   master_weights): `fine_tuning_row.fine_tuning_from_row`.
 - CUDA graphs: a row citing a Megatron-Bridge performance-summary table of a NeMo container release
@@ -286,7 +289,23 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
             notes.append(f"pipeline_schedule={schedule.value} (stated)")
         if flushes != 1:
             notes.append(f"pipeline_flushes={flushes} (stated local batch)")
+    savings = stated_memory_savings(row)
+    if savings:
+        plan = TrainPlan.model_validate({**plan.model_dump(), "memory_savings": savings})
+        notes.append(f"memory_savings={'+'.join(savings)} (stated)")
     return plan, notes
+
+
+#: Notes stating a recompute of the norms / of the (MLA) up-projections in one clause ("recompute of RMSNorm
+#: and MLA up-projections": DeepSeek-V3 report sec. 3.2.3).
+_STATED_RECOMPUTE = {"norm_recompute": re.compile(r"\brecomput\w*[^.;]*\b(?:RMSNorm|LayerNorm|norms)\b", re.IGNORECASE),
+                     "up_projection_recompute": re.compile(r"\brecomput\w*[^.;]*\bup-projections?\b", re.IGNORECASE)}
+
+
+def stated_memory_savings(row: dict[str, str]) -> tuple[str, ...]:
+    """The memory savings (TrainPlan.memory_savings) a row's notes state (module docstring)."""
+    notes = _cell(row, "notes")
+    return tuple(name for name, pattern in _STATED_RECOMPUTE.items() if pattern.search(notes))
 
 
 #: Notes naming DeepSeek's DualPipe schedule.
@@ -570,5 +589,5 @@ def predict_row(row: dict[str, str]) -> Prediction:
 
 
 __all__ = ["MEMORY_METRICS", "TIME_METRICS", "attention_kernel_from_row", "llm_foundry_dropout_free", "deterministic_flash2", "deterministic_stated", "grad_accum_fusion_off_stated", "compiled_loss_from_row", "compiled_model_from_row", "torchtitan_run_month", "device_memory_stated", "stated_attention_kernel", "interleaved_virtual_stages", "legacy_stack",
-           "megatron_moe_requires_sp", "stated_pipeline_flushes", "stated_pipeline_schedule",
+           "megatron_moe_requires_sp", "stated_memory_savings", "stated_pipeline_flushes", "stated_pipeline_schedule",
            "plan_from_row", "predict_row", "torchtitan_pipeline_micro_batch"]

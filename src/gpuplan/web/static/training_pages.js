@@ -211,6 +211,8 @@ export const TRAINING_PAGES = {
         help: "one plan (every axis given): 1f1b (interleaved with vpp > 1) or dualpipe (DeepSeek-V3: even pp, vpp 1, 2x parameters)" },
       { name: "pipeline_flushes", type: "number", label: "pipeline runs per step",
         help: "one plan: schedule runs per step (torchtitan / NeMo AutoModel: global batch / (local batch x dp)); each pays the bubble" },
+      { name: "memory_savings", type: "text", label: "memory savings",
+        help: "one plan: '+'-joined norm_recompute, up_projection_recompute, expert_activation_recompute, bf16_optimizer_states (DeepSeek-V3 report 3.2.3, 3.3.2)" },
       { name: "deterministic", type: "check", help: "Megatron-LM --deterministic-mode: collectives without NVLink SHARP, deterministic kernels (Megatron only)" },
       { name: "grad_accum_fusion", type: "check", def: true, help: "Megatron's gradient-accumulation fusion (off: --no-gradient-accumulation-fusion, a separate main_grad pass)" },
       { name: "cuda_graph_scope", type: "select", options: ["", "full_iteration", "attn,moe_router,moe_preprocess", "moe_router,moe_preprocess", "attn"],
@@ -219,7 +221,7 @@ export const TRAINING_PAGES = {
       ...FINETUNE_FIELDS,
     ],
     async run(v) {
-      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum", "pipeline_schedule", "pipeline_flushes", "cuda_graph_scope"];
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum", "pipeline_schedule", "pipeline_flushes", "memory_savings", "cuda_graph_scope"];
       v = withSequenceParallel(v);
       if (v.tp_comm_overlap) names.push("tp_comm_overlap");
       if (v.deterministic) names.push("deterministic");

@@ -100,6 +100,7 @@ from gpuplan.workloads.training.finetune_activations import fine_tuning_activati
 from gpuplan.workloads.training.finetune_memory import (
     FineTunePeak, fine_tuning_peak, fine_tuning_rules, rank_fine_tuning_states)
 from gpuplan.workloads.training.hf_memory import hf_activation_delta_per_token
+from gpuplan.workloads.training.memory_savings import memory_saving_delta_per_token, optimizer_bytes_per_param
 from gpuplan.workloads.memory_headroom import usable_memory_bytes
 from gpuplan.workloads.training import memory_terms as terms
 from gpuplan.workloads.training.memory_terms import activation_bytes
@@ -184,10 +185,10 @@ def state_bytes_per_param(plan: TrainPlan) -> tuple[float, float, float]:
     reduce_dtype=fp32)` casts it to bf16 only in the all-gather), fp32 gradients (the reduce dtype)
     and Adam m + v: 4 + 4 + 8 = 16 B per parameter (`TORCHTITAN_ADAM_BYTES`).
     """
-    if plan.framework is Framework.TORCHTITAN:
-        return 4.0, 4.0, float(TORCHTITAN_ADAM_BYTES)
+    if plan.framework is Framework.TORCHTITAN:  # memory_savings: BF16 moments (optimizer_bytes_per_param)
+        return 4.0, 4.0, optimizer_bytes_per_param(plan, TORCHTITAN_ADAM_BYTES)
     return (float(weight_bytes_per_param(plan.precision)), float(grad_bytes_per_param(plan)),
-            float(adam_bytes_per_param(plan.precision)))
+            optimizer_bytes_per_param(plan, adam_bytes_per_param(plan.precision)))
 
 
 def weight_bytes_per_param(precision: Precision) -> int:
@@ -362,7 +363,7 @@ def layer_activation_bytes_per_token(model: ModelSpec, plan: TrainPlan, layer: i
     # a frozen base with adapters keeps fewer projection inputs, eager modules more (finetune_activations,
     # hf_memory: transformers' eager norms and PEFT's fp32 adapters)
     return (_saved_activation_bytes(model, layer, saved) + fine_tuning_activation_delta_per_token(model, plan, layer, saved)
-            + hf_activation_delta_per_token(model, plan, layer, saved))
+            + hf_activation_delta_per_token(model, plan, layer, saved) + memory_saving_delta_per_token(model, plan, layer, saved))
 
 
 @lru_cache(maxsize=65536)
