@@ -381,3 +381,14 @@ def test_bad_compile_is_a_4xx_naming_the_field(client):
         assert 400 <= r.status_code < 500, r.text
         assert "--compile" in r.text and "compile" in json.dumps(r.json())
 
+
+
+def test_train_endpoint_takes_the_cuda_graph_scope(client):
+    body = {"model": "qwen3-30b-a3b", "system": "gb200-nvl72", "gpus": 8, "tp": 1, "pp": 1, "dp": 8, "ep": 8,
+            "micro_batch": 1, "seq_len": 4096, "global_batch": 64, "sharding": "zero1", "recompute": "none",
+            "precision": "mxfp8"}
+    r = client.post("/api/v1/train", json={**body, "cuda_graph_scope": "full_iteration"})
+    assert r.status_code == 200, r.text
+    assert r.json()["best_plan"]["cuda_graph_scope"] == ["full_iteration"]
+    bad = client.post("/api/v1/train", json={**body, "cuda_graph_scope": "moe_preprocess"})
+    assert 400 <= bad.status_code < 500 and "moe_preprocess needs moe_router" in bad.text

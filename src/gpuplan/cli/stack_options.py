@@ -1,6 +1,6 @@
 """CLI: the training-stack options shared by `gpuplan train`, `gpuplan plan` and `gpuplan fit ...`
 (`--framework`, `--compile`, `--deepspeed-release`, `--deterministic`, `--no-grad-accum-fusion`,
-`--pipeline-schedule`, `--pipeline-flushes`, `--checkpoint-early-stop`; parse only: gpuplan.api checks the values,
+`--pipeline-schedule`, `--pipeline-flushes`, `--checkpoint-early-stop`, `--cuda-graph-scope`; parse only: gpuplan.api checks the values,
 interfaces.api.framework_choice). One typer declaration of each, as cli/fine_tuning_options.py
 shares the fine-tuning options."""
 
@@ -42,6 +42,12 @@ NO_GRAD_ACCUM_FUSION = typer.Option(
     False, "--no-grad-accum-fusion",
     help="Megatron-LM --no-gradient-accumulation-fusion: each weight gradient is written and added to the fp32 "
          "main_grad in a separate pass. Megatron only.")
+#: `--cuda-graph-scope` of `train` (interfaces.api.megatron_modes.cuda_graph_fields; specs.execution.CudaGraphScope)
+CUDA_GRAPH_SCOPE = typer.Option(
+    None, "--cuda-graph-scope",
+    help="Megatron-LM training CUDA graphs: none (default) or comma-separated scopes attn, mlp, moe, moe_router, "
+         "moe_preprocess, mamba, or full_iteration (--cuda-graph-impl full_iteration). Only full_iteration removes a "
+         "MoE layer's fixed launch / sync time in the model (docs/training.md). Megatron only.")
 #: `--memory-savings` of `train` and `fit` (interfaces.api.memory_saving_options; TrainPlan.memory_savings)
 MEMORY_SAVINGS = typer.Option(
     None, "--memory-savings",

@@ -22,7 +22,8 @@ from gpuplan.cli.fine_tuning_options import (
 )
 from gpuplan.cli.render import console, fmt, print_json, table
 from gpuplan.cli.stack_options import (
-    CHECKPOINT_EARLY_STOP, COMPILE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, MEMORY_SAVINGS, NO_GRAD_ACCUM_FUSION,
+    CHECKPOINT_EARLY_STOP, COMPILE, CUDA_GRAPH_SCOPE, DEEPSPEED_RELEASE, DETERMINISTIC, FRAMEWORK, MEMORY_SAVINGS,
+    NO_GRAD_ACCUM_FUSION,
     PIPELINE_FLUSHES, PIPELINE_SCHEDULE,
 )
 from gpuplan.specs.choices import BaseDtype, FineTuneMethod, MasterWeights, Offload, Optimizer, OptimizerImpl
@@ -35,6 +36,7 @@ def _plan_label(plan) -> str:
     extra += f" vpp{plan.vpp}" if plan.vpp > 1 else ""
     extra += f" {plan.pipeline_schedule.value}" if plan.pipeline_schedule.value != "1f1b" else ""
     extra += f" x{plan.pipeline_flushes} runs" if plan.pipeline_flushes > 1 else ""
+    extra += f" graphs[{','.join(sorted(s.value for s in plan.cuda_graph_scope))}]" if plan.cuda_graph_scope else ""
     ft = "" if plan.fine_tuning.ordinary else f" [{plan.fine_tuning.label()}]"
     return (f"tp{plan.tp} pp{plan.pp} dp{plan.dp}{extra} mb{plan.micro_batch} "
             f"{plan.recompute.value}{' +sp' if plan.sequence_parallel else ''}{' +tpo' if plan.tp_comm_overlap else ''} "
@@ -146,6 +148,7 @@ def register(app: typer.Typer) -> None:
                 compile=compile, deterministic=deterministic, grad_accum_fusion=not no_grad_accum_fusion,
                 pipeline_schedule=pipeline_schedule, pipeline_flushes=pipeline_flushes, memory_savings=memory_savings,
                 checkpoint_early_stop=checkpoint_early_stop,
+                cuda_graph_scope=cuda_graph_scope,
             )
         if emit:  # only the config on stdout, so it can be redirected to a file
             emit_text(api.emit_train(result, emit, system), emit)

@@ -19,6 +19,9 @@ different things in two modules):
   Only ZeRO-3's communication differs (`workloads.training.step.deepspeed_zero3`).
 - `PipelineSchedule`: the pipeline schedule a pp > 1 plan runs: Megatron-style 1F1B (interleaved
   when vpp > 1) or DeepSeek's DualPipe (bidirectional; `workloads.training.step.pipeline`).
+- `CudaGraphScope`: which parts of a Megatron training step run as replayed CUDA graphs
+  (`--cuda-graph-impl` / `--cuda-graph-scope`); what each removes is in
+  `workloads.training.step.cuda_graphs`.
 - `Execution`: the bundle a plan carries (framework, attention kernel, TP-communication overlap,
   matmul precision, gradient dtype, compiled loss and blocks), built by `TrainPlan.execution`.
 """
@@ -143,6 +146,42 @@ class Framework(str, Enum):
         own default at the releases the public rows ran; the module that models it cites the source.
         A `deepspeed` plan's lines depend on its release: `assumed_defaults_of`."""
         return _ASSUMED_DEFAULTS[Framework.MEGATRON if self is Framework.OTHER else self]
+
+
+class CudaGraphScope(str, Enum):
+    """A capture region of Megatron-core's training CUDA graphs (megatron/core/transformer/enums.py
+    `CudaGraphModule`, NVIDIA/Megatron-LM@d98e8a6; `--cuda-graph-scope` / Megatron-Bridge
+    `cfg.model.cuda_graph_scope`). `full_iteration` is Megatron's `cuda_graph_impl="full_iteration"`:
+    one graph for the whole forward-backward path, optimizer step excluded (transformer_config.py
+    `cuda_graph_impl` docstring); it excludes the per-layer scopes (`cuda_graph_modules must be
+    empty when cuda_graph_impl="full_iteration"`)."""
+
+    ATTN = "attn"
+    MLP = "mlp"
+    MOE = "moe"
+    MOE_ROUTER = "moe_router"
+    MOE_PREPROCESS = "moe_preprocess"
+    MAMBA = "mamba"
+    FULL_ITERATION = "full_iteration"
+
+
+def cuda_graph_scope_of(value) -> frozenset:
+    """A set of `CudaGraphScope` from a comma-separated string, an iterable of names / members, or
+    None / "" / "none" (no graphs). Raises ValueError naming the allowed values."""
+    if value is None:
+        return frozenset()
+    items = [v for v in re.split(r"[,\s]+", value.strip())] if isinstance(value, str) else list(value)
+    out = set()
+    for item in items:
+        name = item.value if isinstance(item, CudaGraphScope) else str(item).strip().lower()
+        if name in ("", "none"):
+            continue
+        try:
+            out.add(CudaGraphScope(name))
+        except ValueError:
+            allowed = ", ".join(m.value for m in CudaGraphScope)
+            raise ValueError(f"cuda_graph_scope: unknown scope {name!r}; allowed: none, {allowed}") from None
+    return frozenset(out)
 
 
 class DeepSpeedRelease(str, Enum):
@@ -332,5 +371,5 @@ class Execution(Spec):
     checkpoint_early_stop: bool = False
 
 
-__all__ = ["AttentionKernel", "ContextParallelMethod", "DEEPSPEED_CURRENT_ENGINE_DATE", "DEEPSPEED_CURRENT_ENGINE_FROM",
+__all__ = ["AttentionKernel", "ContextParallelMethod", "CudaGraphScope", "cuda_graph_scope_of", "DEEPSPEED_CURRENT_ENGINE_DATE", "DEEPSPEED_CURRENT_ENGINE_FROM",
            "DeepSpeedRelease", "Execution", "Framework", "PipelineSchedule", "assumed_defaults_of", "deepspeed_release_of"]

@@ -9,8 +9,8 @@ from gpuplan.validation_rules import MAX_GPUS, MAX_WIDTH
 
 from gpuplan.specs._base import Spec
 from gpuplan.specs.choices import Precision, Recompute, Sharding  # noqa: F401
-from gpuplan.specs.execution import (AttentionKernel, DeepSpeedRelease, Execution, Framework, PipelineSchedule,
-                                     deepspeed_release_of)
+from gpuplan.specs.execution import (AttentionKernel, CudaGraphScope, DeepSpeedRelease, Execution, Framework,
+                                     PipelineSchedule, cuda_graph_scope_of, deepspeed_release_of)
 from gpuplan.specs.finetune import FineTuning, MasterWeights
 from gpuplan.specs.memory_savings import MemorySaving, memory_savings_of
 
@@ -127,6 +127,30 @@ class TrainPlan(Spec):
     def _savings_in_order(cls, value):
         return memory_savings_of(value)
 
+    #: Megatron training CUDA graphs (specs.execution.CudaGraphScope; `--cuda-graph-scope`): empty = none,
+    #: Megatron's default (`cuda_graph_impl="none"`). Step time reads it (`workloads.training.step.cuda_graphs`).
+    cuda_graph_scope: frozenset[CudaGraphScope] = frozenset()
+
+    @field_validator("cuda_graph_scope", mode="before")
+    @classmethod
+    def _scope_from_names(cls, value):
+        return cuda_graph_scope_of(value)
+
+    @model_validator(mode="after")
+    def _cuda_graph_scope_fits(self):
+        """Megatron-core's own checks (transformer_config.py `__post_init__`, NVIDIA/Megatron-LM@d98e8a6):
+        full_iteration excludes the per-layer scopes; moe_preprocess needs moe_router; moe and moe_router
+        exclude each other."""
+        s = self.cuda_graph_scope
+        if CudaGraphScope.FULL_ITERATION in s and len(s) > 1:
+            raise ValueError("cuda_graph_scope: full_iteration captures the whole step; it cannot be combined with "
+                             "per-layer scopes")
+        if CudaGraphScope.MOE_PREPROCESS in s and CudaGraphScope.MOE_ROUTER not in s:
+            raise ValueError("cuda_graph_scope: moe_preprocess needs moe_router")
+        if CudaGraphScope.MOE in s and CudaGraphScope.MOE_ROUTER in s:
+            raise ValueError("cuda_graph_scope: moe and moe_router exclude each other")
+        return self
+
     @field_validator("deepspeed_release", mode="before")
     @classmethod
     def _release_from_version(cls, value):
@@ -135,7 +159,7 @@ class TrainPlan(Spec):
     @model_serializer(mode="wrap")
     def _omit_default_release(self, handler):
         """A plan dump leaves out `deepspeed_release`, `deterministic`, `grad_accum_fusion`, `cuda_lazy_loading`,
-        `memory_savings`, `pipeline_schedule`, `pipeline_flushes` and `checkpoint_early_stop` where they are the
+        `memory_savings`, `cuda_graph_scope`, `pipeline_schedule`, `pipeline_flushes` and `checkpoint_early_stop` where they are the
         defaults, so the dumps (and hashes) of every plan written before the fields existed are unchanged; loading
         restores them."""
         data = handler(self)
@@ -156,6 +180,10 @@ class TrainPlan(Spec):
                 data.pop("memory_savings", None)
             if self.checkpoint_early_stop is None:
                 data.pop("checkpoint_early_stop", None)
+            if not self.cuda_graph_scope:
+                data.pop("cuda_graph_scope", None)
+            else:
+                data["cuda_graph_scope"] = sorted(v.value for v in self.cuda_graph_scope)
         return data
 
     @model_validator(mode="before")

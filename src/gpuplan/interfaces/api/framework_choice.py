@@ -23,16 +23,25 @@ from gpuplan.specs.execution import DeepSpeedRelease, Framework
 
 
 def framework_defaults_assumed(framework: Framework, deepspeed_release: DeepSpeedRelease, compile_given: bool,
-                               optimizer_impl: OptimizerImpl | None, optimizer: Optimizer = Optimizer.ADAMW) -> list[str]:
+                               optimizer_impl: OptimizerImpl | None, optimizer: Optimizer = Optimizer.ADAMW,
+                               cuda_graph_scope=frozenset()) -> list[str]:
     """The `framework_defaults_assumed` lines of a prediction (`train --json`, `plan --json`): the
     framework's documented defaults with its DeepSpeed release first (specs.execution.assumed_defaults_of),
     torchtitan's compile default where `--compile` was not given (compile_option), then the optimizer
-    step assumed (workloads.training.step.optimizer_impl.assumed_line)."""
+    step assumed (workloads.training.step.optimizer_impl.assumed_line), last; for Megatron without
+    `--cuda-graph-scope` the no-graphs default (`MEGATRON_NO_GRAPHS`) just before it."""
     from gpuplan.specs.execution import assumed_defaults_of
     from gpuplan.workloads.training.step.optimizer_impl import assumed_line
 
+    graphs = [MEGATRON_NO_GRAPHS] if framework in (Framework.MEGATRON, Framework.OTHER) and not cuda_graph_scope else []
     return [*assumed_defaults_of(framework, deepspeed_release), *compile_defaults_assumed(framework, compile_given),
-            assumed_line(optimizer_impl, optimizer)]
+            *graphs, assumed_line(optimizer_impl, optimizer)]
+
+
+#: the `framework_defaults_assumed` line of a Megatron prediction without `--cuda-graph-scope`
+MEGATRON_NO_GRAPHS = ("CUDA graphs: none (Megatron-core's default cuda_graph_impl none); the Megatron-Bridge "
+                      "performance recipes set them per model and GPU (e.g. full_iteration for Qwen3 MXFP8 on GB200, "
+                      "26.08): --cuda-graph-scope")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ and its inverse questions). Defaults that used to live in the CLI live here:
 from __future__ import annotations
 
 import dataclasses
-
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -39,8 +38,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.interfaces.api.deepspeed_release import framework_json, with_deepspeed_release
 from gpuplan.interfaces.api.memory_saving_options import memory_saving_options
 from gpuplan.interfaces.api.pipeline_options import pipeline_options
-from gpuplan.interfaces.api.megatron_modes import megatron_mode_fields, megatron_modes_json
-from gpuplan.interfaces.api.checkpoint_early_stop_option import checkpoint_early_stop_fields
+from gpuplan.interfaces.api.megatron_modes import megatron_modes_json, stack_mode_fields
 
 GIB = 2**30
 from gpuplan.interfaces.api.defaults import DEFAULT_GPUS, DEFAULT_TOKENS  # noqa: E402,F401
@@ -77,6 +75,7 @@ def plan_dict(plan: TrainPlan) -> dict:
         "memory_savings": [m.value for m in plan.memory_savings],
         **megatron_modes_json(plan.deterministic, plan.grad_accum_fusion),  # --deterministic, --no-grad-accum-fusion
         "checkpoint_early_stop": plan.checkpoint_stops_early,  # --checkpoint-early-stop (api.checkpoint_early_stop_option)
+        "cuda_graph_scope": sorted(s.value for s in plan.cuda_graph_scope),  # --cuda-graph-scope; [] = no graphs
     }
 
 
@@ -112,7 +111,7 @@ class TrainResult(Result):
 
         plan = self.estimate.plan
         return framework_defaults_assumed(self.estimate.step.framework, plan.deepspeed_release, self.compile_given,
-                                          plan.fine_tuning.optimizer_impl, plan.fine_tuning.optimizer)
+                                          plan.fine_tuning.optimizer_impl, plan.fine_tuning.optimizer, plan.cuda_graph_scope)
 
     def json_data(self) -> dict:
         from gpuplan.facilities.run_cost import run_cost_dict
@@ -277,7 +276,7 @@ def train(
     compile: str | None = None,
     deterministic: bool = False, grad_accum_fusion: bool = True,
     pipeline_schedule: str | None = None, pipeline_flushes: int | None = None, memory_savings: str | None = None,
-    checkpoint_early_stop: bool | None = None,
+    checkpoint_early_stop: bool | None = None, cuda_graph_scope: str | None = None,
 ) -> TrainResult:
     """Train `model` on `gpus` GPUs of `system` for `tokens` (default 300B) or a `flops` budget:
     the best parallel plan (searched, or `plan` / the given degrees evaluated), step time, MFU,
@@ -297,7 +296,8 @@ def train(
     those fields of an evaluated plan (`pipeline_options`); the search runs 1F1B once per step. `memory_savings`
     ('+'-joined or a list): TrainPlan.memory_savings of an evaluated plan (`memory_saving_options`).
     `checkpoint_early_stop`: full AC stops its recompute early (None: the framework's default;
-    api.checkpoint_early_stop_option)."""
+    api.checkpoint_early_stop_option). `cuda_graph_scope`: Megatron CUDA graphs, comma-separated scopes or
+    none (api.megatron_modes.cuda_graph_fields; what they remove: workloads.training.step.cuda_graphs)."""
     from gpuplan.facilities.assumptions import assumptions_from_options, memory_scope, merge_alias
     from gpuplan.facilities.run_cost import training_run_cost
     from gpuplan.workloads.training.framework_defaults import default_framework
@@ -363,7 +363,7 @@ def train(
     if search_limits:
         space = _limited_space(space, search_limits)
     space, plan = with_deepspeed_release(space, plan, deepspeed_release, fw)
-    modes = megatron_mode_fields(deterministic, grad_accum_fusion, fw) | checkpoint_early_stop_fields(checkpoint_early_stop, fw)
+    modes = stack_mode_fields(deterministic, grad_accum_fusion, cuda_graph_scope, checkpoint_early_stop, fw)
     if modes:
         space = dataclasses.replace(space, **modes)
         plan = plan.model_copy(update=modes) if plan is not None else None

@@ -123,6 +123,9 @@ Defaults for empty cells (documented, the same for every row):
   norm_recompute / up_projection_recompute (`stated_memory_savings`); memory reads them, step time not.
 - fine-tuning columns (finetune, lora_rank, lora_targets, base_dtype, optimizer, offload,
   master_weights): `fine_tuning_row.fine_tuning_from_row`.
+- CUDA graphs: a row citing a Megatron-Bridge performance-summary table of a NeMo container release
+  runs the graph scope that release's recipe set (`megatron_bridge_row`; table and sources in
+  `workloads.training.megatron_bridge_graphs`).
 - the Hugging Face stack: a row whose framework cell is other, fsdp or empty and whose notes name
   the HF Trainer, a transformers model class, PEFT, TRL, Axolotl or Answer.AI's fsdp_qlora runs
   `Framework.TRANSFORMERS`, for time and memory (`hf_stack_row`, which gives the sources).
@@ -139,6 +142,7 @@ from gpuplan.interfaces.validation.cuda_loading_row import lazy_loading_from_row
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
 from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
+from gpuplan.interfaces.validation.megatron_bridge_row import graph_scope_from_row
 from gpuplan.interfaces.validation.source_dates import source_name_month
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework, PipelineSchedule
@@ -273,6 +277,10 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
     if _cell(row, "moe_experts") and tp > 1:
         plan = plan.model_copy(update={"etp": 1})
         notes.append("etp=1 (published Megatron MoE recipes)")
+    scope, scope_note = graph_scope_from_row(row)
+    if scope:
+        plan = plan.model_copy(update={"cuda_graph_scope": scope})
+        notes.append(scope_note)
     schedule, flushes = stated_pipeline_schedule(row, pp), stated_pipeline_flushes(row, pp, dp, gb)
     if schedule is not PipelineSchedule.ONE_F_ONE_B or flushes != 1:
         try:

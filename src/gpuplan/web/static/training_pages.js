@@ -217,11 +217,13 @@ export const TRAINING_PAGES = {
       { name: "grad_accum_fusion", type: "check", def: true, help: "Megatron's gradient-accumulation fusion (off: --no-gradient-accumulation-fusion, a separate main_grad pass)" },
       { name: "checkpoint_early_stop", type: "select", options: ["", "on", "off"], def: "",
         help: "full AC recompute stops before the MLP down projection (PyTorch non-reentrant early stop; on: torchtitan before 2025-08-29); (auto): the framework's" },
+      { name: "cuda_graph_scope", type: "select", options: ["", "full_iteration", "attn,moe_router,moe_preprocess", "moe_router,moe_preprocess", "attn"],
+        def: "", label: "CUDA graphs", help: "Megatron --cuda-graph-scope (default none); only full_iteration removes a MoE layer's fixed launch / sync time (Megatron only)" },
       { name: "top", type: "number", def: "5", help: "plans to list" },
       ...FINETUNE_FIELDS,
     ],
     async run(v) {
-      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum", "pipeline_schedule", "pipeline_flushes", "memory_savings"];
+      const names = ["model", "system", "gpus", "tokens", "precision", "framework", "deepspeed_release", "compile", "tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len", "recompute", "sharding", "sequence_parallel", "top", "grad_accum", "pipeline_schedule", "pipeline_flushes", "memory_savings", "cuda_graph_scope"];
       v = withSequenceParallel(v);
       if (v.tp_comm_overlap) names.push("tp_comm_overlap");
       if (v.deterministic) names.push("deterministic");

@@ -123,6 +123,8 @@ class SearchSpace:
     #: TrainPlan.grad_accum_fusion)
     deterministic: bool = False
     grad_accum_fusion: bool = True
+    #: Megatron training CUDA graphs on every plan (TrainPlan.cuda_graph_scope; step.cuda_graphs)
+    cuda_graph_scope: frozenset = frozenset()
     #: torch.compile'd blocks / loss on every plan (TrainPlan.compiled_model / compiled_loss)
     compiled_model: bool = False
     compiled_loss: bool = False
@@ -218,6 +220,7 @@ def plan_at(model: ModelSpec, space: SearchSpace, ctx: StepContext, point) -> Tr
         fine_tuning=space.fine_tuning or FineTuning(optimizer_impl=space.optimizer_impl),
         deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
         checkpoint_early_stop=space.checkpoint_early_stop,
+        cuda_graph_scope=space.cuda_graph_scope,
     )
 
 
@@ -260,6 +263,7 @@ def search_plans(
         fine_tuning=FineTuning(optimizer_impl=space.optimizer_impl),
         deterministic=space.deterministic, grad_accum_fusion=space.grad_accum_fusion,
         checkpoint_early_stop=space.checkpoint_early_stop,
+        cuda_graph_scope=space.cuda_graph_scope,
     )
     # what every plan of the grid shares: the memory screen reads its precision and execution choices
     proto = fine_tuning_proto(TrainPlan(seq_len=space.seq_len, precision=space.precision, framework=ctx.framework,

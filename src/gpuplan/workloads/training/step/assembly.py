@@ -181,6 +181,7 @@ def estimate_step_time(
         compiled_model=plan.compiled_model, deepspeed_release=plan.deepspeed_release,
         deterministic=plan.deterministic, grad_accum_fusion=plan.grad_accum_fusion,
         checkpoint_early_stop=plan.checkpoint_early_stop,
+        cuda_graph_scope=plan.cuda_graph_scope,
     )
     arrays = step_time_arrays(
         ctx, plan.tp, plan.pp, plan.dp, plan.cp, plan.ep, plan.vpp, plan.micro_batch, plan.grad_accum_steps,

@@ -53,11 +53,13 @@ or the shared experts'):
 a = `training.moe_a2a_overlap` (the share of the window the framework uses; fitted: recipes turn the
 overlap on or off, the rows do not say which), s = EP_COMM_SMS / SMs (the communication kernels hold
 those SMs while the compute they hide behind runs: DeepSeek-V3 report sec. 3.2.2, 20 of 132 SMs),
-o = `fixed_seconds_per_layer`: the latency-bound part of a MoE layer that no size term covers and
+o = `fixed_seconds_per_layer` (removed by a full-iteration CUDA graph only: `step.cuda_graphs`): the
+latency-bound part of a MoE layer that no size term covers and
 nothing hides: a fixed o per layer (router softmax / top-k, token counting, and the dispatcher's
 device-to-host copy of the per-expert token counts, after which the host must launch the grouped
-GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the recipes' CUDA-graph scopes "moe_router"
-/ "moe_preprocess" exist to cut it) plus o_e per local expert where the framework issues the expert
+GEMM: `MoEAlltoAllTokenDispatcher` `tokens_per_expert`; the CUDA-graph scopes "moe_router" /
+"moe_preprocess" capture the router launches but not that sync, a full-iteration graph removes it all:
+`step.cuda_graphs`) plus o_e per local expert where the framework issues the expert
 GEMMs one by one (`per_expert_launches`: TransformerEngine's GroupedLinear runs one GEMM, and in
 FP8 one quantize, per local expert in BF16 / FP8 per-tensor recipes; its block-scaled MXFP8 / NVFP4
 recipes run one grouped quantize and one grouped GEMM for all local experts, TE v2.13 #2586 and
@@ -83,6 +85,7 @@ from gpuplan.primitives.collectives import Collective
 from gpuplan.primitives.parallel_groups import collective_seconds_array, group_per_node
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import Precision
+from gpuplan.workloads.training.step.cuda_graphs import moe_fixed_time_captured
 from gpuplan.workloads.training.step.expert_routing import distinct_domains_hit, reachable_domains
 
 #: Frameworks with batch-level EP overlap (another micro-batch's compute hides the all-to-all):
@@ -123,7 +126,9 @@ MOE_A2A_OVERLAP = knobs.register(
 MOE_LAYER_OVERHEAD_S = knobs.register(
     "training.moe_layer_overhead_s", unit="s", default=0.0015, low=0.0, high=0.01,
     source="fitted: fixed time per MoE layer and micro-batch (forward + backward): router / top-k / token-count "
-           "kernels and the token dispatcher's device-to-host copy of tokens_per_expert before the grouped GEMM",
+           "kernels and the token dispatcher's device-to-host copy of tokens_per_expert before the grouped GEMM; "
+           "0 under a full-iteration CUDA graph (step.cuda_graphs), which the fit sees on the Megatron-Bridge rows "
+           "whose recipe ran one",
     scales="exposed fixed time per MoE layer and micro-batch",
     fitted_on=("mbr-moe", "dsv3", "mbridge", "megpr6429", "megft"))
 MOE_EXPERT_LAUNCH_S = knobs.register(
@@ -233,23 +238,26 @@ def per_expert_launches(framework: Framework, precision: Precision, low_precisio
     return not (framework is Framework.MEGATRON and low_precision and precision in GROUPED_KERNEL_PRECISIONS)
 
 
-def fixed_seconds_per_layer(local_experts):
+def fixed_seconds_per_layer(local_experts, captured: bool = False):
     """Fixed (size-independent) time of one MoE layer per micro-batch, forward + backward: o + o_e x
     E / ep (`training.moe_layer_overhead_s`: router, top-k, token counting, the dispatcher's
-    device-to-host sync; `training.moe_expert_launch_s`: the per-expert GEMM and quantize kernels)."""
+    device-to-host sync; `training.moe_expert_launch_s`: the per-expert GEMM and quantize kernels);
+    0 where a CUDA graph captures them all (`captured`: `step.cuda_graphs.moe_fixed_time_captured`)."""
+    if captured:
+        return np.zeros_like(np.asarray(local_experts, dtype=np.float64))
     return (knobs.value("training.moe_layer_overhead_s")
             + knobs.value("training.moe_expert_launch_s") * np.asarray(local_experts, dtype=np.float64))
 
 
-def exposed_ep_seconds(comm, window, sms: float, has_other_microbatch, local_experts=0.0):
+def exposed_ep_seconds(comm, window, sms: float, has_other_microbatch, local_experts=0.0, captured: bool = False):
     """Exposed time one MoE layer adds per micro-batch beyond its compute `window` (forward +
     backward): the EP communication `comm` not hidden, max(0, c - a w) + s min(c, a w) (w = 0 where
     no other micro-batch is in flight), plus the layer's fixed per-launch time
-    (`fixed_seconds_per_layer`), which no other work hides."""
+    (`fixed_seconds_per_layer`; 0 where a CUDA graph `captured` it), which no other work hides."""
     hide = knobs.value("training.moe_a2a_overlap") * np.where(has_other_microbatch, window, 0.0)
     contention = min(1.0, EP_COMM_SMS / float(sms))
     comm_exposed = np.maximum(0.0, comm - hide) + contention * np.minimum(comm, hide)
-    return comm_exposed + fixed_seconds_per_layer(local_experts)
+    return comm_exposed + fixed_seconds_per_layer(local_experts, captured)
 
 
 def ep_regime(ep: int, etp: int, domain_gpus: int) -> str:
@@ -321,7 +329,8 @@ def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds, full_recompute=False):
                                                     + np.where(g.sp & (g.etp > 1), etp_gather, 0.0))
     window, other = overlap_window(ctx, g, lc, gemm_seconds)
     local_experts = ctx.model.moe.num_experts / g.ep if per_expert_launches(ctx.framework, ctx.precision, ctx.low_precision) else 0.0
-    exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count_or_default, other, local_experts)
+    exposed = exposed_ep_seconds(comm, window, ctx.gpu.sm_count_or_default, other, local_experts,
+                                 moe_fixed_time_captured(ctx.cuda_graph_scope))
     return sc.layers_per_stage * lc.moe_frac * exposed
 
 

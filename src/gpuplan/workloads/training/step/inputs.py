@@ -88,6 +88,8 @@ class StepContext:
     #: full activation checkpointing stops its recompute early (plan.checkpoint_stops_early):
     #: `step.checkpoint_early_stop`
     checkpoint_early_stop: bool = False
+    #: Megatron training CUDA graphs (plan.cuda_graph_scope): `step.cuda_graphs`
+    cuda_graph_scope: frozenset = frozenset()
 
     def layer_mix(self) -> list[tuple[int, float]]:
         """(inventory layer index, weight) of the dense and MoE layers: the layer mean of a per-layer
@@ -118,6 +120,7 @@ class StepContext:
         deterministic: bool = False,
         grad_accum_fusion: bool = True,
         checkpoint_early_stop: bool | None = None,
+        cuda_graph_scope=frozenset(),
     ) -> "StepContext":
         refuse_hybrid(model, "training step time")  # the terms below model attention + FFN layers only
         system = collective_system(system, bool(deterministic))
@@ -165,6 +168,7 @@ class StepContext:
             deterministic=bool(deterministic), grad_accum_fusion=bool(grad_accum_fusion),
             checkpoint_early_stop=(Framework(framework).checkpoint_stops_early if checkpoint_early_stop is None
                                    else bool(checkpoint_early_stop)),
+            cuda_graph_scope=frozenset(cuda_graph_scope or ()),
         )
 
 
