@@ -91,6 +91,7 @@ def register(app: typer.Typer) -> None:
         deterministic: bool = DETERMINISTIC,
         no_grad_accum_fusion: bool = NO_GRAD_ACCUM_FUSION,
         checkpoint_early_stop: Optional[bool] = CHECKPOINT_EARLY_STOP,
+        cuda_graph_scope: Optional[str] = CUDA_GRAPH_SCOPE,
         usd_per_gpu_hour: Optional[float] = typer.Option(None, "--usd-per-gpu-hour", help="Price (default: cheapest catalog cloud price)."),
         pue: Optional[float] = typer.Option(None, "--pue", help="Data-centre PUE, >= 1 (default 1.3; same as --set pue=)."),
         grid_kg_co2_per_kwh: Optional[float] = typer.Option(
