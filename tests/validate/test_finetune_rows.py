@@ -111,7 +111,9 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
     parameter where Megatron's accounting held 2 + 4 + 12, and the fp16 weight casts; hf1gpu-1 holds its
     gradients through the forward (PyTorch 1.x `zero_grad()` zeroes in place). The gap left is the CUDA
     context the NVML figures include: the page measures 1,343 MiB, `training.memory.cuda_context_bytes` is
-    512 MiB (lazy module loading, PyTorch 1.13 on; the 2022 run loaded every kernel). Gates x 1.1."""
+    512 MiB (lazy module loading, PyTorch 1.13 on; the 2022 run loaded every kernel). Then (h-hostfloor)
+    hf1gpu 10.7 -> 4.6: the CUDA context by module loading (`cuda_loading_row`: 1,343 MiB eager before
+    CUDA 11.7 / torch 1.13, the page's own measurement), aai3090 9.5 -> 9.4. Gates x 1.1."""
     errors: dict[str, list[float]] = {}
     for row in _rows(shared_dir):
         if row["confidence"] == "low" or "mem" not in row["metric"]:
@@ -120,7 +122,7 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
         errors.setdefault(row["id"].rsplit("-", 1)[0], []).append(abs(pred / float(row["value"]) - 1) * 100)
     mape = {f: sum(v) / len(v) for f, v in errors.items()}
     assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 10.6
-    assert mape["aai3090"] <= 10.4 and mape["hf1gpu"] <= 11.8
+    assert mape["aai3090"] <= 10.4 and mape["hf1gpu"] <= 5.1
 
 
 def test_torchtune_rows_train_without_mixed_precision_and_step_in_backward():
