@@ -19,12 +19,8 @@ its `notes` and `source` cells, the same rule for every torchtitan row:
 
 from __future__ import annotations
 
-import re
-
-from gpuplan.interfaces.validation.source_dates import source_name_month
+from gpuplan.interfaces.validation.source_dates import source_name_month, stated_torch_version
 from gpuplan.specs.execution import Framework
-
-_STATED_TORCH = re.compile(r"\b(?:torch|pytorch)(?: version)?[ :=]+`?(\d+)\.(\d+)", re.IGNORECASE)
 
 #: torchtitan PR #1580 (commit 25413d2, 2025-08-29) passes `early_stop=False` to its AC wrappers; a run
 #: whose document is dated before this month ran the earlier AC, whose recompute stops early (an August
@@ -42,9 +38,9 @@ def checkpoint_early_stop_from_row(row: dict[str, str], framework: Framework) ->
     default (`Framework.checkpoint_stops_early`)."""
     if framework is not Framework.TORCHTITAN:
         return False
-    torch = _STATED_TORCH.search(row.get("notes") or "")
+    torch = stated_torch_version(row.get("notes") or "")
     if torch:
-        return (int(torch.group(1)), int(torch.group(2))) < TORCH_CHECKPOINT_EARLY_STOP_ARG
+        return torch < TORCH_CHECKPOINT_EARLY_STOP_ARG
     month = source_name_month(row.get("source") or "")
     return month is not None and month < TORCHTITAN_EARLY_STOP_OFF_SINCE
 

@@ -117,23 +117,10 @@ _COMPILED = re.compile(r"\btorch\.compile on\b", re.IGNORECASE)
 _BITSANDBYTES = re.compile(r"\b(bitsandbytes|bnb)\b", re.IGNORECASE)
 _TORCHAO = re.compile(r"\btorchao\b", re.IGNORECASE)
 _BNB_VERSION = re.compile(r"\bbitsandbytes\s+v?(\d+)\.(\d+)(?:\.(\d+))?", re.IGNORECASE)
-_ISO_DATE = re.compile(r"\b(20\d\d)-(\d\d)-(\d\d)\b")
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")[a-z]*\.?\s+(20\d\d)\b", re.IGNORECASE)
 #: bitsandbytes 0.43.2, the first release whose MatMul4Bit keeps only the packed weight (PR #1270,
 #: commit 9e753741 of 2024-07-16): version and date
 BNB_INPUT_FIX_VERSION = (0, 43, 2)
 BNB_INPUT_FIX_DATE = (2024, 7, 16)
-
-
-def _source_date(source: str) -> tuple[int, int, int] | None:
-    """The latest date `source` states (module docstring), a month and year read as that month's
-    last day (`Feb-Mar 2024` -> the year follows the last month named)."""
-    dates = [(int(y), int(m), int(d)) for y, m, d in _ISO_DATE.findall(source)]
-    text = re.sub(r"(" + "|".join(_MONTHS) + r")[a-z]*\s*-\s*(?=(" + "|".join(_MONTHS) + r"))", "", source,
-                  flags=re.IGNORECASE)  # 'Feb-Mar 2024' -> 'Mar 2024'
-    dates += [(int(y), _MONTHS.index(m[:3].lower()) + 1, 31) for m, y in _MONTH_YEAR.findall(text)]
-    return max(dates) if dates else None
 
 
 def bitsandbytes_keeps_matmul_input(row: dict[str, str]) -> bool:
@@ -144,13 +131,12 @@ def bitsandbytes_keeps_matmul_input(row: dict[str, str]) -> bool:
     version = _BNB_VERSION.search(text)
     if version:
         return tuple(int(v or 0) for v in version.groups()) < BNB_INPUT_FIX_VERSION
-    date = _source_date(row.get("source") or "")
+    date = source_dates.source_day(row.get("source") or "")
     return date is not None and date < BNB_INPUT_FIX_DATE
 
 
 #: the first month whose HF Trainer runs free their gradients in zero_grad (module docstring)
 TRAINER_SET_TO_NONE_SINCE = (2023, 3)
-_STATED_TORCH = re.compile(r"\b(?:torch|pytorch)(?: version)?[ :=]+v?(\d+)\.(\d+)", re.IGNORECASE)
 
 
 def trainer_zero_grad_keeps_buffers(row: dict[str, str]) -> bool:
@@ -158,12 +144,10 @@ def trainer_zero_grad_keeps_buffers(row: dict[str, str]) -> bool:
     notes = row.get("notes") or ""
     if not _HF_TRAINER.search(notes):
         return False
-    torch = _STATED_TORCH.search(notes)
+    torch = source_dates.stated_torch_version(notes)
     if torch:
-        return int(torch.group(1)) < 2
-    source = row.get("source") or ""
-    full = _source_date(source)  # ISO dates, month and year
-    date = full[:2] if full else source_dates.source_date(source)  # else an arXiv id, a year
+        return torch[0] < 2
+    date = source_dates.latest_source_month(row.get("source") or "")
     if date is None:
         return False
     year, month = date

@@ -143,7 +143,7 @@ from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_r
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
 from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
 from gpuplan.interfaces.validation.megatron_bridge_row import graph_scope_from_row
-from gpuplan.interfaces.validation.source_dates import source_name_month
+from gpuplan.interfaces.validation.source_dates import source_name_month, stated_torch_version
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework, PipelineSchedule
 from gpuplan.specs.gpu import architecture_family
@@ -357,7 +357,6 @@ def torchtitan_pipeline_micro_batch(row: dict[str, str], dp: int, pp: int, globa
 TORCHTITAN_COMPILED_LOSS_SINCE = (2025, 4)
 #: PyTorch release whose first builds postdate that change (2.7.0 released 2025-04-23, branch cut before).
 TORCH_COMPILED_LOSS_ERA = (2, 8)
-_STATED_TORCH = re.compile(r"\b(?:torch|pytorch)(?: version)?[ :=]+`?(\d+)\.(\d+)", re.IGNORECASE)
 _STATED_COMPILE = re.compile(r"\b(?:torch\.)?compile\b", re.IGNORECASE)
 
 
@@ -366,9 +365,8 @@ def torchtitan_run_month(row: dict[str, str]) -> tuple[int, int] | None:
     states no date: TORCHTITAN_COMPILED_LOSS_SINCE where its notes state PyTorch TORCH_COMPILED_LOSS_ERA
     or later, (2025, 3) where they state an earlier PyTorch, else the year-month in its source's
     document name (module docstring)."""
-    torch = _STATED_TORCH.search(_cell(row, "notes"))
-    if torch:
-        version = (int(torch.group(1)), int(torch.group(2)))
+    version = stated_torch_version(_cell(row, "notes"))
+    if version:
         return TORCHTITAN_COMPILED_LOSS_SINCE if version >= TORCH_COMPILED_LOSS_ERA else (2025, 3)
     return source_name_month(_cell(row, "source"))
 
