@@ -17,7 +17,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.finetune import FineTuneMethod, FineTuning
 from gpuplan.workloads.training.plan_codes import RecomputeCode, ShardingCode
 from gpuplan.workloads.training.step import native_amp
-from gpuplan.workloads.training.step.compute import UNFUSED_SCORE_BYTES_BWD, UNFUSED_SCORE_BYTES_FWD
+from gpuplan.workloads.training.step import unfused_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 LAYER_WEIGHTS = 4 * 4096**2 + 3 * 4096 * 11008  # 202,375,168
@@ -76,9 +76,10 @@ def test_fp32_residual_stream_and_input_casts(a100):
 def test_unfused_attention_chain_and_grad_scaler(a100):
     ctx = _ctx(a100)
     # forward 2 + 4 + 6 + 8 + 9 + 6 + 2 = 37 B per score; backward 2 + 2 + 6 + 9 + 12 + 6 + 4 + 4 = 45
-    assert native_amp.unfused_score_bytes(ctx, (UNFUSED_SCORE_BYTES_FWD, UNFUSED_SCORE_BYTES_BWD)) == (37.0, 45.0)
+    megatron_path = unfused_attention.score_bytes(2048)
+    assert native_amp.unfused_score_bytes(ctx, megatron_path) == (37.0, 45.0)
     mega = _ctx(a100, framework=Framework.MEGATRON)
-    assert native_amp.unfused_score_bytes(mega, (UNFUSED_SCORE_BYTES_FWD, UNFUSED_SCORE_BYTES_BWD)) == (13.0, 26.0)
+    assert native_amp.unfused_score_bytes(mega, megatron_path) == megatron_path
     # GradScaler unscale: read + write 4 B per fp32 gradient
     assert native_amp.grad_scaler_seconds(ctx, 1e9) == pytest.approx(8e9 / ctx.hbm_bytes_s, rel=1e-12)
     assert native_amp.grad_scaler_seconds(mega, 1e9) == 0.0

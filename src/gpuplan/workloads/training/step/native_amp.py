@@ -52,7 +52,7 @@ INPUT_CAST_BYTES = 6.0
 #: Per score element, forward, eager attention under fp16 autocast: QK^T written (2), scaled by
 #: 1/sqrt(d) (read 2, write 2), the fp32 mask added (read 2, write 4), fp32 softmax (read 4, write 4),
 #: dropout (read 4, write 4, mask 1), cast to fp16 for the AV matmul (read 4, write 2), read by it (2):
-#: 37 B (Megatron's fused scale-mask-softmax path: 13, step.compute.UNFUSED_SCORE_BYTES_FWD).
+#: 37 B (Megatron's fused causal scale-mask-softmax path: 12 at s = 2048, step.unfused_attention.score_bytes).
 UNFUSED_AMP_SCORE_BYTES_FWD = 37.0
 #: Backward: dP written by the dO V^T GEMM (2), P read by dV = P^T dO (2), the cast's backward to fp32
 #: (read 2, write 4), dropout's backward (read 4 + mask 1, write 4), softmax's (read 4 + its saved

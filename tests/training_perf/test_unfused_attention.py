@@ -1,0 +1,33 @@
+"""Megatron's unfused attention core: HBM bytes per score element (step.unfused_attention)."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gpuplan.workloads.training.step import unfused_attention
+
+
+def test_causal_read_fraction_by_hand():
+    # row i of an s x s causal softmax loads i + 1 elements (scaled_upper_triang_masked_softmax.h
+    # local_seq = blockIdx.x + 1): s = 4 loads 1 + 2 + 3 + 4 = 10 of 16 = 0.625 = (4 + 1) / 8
+    assert unfused_attention.causal_read_fraction(4) == pytest.approx(10 / 16)
+    assert unfused_attention.causal_read_fraction(1) == 1.0
+
+
+def test_score_bytes_at_2048_by_hand():
+    # c = 2049 / 4096 = 0.500244; forward: baddbmm write 2, softmax load 2c + store 2, dropout 2 + 2 + mask 1,
+    # AV bmm read 2 = 11 + 1.000488 = 12.000488; backward: dP write 2 + P read 2, dropout back 2 + 1 + 2,
+    # softmax back 4c + 2, dS read twice 4 = 15 + 2.000977 = 17.000977
+    fwd, bwd = unfused_attention.score_bytes(2048)
+    assert fwd == pytest.approx(11.0 + 2.0 * 2049 / 4096, rel=1e-12)
+    assert bwd == pytest.approx(15.0 + 4.0 * 2049 / 4096, rel=1e-12)
+    assert (round(fwd, 3), round(bwd, 3)) == (12.0, 17.001)
+
+
+@settings(max_examples=50, deadline=None)
+@given(s=st.integers(1, 1 << 20))
+def test_score_bytes_bounds(s):
+    # between the half-triangle limit (s -> inf: 12, 17) and a full-row load (s = 1: 13, 19)
+    fwd, bwd = unfused_attention.score_bytes(s)
+    assert 12.0 - 1e-9 <= fwd <= 13.0 + 1e-9
+    assert 17.0 - 1e-9 <= bwd <= 19.0 + 1e-9
+    assert bwd > fwd
