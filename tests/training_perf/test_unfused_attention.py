@@ -31,3 +31,28 @@ def test_score_bytes_bounds(s):
     assert 12.0 - 1e-9 <= fwd <= 13.0 + 1e-9
     assert 17.0 - 1e-9 <= bwd <= 19.0 + 1e-9
     assert bwd > fwd
+
+
+def test_megatron_unfused_core_moves_the_counted_bytes():
+    # Llama-2-7B (32 heads, head_dim 128) at s = 2048, mb 1, tp 2 under Megatron fp16: the core's memory
+    # time is 16 heads x 2048^2 scores x (12.000488 forward, 17.000977 backward) B over the achievable HBM
+    # rate; taking away the two batched GEMMs (forward 2 bmm, backward 4) leaves exactly that
+    from gpuplan.catalog import load_catalog
+    from gpuplan.models import load_model
+    from gpuplan.primitives.op_cost import gemm_time_array
+    from gpuplan.specs import Precision
+    from gpuplan.specs.execution import AttentionKernel, Framework
+    from gpuplan.workloads.training.plan_codes import RecomputeCode, ShardingCode
+    from gpuplan.workloads.training.step.compute import attention_core_seconds
+    from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+
+    c = load_catalog()
+    system = c.system("a100-sxm4-80gb")
+    ctx = StepContext.build(load_model("llama-2-7b"), system, c.gpu(system.gpu), 2048, precision=Precision.FP16,
+                            framework=Framework.MEGATRON, attention_kernel=AttentionKernel.UNFUSED)
+    g = PlanAxes.build(ctx, 2, 1, 1, 1, 1, 1, 1, 1, RecomputeCode.NONE, False, ShardingCode.NONE)
+    fwd, bwd = attention_core_seconds(ctx, g)
+    bmm = 2.0 * float(gemm_time_array(ctx.gpu, 2048, 2048, 128, "fp16", batch=16))
+    scores = 16 * 2048 * 2048
+    assert float(fwd) - bmm == pytest.approx(scores * (11.0 + 2.0 * 2049 / 4096) / ctx.hbm_bytes_s, rel=1e-9)
+    assert float(bwd) - 2.0 * bmm == pytest.approx(scores * (15.0 + 4.0 * 2049 / 4096) / ctx.hbm_bytes_s, rel=1e-9)
