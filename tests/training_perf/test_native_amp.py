@@ -76,7 +76,7 @@ def test_fp32_residual_stream_and_input_casts(a100):
 def test_unfused_attention_chain_and_grad_scaler(a100):
     ctx = _ctx(a100)
     # forward 2 + 4 + 6 + 8 + 9 + 6 + 2 = 37 B per score; backward 2 + 2 + 6 + 9 + 12 + 6 + 4 + 4 = 45
-    megatron_path = unfused_attention.score_bytes(2048)
+    megatron_path = unfused_attention.megatron_unfused_score_bytes(0.1, 2048)
     assert native_amp.unfused_score_bytes(ctx, megatron_path) == (37.0, 45.0)
     mega = _ctx(a100, framework=Framework.MEGATRON)
     assert native_amp.unfused_score_bytes(mega, megatron_path) == megatron_path

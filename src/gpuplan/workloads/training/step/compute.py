@@ -13,8 +13,9 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   TRAINING_ATTENTION_CEILING (x FLASH_V1_OVER_V2 with `AttentionKernel.FLASH_V1`; with `AttentionKernel.FLASH2`
   FLASH2_TRAINING_ATTENTION where the generation's ceiling is another kernel's, Blackwell's cuDNN). With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
   DeepSpeed: scores materialised, fused scale-mask-softmax + dropout), the two batched GEMMs are
-  full s x s and every score element moves `unfused_attention.score_bytes` through HBM (Megatron's
-  causal softmax loads the lower triangle only; counted kernel by kernel there).
+  full s x s and every score element moves `unfused_attention.megatron_unfused_score_bytes` through HBM
+  (Megatron's causal softmax loads the lower triangle only; counted kernel by kernel there: 12 / 17 B at
+  s = 2048, 7 / 12 B where the attention dropout is 0 and PyTorch skips the dropout kernel).
 - Elementwise (norms, residual adds, dropout, activation): the inventory's per-operator bytes
   (`LayerOps.hidden_elementwise_bytes`, divided by tp with sequence parallelism, replicated
   otherwise) plus the activation's bytes per FFN element x f/tp; backward moves 2 x forward; at
@@ -427,7 +428,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     part's `sustained_clock_ratio` (the ceilings are short-run kernel benchmarks), x
     `training.flash_v1_over_v2` for FlashAttention v1; backward FLASH_BACKWARD_RATIO x forward
     (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
-    scores (x 2 in backward) plus `unfused_attention.score_bytes(s)` bytes per score through HBM."""
+    scores (x 2 in backward) plus `megatron_unfused_score_bytes` per score through HBM (no dropout
+    bytes where the model's attention dropout is 0)."""
     s = float(ctx.seq_len)
     heads_local = ctx.heads / g.tp
     if ctx.attention_kernel.fused:
@@ -442,7 +444,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
         return fwd, FLASH_BACKWARD_RATIO * fwd
     scores = g.mb * heads_local * s * s / g.cp
     bmm = 2.0 * gemm_time_array(ctx.gpu, s / g.cp, s, ctx.head_dim, ctx.act_dtype, batch=g.mb * heads_local)
-    fwd_bytes, bwd_bytes = native_amp.unfused_score_bytes(ctx, unfused_attention.score_bytes(s))
+    fwd_bytes, bwd_bytes = native_amp.unfused_score_bytes(
+        ctx, unfused_attention.megatron_unfused_score_bytes(ctx.model.attention_dropout, s))
     return (bmm + scores * fwd_bytes / ctx.hbm_bytes_s, 2.0 * bmm + scores * bwd_bytes / ctx.hbm_bytes_s)
 
 
