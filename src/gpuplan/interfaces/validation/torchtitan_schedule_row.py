@@ -10,7 +10,8 @@ is_single_stage_schedule else 2` unless `pipeline_parallel_layers_per_stage` is 
 schedule (1F1B, GPipe) has one stage per rank.
 
 So a torchtitan row with pp > 1 whose notes name a multi-stage schedule and whose `vpp` cell is empty ran
-2 virtual stages per rank (its interleaved bubble (pp - 1) / (2 m) of the micro-batches' time, not
+2 virtual stages per rank (`framework_defaults.TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK`, which the torchtitan
+config reader `deploy.torchtitan` takes too) (its interleaved bubble (pp - 1) / (2 m) of the micro-batches' time, not
 (pp - 1) / m); a row that states `vpp` keeps it, and every other row keeps the caller's rule.
 """
 
@@ -19,20 +20,20 @@ from __future__ import annotations
 import re
 
 from gpuplan.specs.execution import Framework
+from gpuplan.workloads.training.framework_defaults import TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK
 
-#: torchtitan's default stages per rank for a multi-stage schedule (module docstring).
-TORCHTITAN_MULTI_STAGE_DEFAULT = 2
 #: Notes naming one of torch.distributed.pipelining's multi-stage schedules ("Interleaved 1F1B",
 #: "Interleaved1F1B", "LoopedBFS", "InterleavedZeroBubble", "ZBVZeroBubble").
 _MULTI_STAGE = re.compile(r"\binterleaved|\blooped ?bfs\b|\bzbv", re.IGNORECASE)
 
 
 def torchtitan_virtual_stages(notes: str, framework: Framework, pp: int) -> int | None:
-    """TORCHTITAN_MULTI_STAGE_DEFAULT for a torchtitan plan with pp > 1 whose `notes` name a multi-stage
-    schedule (module docstring), else None (the row says nothing this rule reads)."""
+    """TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK (workloads.training.framework_defaults) for a torchtitan plan
+    with pp > 1 whose `notes` name a multi-stage schedule (module docstring), else None (the row says
+    nothing this rule reads)."""
     if framework is not Framework.TORCHTITAN or pp <= 1 or not _MULTI_STAGE.search(notes or ""):
         return None
-    return TORCHTITAN_MULTI_STAGE_DEFAULT
+    return TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK
 
 
-__all__ = ["TORCHTITAN_MULTI_STAGE_DEFAULT", "torchtitan_virtual_stages"]
+__all__ = ["torchtitan_virtual_stages"]
