@@ -32,18 +32,19 @@ def test_interleaved_schedule_runs_two_stages_per_rank():
 
 @pytest.mark.parametrize("notes", ["Interleaved1F1B", "LoopedBFS schedule", "ZBVZeroBubble", "InterleavedZeroBubble"])
 def test_every_multi_stage_schedule_name(notes):
-    assert torchtitan_virtual_stages(notes, Framework.TORCHTITAN, 8) == 2
+    assert torchtitan_virtual_stages(notes, Framework.TORCHTITAN, 8)[0] == 2
 
 
 def test_single_stage_schedule_stated_vpp_and_other_stacks_keep_their_rule():
     assert _plan("3D, 1F1B schedule, compile.").vpp == 1  # single-stage schedule: one stage per rank
     # a stated vpp wins: 126 layers on 8 ranks x 3 virtual stages
     assert _plan("3D, Interleaved 1F1B.", vpp="3").vpp == 3
-    assert torchtitan_virtual_stages("Interleaved 1F1B", Framework.MEGATRON, 8) is None  # Megatron: its own rule
-    assert torchtitan_virtual_stages("Interleaved 1F1B", Framework.TORCHTITAN, 1) is None  # no pipeline
-    assert torchtitan_virtual_stages("", Framework.TORCHTITAN, 8) is None
+    assert torchtitan_virtual_stages("Interleaved 1F1B", Framework.MEGATRON, 8) == (1, [])  # Megatron: its own rule
+    assert torchtitan_virtual_stages("Interleaved 1F1B", Framework.TORCHTITAN, 1) == (1, [])  # no pipeline
+    assert torchtitan_virtual_stages("", Framework.TORCHTITAN, 8) == (1, [])
 
 
 @given(st.text(max_size=200), st.integers(min_value=-4, max_value=64))
 def test_rule_is_total_on_any_notes(notes, pp):
-    assert torchtitan_virtual_stages(notes, Framework.TORCHTITAN, pp) in (None, 2)
+    vpp, notes_added = torchtitan_virtual_stages(notes, Framework.TORCHTITAN, pp)
+    assert vpp in (1, 2) and len(notes_added) == (vpp == 2)

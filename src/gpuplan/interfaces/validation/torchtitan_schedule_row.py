@@ -27,13 +27,14 @@ from gpuplan.workloads.training.framework_defaults import TORCHTITAN_MULTI_STAGE
 _MULTI_STAGE = re.compile(r"\binterleaved|\blooped ?bfs\b|\bzbv", re.IGNORECASE)
 
 
-def torchtitan_virtual_stages(notes: str, framework: Framework, pp: int) -> int | None:
-    """TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK (workloads.training.framework_defaults) for a torchtitan plan
-    with pp > 1 whose `notes` name a multi-stage schedule (module docstring), else None (the row says
-    nothing this rule reads)."""
+def torchtitan_virtual_stages(notes: str, framework: Framework, pp: int) -> tuple[int, list[str]]:
+    """(TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK, [the note saying so]) for a torchtitan plan with pp > 1
+    whose `notes` name a multi-stage schedule (module docstring; the constant lives in
+    workloads.training.framework_defaults), else (1, []): the row says nothing this rule reads."""
     if framework is not Framework.TORCHTITAN or pp <= 1 or not _MULTI_STAGE.search(notes or ""):
-        return None
-    return TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK
+        return 1, []
+    vpp = TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK
+    return vpp, [f"vpp={vpp} (torchtitan's default stages per rank of a multi-stage schedule, unstated)"]
 
 
 __all__ = ["torchtitan_virtual_stages"]

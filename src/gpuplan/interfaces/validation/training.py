@@ -251,10 +251,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
         notes.append(f"precision={default_prec}")
     layers = _int(row, "layers", None)
     if vpp is None:
-        vpp, m = torchtitan_virtual_stages(_cell(row, "notes"), framework, pp) or 1, gb // (mb * dp)
-        if vpp > 1:
-            notes.append(f"vpp={vpp} (torchtitan's default stages per rank of a multi-stage schedule, unstated)")
-        elif megatron_core and pp > 1 and layers and m % pp == 0:
+        (vpp, vpp_notes), m = torchtitan_virtual_stages(_cell(row, "notes"), framework, pp), gb // (mb * dp)
+        notes += vpp_notes
+        if vpp == 1 and megatron_core and pp > 1 and layers and m % pp == 0:
             vpp = interleaved_virtual_stages(layers, pp)
             if vpp > 1:
                 notes.append(f"vpp={vpp} (interleaved schedule of a tuned Megatron-core run, unstated)")
