@@ -52,8 +52,14 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   `logits = logits.float()`, returned in `CausalLMOutputWithPast.logits`), alive until backward has
   run: Answer.AI's fsdp_qlora train.py@4cd6923 binds `output = model(...)`, calls
   `loss.backward()` and only then `output = None` ("Delete the output so more memory frees up before
-  the next forward pass"). Default False: loops that drop it first (the HF Trainer's `compute_loss`
-  returns the loss alone; torchtitan and torchtune `del` the logits before backward).
+  the next forward pass"). Lightning Fabric does the same to every LitGPT run: its module wrapper converts
+  the model's output to torch's default dtype, fp32 (`_FabricModule.forward` calls the precision plugin's
+  `convert_output`, `dst_type=torch.get_default_dtype()`, for bf16-true, bf16-mixed and bitsandbytes alike:
+  lightning@71aed751 src/lightning/fabric/wrappers.py, plugins/precision/half.py, bitsandbytes.py), and
+  lit-gpt's finetune/lora.py@8641822 binds that output (`logits`, the list of 128-token chunks) across
+  `fabric.backward(loss)`. With `chunked_loss` too the chunks' cross-entropy reads the held fp32 logits
+  (`loss_memory.loss_bytes_per_vocab_entry`). Default False: loops that drop it first (the HF Trainer's
+  `compute_loss` returns the loss alone; torchtitan and torchtune `del` the logits before backward).
 - `zero_grad_keeps_buffers`: the loop zeroes the gradients in place between steps instead of freeing
   them, so every `.grad` exists through the next forward: `zero_grad()` before PyTorch 2.0, whose
   default `set_to_none=False` filled them with zeros (pytorch/pytorch PR #92731, "Gradients are now
@@ -177,9 +183,6 @@ class FineTuning(Spec):
         if self.optimizer_in_backward and self.offload.moves_optimizer:
             raise ValueError(f"optimizer_in_backward steps each parameter on the GPU as its gradient arrives; offload "
                              f"{self.offload.value} steps the optimizer on the CPU: give one of the two")
-        if self.logits_held_in_backward and self.chunked_loss:
-            raise ValueError("logits_held_in_backward is the fp32 logits of an unchunked loss; chunked_loss already counts "
-                             "every chunk's logits as held: give one of the two")
         if self.optimizer is Optimizer.PAGED_ADAMW_8BIT and self.offload.moves_optimizer:
             raise ValueError("paged_adamw_8bit already pages its states to host memory; offload moves them to the CPU: "
                              "give one of the two (optimizer adamw_8bit with offload, or offload none)")

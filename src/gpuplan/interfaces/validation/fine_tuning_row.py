@@ -36,7 +36,9 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   after `loss.backward()`), unless the notes state a chunked loss.
 - A row whose `source` is LitGPT's (names lit-gpt or litgpt; notes that cite its config files for an
   architecture do not count) runs its attention: q, k and v split from one fused projection by views,
-  one LoRA over it (`fused_qkv_views`).
+  one LoRA over it (`fused_qkv_views`); and its loop holds the model's output converted to fp32 through
+  backward (`logits_held_in_backward`: Lightning Fabric's module wrapper converts every output to the
+  default dtype, and lit-gpt's finetune scripts keep `logits` bound across `fabric.backward`).
 - An HF Trainer row (notes name "HF Trainer" or "Hugging Face Trainer") whose source is dated before
   March 2023 (the latest ISO date or month and year its `source` states, as for bitsandbytes below, else
   `source_dates.source_date`: a year before 2023, or January / February 2023) and whose notes
@@ -222,6 +224,7 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         kw["logits_held_in_backward"] = True
     if _LITGPT.search(row.get("source") or ""):
         kw["fused_qkv_views"] = True
+        kw["logits_held_in_backward"] = True
     if trainer_zero_grad_keeps_buffers(row):
         kw["zero_grad_keeps_buffers"] = True
     four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)
