@@ -71,6 +71,14 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   .split(...)`, then `reshape`), adapted by one LoRA over the fused output (lit_gpt/lora.py@8641822
   `LoRAQKVLinear`: one `lora_dropout(x)` shared by the enabled q / k / v parts). What SDPA keeps
   differs from separate projections (`workloads.training.finetune_activations`, "Fused QKV").
+- `quantized_head`: the output head is stored like the quantised base, not kept in 16 bits: Lightning's
+  `BitsandbytesPrecision` (as LitGPT's `--quantize bnb.*` builds it, with no `ignore_modules`) replaces every
+  `torch.nn.Linear` created under `fabric.init_module`, the head's included (lightning@71aed751
+  src/lightning/fabric/plugins/precision/bitsandbytes.py: `init_context` swaps the `torch.nn.Linear` class,
+  `_convert_layers` replaces each Linear not under `ignore_modules`). Its matmuls then dequantise the whole
+  head, vocab x hidden in the activation dtype, in forward and backward (the largest dequantised weight:
+  `finetune_memory`, `dequant_workspace`). Default False: the stacks that keep the head in 16 bits
+  (`base_weights.float_bytes`). An untied head only (a tied head is the embedding's table).
 - `compiled`: the training step runs under `torch.compile` (torchtune `compile: True`), whose
   partitioner recomputes pointwise ops in backward instead of keeping their outputs; default False:
   eager PyTorch (HF Trainer, LitGPT, fsdp_qlora, torchtune's default), whose unfused modules keep
@@ -155,6 +163,7 @@ class FineTuning(Spec):
     logits_held_in_backward: bool = False
     fused_qkv_views: bool = False
     zero_grad_keeps_buffers: bool = False
+    quantized_head: bool = False
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -180,6 +189,9 @@ class FineTuning(Spec):
         if self.base_matmul_keeps_input and not (self.method is FineTuneMethod.QLORA or (base is not None and base.four_bit)):
             raise ValueError("base_matmul_keeps_input describes bitsandbytes' 4-bit matmul: it needs finetune qlora "
                              "(an nf4 or fp4 base)")
+        if self.quantized_head and not (self.method is FineTuneMethod.QLORA or (base is not None and base.quantized)):
+            raise ValueError("quantized_head stores the output head like the quantised base: it needs finetune qlora "
+                             "or a quantised base_dtype (nf4, fp4, int8)")
         if self.optimizer_in_backward and self.offload.moves_optimizer:
             raise ValueError(f"optimizer_in_backward steps each parameter on the GPU as its gradient arrives; offload "
                              f"{self.offload.value} steps the optimizer on the CPU: give one of the two")
@@ -261,6 +273,8 @@ class FineTuning(Spec):
             parts.append("fused qkv split by views")
         if self.zero_grad_keeps_buffers:
             parts.append("zero_grad keeps gradient buffers (PyTorch < 2.0)")
+        if self.quantized_head:
+            parts.append("output head quantised")
         return ", ".join(parts)
 
 

@@ -38,7 +38,9 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   architecture do not count) runs its attention: q, k and v split from one fused projection by views,
   one LoRA over it (`fused_qkv_views`); and its loop holds the model's output converted to fp32 through
   backward (`logits_held_in_backward`: Lightning Fabric's module wrapper converts every output to the
-  default dtype, and lit-gpt's finetune scripts keep `logits` bound across `fabric.backward`).
+  default dtype, and lit-gpt's finetune scripts keep `logits` bound across `fabric.backward`). A LitGPT
+  QLoRA row quantises its output head too (`quantized_head`: `--quantize bnb.*` builds Lightning's
+  `BitsandbytesPrecision` without `ignore_modules`, which replaces every `torch.nn.Linear`).
 - An HF Trainer row (notes name "HF Trainer" or "Hugging Face Trainer") whose source is dated before
   March 2023 (the latest ISO date or month and year its `source` states, as for bitsandbytes below, else
   `source_dates.source_date`: a year before 2023, or January / February 2023) and whose notes
@@ -60,6 +62,7 @@ from pydantic import ValidationError
 
 from gpuplan.interfaces.row_types import SkipRow
 from gpuplan.interfaces.validation import source_dates
+from gpuplan.interfaces.validation.litgpt_row import litgpt_source
 from gpuplan.specs.finetune import (
     BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer, OptimizerImpl,
 )
@@ -113,8 +116,6 @@ _OPTIMIZER_IN_BACKWARD = re.compile(r"\boptimizer_in_bwd:?\s*True\b")
 _TORCHTUNE = re.compile(r"\btorchtune\b", re.IGNORECASE)
 #: Answer.AI's FSDP + QLoRA training script (github.com/AnswerDotAI/fsdp_qlora, train.py), named in a row's source or notes
 _FSDP_QLORA = re.compile(r"\bfsdp_qlora\b", re.IGNORECASE)
-#: LitGPT (Lightning-AI/litgpt, formerly lit-gpt) as the stack a row's source measured
-_LITGPT = re.compile(r"\blit[-_]?gpt\b", re.IGNORECASE)
 _COMPILED = re.compile(r"\btorch\.compile on\b", re.IGNORECASE)
 _BITSANDBYTES = re.compile(r"\b(bitsandbytes|bnb)\b", re.IGNORECASE)
 _TORCHAO = re.compile(r"\btorchao\b", re.IGNORECASE)
@@ -222,11 +223,13 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         kw["optimizer_in_backward"] = True
     if _FSDP_QLORA.search(f"{row.get('source') or ''} {notes_text}") and not kw.get("chunked_loss"):
         kw["logits_held_in_backward"] = True
-    if _LITGPT.search(row.get("source") or ""):
+    if litgpt_source(row):
         kw["fused_qkv_views"] = True
         kw["logits_held_in_backward"] = True
     if trainer_zero_grad_keeps_buffers(row):
         kw["zero_grad_keeps_buffers"] = True
+    if method is FineTuneMethod.QLORA and litgpt_source(row):
+        kw["quantized_head"] = True
     four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)
     if method is FineTuneMethod.QLORA and four_bit is not None and four_bit.four_bit and bitsandbytes_keeps_matmul_input(row):
         kw["base_matmul_keeps_input"] = True

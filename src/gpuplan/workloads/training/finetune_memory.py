@@ -11,8 +11,8 @@ weights
 - full fine-tuning: every parameter in its working dtype, b bytes;
 - LoRA / QLoRA: each frozen projection in the base dtype (`base_weights.linear_storage_bytes`: NF4
   with its block scales, int8 with row scales, or a float dtype), the embeddings, norms, biases
-  and the output head unquantised (`base_weights.float_bytes`), plus the adapters (`lora`) in the
-  working dtype.
+  and the output head unquantised (`base_weights.float_bytes`; an untied head in the base dtype with
+  `quantized_head`), plus the adapters (`lora`) in the working dtype.
 gradients (trainable parameters only): `plan.grad_precision` bytes with fp32 master weights
   (Megatron's fp32 main grads, PyTorch AMP's fp32 .grad), the working dtype in pure low-precision
   training (`master_weights none`).
@@ -42,7 +42,9 @@ other
   post-forward for `FULL_SHARD`").
 - `dequant_workspace`: a quantised base is dequantised into the activation dtype before each matmul
   (bitsandbytes `MatMul4Bit`: `dequantize_4bit` then the GEMM, forward and input-gradient backward):
-  the largest projection's local weight in b bytes is alive while it multiplies.
+  the largest projection's local weight in b bytes is alive while it multiplies; a quantised output head
+  (`FineTuning.quantized_head`) is one of them, vocab x hidden, dequantised while the loss's tensors are
+  alive (its forward ends the forward, its input gradient starts the backward).
 - `offload_grad_bucket`: DeepSpeed's reduce bucket with ZeRO-Offload (above).
 - `autocast_weight_copies`: a float base wider than the compute dtype (an fp32 base under bf16 /
   fp16 autocast, LitGPT's `bf16-mixed`) is cast to the compute dtype at every matmul, and the matmul
@@ -255,7 +257,13 @@ def _collect(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, 
             tables.append(float((model.max_position_embeddings or 0) * model.hidden))
     if last:
         if not model.tied_embeddings or plan.pp > 1:
-            tables.append(table)
+            if ft.adapters and ft.quantized_head and not model.tied_embeddings:
+                # stored like the base and dequantised whole for its matmuls (specs.finetune `quantized_head`)
+                k, n = head_projection(model).local_shape(tp)
+                frozen(n * k, linear_storage_bytes(k, n, base, ft.double_quant))
+                inv.largest_quantized = max(inv.largest_quantized, n * k)
+            else:
+                tables.append(table)
         norm = float(model_ops(model).final_norm.params)
         if ft.adapters:
             frozen(norm, plain * norm)
