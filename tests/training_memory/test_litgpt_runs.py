@@ -17,6 +17,7 @@ from gpuplan.specs.execution import Framework
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import TrainPlan
 from gpuplan.workloads.training.memory import training_memory
+from gpuplan.workloads.training.output_head import head_calls
 
 LITGPT_SOURCE = "Lightning-AI/litgpt@0cc02afa:tutorials/resource-tables.md (measured at lit-gpt commit 8641822)"
 
@@ -84,3 +85,39 @@ def test_quantising_the_head_never_raises_the_weights(llama7b, seq, mb):
     assert quantized.per_gpu_bytes["weights"] < kept.per_gpu_bytes["weights"]
     # the dequantised head is at least the layers' largest dequantised projection
     assert quantized.other_bytes_detail["dequant_workspace"] >= kept.other_bytes_detail["dequant_workspace"]
+
+
+def test_head_calls():
+    # unchunked: once; torchtune's CEWithChunkedOutputLoss: 8 chunks; LitGPT's 128-token chunks of a
+    # 1,034-token sequence: ceil(1034 / 128) = 9 (8 full chunks and one of 10 tokens)
+    base = TrainPlan(framework=Framework.OTHER, seq_len=1034, micro_batch=1, global_batch=1,
+                     fine_tuning=FineTuning(method="lora"))
+    assert head_calls(base) == 1
+    chunked = base.model_copy(update={"fine_tuning": FineTuning(method="lora", chunked_loss=True)})
+    assert head_calls(chunked) == 8
+    litgpt = base.model_copy(update={"fine_tuning": FineTuning(method="lora", chunked_loss=True, loss_chunk_tokens=128)})
+    assert head_calls(litgpt) == 9
+    with pytest.raises(ValidationError, match="loss_chunk_tokens"):
+        FineTuning(method="lora", loss_chunk_tokens=128)
+
+
+def test_autocast_keeps_a_head_cast_per_chunk(llama7b):
+    # LoRA over an fp32 base under bf16 autocast (LitGPT bf16-mixed): the frozen fp32 head is cast anew at
+    # each call (autocast caches only leaves that require grad) and each chunk's matmul keeps its cast for
+    # the input gradient: 1,024 tokens in 128-token chunks = 8 casts of 32,000 x 4,096 x 2 B, against 1 cast
+    def plan(chunk):
+        ft = FineTuning(method="lora", base_dtype="fp32", chunked_loss=True, loss_chunk_tokens=chunk)
+        return TrainPlan(framework=Framework.OTHER, seq_len=1024, micro_batch=1, global_batch=1, fine_tuning=ft)
+    one, eight = (training_memory(llama7b, plan(c)).other_bytes_detail["autocast_weight_copies"] for c in (1024, 128))
+    assert eight - one == 7 * 32000 * 4096 * 2
+
+
+def test_litgpt_rows_chunk_the_head_in_128_tokens():
+    row = {"finetune": "lora", "precision": "bf16", "source": LITGPT_SOURCE,
+           "notes": "no activation checkpointing, chunked lm_head/cross-entropy"}
+    ft, _ = fine_tuning_from_row(row)
+    assert ft.chunked_loss and ft.loss_chunk_tokens == 128  # finetune/lora.py@8641822: lm_head_chunk_size=128
+    ft, _ = fine_tuning_from_row({**row, "notes": "logits in chunks (lm_head_chunk_size=64) with chunked cross-entropy"})
+    assert ft.loss_chunk_tokens == 64
+    ft, _ = fine_tuning_from_row({**row, "source": "pytorch/torchtune@1814feb17", "notes": "CEWithChunkedOutputLoss"})
+    assert ft.chunked_loss and ft.loss_chunk_tokens is None

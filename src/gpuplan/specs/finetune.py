@@ -36,6 +36,10 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
 - `chunked_loss`: the output head and cross-entropy run in chunks of the sequence (torchtune
   `CEWithChunkedOutputLoss`, LitGPT `chunked_cross_entropy`), so no fp32 copy of the whole logits
   is held (`workloads.training.memory.loss_bytes_per_vocab_entry`).
+- `loss_chunk_tokens`: tokens of the sequence per chunk of a chunked loss's output head (LitGPT's
+  `lm_head_chunk_size=128`: `[self.lm_head(x_i) for x_i in x.split(lm_head_chunk_size, dim=1)]`,
+  lit_gpt/lora.py@8641822 `GPT.forward`), so the head runs ceil(seq_len / chunk) times; None: torchtune's
+  fixed count of chunks (`output_head.CHUNKED_LOSS_CHUNKS`). Read by `output_head.head_calls`.
 - `offload_activations`: the activations saved for backward are copied to host memory in the
   forward and back in the backward (torchtune `OffloadActivations`, saved-tensor hooks): the stored
   layers' activations leave the GPU.
@@ -110,6 +114,8 @@ LORA_TARGET_ALIASES: dict[str, str] = {
     "fc1": "up_proj", "fc2": "down_proj", "output": "lm_head",
 }
 LORA_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+#: Upper bound of `loss_chunk_tokens` (bounded work: a chunk longer than any sequence is one chunk).
+MAX_LOSS_CHUNK_TOKENS = 2**24
 #: PEFT LoraConfig defaults: r = 8, lora_dropout = 0.0 (peft/tuners/lora/config.py).
 DEFAULT_LORA_RANK = 8
 MAX_LORA_RANK = 1 << 16
@@ -164,6 +170,7 @@ class FineTuning(Spec):
     fused_qkv_views: bool = False
     zero_grad_keeps_buffers: bool = False
     quantized_head: bool = False
+    loss_chunk_tokens: int | None = Field(default=None, gt=0, le=MAX_LOSS_CHUNK_TOKENS)
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -192,6 +199,8 @@ class FineTuning(Spec):
         if self.quantized_head and not (self.method is FineTuneMethod.QLORA or (base is not None and base.quantized)):
             raise ValueError("quantized_head stores the output head like the quantised base: it needs finetune qlora "
                              "or a quantised base_dtype (nf4, fp4, int8)")
+        if self.loss_chunk_tokens is not None and not self.chunked_loss:
+            raise ValueError("loss_chunk_tokens sizes the chunks of a chunked loss: give chunked_loss too")
         if self.optimizer_in_backward and self.offload.moves_optimizer:
             raise ValueError(f"optimizer_in_backward steps each parameter on the GPU as its gradient arrives; offload "
                              f"{self.offload.value} steps the optimizer on the CPU: give one of the two")
@@ -260,7 +269,7 @@ class FineTuning(Spec):
         if self.master_weights is MasterWeights.NONE:
             parts.append("no fp32 master")
         if self.chunked_loss:
-            parts.append("chunked loss")
+            parts.append("chunked loss" + (f" ({self.loss_chunk_tokens}-token chunks)" if self.loss_chunk_tokens else ""))
         if self.offload_activations:
             parts.append("activations offloaded")
         if self.base_matmul_keeps_input:

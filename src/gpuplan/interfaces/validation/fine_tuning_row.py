@@ -9,7 +9,9 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   LoraConfig default).
 - Stated in `notes` (SCHEMA.md: notes say what the columns cannot hold), the same rule for every
   row: a chunked cross-entropy (notes naming torchtune's `CEWithChunkedOutputLoss` or a "chunked
-  cross-entropy") is `chunked_loss`; "activation offloading on" (torchtune `OffloadActivations`) is
+  cross-entropy", "chunked lm_head/cross-entropy") is `chunked_loss`, its chunk size in tokens where the
+  notes give LitGPT's `lm_head_chunk_size=N` (`loss_chunk_tokens`; a LitGPT row that does not state it
+  takes its scripts' 128, `litgpt_row.LITGPT_HEAD_CHUNK_TOKENS`); "activation offloading on" (torchtune `OffloadActivations`) is
   `offload_activations`; a LoRA description with its dropout ("LoRA r=8, alpha 16, dropout 0.05") is
   `lora_dropout` (adapter rows only); the AdamW implementation the notes name, as Hugging Face
   Trainer's `optim` values or torch.optim's flags (`optimizer_impl`, AdamW rows only): `adamw_hf`
@@ -62,7 +64,7 @@ from pydantic import ValidationError
 
 from gpuplan.interfaces.row_types import SkipRow
 from gpuplan.interfaces.validation import source_dates
-from gpuplan.interfaces.validation.litgpt_row import litgpt_source
+from gpuplan.interfaces.validation.litgpt_row import LITGPT_HEAD_CHUNK_TOKENS, litgpt_source
 from gpuplan.specs.finetune import (
     BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer, OptimizerImpl,
 )
@@ -78,7 +80,9 @@ _ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
 
 
 #: notes that state a chunked cross-entropy / activation offloading (module docstring)
-_CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked cross.entropy", re.IGNORECASE)
+_CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked (?:lm_head ?/ ?)?cross.entropy", re.IGNORECASE)
+#: LitGPT's chunk size of the output head and loss, as its `lm_head_chunk_size` argument (module docstring)
+_HEAD_CHUNK_TOKENS = re.compile(r"\blm_head_chunk_size\s*=\s*(\d+)")
 _OFFLOADED_ACTIVATIONS = re.compile(r"\bactivation offloading on\b", re.IGNORECASE)
 _LORA_DROPOUT = re.compile(r"\bLoRA\b[^.;]*?\bdropout\s+(\d*\.?\d+)", re.IGNORECASE)
 #: notes that name an AdamW implementation (module docstring), checked in this order
@@ -205,6 +209,9 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     notes_text = row.get("notes") or ""
     if _CHUNKED_LOSS.search(notes_text):
         kw["chunked_loss"] = True
+        chunk = _HEAD_CHUNK_TOKENS.search(notes_text)
+        if chunk:
+            kw["loss_chunk_tokens"] = int(chunk.group(1))
     if _OFFLOADED_ACTIVATIONS.search(notes_text):
         kw["offload_activations"] = True
     impl = stated_optimizer_impl(notes_text)
@@ -226,6 +233,8 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     if litgpt_source(row):
         kw["fused_qkv_views"] = True
         kw["logits_held_in_backward"] = True
+        if kw.get("chunked_loss") and "loss_chunk_tokens" not in kw:
+            kw["loss_chunk_tokens"] = LITGPT_HEAD_CHUNK_TOKENS
     if trainer_zero_grad_keeps_buffers(row):
         kw["zero_grad_keeps_buffers"] = True
     if method is FineTuneMethod.QLORA and litgpt_source(row):

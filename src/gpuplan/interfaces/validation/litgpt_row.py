@@ -7,7 +7,7 @@ notes that cite LitGPT's config files for an architecture.
   `flash_attn_func` and `scaled_dot_product_attention`), whatever dropout the architecture's defaults carry
   (`litgpt_dropout_free`).
 - Its fine-tuning loop and attention: `fine_tuning_row` (fused QKV split by views, fp32 logits held through
-  backward, a quantised output head under `--quantize bnb.*`).
+  backward, the head and loss in 128-token chunks, a quantised output head under `--quantize bnb.*`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ import re
 
 from gpuplan.specs.model import ModelSpec
 
+#: tokens per chunk of the output head and loss LitGPT's finetune scripts ask for: finetune/lora.py@8641822
+#: `logits = model(input_ids, lm_head_chunk_size=128)` (a literal in the script, then `chunked_cross_entropy`)
+LITGPT_HEAD_CHUNK_TOKENS = 128
 #: LitGPT (Lightning-AI/litgpt, formerly lit-gpt) as the stack a row's source measured
 LITGPT = re.compile(r"\blit[-_]?gpt\b", re.IGNORECASE)
 
@@ -32,4 +35,4 @@ def litgpt_dropout_free(model: ModelSpec, row: dict[str, str]) -> ModelSpec:
     return model.model_copy(update={"hidden_dropout": 0.0, "attention_dropout": 0.0})
 
 
-__all__ = ["LITGPT", "litgpt_dropout_free", "litgpt_source"]
+__all__ = ["LITGPT", "LITGPT_HEAD_CHUNK_TOKENS", "litgpt_dropout_free", "litgpt_source"]

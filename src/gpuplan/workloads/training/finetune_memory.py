@@ -51,7 +51,8 @@ other
   keeps that copy for its input gradient (autograd saves the weight operand when the input needs a
   gradient; autocast's cast cache holds only leaves that require grad, so a frozen weight is cast
   anew): every stored layer's projections in b bytes (one layer's under full recompute, the layer
-  being recomputed).
+  being recomputed), and on the last rank the output head once per call (`output_head.head_calls`: a
+  chunked head, LitGPT's 128-token chunks, keeps one cast per chunk until its backward).
 
 Autocast over an fp32 model (`autocast_over_fp32_model`: `Framework.TRANSFORMERS` training every
 weight with fp32 master weights, HF Trainer `bf16=True` over a model loaded in fp32): the parameters
@@ -108,6 +109,7 @@ from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.workloads.training.base_weights import float_bytes, linear_storage_bytes
 from gpuplan.workloads.training.lora import adapted, head_projection, layer_projections
 from gpuplan.workloads.training.optimizer_states import Tensor, optimizer_bytes
+from gpuplan.workloads.training.output_head import head_calls
 
 #: DeepSpeed `zero_optimization.reduce_bucket_size` default: 5e8 elements (DeepSpeed config docs,
 #: "ZeRO optimizations": reduce_bucket_size 500,000,000), the gradient bucket ZeRO-Offload keeps on the GPU.
@@ -345,7 +347,8 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
         other["dequant_workspace"] = b * inv.largest_quantized
     if ft.adapters and ft.base_storage("bf16") is BaseDtype.FP32 and b < 4 and inv.layer_linear_elements:
         held = inv.layer_linear_elements
-        other["autocast_weight_copies"] = b * (max(held) if plan.recompute is Recompute.FULL else sum(held))
+        head = model.vocab * model.hidden / plan.tp * head_calls(plan) if last else 0.0  # a cast per head call
+        other["autocast_weight_copies"] = b * ((max(held) if plan.recompute is Recompute.FULL else sum(held)) + head)
     if autocast_over_fp32_model(plan) and not zero3 and inv.layer_linear_elements:
         held = inv.layer_linear_elements  # the weight-cast cache: layers' projections, the head on the last rank
         head = model.vocab * model.hidden / plan.tp if last else 0.0

@@ -13,6 +13,7 @@ from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import TrainPlan
 from gpuplan.workloads.training.finetune_memory import pytorch_loop_loss
 from gpuplan.workloads.training.memory_terms import LOGITS_FP32_BYTES, activation_bytes
+from gpuplan.workloads.training.output_head import CHUNKED_LOSS_CHUNKS, head_calls  # noqa: F401 (re-exported)
 
 #: bytes per vocabulary entry per token at the peak of PyTorch's own cross-entropy on fp32-cast
 #: logits (torchtitan: `cross_entropy(pred.flatten(0, 1).float(), labels)`, then `del pred` before
@@ -38,10 +39,6 @@ LOSS_PARALLEL_CROSS_ENTROPY_BYTES = 16.0
 #: `loss_parallel` DTensor handlers (torch/distributed/tensor/parallel/loss.py), which this module keeps
 #: at LOSS_PARALLEL_CROSS_ENTROPY_BYTES: no measurement of that path compiled was found.
 COMPILED_CROSS_ENTROPY_LOGIT_COPIES = 2
-#: chunks of a chunked cross-entropy: torchtune `CEWithChunkedOutputLoss(num_output_chunks=8)` ("saves
-#: memory by only upcasting one chunk at a time"; torchtune/modules/loss/ce_chunked_output_loss.py);
-#: LitGPT's 128-token chunks (`lm_head_chunk_size=128`) are smaller still.
-CHUNKED_LOSS_CHUNKS = 8
 #: a chunked cross-entropy over fp32 logits the loop holds (`FineTuning.logits_held_in_backward` with
 #: `chunked_loss`: LitGPT under Lightning Fabric, whose wrapper returns the model's output chunks converted
 #: to fp32): lit-gpt's `chunked_cross_entropy` (lit_gpt/utils.py@8641822) runs
@@ -91,5 +88,5 @@ def held_logits_bytes_per_vocab_entry(plan: TrainPlan) -> float:
     return LOGITS_FP32_BYTES if plan.fine_tuning.logits_held_in_backward else 0.0
 
 
-__all__ = ["CHUNKED_LOSS_CHUNKS", "CHUNKED_LOSS_ON_HELD_LOGITS_BYTES", "held_logits_bytes_per_vocab_entry", "COMPILED_CROSS_ENTROPY_LOGIT_COPIES", "LOSS_PARALLEL_CROSS_ENTROPY_BYTES",
+__all__ = ["CHUNKED_LOSS_CHUNKS", "CHUNKED_LOSS_ON_HELD_LOGITS_BYTES", "head_calls", "held_logits_bytes_per_vocab_entry", "COMPILED_CROSS_ENTROPY_LOGIT_COPIES", "LOSS_PARALLEL_CROSS_ENTROPY_BYTES",
            "PYTORCH_CROSS_ENTROPY_BYTES", "loss_bytes_per_vocab_entry"]
