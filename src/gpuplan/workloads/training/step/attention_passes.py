@@ -26,7 +26,9 @@ rate of the source's points):
   forward 301.28, backward 241.33 TFLOP/s -> rho 1.2484. The same library on a B200 (below) gives 1.2656.
 - flash-attn FlashAttention-2 on Blackwell (`FLASH2`): NVIDIA/cudnn-frontend sdpa_benchmark_training B200
   artifact @bb37575d, backend flash_attention, causal, head_dim 128, 16k / 32k / 64k / 128k tokens
-  (B200_FLASH2_TFLOPS): mean forward 436.48, backward 344.88 -> 1.2656.
+  (B200_FLASH2_TFLOPS): mean forward 436.48, backward 344.88 -> 1.2656. rho does not drift with length: the
+  artifact's flash_attention rows at 2k / 4k / 8k / 16k / 32k / 64k / 128k tokens give 1.279 / 1.254 / 1.258 /
+  1.263 / 1.261 / 1.264 / 1.274 (254.381 / 198.845 ... 443.738 / 348.253), so one value serves every length.
 - cuDNN fused attention on Blackwell (`FLASH`, the Blackwell ceiling): the same artifact, cuDNN 9.13
   (B200_CUDNN_SDPA_TFLOPS): mean forward 1372.29, backward 1076.09 -> 1.2753.
 - ROCm FlashAttention-2 (Composable Kernel) on MI300X (the CDNA3 ceiling): ROCm/flash-attention issue #142
