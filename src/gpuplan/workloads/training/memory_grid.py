@@ -157,7 +157,10 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
              + np.where(is_last, norm_params(model) + np.where(model.tied_embeddings & np.equal(pp, 1), 0.0, table)
                         + mtp_split / tp + mtp_replicated, 0.0))
     experts = routed_sum / expert_group + np.where(is_last, mtp_routed / expert_group, 0.0)
-    fsdp2_pp = (sharding >= ShardingCode.ZERO3) & np.greater(pp, 1) & proto.framework.pipelines_fsdp2
+    # a term whose condition is one value for the whole search (the model, the framework, the precision) is
+    # decided here once: a scalar 0 where it cannot apply (sums and maxima below take it as the zeros it stands for)
+    fsdp2 = proto.framework.pipelines_fsdp2
+    fsdp2_pp = (sharding >= ShardingCode.ZERO3) & np.greater(pp, 1) if fsdp2 else False
     out: dict[str, np.ndarray] = {}
     out["weights"], out["gradients"], out["optimizer"] = terms.model_state_bytes(
         dense, experts, state_bytes_per_param(proto), sharding, np.multiply(dp, cp),
@@ -171,36 +174,41 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     in_flight = terms.chunks_in_flight(pp, vpp, m, rank)
     mean_stored = sum(n * x for n, x in zip(kind_counts, stored)) / np.maximum(count, 1)
     out["layers"] = np.where(has_layers, terms.stored_activation_bytes(mean_stored * tokens, count, vpp, in_flight), 0.0)
-    out["embedding_dropout_masks"] = np.where(first & (model.hidden_dropout > 0),
-                                              terms.embedding_dropout_bytes(tokens, model.hidden, sp, in_flight, pp), 0.0)
+    out["embedding_dropout_masks"] = np.where(first, terms.embedding_dropout_bytes(
+        tokens, model.hidden, sp, in_flight, pp), 0.0) if model.hidden_dropout > 0 else 0.0
     backward = np.where(has_layers, terms.backward_working_set_bytes(tokens, b, model.hidden, widest_ffn(model), sp, tp), 0.0)
     present = [n > 0 for n in kind_counts]
     full_max = np.max(np.broadcast_arrays(*(np.where(p, f, -np.inf) for p, f in zip(present, full))), axis=0)
-    sac_max = np.max(np.broadcast_arrays(*(np.where(p, f - x, -np.inf) for p, f, x in zip(present, full, stored))), axis=0)
-    rematerialised = np.where(np.equal(recompute, RecomputeCode.FULL), full_max * tokens,
-                              np.where(np.equal(recompute, RecomputeCode.SELECTIVE) & titan, tokens * sac_max, 0.0))
+    if titan:
+        sac_max = np.max(np.broadcast_arrays(*(np.where(p, f - x, -np.inf) for p, f, x in zip(present, full, stored))),
+                         axis=0)
+        selective = np.where(np.equal(recompute, RecomputeCode.SELECTIVE), tokens * sac_max, 0.0)
+    else:
+        selective = 0.0
+    rematerialised = np.where(np.equal(recompute, RecomputeCode.FULL), full_max * tokens, selective)
     rematerialised = np.where(has_layers, rematerialised, 0.0)
     loss = np.where(is_last, terms.logits_bytes(tokens, model.vocab, tp, _loss_bytes(proto, tp), model.mtp_layers, b,
                                                 model.hidden, sp), 0.0)
     kind_of_last = layer_kinds(model)[0][-1]
-    out["mtp_layers"] = np.where(is_last & (model.mtp_layers > 0), terms.mtp_activation_bytes(
-        model.mtp_layers, stored[kind_of_last], b, model.hidden, sp, tokens), 0.0)
+    out["mtp_layers"] = np.where(is_last, terms.mtp_activation_bytes(
+        model.mtp_layers, stored[kind_of_last], b, model.hidden, sp, tokens), 0.0) if model.mtp_layers > 0 else 0.0
     # the fp32 logits a loop holds through backward (loss_memory.held_logits_bytes_per_vocab_entry)
-    held = np.where(is_last, tokens * model.vocab / tp * held_logits_bytes_per_vocab_entry(proto), 0.0)
+    held_per_entry = held_logits_bytes_per_vocab_entry(proto)
+    held = np.where(is_last, tokens * model.vocab / tp * held_per_entry, 0.0) if held_per_entry else 0.0
     loss_wins = loss > backward + rematerialised + held
     out["logits"] = np.where(loss_wins, loss, 0.0)
     out["backward_working_set"] = np.where(loss_wins, 0.0, backward)
     out["recompute_working_set"] = np.where(loss_wins, 0.0, rematerialised)
-    out["held_logits"] = np.where(loss_wins, 0.0, held)
+    out["held_logits"] = np.where(loss_wins, 0.0, held) if held_per_entry else 0.0
 
     # other
-    gathered = (sharding >= ShardingCode.ZERO3) & ~fsdp2_pp
+    gathered = (sharding >= ShardingCode.ZERO3) & ~fsdp2_pp if fsdp2 else sharding >= ShardingCode.ZERO3
     out["zero3_gather_buffer"] = np.where(gathered, terms.zero3_gather_bytes(biggest, tp, b), 0.0)
-    out["fsdp_root_unsharded"] = np.where(gathered & titan, terms.fsdp_root_bytes(dense, block_dense, b), 0.0)
+    out["fsdp_root_unsharded"] = np.where(gathered, terms.fsdp_root_bytes(dense, block_dense, b), 0.0) if titan else 0.0
     quantised = proto.precision.low_precision_matmul and not titan
     bytes_per_element = number_format(proto.precision.value).bytes_per_element if quantised else 0.0
-    out["fp8_weight_cache"] = np.where(has_layers & quantised,
-                                       terms.fp8_weight_cache_bytes(bytes_per_element, block_dense, experts), 0.0)
+    out["fp8_weight_cache"] = np.where(has_layers, terms.fp8_weight_cache_bytes(
+        bytes_per_element, block_dense, experts), 0.0) if quantised else 0.0
     out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep, proto.cuda_lazy_loading)
     if fine_tuning_rules(proto):
         _fine_tuning_terms(model, proto, out, last, tp=tp, pp=pp, vpp=vpp, dp=dp, cp=cp, ep=ep, etp=etp,
