@@ -47,9 +47,10 @@ from gpuplan.workloads.training.loss_memory import held_logits_bytes_per_vocab_e
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, SHARDING_OF_CODE, RecomputeCode, ShardingCode
 
 
-def _per_distinct(fn, *arrays) -> tuple[np.ndarray, ...]:
+def _per_distinct(fn, *arrays, memo: dict | None = None) -> tuple[np.ndarray, ...]:
     """fn(*scalars) -> tuple of numbers, called once per distinct combination of the broadcast
-    `arrays`; each output as an array of their broadcast shape."""
+    `arrays`; each output as an array of their broadcast shape. `memo`: fn's results by combination,
+    kept by the caller across calls (a plan search's blocks repeat the same combinations)."""
     parts = np.broadcast_arrays(*(np.asarray(a) for a in arrays))
     shape = parts[0].shape
     if parts[0].size <= _DISTINCT_BY_DICT:
@@ -60,7 +61,11 @@ def _per_distinct(fn, *arrays) -> tuple[np.ndarray, ...]:
         rows = list(first)
     else:
         rows, inverse = np.unique(np.stack([p.ravel().astype(float) for p in parts], axis=1), axis=0, return_inverse=True)
-    values = np.array([fn(*row) for row in rows], dtype=float)
+    if memo is None:
+        values = np.array([fn(*row) for row in rows], dtype=float)
+    else:
+        keys = [tuple(row) for row in (rows if isinstance(rows, list) else rows.tolist())]
+        values = np.array([memo[key] if key in memo else memo.setdefault(key, fn(*key)) for key in keys], dtype=float)
     return tuple(values[inverse.ravel(), j].reshape(shape) for j in range(values.shape[1]))
 
 
@@ -113,11 +118,13 @@ def _per_token_bytes(model: ModelSpec, proto: TrainPlan, tp, sp, rc, etp, cp) ->
 
 
 def per_kind_bytes_per_token(model: ModelSpec, proto: TrainPlan, *, tp, cp, etp, recompute, sequence_parallel,
-                             **_) -> tuple[np.ndarray, ...]:
+                             memo: dict | None = None, **_) -> tuple[np.ndarray, ...]:
     """`_per_token_bytes` of each layer kind (stored ones, then full ones) for every plan of the grid,
-    computed once per distinct (tp, sequence parallelism, recompute, etp; cp for unfused attention)."""
+    computed once per distinct (tp, sequence parallelism, recompute, etp; cp for unfused attention).
+    `memo`: those values by combination, for the one `model` and `proto` of a search (`screen_bytes`)."""
     cp_key = 1 if proto.flash_attention else cp  # the sequence shard matters only for stored scores
-    return _per_distinct(lambda *a: _per_token_bytes(model, proto, *a), tp, sequence_parallel, recompute, etp, cp_key)
+    return _per_distinct(lambda *a: _per_token_bytes(model, proto, *a), tp, sequence_parallel, recompute, etp, cp_key,
+                         memo=memo)
 
 
 def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep, etp, vpp, micro_batch, m, recompute,
@@ -282,10 +289,13 @@ def _loss_bytes(proto: TrainPlan, tp):
     return np.where(np.greater(tp, 1), many, one)
 
 
-def screen_bytes(model: ModelSpec, proto: TrainPlan, **axes) -> tuple[np.ndarray, np.ndarray]:
+def screen_bytes(model: ModelSpec, proto: TrainPlan, memo: dict | None = None, **axes) -> tuple[np.ndarray, np.ndarray]:
     """(total, memory outside PyTorch's allocator) bytes of the larger of the first and the last
-    pipeline rank (`rank_memory_arrays`; module docstring): a lower bound of `training_memory`."""
-    per_kind = per_kind_bytes_per_token(model, proto, **axes)
+    pipeline rank (`rank_memory_arrays`; module docstring): a lower bound of `training_memory`.
+    `memo`: a dict the caller keeps for one `model` and `proto` (a plan search's blocks): the layer
+    kinds' bytes per token of each (tp, sp, recompute, etp, cp) are then computed once per search."""
+    per_kind = per_kind_bytes_per_token(model, proto, memo=None if memo is None else memo.setdefault("per_kind", {}),
+                                        **axes)
     ndim = max(np.ndim(a) for a in axes.values())
     both = rank_memory_arrays(model, proto, per_kind=per_kind, last=BOTH_RANKS.reshape((2,) + (1,) * ndim), **axes)
     # the first rank's total and the last's are the two halves of the leading axis: the larger of each pair
