@@ -51,22 +51,29 @@ def _per_distinct(fn, *arrays, memo: dict | None = None) -> tuple[np.ndarray, ..
     """fn(*scalars) -> tuple of numbers, called once per distinct combination of the broadcast
     `arrays`; each output as an array of their broadcast shape. `memo`: fn's results by combination,
     kept by the caller across calls (a plan search's blocks repeat the same combinations)."""
-    parts = np.broadcast_arrays(*(np.asarray(a) for a in arrays))
-    shape = parts[0].shape
-    if parts[0].size <= _DISTINCT_BY_DICT:
+    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    columns = [_float_column(a, shape) for a in arrays]  # each broadcast to `shape`, flat, as floats
+    if columns[0].size <= _DISTINCT_BY_DICT:
         # few combinations (the axes of a block are short): a dict of first appearances, not a sort of rows
-        keys = list(zip(*(p.ravel().astype(float).tolist() for p in parts)))
+        keys = list(zip(*(c.tolist() for c in columns)))
         first: dict[tuple, int] = {}
         inverse = np.fromiter(map(lambda key: first.setdefault(key, len(first)), keys), dtype=np.intp, count=len(keys))
         rows = list(first)
     else:
-        rows, inverse = np.unique(np.stack([p.ravel().astype(float) for p in parts], axis=1), axis=0, return_inverse=True)
+        rows, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
     if memo is None:
         values = np.array([fn(*row) for row in rows], dtype=float)
     else:
         keys = [tuple(row) for row in (rows if isinstance(rows, list) else rows.tolist())]
         values = np.array([memo[key] if key in memo else memo.setdefault(key, fn(*key)) for key in keys], dtype=float)
     return tuple(values[inverse.ravel(), j].reshape(shape) for j in range(values.shape[1]))
+
+
+def _float_column(a, shape: tuple[int, ...]) -> np.ndarray:
+    """`a` broadcast to `shape` as a new flat float64 array (np.broadcast_to(a, shape).ravel().astype(float))."""
+    out = np.empty(shape)
+    np.copyto(out, a)
+    return out.ravel()
 
 
 #: `_per_distinct` finds the distinct combinations with a dict up to this many broadcast points (3x
