@@ -102,7 +102,7 @@ def step_time_arrays(
     m = g.m
     parts = dict(
         compute_s=m * sc.compute_mb, recompute_s=m * sc.recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
-        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb,
+        ep_comm_s=m * ep_mb, pp_comm_s=m * pp_mb,  # (m x ep_mb already has m's axes; ep_mb >= 0: no -0.0 to clear)
         bubble_s=bubble_seconds(g, mb_time, sc.head, sc, lambda: sc.layers_per_stage * lc.gemm_fwd),
         dp_comm_s=dp_comm_seconds(ctx, g, sc, local_dense, local_experts, **dp_terms),
         optimizer_s=optimizer_seconds(ctx, g, local_dense, local_experts, sc),
@@ -111,7 +111,7 @@ def step_time_arrays(
     parts = {k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}
     shape = np.broadcast_shapes(*(v.shape for v in parts.values()))
     if shape:
-        # a dense model's ep part is m x 0 + 0 x m and an unoffloaded plan's offload part a scalar 0: both add nothing
+        # a dense model's ep part is m x 0 and an unoffloaded plan's offload part a scalar 0: both add nothing
         zeros = {"ep_comm_s"} if _is_zero(ep_mb) else set()
         total = _sum_in_order([v for k, v in parts.items() if k not in zeros], shape)
     else:
