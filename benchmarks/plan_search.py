@@ -38,8 +38,8 @@ Issue 32 (2026-11-29: the search back above its speed at efcccaa, before the FSD
 deterministic, CUDA-graph and gradient-accumulation terms; docs/architecture.md "Plan search
 throughput"), 12 interleaved runs each of efcccaa and this, alternating, at load average 9-23, medians:
 GPT-3 175B 4.17 -> 4.46 M plans per CPU-second (runs 3.43-5.09 / 3.84-4.67), DeepSeek-V3 15.5 -> 17.1 M
-(14.0-16.5 / 15.0-17.9). Instructions per GPT-3 search (valgrind callgrind, 20 searches less 2, load
-independent): efcccaa 55.5 M, this 50.1 M. Every result unchanged (plan JSON of both models under six
+(14.0-16.5 / 15.0-17.9). Instructions per GPT-3 search (valgrind callgrind, 22 searches less 2, load
+independent): efcccaa 55.5 M, main before this (e59fec4) 54.9 M, this 50.0 M. Every result unchanged (plan JSON of both models under six
 frameworks and modes, `validate --builtin training --json`, benchmarks/output_digests.py).
 `page_faults_per_search` is the minor page faults of one GPT-3 search (ru_minflt over the timed
 searches): ~600 where the C allocator hands the freed heap back after each search (about 1 ms of the
