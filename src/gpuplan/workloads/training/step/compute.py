@@ -52,6 +52,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
+from gpuplan.workloads.training.finetune_memory import runs_pytorch_loop
 from gpuplan.workloads.training.step import checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
@@ -449,6 +450,18 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     return (bmm + scores * fwd_bytes / ctx.hbm_bytes_s, 2.0 * bmm + scores * bwd_bytes / ctx.hbm_bytes_s)
 
 
+def eager_native_modules(ctx: StepContext) -> bool:
+    """A fine-tuning step of `Framework.OTHER` on a plain PyTorch loop (`finetune_memory.runs_pytorch_loop`,
+    the rule the activation memory reads) not under torch.compile: PyTorch-native Llama modules run op
+    by op, counted as torchtitan's eager Llama (TORCHTITAN_* bytes). torchtune's modules at 1814feb17
+    (2024-11) issue the same operators: RMSNorm `x.float()`, `pow(2).mean`, `* rsqrt`, `type_as`,
+    `* scale`; GQA `k.unsqueeze(2).expand(...).flatten(1, 2)` copies; the attention output's
+    `transpose(1, 2).contiguous()`; SwiGLU `w2(silu(w1(x)) * w3(x))` in two kernels; its rotary
+    (real arithmetic on fp32 halves, `torch.stack`, `type_as`) moves more than the complex multiply counted."""
+    return (ctx.framework is Framework.OTHER and runs_pytorch_loop(ctx.framework, ctx.fine_tuning)
+            and not ctx.compiled_model)
+
+
 def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     """(attention block, dense FFN, MoE FFN) elementwise seconds per layer and micro-batch, forward.
 
@@ -457,13 +470,14 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     sequence parallelism) + the activation's bytes per FFN element (6 gated, 4 otherwise) x f / tp;
     Composer (`Framework.FSDP`)
     `training.eager_elementwise_factor` x those; torchtitan's eager Llama counted per operator
-    (TORCHTITAN_* bytes), its compiled blocks (`ctx.compiled_model`) as fused kernels plus rotary and copies. FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
+    (TORCHTITAN_* bytes; so is an eager fine-tuning step on another PyTorch loop, `eager_native_modules`), its
+    compiled blocks (`ctx.compiled_model`) as fused kernels plus rotary and copies. FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
     activation on the routed tokens plus the permute / unpermute copies of t_local x top_k x h."""
     h, act_bytes = float(ctx.hidden), 2.0
     hidden_div = np.where(g.sp, g.tp, 1.0)
     layer = ctx.ops.layers[0]
     ffn_bytes = layer.activation_bytes_per_ffn_element()
-    if ctx.framework is Framework.TORCHTITAN:
+    if ctx.framework is Framework.TORCHTITAN or eager_native_modules(ctx):
         compiled = ctx.compiled_model
         repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
         rope = TORCHTITAN_COMPILED_ROPE_BYTES if compiled else TORCHTITAN_ROPE_BYTES
