@@ -546,7 +546,8 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
         selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
     else:
         selective = attn_fwd
-    full = layer_fwd - checkpoint_early_stop.skipped_recompute_seconds(ctx, dense_down, dense_frac)
+    skipped = checkpoint_early_stop.skipped_recompute_seconds(ctx, dense_down, dense_frac)
+    full = layer_fwd if isinstance(skipped, float) and skipped == 0.0 else layer_fwd - skipped  # x - 0.0 is x
     recompute = np.where(g.rc == RecomputeCode.FULL, full, np.where(g.rc == RecomputeCode.SELECTIVE, selective, 0.0))
     return LayerCompute(qkv, out, dense_up, dense_down, moe_mlp, attn_fwd, attn_bwd, dense_frac, moe_frac,
                         layer_fwd, layer_bwd, recompute, gemm_fwd)

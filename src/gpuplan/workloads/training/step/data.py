@@ -42,6 +42,7 @@ from gpuplan.workloads.training.plan_codes import RecomputeCode, ShardingCode
 from gpuplan.workloads.training.step import deepspeed_zero3, fsdp_adapter_units
 from gpuplan.workloads.training.step.compute import StageCompute
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+from gpuplan.workloads.training.step.overlap import exposed_behind
 
 #: Bytes per parameter of the ZeRO-3 / FSDP all-gathers under `Framework.FSDP` (Composer /
 #: llm-foundry): Composer's `mixed_precision: DEFAULT` of 2023 (the MPT benchmark tables) set
@@ -204,8 +205,8 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
 
     def overlapped(busy, window):
         """The exposed part of a collective of `busy` seconds hidden behind `window` of compute, plus
-        the compute slowed by the SMs it holds."""
-        return np.maximum(0.0, busy - window) + contention() * np.minimum(busy, window)
+        the compute slowed by the SMs it holds: max(0, busy - window) + contention x min(busy, window)."""
+        return exposed_behind(busy, window, contention())
 
     def reduce_all(grad):
         return once("reduce_all", grad, lambda: sum(
@@ -271,7 +272,7 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         # SHARD_GRAD_OP also re-gathers the parameters it frees after each backward
         if deepspeed:
             return g.m * reduce_scatter(grad) + gather()
-        return g.m * reduce_mb(grad) + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb()
+        return g.m * reduce_mb(grad) + (g.m * gather_mb() if ctx.framework is Framework.FSDP else gather_mb())
 
     def zero3(grad):
         if legacy_deepspeed:
