@@ -150,3 +150,25 @@ def test_a_single_split_is_as_balanced_as_its_work_allows(batch, heads, seq, hea
         default = fd.makespan([w for _ in range(batch * heads) for w in fd.key_block_work(seq, *fd.backward_tile(head_dim))], sms)
         assert factor == pytest.approx(waves * total / default, rel=1e-12)
         assert fd.extra_accumulator_bytes(batch, heads, seq, head_dim, sms) == 0.0
+
+
+def test_tile_shared_memory_is_kernel_traits_size():
+    # kSmemSize1colblock = Q,dO 3 x kBlockM x d + K,V 2 x kBlockN x d + dS,P 2 x kBlockM x kBlockN, x 2 B:
+    # head_dim 128 (64, 128): (3 x 64 x 128 + 2 x 128 x 128 + 2 x 64 x 128) x 2 = 147,456 (the launch
+    # template's ">= 144 KB" branch); 96 (64, 128): (18,432 + 24,576 + 16,384) x 2 = 118,784 ("116 KB");
+    # 32 (128, 128): (12,288 + 8,192 + 32,768) x 2 = 106,496 ("104 KB"); 256 (64, 64): 180,224 ("176 KB")
+    assert fd.tile_shared_memory_bytes(128) == 147_456
+    assert fd.tile_shared_memory_bytes(96) == 118_784
+    assert fd.tile_shared_memory_bytes(32) == 106_496
+    assert fd.tile_shared_memory_bytes(256) == 180_224
+    # 228 KiB (233,472 B) per SM on H100 / B200: one 144 KiB CTA, two 104 KiB ones; A100's 164 KiB: one
+    assert fd.ctas_per_sm(128, 233_472) == 1 and fd.ctas_per_sm(32, 233_472) == 2
+    assert fd.ctas_per_sm(32, 167_936) == 1 and fd.ctas_per_sm(128, None) == 1
+
+
+def test_accumulator_head_dim_rounding():
+    # head_size_rounded: 96 -> 96, 100 -> 128, 224 -> 256 (above 192); b = h = 1, s = 128, 2 splits on 2 SMs:
+    # 2 x 1 x 128 x d x 4 B
+    assert fd.extra_accumulator_bytes(1, 1, 128, 96, 2) == 2 * 128 * 96 * 4
+    assert fd.extra_accumulator_bytes(1, 1, 128, 100, 2) == 2 * 128 * 128 * 4
+    assert fd.extra_accumulator_bytes(1, 1, 128, 224, 2) == 2 * 128 * 256 * 4

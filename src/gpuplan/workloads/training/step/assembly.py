@@ -131,7 +131,7 @@ def _megatron_modes(ctx: StepContext, g: PlanAxes, sc, lc):
     if flash2_deterministic.applies(ctx.gpu, ctx.attention_kernel, ctx.deterministic):
         extra = extra + sc.layers_per_stage * flash2_deterministic.extra_backward_seconds(
             lc.attn_bwd, g.mb, ctx.heads / g.tp, ctx.seq_len / g.cp, ctx.head_dim, ctx.gpu.sm_count_or_default,
-            ctx.hbm_bytes_s)
+            ctx.hbm_bytes_s, smem_per_sm_bytes=ctx.gpu.smem_per_sm_bytes)
     if f == 1.0 and not np.any(extra):
         return sc
     bwd = sc.stage_bwd * f + extra

@@ -27,10 +27,11 @@ non-causal key block sees all ceil(s / kBlockM)) and adds its dQ share into an f
 
 Time. A CTA's time is proportional to the query blocks it walks (every iteration is the same five
 block GEMMs). The CTAs are dispatched in launch order (x fastest, then batch, then head) to whichever
-SM frees first; the kernel holds ONE CTA per SM (its shared memory, `Kernel_traits::kSmemSize1colblock`,
-is 144 KiB for head_dim 64 and 128 and 116 KiB for 96 and 160: more than half of the 164 KiB (A100) or
-228 KiB (H100, B200) an SM has, as `max_smem_per_block >= 144 * 1024` selects the tile). The step's
-backward attention time is the measured rate's (default grid, large problems) times
+slot frees first, floor(shared memory per SM / the tile's `Kernel_traits::kSmemSize1colblock`) slots per
+SM (`ctas_per_sm`; at least one): 144 KiB for head_dim 64 and 128, 116 KiB for 96 and 160, 136 KiB for
+192, 176 KiB for 256, so one CTA per SM on the 164 KiB (A100) and 228 KiB (H100, B200) parts, two for
+head_dim 32 (104 KiB) on the latter (registers, which the source does not state, may hold it to one).
+The step's backward attention time is the measured rate's (default grid, large problems) times
 
     factor = makespan(deterministic grid) / makespan(default grid)          (`backward_time_factor`)
 
@@ -53,13 +54,18 @@ import numpy as np
 from gpuplan.specs import Gpu
 from gpuplan.specs.execution import AttentionKernel
 
-#: (kBlockM, kBlockN) of the backward tile by head dim, on parts whose per-block shared memory opt-in is at
-#: least 144 KiB (A100, H100, B200: `max_smem_per_block >= 144 * 1024`): flash_bwd_launch_template.h
-#: `run_mha_bwd_hdim32` (128, 128), `hdim64` (128, 128), `hdim96` (64, 128), `hdim128` (64, 128),
-#: `hdim160` / `hdim192` / `hdim256` (64, 64). Keyed by the smallest supported head dim >= the model's.
-BACKWARD_TILES = ((32, (128, 128)), (64, (128, 128)), (96, (64, 128)), (128, (64, 128)), (256, (64, 64)))
-#: flash-attn pads the accumulator's head dim to a multiple of 32 (`head_size_rounded`, flash_api.cpp)
-#: and its rows to a multiple of 128 (`seqlen_q_rounded`).
+#: The backward tile by head dim, (head dim limit, kHeadDim, kBlockM, kBlockN), on parts whose per-block shared
+#: memory opt-in is at least 144 KiB (A100, H100, B200: `max_smem_per_block >= 144 * 1024`), with attention
+#: dropout (Megatron-core's default 0.1; `Is_V_in_regs` false): flash_bwd_launch_template.h
+#: `run_mha_bwd_hdim32` (128, 128), `hdim64` (128, 128), `hdim96` (64, 128), `hdim128` (64, 128), `hdim160` /
+#: `hdim192` / `hdim256` (64, 64). Keyed by the smallest supported head dim >= the model's.
+BACKWARD_TILES = ((32, 32, 128, 128), (64, 64, 128, 128), (96, 96, 64, 128), (128, 128, 64, 128),
+                  (160, 160, 64, 64), (192, 192, 64, 64), (256, 256, 64, 64))
+#: bf16 / fp16 tiles in shared memory
+_ELEMENT_BYTES = 2
+#: flash-attn pads the accumulator's head dim to a multiple of 32 up to 192, else to 256 (flash_api.cpp
+#: `head_size_rounded = head_size <= 192 ? round_multiple(head_size, 32) : 256`) and its rows to a multiple
+#: of 128 (`seqlen_q_rounded`).
 HEAD_DIM_ROUND = 32
 SEQ_ROUND = 128
 #: The dQ accumulator is fp32.
@@ -82,12 +88,31 @@ def applies(gpu: Gpu, kernel: AttentionKernel, deterministic: bool) -> bool:
         return False
 
 
+def _tile(head_dim: int) -> tuple[int, int, int]:
+    for limit, k_head_dim, block_m, block_n in BACKWARD_TILES:
+        if head_dim <= limit:
+            return k_head_dim, block_m, block_n
+    raise ValueError(f"head_dim {head_dim} is above FlashAttention-2's 256")
+
+
 def backward_tile(head_dim: int) -> tuple[int, int]:
     """(kBlockM, kBlockN) of flash-attn's backward for `head_dim` (BACKWARD_TILES)."""
-    for limit, tile in BACKWARD_TILES:
-        if head_dim <= limit:
-            return tile
-    raise ValueError(f"head_dim {head_dim} is above FlashAttention-2's 256")
+    return _tile(head_dim)[1:]
+
+
+def tile_shared_memory_bytes(head_dim: int) -> int:
+    """kSmemSize1colblock of the tile (flash-attn kernel_traits.h, `Is_V_in_regs` false): Q and dO
+    kBlockM x d, triple-buffered (x 3), + K and V kBlockN x d each, + dS and P kBlockM x kBlockN each,
+    2 B per element. E.g. head_dim 128: 64 x 128 x 3 x 2 + 128 x 128 x 2 x 2 + 2 x 64 x 128 x 2 = 147,456."""
+    d, block_m, block_n = _tile(head_dim)
+    return _ELEMENT_BYTES * (3 * block_m * d + 2 * block_n * d + 2 * block_m * block_n)
+
+
+def ctas_per_sm(head_dim: int, smem_per_sm_bytes: int | None) -> int:
+    """floor(shared memory per SM / tile_shared_memory_bytes), at least 1 (1 where the part's is unknown)."""
+    if not smem_per_sm_bytes:
+        return 1
+    return max(1, int(smem_per_sm_bytes) // tile_shared_memory_bytes(head_dim))
 
 
 def key_block_work(seq: int, block_m: int, block_n: int, causal: bool = True) -> tuple[int, ...]:
@@ -111,15 +136,18 @@ def splits(batch: int, heads: int, sms: int) -> int:
 
 
 @lru_cache(maxsize=256)
-def backward_time_factor(batch: int, heads: int, seq: int, head_dim: int, sms: int, causal: bool = True) -> float:
-    """makespan(deterministic grid) / makespan(default grid) of flash-attn's backward (module docstring)."""
+def backward_time_factor(batch: int, heads: int, seq: int, head_dim: int, sms: int, causal: bool = True,
+                         smem_per_sm_bytes: int | None = None) -> float:
+    """makespan(deterministic grid) / makespan(default grid) of flash-attn's backward on `sms` SMs of
+    `ctas_per_sm` slots each (module docstring)."""
     block_m, block_n = backward_tile(head_dim)
     work = key_block_work(seq, block_m, block_n, causal)
     pairs = int(batch) * int(heads)
-    default = makespan((w for _ in range(pairs) for w in work), sms)
+    slots = int(sms) * ctas_per_sm(head_dim, smem_per_sm_bytes)
+    default = makespan((w for _ in range(pairs) for w in work), slots)
     n = splits(batch, heads, sms)
     per_split = [sum(work[x::n]) for x in range(n)]
-    deterministic = makespan((w for _ in range(pairs) for w in per_split), sms)
+    deterministic = makespan((w for _ in range(pairs) for w in per_split), slots)
     return deterministic / default
 
 
@@ -129,20 +157,23 @@ def extra_accumulator_bytes(batch, heads, seq, head_dim: int, sms: int):
     b, h = np.asarray(batch, dtype=np.float64), np.asarray(heads, dtype=np.float64)
     n = np.ceil(sms / (b * h))
     s_rounded = np.ceil(np.asarray(seq, dtype=np.float64) / SEQ_ROUND) * SEQ_ROUND
-    d_rounded = math.ceil(head_dim / HEAD_DIM_ROUND) * HEAD_DIM_ROUND
+    d_rounded = math.ceil(head_dim / HEAD_DIM_ROUND) * HEAD_DIM_ROUND if head_dim <= 192 else 256
     return 2.0 * (n - 1.0) * b * s_rounded * h * d_rounded * ACCUMULATOR_BYTES
 
 
-def extra_backward_seconds(attn_bwd, batch, heads, seq, head_dim: int, sms: int, hbm_bytes_s: float, causal=True):
+def extra_backward_seconds(attn_bwd, batch, heads, seq, head_dim: int, sms: int, hbm_bytes_s: float, causal=True,
+                           smem_per_sm_bytes: int | None = None):
     """Seconds the deterministic backward adds to one layer's attention backward per micro-batch:
     attn_bwd x (backward_time_factor - 1) + extra_accumulator_bytes / HBM bandwidth. `batch`, `heads`
     (query heads on the rank) and `seq` (keys per call) broadcast as arrays; each distinct point is
     scheduled once."""
     b, h, s = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch, heads, seq)))
     factor = np.vectorize(lambda bb, hh, ss: backward_time_factor(int(bb), math.ceil(hh), math.ceil(ss), int(head_dim),
-                                                                  int(sms), bool(causal)), otypes=[float])
+                                                                  int(sms), bool(causal), smem_per_sm_bytes),
+                          otypes=[float])
     return attn_bwd * (factor(b, h, s) - 1.0) + extra_accumulator_bytes(b, h, s, head_dim, sms) / hbm_bytes_s
 
 
-__all__ = ["BACKWARD_TILES", "applies", "backward_tile", "backward_time_factor", "extra_accumulator_bytes",
-           "extra_backward_seconds", "key_block_work", "makespan", "splits"]
+__all__ = ["BACKWARD_TILES", "applies", "backward_tile", "backward_time_factor", "ctas_per_sm",
+           "extra_accumulator_bytes", "extra_backward_seconds", "key_block_work", "makespan", "splits",
+           "tile_shared_memory_bytes"]
