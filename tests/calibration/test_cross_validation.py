@@ -141,8 +141,10 @@ def test_cv_accuracy_gate_on_public_training_file(record_rows):
     in those folds). dsv3's gate re-set to 24.4 x 1.1.
     Issue 32 (h-megdense): flash-attn's deterministic backward grid (step.flash2_deterministic) on the
     megft A100 / GB200 rows. CV MAPE % here: overall 10.65 -> 10.45 (median 6.59 -> 6.59), megft 10.57 ->
-    8.04, mbridge 10.92 -> 10.91, mbr-bw 4.41 -> 4.53, mbr-moe 13.63 -> 13.71. megft's gate re-set to
-    8.04 x 1.1.
+    8.04, mbridge 10.92 -> 10.91, mbr-bw 4.41 -> 4.53, mbr-moe 13.63 -> 13.71. Then Blackwell attention
+    below 16k tokens at the artifact's measured rate (step.blackwell_attention_length): overall 10.45 ->
+    10.31 (median 6.59 -> 6.35), megft 8.04 -> 7.68, mbr-moe 13.71 -> 12.38, mbr-bw 4.53 -> 4.60, mbridge
+    10.91 -> 10.87. megft's gate re-set to 7.68 x 1.1 = 8.5, mbr-moe's kept.
     """
     from gpuplan.interfaces.validation.cross_validation import cross_validate
 
@@ -155,7 +157,7 @@ def test_cv_accuracy_gate_on_public_training_file(record_rows):
     assert fam["ttbench"]["mape_pct"] <= 17.2 and fam["ttmem"]["mape_pct"] <= 13.3
     assert fam["mbr-moe"]["mape_pct"] <= 16.4 and fam["dsv3"]["mape_pct"] <= 26.8
     assert fam["mbr-bw"]["mape_pct"] <= 7.5
-    assert fam["mbridge"]["mape_pct"] <= 13.5 and fam["megft"]["mape_pct"] <= 8.9
+    assert fam["mbridge"]["mape_pct"] <= 13.5 and fam["megft"]["mape_pct"] <= 8.5
     assert overall["mape_pct"] >= overall["in_sample_mape_pct"] - 0.5
     assert SGF in [k["name"] for k in cv["knobs_refit"]]
 

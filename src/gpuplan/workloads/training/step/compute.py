@@ -51,7 +51,7 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
-from gpuplan.workloads.training.step import checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
+from gpuplan.workloads.training.step import blackwell_attention_length, checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
@@ -132,6 +132,9 @@ TRAINING_ATTENTION_CEILING = {
 #: 371.2 / 371.1, mean 366.9 of 2250 = 0.163 (FlashAttention-2 has no Blackwell-specific kernels: about a
 #: third of cuDNN's 0.510). Ampere, Hopper and CDNA3 ceilings above are FlashAttention-2's already.
 B200_FLASH2_TFLOPS = ((425.128, 336.635), (435.762, 345.634), (441.285, 348.981), (443.738, 348.253))
+#: The B200 plateau rates (16k-128k mean, TFLOP/s) the Blackwell ceilings are, keyed by "FlashAttention-2"
+B200_PLATEAU_TFLOPS = {False: BLACKWELL_TRAINING_ATTENTION * B200_DENSE_BF16_TFLOPS,
+                       True: sum(forward_backward_rate(f, b) for f, b in B200_FLASH2_TFLOPS) / len(B200_FLASH2_TFLOPS)}
 FLASH2_TRAINING_ATTENTION = {
     "blackwell": knobs.register(
         "training.flash2_attention_ceiling.blackwell", unit="fraction of dense peak",
@@ -428,7 +431,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     (`training.attention_ceiling.*`; `training.flash2_attention_ceiling.*` under FLASH2; x the head-dim factor at
     `attention_head_dim(model)`, primitives.attention_head_dim) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs) x the
     part's `sustained_clock_ratio` (the ceilings are short-run kernel benchmarks), x
-    `training.flash_v1_over_v2` for FlashAttention v1; backward FLASH_BACKWARD_RATIO x forward
+    `training.flash_v1_over_v2` for FlashAttention v1, x on Blackwell the measured rate at s / cp tokens over
+    the ceiling's 16k-128k plateau (`blackwell_attention_length`); backward FLASH_BACKWARD_RATIO x forward
     (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
     scores (x 2 in backward) plus UNFUSED_SCORE_BYTES_FWD / _BWD bytes per score through HBM."""
     s = float(ctx.seq_len)
@@ -440,6 +444,9 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
                * sustained_clock_ratio(ctx.gpu))
         if ctx.attention_kernel is AttentionKernel.FLASH_V1:
             eff = eff * knobs.value("training.flash_v1_over_v2")
+        if blackwell_attention_length.applies(ctx.gpu, ctx.attention_kernel):  # below the plateau's 16k tokens
+            eff = eff * blackwell_attention_length.length_factor(ctx.attention_kernel, s / g.cp, B200_PLATEAU_TFLOPS[
+                ctx.attention_kernel is AttentionKernel.FLASH2])
         flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
         fwd = flops / (_peak_flops(ctx, ctx.act_dtype) * eff)
         return fwd, FLASH_BACKWARD_RATIO * fwd
