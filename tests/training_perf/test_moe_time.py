@@ -211,7 +211,8 @@ def test_per_expert_launch_time_only_where_experts_run_one_by_one(catalog, syste
 def test_megatron_batch_overlap_needs_one_pipeline_stage_or_interleaving():
     # Megatron-core's combined forward-backward step (schedules.py) exists for pp 1 with two
     # micro-batches or more and for the interleaved schedule (vpp > 1), not for plain 1F1B with
-    # pp > 1; DualPipe-style stacks (`other`) overlap whenever another micro-batch is in flight.
+    # pp > 1. `other` stacks (NeMo AutoModel, DeepSeek-V2's HAI-LLM) hide the all-to-all behind the
+    # shared experts only, unless the plan runs DualPipe.
     from types import SimpleNamespace
 
     from gpuplan.specs.execution import Framework
@@ -221,12 +222,16 @@ def test_megatron_batch_overlap_needs_one_pipeline_stage_or_interleaving():
     g = SimpleNamespace(pp=pp, vpp=vpp, m=m, dualpipe=np.zeros(4, dtype=bool))
     window, other = expert.overlap_window(SimpleNamespace(framework=Framework.MEGATRON), g, lc, None)
     assert window == 3.0 and other.tolist() == [False, True, False, True]
-    _, other_dualpipe = expert.overlap_window(SimpleNamespace(framework=Framework.OTHER), g, lc, None)
-    assert other_dualpipe.tolist() == [False, True, True, True]
+    assert Framework.OTHER not in expert.BATCH_OVERLAP_FRAMEWORKS
+    no_shared = SimpleNamespace(framework=Framework.OTHER, ops=SimpleNamespace(moe_layer=SimpleNamespace(linears=[])))
+    # no shared experts: nothing to hide behind (window 0) without DualPipe
+    assert expert.overlap_window(no_shared, g, lc, None) == (0.0, True)
     # a plan that runs DualPipe (pp 4, vpp 1) overlaps in its F&B chunks whatever the stack
     g.dualpipe = np.array([False, False, True, False])
     _, dual = expert.overlap_window(SimpleNamespace(framework=Framework.MEGATRON), g, lc, None)
     assert dual.tolist() == [False, True, True, True]
+    window_other, _ = expert.overlap_window(no_shared, g, lc, None)
+    assert window_other.tolist() == [0.0, 0.0, 3.0, 0.0]
 
 
 def test_expert_gemms_launch_per_expert_except_te_block_scaled_grouped_kernels():

@@ -53,7 +53,7 @@ class Framework(str, Enum):
     #: (`native_amp`); data-parallel gradients bucketed and overlapped with backward as torch DDP does
     #: (timed as Megatron's overlap_grad_reduce).
     TRANSFORMERS = "transformers"
-    OTHER = "other"  # treated as MEGATRON
+    OTHER = "other"  # treated as MEGATRON, except the expert all-to-all: shared-expert overlap only (step.expert)
 
     @property
     def context_parallel_method(self) -> "ContextParallelMethod":

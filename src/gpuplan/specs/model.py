@@ -59,6 +59,11 @@ class MoeSpec(Spec):
     #: nodes", M = 4; Megatron-core `--moe-router-num-groups` / `--moe-router-group-topk`). None: no limit.
     expert_groups: int | None = Field(default=None, gt=0)
     groups_per_token: int | None = Field(default=None, gt=0)
+    #: A benchmark gate in place of the learned router that sends token i to experts (i k + j) mod E,
+    #: j < k: consecutive experts, perfectly balanced (NeMo AutoModel `FakeBalancedGate`, nemo_automodel/
+    #: components/moe/layers.py: `torch.arange(n_tokens * k).view(-1, k) % n_experts`). Routing locality:
+    #: `workloads.training.step.expert_routing.round_robin_domains_hit`.
+    round_robin_routing: bool = False
 
     @model_validator(mode="after")
     def _topk_le_experts(self):
@@ -75,12 +80,15 @@ class MoeSpec(Spec):
 
     @model_serializer(mode="wrap")
     def _omit_unlimited_routing(self, handler):
-        """A dump leaves out the routing group fields where routing is unlimited, so the dumps (and
-        hashes) of every model written before the fields existed are unchanged."""
+        """A dump leaves out the routing group fields where routing is unlimited and the round-robin
+        flag where the router is learned, so the dumps (and hashes) of every model written before the
+        fields existed are unchanged."""
         data = handler(self)
         if isinstance(data, dict) and self.expert_groups is None:
             data.pop("expert_groups", None)
             data.pop("groups_per_token", None)
+        if isinstance(data, dict) and not self.round_robin_routing:
+            data.pop("round_robin_routing", None)
         return data
 
 

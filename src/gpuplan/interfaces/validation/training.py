@@ -143,6 +143,7 @@ from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_r
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
 from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
 from gpuplan.interfaces.validation.megatron_bridge_row import graph_scope_from_row
+from gpuplan.interfaces.validation.router_row import model_with_stated_router
 from gpuplan.interfaces.validation.source_dates import source_name_month, stated_torch_version
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework, PipelineSchedule
@@ -523,7 +524,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
     if metric not in TIME_METRICS + MEMORY_METRICS:
         raise SkipRow(f"metric '{metric}' is not a training metric")
     try:
-        model = model_from_arch_row(row)
+        model = model_with_stated_router(row, model_from_arch_row(row))
         if embeddings_tied_stated(row) and not model.tied_embeddings:
             model = model.model_copy(update={"tied_embeddings": True})
         catalog = load_catalog()

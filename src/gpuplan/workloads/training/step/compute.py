@@ -13,7 +13,8 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   TRAINING_ATTENTION_CEILING (x FLASH_V1_OVER_V2 with `AttentionKernel.FLASH_V1`; with `AttentionKernel.FLASH2`
   FLASH2_TRAINING_ATTENTION where the generation's ceiling is another kernel's, Blackwell's cuDNN). With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
   DeepSpeed: scores materialised, fused scale-mask-softmax + dropout), the two batched GEMMs are
-  full s x s and every score element moves UNFUSED_SCORE_BYTES_FWD / _BWD bytes through HBM.
+  full s x s and every score element moves `unfused_attention.megatron_unfused_score_bytes` through HBM
+  (13 / 26 B, 8 / 21 B where the attention dropout is 0 and PyTorch skips the dropout kernel).
 - Elementwise (norms, residual adds, dropout, activation): the inventory's per-operator bytes
   (`LayerOps.hidden_elementwise_bytes`, divided by tp with sequence parallelism, replicated
   otherwise) plus the activation's bytes per FFN element x f/tp; backward moves 2 x forward; at
@@ -54,11 +55,9 @@ from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.step import blackwell_attention_length, checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+from gpuplan.workloads.training.step.unfused_attention import (  # noqa: F401 (UNFUSED_SCORE_BYTES_*: re-exported)
+    UNFUSED_SCORE_BYTES_BWD, UNFUSED_SCORE_BYTES_FWD, megatron_unfused_score_bytes)
 
-#: Per score element of unfused attention, forward: write QK^T (2), softmax read+write (4), dropout
-#: mask + read + write (5), read by the AV GEMM (2) = 13 B; backward: about twice that (26 B).
-UNFUSED_SCORE_BYTES_FWD = 13.0
-UNFUSED_SCORE_BYTES_BWD = 26.0
 #: FlashAttention backward / forward FLOPs (Dao 2023, FlashAttention-2 sec. 3: 5 vs 2 GEMMs).
 FLASH_BACKWARD_RATIO = 2.5
 #: Cross-entropy over the logits, HBM bytes per logit (forward + backward), counted from Megatron-core's
@@ -434,7 +433,8 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     `training.flash_v1_over_v2` for FlashAttention v1, x on Blackwell the measured rate at s / cp tokens over
     the ceiling's 16k-128k plateau (`blackwell_attention_length`); backward FLASH_BACKWARD_RATIO x forward
     (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
-    scores (x 2 in backward) plus UNFUSED_SCORE_BYTES_FWD / _BWD bytes per score through HBM."""
+    scores (x 2 in backward) plus `megatron_unfused_score_bytes` per score through HBM (no dropout
+    bytes where the model's attention dropout is 0)."""
     s = float(ctx.seq_len)
     heads_local = ctx.heads / g.tp
     if ctx.attention_kernel.fused:
@@ -452,7 +452,7 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
         return fwd, FLASH_BACKWARD_RATIO * fwd
     scores = g.mb * heads_local * s * s / g.cp
     bmm = 2.0 * gemm_time_array(ctx.gpu, s / g.cp, s, ctx.head_dim, ctx.act_dtype, batch=g.mb * heads_local)
-    fwd_bytes, bwd_bytes = native_amp.unfused_score_bytes(ctx, (UNFUSED_SCORE_BYTES_FWD, UNFUSED_SCORE_BYTES_BWD))
+    fwd_bytes, bwd_bytes = native_amp.unfused_score_bytes(ctx, megatron_unfused_score_bytes(ctx.model.attention_dropout))
     return (bmm + scores * fwd_bytes / ctx.hbm_bytes_s, 2.0 * bmm + scores * bwd_bytes / ctx.hbm_bytes_s)
 
 

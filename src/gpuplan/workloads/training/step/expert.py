@@ -43,8 +43,8 @@ of micro-batch i+1 beside the backward of micro-batch i); DeepSeek's DualPipe do
 Megatron-core the combined forward-backward step exists for pp = 1 (two micro-batches or more) and
 for the interleaved pipeline (vpp > 1), not for plain 1F1B with pp > 1 (schedules.py), and
 `--moe-shared-expert-overlap` hides part of it behind the shared expert. Frameworks without
-batch-level overlap (torchtitan's DeepEP MoE overlaps the shared experts only; DeepSpeed-MoE)
-hide it behind the shared experts' compute alone. Per MoE layer and micro-batch, with c the
+batch-level overlap (torchtitan's DeepEP MoE and NeMo AutoModel overlap the shared experts only;
+DeepSpeed-MoE; `other`, unless it states DualPipe) hide it behind the shared experts' compute alone. Per MoE layer and micro-batch, with c the
 layer's all-to-all time and w the window (the other micro-batch's forward + backward of the layer,
 or the shared experts'):
 
@@ -86,15 +86,21 @@ from gpuplan.primitives.parallel_groups import collective_seconds_array, group_p
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import Precision
 from gpuplan.workloads.training.step.cuda_graphs import moe_fixed_time_captured
-from gpuplan.workloads.training.step.expert_routing import distinct_domains_hit, reachable_domains
+from gpuplan.workloads.training.step.expert_routing import distinct_domains_hit, reachable_domains, round_robin_domains_hit
 
 #: Frameworks with batch-level EP overlap (another micro-batch's compute hides the all-to-all):
-#: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14) and DeepSeek's DualPipe (`other`;
-#: a plan that states `PipelineSchedule.DUALPIPE` gets its overlapped F&B chunks on any stack).
-#: torchtitan's DeepEP MoE (torchtitan/distributed/deepep, `DeepEPMoE.forward`) overlaps only the
-#: shared experts' compute with dispatch / combine; DeepSpeed-MoE's all-to-all is synchronous; Composer
-#: FSDP has no EP.
-BATCH_OVERLAP_FRAMEWORKS = (Framework.MEGATRON, Framework.OTHER, Framework.MAXTEXT, Framework.TRANSFORMERS)
+#: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14; its combined 1F1B schedules,
+#: schedules.py). DeepSeek's DualPipe is a schedule, not a stack: a plan that states
+#: `PipelineSchedule.DUALPIPE` gets its overlapped F&B chunks on any stack (`overlap_window`).
+#: Everything else hides the all-to-all behind the layer's shared experts only: torchtitan's DeepEP MoE
+#: (torchtitan/distributed/deepep, `DeepEPMoE.forward`); the `other` stacks of the public rows, NeMo
+#: AutoModel (NVIDIA-NeMo/Automodel@89e3a9fdd604 nemo_automodel/components/moe/layers.py `MoE.forward`:
+#: "Execute shared experts in a separate stream to overlap compute with the communication for grouped
+#: experts"; its pipeline is torch.distributed.pipelining, without a combined forward-backward step) and
+#: DeepSeek-V2's HAI-LLM (arXiv 2405.04434 sec. 3.1.3: "we also overlap the computation of shared
+#: experts with the expert parallel all-to-all communication"); DeepSpeed-MoE's all-to-all is
+#: synchronous; Composer FSDP has no EP.
+BATCH_OVERLAP_FRAMEWORKS = (Framework.MEGATRON, Framework.MAXTEXT, Framework.TRANSFORMERS)
 #: Frameworks whose expert GEMMs are issued expert by expert: TransformerEngine's GroupedLinear
 #: (Megatron-core `--moe-grouped-gemm`: `general_grouped_gemm` takes one GEMM per local expert, with
 #: a quantize each in FP8 / MXFP8) and DeepSpeed-MoE (a Python loop over its local expert modules).
@@ -189,12 +195,16 @@ def cross_domain_fraction(ep, ep_in_domain):
     return 1.0 - np.asarray(ep_in_domain, dtype=np.float64) / ep
 
 
-def remote_domains_per_token(ep, ep_in_domain, top_k, groups=None, groups_per_token=None):
+def remote_domains_per_token(ep, ep_in_domain, top_k, groups=None, groups_per_token=None, round_robin_experts=None):
     """Expected distinct OTHER domains a token's k routed copies reach over n = ep / ep_d domains:
     (n - 1) (1 - (1 - 1/n)^k) for k uniform draws; under node-limited routing (`groups` experts groups,
     `groups_per_token` of them per token) D (n - 1) / n with D the distinct domains hit among the
-    reachable ones (`expert_routing`); 0 inside one domain."""
+    reachable ones (`expert_routing`); under round-robin routing over `round_robin_experts` = E experts
+    (a benchmark gate, `MoeSpec.round_robin_routing`) D of a run of k consecutive experts
+    (`expert_routing.round_robin_domains_hit`); 0 inside one domain."""
     n = np.asarray(ep, dtype=np.float64) / np.asarray(ep_in_domain, dtype=np.float64)
+    if round_robin_experts is not None:
+        return round_robin_domains_hit(round_robin_experts, top_k, n) * (n - 1.0) / n
     if groups is None:
         return (n - 1.0) * (1.0 - (1.0 - 1.0 / n) ** float(top_k))
     hit = distinct_domains_hit(reachable_domains(n, groups, groups_per_token), top_k)
@@ -202,26 +212,28 @@ def remote_domains_per_token(ep, ep_in_domain, top_k, groups=None, groups_per_to
 
 
 def network_bytes(t_local, top_k, hidden, ep, ep_in_domain, dedup, bytes_per_element=DISPATCH_BYTES,
-                  groups=None, groups_per_token=None):
+                  groups=None, groups_per_token=None, round_robin_experts=None):
     """Bytes one GPU sends over its NIC share in one all-to-all: every routed copy that leaves the
     domain (dedup 0, NCCL) or one copy per destination domain (dedup 1, DeepEP / HybridEP, fewer under
-    node-limited routing: `remote_domains_per_token`), blended."""
+    node-limited or round-robin routing: `remote_domains_per_token`), blended."""
     per_copy = routed_bytes(t_local, top_k, hidden, bytes_per_element) * cross_domain_fraction(ep, ep_in_domain)
     per_domain = (np.asarray(t_local, dtype=np.float64) * float(hidden) * float(bytes_per_element)
-                  * remote_domains_per_token(ep, ep_in_domain, top_k, groups, groups_per_token))
+                  * remote_domains_per_token(ep, ep_in_domain, top_k, groups, groups_per_token, round_robin_experts))
     return (1.0 - dedup) * per_copy + dedup * per_domain
 
 
-def a2a_seconds(t_local, top_k, hidden, ep, etp, system, gpu, dedup=None, groups=None, groups_per_token=None):
+def a2a_seconds(t_local, top_k, hidden, ep, etp, system, gpu, dedup=None, groups=None, groups_per_token=None,
+                round_robin_experts=None):
     """One expert all-to-all (dispatch or combine) on one GPU: the NVLink leg (an all_to_all among
     the ep_d ranks of the domain on their share ep_d / ep of R) and the network leg (`network_bytes`,
-    with the model's node-limited routing `groups` / `groups_per_token` where it has one) over the
-    GPU's NIC run concurrently: the longer of the two."""
+    with the model's node-limited routing `groups` / `groups_per_token` where it has one, or its
+    round-robin gate over `round_robin_experts`) over the GPU's NIC run concurrently: the longer of the two."""
     dedup = knobs.value("training.moe_dispatch_dedup") if dedup is None else dedup
     ep_d = ep_ranks_per_domain(ep, etp, system.scaleup_domain_gpus)
     r = routed_bytes(t_local, top_k, hidden)
     intra = collective_seconds_array(Collective.ALL_TO_ALL, r * ep_d / ep, ep_d, ep_d, system, gpu=gpu)
-    net = network_bytes(t_local, top_k, hidden, ep, ep_d, dedup, groups=groups, groups_per_token=groups_per_token)
+    net = network_bytes(t_local, top_k, hidden, ep, ep_d, dedup, groups=groups, groups_per_token=groups_per_token,
+                        round_robin_experts=round_robin_experts)
     crosses = np.asarray(ep) > ep_d
     inter = collective_seconds_array(Collective.SEND_RECV, np.where(crosses, net, 1.0), np.where(crosses, 2, 1), 1,
                                      system, gpu=gpu)
@@ -322,7 +334,8 @@ def ep_comm_seconds(ctx, g, lc, sc, gemm_seconds, full_recompute=False):
     gpn, h, moe = ctx.system.gpus_per_node, float(ctx.hidden), ctx.model.moe
     k = moe.top_k
     a2a = a2a_seconds(g.t_local, k, h, g.ep, g.etp, ctx.system, ctx.gpu, groups=moe.expert_groups,
-                      groups_per_token=moe.groups_per_token)
+                      groups_per_token=moe.groups_per_token,
+                      round_robin_experts=moe.num_experts if moe.round_robin_routing else None)
     etp_gather = collective_seconds_array(Collective.ALL_GATHER, g.t_local * g.etp * k * h * DISPATCH_BYTES, g.etp,
                                           group_per_node(g.etp, 1, gpn), ctx.system, gpu=ctx.gpu)
     comm = collectives_per_layer(full_recompute) * (np.where(g.ep > 1, a2a, 0.0)
