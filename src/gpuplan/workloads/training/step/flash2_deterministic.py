@@ -36,7 +36,8 @@ The step's backward attention time is the measured rate's (default grid, large p
     factor = makespan(deterministic grid) / makespan(default grid)          (`backward_time_factor`)
 
 both from the same greedy list schedule (`makespan`); at b h >= SMs the deterministic grid is one CTA
-per (b, h) looping over every key block, as balanced as the default. E.g. b = 2, h = 8 (tp 4 of 32
+per (b, h) looping over every key block, all of equal work. With context parallelism the call's length is
+taken as s / cp (TE's ring calls the kernel once per K/V chunk; the chunks' own grids are not modelled). E.g. b = 2, h = 8 (tp 4 of 32
 heads), s = 8192, head_dim 128 on 108 SMs (A100): nsplits = 7, 112 CTAs of 540-650 block iterations
 on 108 SMs, so 4 CTAs start only when the first ones finish. Plus the accumulator traffic: the
 deterministic path zeroes and `convert_dQ` reads nsplits slices where the default clears and reads
