@@ -91,7 +91,11 @@ def test_calibrating_on_odd_rows_cuts_error_on_even_rows(validation_dir, family,
     # with compiled blocks skipping the MLP down projection in the full-AC recompute (h-ttearly:
     # step.checkpoint_early_stop) the default even-row error is 6.23%; the odd rows select a compute factor
     # alone, which does not carry: 7.99%
-    ("ttbench", "training", {"site.compute"}, 6.23, 7.99),
+    # with torchtitan's 2 virtual stages per rank for a multi-stage schedule (h-ttitan: ttbench-14, an even
+    # row, -26% -> -5%) the default even-row error is 3.87%; the odd rows' compute factor (1.06) still does
+    # not carry: 5.54%, the lowest calibrated figure so far; gated at 1.45 x the default (the ratio grew
+    # because the default fell, not because calibration got worse)
+    ("ttbench", "training", {"site.compute"}, 3.87, 5.54),
     # vLLM CI on A100 / H100 / H200: decode-bound e2e latencies and throughput (memory) plus the
     # prefill-heavy throughput rows (compute): both kinds of row in the odd half, so two factors;
     # 25.2% -> 12.9% (-49%) on the plain roofline; with serving.gemm_overlap (the GEMMs' math and
@@ -125,7 +129,7 @@ def test_the_default_hierarchical_fit_carries_to_even_rows(validation_dir, famil
     # fit are deterministic, so they are checked to 0.1 point, and the issue's 40% cut beside them
     assert h["mape_before_pct"] == pytest.approx(before, abs=0.1)
     assert h["mape_after_pct"] == pytest.approx(after, abs=0.1)
-    assert h["mape_after_pct"] <= {"vllmci": 0.62, "ttbench": 1.3}.get(family, 0.6) * h["mape_before_pct"], h
+    assert h["mape_after_pct"] <= {"vllmci": 0.62, "ttbench": 1.45}.get(family, 0.6) * h["mape_before_pct"], h
 
 
 def test_vllmci_default_already_does_what_calibration_did(validation_dir):

@@ -11,7 +11,8 @@ Not given, the framework's default decides: torchtitan's `compile.enable` defaul
 release (v0.1.0's `training.compile: bool = False`; v0.2.x `Compile.enable: bool = False`), so the
 plan runs eagerly and `train` lists that among `framework_defaults_assumed`. Other stacks are not
 modelled under torch.compile (Megatron-core and MaxText fuse their own kernels; the PyTorch / FSDP
-and DeepSpeed loops are counted eager), so a compile other than `none` needs `--framework torchtitan`.
+and DeepSpeed loops are counted eager), so a compile other than `none` needs `--framework torchtitan`, but
+for a fine-tuning plan on another PyTorch loop (`model` only, see `compile_flags`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def compile_flags(value: str | None, framework: Framework, fine_tuning=None) -> 
     default, off (module docstring). InputError naming --compile for an unknown choice, or for a
     compiled part no model reads: torchtitan reads both; a LoRA / QLoRA plan on another PyTorch loop
     (fsdp, other: finetune_memory.PYTORCH_LOOPS) reads the compiled model only, in its activation
-    memory (finetune_activations: an eager SwiGLU keeps silu's output)."""
+    memory (finetune_activations: an eager SwiGLU keeps silu's output) and, on `other`, in its step time
+    (step.compute.eager_native_modules: eager PyTorch modules counted op by op)."""
     if value is None:
         return False, False
     key = str(value).strip().lower().replace(" ", "")

@@ -43,6 +43,7 @@ from gpuplan.interfaces.deploy.options import TORCHTITAN
 from gpuplan.specs import ModelSpec, Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import Framework
 from gpuplan.specs.model import FfnKind, NormKind
+from gpuplan.workloads.training.framework_defaults import TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK
 
 T = TORCHTITAN
 #: the search axes a torchtitan config can state (interfaces.api.deploy limits the plan search to them)
@@ -235,7 +236,7 @@ def read(text: str, model: ModelSpec | None = None, gpus: int | None = None) -> 
     if pp > 1 and schedule not in ("1F1B", "GPipe"):
         per = _int(cfg, "parallelism.pipeline_parallel_layers_per_stage", None)
         less = sum(_int(cfg, f"parallelism.pipeline_parallel_{end}_stage_less_layers", 1) for end in ("first", "last"))
-        vpp = max(1, math.ceil((spec.layers + less) / per) // pp) if per else 2
+        vpp = max(1, math.ceil((spec.layers + less) / per) // pp) if per else TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK
     mode = _get(cfg, "activation_checkpoint.mode", "selective")
     recompute = {"none": Recompute.NONE, "full": Recompute.FULL, "selective": Recompute.SELECTIVE}.get(mode)
     if recompute is None:

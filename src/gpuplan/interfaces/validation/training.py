@@ -145,6 +145,7 @@ from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
 from gpuplan.interfaces.validation.megatron_bridge_row import graph_scope_from_row
 from gpuplan.interfaces.validation.router_row import model_with_stated_router
 from gpuplan.interfaces.validation.source_dates import source_name_month, stated_torch_version
+from gpuplan.interfaces.validation.torchtitan_schedule_row import torchtitan_virtual_stages
 from gpuplan.specs import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.specs.execution import AttentionKernel, Framework, PipelineSchedule
 from gpuplan.specs.gpu import architecture_family
@@ -250,9 +251,9 @@ def plan_from_row(row: dict[str, str], gpu_architecture: str | None = None) -> t
         notes.append(f"precision={default_prec}")
     layers = _int(row, "layers", None)
     if vpp is None:
-        vpp = 1
-        m = gb // (mb * dp)
-        if megatron_core and pp > 1 and layers and m % pp == 0:
+        (vpp, vpp_notes), m = torchtitan_virtual_stages(_cell(row, "notes"), framework, pp), gb // (mb * dp)
+        notes += vpp_notes
+        if vpp == 1 and megatron_core and pp > 1 and layers and m % pp == 0:
             vpp = interleaved_virtual_stages(layers, pp)
             if vpp > 1:
                 notes.append(f"vpp={vpp} (interleaved schedule of a tuned Megatron-core run, unstated)")

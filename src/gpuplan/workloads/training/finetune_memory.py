@@ -387,9 +387,14 @@ PYTORCH_LOOPS = (Framework.FSDP, Framework.TORCHTITAN, Framework.OTHER, Framewor
 def pytorch_loop(plan: TrainPlan) -> bool:
     """A fine-tuning plan on a plain PyTorch loop (module docstring); under `Framework.TRANSFORMERS` every
     plan, ordinary training too (HF Trainer's loop: no persistent gradient buffers, fp32 logits)."""
-    if plan.framework is Framework.TRANSFORMERS:
+    return runs_pytorch_loop(plan.framework, plan.fine_tuning)
+
+
+def runs_pytorch_loop(framework: Framework, fine_tuning) -> bool:
+    """`pytorch_loop` of a plan's framework and FineTuning (the step-time model's StepContext has both)."""
+    if framework is Framework.TRANSFORMERS:
         return True
-    return not plan.fine_tuning.ordinary and plan.framework in PYTORCH_LOOPS
+    return not fine_tuning.ordinary and framework in PYTORCH_LOOPS
 
 
 def pytorch_loop_loss(plan: TrainPlan) -> bool:
@@ -464,5 +469,5 @@ def gradient_lifetime(gradients, forward_end, backward_phase, single_pass, last_
 __all__ = ["DEEPSPEED_REDUCE_BUCKET_ELEMENTS", "FineTunePeak", "FineTuneStates", "PYTORCH_LOOPS",
            "autocast_over_fp32_model", "fine_tuning_peak", "fine_tuning_rules", "gradient_lifetime",
            "gradients_freed_between_steps", "pytorch_loop",
-           "pytorch_loop_loss",
+           "pytorch_loop_loss", "runs_pytorch_loop",
            "grad_bytes", "master_copy_bytes", "rank_fine_tuning_states", "state_element_bytes"]

@@ -26,6 +26,13 @@ def default_framework(system: System | None, fine_tuning=None, sharding: Shardin
     return Framework.MEGATRON
 
 
+#: Virtual pipeline stages per rank torchtitan makes for a multi-stage schedule (`PipelineScheduleMulti`:
+#: Interleaved1F1B, LoopedBFS, InterleavedZeroBubble, ZBVZeroBubble) when nothing sets them:
+#: `generate_split_points`' `num_stages_per_rank = 2` (torchtitan/parallelisms/pipelining_utils.py at
+#: 2024-12-19, ba2469780; kept after PR #1072 of 2025-04-07, torchtitan/distributed/pipeline.py, unless
+#: `pipeline_parallel_layers_per_stage` is given). Single-stage schedules (1F1B, GPipe) have 1.
+TORCHTITAN_MULTI_STAGE_STAGES_PER_RANK = 2
+
 #: MaxText's shardings in Megatron's terms (AI-Hypercomputer/maxtext docs 'Sharding', base.yml defaults):
 #: ici_fsdp (the recommended axis: parameters, gradients and optimizer states sharded = ZeRO-3 / FSDP),
 #: ici_data (replicated = sharding none), ici_tensor (= tp), ici_sequence (= cp); its pipeline runs only

@@ -14,7 +14,7 @@ blocks, and the diagonal blocks a causal mask half-wastes are a larger share. Fo
     4096      855.678 / 701.265    342.990 / 273.484
     8192     1171.278 / 942.509    399.925 / 318.004
 
-forward + backward at 1 : 2.5 FLOPs (`compute.forward_backward_rate`) over the 16k-128k mean (the ceilings'
+forward + backward at 1 : 2.5 FLOPs (`attention_rates.forward_backward_rate`) over the 16k-128k mean (the ceilings'
 own figure: 1146.8 and 366.9) is the factor (`length_factor`) on the ceiling at the call's key length,
 log-linear between the measured lengths, 1 from 16k on, the 512-token figure below 512. E.g. 8k: cuDNN
 (1 + 2.5) / (1 / 1171.278 + 2.5 / 942.509) = 998.2 -> 0.870, FlashAttention-2 337.8 -> 0.921.
@@ -31,6 +31,7 @@ import numpy as np
 
 from gpuplan.specs import Gpu
 from gpuplan.specs.execution import AttentionKernel
+from gpuplan.workloads.training.step.attention_rates import forward_backward_rate
 
 #: Sequence lengths (tokens) of the artifact's rows below the plateau.
 LENGTHS = (512, 1024, 2048, 4096, 8192)
@@ -42,16 +43,10 @@ B200_CUDNN_BY_LENGTH = ((83.991, 134.164), (254.501, 308.529), (478.921, 371.486
 #: (forward, backward) TFLOP/s per length, flash-attn's FlashAttention-2 (the `flash_attention` backend).
 B200_FLASH2_BY_LENGTH = ((63.936, 81.393), (154.417, 104.860), (254.381, 198.845), (342.990, 273.484),
                          (399.925, 318.004))
-#: Backward / forward FLOPs (FlashAttention-2, Dao 2023 sec. 3), the ratio the artifact counts with.
-_BACKWARD_RATIO = 2.5
-
-
-def _rate(forward: float, backward: float) -> float:
-    return (1.0 + _BACKWARD_RATIO) / (1.0 / forward + _BACKWARD_RATIO / backward)
 
 
 def _factors(table, plateau_tflops: float) -> tuple[float, ...]:
-    return tuple(_rate(f, b) / plateau_tflops for f, b in table)
+    return tuple(forward_backward_rate(f, b) / plateau_tflops for f, b in table)
 
 
 def applies(gpu: Gpu, kernel: AttentionKernel) -> bool:

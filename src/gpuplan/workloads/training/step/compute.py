@@ -52,14 +52,14 @@ from gpuplan.specs.execution import AttentionKernel, Framework
 from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
+from gpuplan.workloads.training.finetune_memory import runs_pytorch_loop
 from gpuplan.workloads.training.step import blackwell_attention_length, checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
+from gpuplan.workloads.training.step.attention_rates import FLASH_BACKWARD_RATIO, forward_backward_rate
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 from gpuplan.workloads.training.step.unfused_attention import (  # noqa: F401 (UNFUSED_SCORE_BYTES_*: re-exported)
     UNFUSED_SCORE_BYTES_BWD, UNFUSED_SCORE_BYTES_FWD, megatron_unfused_score_bytes)
 
-#: FlashAttention backward / forward FLOPs (Dao 2023, FlashAttention-2 sec. 3: 5 vs 2 GEMMs).
-FLASH_BACKWARD_RATIO = 2.5
 #: Cross-entropy over the logits, HBM bytes per logit (forward + backward), counted from Megatron-core's
 #: vocab-parallel cross entropy (megatron/core/tensor_parallel/cross_entropy.py, unfused): forward
 #: `.float()` of the bf16 logits (read 2, write 4), max over the vocabulary (read 4), in-place
@@ -97,12 +97,6 @@ COMPILED_LOSS_BYTES_PER_LOGIT = 8.0
 #: FlashAttention-4's "up to 1.3x cuDNN 9.13", whose "up to" is the best case, not the typical one.)
 B200_CUDNN_SDPA_TFLOPS = ((1332.415, 1074.776), (1419.000, 1108.688), (1382.330, 1073.059), (1355.418, 1047.843))
 B200_DENSE_BF16_TFLOPS = 2250.0
-
-
-def forward_backward_rate(forward_tflops: float, backward_tflops: float) -> float:
-    """Attention forward + backward rate at the FLOP ratio 1 : FLASH_BACKWARD_RATIO (TFLOP/s):
-    (1 + r) / (1 / fwd + r / bwd), the time-weighted harmonic mean."""
-    return (1.0 + FLASH_BACKWARD_RATIO) / (1.0 / forward_tflops + FLASH_BACKWARD_RATIO / backward_tflops)
 
 
 BLACKWELL_TRAINING_ATTENTION = (sum(forward_backward_rate(f, b) for f, b in B200_CUDNN_SDPA_TFLOPS)
@@ -456,6 +450,18 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     return (bmm + scores * fwd_bytes / ctx.hbm_bytes_s, 2.0 * bmm + scores * bwd_bytes / ctx.hbm_bytes_s)
 
 
+def eager_native_modules(ctx: StepContext) -> bool:
+    """A fine-tuning step of `Framework.OTHER` on a plain PyTorch loop (`finetune_memory.runs_pytorch_loop`,
+    the rule the activation memory reads) not under torch.compile: PyTorch-native Llama modules run op
+    by op, counted as torchtitan's eager Llama (TORCHTITAN_* bytes). torchtune's modules at 1814feb17
+    (2024-11) issue the same operators: RMSNorm `x.float()`, `pow(2).mean`, `* rsqrt`, `type_as`,
+    `* scale`; GQA `k.unsqueeze(2).expand(...).flatten(1, 2)` copies; the attention output's
+    `transpose(1, 2).contiguous()`; SwiGLU `w2(silu(w1(x)) * w3(x))` in two kernels; its rotary
+    (real arithmetic on fp32 halves, `torch.stack`, `type_as`) moves more than the complex multiply counted."""
+    return (ctx.framework is Framework.OTHER and runs_pytorch_loop(ctx.framework, ctx.fine_tuning)
+            and not ctx.compiled_model)
+
+
 def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     """(attention block, dense FFN, MoE FFN) elementwise seconds per layer and micro-batch, forward.
 
@@ -464,13 +470,14 @@ def elementwise_seconds(ctx: StepContext, g: PlanAxes):
     sequence parallelism) + the activation's bytes per FFN element (6 gated, 4 otherwise) x f / tp;
     Composer (`Framework.FSDP`)
     `training.eager_elementwise_factor` x those; torchtitan's eager Llama counted per operator
-    (TORCHTITAN_* bytes), its compiled blocks (`ctx.compiled_model`) as fused kernels plus rotary and copies. FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
+    (TORCHTITAN_* bytes; so is an eager fine-tuning step on another PyTorch loop, `eager_native_modules`), its
+    compiled blocks (`ctx.compiled_model`) as fused kernels plus rotary and copies. FP8 / MX / NVFP4 add FP8_CAST_BYTES per GEMM-input element. MoE: the
     activation on the routed tokens plus the permute / unpermute copies of t_local x top_k x h."""
     h, act_bytes = float(ctx.hidden), 2.0
     hidden_div = np.where(g.sp, g.tp, 1.0)
     layer = ctx.ops.layers[0]
     ffn_bytes = layer.activation_bytes_per_ffn_element()
-    if ctx.framework is Framework.TORCHTITAN:
+    if ctx.framework is Framework.TORCHTITAN or eager_native_modules(ctx):
         compiled = ctx.compiled_model
         repeat_kv = 2.0 * (2.0 * ctx.kv_dim + 2.0 * ctx.q_dim) if ctx.kv_dim < ctx.q_dim else 0.0
         rope = TORCHTITAN_COMPILED_ROPE_BYTES if compiled else TORCHTITAN_ROPE_BYTES
