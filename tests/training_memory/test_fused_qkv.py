@@ -16,7 +16,7 @@ from gpuplan.specs.execution import Framework
 from gpuplan.specs.finetune import FineTuning
 from gpuplan.specs.plan import TrainPlan
 from gpuplan.workloads.training.finetune_activations import (
-    adapter_activation_delta_per_token, fused_qkv_activation_delta_per_token,
+    adapter_activation_delta_per_token, fused_qkv_activation_delta_per_token, fused_qkv_zero_pad_per_token,
 )
 from gpuplan.workloads.training.memory import saved_context, training_memory
 
@@ -58,12 +58,33 @@ def test_one_dropout_for_the_adapted_q_and_v():
 
 
 def test_whole_model_difference():
-    # Llama 2 7B, 1,024 tokens, no recompute, dropout 0: the stored layers grow by
-    # 32 layers x 1,024 tokens x 16,384 B
+    # Llama 2 7B, 1,024 tokens, no recompute, dropout 0: the stored layers grow by 32 layers x 1,024 tokens
+    # x (16,384 B of the value's view + 16,384 B of zero_pad's index_copy source: B's output for q and v,
+    # 2 B x (4096 + 4096))
     model = load_model("llama-2-7b")
     plain, fused = (training_memory(model, _plan(f)) for f in (False, True))
     grow = fused.activations_bytes_detail["layers"] - plain.activations_bytes_detail["layers"]
-    assert grow == pytest.approx(32 * 1024 * 16384, rel=1e-12)
+    assert grow == pytest.approx(32 * 1024 * (16384 + 16384), rel=1e-12)
+
+
+def test_zero_pad_keeps_the_index_copy_source():
+    # lit_gpt/lora.py@8641822 zero_pad: index_copy(1, lora_ind, x.reshape(-1, sum(qkv_shapes))) keeps its
+    # source for backward (derivatives.yaml: expand_as(source)). Llama 2 7B q + v: 2 B x (32 x 128 + 32 x 128)
+    # = 16,384 B per token; Llama 3 8B (g = 8) q + v: 2 B x (4096 + 1024) = 10,240; k alone: 2 B x 1024 = 2,048
+    llama2, llama3 = load_model("llama-2-7b"), load_model("llama-3-8b")
+    plan = _plan(True)
+    assert fused_qkv_zero_pad_per_token(llama2, plan.fine_tuning, saved_context(llama2, plan)) == 16384.0
+    assert fused_qkv_zero_pad_per_token(llama3, plan.fine_tuning, saved_context(llama3, plan)) == 10240.0
+    k_only = FineTuning(method="lora", lora_targets="k_proj", fused_qkv_views=True)
+    assert fused_qkv_zero_pad_per_token(llama3, k_only, saved_context(llama3, plan)) == 2048.0
+    # tp = 2 splits the fused output: half per GPU
+    plan2 = _plan(True, tp=2)
+    assert fused_qkv_zero_pad_per_token(llama2, plan2.fine_tuning, saved_context(llama2, plan2)) == 8192.0
+    # all of q, k and v adapted: zero_pad returns B's output as it is; none adapted: no LoRA on it
+    for targets in ("q_proj+k_proj+v_proj", "gate_proj"):
+        ft = FineTuning(method="lora", lora_targets=targets, fused_qkv_views=True)
+        assert fused_qkv_zero_pad_per_token(llama2, ft, saved_context(llama2, plan)) == 0.0
+    assert fused_qkv_zero_pad_per_token(llama2, _plan(False).fine_tuning, saved_context(llama2, plan)) == 0.0
 
 
 def test_litgpt_source_rows_split_qkv_by_views():

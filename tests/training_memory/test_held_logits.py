@@ -9,7 +9,6 @@ Llama 2 7B (h 4096, vocab 32000, 32 layers, untied) comes from the catalog.
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import ValidationError
 
 from gpuplan.interfaces.validation.fine_tuning_row import fine_tuning_from_row
 from gpuplan.models import load_model
@@ -65,9 +64,27 @@ def test_backward_phase_keeps_the_held_logits(llama7b):
         assert acts["logits"] == pytest.approx(128 * 32000 * 16 + 128 * 2 * 2 * 4096, rel=1e-12)
 
 
-def test_chunked_loss_and_held_logits_are_refused_together():
-    with pytest.raises(ValidationError, match="logits_held_in_backward"):
-        FineTuning(**LORA, logits_held_in_backward=True, chunked_loss=True)
+def test_chunked_loss_over_held_logits():
+    # LitGPT under Lightning Fabric: the output chunks come back converted to fp32 and stay bound through
+    # backward (4 per entry); lit-gpt's chunked_cross_entropy runs every chunk's cross entropy before
+    # backward, each log_softmax saving its fp32 output (4 per entry, all chunks): 4 + 4 = 8
+    plan = _plan(True).model_copy(update={"fine_tuning": FineTuning(**LORA, logits_held_in_backward=True,
+                                                                     chunked_loss=True)})
+    assert loss_bytes_per_vocab_entry(plan) == 8.0
+    # without the held logits the chunked loss keeps its own rule: bf16 chunks 2 + one fp32 chunk of 8, 4 / 8
+    plain = plan.model_copy(update={"fine_tuning": FineTuning(**LORA, chunked_loss=True)})
+    assert loss_bytes_per_vocab_entry(plain) == 2.5
+
+
+def test_litgpt_rows_hold_their_logits():
+    # Fabric's _FabricModule.forward converts the output to the default dtype (fp32); lit-gpt's
+    # finetune/lora.py keeps `logits` bound across fabric.backward
+    row = {"finetune": "lora", "precision": "bf16", "notes": "chunked cross-entropy",
+           "source": "Lightning-AI/litgpt@0cc02afa:tutorials/resource-tables.md (lit-gpt commit 8641822)"}
+    ft, _ = fine_tuning_from_row(row)
+    assert ft.chunked_loss and ft.logits_held_in_backward and ft.fused_qkv_views
+    ft, _ = fine_tuning_from_row({**row, "source": "pytorch/torchtune@1814feb17:README.md"})
+    assert ft.chunked_loss and not ft.logits_held_in_backward
 
 
 def test_fsdp_qlora_rows_hold_their_logits():

@@ -113,7 +113,13 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
     context the NVML figures include: the page measures 1,343 MiB, `training.memory.cuda_context_bytes` is
     512 MiB (lazy module loading, PyTorch 1.13 on; the 2022 run loaded every kernel). Then (h-hostfloor)
     hf1gpu 10.7 -> 4.6: the CUDA context by module loading (`cuda_loading_row`: 1,343 MiB eager before
-    CUDA 11.7 / torch 1.13, the page's own measurement), aai3090 9.5 -> 9.4. Gates x 1.1."""
+    CUDA 11.7 / torch 1.13, the page's own measurement), aai3090 9.5 -> 9.4. Then (h-ltres) ltres 9.6 -> 3.8:
+    Lightning Fabric returns LitGPT's logits converted to fp32 and the loop holds them through backward beside
+    every chunk's fp32 log-softmax (8 B per vocabulary entry where 2.5 were counted), LoRAQKVLinear's
+    zero_pad keeps its index_copy source (b x the q and v widths per token and layer), LitGPT's model has no
+    dropout, Lightning's BitsandbytesPrecision quantises the output head (its NF4 storage, and its whole
+    bf16 copy dequantised for each matmul), and a frozen fp32 head under bf16-mixed autocast keeps one bf16
+    cast per 128-token chunk (ltres-18 -12.3 -> +1.3). Gates x 1.1."""
     errors: dict[str, list[float]] = {}
     for row in _rows(shared_dir):
         if row["confidence"] == "low" or "mem" not in row["metric"]:
@@ -121,7 +127,7 @@ def test_fine_tuning_memory_accuracy_gate(shared_dir):
         pred = predict_row(row).value
         errors.setdefault(row["id"].rsplit("-", 1)[0], []).append(abs(pred / float(row["value"]) - 1) * 100)
     mape = {f: sum(v) / len(v) for f, v in errors.items()}
-    assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 10.6
+    assert mape["ttflags"] <= 8.7 and mape["ltres"] <= 4.2
     assert mape["aai3090"] <= 10.4 and mape["hf1gpu"] <= 5.1
 
 

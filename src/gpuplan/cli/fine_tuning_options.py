@@ -2,7 +2,8 @@
 
 `fine_tuning_options(args)` collects `--finetune --lora-rank --lora-targets --lora-dropout
 --base-dtype --double-quant --optimizer --optimizer-impl --offload --master-weights --chunked-loss --offload-activations
---base-matmul-keeps-input --optimizer-in-backward --logits-held-in-backward --fused-qkv-views` into the dict
+--base-matmul-keeps-input --optimizer-in-backward --logits-held-in-backward --fused-qkv-views --quantized-head
+--loss-chunk-tokens` into the dict
 `gpuplan.api` takes as `fine_tuning` (it validates them); `print_fine_tuning(rec)` prints the
 fine-tuning lines of a `fit train` record.
 """
@@ -20,7 +21,7 @@ from gpuplan.specs.choices import FineTuneMethod, MasterWeights, Offload, Optimi
 FINE_TUNING_OPTIONS = ("finetune", "lora_rank", "lora_targets", "lora_dropout", "base_dtype", "double_quant",
                        "optimizer", "optimizer_impl", "offload", "master_weights", "chunked_loss", "offload_activations",
                        "base_matmul_keeps_input", "optimizer_in_backward", "logits_held_in_backward",
-                       "fused_qkv_views")
+                       "fused_qkv_views", "quantized_head", "loss_chunk_tokens")
 GIB = 2**30
 
 # The typer declarations, one of each, shared by `fit ...` and `train` (a typer.Option may serve
@@ -62,12 +63,23 @@ OPTIMIZER_IN_BACKWARD = typer.Option(
 
 LOGITS_HELD_IN_BACKWARD = typer.Option(
     False, "--logits-held-in-backward/--no-logits-held-in-backward",
-    help="The training loop keeps the model's fp32 logits until backward ends (Answer.AI fsdp_qlora train.py); "
-         "unchunked loss only.")
+    help="The training loop keeps the model's fp32 logits until backward ends (Answer.AI fsdp_qlora train.py; "
+         "LitGPT, whose Fabric wrapper returns them in fp32).")
 
 FUSED_QKV_VIEWS = typer.Option(
     False, "--fused-qkv-views/--no-fused-qkv-views",
     help="q, k and v split from one fused projection by views, one LoRA over it (LitGPT's attention).")
+
+
+QUANTIZED_HEAD = typer.Option(
+    False, "--quantized-head/--no-quantized-head",
+    help="The output head is stored like the quantised base and dequantised for its matmuls "
+         "(Lightning BitsandbytesPrecision, LitGPT --quantize bnb.*).")
+
+LOSS_CHUNK_TOKENS = typer.Option(
+    None, "--loss-chunk-tokens", min=1,
+    help="With --chunked-loss: tokens per chunk of the output head (LitGPT lm_head_chunk_size=128); "
+         "default: 8 chunks (torchtune).")
 
 
 def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +92,7 @@ def fine_tuning_options(args: dict[str, Any]) -> dict[str, Any]:
         out[name] = getattr(value, "value", value)
     if out.get("finetune", "full") == "full":
         out.pop("double_quant", None)  # a flag with a default: meaningful only with a 4-bit base
-    for flag in ("base_matmul_keeps_input", "logits_held_in_backward", "fused_qkv_views"):  # off by default: left out unless set
+    for flag in ("base_matmul_keeps_input", "logits_held_in_backward", "fused_qkv_views", "quantized_head"):  # off by default: left out unless set
         if not out.get(flag):
             out.pop(flag, None)
     return out

@@ -14,7 +14,7 @@ from gpuplan.cli.stack_options import COMPILE, MEMORY_SAVINGS, PIPELINE_SCHEDULE
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, OPTIMIZER_IMPL, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, LOGITS_HELD_IN_BACKWARD, FUSED_QKV_VIEWS,
+    OPTIMIZER, OPTIMIZER_IMPL, FINE_TUNING_OPTIONS, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, LOGITS_HELD_IN_BACKWARD, FUSED_QKV_VIEWS, QUANTIZED_HEAD, LOSS_CHUNK_TOKENS,
     fine_tuning_options,
     print_fine_tuning,
 )
@@ -71,6 +71,8 @@ def _common(
     optimizer_in_backward: bool = OPTIMIZER_IN_BACKWARD,
     logits_held_in_backward: bool = LOGITS_HELD_IN_BACKWARD,
     fused_qkv_views: bool = FUSED_QKV_VIEWS,
+    quantized_head: bool = QUANTIZED_HEAD,
+    loss_chunk_tokens: Optional[int] = LOSS_CHUNK_TOKENS,
 ):
     return locals()
 

@@ -17,7 +17,7 @@ from gpuplan.cli.progress import progress_bar
 from gpuplan.cli.fine_tuning_options import (
     BASE_DTYPE, DOUBLE_QUANT, FINETUNE, GRAD_ACCUM, LORA_DROPOUT, LORA_RANK, LORA_TARGETS, MASTER_WEIGHTS, OFFLOAD,
     CHUNKED_LOSS, OFFLOAD_ACTIVATIONS,
-    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, LOGITS_HELD_IN_BACKWARD, FUSED_QKV_VIEWS,
+    OPTIMIZER, OPTIMIZER_IMPL, BASE_MATMUL_KEEPS_INPUT, OPTIMIZER_IN_BACKWARD, LOGITS_HELD_IN_BACKWARD, FUSED_QKV_VIEWS, QUANTIZED_HEAD, LOSS_CHUNK_TOKENS,
     fine_tuning_options,
 )
 from gpuplan.cli.render import console, fmt, print_json, table
@@ -122,6 +122,8 @@ def register(app: typer.Typer) -> None:
         optimizer_in_backward: bool = OPTIMIZER_IN_BACKWARD,
         logits_held_in_backward: bool = LOGITS_HELD_IN_BACKWARD,
         fused_qkv_views: bool = FUSED_QKV_VIEWS,
+        quantized_head: bool = QUANTIZED_HEAD,
+        loss_chunk_tokens: Optional[int] = LOSS_CHUNK_TOKENS,
         as_json: bool = typer.Option(False, "--json", help="Print JSON."),
         emit: Optional[str] = typer.Option(
             None, "--emit", help="Print only the best plan as a launch config: megatron, nemo, torchtitan, deepspeed or maxtext "

@@ -36,6 +36,10 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
 - `chunked_loss`: the output head and cross-entropy run in chunks of the sequence (torchtune
   `CEWithChunkedOutputLoss`, LitGPT `chunked_cross_entropy`), so no fp32 copy of the whole logits
   is held (`workloads.training.memory.loss_bytes_per_vocab_entry`).
+- `loss_chunk_tokens`: tokens of the sequence per chunk of a chunked loss's output head (LitGPT's
+  `lm_head_chunk_size=128`: `[self.lm_head(x_i) for x_i in x.split(lm_head_chunk_size, dim=1)]`,
+  lit_gpt/lora.py@8641822 `GPT.forward`), so the head runs ceil(seq_len / chunk) times; None: torchtune's
+  fixed count of chunks (`output_head.CHUNKED_LOSS_CHUNKS`). Read by `output_head.head_calls`.
 - `offload_activations`: the activations saved for backward are copied to host memory in the
   forward and back in the backward (torchtune `OffloadActivations`, saved-tensor hooks): the stored
   layers' activations leave the GPU.
@@ -52,8 +56,14 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   `logits = logits.float()`, returned in `CausalLMOutputWithPast.logits`), alive until backward has
   run: Answer.AI's fsdp_qlora train.py@4cd6923 binds `output = model(...)`, calls
   `loss.backward()` and only then `output = None` ("Delete the output so more memory frees up before
-  the next forward pass"). Default False: loops that drop it first (the HF Trainer's `compute_loss`
-  returns the loss alone; torchtitan and torchtune `del` the logits before backward).
+  the next forward pass"). Lightning Fabric does the same to every LitGPT run: its module wrapper converts
+  the model's output to torch's default dtype, fp32 (`_FabricModule.forward` calls the precision plugin's
+  `convert_output`, `dst_type=torch.get_default_dtype()`, for bf16-true, bf16-mixed and bitsandbytes alike:
+  lightning@71aed751 src/lightning/fabric/wrappers.py, plugins/precision/half.py, bitsandbytes.py), and
+  lit-gpt's finetune/lora.py@8641822 binds that output (`logits`, the list of 128-token chunks) across
+  `fabric.backward(loss)`. With `chunked_loss` too the chunks' cross-entropy reads the held fp32 logits
+  (`loss_memory.loss_bytes_per_vocab_entry`). Default False: loops that drop it first (the HF Trainer's
+  `compute_loss` returns the loss alone; torchtitan and torchtune `del` the logits before backward).
 - `zero_grad_keeps_buffers`: the loop zeroes the gradients in place between steps instead of freeing
   them, so every `.grad` exists through the next forward: `zero_grad()` before PyTorch 2.0, whose
   default `set_to_none=False` filled them with zeros (pytorch/pytorch PR #92731, "Gradients are now
@@ -65,6 +75,14 @@ step-time models alike. Its columns are those of ../shared/validation/SCHEMA.md 
   .split(...)`, then `reshape`), adapted by one LoRA over the fused output (lit_gpt/lora.py@8641822
   `LoRAQKVLinear`: one `lora_dropout(x)` shared by the enabled q / k / v parts). What SDPA keeps
   differs from separate projections (`workloads.training.finetune_activations`, "Fused QKV").
+- `quantized_head`: the output head is stored like the quantised base, not kept in 16 bits: Lightning's
+  `BitsandbytesPrecision` (as LitGPT's `--quantize bnb.*` builds it, with no `ignore_modules`) replaces every
+  `torch.nn.Linear` created under `fabric.init_module`, the head's included (lightning@71aed751
+  src/lightning/fabric/plugins/precision/bitsandbytes.py: `init_context` swaps the `torch.nn.Linear` class,
+  `_convert_layers` replaces each Linear not under `ignore_modules`). Its matmuls then dequantise the whole
+  head, vocab x hidden in the activation dtype, in forward and backward (the largest dequantised weight:
+  `finetune_memory`, `dequant_workspace`). Default False: the stacks that keep the head in 16 bits
+  (`base_weights.float_bytes`). An untied head only (a tied head is the embedding's table).
 - `compiled`: the training step runs under `torch.compile` (torchtune `compile: True`), whose
   partitioner recomputes pointwise ops in backward instead of keeping their outputs; default False:
   eager PyTorch (HF Trainer, LitGPT, fsdp_qlora, torchtune's default), whose unfused modules keep
@@ -96,6 +114,8 @@ LORA_TARGET_ALIASES: dict[str, str] = {
     "fc1": "up_proj", "fc2": "down_proj", "output": "lm_head",
 }
 LORA_MODULES: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "lm_head")
+#: Upper bound of `loss_chunk_tokens` (bounded work: a chunk longer than any sequence is one chunk).
+MAX_LOSS_CHUNK_TOKENS = 2**24
 #: PEFT LoraConfig defaults: r = 8, lora_dropout = 0.0 (peft/tuners/lora/config.py).
 DEFAULT_LORA_RANK = 8
 MAX_LORA_RANK = 1 << 16
@@ -149,6 +169,8 @@ class FineTuning(Spec):
     logits_held_in_backward: bool = False
     fused_qkv_views: bool = False
     zero_grad_keeps_buffers: bool = False
+    quantized_head: bool = False
+    loss_chunk_tokens: int | None = Field(default=None, gt=0, le=MAX_LOSS_CHUNK_TOKENS)
 
     @field_validator("lora_targets", mode="before")
     @classmethod
@@ -174,12 +196,14 @@ class FineTuning(Spec):
         if self.base_matmul_keeps_input and not (self.method is FineTuneMethod.QLORA or (base is not None and base.four_bit)):
             raise ValueError("base_matmul_keeps_input describes bitsandbytes' 4-bit matmul: it needs finetune qlora "
                              "(an nf4 or fp4 base)")
+        if self.quantized_head and not (self.method is FineTuneMethod.QLORA or (base is not None and base.quantized)):
+            raise ValueError("quantized_head stores the output head like the quantised base: it needs finetune qlora "
+                             "or a quantised base_dtype (nf4, fp4, int8)")
+        if self.loss_chunk_tokens is not None and not self.chunked_loss:
+            raise ValueError("loss_chunk_tokens sizes the chunks of a chunked loss: give chunked_loss too")
         if self.optimizer_in_backward and self.offload.moves_optimizer:
             raise ValueError(f"optimizer_in_backward steps each parameter on the GPU as its gradient arrives; offload "
                              f"{self.offload.value} steps the optimizer on the CPU: give one of the two")
-        if self.logits_held_in_backward and self.chunked_loss:
-            raise ValueError("logits_held_in_backward is the fp32 logits of an unchunked loss; chunked_loss already counts "
-                             "every chunk's logits as held: give one of the two")
         if self.optimizer is Optimizer.PAGED_ADAMW_8BIT and self.offload.moves_optimizer:
             raise ValueError("paged_adamw_8bit already pages its states to host memory; offload moves them to the CPU: "
                              "give one of the two (optimizer adamw_8bit with offload, or offload none)")
@@ -245,7 +269,7 @@ class FineTuning(Spec):
         if self.master_weights is MasterWeights.NONE:
             parts.append("no fp32 master")
         if self.chunked_loss:
-            parts.append("chunked loss")
+            parts.append("chunked loss" + (f" ({self.loss_chunk_tokens}-token chunks)" if self.loss_chunk_tokens else ""))
         if self.offload_activations:
             parts.append("activations offloaded")
         if self.base_matmul_keeps_input:
@@ -258,6 +282,8 @@ class FineTuning(Spec):
             parts.append("fused qkv split by views")
         if self.zero_grad_keeps_buffers:
             parts.append("zero_grad keeps gradient buffers (PyTorch < 2.0)")
+        if self.quantized_head:
+            parts.append("output head quantised")
         return ", ".join(parts)
 
 

@@ -9,7 +9,9 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   LoraConfig default).
 - Stated in `notes` (SCHEMA.md: notes say what the columns cannot hold), the same rule for every
   row: a chunked cross-entropy (notes naming torchtune's `CEWithChunkedOutputLoss` or a "chunked
-  cross-entropy") is `chunked_loss`; "activation offloading on" (torchtune `OffloadActivations`) is
+  cross-entropy", "chunked lm_head/cross-entropy") is `chunked_loss`, its chunk size in tokens where the
+  notes give LitGPT's `lm_head_chunk_size=N` (`loss_chunk_tokens`; a LitGPT row that does not state it
+  takes its scripts' 128, `litgpt_row.LITGPT_HEAD_CHUNK_TOKENS`); "activation offloading on" (torchtune `OffloadActivations`) is
   `offload_activations`; a LoRA description with its dropout ("LoRA r=8, alpha 16, dropout 0.05") is
   `lora_dropout` (adapter rows only); the AdamW implementation the notes name, as Hugging Face
   Trainer's `optim` values or torch.optim's flags (`optimizer_impl`, AdamW rows only): `adamw_hf`
@@ -36,7 +38,11 @@ Columns and their empty-cell defaults (the same for every row, SCHEMA.md):
   after `loss.backward()`), unless the notes state a chunked loss.
 - A row whose `source` is LitGPT's (names lit-gpt or litgpt; notes that cite its config files for an
   architecture do not count) runs its attention: q, k and v split from one fused projection by views,
-  one LoRA over it (`fused_qkv_views`).
+  one LoRA over it (`fused_qkv_views`); and its loop holds the model's output converted to fp32 through
+  backward (`logits_held_in_backward`: Lightning Fabric's module wrapper converts every output to the
+  default dtype, and lit-gpt's finetune scripts keep `logits` bound across `fabric.backward`). A LitGPT
+  QLoRA row quantises its output head too (`quantized_head`: `--quantize bnb.*` builds Lightning's
+  `BitsandbytesPrecision` without `ignore_modules`, which replaces every `torch.nn.Linear`).
 - An HF Trainer row (notes name "HF Trainer" or "Hugging Face Trainer") whose source is dated before
   March 2023 (the latest ISO date or month and year its `source` states, as for bitsandbytes below, else
   `source_dates.source_date`: a year before 2023, or January / February 2023) and whose notes
@@ -58,6 +64,7 @@ from pydantic import ValidationError
 
 from gpuplan.interfaces.row_types import SkipRow
 from gpuplan.interfaces.validation import source_dates
+from gpuplan.interfaces.validation.litgpt_row import LITGPT_HEAD_CHUNK_TOKENS, litgpt_source
 from gpuplan.specs.finetune import (
     BaseDtype, FineTuneMethod, FineTuning, MasterWeights, Offload, Optimizer, OptimizerImpl,
 )
@@ -73,7 +80,9 @@ _ENUM_COLUMNS: dict[str, tuple[str, type[Enum]]] = {
 
 
 #: notes that state a chunked cross-entropy / activation offloading (module docstring)
-_CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked cross.entropy", re.IGNORECASE)
+_CHUNKED_LOSS = re.compile(r"CEWithChunkedOutputLoss|chunked (?:lm_head ?/ ?)?cross.entropy", re.IGNORECASE)
+#: LitGPT's chunk size of the output head and loss, as its `lm_head_chunk_size` argument (module docstring)
+_HEAD_CHUNK_TOKENS = re.compile(r"\blm_head_chunk_size\s*=\s*(\d+)")
 _OFFLOADED_ACTIVATIONS = re.compile(r"\bactivation offloading on\b", re.IGNORECASE)
 _LORA_DROPOUT = re.compile(r"\bLoRA\b[^.;]*?\bdropout\s+(\d*\.?\d+)", re.IGNORECASE)
 #: notes that name an AdamW implementation (module docstring), checked in this order
@@ -111,8 +120,6 @@ _OPTIMIZER_IN_BACKWARD = re.compile(r"\boptimizer_in_bwd:?\s*True\b")
 _TORCHTUNE = re.compile(r"\btorchtune\b", re.IGNORECASE)
 #: Answer.AI's FSDP + QLoRA training script (github.com/AnswerDotAI/fsdp_qlora, train.py), named in a row's source or notes
 _FSDP_QLORA = re.compile(r"\bfsdp_qlora\b", re.IGNORECASE)
-#: LitGPT (Lightning-AI/litgpt, formerly lit-gpt) as the stack a row's source measured
-_LITGPT = re.compile(r"\blit[-_]?gpt\b", re.IGNORECASE)
 _COMPILED = re.compile(r"\btorch\.compile on\b", re.IGNORECASE)
 _BITSANDBYTES = re.compile(r"\b(bitsandbytes|bnb)\b", re.IGNORECASE)
 _TORCHAO = re.compile(r"\btorchao\b", re.IGNORECASE)
@@ -202,6 +209,9 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
     notes_text = row.get("notes") or ""
     if _CHUNKED_LOSS.search(notes_text):
         kw["chunked_loss"] = True
+        chunk = _HEAD_CHUNK_TOKENS.search(notes_text)
+        if chunk:
+            kw["loss_chunk_tokens"] = int(chunk.group(1))
     if _OFFLOADED_ACTIVATIONS.search(notes_text):
         kw["offload_activations"] = True
     impl = stated_optimizer_impl(notes_text)
@@ -220,10 +230,15 @@ def fine_tuning_from_row(row: dict[str, str]) -> tuple[FineTuning, list[str]]:
         kw["optimizer_in_backward"] = True
     if _FSDP_QLORA.search(f"{row.get('source') or ''} {notes_text}") and not kw.get("chunked_loss"):
         kw["logits_held_in_backward"] = True
-    if _LITGPT.search(row.get("source") or ""):
+    if litgpt_source(row):
         kw["fused_qkv_views"] = True
+        kw["logits_held_in_backward"] = True
+        if kw.get("chunked_loss") and "loss_chunk_tokens" not in kw:
+            kw["loss_chunk_tokens"] = LITGPT_HEAD_CHUNK_TOKENS
     if trainer_zero_grad_keeps_buffers(row):
         kw["zero_grad_keeps_buffers"] = True
+    if method is FineTuneMethod.QLORA and litgpt_source(row):
+        kw["quantized_head"] = True
     four_bit = kw.get("base_dtype", BaseDtype.NF4 if method is FineTuneMethod.QLORA else None)
     if method is FineTuneMethod.QLORA and four_bit is not None and four_bit.four_bit and bitsandbytes_keeps_matmul_input(row):
         kw["base_matmul_keeps_input"] = True

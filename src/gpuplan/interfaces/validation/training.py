@@ -142,6 +142,7 @@ from gpuplan.interfaces.validation.cuda_loading_row import lazy_loading_from_row
 from gpuplan.interfaces.validation.deepspeed_row import deepspeed_release_from_row
 from gpuplan.interfaces.validation.fine_tuning_row import compiled_stated, fine_tuning_from_row
 from gpuplan.interfaces.validation.hf_stack_row import hf_stack_framework
+from gpuplan.interfaces.validation.litgpt_row import litgpt_dropout_free
 from gpuplan.interfaces.validation.megatron_bridge_row import graph_scope_from_row
 from gpuplan.interfaces.validation.router_row import model_with_stated_router
 from gpuplan.interfaces.validation.source_dates import source_name_month, stated_torch_version
@@ -535,7 +536,7 @@ def predict_row(row: dict[str, str]) -> Prediction:
         raise SkipRow(str(exc)) from None
     plan, notes = plan_from_row(row, gpu.architecture)
     framework = framework_from_row(row)
-    model = llm_foundry_dropout_free(model, framework)
+    model = litgpt_dropout_free(llm_foundry_dropout_free(model, framework), row)
     kernel = attention_kernel_from_row(row, framework, gpu.architecture)
     # the memory model stores the s x s scores only when the kernel is unfused
     plan = plan.model_copy(update={"attention_kernel": kernel, "framework": framework})

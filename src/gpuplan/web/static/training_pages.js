@@ -15,7 +15,7 @@ export const PLAN_FIELDS = [
 // API takes them as one `fine_tuning` object, `grad_accum` beside it
 const FT_DEFAULTS = { finetune: "full", lora_rank: "", lora_targets: "", lora_dropout: "", base_dtype: "", double_quant: true, optimizer: "adamw", optimizer_impl: "", offload: "none", master_weights: "fp32",
   chunked_loss: false, offload_activations: false, base_matmul_keeps_input: false, optimizer_in_backward: false,
-  logits_held_in_backward: false, fused_qkv_views: false };
+  logits_held_in_backward: false, fused_qkv_views: false, quantized_head: false, loss_chunk_tokens: "" };
 export const FINETUNE_FIELDS = [
   { name: "finetune", type: "select", options: ["full", "lora", "qlora"], def: "full", help: "full, LoRA, or QLoRA (frozen 4-bit base)" },
   { name: "lora_rank", type: "number", help: "LoRA rank r (default 8, PEFT's)" },
@@ -32,8 +32,10 @@ export const FINETUNE_FIELDS = [
   { name: "offload_activations", type: "check", help: "saved activations copied to host memory until backward (torchtune OffloadActivations)" },
   { name: "base_matmul_keeps_input", type: "check", help: "qlora: each 4-bit base matmul keeps its input for backward (bitsandbytes < 0.43.2)" },
   { name: "optimizer_in_backward", type: "check", help: "step each parameter as its gradient arrives (torchtune optimizer_in_bwd; one micro-batch per step)" },
-  { name: "logits_held_in_backward", type: "check", help: "the loop keeps the fp32 logits until backward ends (Answer.AI fsdp_qlora train.py)" },
+  { name: "logits_held_in_backward", type: "check", help: "the loop keeps the fp32 logits until backward ends (Answer.AI fsdp_qlora train.py, LitGPT)" },
   { name: "fused_qkv_views", type: "check", help: "q, k, v split from one fused projection by views, one LoRA over it (LitGPT)" },
+  { name: "quantized_head", type: "check", help: "quantised base: the output head quantised too, dequantised for its matmuls (LitGPT --quantize bnb.*)" },
+  { name: "loss_chunk_tokens", type: "number", help: "chunked loss: tokens per chunk of the output head (LitGPT 128); empty: 8 chunks" },
   { name: "grad_accum", type: "number", help: "micro-batches per step: global batch = micro-batch x grad-accum x dp" },
 ];
 // `train` and `plan`'s --framework and --deepspeed-release (cli/stack_options.py)

@@ -39,7 +39,13 @@ SDPA (or flash_attn_func) saves keeps the whole fused output alive: its q and k 
 token, beyond the inventory's count. With fewer (GQA) the expanded k and v are reshaped into copies of a
 heads each: 2 b (a - g) d more. Its LoRA (lit_gpt/lora.py@8641822 `LoRAQKVLinear.forward`:
 `F.linear(self.lora_dropout(x), self.lora_A)` with one A of r x the enabled parts) drops the input once
-for all adapted parts: one dropped copy and mask, where separate adapters keep one each.
+for all adapted parts: one dropped copy and mask, where separate adapters keep one each. When it adapts
+some but not all of q, k and v (its default: q and v, finetune/lora.py@8641822) it places B's output
+into the fused width with `zero_pad` (lit_gpt/lora.py@8641822): `result.index_copy(1, lora_ind,
+x.reshape(-1, sum(self.qkv_shapes)))` on a copy of B's transposed output, and PyTorch keeps that source
+for backward (derivatives.yaml, `index_copy`: the source's gradient is `grad.index_select(dim,
+index).expand_as(source)`, so autograd saves `source`): b x the adapted parts' width per token
+(`fused_qkv_zero_pad_per_token`; a d for q, g d for each of k and v).
 """
 
 from __future__ import annotations
@@ -58,7 +64,26 @@ def fine_tuning_activation_delta_per_token(model: ModelSpec, plan: TrainPlan, la
     ordinary training: the frozen base's and the eager modules' deltas (module docstring)."""
     return (adapter_activation_delta_per_token(model, plan.fine_tuning, layer, saved)
             + eager_activation_delta_per_token(model, plan, layer, saved)
-            + fused_qkv_activation_delta_per_token(model, plan.fine_tuning, saved))
+            + fused_qkv_activation_delta_per_token(model, plan.fine_tuning, saved)
+            + fused_qkv_zero_pad_per_token(model, plan.fine_tuning, saved))
+
+
+#: the parts of LitGPT's fused projection and the LoRA target that adapts each
+FUSED_QKV_PARTS = (("q_proj", "q"), ("k_proj", "kv"), ("v_proj", "kv"))
+
+
+def fused_qkv_zero_pad_per_token(model: ModelSpec, ft: FineTuning, saved: Saved) -> float:
+    """What LitGPT's fused-QKV LoRA keeps to place its update when it adapts some but not all of q, k
+    and v (module docstring, "Fused QKV"): the `index_copy` source, b x (a d if q is adapted + g d for
+    each of k and v adapted) / tp per token; 0 when all three or none are adapted, without
+    `fused_qkv_views`, or for MLA."""
+    if not ft.fused_qkv_views or not ft.adapters or model.mla is not None:
+        return 0.0
+    widths = {"q": model.heads * model.head_dim, "kv": model.kv_heads * model.head_dim}
+    hit = [widths[part] for target, part in FUSED_QKV_PARTS if target in ft.targets]
+    if len(hit) in (0, len(FUSED_QKV_PARTS)):
+        return 0.0
+    return saved.act_bytes * sum(hit) / saved.tp
 
 
 def fused_qkv_activation_delta_per_token(model: ModelSpec, ft: FineTuning, saved: Saved) -> float:
@@ -123,5 +148,5 @@ def _input_saved_bytes(op: Linear, saved: Saved) -> float:
     return total - op.saved_output_bytes * op.out_features
 
 
-__all__ = ["adapter_activation_delta_per_token", "eager_activation_delta_per_token", "fused_qkv_activation_delta_per_token",
+__all__ = ["FUSED_QKV_PARTS", "adapter_activation_delta_per_token", "fused_qkv_zero_pad_per_token", "eager_activation_delta_per_token", "fused_qkv_activation_delta_per_token",
            "fine_tuning_activation_delta_per_token"]

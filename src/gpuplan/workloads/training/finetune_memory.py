@@ -11,8 +11,8 @@ weights
 - full fine-tuning: every parameter in its working dtype, b bytes;
 - LoRA / QLoRA: each frozen projection in the base dtype (`base_weights.linear_storage_bytes`: NF4
   with its block scales, int8 with row scales, or a float dtype), the embeddings, norms, biases
-  and the output head unquantised (`base_weights.float_bytes`), plus the adapters (`lora`) in the
-  working dtype.
+  and the output head unquantised (`base_weights.float_bytes`; an untied head in the base dtype with
+  `quantized_head`), plus the adapters (`lora`) in the working dtype.
 gradients (trainable parameters only): `plan.grad_precision` bytes with fp32 master weights
   (Megatron's fp32 main grads, PyTorch AMP's fp32 .grad), the working dtype in pure low-precision
   training (`master_weights none`).
@@ -42,14 +42,17 @@ other
   post-forward for `FULL_SHARD`").
 - `dequant_workspace`: a quantised base is dequantised into the activation dtype before each matmul
   (bitsandbytes `MatMul4Bit`: `dequantize_4bit` then the GEMM, forward and input-gradient backward):
-  the largest projection's local weight in b bytes is alive while it multiplies.
+  the largest projection's local weight in b bytes is alive while it multiplies; a quantised output head
+  (`FineTuning.quantized_head`) is one of them, vocab x hidden, dequantised while the loss's tensors are
+  alive (its forward ends the forward, its input gradient starts the backward).
 - `offload_grad_bucket`: DeepSpeed's reduce bucket with ZeRO-Offload (above).
 - `autocast_weight_copies`: a float base wider than the compute dtype (an fp32 base under bf16 /
   fp16 autocast, LitGPT's `bf16-mixed`) is cast to the compute dtype at every matmul, and the matmul
   keeps that copy for its input gradient (autograd saves the weight operand when the input needs a
   gradient; autocast's cast cache holds only leaves that require grad, so a frozen weight is cast
   anew): every stored layer's projections in b bytes (one layer's under full recompute, the layer
-  being recomputed).
+  being recomputed), and on the last rank the output head once per call (`output_head.head_calls`: a
+  chunked head, LitGPT's 128-token chunks, keeps one cast per chunk until its backward).
 
 Autocast over an fp32 model (`autocast_over_fp32_model`: `Framework.TRANSFORMERS` training every
 weight with fp32 master weights, HF Trainer `bf16=True` over a model loaded in fp32): the parameters
@@ -106,6 +109,7 @@ from gpuplan.specs.plan import Precision, Recompute, Sharding, TrainPlan
 from gpuplan.workloads.training.base_weights import float_bytes, linear_storage_bytes
 from gpuplan.workloads.training.lora import adapted, head_projection, layer_projections
 from gpuplan.workloads.training.optimizer_states import Tensor, optimizer_bytes
+from gpuplan.workloads.training.output_head import head_calls
 
 #: DeepSpeed `zero_optimization.reduce_bucket_size` default: 5e8 elements (DeepSpeed config docs,
 #: "ZeRO optimizations": reduce_bucket_size 500,000,000), the gradient bucket ZeRO-Offload keeps on the GPU.
@@ -255,7 +259,13 @@ def _collect(model: ModelSpec, plan: TrainPlan, layers: list[int], first: bool, 
             tables.append(float((model.max_position_embeddings or 0) * model.hidden))
     if last:
         if not model.tied_embeddings or plan.pp > 1:
-            tables.append(table)
+            if ft.adapters and ft.quantized_head and not model.tied_embeddings:
+                # stored like the base and dequantised whole for its matmuls (specs.finetune `quantized_head`)
+                k, n = head_projection(model).local_shape(tp)
+                frozen(n * k, linear_storage_bytes(k, n, base, ft.double_quant))
+                inv.largest_quantized = max(inv.largest_quantized, n * k)
+            else:
+                tables.append(table)
         norm = float(model_ops(model).final_norm.params)
         if ft.adapters:
             frozen(norm, plain * norm)
@@ -337,7 +347,8 @@ def rank_fine_tuning_states(model: ModelSpec, plan: TrainPlan, layers: list[int]
         other["dequant_workspace"] = b * inv.largest_quantized
     if ft.adapters and ft.base_storage("bf16") is BaseDtype.FP32 and b < 4 and inv.layer_linear_elements:
         held = inv.layer_linear_elements
-        other["autocast_weight_copies"] = b * (max(held) if plan.recompute is Recompute.FULL else sum(held))
+        head = model.vocab * model.hidden / plan.tp * head_calls(plan) if last else 0.0  # a cast per head call
+        other["autocast_weight_copies"] = b * ((max(held) if plan.recompute is Recompute.FULL else sum(held)) + head)
     if autocast_over_fp32_model(plan) and not zero3 and inv.layer_linear_elements:
         held = inv.layer_linear_elements  # the weight-cast cache: layers' projections, the head on the last rank
         head = model.vocab * model.hidden / plan.tp if last else 0.0

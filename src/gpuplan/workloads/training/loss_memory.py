@@ -13,6 +13,7 @@ from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import TrainPlan
 from gpuplan.workloads.training.finetune_memory import pytorch_loop_loss
 from gpuplan.workloads.training.memory_terms import LOGITS_FP32_BYTES, activation_bytes
+from gpuplan.workloads.training.output_head import CHUNKED_LOSS_CHUNKS, head_calls  # noqa: F401 (re-exported)
 
 #: bytes per vocabulary entry per token at the peak of PyTorch's own cross-entropy on fp32-cast
 #: logits (torchtitan: `cross_entropy(pred.flatten(0, 1).float(), labels)`, then `del pred` before
@@ -38,10 +39,15 @@ LOSS_PARALLEL_CROSS_ENTROPY_BYTES = 16.0
 #: `loss_parallel` DTensor handlers (torch/distributed/tensor/parallel/loss.py), which this module keeps
 #: at LOSS_PARALLEL_CROSS_ENTROPY_BYTES: no measurement of that path compiled was found.
 COMPILED_CROSS_ENTROPY_LOGIT_COPIES = 2
-#: chunks of a chunked cross-entropy: torchtune `CEWithChunkedOutputLoss(num_output_chunks=8)` ("saves
-#: memory by only upcasting one chunk at a time"; torchtune/modules/loss/ce_chunked_output_loss.py);
-#: LitGPT's 128-token chunks (`lm_head_chunk_size=128`) are smaller still.
-CHUNKED_LOSS_CHUNKS = 8
+#: a chunked cross-entropy over fp32 logits the loop holds (`FineTuning.logits_held_in_backward` with
+#: `chunked_loss`: LitGPT under Lightning Fabric, whose wrapper returns the model's output chunks converted
+#: to fp32): lit-gpt's `chunked_cross_entropy` (lit_gpt/utils.py@8641822) runs
+#: `cross_entropy(logit_chunk, target_chunk, reduction="none")` on every chunk before `backward`, each
+#: chunk's log_softmax saving its fp32 output for backward (LogSoftmaxBackward keeps `result`; nll_loss
+#: reads the same tensor): 4 per entry for all chunks at once, beside the held logits (4). The chunks read
+#: the held fp32 logits, so no upcast copy is made; the backward's gradients replace the saved outputs
+#: chunk by chunk (one chunk's transient, left out). Peak 4 + 4 = 8 per entry.
+CHUNKED_LOSS_ON_HELD_LOGITS_BYTES = LOGITS_FP32_BYTES
 
 
 def loss_bytes_per_vocab_entry(plan: TrainPlan) -> float:
@@ -51,14 +57,17 @@ def loss_bytes_per_vocab_entry(plan: TrainPlan) -> float:
     logits 12 (`PYTORCH_CROSS_ENTROPY_BYTES`), 16 with tp > 1 (its loss-parallel implementation,
     `LOSS_PARALLEL_CROSS_ENTROPY_BYTES`). A chunked loss (`fine_tuning.chunked_loss`) keeps every
     chunk's logits in the compute dtype (torchtune's model returns the list of chunk outputs) and
-    upcasts one chunk at a time: b + 4 / CHUNKED_LOSS_CHUNKS. A fine-tuning plan on a plain PyTorch
+    upcasts one chunk at a time: b + 4 / CHUNKED_LOSS_CHUNKS; over fp32 logits the loop holds, every
+    chunk's fp32 log-softmax output is saved beside them: 4 + 4 (`CHUNKED_LOSS_ON_HELD_LOGITS_BYTES`). A fine-tuning plan on a plain PyTorch
     loop (finetune_memory.pytorch_loop_loss) computes PyTorch's cross entropy on fp32 logits: 12.
     A compiled loss (`plan.compiled_loss`) at tp = 1 holds the logits and their gradient only:
     COMPILED_CROSS_ENTROPY_LOGIT_COPIES x b. Unchunked, plus the fp32 logits a loop holds
     (`held_logits_bytes_per_vocab_entry`)."""
-    if plan.fine_tuning.chunked_loss:
-        return activation_bytes(plan.precision) + LOGITS_FP32_BYTES / CHUNKED_LOSS_CHUNKS
     held = held_logits_bytes_per_vocab_entry(plan)
+    if plan.fine_tuning.chunked_loss:
+        if held:  # every chunk's cross entropy on the held fp32 logits keeps its fp32 log-softmax output
+            return CHUNKED_LOSS_ON_HELD_LOGITS_BYTES + held
+        return activation_bytes(plan.precision) + LOGITS_FP32_BYTES / CHUNKED_LOSS_CHUNKS
     if plan.compiled_loss and plan.tp == 1:
         return COMPILED_CROSS_ENTROPY_LOGIT_COPIES * activation_bytes(plan.precision) + held
     if plan.framework is Framework.TORCHTITAN or pytorch_loop_loss(plan):
@@ -79,5 +88,5 @@ def held_logits_bytes_per_vocab_entry(plan: TrainPlan) -> float:
     return LOGITS_FP32_BYTES if plan.fine_tuning.logits_held_in_backward else 0.0
 
 
-__all__ = ["CHUNKED_LOSS_CHUNKS", "held_logits_bytes_per_vocab_entry", "COMPILED_CROSS_ENTROPY_LOGIT_COPIES", "LOSS_PARALLEL_CROSS_ENTROPY_BYTES",
+__all__ = ["CHUNKED_LOSS_CHUNKS", "CHUNKED_LOSS_ON_HELD_LOGITS_BYTES", "head_calls", "held_logits_bytes_per_vocab_entry", "COMPILED_CROSS_ENTROPY_LOGIT_COPIES", "LOSS_PARALLEL_CROSS_ENTROPY_BYTES",
            "PYTORCH_CROSS_ENTROPY_BYTES", "loss_bytes_per_vocab_entry"]
