@@ -34,6 +34,13 @@ CPU per GPT-3 search 13.5 -> 8.2-8.9 ms (8.5 ms in a process without page faults
 main, at load 5-6: GPT-3 175B 3.19 -> 4.97 M plans per CPU-second (plans_per_s 3.16 -> 4.97 M, 482 page
 faults a search), DeepSeek-V3 7.36 -> 11.00 M (deepseek_v3_plans_per_s 7.34 -> 10.83 M). Every result
 unchanged (benchmarks/output_digests.py, 54 digests).
+Issue 32 (2026-11-29: the search back above its speed at efcccaa, before the FSDP2 pipeline, DualPipe,
+deterministic, CUDA-graph and gradient-accumulation terms; docs/architecture.md "Plan search
+throughput"), 12 interleaved runs each of efcccaa and this, alternating, at load average 9-23, medians:
+GPT-3 175B 4.17 -> 4.46 M plans per CPU-second (runs 3.43-5.09 / 3.84-4.67), DeepSeek-V3 15.5 -> 17.1 M
+(14.0-16.5 / 15.0-17.9). Instructions per GPT-3 search (valgrind callgrind, 22 searches less 2, load
+independent): efcccaa 55.5 M, main before this (e59fec4) 54.9 M, this 50.0 M. Every result unchanged (plan JSON of both models under six
+frameworks and modes, `validate --builtin training --json`, benchmarks/output_digests.py).
 `page_faults_per_search` is the minor page faults of one GPT-3 search (ru_minflt over the timed
 searches): ~600 where the C allocator hands the freed heap back after each search (about 1 ms of the
 search), ~0 where the process's heap layout keeps it; it varies from process to process, not with

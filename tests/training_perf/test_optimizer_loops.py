@@ -120,6 +120,10 @@ def test_hf1gpu_adafactor_time_row_charges_its_loop(shared_dir):
     # the loop replaces the one memory pass of Adafactor: fp32 gradient 4 + fp32 master read and
     # written 8 + fp16 copy 2 + six fp32 temporaries written and read 48 = 62 B per parameter
     expected = max(7400 * EAGER_KERNEL, params * ADAFACTOR_BYTES / hbm) - params * 62 / hbm
+    # naming the HF Trainer of 2022 (PyTorch 1.x) also charges its gradient clip and zero_grad loops
+    # (step.trainer_grad_loops): 3 kernels per tensor over 389 tensors (24 layers x 16 + 3 embedding tables
+    # + the embedding LayerNorm's 2) + 5 per step, issue-bound: 1,172 x EAGER_KERNEL = 21.3 ms
+    expected += (3 * 389 + 5) * EAGER_KERNEL
     assert step_loop - step_pass == pytest.approx(expected, rel=1e-6)
 
 

@@ -218,15 +218,18 @@ def test_torchtitan_selective_recomputes_half_the_forward(dgx, gpt175):
 
 
 def test_flash_v1_attention_takes_twice_flash2(dgx, gpt175):
-    # Megatron selective recompute re-runs the attention core forward only; FlashAttention v1 runs at
-    # FLASH_V1_OVER_V2 = 0.5 of FlashAttention-2's rate (Dao 2023) -> exactly twice the time.
+    # Megatron selective recompute re-runs the attention core forward only; FlashAttention v1 runs its
+    # forward + backward at FLASH_V1_OVER_V2 = 0.5 of FlashAttention-2's rate (Dao 2023) -> twice the
+    # time, of which each kernel's forward takes its own share (step.attention_passes): v1 3 / 13 =
+    # 0.230769 (forward / backward rate 4 / 3), FlashAttention-2 0.242653 (rate ratio 1.248444):
+    # 2 x 0.230769 / 0.242653 = 1.902051 times FlashAttention-2's recompute.
     from gpuplan.specs.execution import AttentionKernel
 
     system, gpu = dgx
     plan = TrainPlan(tp=8, pp=8, dp=2, micro_batch=1, global_batch=16, seq_len=2048, recompute=Recompute.SELECTIVE)
     v2 = estimate_step_time(gpt175, system, plan, gpu, attention_kernel=AttentionKernel.FLASH).breakdown_s["recompute_s"]
     v1 = estimate_step_time(gpt175, system, plan, gpu, attention_kernel=AttentionKernel.FLASH_V1).breakdown_s["recompute_s"]
-    assert v1 == pytest.approx(2.0 * v2, rel=1e-12)
+    assert v1 == pytest.approx(1.902051 * v2, rel=1e-5)
 
 
 def test_tp_comm_overlap_bounds(dgx, gpt175):

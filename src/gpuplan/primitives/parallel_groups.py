@@ -32,8 +32,26 @@ def group_per_node(n, stride, gpus_per_node: int):
     return np.minimum(n, np.maximum(1, gpus_per_node // np.asarray(stride)))
 
 
-_GROUP_CACHE: dict[tuple, float] = {}
+#: (op, specs key) -> {(size, n, per_node): seconds}: one table per collective and specs, so a lookup
+#: hashes three numbers, not the specs' JSON with them
+_GROUP_CACHE: dict[tuple, dict[tuple, float]] = {}
 _GROUP_CACHE_LIMIT = 200_000
+
+
+def _group_table(op: Collective, specs_key: tuple) -> dict[tuple, float]:
+    """The memo of `op` under `specs_key` (created empty)."""
+    table = _GROUP_CACHE.get((op, specs_key))
+    if table is None:
+        table = _GROUP_CACHE[(op, specs_key)] = {}
+    return table
+
+
+def _room_for(op: Collective, specs_key: tuple, entries: int) -> dict[tuple, float]:
+    """`_group_table`, after emptying every table if `entries` more would take them past
+    _GROUP_CACHE_LIMIT entries in all."""
+    if sum(map(len, _GROUP_CACHE.values())) + entries > _GROUP_CACHE_LIMIT:
+        _GROUP_CACHE.clear()
+    return _group_table(op, specs_key)
 
 
 def collective_seconds(op: Collective, size_bytes: float, n: int, per_node: int, system: System,
@@ -70,12 +88,10 @@ def _cached_group_seconds(op: Collective, size_bytes: float, n: int, per_node: i
                           gpu: Gpu | None, specs_key: tuple) -> float:
     if n <= 1 or size_bytes <= 0:
         return 0.0
-    key = (op, float(size_bytes), int(n), int(per_node), specs_key)
-    hit = _GROUP_CACHE.get(key)
+    key = (float(size_bytes), int(n), int(per_node))
+    hit = _group_table(op, specs_key).get(key)
     if hit is None:
-        if len(_GROUP_CACHE) > _GROUP_CACHE_LIMIT:
-            _GROUP_CACHE.clear()
-        hit = _GROUP_CACHE[key] = _group_collective_seconds(op, size_bytes, n, per_node, system, gpu)
+        hit = _room_for(op, specs_key, 1)[key] = _group_collective_seconds(op, size_bytes, n, per_node, system, gpu)
     return hit
 
 
@@ -103,33 +119,36 @@ def collective_seconds_array(op: Collective, size_bytes, n, per_node, system: Sy
     lexicographic order of the triples (`_unique_triples`), memoised like `collective_seconds`; the
     unique groups not yet in the memo are timed in one vectorised call (`_group_seconds_batch`),
     which gives the scalar path's values bit for bit."""
-    size_b, n_b, pn_b = np.broadcast_arrays(
-        np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64), np.asarray(per_node, dtype=np.int64)
-    )
-    if size_b.size == 0:
-        return np.zeros(size_b.shape)
-    sizes, groups, members, inverse = _unique_triples(size_b.ravel(), n_b.ravel(), pn_b.ravel())
+    size_b, n_b, pn_b = (np.asarray(size_bytes, dtype=np.float64), np.asarray(n, dtype=np.int64),
+                         np.asarray(per_node, dtype=np.int64))
+    shape = np.broadcast_shapes(size_b.shape, n_b.shape, pn_b.shape)
+    if 0 in shape:
+        return np.zeros(shape)
+    sizes, groups, members, inverse = _unique_triples(*(_flat(x, shape) for x in (size_b, n_b, pn_b)))
     specs_key = _specs_key(system, gpu)
-    times = np.zeros(sizes.shape[0])
-    missing: list[tuple[int, tuple]] = []
-    for i, (s, g, p) in enumerate(zip(sizes.tolist(), groups.tolist(), members.tolist())):
-        if g <= 1 or s <= 0:
-            continue
-        key = (op, float(s), int(g), int(p), specs_key)
-        hit = _GROUP_CACHE.get(key)
-        if hit is None:
-            missing.append((i, key))
-        else:
-            times[i] = hit
+    triples = list(zip(sizes.tolist(), groups.tolist(), members.tolist()))
+    times = list(map(_group_table(op, specs_key).get, triples))  # None: not memoised yet
+    missing = [i for i, t in enumerate(times) if t is None]
     if missing:
-        rows = np.array([i for i, _ in missing])
-        computed = _group_seconds_batch(op, sizes[rows], groups[rows].astype(np.float64),
-                                        members[rows].astype(np.float64), system, gpu)
-        if len(_GROUP_CACHE) + len(missing) > _GROUP_CACHE_LIMIT:
-            _GROUP_CACHE.clear()
-        for (i, key), t in zip(missing, computed.tolist()):
-            times[i] = _GROUP_CACHE[key] = t
-    return times[inverse].reshape(size_b.shape)
+        timed = [i for i in missing if not (triples[i][1] <= 1 or triples[i][0] <= 0)]  # the others take 0 s
+        computed = []
+        if timed:
+            rows = np.array(timed)
+            computed = _group_seconds_batch(op, sizes[rows], groups[rows].astype(np.float64),
+                                            members[rows].astype(np.float64), system, gpu).tolist()
+        table = _room_for(op, specs_key, len(missing))
+        for i in missing:
+            times[i] = table[triples[i]] = 0.0
+        for i, t in zip(timed, computed):
+            times[i] = table[triples[i]] = t
+    return np.array(times, dtype=np.float64)[inverse].reshape(shape)
+
+
+def _flat(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`x` broadcast to `shape`, as a new contiguous 1-D array (np.broadcast_to(...).ravel()'s values)."""
+    out = np.empty(shape, dtype=x.dtype)
+    np.copyto(out, x)
+    return out.ravel()
 
 
 def _unique_triples(size, n, per_node):
@@ -144,7 +163,7 @@ def _unique_triples(size, n, per_node):
     new[:1] = True
     new[1:] = (s[1:] != s[:-1]) | (g[1:] != g[:-1]) | (p[1:] != p[:-1])
     inverse = np.empty(order.size, dtype=np.intp)
-    inverse[order] = np.cumsum(new) - 1
+    inverse[order] = np.add.accumulate(new.astype(np.intp)) - 1  # np.cumsum(new) - 1, without its bool cast
     return s[new], g[new], p[new], inverse
 
 

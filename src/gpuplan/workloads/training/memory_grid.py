@@ -47,21 +47,33 @@ from gpuplan.workloads.training.loss_memory import held_logits_bytes_per_vocab_e
 from gpuplan.workloads.training.plan_codes import RECOMPUTE_OF_CODE, SHARDING_OF_CODE, RecomputeCode, ShardingCode
 
 
-def _per_distinct(fn, *arrays) -> tuple[np.ndarray, ...]:
+def _per_distinct(fn, *arrays, memo: dict | None = None) -> tuple[np.ndarray, ...]:
     """fn(*scalars) -> tuple of numbers, called once per distinct combination of the broadcast
-    `arrays`; each output as an array of their broadcast shape."""
-    parts = np.broadcast_arrays(*(np.asarray(a) for a in arrays))
-    shape = parts[0].shape
-    if parts[0].size <= _DISTINCT_BY_DICT:
+    `arrays`; each output as an array of their broadcast shape. `memo`: fn's results by combination,
+    kept by the caller across calls (a plan search's blocks repeat the same combinations)."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    columns = [_float_column(a, shape) for a in arrays]  # each broadcast to `shape`, flat, as floats
+    if columns[0].size <= _DISTINCT_BY_DICT:
         # few combinations (the axes of a block are short): a dict of first appearances, not a sort of rows
-        keys = list(zip(*(p.ravel().astype(float).tolist() for p in parts)))
+        keys = list(zip(*(c.tolist() for c in columns)))
         first: dict[tuple, int] = {}
         inverse = np.fromiter(map(lambda key: first.setdefault(key, len(first)), keys), dtype=np.intp, count=len(keys))
         rows = list(first)
     else:
-        rows, inverse = np.unique(np.stack([p.ravel().astype(float) for p in parts], axis=1), axis=0, return_inverse=True)
-    values = np.array([fn(*row) for row in rows], dtype=float)
+        rows, inverse = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+    if memo is None:
+        values = np.array([fn(*row) for row in rows], dtype=float)
+    else:
+        keys = [tuple(row) for row in (rows if isinstance(rows, list) else rows.tolist())]
+        values = np.array([memo[key] if key in memo else memo.setdefault(key, fn(*key)) for key in keys], dtype=float)
     return tuple(values[inverse.ravel(), j].reshape(shape) for j in range(values.shape[1]))
+
+
+def _float_column(a, shape: tuple[int, ...]) -> np.ndarray:
+    """`a` broadcast to `shape` as a new flat float64 array (np.broadcast_to(a, shape).ravel().astype(float))."""
+    out = np.empty(shape)
+    np.copyto(out, a)
+    return out.ravel()
 
 
 #: `_per_distinct` finds the distinct combinations with a dict up to this many broadcast points (3x
@@ -113,11 +125,13 @@ def _per_token_bytes(model: ModelSpec, proto: TrainPlan, tp, sp, rc, etp, cp) ->
 
 
 def per_kind_bytes_per_token(model: ModelSpec, proto: TrainPlan, *, tp, cp, etp, recompute, sequence_parallel,
-                             **_) -> tuple[np.ndarray, ...]:
+                             memo: dict | None = None, **_) -> tuple[np.ndarray, ...]:
     """`_per_token_bytes` of each layer kind (stored ones, then full ones) for every plan of the grid,
-    computed once per distinct (tp, sequence parallelism, recompute, etp; cp for unfused attention)."""
+    computed once per distinct (tp, sequence parallelism, recompute, etp; cp for unfused attention).
+    `memo`: those values by combination, for the one `model` and `proto` of a search (`screen_bytes`)."""
     cp_key = 1 if proto.flash_attention else cp  # the sequence shard matters only for stored scores
-    return _per_distinct(lambda *a: _per_token_bytes(model, proto, *a), tp, sequence_parallel, recompute, etp, cp_key)
+    return _per_distinct(lambda *a: _per_token_bytes(model, proto, *a), tp, sequence_parallel, recompute, etp, cp_key,
+                         memo=memo)
 
 
 def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep, etp, vpp, micro_batch, m, recompute,
@@ -157,7 +171,10 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
              + np.where(is_last, norm_params(model) + np.where(model.tied_embeddings & np.equal(pp, 1), 0.0, table)
                         + mtp_split / tp + mtp_replicated, 0.0))
     experts = routed_sum / expert_group + np.where(is_last, mtp_routed / expert_group, 0.0)
-    fsdp2_pp = (sharding >= ShardingCode.ZERO3) & np.greater(pp, 1) & proto.framework.pipelines_fsdp2
+    # a term whose condition is one value for the whole search (the model, the framework, the precision) is
+    # decided here once: a scalar 0 where it cannot apply (sums and maxima below take it as the zeros it stands for)
+    fsdp2 = proto.framework.pipelines_fsdp2
+    fsdp2_pp = (sharding >= ShardingCode.ZERO3) & np.greater(pp, 1) if fsdp2 else False
     out: dict[str, np.ndarray] = {}
     out["weights"], out["gradients"], out["optimizer"] = terms.model_state_bytes(
         dense, experts, state_bytes_per_param(proto), sharding, np.multiply(dp, cp),
@@ -171,36 +188,41 @@ def rank_memory_arrays(model: ModelSpec, proto: TrainPlan, *, tp, pp, dp, cp, ep
     in_flight = terms.chunks_in_flight(pp, vpp, m, rank)
     mean_stored = sum(n * x for n, x in zip(kind_counts, stored)) / np.maximum(count, 1)
     out["layers"] = np.where(has_layers, terms.stored_activation_bytes(mean_stored * tokens, count, vpp, in_flight), 0.0)
-    out["embedding_dropout_masks"] = np.where(first & (model.hidden_dropout > 0),
-                                              terms.embedding_dropout_bytes(tokens, model.hidden, sp, in_flight, pp), 0.0)
+    out["embedding_dropout_masks"] = np.where(first, terms.embedding_dropout_bytes(
+        tokens, model.hidden, sp, in_flight, pp), 0.0) if model.hidden_dropout > 0 else 0.0
     backward = np.where(has_layers, terms.backward_working_set_bytes(tokens, b, model.hidden, widest_ffn(model), sp, tp), 0.0)
     present = [n > 0 for n in kind_counts]
     full_max = np.max(np.broadcast_arrays(*(np.where(p, f, -np.inf) for p, f in zip(present, full))), axis=0)
-    sac_max = np.max(np.broadcast_arrays(*(np.where(p, f - x, -np.inf) for p, f, x in zip(present, full, stored))), axis=0)
-    rematerialised = np.where(np.equal(recompute, RecomputeCode.FULL), full_max * tokens,
-                              np.where(np.equal(recompute, RecomputeCode.SELECTIVE) & titan, tokens * sac_max, 0.0))
+    if titan:
+        sac_max = np.max(np.broadcast_arrays(*(np.where(p, f - x, -np.inf) for p, f, x in zip(present, full, stored))),
+                         axis=0)
+        selective = np.where(np.equal(recompute, RecomputeCode.SELECTIVE), tokens * sac_max, 0.0)
+    else:
+        selective = 0.0
+    rematerialised = np.where(np.equal(recompute, RecomputeCode.FULL), full_max * tokens, selective)
     rematerialised = np.where(has_layers, rematerialised, 0.0)
     loss = np.where(is_last, terms.logits_bytes(tokens, model.vocab, tp, _loss_bytes(proto, tp), model.mtp_layers, b,
                                                 model.hidden, sp), 0.0)
     kind_of_last = layer_kinds(model)[0][-1]
-    out["mtp_layers"] = np.where(is_last & (model.mtp_layers > 0), terms.mtp_activation_bytes(
-        model.mtp_layers, stored[kind_of_last], b, model.hidden, sp, tokens), 0.0)
+    out["mtp_layers"] = np.where(is_last, terms.mtp_activation_bytes(
+        model.mtp_layers, stored[kind_of_last], b, model.hidden, sp, tokens), 0.0) if model.mtp_layers > 0 else 0.0
     # the fp32 logits a loop holds through backward (loss_memory.held_logits_bytes_per_vocab_entry)
-    held = np.where(is_last, tokens * model.vocab / tp * held_logits_bytes_per_vocab_entry(proto), 0.0)
+    held_per_entry = held_logits_bytes_per_vocab_entry(proto)
+    held = np.where(is_last, tokens * model.vocab / tp * held_per_entry, 0.0) if held_per_entry else 0.0
     loss_wins = loss > backward + rematerialised + held
     out["logits"] = np.where(loss_wins, loss, 0.0)
     out["backward_working_set"] = np.where(loss_wins, 0.0, backward)
     out["recompute_working_set"] = np.where(loss_wins, 0.0, rematerialised)
-    out["held_logits"] = np.where(loss_wins, 0.0, held)
+    out["held_logits"] = np.where(loss_wins, 0.0, held) if held_per_entry else 0.0
 
     # other
-    gathered = (sharding >= ShardingCode.ZERO3) & ~fsdp2_pp
+    gathered = (sharding >= ShardingCode.ZERO3) & ~fsdp2_pp if fsdp2 else sharding >= ShardingCode.ZERO3
     out["zero3_gather_buffer"] = np.where(gathered, terms.zero3_gather_bytes(biggest, tp, b), 0.0)
-    out["fsdp_root_unsharded"] = np.where(gathered & titan, terms.fsdp_root_bytes(dense, block_dense, b), 0.0)
+    out["fsdp_root_unsharded"] = np.where(gathered, terms.fsdp_root_bytes(dense, block_dense, b), 0.0) if titan else 0.0
     quantised = proto.precision.low_precision_matmul and not titan
     bytes_per_element = number_format(proto.precision.value).bytes_per_element if quantised else 0.0
-    out["fp8_weight_cache"] = np.where(has_layers & quantised,
-                                       terms.fp8_weight_cache_bytes(bytes_per_element, block_dense, experts), 0.0)
+    out["fp8_weight_cache"] = np.where(has_layers, terms.fp8_weight_cache_bytes(
+        bytes_per_element, block_dense, experts), 0.0) if quantised else 0.0
     out["cuda_context"], out["nccl_buffers"] = outside_allocator_bytes(tp, cp, dp, pp, ep, proto.cuda_lazy_loading)
     if fine_tuning_rules(proto):
         _fine_tuning_terms(model, proto, out, last, tp=tp, pp=pp, vpp=vpp, dp=dp, cp=cp, ep=ep, etp=etp,
@@ -274,10 +296,13 @@ def _loss_bytes(proto: TrainPlan, tp):
     return np.where(np.greater(tp, 1), many, one)
 
 
-def screen_bytes(model: ModelSpec, proto: TrainPlan, **axes) -> tuple[np.ndarray, np.ndarray]:
+def screen_bytes(model: ModelSpec, proto: TrainPlan, memo: dict | None = None, **axes) -> tuple[np.ndarray, np.ndarray]:
     """(total, memory outside PyTorch's allocator) bytes of the larger of the first and the last
-    pipeline rank (`rank_memory_arrays`; module docstring): a lower bound of `training_memory`."""
-    per_kind = per_kind_bytes_per_token(model, proto, **axes)
+    pipeline rank (`rank_memory_arrays`; module docstring): a lower bound of `training_memory`.
+    `memo`: a dict the caller keeps for one `model` and `proto` (a plan search's blocks): the layer
+    kinds' bytes per token of each (tp, sp, recompute, etp, cp) are then computed once per search."""
+    per_kind = per_kind_bytes_per_token(model, proto, memo=None if memo is None else memo.setdefault("per_kind", {}),
+                                        **axes)
     ndim = max(np.ndim(a) for a in axes.values())
     both = rank_memory_arrays(model, proto, per_kind=per_kind, last=BOTH_RANKS.reshape((2,) + (1,) * ndim), **axes)
     # the first rank's total and the last's are the two halves of the leading axis: the larger of each pair

@@ -50,8 +50,9 @@ def model_state_bytes(dense, experts, per_param, sharding, dense_shard, expert_s
 
     weights = held(wb, sharding >= ShardingCode.ZERO3)
     grads = held(gb, sharding >= ShardingCode.ZERO2)
-    weights = np.where(fsdp2_pipeline, weights + (dense + experts) * act_bytes, weights)
-    grads = np.where(fsdp2_pipeline, (dense + experts) * FSDP2_GRAD_BYTES, grads)
+    if fsdp2_pipeline is not False:  # (False: no plan keeps FSDP2's stage unsharded, the terms below are no-ops)
+        weights = np.where(fsdp2_pipeline, weights + (dense + experts) * act_bytes, weights)
+        grads = np.where(fsdp2_pipeline, (dense + experts) * FSDP2_GRAD_BYTES, grads)
     return weights, grads, held(ob, sharding >= ShardingCode.ZERO1)
 
 

@@ -160,11 +160,13 @@ def grid_validity(model: ModelSpec, framework: Framework, seq_len: int, g: dict[
 
 
 def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan, values: dict[str, np.ndarray],
-                 num_gpus: int, given_batch: int | None, order: tuple[str, ...] = COMPUTE_ORDER) -> _Block:
+                 num_gpus: int, given_batch: int | None, order: tuple[str, ...] = COMPUTE_ORDER,
+                 memo: dict | None = None) -> _Block:
     """Validity (`grid_validity`), vectorised step time and memory screen of the block of the grid
     whose axes take `values` (name -> 1-D array), scored with its axes in `order` (COMPUTE_ORDER; any
     permutation of AXES gives the same block) and returned in AXES order.
-    `given_batch` None: each plan gets `default_global_batch` and the key is step time per sequence."""
+    `given_batch` None: each plan gets `default_global_batch` and the key is step time per sequence.
+    `memo`: the search's dict for `screen_bytes` (the same `model` and `proto` in every block)."""
     g = _grid(values, order)
     tp, pp, cp, ep, vpp, mb, rc, sh, sp, et = (g[a] for a in AXES)
     etp = _expert_tp(tp, et)
@@ -178,7 +180,7 @@ def _score_block(model: ModelSpec, gpu: Gpu, ctx: StepContext, proto: TrainPlan,
         invalid = invalid | mask
     arrays = step_time_arrays(ctx, tp, pp, dp, cp, ep, vpp, mb, m, rc, sp, sh, etp=etp)
     total, outside = screen_bytes(model, proto, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, micro_batch=mb,
-                                  m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus)
+                                  m=m, recompute=rc, sequence_parallel=sp, sharding=sh, num_gpus=num_gpus, memo=memo)
     invalid = drop_forbidden_layouts(proto, sh, shape, invalid, rejected)  # fine-tuning rules (finetune_search)
     too_big = np.broadcast_to(exceeds_memory(total, outside, gpu), shape) & ~invalid
     rejected["does not fit in GPU memory"] = int(np.count_nonzero(too_big))

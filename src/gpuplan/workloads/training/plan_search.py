@@ -273,11 +273,12 @@ def search_plans(
     rejected: dict[str, int] = {}
     valid = fitting = 0
     total = int(np.prod(sizes))
+    screen_memo: dict = {}  # what the memory screen computes once per search (screen_bytes)
     for offset, slices in grid_blocks(sizes, chunk_points):
         if progress:
             progress("step time", 0.1 + 0.8 * offset / max(1, total))
         block = _score_block(model, gpu, ctx, proto, {a: axes[a][s] for a, s in zip(AXES, slices)}, num_gpus,
-                             given_batch)
+                             given_batch, memo=screen_memo)
         for reason, n in block.rejected.items():
             rejected[reason] = rejected.get(reason, 0) + n
         valid, fitting = valid + block.valid, fitting + block.fitting

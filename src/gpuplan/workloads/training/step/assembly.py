@@ -103,21 +103,45 @@ def step_time_arrays(
     m = g.m
     parts = dict(
         compute_s=m * sc.compute_mb, recompute_s=m * sc.recompute_mb, tp_comm_s=m * tp_mb, cp_comm_s=m * cp_mb,
-        ep_comm_s=m * ep_mb + 0.0 * m, pp_comm_s=m * pp_mb, bubble_s=bubble_seconds(g, mb_time, sc.head, sc, sc.layers_per_stage * lc.gemm_fwd),
+        ep_comm_s=m * ep_mb, pp_comm_s=m * pp_mb,  # (m x ep_mb already has m's axes; ep_mb >= 0: no -0.0 to clear)
+        bubble_s=bubble_seconds(g, mb_time, sc.head, sc, lambda: sc.layers_per_stage * lc.gemm_fwd),
         dp_comm_s=dp_comm_seconds(ctx, g, sc, local_dense, local_experts, **dp_terms),
         optimizer_s=optimizer_seconds(ctx, g, local_dense, local_experts, sc),
         offload_s=finetune_time.offload_seconds(ctx, g, sc, local_dense, local_experts),
     )
-    shape = np.broadcast_shapes(*(np.shape(v) for v in parts.values()))
-    parts = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for k, v in parts.items()}
-    if shape:  # sum()'s order (0 + the first part, then each part in turn), in place
-        values = iter(parts.values())
-        total = np.add(0, next(values))
-        for value in values:
-            np.add(total, value, out=total)
+    parts = {k: np.asarray(v, dtype=np.float64) for k, v in parts.items()}
+    shape = np.broadcast_shapes(*(v.shape for v in parts.values()))
+    if shape:
+        # a dense model's ep part is m x 0 and an unoffloaded plan's offload part a scalar 0: both add nothing
+        zeros = {"ep_comm_s"} if _is_zero(ep_mb) else set()
+        total = _sum_in_order([v for k, v in parts.items() if k not in zeros], shape)
     else:
         total = sum(parts.values())
-    return StepArrays(step_s=total, **parts)
+    return StepArrays(step_s=total, **{k: np.broadcast_to(v, shape) for k, v in parts.items()})
+
+
+def _is_zero(x) -> bool:
+    """Whether `x` is a scalar 0 (known without looking at array elements)."""
+    return np.ndim(x) == 0 and x == 0.0
+
+
+def _sum_in_order(values: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarray:
+    """sum(values) over the broadcast `shape`, in sum()'s order (0 + the first value, then each in
+    turn), so every point gets the float sum()'s full-size arrays give it: each partial sum is held on
+    the broadcast shape of the values added so far (a part that does not vary along an axis is added
+    before the total is spread over that axis; GPT-3's and DeepSeek-V3's compute, communication and
+    bubble parts do not vary with the sharding), in place once it has its shape. A scalar 0 value
+    is skipped: x + 0 is x for every x but -0.0, and 0 + the first value is never -0.0, nor is any
+    sum of it with another value."""
+    total = np.add(0, values[0])
+    for value in values[1:]:
+        if _is_zero(value):
+            continue
+        if np.broadcast_shapes(total.shape, value.shape) == total.shape:
+            np.add(total, value, out=total)
+        else:
+            total = np.add(total, value)
+    return total if total.shape == shape else np.broadcast_to(total, shape).copy()
 
 
 def _megatron_modes(ctx: StepContext, g: PlanAxes, sc, lc):
@@ -132,7 +156,7 @@ def _megatron_modes(ctx: StepContext, g: PlanAxes, sc, lc):
         extra = extra + sc.layers_per_stage * flash2_deterministic.extra_backward_seconds(
             lc.attn_bwd, g.mb, ctx.heads / g.tp, ctx.seq_len / g.cp, ctx.head_dim, ctx.gpu.sm_count_or_default,
             ctx.hbm_bytes_s, smem_per_sm_bytes=ctx.gpu.smem_per_sm_bytes)
-    if f == 1.0 and not np.any(extra):
+    if f == 1.0 and _is_zero(extra):  # (an array of zeros would give sc's values too: x 1.0 + 0 is exact)
         return sc
     bwd = sc.stage_bwd * f + extra
     head = sc.head * f

@@ -14,7 +14,7 @@ blocks, and the diagonal blocks a causal mask half-wastes are a larger share. Fo
     4096      855.678 / 701.265    342.990 / 273.484
     8192     1171.278 / 942.509    399.925 / 318.004
 
-forward + backward at 1 : 2.5 FLOPs (`attention_rates.forward_backward_rate`) over the 16k-128k mean (the ceilings'
+forward + backward at 1 : 2.5 FLOPs (`attention_passes.forward_backward_rate`) over the 16k-128k mean (the ceilings'
 own figure: 1146.8 and 366.9) is the factor (`length_factor`) on the ceiling at the call's key length,
 log-linear between the measured lengths, 1 from 16k on, the 512-token figure below 512. E.g. 8k: cuDNN
 (1 + 2.5) / (1 / 1171.278 + 2.5 / 942.509) = 998.2 -> 0.870, FlashAttention-2 337.8 -> 0.921.
@@ -31,7 +31,7 @@ import numpy as np
 
 from gpuplan.specs import Gpu
 from gpuplan.specs.execution import AttentionKernel
-from gpuplan.workloads.training.step.attention_rates import forward_backward_rate
+from gpuplan.workloads.training.step.attention_passes import forward_backward_rate
 
 #: Sequence lengths (tokens) of the artifact's rows below the plateau.
 LENGTHS = (512, 1024, 2048, 4096, 8192)

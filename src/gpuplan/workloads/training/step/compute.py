@@ -9,9 +9,11 @@ q = heads x head_dim, k = kv_heads x head_dim, f the FFN size:
   `primitives.op_cost.gemm_time_array` (roofline, MAMF-measured ceiling x shape factor).
   Backward = 2 x forward (input gradient + weight gradient GEMMs of the same shapes).
 - Attention core: FlashAttention FLOPs 4 b (a/tp) d s(s+1)/2 / cp forward (causal), backward
-  2.5 x forward (FlashAttention-2, Dao 2023: 5 GEMMs in backward vs 2 forward), at
+  2.5 x forward (FlashAttention-2, Dao 2023: 5 GEMMs in backward vs 2 forward), forward + backward at
   TRAINING_ATTENTION_CEILING (x FLASH_V1_OVER_V2 with `AttentionKernel.FLASH_V1`; with `AttentionKernel.FLASH2`
-  FLASH2_TRAINING_ATTENTION where the generation's ceiling is another kernel's, Blackwell's cuDNN). With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
+  FLASH2_TRAINING_ATTENTION where the generation's ceiling is another kernel's, Blackwell's cuDNN), split
+  into forward and backward by the kernel's measured rate ratio (`attention_passes`: the forward, and so a
+  recomputed forward, takes 1 / (1 + 2.5 rho) of it, rho = forward / backward rate, 1.25-1.68). With `AttentionKernel.UNFUSED` (pre-FlashAttention Megatron /
   DeepSpeed: scores materialised, fused scale-mask-softmax + dropout), the two batched GEMMs are
   full s x s and every score element moves `unfused_attention.megatron_unfused_score_bytes` through HBM
   (13 / 26 B, 8 / 21 B where the attention dropout is 0 and PyTorch skips the dropout kernel).
@@ -54,8 +56,9 @@ from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.finetune_memory import runs_pytorch_loop
 from gpuplan.workloads.training.step import blackwell_attention_length, checkpoint_early_stop, eager_host, expert, hf_eager, native_amp
-from gpuplan.workloads.training.step.attention_rates import FLASH_BACKWARD_RATIO, forward_backward_rate
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
+from gpuplan.workloads.training.step.attention_passes import (B200_CUDNN_SDPA_TFLOPS, B200_FLASH2_TFLOPS, FLASH_BACKWARD_RATIO,
+                                                              forward_backward_rate, split_forward_backward)
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 from gpuplan.workloads.training.step.unfused_attention import (  # noqa: F401 (UNFUSED_SCORE_BYTES_*: re-exported)
     UNFUSED_SCORE_BYTES_BWD, UNFUSED_SCORE_BYTES_FWD, megatron_unfused_score_bytes)
@@ -89,13 +92,12 @@ COMPILED_LOSS_BYTES_PER_LOGIT = 8.0
 #: preference on Hopper+"; FlashAttention-2 has no Blackwell kernels and runs at 0.19 of peak there).
 #: cuDNN 9.13 on one B200, causal, head_dim 128, 128 query / 8 KV heads, batch 1, through PyTorch SDPA
 #: (NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/artifacts/
-#: sdpa_bf16_benchmark_results_NVIDIA_B200.csv @bb37575d; its `flops()` counts causal FLOPs as half and
-#: backward as 2.5 x forward, as this module does), at 16k / 32k / 64k / 128k tokens (the plateau):
-#: forward 1332.4 / 1419.0 / 1382.3 / 1355.4, backward 1074.8 / 1108.7 / 1073.1 / 1047.8 TFLOP/s.
-#: Forward + backward at the FLOP ratio 1 : 2.5: 1137.6 / 1182.6 / 1146.3 / 1120.5, mean 1146.8 of
-#: 2250 = 0.510. (It replaces 0.311, a chain of ratios through FlashAttention-2 on H100 and
+#: sdpa_bf16_benchmark_results_NVIDIA_B200.csv @bb37575d, `attention_passes.B200_CUDNN_SDPA_TFLOPS`; its
+#: `flops()` counts causal FLOPs as half and backward as 2.5 x forward, as this module does), at 16k / 32k /
+#: 64k / 128k tokens (the plateau): forward 1332.4 / 1419.0 / 1382.3 / 1355.4, backward 1074.8 / 1108.7 /
+#: 1073.1 / 1047.8 TFLOP/s. Forward + backward at the FLOP ratio 1 : 2.5: 1137.6 / 1182.6 / 1146.3 / 1120.5,
+#: mean 1146.8 of 2250 = 0.510. (It replaces 0.311, a chain of ratios through FlashAttention-2 on H100 and
 #: FlashAttention-4's "up to 1.3x cuDNN 9.13", whose "up to" is the best case, not the typical one.)
-B200_CUDNN_SDPA_TFLOPS = ((1332.415, 1074.776), (1419.000, 1108.688), (1382.330, 1073.059), (1355.418, 1047.843))
 B200_DENSE_BF16_TFLOPS = 2250.0
 
 
@@ -124,7 +126,6 @@ TRAINING_ATTENTION_CEILING = {
 #: TFLOP/s at 16k / 32k / 64k / 128k tokens (8k: 399.9 / 318.0), forward + backward (1 : 2.5) 357.9 / 367.3 /
 #: 371.2 / 371.1, mean 366.9 of 2250 = 0.163 (FlashAttention-2 has no Blackwell-specific kernels: about a
 #: third of cuDNN's 0.510). Ampere, Hopper and CDNA3 ceilings above are FlashAttention-2's already.
-B200_FLASH2_TFLOPS = ((425.128, 336.635), (435.762, 345.634), (441.285, 348.981), (443.738, 348.253))
 #: The B200 plateau rates (16k-128k mean, TFLOP/s) the Blackwell ceilings are, keyed by "FlashAttention-2"
 B200_PLATEAU_TFLOPS = {False: BLACKWELL_TRAINING_ATTENTION * B200_DENSE_BF16_TFLOPS,
                        True: sum(forward_backward_rate(f, b) for f, b in B200_FLASH2_TFLOPS) / len(B200_FLASH2_TFLOPS)}
@@ -425,9 +426,11 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     `attention_head_dim(model)`, primitives.attention_head_dim) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs) x the
     part's `sustained_clock_ratio` (the ceilings are short-run kernel benchmarks), x
     `training.flash_v1_over_v2` for FlashAttention v1, x on Blackwell the measured rate at s / cp tokens over
-    the ceiling's 16k-128k plateau (`blackwell_attention_length`); backward FLASH_BACKWARD_RATIO x forward
-    (Dao 2023: 5 GEMMs in backward vs 2 forward). Unfused: two batched GEMMs over the full s x s
-    scores (x 2 in backward) plus `megatron_unfused_score_bytes` per score through HBM (no dropout
+    the ceiling's 16k-128k plateau (`blackwell_attention_length`): the forward + backward time at
+    FLASH_BACKWARD_RATIO x the forward FLOPs in backward (Dao 2023: 5 GEMMs in backward vs 2 forward), split
+    into the two passes by the kernel's measured forward / backward rate ratio
+    (`attention_passes.split_forward_backward`: a recomputed forward costs the forward's share). Unfused: two
+    batched GEMMs over the full s x s scores (x 2 in backward) plus `megatron_unfused_score_bytes` per score through HBM (no dropout
     bytes where the model's attention dropout is 0)."""
     s = float(ctx.seq_len)
     heads_local = ctx.heads / g.tp
@@ -439,11 +442,11 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
         if ctx.attention_kernel is AttentionKernel.FLASH_V1:
             eff = eff * knobs.value("training.flash_v1_over_v2")
         if blackwell_attention_length.applies(ctx.gpu, ctx.attention_kernel):  # below the plateau's 16k tokens
-            eff = eff * blackwell_attention_length.length_factor(ctx.attention_kernel, s / g.cp, B200_PLATEAU_TFLOPS[
-                ctx.attention_kernel is AttentionKernel.FLASH2])
+            plateau = B200_PLATEAU_TFLOPS[ctx.attention_kernel is AttentionKernel.FLASH2]
+            eff = eff * blackwell_attention_length.length_factor(ctx.attention_kernel, s / g.cp, plateau)
         flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
-        fwd = flops / (_peak_flops(ctx, ctx.act_dtype) * eff)
-        return fwd, FLASH_BACKWARD_RATIO * fwd
+        fwd_bwd = (1.0 + FLASH_BACKWARD_RATIO) * flops / (_peak_flops(ctx, ctx.act_dtype) * eff)
+        return split_forward_backward(fwd_bwd, ctx.gpu.family, ctx.attention_kernel)
     scores = g.mb * heads_local * s * s / g.cp
     bmm = 2.0 * gemm_time_array(ctx.gpu, s / g.cp, s, ctx.head_dim, ctx.act_dtype, batch=g.mb * heads_local)
     fwd_bytes, bwd_bytes = native_amp.unfused_score_bytes(ctx, megatron_unfused_score_bytes(ctx.model.attention_dropout))
@@ -550,7 +553,8 @@ def layer_compute(ctx: StepContext, g: PlanAxes) -> LayerCompute:
         selective = knobs.value("training.torchtitan_selective_recompute_fraction") * layer_fwd
     else:
         selective = attn_fwd
-    full = layer_fwd - checkpoint_early_stop.skipped_recompute_seconds(ctx, dense_down, dense_frac)
+    skipped = checkpoint_early_stop.skipped_recompute_seconds(ctx, dense_down, dense_frac)
+    full = layer_fwd if isinstance(skipped, float) and skipped == 0.0 else layer_fwd - skipped  # x - 0.0 is x
     recompute = np.where(g.rc == RecomputeCode.FULL, full, np.where(g.rc == RecomputeCode.SELECTIVE, selective, 0.0))
     return LayerCompute(qkv, out, dense_up, dense_down, moe_mlp, attn_fwd, attn_bwd, dense_frac, moe_frac,
                         layer_fwd, layer_bwd, recompute, gemm_fwd)

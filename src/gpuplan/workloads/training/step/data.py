@@ -11,7 +11,8 @@ gathers per step, and the parameters one GPU holds.
   (v0.6.0 on) gathers in coalesced calls and reduce-scatters, not overlapped; the 2021 engine
   (v0.3.13 .. v0.5.10, `deepspeed_zero3`) gathers each weight matrix on its own, hides only the
   prefetched gathers behind compute, re-gathers for the recomputed forward and all-reduces the
-  fp16 gradients, exposed.
+  fp16 gradients, exposed. FSDP1 over a PEFT model with each adapter its own unit
+  (`fsdp_adapter_units`: HF stacks) runs both all-gather passes in series with the compute.
   While an overlapped NCCL collective runs, its thread blocks (one per channel: 16 for a ring over
   8 NICs per node, 32 inside an H100 node) hold that many SMs, so the compute it hides behind runs
   channels / SMs slower: that share of the overlapped time is added (NCCL launches one CTA per
@@ -38,9 +39,10 @@ from gpuplan.specs import Precision
 from gpuplan.specs.execution import DeepSpeedRelease, Framework
 from gpuplan.specs.plan import expert_data_parallel_size
 from gpuplan.workloads.training.plan_codes import RecomputeCode, ShardingCode
-from gpuplan.workloads.training.step import deepspeed_zero3
+from gpuplan.workloads.training.step import deepspeed_zero3, fsdp_adapter_units
 from gpuplan.workloads.training.step.compute import StageCompute
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+from gpuplan.workloads.training.step.overlap import exposed_behind
 
 #: Bytes per parameter of the ZeRO-3 / FSDP all-gathers under `Framework.FSDP` (Composer /
 #: llm-foundry): Composer's `mixed_precision: DEFAULT` of 2023 (the MPT benchmark tables) set
@@ -203,8 +205,8 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
 
     def overlapped(busy, window):
         """The exposed part of a collective of `busy` seconds hidden behind `window` of compute, plus
-        the compute slowed by the SMs it holds."""
-        return np.maximum(0.0, busy - window) + contention() * np.minimum(busy, window)
+        the compute slowed by the SMs it holds: max(0, busy - window) + contention x min(busy, window)."""
+        return exposed_behind(busy, window, contention())
 
     def reduce_all(grad):
         return once("reduce_all", grad, lambda: sum(
@@ -231,14 +233,16 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         return once("z3_gather", 0.0, lambda: sum(
             collective(Collective.ALL_GATHER, gb, grp, st, gather_calls) for _, gb, grp, st in groups))
 
+    def z3_reduce_scatter(grad):
+        """The gradient reduce-scatter of ZeRO-3 / FSDP per micro-batch, in `reduce_calls` calls."""
+        return sum(collective(Collective.REDUCE_SCATTER, p * grad, grp, st, reduce_calls) for p, _, grp, st in groups)
+
     def z3_per_mb(grad):
         """Two all-gathers and a reduce-scatter of ZeRO-3 / FSDP per micro-batch (0 where no plan
         shards so), to be overlapped with the micro-batch's compute."""
         if not any_zero3:
             return 0.0
-        z3_reduce_scatter = sum(collective(Collective.REDUCE_SCATTER, p * grad, grp, st, reduce_calls)
-                                for p, _, grp, st in groups)
-        return 2.0 * z3_gather_pass() + z3_reduce_scatter
+        return 2.0 * z3_gather_pass() + z3_reduce_scatter(grad)
 
     def z3_deepspeed_per_mb(grad):
         """DeepSpeed ZeRO-3 <= v0.5 per micro-batch (`deepspeed_zero3`): the gathers fetched after a
@@ -268,13 +272,16 @@ def dp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute, local_dense
         # SHARD_GRAD_OP also re-gathers the parameters it frees after each backward
         if deepspeed:
             return g.m * reduce_scatter(grad) + gather()
-        return g.m * reduce_mb(grad) + np.where(ctx.framework is Framework.FSDP, g.m, 1.0) * gather_mb()
+        return g.m * reduce_mb(grad) + (g.m * gather_mb() if ctx.framework is Framework.FSDP else gather_mb())
 
     def zero3(grad):
         if legacy_deepspeed:
             zero3 = g.m * z3_deepspeed_per_mb(grad)
         elif deepspeed:
             zero3 = g.m * z3_per_mb(grad)
+        elif any_zero3 and fsdp_adapter_units.applies(ctx):  # FSDP1 + PEFT units: gathers in series
+            zero3 = g.m * (fsdp_adapter_units.SERIAL_GATHER_PASSES * z3_gather_pass()
+                           + overlapped(z3_reduce_scatter(grad), last_bwd()))
         else:
             zero3 = g.m * overlapped(z3_per_mb(grad), sc.compute_mb + sc.recompute_mb)
         if ctx.framework is Framework.TORCHTITAN:  # FSDP2 copy-in / copy-out kernels on the gathered parameters

@@ -87,6 +87,7 @@ from gpuplan.specs.execution import Framework
 from gpuplan.specs.plan import Precision
 from gpuplan.workloads.training.step.cuda_graphs import moe_fixed_time_captured
 from gpuplan.workloads.training.step.expert_routing import distinct_domains_hit, reachable_domains, round_robin_domains_hit
+from gpuplan.workloads.training.step.overlap import exposed_behind
 
 #: Frameworks with batch-level EP overlap (another micro-batch's compute hides the all-to-all):
 #: Megatron-core `--overlap-moe-expert-parallel-comm` (MCore v0.14; its combined 1F1B schedules,
@@ -266,9 +267,9 @@ def exposed_ep_seconds(comm, window, sms: float, has_other_microbatch, local_exp
     backward): the EP communication `comm` not hidden, max(0, c - a w) + s min(c, a w) (w = 0 where
     no other micro-batch is in flight), plus the layer's fixed per-launch time
     (`fixed_seconds_per_layer`; 0 where a CUDA graph `captured` it), which no other work hides."""
-    hide = knobs.value("training.moe_a2a_overlap") * np.where(has_other_microbatch, window, 0.0)
-    contention = min(1.0, EP_COMM_SMS / float(sms))
-    comm_exposed = np.maximum(0.0, comm - hide) + contention * np.minimum(comm, hide)
+    share = knobs.value("training.moe_a2a_overlap")
+    hide = share * window if has_other_microbatch is True else share * np.where(has_other_microbatch, window, 0.0)
+    comm_exposed = exposed_behind(comm, hide, min(1.0, EP_COMM_SMS / float(sms)))
     return comm_exposed + fixed_seconds_per_layer(local_experts, captured)
 
 

@@ -180,7 +180,9 @@ class PlanAxes:
     parallelism (the rank's sequence shard outside TP regions), else t; t_expert = the tokens an
     expert-TP rank holds after the all-gather over etp (t_local x etp with SP, else t). `flushes`
     = pipeline schedule runs per step (`TrainPlan.pipeline_flushes`), `dualpipe` = the plan runs
-    DeepSeek's DualPipe schedule (`TrainPlan.pipeline_schedule`)."""
+    DeepSeek's DualPipe schedule (`TrainPlan.pipeline_schedule`). `one_run` (every plan runs its
+    schedule once per step) and `any_dualpipe` are those two decided once for all the plans, so the
+    terms skip what cannot apply instead of evaluating it per plan."""
 
     tp: np.ndarray
     pp: np.ndarray
@@ -199,6 +201,8 @@ class PlanAxes:
     t_expert: np.ndarray
     flushes: np.ndarray = np.float64(1.0)
     dualpipe: np.ndarray = np.bool_(False)
+    one_run: bool = True
+    any_dualpipe: bool = False
 
     @classmethod
     def build(cls, ctx: StepContext, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute,
@@ -211,4 +215,7 @@ class PlanAxes:
         t_local = t / np.where(sp, tp, 1.0)
         return cls(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, etp=etp, vpp=vpp, mb=mb, m=m, rc=np.asarray(recompute), sp=sp,
                    shard=np.asarray(sharding), t=t, t_local=t_local, t_expert=np.where(sp, t_local * etp, t),
-                   flushes=f64(pipeline_flushes), dualpipe=np.asarray(dualpipe, dtype=bool))
+                   flushes=f64(pipeline_flushes), dualpipe=np.asarray(dualpipe, dtype=bool),
+                   one_run=(pipeline_flushes == 1 if isinstance(pipeline_flushes, int)
+                            else bool(np.all(np.asarray(pipeline_flushes) == 1))),
+                   any_dualpipe=dualpipe if isinstance(dualpipe, bool) else bool(np.any(dualpipe)))

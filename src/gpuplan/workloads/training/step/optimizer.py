@@ -9,6 +9,8 @@
   projection). Unset or fused: the one-pass formula above.
 - Adafactor or bitsandbytes 8-bit Adam as a per-tensor loop (`optimizer_impl` loop, what the Hugging
   Face Trainer runs): `optimizer_impl.loop_step_seconds`, each optimizer's kernels per tensor.
+- An HF Trainer on PyTorch before 2.0 also clips the gradient norm and zeroes every gradient tensor by
+  tensor (`trainer_grad_loops`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from gpuplan.specs.choices import OptimizerImpl
 from gpuplan.specs.plan import expert_data_parallel_size
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.plan_codes import ShardingCode
-from gpuplan.workloads.training.step import native_amp, optimizer_impl
+from gpuplan.workloads.training.step import native_amp, optimizer_impl, trainer_grad_loops
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
 
 #: Adam: read master, m, v, grad (4 x 4 B), write master, m, v (3 x 4 B) and the bf16 weight (2 B).
@@ -44,7 +46,8 @@ def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts,
             step = optimizer_impl.adamw_step_seconds(impl, elements / shard, _stage_tensors(ctx, g, sc), ctx.hbm_bytes_s)
         else:
             step = finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
-        return step + native_amp.grad_scaler_seconds(ctx, elements)
+        loops = trainer_grad_loops.seconds(ctx, _stage_tensors(ctx, g, sc), elements / shard, ctx.hbm_bytes_s)
+        return step + native_amp.grad_scaler_seconds(ctx, elements) + loops
     params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
                       local_dense + local_experts)
     if optimizer_impl.eager(impl):

@@ -29,6 +29,7 @@ from gpuplan.primitives.collectives import Collective
 from gpuplan.primitives.parallel_groups import collective_seconds_array
 from gpuplan.workloads.training.step.compute import StageCompute
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
+from gpuplan.workloads.training.step.overlap import exposed_behind
 from gpuplan.workloads.training.step.tensor import OVERLAP_CONTENTION  # noqa: F401 - registers the knob read here
 
 
@@ -42,10 +43,12 @@ def pp_comm_seconds(ctx: StepContext, g: PlanAxes, sc: StageCompute):
     crosses = g.tp * g.cp * g.dp >= gpn
     p2p = collective_seconds_array(Collective.P2P, g.t * float(ctx.hidden) * 2.0 / g.tp, np.where(g.pp > 1, 2, 1),
                                    np.where(crosses, 1, 2), ctx.system, gpu=ctx.gpu)
-    half_chunk = (sc.compute_mb + sc.recompute_mb) / g.vpp / 2.0
-    contention = knobs.value("training.overlap_contention")
-    hidden_send = np.maximum(0.0, p2p - half_chunk) + contention * np.minimum(p2p, half_chunk)
-    per_transfer = np.where((g.vpp > 1) & ctx.p2p_overlap, hidden_send, p2p)
+    if ctx.p2p_overlap:
+        half_chunk = (sc.compute_mb + sc.recompute_mb) / g.vpp / 2.0
+        hidden_send = exposed_behind(p2p, half_chunk, knobs.value("training.overlap_contention"))
+        per_transfer = np.where(g.vpp > 1, hidden_send, p2p)
+    else:
+        per_transfer = p2p
     return np.where(g.pp > 1, 2.0 * g.vpp * per_transfer, 0.0)
 
 
@@ -66,10 +69,12 @@ def bubble_seconds(g: PlanAxes, micro_batch_s, head, sc: StageCompute | None = N
     in the bubble excludes the output head. DualPipe (`g.dualpipe`, needs `sc`): `dualpipe_bubble_seconds`
     with F&B = the stage's micro-batch time without the head (its forward and backward, their
     communication overlapped as the steady state models it), B = the stage's backward (+ recompute)
-    and W = `weight_backward`, the stage's weight-gradient GEMMs."""
-    per_run = (g.pp - 1.0) / g.vpp * (micro_batch_s - head)
-    if sc is not None and np.any(g.dualpipe):
-        pair = micro_batch_s - head
-        dual = dualpipe_bubble_seconds(g.pp, pair, sc.stage_bwd + sc.recompute_mb, weight_backward)
+    and W = `weight_backward`, the stage's weight-gradient GEMMs (a callable: evaluated only where a
+    plan runs DualPipe). Where every plan runs its schedule once (`g.one_run`) the x 1 is skipped (exact)."""
+    pair = micro_batch_s - head
+    per_run = (g.pp - 1.0) / g.vpp * pair
+    if sc is not None and g.any_dualpipe:
+        w = weight_backward() if callable(weight_backward) else weight_backward
+        dual = dualpipe_bubble_seconds(g.pp, pair, sc.stage_bwd + sc.recompute_mb, w)
         per_run = np.where(g.dualpipe, dual, per_run)
-    return g.flushes * per_run
+    return per_run if g.one_run else g.flushes * per_run

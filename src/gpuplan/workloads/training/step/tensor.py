@@ -85,8 +85,9 @@ def tp_comm_seconds(ctx: StepContext, g: PlanAxes, lc: LayerCompute, sc: StageCo
     ar, gather, fwd_pair, fwd_gather = tp_collective_seconds(ctx, g, tp_gather_bytes_per_element(ctx))
     fwd_collectives = np.where(g.rc == RecomputeCode.FULL, 4.0, 2.0)
     backward_overlap = knobs.value("training.tp_backward_overlap") if ctx.framework.overlaps_tp_backward else 0.0
-    recomputed_gathers = np.where((g.rc == RecomputeCode.SELECTIVE) & ctx.framework.selective_recompute_regathers_tp,
-                                  2.0 * fwd_gather, 0.0)
+    # (a stack that re-issues no gathers adds a scalar 0, decided once: x + 0.0 is x)
+    recomputed_gathers = (np.where(g.rc == RecomputeCode.SELECTIVE, 2.0 * fwd_gather, 0.0)
+                          if ctx.framework.selective_recompute_regathers_tp else 0.0)
     tp_mb = sc.layers_per_stage * (fwd_pair * fwd_collectives + ar * 2.0 * (1.0 - backward_overlap) + recomputed_gathers
                                    + sequence_dim_copy_seconds(ctx, g))
     if not ctx.tp_comm_overlap:
