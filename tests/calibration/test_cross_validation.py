@@ -139,6 +139,11 @@ def test_cv_accuracy_gate_on_public_training_file(record_rows):
     predictions unchanged: the MPT rows no longer pull the shared GEMM knobs up to pay for a recompute
     they did not run (sustained_gemm_fraction 0.838 -> 0.830, sustained_gemm_ratio.hopper 0.883 -> 0.877
     in those folds). dsv3's gate re-set to 24.4 x 1.1.
+    Issue 32 (h-megdense): flash-attn's deterministic backward grid (step.flash2_deterministic) on the
+    megft A100 / GB200 rows, and Blackwell attention below 16k tokens at the measured rate of its ceiling's
+    artifact (step.blackwell_attention_length). CV MAPE % here, on main after h-moe4: overall 10.57 -> 10.23
+    (median 6.58 -> 6.32), megft 9.26 -> 6.37, mbr-moe 13.60 -> 12.36, mbridge 10.93 -> 10.88, mbr-bw
+    4.41 -> 4.60, dsv3 17.54 -> 17.49. megft's gate re-set to 6.37 x 1.1 = 7.0, the others kept.
     """
     from gpuplan.interfaces.validation.cross_validation import cross_validate
 
@@ -151,7 +156,7 @@ def test_cv_accuracy_gate_on_public_training_file(record_rows):
     assert fam["ttbench"]["mape_pct"] <= 17.2 and fam["ttmem"]["mape_pct"] <= 13.3
     assert fam["mbr-moe"]["mape_pct"] <= 16.4 and fam["dsv3"]["mape_pct"] <= 26.8
     assert fam["mbr-bw"]["mape_pct"] <= 7.5
-    assert fam["mbridge"]["mape_pct"] <= 13.5 and fam["megft"]["mape_pct"] <= 14.6
+    assert fam["mbridge"]["mape_pct"] <= 13.5 and fam["megft"]["mape_pct"] <= 7.0
     assert overall["mape_pct"] >= overall["in_sample_mape_pct"] - 0.5
     assert SGF in [k["name"] for k in cv["knobs_refit"]]
 

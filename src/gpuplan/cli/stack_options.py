@@ -36,7 +36,8 @@ PIPELINE_FLUSHES = typer.Option(
 DETERMINISTIC = typer.Option(
     False, "--deterministic",
     help="Megatron-LM --deterministic-mode: collectives without NVLink SHARP, deterministic kernels (Megatron's "
-         "documented cost: ~4% dense, ~17% MoE; docs/training.md). Megatron only.")
+         "documented cost: ~4% dense, ~17% MoE), flash-attn's deterministic backward grid where FlashAttention-2 "
+         "runs (flash2; flash below sm90); docs/training.md. Megatron only.")
 #: `--no-grad-accum-fusion` of `train` and `plan` (interfaces.api.megatron_modes)
 NO_GRAD_ACCUM_FUSION = typer.Option(
     False, "--no-grad-accum-fusion",

@@ -39,6 +39,7 @@ from gpuplan.workloads.training.step import context, expert, tensor
 from gpuplan.workloads.training.step.compute import gemm_seconds, layer_compute, stage_compute
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.step.data import dp_comm_seconds, local_params
+from gpuplan.workloads.training.step import flash2_deterministic
 from gpuplan.workloads.training.step.deterministic import operator_time_factor
 from gpuplan.workloads.training.step.grad_accumulation import unfused_accumulation_seconds
 from gpuplan.workloads.training.step.inputs import PlanAxes, StepContext
@@ -84,7 +85,7 @@ def step_time_arrays(
     g = PlanAxes.build(ctx, tp, pp, dp, cp, ep, vpp, micro_batch, num_micro_batches, recompute, sequence_parallel,
                        sharding, etp, pipeline_flushes, dualpipe)
     lc = layer_compute(ctx, g)
-    sc = _megatron_modes(ctx, g, stage_compute(ctx, g, lc))
+    sc = _megatron_modes(ctx, g, stage_compute(ctx, g, lc), lc)
     tp_mb = tensor.tp_comm_seconds(ctx, g, lc, sc)
     cp_mb = context.cp_comm_seconds(ctx, g, lc, sc)
     # expert all-to-all (a full-recompute plan dispatches and combines once more in its recompute forward)
@@ -143,12 +144,18 @@ def _sum_in_order(values: list[np.ndarray], shape: tuple[int, ...]) -> np.ndarra
     return total if total.shape == shape else np.broadcast_to(total, shape).copy()
 
 
-def _megatron_modes(ctx: StepContext, g: PlanAxes, sc):
+def _megatron_modes(ctx: StepContext, g: PlanAxes, sc, lc):
     """The stage's compute under Megatron's execution modes: deterministic mode's operators x
-    `deterministic.operator_time_factor`, and without gradient-accumulation fusion each micro-batch's
-    backward + `grad_accumulation.unfused_accumulation_seconds`. `sc` itself where neither applies."""
+    `deterministic.operator_time_factor`, its attention backward on flash-attn's deterministic grid
+    (`flash2_deterministic.extra_backward_seconds` per layer, where `flash2_deterministic.applies`), and
+    without gradient-accumulation fusion each micro-batch's backward +
+    `grad_accumulation.unfused_accumulation_seconds`. `sc` itself where none applies."""
     f = operator_time_factor(ctx.model, ctx.deterministic)
     extra = unfused_accumulation_seconds(ctx, g, sc.stage_share)
+    if flash2_deterministic.applies(ctx.gpu, ctx.attention_kernel, ctx.deterministic):
+        extra = extra + sc.layers_per_stage * flash2_deterministic.extra_backward_seconds(
+            lc.attn_bwd, g.mb, ctx.heads / g.tp, ctx.seq_len / g.cp, ctx.head_dim, ctx.gpu.sm_count_or_default,
+            ctx.hbm_bytes_s, smem_per_sm_bytes=ctx.gpu.smem_per_sm_bytes)
     if f == 1.0 and _is_zero(extra):  # (an array of zeros would give sc's values too: x 1.0 + 0 is exact)
         return sc
     bwd = sc.stage_bwd * f + extra

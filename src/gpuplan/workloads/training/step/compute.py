@@ -56,7 +56,8 @@ from gpuplan.specs.model import FfnKind
 from gpuplan.workloads.training.plan_codes import RecomputeCode
 from gpuplan.workloads.training import finetune_time
 from gpuplan.workloads.training.finetune_memory import runs_pytorch_loop
-from gpuplan.workloads.training.step import checkpoint_early_stop, eager_host, expert, hf_eager, native_amp, unfused_attention
+from gpuplan.workloads.training.step import (blackwell_attention_length, checkpoint_early_stop, eager_host, expert, hf_eager,
+                                              native_amp, unfused_attention)
 from gpuplan.workloads.training.step.cdna3_attention import CDNA3_TRAINING_ATTENTION_SOURCE, cdna3_training_attention
 from gpuplan.workloads.training.step.attention_passes import (B200_CUDNN_SDPA_TFLOPS, B200_FLASH2_TFLOPS, FLASH_BACKWARD_RATIO,
                                                               forward_backward_rate, split_forward_backward)
@@ -125,6 +126,9 @@ TRAINING_ATTENTION_CEILING = {
 #: TFLOP/s at 16k / 32k / 64k / 128k tokens (8k: 399.9 / 318.0), forward + backward (1 : 2.5) 357.9 / 367.3 /
 #: 371.2 / 371.1, mean 366.9 of 2250 = 0.163 (FlashAttention-2 has no Blackwell-specific kernels: about a
 #: third of cuDNN's 0.510). Ampere, Hopper and CDNA3 ceilings above are FlashAttention-2's already.
+#: The B200 plateau rates (16k-128k mean, TFLOP/s) the Blackwell ceilings are, keyed by "FlashAttention-2"
+B200_PLATEAU_TFLOPS = {False: BLACKWELL_TRAINING_ATTENTION * B200_DENSE_BF16_TFLOPS,
+                       True: sum(forward_backward_rate(f, b) for f, b in B200_FLASH2_TFLOPS) / len(B200_FLASH2_TFLOPS)}
 FLASH2_TRAINING_ATTENTION = {
     "blackwell": knobs.register(
         "training.flash2_attention_ceiling.blackwell", unit="fraction of dense peak",
@@ -421,11 +425,12 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
     (`training.attention_ceiling.*`; `training.flash2_attention_ceiling.*` under FLASH2; x the head-dim factor at
     `attention_head_dim(model)`, primitives.attention_head_dim) x SM fill min(1, mb (a / tp) ceil(s / cp / 128) / SMs) x the
     part's `sustained_clock_ratio` (the ceilings are short-run kernel benchmarks), x
-    `training.flash_v1_over_v2` for FlashAttention v1: the forward + backward time at FLASH_BACKWARD_RATIO x
-    the forward FLOPs in backward (Dao 2023: 5 GEMMs in backward vs 2 forward), split into the two passes by
-    the kernel's measured forward / backward rate ratio (`attention_passes.split_forward_backward`: a
-    recomputed forward costs the forward's share). Unfused: two batched GEMMs over the full s x s
-    scores (x 2 in backward) plus `megatron_unfused_score_bytes` per score through HBM (no dropout
+    `training.flash_v1_over_v2` for FlashAttention v1, x on Blackwell the measured rate at s / cp tokens over
+    the ceiling's 16k-128k plateau (`blackwell_attention_length`): the forward + backward time at
+    FLASH_BACKWARD_RATIO x the forward FLOPs in backward (Dao 2023: 5 GEMMs in backward vs 2 forward), split
+    into the two passes by the kernel's measured forward / backward rate ratio
+    (`attention_passes.split_forward_backward`: a recomputed forward costs the forward's share). Unfused: two
+    batched GEMMs over the full s x s scores (x 2 in backward) plus `megatron_unfused_score_bytes` per score through HBM (no dropout
     bytes where the model's attention dropout is 0)."""
     s = float(ctx.seq_len)
     heads_local = ctx.heads / g.tp
@@ -436,6 +441,9 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
                * sustained_clock_ratio(ctx.gpu))
         if ctx.attention_kernel is AttentionKernel.FLASH_V1:
             eff = eff * knobs.value("training.flash_v1_over_v2")
+        if blackwell_attention_length.applies(ctx.gpu, ctx.attention_kernel):  # below the plateau's 16k tokens
+            plateau = B200_PLATEAU_TFLOPS[ctx.attention_kernel is AttentionKernel.FLASH2]
+            eff = eff * blackwell_attention_length.length_factor(ctx.attention_kernel, s / g.cp, plateau)
         flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
         fwd_bwd = (1.0 + FLASH_BACKWARD_RATIO) * flops / (_peak_flops(ctx, ctx.act_dtype) * eff)
         return split_forward_backward(fwd_bwd, ctx.gpu.family, ctx.attention_kernel)

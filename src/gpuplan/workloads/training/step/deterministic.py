@@ -10,7 +10,10 @@ what then runs another code path. Costed where the source allows, by mechanism:
 - Collectives: NCCL never runs NVLink SHARP, so the system is timed with `nvls` off
   (`collective_system`): an all-reduce over NVSwitch takes NCCL's ring.
 - Attention backward: the kernel TransformerEngine is left with (`AttentionKernel`, chosen by the
-  caller: flash-attn's FlashAttention-2 on Blackwell, where TE's cuDNN backend is excluded).
+  caller: flash-attn's FlashAttention-2 on Blackwell, where TE's cuDNN backend is excluded, and below
+  sm90, where TE's determinism filter excludes it), and where that kernel is flash-attn's, its
+  deterministic backward grid (`step.flash2_deterministic`: ceil(SMs / (b h)) CTAs per batch element and
+  head, each looping over key blocks, and nsplits fp32 dQ slices), applied in `assembly._megatron_modes`.
 - GEMMs under the pinned workspace: nothing. The catalog lists them "deterministic as-is";
   TransformerEngine's GEMMs use TE's own cuBLAS workspace, and PyTorch's default on Hopper and
   Blackwell is the same :4096:8 (aten/src/ATen/cuda/CublasHandlePool.cpp: "32MiB for Hopper and
