@@ -1,9 +1,8 @@
 """Training-row predictor for `gpuplan validate` (../shared/validation/SCHEMA.md, training.csv).
 
-`predict_row(row)` builds the ModelSpec from the architecture columns
-(`models.model_from_arch_row`), a TrainPlan from the parallelism columns, the system from the
-catalog, and predicts the row's metric with `step.assembly.estimate_step_time` (time metrics) or
-`memory.training_memory` (memory metrics).
+`predict_row(row)` builds the ModelSpec from the architecture columns (`models.model_from_arch_row`), a
+TrainPlan from the parallelism columns, the system from the catalog, and predicts the row's metric with
+`step.assembly.estimate_step_time` (time metrics) or `memory.training_memory` (memory metrics).
 
 Defaults for empty cells (documented, the same for every row):
 - tp, pp, dp, cp, ep, vpp, micro_batch: 1; dp = num_gpus / (tp pp cp) when empty.
@@ -11,9 +10,8 @@ Defaults for empty cells (documented, the same for every row):
   recipes set (Megatron-Bridge scripts/performance/configs/*_workload_base_configs.py:
   `expert_tensor_parallel_size=1` for DeepSeek-V3, Qwen3, gpt-oss, Kimi; Megatron-core's MoE
   parallel folding), not Megatron-core's argument default (etp = tp).
-- global_batch: one sequence per GPU (num_gpus sequences: the Megatron papers' choice, e.g.
-  1536 on 1536 GPUs, 2520 on 2520, 3072 on 3072 in Narayanan et al. 2021 Table 1), rounded to
-  whole micro-batches.
+- global_batch: one sequence per GPU (num_gpus sequences: the Megatron papers' choice, e.g. 1536 on 1536
+  GPUs, 2520 on 2520, 3072 on 3072 in Narayanan et al. 2021 Table 1), rounded to whole micro-batches.
 - recompute: none, except on the pre-FlashAttention Megatron / Megatron-DeepSpeed rows (the
   attention-kernel rule below): full. Those recipes checkpoint every layer (`--checkpoint-activations`);
   Narayanan et al. 2021 count the recompute forward pass in their FLOPs (eq. 3: 4 passes, 96 B s l h^2)
@@ -126,9 +124,9 @@ Defaults for empty cells (documented, the same for every row):
 - CUDA graphs: a row citing a Megatron-Bridge performance-summary table of a NeMo container release
   runs the graph scope that release's recipe set (`megatron_bridge_row`; table and sources in
   `workloads.training.megatron_bridge_graphs`).
-- the Hugging Face stack: a row whose framework cell is other, fsdp or empty and whose notes name
-  the HF Trainer, a transformers model class, PEFT, TRL, Axolotl or Answer.AI's fsdp_qlora runs
-  `Framework.TRANSFORMERS`, for time and memory (`hf_stack_row`, which gives the sources).
+- the Hugging Face stack: a row whose framework cell is other, fsdp or empty and whose notes name the HF Trainer,
+  a transformers model class, PEFT, TRL, Axolotl or Answer.AI's fsdp_qlora runs `Framework.TRANSFORMERS`, for
+  time and memory (`hf_stack_row`, which gives the sources).
 """
 
 from __future__ import annotations
