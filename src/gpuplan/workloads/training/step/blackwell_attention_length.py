@@ -26,6 +26,7 @@ ceiling's fraction of peak carries over and so does this factor.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -45,8 +46,15 @@ B200_FLASH2_BY_LENGTH = ((63.936, 81.393), (154.417, 104.860), (254.381, 198.845
                          (399.925, 318.004))
 
 
-def _factors(table, plateau_tflops: float) -> tuple[float, ...]:
-    return tuple(forward_backward_rate(f, b) / plateau_tflops for f, b in table)
+#: log2 of the measured lengths and of the plateau's start: the interpolation's abscissae
+_LOG_LENGTHS = [math.log2(n) for n in LENGTHS] + [math.log2(PLATEAU_FROM)]
+
+
+@lru_cache(maxsize=8)
+def _factors(kernel: AttentionKernel, plateau_tflops: float) -> list[float]:
+    """The measured forward + backward rate at each of LENGTHS over the plateau rate, then 1 at PLATEAU_FROM."""
+    table = B200_FLASH2_BY_LENGTH if kernel is AttentionKernel.FLASH2 else B200_CUDNN_BY_LENGTH
+    return [forward_backward_rate(f, b) / plateau_tflops for f, b in table] + [1.0]
 
 
 def applies(gpu: Gpu, kernel: AttentionKernel) -> bool:
@@ -56,11 +64,8 @@ def applies(gpu: Gpu, kernel: AttentionKernel) -> bool:
 
 def length_factor(kernel: AttentionKernel, keys, plateau_tflops: float):
     """Rate at `keys` tokens over the plateau rate `plateau_tflops` (module docstring); `keys` broadcasts."""
-    table = B200_FLASH2_BY_LENGTH if kernel is AttentionKernel.FLASH2 else B200_CUDNN_BY_LENGTH
-    factors = _factors(table, plateau_tflops)
     x = np.log2(np.maximum(np.asarray(keys, dtype=np.float64), LENGTHS[0]))
-    xs = [math.log2(n) for n in LENGTHS] + [math.log2(PLATEAU_FROM)]
-    return np.interp(x, xs, list(factors) + [1.0])
+    return np.interp(x, _LOG_LENGTHS, _factors(kernel, float(plateau_tflops)))
 
 
 __all__ = ["B200_CUDNN_BY_LENGTH", "B200_FLASH2_BY_LENGTH", "LENGTHS", "PLATEAU_FROM", "applies", "length_factor"]

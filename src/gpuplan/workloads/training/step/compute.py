@@ -126,9 +126,9 @@ TRAINING_ATTENTION_CEILING = {
 #: TFLOP/s at 16k / 32k / 64k / 128k tokens (8k: 399.9 / 318.0), forward + backward (1 : 2.5) 357.9 / 367.3 /
 #: 371.2 / 371.1, mean 366.9 of 2250 = 0.163 (FlashAttention-2 has no Blackwell-specific kernels: about a
 #: third of cuDNN's 0.510). Ampere, Hopper and CDNA3 ceilings above are FlashAttention-2's already.
-#: The B200 plateau rates (16k-128k mean, TFLOP/s) the Blackwell ceilings are, keyed by "FlashAttention-2"
-B200_PLATEAU_TFLOPS = {False: BLACKWELL_TRAINING_ATTENTION * B200_DENSE_BF16_TFLOPS,
-                       True: sum(forward_backward_rate(f, b) for f, b in B200_FLASH2_TFLOPS) / len(B200_FLASH2_TFLOPS)}
+#: The B200 plateau rates (16k-128k mean, TFLOP/s) the Blackwell ceilings are, by kernel (cuDNN, FlashAttention-2)
+B200_PLATEAU_TFLOPS = {AttentionKernel.FLASH: BLACKWELL_TRAINING_ATTENTION * B200_DENSE_BF16_TFLOPS, AttentionKernel.FLASH2:
+                       sum(forward_backward_rate(f, b) for f, b in B200_FLASH2_TFLOPS) / len(B200_FLASH2_TFLOPS)}
 FLASH2_TRAINING_ATTENTION = {
     "blackwell": knobs.register(
         "training.flash2_attention_ceiling.blackwell", unit="fraction of dense peak",
@@ -442,7 +442,7 @@ def attention_core_seconds(ctx: StepContext, g: PlanAxes):
         if ctx.attention_kernel is AttentionKernel.FLASH_V1:
             eff = eff * knobs.value("training.flash_v1_over_v2")
         if blackwell_attention_length.applies(ctx.gpu, ctx.attention_kernel):  # below the plateau's 16k tokens
-            plateau = B200_PLATEAU_TFLOPS[ctx.attention_kernel is AttentionKernel.FLASH2]
+            plateau = B200_PLATEAU_TFLOPS[ctx.attention_kernel]
             eff = eff * blackwell_attention_length.length_factor(ctx.attention_kernel, s / g.cp, plateau)
         flops = g.mb * s * ctx.attention_flops_per_token / g.tp / g.cp
         fwd_bwd = (1.0 + FLASH_BACKWARD_RATIO) * flops / (_peak_flops(ctx, ctx.act_dtype) * eff)

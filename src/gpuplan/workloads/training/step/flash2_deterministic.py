@@ -169,10 +169,11 @@ def extra_backward_seconds(attn_bwd, batch, heads, seq, head_dim: int, sms: int,
     (query heads on the rank) and `seq` (keys per call) broadcast as arrays; each distinct point is
     scheduled once."""
     b, h, s = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (batch, heads, seq)))
-    factor = np.vectorize(lambda bb, hh, ss: backward_time_factor(int(bb), math.ceil(hh), math.ceil(ss), int(head_dim),
-                                                                  int(sms), bool(causal), smem_per_sm_bytes),
-                          otypes=[float])
-    return attn_bwd * (factor(b, h, s) - 1.0) + extra_accumulator_bytes(b, h, s, head_dim, sms) / hbm_bytes_s
+    points, inverse = np.unique(np.stack([b.ravel(), h.ravel(), s.ravel()], axis=1), axis=0, return_inverse=True)
+    factors = np.array([backward_time_factor(int(bb), math.ceil(hh), math.ceil(ss), int(head_dim), int(sms),
+                                             bool(causal), smem_per_sm_bytes) for bb, hh, ss in points])
+    factor = factors[inverse.ravel()].reshape(b.shape)
+    return attn_bwd * (factor - 1.0) + extra_accumulator_bytes(b, h, s, head_dim, sms) / hbm_bytes_s
 
 
 __all__ = ["BACKWARD_TILES", "applies", "backward_tile", "backward_time_factor", "ctas_per_sm",
