@@ -46,8 +46,10 @@ def optimizer_seconds(ctx: StepContext, g: PlanAxes, local_dense, local_experts,
             step = optimizer_impl.adamw_step_seconds(impl, elements / shard, _stage_tensors(ctx, g, sc), ctx.hbm_bytes_s)
         else:
             step = finetune_time.optimizer_seconds(ctx, g, elements / shard, sc.stage_bwd + sc.recompute_mb)
-        loops = trainer_grad_loops.seconds(ctx, _stage_tensors(ctx, g, sc), elements / shard, ctx.hbm_bytes_s)
-        return step + native_amp.grad_scaler_seconds(ctx, elements) + loops
+        step = step + native_amp.grad_scaler_seconds(ctx, elements)
+        if trainer_grad_loops.applies(ctx):  # (the tensor count is only needed there)
+            step = step + trainer_grad_loops.seconds(ctx, _stage_tensors(ctx, g, sc), elements / shard, ctx.hbm_bytes_s)
+        return step
     params = np.where(g.shard >= ShardingCode.ZERO1, local_dense / dp_group + local_experts / expert_dp,
                       local_dense + local_experts)
     if optimizer_impl.eager(impl):
